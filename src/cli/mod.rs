@@ -1,0 +1,171 @@
+//! The command line: one file per subcommand group, each a clap `Args` struct and an `execute`.
+
+mod check;
+mod import;
+mod next;
+mod run;
+
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
+use clap::{Parser, Subcommand};
+use thiserror::Error;
+
+use crate::schedule::{CronError, Job, LoadError};
+
+/// redcron: a distributed replacement for the system crontab, and a task queue, on Redis.
+#[derive(Debug, Parser)]
+#[command(name = "redcron", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a replica on the jobs in the schedule directory.
+    Run(run::RunArgs),
+    /// Validate the schedule directory and show every job's next fires.
+    Check(check::CheckArgs),
+    /// Print the next fires of a cron expression or a declared job, one RFC 3339 time per line.
+    Next(next::NextArgs),
+    /// Convert a crontab into a schedule file.
+    ImportCrontab(import::ImportArgs),
+}
+
+/// Why a command failed. Each says what to do about it.
+#[derive(Debug, Error)]
+pub enum CliError {
+    /// The schedule directory has problems; each is listed.
+    #[error("{0}")]
+    Schedules(#[from] LoadError),
+    /// A cron expression given on the command line.
+    #[error("bad expression: {0}")]
+    Expression(#[from] CronError),
+    /// A command-line value that is not what it should be.
+    #[error("{0}")]
+    Argument(String),
+    /// Reading or writing a file or a stream.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being read or written.
+        context: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+}
+
+impl CliError {
+    /// The process exit code: 1 for invalid schedules (what `check` exists to find), 2 for
+    /// everything else.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            CliError::Schedules(_) => ExitCode::from(1),
+            _ => ExitCode::from(2),
+        }
+    }
+
+    fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
+        let context = context.into();
+        move |source| CliError::Io { context, source }
+    }
+}
+
+/// Runs the command the user asked for.
+///
+/// # Errors
+/// A [`CliError`] to print to standard error; its [`CliError::exit_code`] is the process's.
+pub fn execute(cli: Cli) -> Result<(), CliError> {
+    let stdout = &mut io::stdout().lock();
+    match cli.command {
+        Command::Run(args) => run::execute(&args, stdout),
+        Command::Check(args) => check::execute(&args, stdout),
+        Command::Next(args) => next::execute(&args, stdout),
+        Command::ImportCrontab(args) => import::execute(&args, stdout),
+    }
+}
+
+/// Where `--schedules` points by default: `schedules/` in the working directory.
+fn default_schedules() -> PathBuf {
+    PathBuf::from("schedules")
+}
+
+fn parse_zone(name: &str) -> Result<Tz, CliError> {
+    name.parse().map_err(|_| {
+        CliError::Argument(format!(
+            "unknown time zone \"{name}\": expected an IANA name such as Europe/Paris, \
+             America/New_York or UTC"
+        ))
+    })
+}
+
+/// RFC 3339 with the zone's offset and whole seconds: `2026-03-08T03:00:00-04:00`.
+fn format_fire(fire: DateTime<Utc>, zone: Tz) -> String {
+    fire.with_timezone(&zone)
+        .to_rfc3339_opts(SecondsFormat::Secs, false)
+}
+
+/// Writes one row per job: name, schedule, zone and its next `count` fires after `now`.
+fn write_jobs(
+    out: &mut impl io::Write,
+    jobs: &[Job],
+    now: DateTime<Utc>,
+    count: usize,
+) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|job| {
+            let schedule = job
+                .schedule
+                .as_ref()
+                .map_or_else(|| "(on demand)".to_owned(), ToString::to_string);
+            let next = if !job.enabled {
+                "(disabled)".to_owned()
+            } else if job.schedule.is_none() {
+                "-".to_owned()
+            } else {
+                let fires: Vec<String> = job
+                    .schedule
+                    .iter()
+                    .flat_map(|schedule| schedule.fires_after(now, job.timezone))
+                    .take(count)
+                    .map(|fire| format_fire(fire, job.timezone))
+                    .collect();
+                fires.join(", ")
+            };
+            vec![
+                job.name.clone(),
+                schedule,
+                job.timezone.name().to_owned(),
+                next,
+            ]
+        })
+        .collect();
+    write_table(out, &["JOB", "SCHEDULE", "ZONE", "NEXT FIRES"], &rows)
+}
+
+/// Writes a table: columns padded to their widest cell, two spaces apart.
+fn write_table(out: &mut impl io::Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let header: Vec<String> = header.iter().map(|cell| (*cell).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (index, (cell, width)) in row.iter().zip(&widths).enumerate() {
+            if index + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}

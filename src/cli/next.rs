@@ -1,0 +1,77 @@
+//! `redcron next`: the upcoming fires of an expression or a declared job, for people and scripts.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use clap::Args;
+
+use super::{CliError, default_schedules, format_fire, parse_zone};
+use crate::schedule::{Schedule, load_dir};
+
+#[derive(Debug, Args)]
+pub(super) struct NextArgs {
+    /// A cron expression (5 fields, or 6 with leading seconds), a macro such as @daily, or
+    /// @every <duration>.
+    #[arg(required_unless_present = "job", conflicts_with = "job")]
+    expression: Option<String>,
+    /// A job declared in the schedule directory, instead of an expression.
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+    /// The directory of schedule files, with --job.
+    #[arg(long, value_name = "DIR", default_value_os_t = default_schedules(), requires = "job")]
+    schedules: PathBuf,
+    /// The IANA time zone the expression's fields are read in (a job has its own).
+    #[arg(
+        long,
+        value_name = "ZONE",
+        default_value = "UTC",
+        conflicts_with = "job"
+    )]
+    tz: String,
+    /// List fires after this RFC 3339 time instead of after now.
+    #[arg(long, value_name = "RFC3339")]
+    after: Option<String>,
+    /// How many fires to print.
+    #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 5)]
+    count: usize,
+}
+
+pub(super) fn execute(args: &NextArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let after = match &args.after {
+        Some(text) => DateTime::parse_from_rfc3339(text)
+            .map_err(|error| {
+                CliError::Argument(format!(
+                    "--after \"{text}\" is not an RFC 3339 time like 2026-03-08T00:00:00Z: {error}"
+                ))
+            })?
+            .with_timezone(&Utc),
+        None => Utc::now(),
+    };
+    let (schedule, zone) = match (&args.expression, &args.job) {
+        (Some(expression), _) => (Schedule::parse(expression)?, parse_zone(&args.tz)?),
+        (None, job) => {
+            let name = job.as_deref().ok_or_else(|| {
+                CliError::Argument("give a cron expression or --job NAME".to_owned())
+            })?;
+            let mut jobs = load_dir(&args.schedules)?;
+            let index = jobs
+                .iter()
+                .position(|job| job.name == name)
+                .ok_or_else(|| {
+                    CliError::Argument(format!("no job \"{name}\" in {}", args.schedules.display()))
+                })?;
+            let job = jobs.swap_remove(index);
+            let schedule = job.schedule.ok_or_else(|| {
+                CliError::Argument(format!(
+                    "job \"{name}\" has no schedule: it runs only when triggered"
+                ))
+            })?;
+            (schedule, job.timezone)
+        }
+    };
+    for fire in schedule.fires_after(after, zone).take(args.count) {
+        writeln!(out, "{}", format_fire(fire, zone)).map_err(CliError::io("writing the fires"))?;
+    }
+    Ok(())
+}

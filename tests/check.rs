@@ -1,0 +1,92 @@
+//! `redcron check` and the provisional `redcron run` on schedule directories.
+
+use std::fs;
+
+use crate::util::{redcron, redcron_in};
+
+#[test]
+fn example_schedules_are_valid_and_listed_with_three_fires() {
+    let out = redcron(&["check"]).success();
+    for job in [
+        "log-cleanup",
+        "heartbeat",
+        "hourly-report",
+        "morning-digest",
+        "welcome-email",
+    ] {
+        assert!(out.contains(job), "{job} missing from:\n{out}");
+    }
+    let digest = out
+        .lines()
+        .find(|line| line.starts_with("morning-digest"))
+        .expect("a morning-digest row");
+    assert!(digest.contains("30 8 * * mon-fri"), "{digest}");
+    assert!(digest.contains("Europe/Paris"), "{digest}");
+    assert_eq!(digest.matches("T08:30:00+0").count(), 3, "{digest}");
+    assert!(out.contains("(on demand)"), "{out}");
+    assert!(
+        out.trim_end().ends_with("5 jobs in schedules: all valid"),
+        "{out}"
+    );
+}
+
+#[test]
+fn run_refuses_an_invalid_directory_and_lists_jobs_of_a_valid_one() {
+    let out = redcron(&["run"]).success();
+    assert!(out.contains("heartbeat"), "{out}");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    fs::write(dir.path().join("bad.toml"), "[jobs.x]\ncommand = 1\n").expect("write");
+    let schedules = dir.path().to_str().expect("UTF-8 path");
+    let errors = redcron(&["run", "--schedules", schedules]).failure(1);
+    assert!(
+        errors.contains("bad.toml:2:11: job \"x\", field \"command\""),
+        "{errors}"
+    );
+}
+
+#[test]
+fn every_problem_in_every_file_is_reported_with_its_place() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let schedules = dir.path().join("schedules");
+    fs::create_dir(&schedules).expect("mkdir");
+    fs::write(
+        schedules.join("a.toml"),
+        "[jobs.report]\nschedule = \"0 25 * * *\"\ncommand = \"make report\"\npriority = \"urgent\"\n",
+    )
+    .expect("write");
+    fs::write(
+        schedules.join("b.toml"),
+        "[jobs.sync]\nschedule = \"@reboot\"\ncommand = \"sync\"\ntimezone = \"Europe/Pariss\"\n\n\
+         [jobs.report]\ncommand = \"other\"\n",
+    )
+    .expect("write");
+    fs::write(schedules.join("c.toml"), "[jobs.x\ncommand = \"true\"\n").expect("write");
+
+    let errors = redcron_in(dir.path(), &["check"], "").failure(1);
+    let lines: Vec<&str> = errors.lines().collect();
+    let expected_starts = [
+        "redcron: schedules/a.toml:2:12: job \"report\", field \"schedule\": hour field \"25\": 25 is out of range",
+        "schedules/a.toml:4:12: job \"report\", field \"priority\": unknown variant `urgent`",
+        "schedules/b.toml:2:12: job \"sync\", field \"schedule\": @reboot is not supported",
+        "schedules/b.toml:4:12: job \"sync\", field \"timezone\": unknown time zone \"Europe/Pariss\"",
+        "schedules/c.toml:1:8: ",
+        "schedules/b.toml:6:7: job \"report\": declared twice: first at schedules/a.toml:1",
+    ];
+    assert_eq!(lines.len(), expected_starts.len(), "{errors}");
+    for (line, start) in lines.iter().zip(expected_starts) {
+        assert!(
+            line.starts_with(start),
+            "{line:?} should start with {start:?}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_directory_is_an_error_not_an_empty_schedule() {
+    let errors = redcron(&["check", "--schedules", "no-such-dir"]).failure(1);
+    assert!(
+        errors.contains("no-such-dir: cannot read the schedule directory"),
+        "{errors}"
+    );
+}

@@ -1,0 +1,7 @@
+//! Integration tests: the `redcron` binary as users and scripts run it.
+
+mod util;
+
+mod check;
+mod import_crontab;
+mod next;
