@@ -35,8 +35,8 @@ pub(crate) fn next_fire(expr: &CronExpr, after: DateTime<Utc>, tz: Tz) -> Option
     let Some(fold) = Fold::containing_first_pass(after, wall, tz) else {
         return walked;
     };
-    // A first-pass match comes before every second-pass instant, which all come before the end
-    // of the repeated interval's second pass, where the walk resumes otherwise.
+    // The walk found either a first-pass match, which precedes the whole second pass, or a fire
+    // past the repeated interval, which any second-pass match precedes.
     if walked.is_some_and(|fire| fire < fold.transition) {
         return walked;
     }
