@@ -84,24 +84,28 @@ fn first_instant_after_gap(wall: NaiveDateTime, tz: Tz) -> Option<DateTime<Utc>>
     };
     let before = offset_at(wall - Duration::days(1));
     let after = offset_at(wall + Duration::days(1));
-    let wall_seconds = wall.and_utc().timestamp();
     // `wall` read at the new offset is an instant before the jump, and read at the old offset an
-    // instant at or after it: search between the two.
-    let mut low = wall_seconds - after;
-    let mut high = wall_seconds - before;
-    let is_past_gap = |seconds: i64| {
-        DateTime::from_timestamp(seconds, 0)
-            .is_some_and(|at| at.with_timezone(&tz).naive_local() > wall)
+    // instant at or after it.
+    let wall_seconds = wall.and_utc().timestamp();
+    offset_change(tz, wall_seconds - after, wall_seconds - before)
+}
+
+/// The first whole second in `(low, high]` whose UTC offset differs from `low`'s, when the
+/// offset changes once in between: the instant the clock jumps.
+fn offset_change(tz: Tz, mut low: i64, mut high: i64) -> Option<DateTime<Utc>> {
+    let offset_at = |seconds: i64| {
+        DateTime::from_timestamp(seconds, 0).map(|at| at.with_timezone(&tz).offset().fix())
     };
-    if low >= high || !is_past_gap(high) {
+    let initial = offset_at(low)?;
+    if low >= high || offset_at(high)? == initial {
         return None;
     }
     while high - low > 1 {
         let middle = low + (high - low) / 2;
-        if is_past_gap(middle) {
-            high = middle;
-        } else {
+        if offset_at(middle)? == initial {
             low = middle;
+        } else {
+            high = middle;
         }
     }
     DateTime::from_timestamp(high, 0)
@@ -131,22 +135,8 @@ impl Fold {
         let first_offset = i64::from(first.offset().fix().local_minus_utc());
         let second_offset = i64::from(second.offset().fix().local_minus_utc());
         // The clock goes back within one offset difference after `after`.
-        let mut low = after.timestamp();
-        let mut high = low + (first_offset - second_offset);
-        let has_gone_back = |seconds: i64| {
-            DateTime::from_timestamp(seconds, 0).is_some_and(|at| {
-                i64::from(at.with_timezone(&tz).offset().fix().local_minus_utc()) == second_offset
-            })
-        };
-        while high - low > 1 {
-            let middle = low + (high - low) / 2;
-            if has_gone_back(middle) {
-                high = middle;
-            } else {
-                low = middle;
-            }
-        }
-        let transition = DateTime::from_timestamp(high, 0)?;
+        let low = after.timestamp();
+        let transition = offset_change(tz, low, low + (first_offset - second_offset))?;
         let transition_wall = transition.naive_utc();
         Some(Self {
             transition,

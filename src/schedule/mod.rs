@@ -18,6 +18,19 @@ pub use file::{Diagnostic, LoadError, load_dir, parse_file};
 pub use job::{Delivery, Job, Misfire, Overlap, Priority};
 
 /// A job's schedule: a crontab expression or macro, or `@every <duration>`.
+///
+/// ```
+/// use chrono::{DateTime, Utc};
+/// use redcron::schedule::Schedule;
+///
+/// // 02:30 does not exist in New York on 2026-03-08: a fixed-time job runs at 03:00 EDT.
+/// let schedule = Schedule::parse("30 2 * * *")?;
+/// let zone = chrono_tz::America::New_York;
+/// let after: DateTime<Utc> = "2026-03-08T00:00:00Z".parse()?;
+/// let next = schedule.next_after(after, zone).expect("a next fire");
+/// assert_eq!(next.with_timezone(&zone).to_rfc3339(), "2026-03-08T03:00:00-04:00");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Schedule {
     /// The expression as written, shown back to users and hashed into the job's definition.
