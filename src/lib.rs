@@ -12,3 +12,4 @@
 
 pub mod cli;
 pub mod schedule;
+pub mod store;

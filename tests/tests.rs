@@ -5,3 +5,4 @@ mod util;
 mod check;
 mod import_crontab;
 mod next;
+mod store;

@@ -1,4 +1,6 @@
-//! Shared test harness: run the `redcron` binary and read what it printed.
+//! Shared test harness: run the `redcron` binary and read what it printed; real Redis servers.
+
+pub mod redis_server;
 
 use std::io::Write;
 use std::path::Path;

@@ -1,0 +1,116 @@
+-- Claims the next ready run for a worker: strict priority order (high, then normal, then low)
+-- across the queues it serves, after the checks that decide whether the run may start at all.
+--
+-- A popped run is skipped (and recorded) when its job is paused, when another run holds its
+-- fingerprint (a duplicate), or when its job forbids overlap and a run of it is active. The
+-- rest starts: its attempt is counted and its lease recorded in the active set.
+--
+-- KEYS[1] active  zset    run id -> lease deadline ms
+-- KEYS[2] events  stream  run state changes
+-- KEYS[3] paused  set     paused job names
+-- KEYS[4] dead    zset    run id -> ms it died
+-- ARGV[1] key prefix "{ns}:" for run:<id>, ready:<queue>:<priority>, wake:<queue>, fp:<fingerprint>,
+--         busy:<job>
+-- ARGV[2] worker id "<replica id>/<slot>"
+-- ARGV[3] lease, ms
+-- ARGV[4] fingerprint ttl, ms
+-- ARGV[5] most runs popped by this call (skipped ones included)
+-- ARGV[6] events stream MAXLEN (approximate)
+-- ARGV[7] retention of finished run hashes, ms
+-- ARGV[8] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[9..] the queues served
+--
+-- Returns {'RUN', skipped, run id, field, value, ...} with the run's hash after the claim;
+-- {'EMPTY', skipped} when every ready list is empty; {'MORE', skipped} when the pop limit was
+-- reached by skipped runs (call again).
+-- Cost: O(limit + queues).
+local active, events, paused, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, worker = ARGV[1], ARGV[2]
+local lease, fingerprint_ttl, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local maxlen, retention = tonumber(ARGV[6]), tonumber(ARGV[7])
+if not lease or not fingerprint_ttl or not limit or not maxlen or not retention then
+  return redis.error_reply('ERR claim_run: lease, ttl, limit, maxlen and retention must be numbers')
+end
+local now = now_ms(ARGV[8])
+local queues = {}
+for i = 9, #ARGV do
+  queues[#queues + 1] = ARGV[i]
+end
+
+local function pop()
+  for _, priority in ipairs({'high', 'normal', 'low'}) do
+    for _, queue in ipairs(queues) do
+      local run_id = redis.call('LPOP', prefix .. 'ready:' .. queue .. ':' .. priority)
+      if run_id then
+        return run_id
+      end
+    end
+  end
+  return nil
+end
+
+local function skip(run_key, run_id, job, reason)
+  redis.call('HSET', run_key, 'state', 'skipped', 'reason', reason, 'finished_ms', now)
+  redis.call('PEXPIRE', run_key, retention)
+  record_event(events, maxlen, run_id, 'skipped', 'job', job, 'reason', reason)
+end
+
+-- Takes a lock for `holder`, or finds it already held by that same holder (a retry).
+local function lock(key, holder, ttl)
+  if redis.call('SET', key, holder, 'NX', 'PX', ttl) then
+    return true
+  end
+  return redis.call('GET', key) == holder
+end
+
+-- Runs are left behind the one claimed: wake another idle worker for them.
+local function wake_others()
+  for _, queue in ipairs(queues) do
+    for _, priority in ipairs({'high', 'normal', 'low'}) do
+      if redis.call('LLEN', prefix .. 'ready:' .. queue .. ':' .. priority) > 0 then
+        redis.call('ZADD', prefix .. 'wake:' .. queue, 0, 'ready')
+        break
+      end
+    end
+  end
+end
+
+local skipped = 0
+for _ = 1, limit do
+  local run_id = pop()
+  if not run_id then
+    return {'EMPTY', skipped}
+  end
+  local run_key = prefix .. 'run:' .. run_id
+  local job, fingerprint, overlap, created = unpack(redis.call('HMGET', run_key, 'job', 'fingerprint',
+    'overlap', 'created_ms'))
+  -- The fingerprint's owner is this run as created (its retries included), not just its id: a
+  -- cron fire planned again after its hash expired has the same id but is a duplicate.
+  local owner = run_id .. '/' .. (created or '')
+  if not job then
+    -- A ready id whose hash is gone or was never written: nothing can run it.
+    redis.call('HSET', run_key, 'state', 'dead', 'reason', 'corrupt', 'finished_ms', now)
+    redis.call('ZADD', dead, now, run_id)
+    record_event(events, maxlen, run_id, 'dead', 'reason', 'corrupt')
+  elseif redis.call('SISMEMBER', paused, job) == 1 then
+    skip(run_key, run_id, job, 'paused')
+  elseif fingerprint and fingerprint ~= '' and not lock(prefix .. 'fp:' .. fingerprint, owner, fingerprint_ttl) then
+    skip(run_key, run_id, job, 'duplicate')
+  elseif overlap == 'forbid' and not lock(prefix .. 'busy:' .. job, run_id, lease) then
+    skip(run_key, run_id, job, 'overlap')
+  else
+    local attempt = redis.call('HINCRBY', run_key, 'attempt', 1)
+    redis.call('ZADD', active, now + lease, run_id)
+    redis.call('HSET', run_key, 'state', 'active', 'worker', worker, 'started_ms', now)
+    record_event(events, maxlen, run_id, 'active', 'job', job, 'attempt', attempt, 'worker', worker)
+    wake_others()
+    local reply = {'RUN', skipped, run_id}
+    local fields = redis.call('HGETALL', run_key)
+    for i = 1, #fields do
+      reply[#reply + 1] = fields[i]
+    end
+    return reply
+  end
+  skipped = skipped + 1
+end
+return {'MORE', skipped}

@@ -1,0 +1,27 @@
+-- Extends a running run's lease (and its overlap lock), for the worker that holds it only.
+--
+-- KEYS[1] active  zset  run id -> lease deadline ms
+-- ARGV[1] key prefix "{ns}:" for run:<id>, busy:<job>
+-- ARGV[2] run id
+-- ARGV[3] worker id that claimed it
+-- ARGV[4] lease, ms from now
+-- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
+--
+-- Returns 1 when extended, 0 when the run is no longer this worker's (its lease expired and it
+-- was reaped): the worker should stop it.
+-- Cost: O(log N).
+local active = KEYS[1]
+local prefix, run_id, worker, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local now = now_ms(ARGV[5])
+local run_key = prefix .. 'run:' .. run_id
+
+local holder, job = unpack(redis.call('HMGET', run_key, 'worker', 'job'))
+if holder ~= worker or not redis.call('ZSCORE', active, run_id) then
+  return 0
+end
+redis.call('ZADD', active, 'XX', now + lease, run_id)
+local busy = prefix .. 'busy:' .. job
+if redis.call('GET', busy) == run_id then
+  redis.call('PEXPIRE', busy, lease)
+end
+return 1

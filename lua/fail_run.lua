@@ -1,0 +1,78 @@
+-- Records a run's failure and decides what becomes of it: back to the due set after an
+-- exponential, jittered, capped backoff while attempts are left (retrying), else the dead
+-- letters. Also how a replica that shuts down hands its runs back (reason 'interrupted'), and
+-- how the reaper ends runs whose worker died (reason 'lost'): an at-least-once run is run again
+-- at once, up to MAX_LOST times, an at-most-once run is dead. Neither uses up an attempt: the
+-- command did not fail, its worker went away.
+--
+-- KEYS[1] active         zset    run id -> lease deadline ms
+-- KEYS[2] due            zset    run id -> due ms
+-- KEYS[3] dead           zset    run id -> ms it died
+-- KEYS[4] events         stream  run state changes
+-- KEYS[5] wake-promoter  channel told when a retry becomes due
+-- ARGV[1] key prefix "{ns}:" for run:<id>, busy:<job>
+-- ARGV[2] run id
+-- ARGV[3] worker id that claimed it, or '' for the reaper (then the lease must have expired)
+-- ARGV[4] reason: failed | timeout | permanent (no retry) | lost | interrupted
+-- ARGV[5] error message
+-- ARGV[6] exit code, or ''
+-- ARGV[7] tail of the output
+-- ARGV[8] jitter in [0, 1): the retry delay is backoff * (1 + jitter) / 2
+-- ARGV[9] events stream MAXLEN (approximate)
+-- ARGV[10] now override, ms, or '' for Redis's clock (tests only)
+--
+-- Returns {'RETRYING', due ms}, {'DEAD', ms}, or {'GONE', 0} when the run is no longer active
+-- for this worker (or, for the reaper, its lease was extended meanwhile).
+-- Cost: O(log N).
+local active, due, dead, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local prefix, run_id, worker, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local message, exit_code, output = ARGV[5], ARGV[6], ARGV[7]
+local jitter, maxlen = tonumber(ARGV[8]), tonumber(ARGV[9])
+if not jitter or not maxlen then
+  return redis.error_reply('ERR fail_run: jitter and maxlen must be numbers')
+end
+local now = now_ms(ARGV[10])
+-- A run whose worker died this many times is taken for a poison run and sent to the dead letters.
+local MAX_LOST = 3
+local run_key = prefix .. 'run:' .. run_id
+
+local deadline = tonumber(redis.call('ZSCORE', active, run_id))
+local holder, job, attempt, max_attempts, backoff, max_backoff, delivery = unpack(redis.call(
+  'HMGET', run_key, 'worker', 'job', 'attempt', 'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery'))
+if not deadline or (worker == '' and deadline > now) or (worker ~= '' and holder ~= worker) then
+  return {'GONE', 0}
+end
+redis.call('ZREM', active, run_id)
+local busy = prefix .. 'busy:' .. (job or '')
+if redis.call('GET', busy) == run_id then
+  redis.call('DEL', busy)
+end
+redis.call('HSET', run_key, 'error', message, 'exit_code', exit_code, 'output', output,
+  'reason', reason, 'finished_ms', now)
+
+attempt, max_attempts = tonumber(attempt) or 1, tonumber(max_attempts) or 1
+local retry_at
+if reason == 'interrupted'
+    or (reason == 'lost' and delivery ~= 'at-most-once'
+      and redis.call('HINCRBY', run_key, 'lost', 1) <= MAX_LOST) then
+  redis.call('HINCRBY', run_key, 'attempt', -1)
+  retry_at = now
+elseif reason ~= 'lost' and reason ~= 'permanent' and attempt < max_attempts then
+  local delay = math.min((tonumber(backoff) or 30000) * 2 ^ (attempt - 1),
+    tonumber(max_backoff) or 3600000)
+  retry_at = now + math.floor(delay * (1 + jitter) / 2)
+end
+
+if retry_at then
+  redis.call('ZADD', due, retry_at, run_id)
+  redis.call('HSET', run_key, 'state', 'retrying', 'due_ms', retry_at)
+  record_event(events, maxlen, run_id, 'retrying', 'job', job or '', 'reason', reason,
+    'attempt', attempt, 'due_ms', retry_at)
+  redis.call('PUBLISH', wake, retry_at)
+  return {'RETRYING', retry_at}
+end
+redis.call('ZADD', dead, now, run_id)
+redis.call('HSET', run_key, 'state', 'dead')
+record_event(events, maxlen, run_id, 'dead', 'job', job or '', 'reason', reason,
+  'attempt', attempt)
+return {'DEAD', now}

@@ -1,0 +1,130 @@
+-- Moves runs whose due time has come from the due set to their ready lists, applying the
+-- job's misfire policy and starting deadline to runs that come too late.
+--
+-- A planned cron fire has no run hash yet (planned runs cost only their due and planned
+-- entries): it is created here from the job's published definition. Ad-hoc runs and retries
+-- already have one.
+--
+-- KEYS[1] due     zset    run id -> due ms
+-- KEYS[2] defs    hash    job -> {"hash": ..., "job": definition} JSON, published by the leader
+-- KEYS[3] events  stream  run state changes
+-- KEYS[4] dead    zset    run id -> ms it died
+-- ARGV[1] key prefix "{ns}:" for run:<id>, planned:<job>, ready:<queue>:<priority>, wake:<queue>
+-- ARGV[2] limit: most runs moved by this call
+-- ARGV[3] misfire threshold, ms: a run later than this is a missed fire
+-- ARGV[4] events stream MAXLEN (approximate)
+-- ARGV[5] retention of finished run hashes, ms
+-- ARGV[6] now override, ms, or '' for Redis's clock (tests only)
+--
+-- Returns {runs made ready, runs skipped or dead, next due ms or -1 when nothing is due}.
+-- Cost: O(limit log N).
+local due, defs, events, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local maxlen, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
+if not limit or not threshold or not maxlen or not retention then
+  return redis.error_reply('ERR promote_due: limit, threshold, maxlen and retention must be numbers')
+end
+local now = now_ms(ARGV[6])
+
+local definitions = {}
+local function definition(job)
+  if definitions[job] == nil then
+    local raw = redis.call('HGET', defs, job)
+    local ok, decoded = pcall(cjson.decode, raw or '')
+    definitions[job] = (ok and type(decoded) == 'table' and type(decoded.job) == 'table') and decoded.job or false
+  end
+  return definitions[job]
+end
+
+local function number_or(value, default)
+  if value == nil or value == cjson.null then
+    return default
+  end
+  return tonumber(value) or default
+end
+
+-- Ends a run that will not run, keeping its hash for `retention` ms.
+local function skip(run_key, run_id, job, reason)
+  redis.call('HSET', run_key, 'state', 'skipped', 'reason', reason, 'finished_ms', now)
+  redis.call('PEXPIRE', run_key, retention)
+  record_event(events, maxlen, run_id, 'skipped', 'job', job, 'reason', reason)
+end
+
+-- Whether a later fire of the same job is also missed: run-once keeps only the latest.
+local function later_fire_also_missed(job, fire_ms)
+  local later = redis.call('ZRANGEBYSCORE', prefix .. 'planned:' .. job,
+    '(' .. fire_ms, now - threshold, 'LIMIT', 0, 1)
+  return #later > 0
+end
+
+local ready, skipped = 0, 0
+local run_ids = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+for i = 1, #run_ids, 2 do
+  local run_id, due_ms = run_ids[i], tonumber(run_ids[i + 1])
+  local run_key = prefix .. 'run:' .. run_id
+  redis.call('ZREM', due, run_id)
+  local job, queue, priority, reason, state
+  if redis.call('EXISTS', run_key) == 1 then
+    job, queue, priority, state = unpack(redis.call('HMGET', run_key, 'job', 'queue', 'priority', 'state'))
+    -- Only a retry or a delayed run is due again. Any other state means this id was planned
+    -- again after it ran or while it runs (a lost cursor, say): it must not run twice.
+    if state ~= 'retrying' and state ~= 'scheduled' then
+      reason = 'duplicate'
+    end
+  else
+    local fire_ms
+    job, fire_ms = string.match(run_id, '^(.+)@(%d+)$')
+    local def = job and definition(job)
+    if job then
+      redis.call('ZREM', prefix .. 'planned:' .. job, run_id)
+    end
+    if not job then
+      reason = 'corrupt'
+      job = ''
+    elseif not def then
+      reason = 'undeclared'
+    else
+      queue, priority = def.queue, def.priority
+      redis.call('HSET', run_key,
+        'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', due_ms, 'created_ms', now,
+        'attempt', 0, 'max_attempts', number_or(def.retries, 0) + 1,
+        'queue', queue, 'priority', priority,
+        'backoff_ms', number_or(def.backoff, 30000), 'max_backoff_ms', number_or(def.max_backoff, 3600000),
+        'delivery', def.delivery, 'overlap', def.overlap, 'fingerprint', run_id)
+      local lateness = now - due_ms
+      local deadline = number_or(def.starting_deadline, nil)
+      if deadline and lateness > deadline then
+        reason = 'deadline'
+      elseif lateness > threshold then
+        if def.misfire == 'skip' then
+          reason = 'missed'
+        elseif def.misfire ~= 'run-all' and later_fire_also_missed(job, tonumber(fire_ms)) then
+          reason = 'missed'
+        end
+      end
+    end
+  end
+  if reason == 'duplicate' then
+    record_event(events, maxlen, run_id, 'skipped', 'job', job or '', 'reason', reason)
+    skipped = skipped + 1
+  elseif reason == 'corrupt' or (not reason and (not queue or not priority)) then
+    -- An id that names no job, or a run hash without its routing: nothing can run it.
+    redis.call('HSET', run_key, 'state', 'dead', 'reason', 'corrupt', 'finished_ms', now)
+    redis.call('ZADD', dead, now, run_id)
+    record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'corrupt')
+    skipped = skipped + 1
+  elseif reason then
+    skip(run_key, run_id, job, reason)
+    skipped = skipped + 1
+  else
+    redis.call('RPUSH', prefix .. 'ready:' .. queue .. ':' .. priority, run_id)
+    redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now)
+    -- One member, so idle workers of the queue wake without the marker growing.
+    redis.call('ZADD', prefix .. 'wake:' .. queue, 0, 'ready')
+    record_event(events, maxlen, run_id, 'ready', 'job', job)
+    ready = ready + 1
+  end
+end
+
+local next_due = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2]
+return {ready, skipped, tonumber(next_due) or -1}

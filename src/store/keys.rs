@@ -1,0 +1,150 @@
+//! Every Redis key name redcron uses, built in one place.
+//!
+//! All keys share one hash tag, `{ns}`, so every script touches a single slot and runs unchanged
+//! on Redis Cluster. Scripts that reach keys named after a run, job or queue build them from
+//! [`Keys::prefix`] with the same suffixes as the functions here (`run:<id>`, `planned:<job>`,
+//! `ready:<queue>:<priority>`, `wake:<queue>`, `fp:<fingerprint>`, `busy:<job>`).
+
+use crate::schedule::Priority;
+
+/// The key names of one namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    /// `{ns}:`, the start of every key.
+    prefix: String,
+}
+
+impl Keys {
+    /// The keys of namespace `namespace` (default `redcron`).
+    pub fn new(namespace: &str) -> Self {
+        Self {
+            prefix: format!("{{{namespace}}}:"),
+        }
+    }
+
+    /// `{ns}:`, which scripts extend into per-run, per-job and per-queue keys.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn key(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.prefix)
+    }
+
+    /// String with a PX lease: `<replica id>:<epoch>` of the current leader.
+    pub fn leader(&self) -> String {
+        self.key("leader")
+    }
+
+    /// Integer incremented on every leader acquisition: the fencing token's epoch.
+    pub fn epoch(&self) -> String {
+        self.key("epoch")
+    }
+
+    /// Hash job -> fire ms of the last fire planned or skipped.
+    pub fn cursor(&self) -> String {
+        self.key("cursor")
+    }
+
+    /// Hash job -> `{"hash": ..., "job": ...}`: the definitions as the leader sees them.
+    pub fn defs(&self) -> String {
+        self.key("defs")
+    }
+
+    /// Zset run id -> due ms: planned fires, delayed runs, retries.
+    pub fn due(&self) -> String {
+        self.key("due")
+    }
+
+    /// Zset of a job's planned run ids -> fire ms.
+    pub fn planned(&self, job: &str) -> String {
+        self.key(&format!("planned:{job}"))
+    }
+
+    /// Hash of one run.
+    pub fn run(&self, run_id: &str) -> String {
+        self.key(&format!("run:{run_id}"))
+    }
+
+    /// List of run ids ready to claim in one queue at one priority.
+    pub fn ready(&self, queue: &str, priority: Priority) -> String {
+        let priority = match priority {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+            Priority::Low => "low",
+        };
+        self.key(&format!("ready:{queue}:{priority}"))
+    }
+
+    /// Zset with at most one member, added when runs become ready in `queue`: idle workers block
+    /// on it instead of polling.
+    pub fn wake(&self, queue: &str) -> String {
+        self.key(&format!("wake:{queue}"))
+    }
+
+    /// Pub/sub channel telling promoters that a run became due earlier than they planned to look.
+    pub fn wake_promoter(&self) -> String {
+        self.key("wake-promoter")
+    }
+
+    /// Zset run id -> lease deadline ms of running runs.
+    pub fn active(&self) -> String {
+        self.key("active")
+    }
+
+    /// String with a PX ttl: the run id that owns a fingerprint.
+    pub fn fingerprint(&self, fingerprint: &str) -> String {
+        self.key(&format!("fp:{fingerprint}"))
+    }
+
+    /// Zset run id -> ms it died: the dead letters.
+    pub fn dead(&self) -> String {
+        self.key("dead")
+    }
+
+    /// Stream of run state changes, capped.
+    pub fn events(&self) -> String {
+        self.key("events")
+    }
+
+    /// Zset replica id -> last heartbeat ms.
+    pub fn replicas(&self) -> String {
+        self.key("replicas")
+    }
+
+    /// Set of paused job names.
+    pub fn paused(&self) -> String {
+        self.key("paused")
+    }
+
+    /// String with a PX lease: the run holding a job's overlap lock.
+    pub fn busy(&self, job: &str) -> String {
+        self.key(&format!("busy:{job}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_carries_the_namespace_hash_tag() {
+        let keys = Keys::new("prod");
+        assert_eq!(keys.prefix(), "{prod}:");
+        assert_eq!(keys.leader(), "{prod}:leader");
+        assert_eq!(
+            keys.run("nightly@1767225600000"),
+            "{prod}:run:nightly@1767225600000"
+        );
+        assert_eq!(keys.ready("mail", Priority::High), "{prod}:ready:mail:high");
+        assert_eq!(keys.planned("nightly"), "{prod}:planned:nightly");
+        for key in [
+            keys.due(),
+            keys.busy("x"),
+            keys.wake("q"),
+            keys.fingerprint("ab"),
+        ] {
+            assert!(key.starts_with("{prod}:"), "{key}");
+        }
+    }
+}

@@ -1,0 +1,663 @@
+//! The only code that talks to Redis: one typed async function per script or command.
+//!
+//! Every state change of a run is one Lua script (`lua/`), so no crash between two commands can
+//! lose or duplicate a run; see `DESIGN.md` for the data model and the run state machine.
+
+pub mod keys;
+mod scripts;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::{AsyncCommands, FromRedisValue, Value};
+use thiserror::Error;
+
+use crate::schedule::Job;
+pub use keys::Keys;
+
+/// Why a store operation failed.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// Redis could not be reached or refused the command; retry with backoff.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// A script or command answered in a shape redcron does not write: foreign or corrupt data.
+    #[error("unexpected reply from {operation}: {detail}")]
+    Reply {
+        /// The script or command.
+        operation: &'static str,
+        /// What was wrong with the reply.
+        detail: String,
+    },
+}
+
+/// How long things are kept and how much history is kept.
+#[derive(Debug, Clone)]
+pub struct StoreSettings {
+    /// Approximate length of the events stream.
+    pub events_maxlen: u64,
+    /// How long a finished (succeeded or skipped) run's hash is kept.
+    pub retention: Duration,
+    /// How long a fingerprint keeps a second run with the same one from executing.
+    pub fingerprint_ttl: Duration,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        Self {
+            events_maxlen: 100_000,
+            retention: Duration::from_secs(7 * 24 * 3600),
+            fingerprint_ttl: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+/// The leader lease this replica holds: `<replica id>:<epoch>`. Every planner write presents it,
+/// and is refused once another replica has taken the lease (fencing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderToken(String);
+
+impl LeaderToken {
+    /// The token as stored in Redis.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The epoch: higher for every later acquisition.
+    pub fn epoch(&self) -> Option<u64> {
+        self.0.rsplit_once(':')?.1.parse().ok()
+    }
+}
+
+/// The answer to an attempt to take the leader lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquisition {
+    /// This replica is the leader now.
+    Acquired(LeaderToken),
+    /// Another replica holds the lease: its token.
+    Held(String),
+}
+
+/// One fire the planner puts in the due set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedRun {
+    /// `<job>@<fire ms>`: planning the same fire twice is a no-op.
+    pub run_id: String,
+    /// When the schedule fires, ms since the epoch.
+    pub fire_ms: i64,
+    /// When the run may start: the fire time plus the job's jitter.
+    pub due_ms: i64,
+}
+
+/// A fire the planner decided not to run (missed, past its starting deadline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedFire {
+    /// `<job>@<fire ms>`.
+    pub run_id: String,
+    /// Why, as recorded in the events stream.
+    pub reason: &'static str,
+}
+
+/// One planner write for one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobPlan {
+    /// The job.
+    pub job: String,
+    /// The last fire considered (planned or skipped), ms: the job's new cursor.
+    pub cursor_ms: i64,
+    /// Fires to run.
+    pub runs: Vec<PlannedRun>,
+    /// Fires recorded as skipped.
+    pub skipped: Vec<SkippedFire>,
+}
+
+/// What a fenced planner write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanOutcome {
+    /// Written: how many runs were new.
+    Planned(u64),
+    /// Refused: another token holds the lease (or none does). The replica must step down.
+    Fenced(String),
+}
+
+/// What one promotion pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Promoted {
+    /// Runs moved to their ready lists.
+    pub ready: u64,
+    /// Runs skipped (missed, past deadline, undeclared job) or dead (corrupt).
+    pub skipped: u64,
+    /// When the next run is due, ms; `None` when nothing is.
+    pub next_due_ms: Option<i64>,
+}
+
+/// A run a worker has claimed, with its lease recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedRun {
+    /// The run id.
+    pub id: String,
+    /// The declared job it runs.
+    pub job: String,
+    /// This attempt's number, from 1.
+    pub attempt: u32,
+    /// Attempts allowed: retries + 1.
+    pub max_attempts: u32,
+    /// The fire time of a cron run, ms.
+    pub fire_ms: Option<i64>,
+    /// The payload of an ad-hoc run, for the command's standard input.
+    pub payload: Option<String>,
+    /// Every field of the run's hash.
+    pub fields: HashMap<String, String>,
+}
+
+/// The answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// A run to execute; `skipped` runs were recorded as skipped on the way.
+    Run {
+        /// The run.
+        run: ClaimedRun,
+        /// Runs skipped before it (paused, duplicate, overlap).
+        skipped: u64,
+    },
+    /// Every ready list of the served queues is empty.
+    Empty {
+        /// Runs skipped before finding that out.
+        skipped: u64,
+    },
+    /// The call's pop limit went to skipped runs: claim again.
+    More {
+        /// Runs skipped.
+        skipped: u64,
+    },
+}
+
+/// Why a run ended without success; decides whether it is tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailReason {
+    /// The command or handler failed: retried while attempts are left.
+    Failed,
+    /// It ran past its timeout: retried while attempts are left.
+    Timeout,
+    /// It failed in a way retrying cannot fix: dead at once.
+    Permanent,
+    /// Its worker died (lease expired): run again at once for at-least-once jobs (a few times at
+    /// most), dead for at-most-once jobs. Uses no attempt.
+    Lost,
+    /// Its replica shut down before it finished: run again at once. Uses no attempt.
+    Interrupted,
+}
+
+impl FailReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            FailReason::Failed => "failed",
+            FailReason::Timeout => "timeout",
+            FailReason::Permanent => "permanent",
+            FailReason::Lost => "lost",
+            FailReason::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// How a run ended without success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Why: decides retry or dead.
+    pub reason: FailReason,
+    /// What went wrong, for people.
+    pub message: String,
+    /// The command's exit code, if it exited.
+    pub exit_code: Option<i32>,
+    /// The tail of its output.
+    pub output: String,
+}
+
+/// What became of a failed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOutcome {
+    /// Back in the due set.
+    Retrying {
+        /// When it is due again, ms.
+        due_ms: i64,
+    },
+    /// In the dead letters.
+    Dead,
+    /// Not this worker's any more (reaped), or, for the reaper, alive again (lease extended).
+    Gone,
+}
+
+/// A connection to redcron's keys in one namespace.
+#[derive(Clone)]
+pub struct Store {
+    /// Multiplexed, reconnecting: clones share one connection.
+    connection: ConnectionManager,
+    keys: Keys,
+    settings: StoreSettings,
+    /// A fixed "now" passed to every script instead of Redis's clock: for tests of time-based
+    /// decisions only.
+    frozen_now_ms: Option<i64>,
+}
+
+/// The id of a cron fire: deterministic, so the same fire is only ever planned once.
+pub fn cron_run_id(job: &str, fire_ms: i64) -> String {
+    format!("{job}@{fire_ms}")
+}
+
+impl Store {
+    /// Connects to the Redis at `url` for namespace `namespace`.
+    ///
+    /// # Errors
+    /// The URL is invalid or Redis cannot be reached.
+    pub async fn connect(
+        url: &str,
+        namespace: &str,
+        settings: StoreSettings,
+    ) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url)?;
+        let connection = client.get_connection_manager().await?;
+        Ok(Self {
+            connection,
+            keys: Keys::new(namespace),
+            settings,
+            frozen_now_ms: None,
+        })
+    }
+
+    /// Makes every script read `now_ms` as the current time instead of Redis's clock, so tests
+    /// can put runs in the past or the future without waiting.
+    pub fn with_frozen_clock(mut self, now_ms: i64) -> Self {
+        self.frozen_now_ms = Some(now_ms);
+        self
+    }
+
+    /// The key names of this namespace.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    fn now_arg(&self) -> String {
+        self.frozen_now_ms
+            .map_or_else(String::new, |now| now.to_string())
+    }
+
+    /// Takes the leader lease for `ttl` if nobody holds it.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn acquire_leader(
+        &self,
+        replica: &str,
+        ttl: Duration,
+    ) -> Result<Acquisition, StoreError> {
+        let (acquired, token): (i64, String) = scripts::ACQUIRE_LEADER
+            .key(self.keys.leader())
+            .key(self.keys.epoch())
+            .arg(replica)
+            .arg(millis(ttl))
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(if acquired == 1 {
+            Acquisition::Acquired(LeaderToken(token))
+        } else {
+            Acquisition::Held(token)
+        })
+    }
+
+    /// Extends the lease held with `token`; `false` means it is lost: step down at once.
+    ///
+    /// # Errors
+    /// Redis errors (the lease may then run out: the caller must stop planning before it does).
+    pub async fn renew_leader(
+        &self,
+        token: &LeaderToken,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let renewed: i64 = scripts::RENEW_LEADER
+            .key(self.keys.leader())
+            .arg(token.as_str())
+            .arg(millis(ttl))
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(renewed == 1)
+    }
+
+    /// Gives up the lease held with `token`; `false` when it was no longer held.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn release_leader(&self, token: &LeaderToken) -> Result<bool, StoreError> {
+        let released: i64 = scripts::RELEASE_LEADER
+            .key(self.keys.leader())
+            .arg(token.as_str())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(released == 1)
+    }
+
+    /// Publishes the declared jobs (definition and content hash) for promoters, status and drift
+    /// detection, removing jobs no longer declared.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn publish_definitions(&self, jobs: &[Job]) -> Result<(), StoreError> {
+        let defs = self.keys.defs();
+        let mut connection = self.connection.clone();
+        let published: Vec<String> = connection.hkeys(&defs).await?;
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for job in jobs {
+            let definition = serde_json::json!({ "hash": job.content_hash(), "job": job });
+            pipe.hset(&defs, &job.name, definition.to_string()).ignore();
+        }
+        let stale: Vec<&String> = published
+            .iter()
+            .filter(|name| !jobs.iter().any(|job| &job.name == *name))
+            .collect();
+        if !stale.is_empty() {
+            pipe.hdel(&defs, stale).ignore();
+        }
+        let () = pipe.query_async(&mut connection).await?;
+        Ok(())
+    }
+
+    /// Every job's cursor: the fire ms of the last fire planned or skipped.
+    ///
+    /// # Errors
+    /// Redis errors; a cursor that is not a number is an error (foreign data).
+    pub async fn cursors(&self) -> Result<HashMap<String, i64>, StoreError> {
+        let raw: HashMap<String, String> =
+            self.connection.clone().hgetall(self.keys.cursor()).await?;
+        raw.into_iter()
+            .map(|(job, cursor)| match cursor.parse() {
+                Ok(cursor) => Ok((job, cursor)),
+                Err(_) => Err(StoreError::Reply {
+                    operation: "cursors",
+                    detail: format!("cursor of job {job} is not a number: {cursor:?}"),
+                }),
+            })
+            .collect()
+    }
+
+    /// Writes one job's plan, fenced by `token`.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn plan_fires(
+        &self,
+        token: &LeaderToken,
+        plan: &JobPlan,
+    ) -> Result<PlanOutcome, StoreError> {
+        let mut invocation = scripts::PLAN_FIRES.prepare_invoke();
+        invocation
+            .key(self.keys.leader())
+            .key(self.keys.due())
+            .key(self.keys.cursor())
+            .key(self.keys.planned(&plan.job))
+            .key(self.keys.events())
+            .key(self.keys.wake_promoter())
+            .arg(token.as_str())
+            .arg(&plan.job)
+            .arg(plan.cursor_ms)
+            .arg(self.settings.events_maxlen)
+            .arg(plan.runs.len());
+        for run in &plan.runs {
+            invocation.arg(&run.run_id).arg(run.fire_ms).arg(run.due_ms);
+        }
+        for skipped in &plan.skipped {
+            invocation.arg(&skipped.run_id).arg(skipped.reason);
+        }
+        let (status, detail): (String, Value) = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        match status.as_str() {
+            "OK" => Ok(PlanOutcome::Planned(
+                u64::from_redis_value(detail)
+                    .map_err(|error| reply("plan_fires", error.to_string()))?,
+            )),
+            "FENCED" => Ok(PlanOutcome::Fenced(
+                String::from_redis_value(detail).unwrap_or_default(),
+            )),
+            other => Err(reply("plan_fires", format!("status {other:?}"))),
+        }
+    }
+
+    /// Moves up to `limit` due runs to their ready lists; a run later than `misfire_threshold`
+    /// is a missed fire, handled by its job's misfire policy.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn promote_due(
+        &self,
+        limit: usize,
+        misfire_threshold: Duration,
+    ) -> Result<Promoted, StoreError> {
+        let (ready, skipped, next_due_ms): (u64, u64, i64) = scripts::PROMOTE_DUE
+            .key(self.keys.due())
+            .key(self.keys.defs())
+            .key(self.keys.events())
+            .key(self.keys.dead())
+            .arg(self.keys.prefix())
+            .arg(limit)
+            .arg(millis(misfire_threshold))
+            .arg(self.settings.events_maxlen)
+            .arg(millis(self.settings.retention))
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(Promoted {
+            ready,
+            skipped,
+            next_due_ms: (next_due_ms >= 0).then_some(next_due_ms),
+        })
+    }
+
+    /// Claims the next ready run of `queues` for `worker`, with a lease of `lease`.
+    ///
+    /// # Errors
+    /// Redis errors, or a claimed run whose hash lacks what every run has (corrupt).
+    pub async fn claim_run(
+        &self,
+        worker: &str,
+        queues: &[String],
+        lease: Duration,
+        pop_limit: usize,
+    ) -> Result<Claim, StoreError> {
+        let mut invocation = scripts::CLAIM_RUN.prepare_invoke();
+        invocation
+            .key(self.keys.active())
+            .key(self.keys.events())
+            .key(self.keys.paused())
+            .key(self.keys.dead())
+            .arg(self.keys.prefix())
+            .arg(worker)
+            .arg(millis(lease))
+            .arg(millis(self.settings.fingerprint_ttl))
+            .arg(pop_limit)
+            .arg(self.settings.events_maxlen)
+            .arg(millis(self.settings.retention))
+            .arg(self.now_arg())
+            .arg(queues);
+        let reply_values: Vec<Value> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        let mut values = reply_values.into_iter();
+        let status = next_string(&mut values, "claim_run")?;
+        let skipped = u64::from_redis_value(values.next().unwrap_or(Value::Nil))
+            .map_err(|error| reply("claim_run", error.to_string()))?;
+        match status.as_str() {
+            "EMPTY" => Ok(Claim::Empty { skipped }),
+            "MORE" => Ok(Claim::More { skipped }),
+            "RUN" => {
+                let id = next_string(&mut values, "claim_run")?;
+                let mut fields = HashMap::new();
+                while let Some(field) = values.next() {
+                    let name = String::from_redis_value(field)
+                        .map_err(|error| reply("claim_run", error.to_string()))?;
+                    let value = next_string(&mut values, "claim_run")?;
+                    fields.insert(name, value);
+                }
+                Ok(Claim::Run {
+                    run: decode_run(id, fields)?,
+                    skipped,
+                })
+            }
+            other => Err(reply("claim_run", format!("status {other:?}"))),
+        }
+    }
+
+    /// Extends `worker`'s lease on a run; `false` means the run is no longer its own.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn extend_lease(
+        &self,
+        run_id: &str,
+        worker: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let extended: i64 = scripts::EXTEND_LEASE
+            .key(self.keys.active())
+            .arg(self.keys.prefix())
+            .arg(run_id)
+            .arg(worker)
+            .arg(millis(lease))
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(extended == 1)
+    }
+
+    /// Records a run's success; `false` means the run was no longer `worker`'s (reaped).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn ack_run(
+        &self,
+        run_id: &str,
+        worker: &str,
+        exit_code: Option<i32>,
+        output: &str,
+    ) -> Result<bool, StoreError> {
+        let acked: i64 = scripts::ACK_RUN
+            .key(self.keys.active())
+            .key(self.keys.events())
+            .arg(self.keys.prefix())
+            .arg(run_id)
+            .arg(worker)
+            .arg(exit_code.map_or_else(String::new, |code| code.to_string()))
+            .arg(output)
+            .arg(millis(self.settings.retention))
+            .arg(self.settings.events_maxlen)
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(acked == 1)
+    }
+
+    /// Records a run's failure. `worker` is `None` for the reaper, which may only fail runs whose
+    /// lease has expired. `jitter` in `[0, 1)` spreads retries: the delay is
+    /// `backoff * (1 + jitter) / 2`.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn fail_run(
+        &self,
+        run_id: &str,
+        worker: Option<&str>,
+        failure: &Failure,
+        jitter: f64,
+    ) -> Result<FailOutcome, StoreError> {
+        let (status, at): (String, i64) = scripts::FAIL_RUN
+            .key(self.keys.active())
+            .key(self.keys.due())
+            .key(self.keys.dead())
+            .key(self.keys.events())
+            .key(self.keys.wake_promoter())
+            .arg(self.keys.prefix())
+            .arg(run_id)
+            .arg(worker.unwrap_or(""))
+            .arg(failure.reason.as_str())
+            .arg(&failure.message)
+            .arg(
+                failure
+                    .exit_code
+                    .map_or_else(String::new, |code| code.to_string()),
+            )
+            .arg(&failure.output)
+            .arg(jitter.clamp(0.0, 1.0))
+            .arg(self.settings.events_maxlen)
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        match status.as_str() {
+            "RETRYING" => Ok(FailOutcome::Retrying { due_ms: at }),
+            "DEAD" => Ok(FailOutcome::Dead),
+            "GONE" => Ok(FailOutcome::Gone),
+            other => Err(reply("fail_run", format!("status {other:?}"))),
+        }
+    }
+
+    /// Up to `limit` runs whose lease deadline has passed on Redis's clock: their workers died.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn expired_leases(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        let mut connection = self.connection.clone();
+        let now = match self.frozen_now_ms {
+            Some(now) => now,
+            None => {
+                let (seconds, micros): (i64, i64) =
+                    redis::cmd("TIME").query_async(&mut connection).await?;
+                seconds * 1000 + micros / 1000
+            }
+        };
+        let expired: Vec<String> = connection
+            .zrangebyscore_limit(self.keys.active(), "-inf", now, 0, limit as isize)
+            .await?;
+        Ok(expired)
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn reply(operation: &'static str, detail: String) -> StoreError {
+    StoreError::Reply { operation, detail }
+}
+
+fn next_string(
+    values: &mut impl Iterator<Item = Value>,
+    operation: &'static str,
+) -> Result<String, StoreError> {
+    let value = values
+        .next()
+        .ok_or_else(|| reply(operation, "reply too short".to_owned()))?;
+    String::from_redis_value(value).map_err(|error| reply(operation, error.to_string()))
+}
+
+/// Reads the fields every run has; a run without them cannot be executed.
+fn decode_run(id: String, fields: HashMap<String, String>) -> Result<ClaimedRun, StoreError> {
+    let corrupt = |detail: &str| reply("claim_run", format!("run {id}: {detail}"));
+    let number = |name: &str| -> Result<u32, StoreError> {
+        fields
+            .get(name)
+            .and_then(|value| value.parse().ok())
+            .ok_or_else(|| corrupt(&format!("field {name} is missing or not a number")))
+    };
+    let job = fields
+        .get("job")
+        .cloned()
+        .ok_or_else(|| corrupt("field job is missing"))?;
+    Ok(ClaimedRun {
+        attempt: number("attempt")?,
+        max_attempts: number("max_attempts")?,
+        fire_ms: fields.get("fire_ms").and_then(|value| value.parse().ok()),
+        payload: fields.get("payload").cloned(),
+        job,
+        id,
+        fields,
+    })
+}

@@ -1,0 +1,32 @@
+//! The Lua scripts, one per atomic operation, embedded at compile time.
+//!
+//! Each script is `lua/include/common.lua` (shared helpers) followed by the script's own file.
+//! `redis::Script` invokes by SHA and loads the source on NOSCRIPT, so a Redis restart or a
+//! failover to a replica without the script cache costs one extra round trip, not an error.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+macro_rules! script {
+    ($name:ident, $file:literal) => {
+        #[doc = concat!("`lua/", $file, "`: see its header for KEYS, ARGV and the reply.")]
+        pub static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../../lua/include/common.lua"),
+                "\n",
+                include_str!(concat!("../../lua/", $file))
+            ))
+        });
+    };
+}
+
+script!(ACQUIRE_LEADER, "acquire_leader.lua");
+script!(RENEW_LEADER, "renew_leader.lua");
+script!(RELEASE_LEADER, "release_leader.lua");
+script!(PLAN_FIRES, "plan_fires.lua");
+script!(PROMOTE_DUE, "promote_due.lua");
+script!(CLAIM_RUN, "claim_run.lua");
+script!(EXTEND_LEASE, "extend_lease.lua");
+script!(ACK_RUN, "ack_run.lua");
+script!(FAIL_RUN, "fail_run.lua");

@@ -1,0 +1,840 @@
+//! Each Lua script on its own, against a real Redis: given this state and this call, expect that
+//! state. Time-based decisions use a frozen clock (`Store::with_frozen_clock`).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use redcron::schedule::{Job, parse_file};
+use redcron::store::{
+    Acquisition, Claim, ClaimedRun, FailOutcome, FailReason, Failure, JobPlan, LeaderToken,
+    PlanOutcome, PlannedRun, SkippedFire, Store, StoreSettings, cron_run_id,
+};
+use redis::Commands;
+
+use crate::util::redis_server::RedisServer;
+
+const LEASE: Duration = Duration::from_secs(30);
+const THRESHOLD: Duration = Duration::from_secs(60);
+
+async fn connect(server: &RedisServer) -> Store {
+    Store::connect(&server.url(), "test", StoreSettings::default())
+        .await
+        .expect("connect to the test redis")
+}
+
+fn jobs(toml: &str) -> Vec<Job> {
+    parse_file(Path::new("test.toml"), toml).expect("valid test jobs")
+}
+
+async fn leader(store: &Store) -> LeaderToken {
+    match store
+        .acquire_leader("planner", LEASE)
+        .await
+        .expect("acquire")
+    {
+        Acquisition::Acquired(token) => token,
+        Acquisition::Held(holder) => panic!("lease held by {holder}"),
+    }
+}
+
+/// Publishes `toml`'s jobs and plans `fires` (ms) of `job`, due at their fire time.
+async fn plan(store: &Store, token: &LeaderToken, job: &str, fires: &[i64]) -> PlanOutcome {
+    let plan = JobPlan {
+        job: job.to_owned(),
+        cursor_ms: fires.iter().copied().max().unwrap_or(0),
+        runs: fires
+            .iter()
+            .map(|&fire_ms| PlannedRun {
+                run_id: cron_run_id(job, fire_ms),
+                fire_ms,
+                due_ms: fire_ms,
+            })
+            .collect(),
+        skipped: Vec::new(),
+    };
+    store.plan_fires(token, &plan).await.expect("plan")
+}
+
+async fn claim(store: &Store, queues: &[&str]) -> Claim {
+    let queues: Vec<String> = queues.iter().map(|queue| (*queue).to_owned()).collect();
+    store
+        .claim_run("replica/0", &queues, LEASE, 100)
+        .await
+        .expect("claim")
+}
+
+async fn claim_run(store: &Store, queues: &[&str]) -> ClaimedRun {
+    match claim(store, queues).await {
+        Claim::Run { run, .. } => run,
+        other => panic!("expected a run, got {other:?}"),
+    }
+}
+
+fn failure(reason: FailReason) -> Failure {
+    Failure {
+        reason,
+        message: "exit status 1".to_owned(),
+        exit_code: Some(1),
+        output: "boom".to_owned(),
+    }
+}
+
+fn run_hash(server: &RedisServer, run_id: &str) -> HashMap<String, String> {
+    server
+        .connection()
+        .hgetall(format!("{{test}}:run:{run_id}"))
+        .expect("HGETALL")
+}
+
+/// Every event in the stream as (run, state, reason).
+fn events(server: &RedisServer) -> Vec<(String, String, String)> {
+    let reply: redis::streams::StreamRangeReply = server
+        .connection()
+        .xrange_all("{test}:events")
+        .expect("XRANGE");
+    reply
+        .ids
+        .iter()
+        .map(|entry| {
+            let field = |name: &str| entry.get::<String>(name).unwrap_or_default();
+            (field("run"), field("state"), field("reason"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn leader_lease_is_exclusive_and_every_acquisition_raises_the_epoch() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let first = leader(&store).await;
+    assert_eq!(first.epoch(), Some(1));
+    assert_eq!(
+        store.acquire_leader("other", LEASE).await.expect("acquire"),
+        Acquisition::Held(first.as_str().to_owned())
+    );
+    assert!(store.renew_leader(&first, LEASE).await.expect("renew"));
+    assert!(store.release_leader(&first).await.expect("release"));
+    assert!(!store.release_leader(&first).await.expect("release again"));
+    assert!(
+        !store
+            .renew_leader(&first, LEASE)
+            .await
+            .expect("renew after release")
+    );
+
+    let Acquisition::Acquired(second) =
+        store.acquire_leader("other", LEASE).await.expect("acquire")
+    else {
+        panic!("the lease was free");
+    };
+    assert_eq!(second.as_str(), "other:2");
+    assert!(
+        !store
+            .renew_leader(&first, LEASE)
+            .await
+            .expect("stale renew")
+    );
+}
+
+#[tokio::test]
+async fn stale_leader_is_fenced_and_writes_nothing() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(
+            "[jobs.tick]\nschedule = \"* * * * *\"\ncommand = \"true\"\n",
+        ))
+        .await
+        .expect("publish");
+    let Acquisition::Acquired(stale) = store
+        .acquire_leader("paused", Duration::from_millis(100))
+        .await
+        .expect("acquire")
+    else {
+        panic!("the lease was free");
+    };
+    // The stale leader's lease runs out (as during a long pause) and a successor takes over.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let successor = loop {
+        if let Acquisition::Acquired(token) = store
+            .acquire_leader("successor", LEASE)
+            .await
+            .expect("acquire")
+        {
+            break token;
+        }
+        assert!(Instant::now() < deadline, "the lease never expired");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+
+    assert_eq!(
+        plan(&store, &stale, "tick", &[60_000]).await,
+        PlanOutcome::Fenced(successor.as_str().to_owned())
+    );
+    let mut redis = server.connection();
+    let due: usize = redis.zcard("{test}:due").expect("ZCARD");
+    let cursor: Option<String> = redis.hget("{test}:cursor", "tick").expect("HGET");
+    assert_eq!((due, cursor), (0, None), "a fenced plan wrote something");
+
+    assert_eq!(
+        plan(&store, &successor, "tick", &[60_000, 120_000]).await,
+        PlanOutcome::Planned(2)
+    );
+}
+
+#[tokio::test]
+async fn planning_a_fire_twice_is_a_no_op_and_the_cursor_only_moves_forward() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let token = leader(&store).await;
+    assert_eq!(
+        plan(&store, &token, "tick", &[60_000, 120_000]).await,
+        PlanOutcome::Planned(2)
+    );
+    assert_eq!(
+        plan(&store, &token, "tick", &[120_000, 180_000]).await,
+        PlanOutcome::Planned(1)
+    );
+    assert_eq!(
+        plan(&store, &token, "tick", &[60_000]).await,
+        PlanOutcome::Planned(0)
+    );
+    assert_eq!(
+        store.cursors().await.expect("cursors").get("tick"),
+        Some(&180_000)
+    );
+
+    let skipped = JobPlan {
+        job: "tick".to_owned(),
+        cursor_ms: 240_000,
+        runs: Vec::new(),
+        skipped: vec![SkippedFire {
+            run_id: cron_run_id("tick", 240_000),
+            reason: "missed",
+        }],
+    };
+    assert_eq!(
+        store.plan_fires(&token, &skipped).await.expect("plan"),
+        PlanOutcome::Planned(0)
+    );
+    assert_eq!(
+        store.cursors().await.expect("cursors").get("tick"),
+        Some(&240_000)
+    );
+    assert_eq!(
+        events(&server),
+        [(
+            "tick@240000".to_owned(),
+            "skipped".to_owned(),
+            "missed".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn promote_moves_only_due_runs_and_creates_their_run_hashes() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(
+            "[jobs.report]\nschedule = \"* * * * *\"\ncommand = \"true\"\npriority = \"high\"\n\
+             queue = \"reports\"\nretries = 2\n",
+        ))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    plan(&store, &token, "report", &[60_000, 120_000, 180_000]).await;
+
+    let promoted = store
+        .clone()
+        .with_frozen_clock(120_000)
+        .promote_due(100, THRESHOLD)
+        .await
+        .expect("promote");
+    assert_eq!((promoted.ready, promoted.skipped), (2, 0));
+    assert_eq!(promoted.next_due_ms, Some(180_000));
+
+    let mut redis = server.connection();
+    let ready: Vec<String> = redis
+        .lrange("{test}:ready:reports:high", 0, -1)
+        .expect("LRANGE");
+    assert_eq!(ready, ["report@60000", "report@120000"]);
+    let planned: Vec<String> = redis
+        .zrange("{test}:planned:report", 0, -1)
+        .expect("ZRANGE");
+    assert_eq!(planned, ["report@180000"]);
+    let woken: usize = redis.zcard("{test}:wake:reports").expect("ZCARD");
+    assert_eq!(woken, 1);
+    let run = run_hash(&server, "report@60000");
+    for (field, value) in [
+        ("job", "report"),
+        ("fire_ms", "60000"),
+        ("attempt", "0"),
+        ("max_attempts", "3"),
+        ("queue", "reports"),
+        ("priority", "high"),
+        ("state", "ready"),
+        ("delivery", "at-least-once"),
+        ("fingerprint", "report@60000"),
+    ] {
+        assert_eq!(
+            run.get(field).map(String::as_str),
+            Some(value),
+            "{field}: {run:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn missed_fires_follow_the_jobs_misfire_policy() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(
+            "[jobs.skip]\ncommand = \"true\"\nmisfire = \"skip\"\n\
+             [jobs.once]\ncommand = \"true\"\nmisfire = \"run-once\"\n\
+             [jobs.all]\ncommand = \"true\"\nmisfire = \"run-all\"\n\
+             [jobs.deadline]\ncommand = \"true\"\nmisfire = \"run-all\"\nstarting_deadline = \"30s\"\n\
+             [jobs.late]\ncommand = \"true\"\nmisfire = \"skip\"\n",
+        ))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    let fires = [0, 30_000, 60_000, 90_000];
+    for job in ["skip", "once", "all", "deadline"] {
+        plan(&store, &token, job, &fires).await;
+    }
+    // Less late than the threshold: it simply runs late.
+    plan(&store, &token, "late", &[150_000]).await;
+
+    let promoted = store
+        .clone()
+        .with_frozen_clock(200_000)
+        .promote_due(100, THRESHOLD)
+        .await
+        .expect("promote");
+    assert_eq!((promoted.ready, promoted.skipped), (6, 11));
+    let ready: Vec<String> = server
+        .connection()
+        .lrange("{test}:ready:default:normal", 0, -1)
+        .expect("LRANGE");
+    let mut ready_sorted = ready.clone();
+    ready_sorted.sort();
+    assert_eq!(
+        ready_sorted,
+        [
+            "all@0",
+            "all@30000",
+            "all@60000",
+            "all@90000",
+            "late@150000",
+            "once@90000"
+        ]
+    );
+    // run-all runs them oldest first.
+    let all: Vec<&String> = ready.iter().filter(|id| id.starts_with("all@")).collect();
+    assert_eq!(all, ["all@0", "all@30000", "all@60000", "all@90000"]);
+
+    let reasons: HashMap<String, String> = events(&server)
+        .into_iter()
+        .filter(|(_, state, _)| state == "skipped")
+        .map(|(run, _, reason)| (run, reason))
+        .collect();
+    for fire in fires {
+        assert_eq!(
+            reasons.get(&format!("skip@{fire}")).map(String::as_str),
+            Some("missed")
+        );
+        assert_eq!(
+            reasons.get(&format!("deadline@{fire}")).map(String::as_str),
+            Some("deadline")
+        );
+    }
+    for fire in [0, 30_000, 60_000] {
+        assert_eq!(
+            reasons.get(&format!("once@{fire}")).map(String::as_str),
+            Some("missed")
+        );
+    }
+    assert_eq!(
+        run_hash(&server, "skip@0").get("state").map(String::as_str),
+        Some("skipped")
+    );
+}
+
+#[tokio::test]
+async fn claim_takes_high_before_normal_before_low_across_queues() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(
+            "[jobs.low]\ncommand = \"true\"\npriority = \"low\"\nqueue = \"a\"\n\
+             [jobs.normal]\ncommand = \"true\"\nqueue = \"b\"\n\
+             [jobs.high]\ncommand = \"true\"\npriority = \"high\"\nqueue = \"b\"\n\
+             [jobs.elsewhere]\ncommand = \"true\"\npriority = \"high\"\nqueue = \"c\"\n",
+        ))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    for job in ["low", "normal", "high", "elsewhere"] {
+        plan(&store, &token, job, &[1_000]).await;
+    }
+    let store = store.with_frozen_clock(1_000);
+    store.promote_due(100, THRESHOLD).await.expect("promote");
+
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        order.push(claim_run(&store, &["a", "b"]).await.job);
+    }
+    assert_eq!(order, ["high", "normal", "low"]);
+    assert_eq!(
+        claim(&store, &["a", "b"]).await,
+        Claim::Empty { skipped: 0 }
+    );
+    assert_eq!(claim_run(&store, &["c"]).await.job, "elsewhere");
+}
+
+#[tokio::test]
+async fn claim_records_the_lease_and_counts_the_attempt() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs("[jobs.tick]\ncommand = \"true\"\nretries = 1\n"))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    plan(&store, &token, "tick", &[5_000]).await;
+    let store = store.with_frozen_clock(5_000);
+    store.promote_due(100, THRESHOLD).await.expect("promote");
+
+    let run = claim_run(&store, &["default"]).await;
+    assert_eq!(
+        (run.id.as_str(), run.attempt, run.max_attempts),
+        ("tick@5000", 1, 2)
+    );
+    assert_eq!(run.fire_ms, Some(5_000));
+    let deadline: Option<i64> = server
+        .connection()
+        .zscore("{test}:active", "tick@5000")
+        .expect("ZSCORE");
+    assert_eq!(deadline, Some(35_000));
+    let hash = run_hash(&server, "tick@5000");
+    assert_eq!(hash.get("state").map(String::as_str), Some("active"));
+    assert_eq!(hash.get("worker").map(String::as_str), Some("replica/0"));
+}
+
+#[tokio::test]
+async fn claim_skips_paused_duplicate_and_overlapping_runs() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(
+            "[jobs.paused]\ncommand = \"true\"\n[jobs.forbid]\ncommand = \"true\"\n\
+             [jobs.allow]\ncommand = \"true\"\noverlap = \"allow\"\n",
+        ))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    let store = store.with_frozen_clock(10_000);
+    let mut redis = server.connection();
+    let () = redis.sadd("{test}:paused", "paused").expect("SADD");
+    plan(&store, &token, "paused", &[1_000]).await;
+    plan(&store, &token, "forbid", &[1_000, 2_000]).await;
+    plan(&store, &token, "allow", &[1_000, 2_000]).await;
+    store.promote_due(100, THRESHOLD).await.expect("promote");
+
+    // Ready in due order, then by id: allow@1000 forbid@1000 paused@1000 allow@2000 forbid@2000.
+    let queues = ["default"];
+    assert_eq!(claim_run(&store, &queues).await.id, "allow@1000");
+    assert_eq!(claim_run(&store, &queues).await.id, "forbid@1000");
+    let Claim::Run { run, skipped } = claim(&store, &queues).await else {
+        panic!("allow@2000 may overlap allow@1000");
+    };
+    assert_eq!((run.id.as_str(), skipped), ("allow@2000", 1));
+    assert_eq!(claim(&store, &queues).await, Claim::Empty { skipped: 1 });
+
+    // The same fire planned again (a lost cursor, say) does not run twice: promotion catches it
+    // while its hash is kept, its fingerprint once the hash has expired.
+    assert!(
+        store
+            .ack_run("allow@1000", "replica/0", Some(0), "")
+            .await
+            .expect("ack")
+    );
+    let () = redis.hdel("{test}:cursor", "allow").expect("HDEL");
+    plan(&store, &token, "allow", &[1_000]).await;
+    let promoted = store.promote_due(100, THRESHOLD).await.expect("promote");
+    assert_eq!((promoted.ready, promoted.skipped), (0, 1));
+    let () = redis.del("{test}:run:allow@1000").expect("DEL");
+    let () = redis.hdel("{test}:cursor", "allow").expect("HDEL");
+    plan(&store, &token, "allow", &[1_000]).await;
+    let later = store.clone().with_frozen_clock(20_000);
+    assert_eq!(
+        later
+            .promote_due(100, THRESHOLD)
+            .await
+            .expect("promote")
+            .ready,
+        1
+    );
+    assert_eq!(claim(&later, &queues).await, Claim::Empty { skipped: 1 });
+
+    let reasons: Vec<(String, String)> = events(&server)
+        .into_iter()
+        .filter(|(_, state, _)| state == "skipped")
+        .map(|(run, _, reason)| (run, reason))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("paused@1000".to_owned(), "paused".to_owned()),
+            ("forbid@2000".to_owned(), "overlap".to_owned()),
+            ("allow@1000".to_owned(), "duplicate".to_owned()),
+            ("allow@1000".to_owned(), "duplicate".to_owned()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn ack_records_success_and_releases_the_overlap_lock() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs("[jobs.tick]\ncommand = \"true\"\n"))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    let store = store.with_frozen_clock(10_000);
+    plan(&store, &token, "tick", &[1_000]).await;
+    store.promote_due(100, THRESHOLD).await.expect("promote");
+    let run = claim_run(&store, &["default"]).await;
+
+    assert!(
+        !store
+            .ack_run(&run.id, "someone/else", Some(0), "")
+            .await
+            .expect("ack")
+    );
+    assert!(
+        store
+            .ack_run(&run.id, "replica/0", Some(0), "done\n")
+            .await
+            .expect("ack")
+    );
+    assert!(
+        !store
+            .ack_run(&run.id, "replica/0", Some(0), "")
+            .await
+            .expect("ack twice")
+    );
+
+    let mut redis = server.connection();
+    let active: usize = redis.zcard("{test}:active").expect("ZCARD");
+    let busy: bool = redis.exists("{test}:busy:tick").expect("EXISTS");
+    let ttl: i64 = redis
+        .pttl(format!("{{test}}:run:{}", run.id))
+        .expect("PTTL");
+    assert_eq!((active, busy), (0, false));
+    assert!(ttl > 0, "a finished run's hash expires after the retention");
+    let hash = run_hash(&server, &run.id);
+    assert_eq!(hash.get("state").map(String::as_str), Some("succeeded"));
+    assert_eq!(hash.get("output").map(String::as_str), Some("done\n"));
+    assert_eq!(hash.get("exit_code").map(String::as_str), Some("0"));
+}
+
+#[tokio::test]
+async fn failures_retry_with_capped_exponential_backoff_then_go_to_the_dead_letters() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(
+            "[jobs.flaky]\ncommand = \"false\"\nretries = 3\nbackoff = \"10s\"\nmax_backoff = \"25s\"\n",
+        ))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    plan(&store, &token, "flaky", &[0]).await;
+
+    let mut now = 0;
+    let mut delays = Vec::new();
+    for attempt in 1..=4 {
+        let at = store.clone().with_frozen_clock(now);
+        at.promote_due(100, THRESHOLD).await.expect("promote");
+        let run = claim_run(&at, &["default"]).await;
+        assert_eq!(run.attempt, attempt);
+        // jitter 1.0: the full delay.
+        match at
+            .fail_run(
+                &run.id,
+                Some("replica/0"),
+                &failure(FailReason::Failed),
+                1.0,
+            )
+            .await
+            .expect("fail")
+        {
+            FailOutcome::Retrying { due_ms } => {
+                delays.push(due_ms - now);
+                now = due_ms;
+            }
+            FailOutcome::Dead => assert_eq!(attempt, 4, "dead before the last attempt"),
+            FailOutcome::Gone => panic!("the run was this worker's"),
+        }
+    }
+    assert_eq!(delays, [10_000, 20_000, 25_000]);
+    let mut redis = server.connection();
+    let dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
+    assert_eq!(dead, ["flaky@0"]);
+    let hash = run_hash(&server, "flaky@0");
+    assert_eq!(hash.get("state").map(String::as_str), Some("dead"));
+    assert_eq!(hash.get("error").map(String::as_str), Some("exit status 1"));
+    let ttl: i64 = redis.pttl("{test}:run:flaky@0").expect("PTTL");
+    assert_eq!(ttl, -1, "dead runs are kept until purged");
+}
+
+#[tokio::test]
+async fn jitter_spreads_retries_over_half_to_all_of_the_backoff() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(
+            "[jobs.flaky]\ncommand = \"false\"\nretries = 1\nbackoff = \"10s\"\n",
+        ))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    plan(&store, &token, "flaky", &[0]).await;
+    let store = store.with_frozen_clock(0);
+    store.promote_due(100, THRESHOLD).await.expect("promote");
+    let run = claim_run(&store, &["default"]).await;
+    assert_eq!(
+        store
+            .fail_run(
+                &run.id,
+                Some("replica/0"),
+                &failure(FailReason::Timeout),
+                0.0
+            )
+            .await
+            .expect("fail"),
+        FailOutcome::Retrying { due_ms: 5_000 }
+    );
+}
+
+#[tokio::test]
+async fn permanent_failures_skip_the_remaining_attempts() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs("[jobs.bad]\ncommand = \"false\"\nretries = 5\n"))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    plan(&store, &token, "bad", &[0]).await;
+    let store = store.with_frozen_clock(0);
+    store.promote_due(100, THRESHOLD).await.expect("promote");
+    let run = claim_run(&store, &["default"]).await;
+    assert_eq!(
+        store
+            .fail_run(
+                &run.id,
+                Some("replica/0"),
+                &failure(FailReason::Permanent),
+                0.5
+            )
+            .await
+            .expect("fail"),
+        FailOutcome::Dead
+    );
+}
+
+#[tokio::test]
+async fn reaped_runs_rerun_when_at_least_once_and_die_when_at_most_once() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(
+            "[jobs.again]\ncommand = \"sleep 10\"\n\
+             [jobs.once]\ncommand = \"sleep 10\"\ndelivery = \"at-most-once\"\n",
+        ))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    plan(&store, &token, "again", &[0]).await;
+    plan(&store, &token, "once", &[0]).await;
+    let start = store.clone().with_frozen_clock(0);
+    start.promote_due(100, THRESHOLD).await.expect("promote");
+    claim_run(&start, &["default"]).await;
+    claim_run(&start, &["default"]).await;
+
+    // Before the lease ends nothing is expired, and the reaper cannot take a live run.
+    assert!(start.expired_leases(10).await.expect("expired").is_empty());
+    let lost = failure(FailReason::Lost);
+    assert_eq!(
+        start
+            .fail_run("again@0", None, &lost, 0.5)
+            .await
+            .expect("reap"),
+        FailOutcome::Gone
+    );
+
+    let later = store
+        .clone()
+        .with_frozen_clock(LEASE.as_millis() as i64 + 1);
+    let mut expired = later.expired_leases(10).await.expect("expired");
+    expired.sort();
+    assert_eq!(expired, ["again@0", "once@0"]);
+    assert_eq!(
+        later
+            .fail_run("again@0", None, &lost, 0.5)
+            .await
+            .expect("reap"),
+        FailOutcome::Retrying { due_ms: 30_001 }
+    );
+    assert_eq!(
+        later
+            .fail_run("once@0", None, &lost, 0.5)
+            .await
+            .expect("reap"),
+        FailOutcome::Dead
+    );
+
+    // The re-run is attempt 1 again: losing a worker uses up no attempt.
+    later.promote_due(100, THRESHOLD).await.expect("promote");
+    assert_eq!(claim_run(&later, &["default"]).await.attempt, 1);
+}
+
+#[tokio::test]
+async fn a_run_lost_again_and_again_ends_in_the_dead_letters() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs("[jobs.poison]\ncommand = \"kill -9 $PPID\"\n"))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    plan(&store, &token, "poison", &[0]).await;
+    let mut outcomes = Vec::new();
+    for round in 0..4_i64 {
+        let claimed_at = round * 100_000;
+        let at = store.clone().with_frozen_clock(claimed_at);
+        at.promote_due(100, THRESHOLD).await.expect("promote");
+        claim_run(&at, &["default"]).await;
+        let reaped_at = store.clone().with_frozen_clock(claimed_at + 50_000);
+        outcomes.push(
+            reaped_at
+                .fail_run("poison@0", None, &failure(FailReason::Lost), 0.5)
+                .await
+                .expect("reap"),
+        );
+    }
+    assert!(
+        matches!(outcomes[2], FailOutcome::Retrying { .. }),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[3], FailOutcome::Dead);
+}
+
+#[tokio::test]
+async fn interrupted_runs_come_back_at_once_without_using_an_attempt() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs("[jobs.long]\ncommand = \"sleep 60\"\n"))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    plan(&store, &token, "long", &[0]).await;
+    let store = store.with_frozen_clock(1_000);
+    store.promote_due(100, THRESHOLD).await.expect("promote");
+    claim_run(&store, &["default"]).await;
+    assert_eq!(
+        store
+            .fail_run(
+                "long@0",
+                Some("replica/0"),
+                &failure(FailReason::Interrupted),
+                0.5
+            )
+            .await
+            .expect("hand back"),
+        FailOutcome::Retrying { due_ms: 1_000 }
+    );
+    store.promote_due(100, THRESHOLD).await.expect("promote");
+    assert_eq!(claim_run(&store, &["default"]).await.attempt, 1);
+}
+
+#[tokio::test]
+async fn only_the_holder_extends_a_lease() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs("[jobs.long]\ncommand = \"sleep 60\"\n"))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    plan(&store, &token, "long", &[0]).await;
+    let start = store.clone().with_frozen_clock(0);
+    start.promote_due(100, THRESHOLD).await.expect("promote");
+    claim_run(&start, &["default"]).await;
+
+    let later = store.clone().with_frozen_clock(20_000);
+    assert!(
+        later
+            .extend_lease("long@0", "replica/0", LEASE)
+            .await
+            .expect("extend")
+    );
+    assert!(
+        !later
+            .extend_lease("long@0", "replica/1", LEASE)
+            .await
+            .expect("extend")
+    );
+    let mut redis = server.connection();
+    let deadline: Option<i64> = redis.zscore("{test}:active", "long@0").expect("ZSCORE");
+    assert_eq!(deadline, Some(50_000));
+    let busy_ttl: i64 = redis.pttl("{test}:busy:long").expect("PTTL");
+    assert!(
+        busy_ttl > 25_000,
+        "the overlap lock follows the lease: {busy_ttl}"
+    );
+    // Extended past the first deadline: the reaper leaves it alone.
+    let reaper = store.clone().with_frozen_clock(40_000);
+    assert!(reaper.expired_leases(10).await.expect("expired").is_empty());
+}
+
+#[tokio::test]
+async fn corrupt_and_undeclared_runs_never_execute() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store.publish_definitions(&[]).await.expect("publish");
+    let mut redis = server.connection();
+    let () = redis.zadd("{test}:due", "no-fire-time", 0).expect("ZADD");
+    let () = redis.zadd("{test}:due", "ghost@0", 0).expect("ZADD");
+    let () = redis
+        .rpush("{test}:ready:default:normal", "nohash")
+        .expect("RPUSH");
+    let store = store.with_frozen_clock(1_000);
+
+    let promoted = store.promote_due(100, THRESHOLD).await.expect("promote");
+    assert_eq!(
+        (promoted.ready, promoted.skipped, promoted.next_due_ms),
+        (0, 2, None)
+    );
+    assert_eq!(
+        claim(&store, &["default"]).await,
+        Claim::Empty { skipped: 1 }
+    );
+
+    let mut dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
+    dead.sort();
+    assert_eq!(dead, ["no-fire-time", "nohash"]);
+    assert_eq!(
+        run_hash(&server, "ghost@0")
+            .get("reason")
+            .map(String::as_str),
+        Some("undeclared")
+    );
+}
