@@ -16,7 +16,7 @@
 -- ARGV[5] retention of finished run hashes, ms
 -- ARGV[6] now override, ms, or '' for Redis's clock (tests only)
 --
--- Returns {runs made ready, runs skipped or dead, next due ms or -1 when nothing is due}.
+-- Returns {runs made ready, runs skipped or dead, next due ms or -1 when nothing is due, now ms}.
 -- Cost: O(limit log N).
 local due, defs, events, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -127,4 +127,4 @@ for i = 1, #run_ids, 2 do
 end
 
 local next_due = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2]
-return {ready, skipped, tonumber(next_due) or -1}
+return {ready, skipped, tonumber(next_due) or -1, now}

@@ -11,5 +11,6 @@
 //! architecture in `DESIGN.md`.
 
 pub mod cli;
+pub mod engine;
 pub mod schedule;
 pub mod store;

@@ -823,6 +823,7 @@ async fn corrupt_and_undeclared_runs_never_execute() {
         (promoted.ready, promoted.skipped, promoted.next_due_ms),
         (0, 2, None)
     );
+    assert_eq!(promoted.now_ms, 1_000);
     assert_eq!(
         claim(&store, &["default"]).await,
         Claim::Empty { skipped: 1 }

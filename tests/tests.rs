@@ -3,6 +3,7 @@
 mod util;
 
 mod check;
+mod engine;
 mod import_crontab;
 mod next;
 mod store;

@@ -130,6 +130,8 @@ pub struct Promoted {
     pub skipped: u64,
     /// When the next run is due, ms; `None` when nothing is.
     pub next_due_ms: Option<i64>,
+    /// Redis's time when the pass ran, ms: with `next_due_ms`, how long to sleep.
+    pub now_ms: i64,
 }
 
 /// A run a worker has claimed, with its lease recorded.
@@ -231,6 +233,8 @@ pub enum FailOutcome {
 /// A connection to redcron's keys in one namespace.
 #[derive(Clone)]
 pub struct Store {
+    /// Opens the connections that cannot be shared: subscriptions and blocking pops.
+    client: redis::Client,
     /// Multiplexed, reconnecting: clones share one connection.
     connection: ConnectionManager,
     keys: Keys,
@@ -258,6 +262,7 @@ impl Store {
         let client = redis::Client::open(url)?;
         let connection = client.get_connection_manager().await?;
         Ok(Self {
+            client,
             connection,
             keys: Keys::new(namespace),
             settings,
@@ -433,7 +438,7 @@ impl Store {
         limit: usize,
         misfire_threshold: Duration,
     ) -> Result<Promoted, StoreError> {
-        let (ready, skipped, next_due_ms): (u64, u64, i64) = scripts::PROMOTE_DUE
+        let (ready, skipped, next_due_ms, now_ms): (u64, u64, i64, i64) = scripts::PROMOTE_DUE
             .key(self.keys.due())
             .key(self.keys.defs())
             .key(self.keys.events())
@@ -450,6 +455,7 @@ impl Store {
             ready,
             skipped,
             next_due_ms: (next_due_ms >= 0).then_some(next_due_ms),
+            now_ms,
         })
     }
 
@@ -599,21 +605,43 @@ impl Store {
         }
     }
 
+    /// The time on Redis's clock, ms since the epoch: what every script decides with, so the
+    /// planner's misfire decisions agree with theirs whatever the local clock says.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn now_ms(&self) -> Result<i64, StoreError> {
+        if let Some(now) = self.frozen_now_ms {
+            return Ok(now);
+        }
+        let (seconds, micros): (i64, i64) = redis::cmd("TIME")
+            .query_async(&mut self.connection.clone())
+            .await?;
+        Ok(seconds * 1000 + micros / 1000)
+    }
+
+    /// Messages on the channel that tells promoters a run became due earlier than they planned
+    /// to look: each carries that due time in ms. The stream ends when the connection drops.
+    ///
+    /// # Errors
+    /// Redis errors while subscribing.
+    pub async fn wake_promoter(
+        &self,
+    ) -> Result<impl futures_util::Stream<Item = redis::Msg> + use<>, StoreError> {
+        let mut pubsub = self.client.get_async_pubsub().await?;
+        pubsub.subscribe(self.keys.wake_promoter()).await?;
+        Ok(pubsub.into_on_message())
+    }
+
     /// Up to `limit` runs whose lease deadline has passed on Redis's clock: their workers died.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn expired_leases(&self, limit: usize) -> Result<Vec<String>, StoreError> {
-        let mut connection = self.connection.clone();
-        let now = match self.frozen_now_ms {
-            Some(now) => now,
-            None => {
-                let (seconds, micros): (i64, i64) =
-                    redis::cmd("TIME").query_async(&mut connection).await?;
-                seconds * 1000 + micros / 1000
-            }
-        };
-        let expired: Vec<String> = connection
+        let now = self.now_ms().await?;
+        let expired: Vec<String> = self
+            .connection
+            .clone()
             .zrangebyscore_limit(self.keys.active(), "-inf", now, 0, limit as isize)
             .await?;
         Ok(expired)

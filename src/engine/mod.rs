@@ -1,0 +1,75 @@
+//! The replica's background components, one file each, all of the same shape: `tick()` does one
+//! iteration (what tests call), `run(shutdown)` loops around it until shutdown. A failed tick is
+//! logged and the loop goes on after a pause; only `run` decides what is fatal.
+//!
+//! - [`elector`]: takes, renews and releases the leader lease.
+//! - [`planner`]: leader only; expands schedules into the due set, a horizon ahead.
+//! - [`promoter`]: moves runs whose time has come to their ready lists.
+//! - [`reaper`]: fails runs whose lease expired (their worker died) with reason `lost`.
+
+pub mod elector;
+pub mod planner;
+pub mod promoter;
+pub mod reaper;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+pub use tokio_util::sync::CancellationToken as Shutdown;
+
+use crate::store::LeaderToken;
+
+/// How long a component waits after a failed tick before trying again, doubling up to
+/// [`MAX_RETRY_DELAY`]: Redis restarts and network blips are ridden out, not fatal.
+pub const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// The longest pause between retries of a failing tick.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
+
+/// Whether this replica leads, shared by the elector (which takes and renews the lease) and the
+/// planner (which stops at once when a write is fenced).
+#[derive(Debug, Clone, Default)]
+pub struct Leadership {
+    current: Arc<watch::Sender<Option<LeaderToken>>>,
+}
+
+impl Leadership {
+    /// A replica that does not lead.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The token this replica holds the lease with, while it leads.
+    pub fn token(&self) -> Option<LeaderToken> {
+        self.current.borrow().clone()
+    }
+
+    /// Changes of leadership, for components that start and stop with it.
+    pub fn subscribe(&self) -> watch::Receiver<Option<LeaderToken>> {
+        self.current.subscribe()
+    }
+
+    fn lead(&self, token: LeaderToken) {
+        self.current.send_replace(Some(token));
+    }
+
+    /// Stops leading if this replica still leads with `token`; returns whether it did. A newer
+    /// token (re-acquired meanwhile) is left alone.
+    pub fn step_down(&self, token: &LeaderToken) -> bool {
+        self.current.send_if_modified(|current| {
+            if current.as_ref() == Some(token) {
+                *current = None;
+                true
+            } else {
+                false
+            }
+        })
+    }
+}
+
+/// The delay before the next retry of a failing tick: doubles from [`MIN_RETRY_DELAY`] up to
+/// [`MAX_RETRY_DELAY`].
+pub(crate) fn next_retry_delay(previous: Option<Duration>) -> Duration {
+    previous.map_or(MIN_RETRY_DELAY, |delay| (delay * 2).min(MAX_RETRY_DELAY))
+}

@@ -1,0 +1,472 @@
+//! The planner: while this replica leads, expands every enabled job's schedule into the due set
+//! up to a horizon ahead, and decides what becomes of fires missed while nothing was planning.
+//!
+//! Fires already planned do not depend on the leader at all, so a leader crash costs no fire as
+//! long as a successor is elected within the horizon. Planning is idempotent (deterministic run
+//! ids, a cursor that only moves forward) and fenced (a write from an old epoch is refused).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::DateTime;
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use super::{Leadership, Shutdown, next_retry_delay};
+use crate::schedule::{Job, Misfire};
+use crate::store::{
+    JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreError, cron_run_id,
+};
+
+/// The declared jobs as the replica currently knows them; replaced whole on reload.
+pub type Jobs = Arc<Vec<Job>>;
+
+/// Most missed fires one job's catch-up looks at in one tick, so that a long outage of a
+/// frequent job is worked off over several ticks instead of stalling one.
+const MAX_MISSED_SCAN: usize = 10_000;
+
+/// How the planner behaves.
+#[derive(Debug, Clone)]
+pub struct PlannerConfig {
+    /// How far ahead fires are planned.
+    pub horizon: Duration,
+    /// Most runs planned per job per tick.
+    pub max_runs_per_job: usize,
+    /// A fire later than this is missed; its job's misfire policy decides whether it runs.
+    pub misfire_threshold: Duration,
+    /// Time between ticks.
+    pub period: Duration,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        Self {
+            horizon: Duration::from_secs(60),
+            max_runs_per_job: 120,
+            misfire_threshold: Duration::from_secs(60),
+            period: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What one planner tick did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlannerTick {
+    /// This replica does not lead: nothing to do.
+    Follower,
+    /// Runs added to the due set and fires skipped.
+    Planned {
+        /// New runs.
+        runs: u64,
+        /// Fires recorded as skipped.
+        skipped: u64,
+    },
+    /// A write was refused: another replica leads now, and this one stepped down.
+    Fenced,
+}
+
+/// Plans fires while this replica leads.
+pub struct Planner {
+    store: Store,
+    leadership: Leadership,
+    jobs: watch::Receiver<Jobs>,
+    config: PlannerConfig,
+    /// The lease the definitions were last published under: they are published again under a
+    /// new lease and whenever the jobs change.
+    published_under: Option<LeaderToken>,
+}
+
+impl Planner {
+    /// A planner over the jobs in `jobs`.
+    pub fn new(
+        store: Store,
+        leadership: Leadership,
+        jobs: watch::Receiver<Jobs>,
+        config: PlannerConfig,
+    ) -> Self {
+        Self {
+            store,
+            leadership,
+            jobs,
+            config,
+            published_under: None,
+        }
+    }
+
+    /// Plans every enabled job up to the horizon, if this replica leads.
+    ///
+    /// # Errors
+    /// Redis errors; the next tick starts over from the cursors, so nothing is planned twice.
+    pub async fn tick(&mut self) -> Result<PlannerTick, StoreError> {
+        let Some(token) = self.leadership.token() else {
+            self.published_under = None;
+            return Ok(PlannerTick::Follower);
+        };
+        let jobs_changed = self.jobs.has_changed().unwrap_or(false);
+        let jobs = self.jobs.borrow_and_update().clone();
+        if jobs_changed || self.published_under.as_ref() != Some(&token) {
+            self.store.publish_definitions(&jobs).await?;
+            self.published_under = Some(token.clone());
+        }
+
+        let now_ms = self.store.now_ms().await?;
+        let cursors = self.store.cursors().await?;
+        let (mut runs, mut skipped) = (0, 0);
+        for job in jobs.iter() {
+            let Some(plan) = plan_job(job, cursors.get(&job.name).copied(), now_ms, &self.config)
+            else {
+                continue;
+            };
+            match self.store.plan_fires(&token, &plan).await? {
+                PlanOutcome::Planned(added) => {
+                    runs += added;
+                    skipped += plan.skipped.len() as u64;
+                }
+                PlanOutcome::Fenced(holder) => {
+                    warn!(
+                        token = token.as_str(),
+                        holder, "planner write fenced: another replica leads; stepping down"
+                    );
+                    self.leadership.step_down(&token);
+                    self.published_under = None;
+                    return Ok(PlannerTick::Fenced);
+                }
+            }
+        }
+        if runs > 0 || skipped > 0 {
+            debug!(runs, skipped, "planned");
+        }
+        Ok(PlannerTick::Planned { runs, skipped })
+    }
+
+    /// Ticks every period until `shutdown`; at once when leadership is gained or jobs change.
+    pub async fn run(mut self, shutdown: Shutdown) {
+        let mut leadership = self.leadership.subscribe();
+        let mut retry = None;
+        loop {
+            let pause = match self.tick().await {
+                Ok(tick) => {
+                    retry = None;
+                    if tick == PlannerTick::Fenced {
+                        info!("planner stopped: not the leader any more");
+                    }
+                    self.config.period
+                }
+                Err(error) => {
+                    warn!(%error, "planner tick failed");
+                    let delay = next_retry_delay(retry);
+                    retry = Some(delay);
+                    delay
+                }
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(pause) => {}
+                _ = leadership.changed() => {}
+                _ = self.jobs.changed() => {}
+            }
+        }
+    }
+}
+
+/// What to write for one job at `now_ms`, given its cursor (the last fire planned or skipped):
+/// fires missed beyond the threshold go by the job's misfire policy and starting deadline, later
+/// fires up to the horizon are planned. `None` when there is nothing to write.
+///
+/// A job seen for the first time (no cursor) starts from now: it has missed nothing.
+pub fn plan_job(
+    job: &Job,
+    cursor_ms: Option<i64>,
+    now_ms: i64,
+    config: &PlannerConfig,
+) -> Option<JobPlan> {
+    let schedule = job.schedule.as_ref().filter(|_| job.enabled)?;
+    let start_ms = cursor_ms.unwrap_or(now_ms);
+    let mut fires = schedule
+        .fires_after(DateTime::from_timestamp_millis(start_ms)?, job.timezone)
+        .map(|fire| fire.timestamp_millis())
+        .peekable();
+    let mut plan = JobPlan {
+        job: job.name.clone(),
+        cursor_ms: start_ms,
+        runs: Vec::new(),
+        skipped: Vec::new(),
+    };
+
+    let missed_until = now_ms - millis(config.misfire_threshold);
+    let mut missed = Vec::new();
+    while missed.len() < MAX_MISSED_SCAN {
+        match fires.next_if(|&fire| fire <= missed_until) {
+            Some(fire) => missed.push(fire),
+            None => break,
+        }
+    }
+    let caught_up = fires.peek().is_none_or(|&fire| fire > missed_until);
+    let latest_missed = missed.last().copied();
+    for fire in missed {
+        let run_id = cron_run_id(&job.name, fire);
+        let past_deadline = job
+            .starting_deadline
+            .is_some_and(|deadline| now_ms - fire > millis(deadline));
+        let reason = if past_deadline {
+            Some("deadline")
+        } else {
+            match job.misfire {
+                Misfire::Skip => Some("missed"),
+                Misfire::RunOnce if !(caught_up && Some(fire) == latest_missed) => Some("missed"),
+                Misfire::RunOnce | Misfire::RunAll => None,
+            }
+        };
+        match reason {
+            Some(reason) => plan.skipped.push(SkippedFire { run_id, reason }),
+            None if plan.runs.len() >= config.max_runs_per_job => return finish(plan),
+            None => plan.runs.push(planned(job, run_id, fire)),
+        }
+        plan.cursor_ms = fire;
+    }
+    if !caught_up {
+        return finish(plan);
+    }
+
+    let horizon_end = now_ms + millis(config.horizon);
+    while plan.runs.len() < config.max_runs_per_job {
+        let Some(fire) = fires.next_if(|&fire| fire <= horizon_end) else {
+            break;
+        };
+        plan.runs
+            .push(planned(job, cron_run_id(&job.name, fire), fire));
+        plan.cursor_ms = fire;
+    }
+    finish(plan)
+}
+
+fn finish(plan: JobPlan) -> Option<JobPlan> {
+    (!plan.runs.is_empty() || !plan.skipped.is_empty()).then_some(plan)
+}
+
+fn planned(job: &Job, run_id: String, fire_ms: i64) -> PlannedRun {
+    let due_ms = fire_ms + jitter_ms(&run_id, job.jitter);
+    PlannedRun {
+        run_id,
+        fire_ms,
+        due_ms,
+    }
+}
+
+/// The fire's delay in `[0, jitter)`: derived from the run id, so every replica (and every
+/// replanning) gives the same fire the same delay.
+fn jitter_ms(run_id: &str, jitter: Duration) -> i64 {
+    let range = millis(jitter);
+    if range <= 0 {
+        return 0;
+    }
+    let digest = Sha256::digest(run_id.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    (u64::from_be_bytes(first) % range as u64) as i64
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::parse_file;
+    use std::path::Path;
+
+    fn job(fields: &str) -> Job {
+        let text = format!("[jobs.tick]\ncommand = \"true\"\n{fields}\n");
+        parse_file(Path::new("test.toml"), &text)
+            .expect("valid test job")
+            .remove(0)
+    }
+
+    fn fires(plan: &JobPlan) -> Vec<i64> {
+        plan.runs.iter().map(|run| run.fire_ms / 1000).collect()
+    }
+
+    fn skipped(plan: &JobPlan) -> Vec<(i64, &'static str)> {
+        plan.skipped
+            .iter()
+            .map(|fire| {
+                let ms: i64 = fire.run_id["tick@".len()..].parse().expect("a fire time");
+                (ms / 1000, fire.reason)
+            })
+            .collect()
+    }
+
+    const EVERY_30S: &str = "schedule = \"*/30 * * * * *\"";
+
+    #[test]
+    fn a_new_job_plans_from_now_to_the_horizon() {
+        let plan = plan_job(&job(EVERY_30S), None, 1_000_000, &PlannerConfig::default())
+            .expect("fires within the horizon");
+        assert_eq!(fires(&plan), [1_020, 1_050]);
+        assert!(plan.skipped.is_empty());
+        assert_eq!(plan.cursor_ms, 1_050_000);
+        assert_eq!(plan.runs[0].run_id, "tick@1020000");
+        assert_eq!(plan.runs[0].due_ms, 1_020_000);
+    }
+
+    #[test]
+    fn a_cursor_at_the_horizon_has_nothing_to_plan() {
+        let config = PlannerConfig::default();
+        assert_eq!(
+            plan_job(&job(EVERY_30S), Some(1_050_000), 1_000_000, &config),
+            None
+        );
+        let plan = plan_job(&job(EVERY_30S), Some(1_050_000), 1_020_000, &config)
+            .expect("one more fire came within the horizon");
+        assert_eq!(fires(&plan), [1_080]);
+    }
+
+    #[test]
+    fn disabled_and_on_demand_jobs_plan_nothing() {
+        let config = PlannerConfig::default();
+        assert_eq!(
+            plan_job(
+                &job(&format!("{EVERY_30S}\nenabled = false")),
+                None,
+                0,
+                &config
+            ),
+            None
+        );
+        assert_eq!(plan_job(&job(""), None, 0, &config), None);
+    }
+
+    #[test]
+    fn missed_fires_follow_the_misfire_policy() {
+        let config = PlannerConfig::default();
+        // Cursor at 600 s, now 800 s: fires 630..=740 are missed (more than 60 s late), 770 and
+        // 800 are late but within the threshold and run, 830 and 860 are ahead.
+        let (cursor, now) = (Some(600_000), 800_000);
+        let missed = [630, 660, 690, 720];
+        let skip = plan_job(
+            &job(&format!("{EVERY_30S}\nmisfire = \"skip\"")),
+            cursor,
+            now,
+            &config,
+        )
+        .expect("a plan");
+        assert_eq!(skipped(&skip), missed.map(|fire| (fire, "missed")));
+        assert_eq!(fires(&skip), [750, 780, 810, 840]);
+
+        let once = plan_job(&job(EVERY_30S), cursor, now, &config).expect("a plan");
+        assert_eq!(
+            skipped(&once),
+            [(630, "missed"), (660, "missed"), (690, "missed")]
+        );
+        assert_eq!(fires(&once), [720, 750, 780, 810, 840]);
+
+        let all = plan_job(
+            &job(&format!("{EVERY_30S}\nmisfire = \"run-all\"")),
+            cursor,
+            now,
+            &config,
+        )
+        .expect("a plan");
+        assert!(all.skipped.is_empty());
+        assert_eq!(fires(&all), [630, 660, 690, 720, 750, 780, 810, 840]);
+        assert_eq!(all.cursor_ms, 840_000);
+    }
+
+    #[test]
+    fn fires_past_the_starting_deadline_are_skipped_whatever_the_policy() {
+        let config = PlannerConfig::default();
+        let job = job(&format!(
+            "{EVERY_30S}\nmisfire = \"run-all\"\nstarting_deadline = \"100s\""
+        ));
+        let plan = plan_job(&job, Some(600_000), 800_000, &config).expect("a plan");
+        assert_eq!(
+            skipped(&plan),
+            [(630, "deadline"), (660, "deadline"), (690, "deadline")]
+        );
+        assert_eq!(fires(&plan), [720, 750, 780, 810, 840]);
+    }
+
+    #[test]
+    fn a_long_outage_is_worked_off_in_bounded_ticks() {
+        let config = PlannerConfig::default();
+        let job = job("schedule = \"* * * * * *\"\nmisfire = \"skip\"");
+        // One day behind with a job every second.
+        let now = 86_400_000 + 1_000_000;
+        let first = plan_job(&job, Some(1_000_000), now, &config).expect("a plan");
+        assert_eq!(first.skipped.len(), MAX_MISSED_SCAN);
+        assert!(
+            first.runs.is_empty(),
+            "nothing is planned until the backlog is decided"
+        );
+        assert_eq!(first.cursor_ms, 1_000_000 + MAX_MISSED_SCAN as i64 * 1000);
+
+        let mut cursor = first.cursor_ms;
+        let mut ticks = 1;
+        let last = loop {
+            let plan = plan_job(&job, Some(cursor), now, &config).expect("a plan");
+            ticks += 1;
+            cursor = plan.cursor_ms;
+            if !plan.runs.is_empty() {
+                break plan;
+            }
+        };
+        assert_eq!(ticks, 9);
+        assert_eq!(last.runs.len(), config.max_runs_per_job);
+        assert_eq!(last.runs[0].fire_ms, now - 60_000 + 1_000);
+    }
+
+    #[test]
+    fn run_once_runs_only_the_latest_fire_missed_in_a_long_outage() {
+        let config = PlannerConfig::default();
+        let job = job("schedule = \"* * * * * *\"");
+        let now = 86_400_000 + 1_000_000;
+        let mut cursor = 1_000_000;
+        let mut skipped_fires = 0;
+        let last = loop {
+            let plan = plan_job(&job, Some(cursor), now, &config).expect("a plan");
+            skipped_fires += plan.skipped.len();
+            cursor = plan.cursor_ms;
+            if !plan.runs.is_empty() {
+                break plan;
+            }
+        };
+        assert_eq!(
+            last.runs[0].fire_ms,
+            now - 60_000,
+            "the latest missed fire runs"
+        );
+        assert_eq!(last.runs[1].fire_ms, now - 59_000);
+        assert_eq!(skipped_fires, 86_340 - 1);
+    }
+
+    #[test]
+    fn run_all_catch_up_is_bounded_per_tick() {
+        let config = PlannerConfig::default();
+        let job = job("schedule = \"* * * * * *\"\nmisfire = \"run-all\"");
+        let plan = plan_job(&job, Some(0), 1_000_000, &config).expect("a plan");
+        assert_eq!(plan.runs.len(), config.max_runs_per_job);
+        assert_eq!(plan.cursor_ms, 120_000);
+        assert_eq!(plan.runs[0].fire_ms, 1_000);
+    }
+
+    #[test]
+    fn jitter_is_deterministic_and_below_its_bound() {
+        let job = job(&format!("{EVERY_30S}\njitter = \"10s\""));
+        let config = PlannerConfig::default();
+        let first = plan_job(&job, None, 0, &config).expect("a plan");
+        let again = plan_job(&job, None, 0, &config).expect("a plan");
+        assert_eq!(first, again);
+        let delays: Vec<i64> = first
+            .runs
+            .iter()
+            .map(|run| run.due_ms - run.fire_ms)
+            .collect();
+        assert!(
+            delays.iter().all(|delay| (0..10_000).contains(delay)),
+            "{delays:?}"
+        );
+        assert_ne!(delays[0], delays[1], "different fires get different delays");
+    }
+}

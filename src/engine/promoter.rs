@@ -1,0 +1,118 @@
+//! The promoter: on every replica, moves runs whose due time has come from the due set to their
+//! ready lists. It sleeps until the next run is due, or until told (pub/sub) that an earlier one
+//! was added; there is no fixed polling interval on the hot path.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tracing::warn;
+
+use super::{Shutdown, next_retry_delay};
+use crate::store::{Promoted, Store, StoreError};
+
+/// How the promoter behaves.
+#[derive(Debug, Clone)]
+pub struct PromoterConfig {
+    /// Most runs moved by one script call; a full batch is followed by another at once.
+    pub batch: usize,
+    /// A run later than this is a missed fire, handled by its job's misfire policy.
+    pub misfire_threshold: Duration,
+    /// The longest sleep, in case a wake message was lost with a dropped connection.
+    pub max_sleep: Duration,
+}
+
+impl Default for PromoterConfig {
+    fn default() -> Self {
+        Self {
+            batch: 1_000,
+            misfire_threshold: Duration::from_secs(60),
+            max_sleep: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Moves due runs to their ready lists.
+pub struct Promoter {
+    store: Store,
+    config: PromoterConfig,
+}
+
+impl Promoter {
+    /// A promoter.
+    pub fn new(store: Store, config: PromoterConfig) -> Self {
+        Self { store, config }
+    }
+
+    /// Moves one batch of due runs.
+    ///
+    /// # Errors
+    /// Redis errors; runs stay due and are moved by a later tick.
+    pub async fn tick(&mut self) -> Result<Promoted, StoreError> {
+        self.store
+            .promote_due(self.config.batch, self.config.misfire_threshold)
+            .await
+    }
+
+    /// How long to sleep after a pass: not at all after a full batch, else until the next run
+    /// is due, at most `max_sleep`.
+    fn pause_after(&self, promoted: &Promoted) -> Duration {
+        if promoted.ready + promoted.skipped >= self.config.batch as u64 {
+            return Duration::ZERO;
+        }
+        promoted
+            .next_due_ms
+            .map_or(self.config.max_sleep, |due_ms| {
+                let wait = u64::try_from(due_ms - promoted.now_ms).unwrap_or(0);
+                Duration::from_millis(wait).min(self.config.max_sleep)
+            })
+    }
+
+    /// Promotes until `shutdown`.
+    pub async fn run(mut self, shutdown: Shutdown) {
+        let mut wakes = None;
+        let mut retry = None;
+        loop {
+            if wakes.is_none() {
+                match self.store.wake_promoter().await {
+                    Ok(stream) => wakes = Some(Box::pin(stream)),
+                    Err(error) => warn!(%error, "cannot subscribe to promoter wake-ups"),
+                }
+            }
+            let pause = match self.tick().await {
+                Ok(promoted) => {
+                    retry = None;
+                    self.pause_after(&promoted)
+                }
+                Err(error) => {
+                    warn!(%error, "promoter tick failed");
+                    let delay = next_retry_delay(retry);
+                    retry = Some(delay);
+                    delay
+                }
+            };
+            if pause.is_zero() {
+                continue;
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(pause) => {}
+                message = next_wake(&mut wakes) => {
+                    if message.is_none() {
+                        wakes = None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The next wake-up, or never when not subscribed.
+async fn next_wake<S>(wakes: &mut Option<S>) -> Option<redis::Msg>
+where
+    S: futures_util::Stream<Item = redis::Msg> + Unpin,
+{
+    match wakes {
+        Some(stream) => stream.next().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,103 @@
+//! The reaper: on every replica, ends runs whose lease expired because their worker died or
+//! froze: reason `lost`, which runs an at-least-once run again and buries an at-most-once one.
+
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use super::{Shutdown, next_retry_delay};
+use crate::store::{FailOutcome, FailReason, Failure, Store, StoreError};
+
+/// How the reaper behaves.
+#[derive(Debug, Clone)]
+pub struct ReaperConfig {
+    /// Time between ticks.
+    pub period: Duration,
+    /// Most runs reaped per tick.
+    pub batch: usize,
+}
+
+impl Default for ReaperConfig {
+    fn default() -> Self {
+        Self {
+            period: Duration::from_secs(2),
+            batch: 100,
+        }
+    }
+}
+
+/// What one reaper tick did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reaped {
+    /// Lost runs due again.
+    pub retried: u64,
+    /// Lost runs sent to the dead letters.
+    pub dead: u64,
+}
+
+/// Fails runs whose lease expired.
+pub struct Reaper {
+    store: Store,
+    config: ReaperConfig,
+}
+
+impl Reaper {
+    /// A reaper.
+    pub fn new(store: Store, config: ReaperConfig) -> Self {
+        Self { store, config }
+    }
+
+    /// Reaps one batch of expired leases. Several replicas may reap at once: the script checks
+    /// the lease again, so each run is reaped once.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn tick(&mut self) -> Result<Reaped, StoreError> {
+        let failure = Failure {
+            reason: FailReason::Lost,
+            message: "lease expired: its worker stopped renewing it (the replica died, froze or \
+                      lost Redis)"
+                .to_owned(),
+            exit_code: None,
+            output: String::new(),
+        };
+        let mut reaped = Reaped::default();
+        for run_id in self.store.expired_leases(self.config.batch).await? {
+            match self.store.fail_run(&run_id, None, &failure, 0.5).await? {
+                FailOutcome::Retrying { .. } => {
+                    info!(run = run_id, "lost run: due again");
+                    reaped.retried += 1;
+                }
+                FailOutcome::Dead => {
+                    info!(run = run_id, "lost run: dead");
+                    reaped.dead += 1;
+                }
+                FailOutcome::Gone => {}
+            }
+        }
+        Ok(reaped)
+    }
+
+    /// Reaps every period until `shutdown`.
+    pub async fn run(mut self, shutdown: Shutdown) {
+        let mut retry = None;
+        loop {
+            let pause = match self.tick().await {
+                Ok(_) => {
+                    retry = None;
+                    self.config.period
+                }
+                Err(error) => {
+                    warn!(%error, "reaper tick failed");
+                    let delay = next_retry_delay(retry);
+                    retry = Some(delay);
+                    delay
+                }
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+}

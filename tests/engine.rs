@@ -1,0 +1,276 @@
+//! The engine's components, one tick at a time (and the promoter's loop), against real Redis.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redcron::engine::elector::{Elector, ElectorConfig, ElectorTick};
+use redcron::engine::planner::{Planner, PlannerConfig, PlannerTick};
+use redcron::engine::promoter::{Promoter, PromoterConfig};
+use redcron::engine::reaper::{Reaped, Reaper, ReaperConfig};
+use redcron::engine::{Leadership, Shutdown};
+use redcron::schedule::{Job, parse_file};
+use redcron::store::{Acquisition, Claim, Store, StoreSettings};
+use redis::Commands;
+use tokio::sync::watch;
+
+use crate::util::redis_server::RedisServer;
+
+const TTL: Duration = Duration::from_secs(5);
+
+async fn connect(server: &RedisServer) -> Store {
+    Store::connect(&server.url(), "test", StoreSettings::default())
+        .await
+        .expect("connect to the test redis")
+}
+
+fn jobs(toml: &str) -> Arc<Vec<Job>> {
+    Arc::new(parse_file(Path::new("test.toml"), toml).expect("valid test jobs"))
+}
+
+fn elector(store: &Store, leadership: &Leadership, replica: &str) -> Elector {
+    Elector::new(
+        store.clone(),
+        leadership.clone(),
+        ElectorConfig {
+            replica_id: replica.to_owned(),
+            lease_ttl: TTL,
+        },
+    )
+}
+
+/// Polls `condition` every 10 ms until it holds or `limit` passes.
+async fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    condition()
+}
+
+#[tokio::test]
+async fn one_elector_leads_and_steps_down_when_its_lease_is_taken() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let (a, b) = (Leadership::new(), Leadership::new());
+    let (mut elector_a, mut elector_b) = (elector(&store, &a, "a"), elector(&store, &b, "b"));
+
+    let ElectorTick::Acquired(token) = elector_a.tick().await.expect("tick") else {
+        panic!("the lease was free");
+    };
+    assert_eq!(a.token(), Some(token.clone()));
+    assert_eq!(
+        elector_b.tick().await.expect("tick"),
+        ElectorTick::Follower("a:1".to_owned())
+    );
+    assert_eq!(b.token(), None);
+    assert_eq!(elector_a.tick().await.expect("tick"), ElectorTick::Renewed);
+
+    // The lease ran out while "a" was frozen and "b" took it.
+    let () = server.connection().del("{test}:leader").expect("DEL");
+    assert!(matches!(
+        elector_b.tick().await.expect("tick"),
+        ElectorTick::Acquired(_)
+    ));
+    assert_eq!(
+        elector_a.tick().await.expect("tick"),
+        ElectorTick::SteppedDown
+    );
+    assert_eq!(a.token(), None);
+    assert_eq!(b.token().and_then(|token| token.epoch()), Some(2));
+}
+
+#[tokio::test]
+async fn elector_releases_the_lease_on_shutdown() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let leadership = Leadership::new();
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(elector(&store, &leadership, "a").run(shutdown.clone()));
+    assert!(wait_until(Duration::from_secs(5), || leadership.token().is_some()).await);
+    shutdown.cancel();
+    task.await.expect("elector task");
+    assert_eq!(leadership.token(), None);
+    let holder: Option<String> = server.connection().get("{test}:leader").expect("GET");
+    assert_eq!(holder, None, "the lease is free for a successor at once");
+}
+
+#[tokio::test]
+async fn planner_plans_only_while_leading_and_stops_when_fenced() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let leadership = Leadership::new();
+    let (_jobs_tx, jobs_rx) = watch::channel(jobs(
+        "[jobs.tick]\nschedule = \"*/10 * * * * *\"\ncommand = \"true\"\n\
+         [jobs.daily]\nschedule = \"@daily\"\ncommand = \"true\"\n\
+         [jobs.manual]\ncommand = \"true\"\n",
+    ));
+    let mut planner = Planner::new(
+        store.clone(),
+        leadership.clone(),
+        jobs_rx,
+        PlannerConfig::default(),
+    );
+    assert_eq!(planner.tick().await.expect("tick"), PlannerTick::Follower);
+
+    elector(&store, &leadership, "a")
+        .tick()
+        .await
+        .expect("elect");
+    let PlannerTick::Planned { runs, skipped } = planner.tick().await.expect("tick") else {
+        panic!("the leader plans");
+    };
+    assert_eq!(
+        (runs, skipped),
+        (6, 0),
+        "six 10-second fires within the 60 s horizon"
+    );
+    assert_eq!(
+        planner.tick().await.expect("tick"),
+        PlannerTick::Planned {
+            runs: 0,
+            skipped: 0
+        }
+    );
+    let mut redis = server.connection();
+    let defs: Vec<String> = redis.hkeys("{test}:defs").expect("HKEYS");
+    assert_eq!(defs.len(), 3, "every declared job is published: {defs:?}");
+
+    // Another replica takes over while this one still believes it leads.
+    let () = redis.del("{test}:leader").expect("DEL");
+    let successor = store.acquire_leader("b", TTL).await.expect("acquire");
+    assert!(matches!(successor, Acquisition::Acquired(_)));
+    let () = redis.hdel("{test}:cursor", "tick").expect("HDEL");
+    assert_eq!(planner.tick().await.expect("tick"), PlannerTick::Fenced);
+    assert_eq!(leadership.token(), None);
+}
+
+#[tokio::test]
+async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let leadership = Leadership::new();
+    elector(&store, &leadership, "a")
+        .tick()
+        .await
+        .expect("elect");
+    let config = PromoterConfig {
+        // Long enough that only a wake-up or the due time can explain a quick promotion.
+        max_sleep: Duration::from_secs(30),
+        ..PromoterConfig::default()
+    };
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(Promoter::new(store.clone(), config).run(shutdown.clone()));
+
+    // Wait until the promoter has subscribed, then plan a fire half a second ahead.
+    let mut redis = server.connection();
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            let subscribers: Vec<(String, u64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("{test}:wake-promoter")
+                .query(&mut server.connection())
+                .expect("PUBSUB NUMSUB");
+            subscribers.first().is_some_and(|(_, count)| *count == 1)
+        })
+        .await
+    );
+    let (_jobs_tx, jobs_rx) = watch::channel(jobs("[jobs.once]\ncommand = \"true\"\n"));
+    let mut planner = Planner::new(
+        store.clone(),
+        leadership.clone(),
+        jobs_rx,
+        PlannerConfig::default(),
+    );
+    planner.tick().await.expect("publish definitions");
+    let due_ms = store.now_ms().await.expect("time") + 500;
+    let token = leadership.token().expect("leader");
+    let plan = redcron::store::JobPlan {
+        job: "once".to_owned(),
+        cursor_ms: due_ms,
+        runs: vec![redcron::store::PlannedRun {
+            run_id: format!("once@{due_ms}"),
+            fire_ms: due_ms,
+            due_ms,
+        }],
+        skipped: Vec::new(),
+    };
+    store.plan_fires(&token, &plan).await.expect("plan");
+
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            redis
+                .llen::<_, usize>("{test}:ready:default:normal")
+                .unwrap_or(0)
+                == 1
+        })
+        .await,
+        "the run was not promoted"
+    );
+    let ready_ms: i64 = redis
+        .hget(format!("{{test}}:run:once@{due_ms}"), "ready_ms")
+        .expect("HGET");
+    assert!(
+        ready_ms >= due_ms,
+        "promoted {} ms early",
+        due_ms - ready_ms
+    );
+    shutdown.cancel();
+    task.await.expect("promoter task");
+}
+
+#[tokio::test]
+async fn reaper_returns_runs_whose_lease_expired() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let leadership = Leadership::new();
+    elector(&store, &leadership, "a")
+        .tick()
+        .await
+        .expect("elect");
+    let (_jobs_tx, jobs_rx) = watch::channel(jobs(
+        "[jobs.again]\nschedule = \"* * * * * *\"\ncommand = \"sleep 9\"\n\
+         [jobs.once]\nschedule = \"* * * * * *\"\ncommand = \"sleep 9\"\ndelivery = \"at-most-once\"\n",
+    ));
+    let mut planner = Planner::new(store.clone(), leadership, jobs_rx, PlannerConfig::default());
+    planner.tick().await.expect("plan");
+    let now = store.now_ms().await.expect("time");
+    let store = store.with_frozen_clock(now + 1_500);
+    store
+        .promote_due(100, Duration::from_secs(60))
+        .await
+        .expect("promote");
+    let queues = ["default".to_owned()];
+    for _ in 0..2 {
+        let claim = store
+            .claim_run("dead-replica/0", &queues, Duration::from_secs(1), 10)
+            .await
+            .expect("claim");
+        assert!(matches!(claim, Claim::Run { .. }), "{claim:?}");
+    }
+    let mut reaper = Reaper::new(store.clone(), ReaperConfig::default());
+    assert_eq!(
+        reaper.tick().await.expect("tick"),
+        Reaped::default(),
+        "leases still live"
+    );
+    let mut later = Reaper::new(
+        store.with_frozen_clock(now + 3_000),
+        ReaperConfig::default(),
+    );
+    assert_eq!(
+        later.tick().await.expect("tick"),
+        Reaped {
+            retried: 1,
+            dead: 1
+        }
+    );
+    assert_eq!(
+        later.tick().await.expect("tick"),
+        Reaped::default(),
+        "each run is reaped once"
+    );
+}
