@@ -12,5 +12,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod handler;
+pub mod replica;
 pub mod schedule;
 pub mod store;

@@ -1,12 +1,20 @@
-//! The `redcron` binary: parse the command line and hand it to the library.
+//! The `redcron` binary: set up logging, parse the command line, hand it to the library.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use redcron::cli::{Cli, execute};
+use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    match execute(Cli::parse()) {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match execute(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("redcron: {error}");

@@ -45,6 +45,12 @@ pub enum CliError {
     /// A cron expression given on the command line.
     #[error("bad expression: {0}")]
     Expression(#[from] CronError),
+    /// Redis could not be reached or answered badly.
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
+    /// The embedded Redis could not be started.
+    #[error("{0}")]
+    Embedded(#[from] crate::store::embedded::EmbeddedError),
     /// A command-line value that is not what it should be.
     #[error("{0}")]
     Argument(String),
@@ -81,7 +87,7 @@ impl CliError {
 pub fn execute(cli: Cli) -> Result<(), CliError> {
     let stdout = &mut io::stdout().lock();
     match cli.command {
-        Command::Run(args) => run::execute(&args, stdout),
+        Command::Run(args) => run::execute(&args),
         Command::Check(args) => check::execute(&args, stdout),
         Command::Next(args) => next::execute(&args, stdout),
         Command::ImportCrontab(args) => import::execute(&args, stdout),

@@ -1,22 +1,168 @@
-//! `redcron run`: one replica on the schedule directory.
-//!
-//! The engine (leader, planner, promoter, workers) is not built yet: for now the command loads
-//! and validates the schedules, as a replica does at start-up, and shows the upcoming fires.
+//! `redcron run`: one replica on the schedule directory, against a shared Redis or a private
+//! embedded one.
 
-use std::io::Write;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
+use tokio::signal::unix::{SignalKind, signal};
+use tracing::{error, info, warn};
 
-use super::{CliError, check, default_schedules};
+use super::{CliError, default_schedules};
+use crate::engine::Shutdown;
+use crate::replica::{JobsHandle, Replica, ReplicaConfig};
+use crate::schedule::{Job, load_dir};
+use crate::store::embedded::EmbeddedRedis;
+use crate::store::{Store, StoreSettings};
 
 #[derive(Debug, Args)]
 pub(super) struct RunArgs {
     /// The directory of schedule files (*.toml).
     #[arg(long, value_name = "DIR", default_value_os_t = default_schedules())]
     schedules: PathBuf,
+    /// A shared Redis (redis://, rediss://, redis+unix://). Without it, a private redis-server
+    /// is started under --data-dir.
+    #[arg(long, env = "REDIS_URL", value_name = "URL")]
+    redis: Option<String>,
+    /// Keys live under {NS}: replicas cooperate within one namespace.
+    #[arg(long, value_name = "NS", default_value = "redcron")]
+    namespace: String,
+    /// The queues this replica serves, comma-separated [default: every queue its jobs use].
+    #[arg(long, value_name = "Q,...", value_delimiter = ',')]
+    queues: Vec<String>,
+    /// How many runs execute at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    workers: usize,
+    /// This replica's id, unique among the replicas [default: <host>-<pid>].
+    #[arg(long, value_name = "ID")]
+    replica_id: Option<String>,
+    /// Where the embedded Redis keeps its data and socket.
+    #[arg(long, value_name = "DIR", default_value = ".redcron")]
+    data_dir: PathBuf,
+    /// How long running runs may finish after SIGTERM before they are stopped and handed back.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
+    /// The leader lease: a dead leader is replaced within about this long.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    leader_ttl: Duration,
+    /// A running run's lease: a run whose replica died is retried about this long after.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    run_lease: Duration,
+    /// A fire that cannot start within this long is missed: its job's misfire policy decides.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    misfire_threshold: Duration,
 }
 
-pub(super) fn execute(args: &RunArgs, out: &mut impl Write) -> Result<(), CliError> {
-    check::show_jobs(&args.schedules, out).map(drop)
+pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
+    // A replica refuses to start on an invalid schedule directory.
+    let jobs = load_dir(&args.schedules)?;
+    let runtime = tokio::runtime::Runtime::new().map_err(CliError::io("starting the runtime"))?;
+    runtime.block_on(run(args, jobs))
+}
+
+async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
+    let shutdown = Shutdown::new();
+    let (url, embedded) = match &args.redis {
+        Some(url) => (url.clone(), None),
+        None => {
+            let embedded = EmbeddedRedis::start(&args.data_dir).await?;
+            (embedded.url().to_owned(), Some(embedded))
+        }
+    };
+    let store = Store::connect(&url, &args.namespace, StoreSettings::default()).await?;
+    if args.redis.is_some() {
+        for warning in store.durability_warnings().await? {
+            warn!("{warning}");
+        }
+    }
+    let config = config(args, &jobs);
+    info!(
+        replica = config.replica_id,
+        jobs = jobs.len(),
+        queues = ?config.workers.queues,
+        workers = config.workers.concurrency,
+        "replica starting"
+    );
+    let replica = Replica::builder(store).jobs(jobs).config(config).build();
+    tokio::spawn(handle_signals(
+        shutdown.clone(),
+        replica.jobs_handle(),
+        args.schedules.clone(),
+    ));
+    replica.run(shutdown).await;
+    if let Some(embedded) = embedded {
+        embedded.stop().await;
+    }
+    info!("replica stopped");
+    Ok(())
+}
+
+fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
+    let defaults = ReplicaConfig::default();
+    let replica_id = args.replica_id.clone().unwrap_or_else(|| {
+        let host = nix::unistd::gethostname()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "replica".to_owned());
+        format!("{host}-{}", std::process::id())
+    });
+    let queues = if args.queues.is_empty() {
+        let mut queues: BTreeSet<String> = jobs.iter().map(|job| job.queue.clone()).collect();
+        queues.insert("default".to_owned());
+        queues.into_iter().collect()
+    } else {
+        args.queues.clone()
+    };
+    let mut config = ReplicaConfig {
+        replica_id,
+        leader_ttl: args.leader_ttl,
+        shutdown_grace: args.shutdown_grace,
+        ..defaults
+    };
+    config.workers.queues = queues;
+    config.workers.concurrency = args.workers.max(1);
+    config.workers.lease = args.run_lease;
+    config.planner.misfire_threshold = args.misfire_threshold;
+    config.promoter.misfire_threshold = args.misfire_threshold;
+    config
+}
+
+/// SIGTERM or SIGINT: shut down in order; a second one: exit at once. SIGHUP: reload the
+/// schedule directory, keeping the previous definitions if it is invalid.
+async fn handle_signals(shutdown: Shutdown, jobs: JobsHandle, schedules: PathBuf) {
+    let (Ok(mut terminate), Ok(mut interrupt), Ok(mut hangup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        error!("cannot install signal handlers");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+            _ = hangup.recv() => {
+                match load_dir(&schedules) {
+                    Ok(loaded) => {
+                        info!(jobs = loaded.len(), "schedules reloaded");
+                        jobs.replace(loaded);
+                    }
+                    Err(problems) => {
+                        for problem in &problems.diagnostics {
+                            error!("{problem}");
+                        }
+                        error!("reload refused: keeping the previous definitions");
+                    }
+                }
+                continue;
+            }
+        }
+        if shutdown.is_cancelled() {
+            warn!("second signal: exiting at once");
+            std::process::exit(130);
+        }
+        info!("shutting down: no new runs; running runs get the shutdown grace");
+        shutdown.cancel();
+    }
 }

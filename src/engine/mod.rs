@@ -5,12 +5,16 @@
 //! - [`elector`]: takes, renews and releases the leader lease.
 //! - [`planner`]: leader only; expands schedules into the due set, a horizon ahead.
 //! - [`promoter`]: moves runs whose time has come to their ready lists.
+//! - [`worker`]: claims ready runs, executes them with their handler, records the outcome.
 //! - [`reaper`]: fails runs whose lease expired (their worker died) with reason `lost`.
+//! - [`heartbeat`]: records the replica as alive, with its load.
 
 pub mod elector;
+pub mod heartbeat;
 pub mod planner;
 pub mod promoter;
 pub mod reaper;
+pub mod worker;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -105,12 +105,15 @@ impl Planner {
         };
         let jobs_changed = self.jobs.has_changed().unwrap_or(false);
         let jobs = self.jobs.borrow_and_update().clone();
+        let now_ms = self.store.now_ms().await?;
         if jobs_changed || self.published_under.as_ref() != Some(&token) {
+            if self.replan_changed_jobs(&token, &jobs, now_ms).await? {
+                return Ok(PlannerTick::Fenced);
+            }
             self.store.publish_definitions(&jobs).await?;
             self.published_under = Some(token.clone());
         }
 
-        let now_ms = self.store.now_ms().await?;
         let cursors = self.store.cursors().await?;
         let (mut runs, mut skipped) = (0, 0);
         for job in jobs.iter() {
@@ -138,6 +141,44 @@ impl Planner {
             debug!(runs, skipped, "planned");
         }
         Ok(PlannerTick::Planned { runs, skipped })
+    }
+
+    /// Removes the planned runs of jobs whose published definition differs from the declared
+    /// one (changed by a reload, here or on the previous leader) or that are no longer declared,
+    /// so that their old fires never run. Returns whether a write was fenced.
+    async fn replan_changed_jobs(
+        &mut self,
+        token: &LeaderToken,
+        jobs: &[Job],
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let published = self.store.published_hashes().await?;
+        for (name, hash) in &published {
+            let declared = jobs.iter().find(|job| &job.name == name);
+            let cursor = match declared {
+                Some(job) if &job.content_hash() == hash => continue,
+                Some(_) => Some(now_ms),
+                None => None,
+            };
+            match self.store.unplan_job(token, name, cursor).await? {
+                PlanOutcome::Planned(removed) => {
+                    info!(
+                        job = name,
+                        removed, "definition changed or removed: old fires unplanned"
+                    );
+                }
+                PlanOutcome::Fenced(holder) => {
+                    warn!(
+                        token = token.as_str(),
+                        holder, "planner write fenced: stepping down"
+                    );
+                    self.leadership.step_down(token);
+                    self.published_under = None;
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Ticks every period until `shutdown`; at once when leadership is gained or jobs change.

@@ -112,6 +112,12 @@ impl Keys {
         self.key("replicas")
     }
 
+    /// Hash describing one replica (host, pid, version, start time, busy and max workers),
+    /// expiring when its heartbeats stop.
+    pub fn replica(&self, replica_id: &str) -> String {
+        self.key(&format!("replica:{replica_id}"))
+    }
+
     /// Set of paused job names.
     pub fn paused(&self) -> String {
         self.key("paused")

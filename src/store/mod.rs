@@ -3,6 +3,7 @@
 //! Every state change of a run is one Lua script (`lua/`), so no crash between two commands can
 //! lose or duplicate a run; see `DESIGN.md` for the data model and the run state machine.
 
+pub mod embedded;
 pub mod keys;
 mod scripts;
 
@@ -244,6 +245,38 @@ pub struct Store {
     frozen_now_ms: Option<i64>,
 }
 
+/// How long a command or script may take to answer: a promotion or a catch-up plan of thousands
+/// of runs is one script call.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long connecting to Redis may take.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The longest pause between reconnection attempts after Redis went away.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+
+/// Blocks until runs become ready in some queues, on a connection of its own (a blocking pop
+/// would hold up every command sharing a multiplexed connection).
+pub struct ReadyWaiter {
+    connection: redis::aio::MultiplexedConnection,
+    markers: Vec<String>,
+    timeout: Duration,
+}
+
+impl ReadyWaiter {
+    /// Waits until a queue's wake marker is set or the timeout passes; `true` when woken.
+    ///
+    /// # Errors
+    /// Redis errors: the caller should open a new waiter after a pause.
+    pub async fn wait(&mut self) -> Result<bool, StoreError> {
+        let woken: Option<(String, String, f64)> = self
+            .connection
+            .bzpopmin(&self.markers, self.timeout.as_secs_f64())
+            .await?;
+        Ok(woken.is_some())
+    }
+}
+
 /// The id of a cron fire: deterministic, so the same fire is only ever planned once.
 pub fn cron_run_id(job: &str, fire_ms: i64) -> String {
     format!("{job}@{fire_ms}")
@@ -260,7 +293,11 @@ impl Store {
         settings: StoreSettings,
     ) -> Result<Self, StoreError> {
         let client = redis::Client::open(url)?;
-        let connection = client.get_connection_manager().await?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+            .set_max_delay(MAX_RECONNECT_DELAY);
+        let connection = client.get_connection_manager_with_config(config).await?;
         Ok(Self {
             client,
             connection,
@@ -285,6 +322,42 @@ impl Store {
     fn now_arg(&self) -> String {
         self.frozen_now_ms
             .map_or_else(String::new, |now| now.to_string())
+    }
+
+    /// What is wrong with this Redis's settings for redcron: AOF off (a restart loses recent
+    /// runs) or an eviction policy other than `noeviction` (evicted keys are lost runs).
+    ///
+    /// # Errors
+    /// Redis errors; a Redis that refuses CONFIG (a managed service) gives no warnings.
+    pub async fn durability_warnings(&self) -> Result<Vec<String>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut warnings = Vec::new();
+        let appendonly: Result<(String, String), _> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("appendonly")
+            .query_async(&mut connection)
+            .await;
+        if let Ok((_, value)) = appendonly
+            && value != "yes"
+        {
+            warnings.push(
+                "appendonly is off: a Redis restart loses runs planned or finished since its                  last snapshot (CONFIG SET appendonly yes)"
+                    .to_owned(),
+            );
+        }
+        let policy: Result<(String, String), _> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory-policy")
+            .query_async(&mut connection)
+            .await;
+        if let Ok((_, value)) = policy
+            && value != "noeviction"
+        {
+            warnings.push(format!(
+                "maxmemory-policy is {value}: evicted keys are lost runs (CONFIG SET                  maxmemory-policy noeviction)"
+            ));
+        }
+        Ok(warnings)
     }
 
     /// Takes the leader lease for `ttl` if nobody holds it.
@@ -365,6 +438,58 @@ impl Store {
         }
         let () = pipe.query_async(&mut connection).await?;
         Ok(())
+    }
+
+    /// The content hash of every published definition, by job.
+    ///
+    /// # Errors
+    /// Redis errors. A definition that cannot be read counts as one with an unknown hash.
+    pub async fn published_hashes(&self) -> Result<HashMap<String, String>, StoreError> {
+        let raw: HashMap<String, String> =
+            self.connection.clone().hgetall(self.keys.defs()).await?;
+        Ok(raw
+            .into_iter()
+            .map(|(job, definition)| {
+                let hash = serde_json::from_str::<serde_json::Value>(&definition)
+                    .ok()
+                    .and_then(|value| value.get("hash")?.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                (job, hash)
+            })
+            .collect())
+    }
+
+    /// Removes a job's planned runs that are not due yet, fenced by `token`, and moves its cursor
+    /// to `cursor_ms` (or forgets it, for a removed job): a changed schedule is planned afresh.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn unplan_job(
+        &self,
+        token: &LeaderToken,
+        job: &str,
+        cursor_ms: Option<i64>,
+    ) -> Result<PlanOutcome, StoreError> {
+        let (status, detail): (String, Value) = scripts::UNPLAN_JOB
+            .key(self.keys.leader())
+            .key(self.keys.due())
+            .key(self.keys.cursor())
+            .key(self.keys.planned(job))
+            .arg(token.as_str())
+            .arg(job)
+            .arg(cursor_ms.map_or_else(String::new, |cursor| cursor.to_string()))
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        match status.as_str() {
+            "OK" => Ok(PlanOutcome::Planned(
+                u64::from_redis_value(detail)
+                    .map_err(|error| reply("unplan_job", error.to_string()))?,
+            )),
+            "FENCED" => Ok(PlanOutcome::Fenced(
+                String::from_redis_value(detail).unwrap_or_default(),
+            )),
+            other => Err(reply("unplan_job", format!("status {other:?}"))),
+        }
     }
 
     /// Every job's cursor: the fire ms of the last fire planned or skipped.
@@ -618,6 +743,55 @@ impl Store {
             .query_async(&mut self.connection.clone())
             .await?;
         Ok(seconds * 1000 + micros / 1000)
+    }
+
+    /// A waiter for runs becoming ready in `queues`, blocking up to `timeout` per wait.
+    ///
+    /// # Errors
+    /// Redis errors while connecting.
+    pub async fn ready_waiter(
+        &self,
+        queues: &[String],
+        timeout: Duration,
+    ) -> Result<ReadyWaiter, StoreError> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(timeout + RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECTION_TIMEOUT));
+        let connection = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        Ok(ReadyWaiter {
+            connection,
+            markers: queues.iter().map(|queue| self.keys.wake(queue)).collect(),
+            timeout,
+        })
+    }
+
+    /// Records this replica as alive: its heartbeat time (Redis's clock) and what it reports of
+    /// itself, which expires after `ttl` without a new heartbeat.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn heartbeat(
+        &self,
+        replica_id: &str,
+        info: &[(&str, String)],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let now = self.now_ms().await?;
+        let replica = self.keys.replica(replica_id);
+        let () = redis::pipe()
+            .atomic()
+            .zadd(self.keys.replicas(), replica_id, now)
+            .ignore()
+            .hset_multiple(&replica, info)
+            .ignore()
+            .pexpire(&replica, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
+            .ignore()
+            .query_async(&mut self.connection.clone())
+            .await?;
+        Ok(())
     }
 
     /// Messages on the channel that tells promoters a run became due earlier than they planned

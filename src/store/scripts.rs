@@ -25,6 +25,7 @@ script!(ACQUIRE_LEADER, "acquire_leader.lua");
 script!(RENEW_LEADER, "renew_leader.lua");
 script!(RELEASE_LEADER, "release_leader.lua");
 script!(PLAN_FIRES, "plan_fires.lua");
+script!(UNPLAN_JOB, "unplan_job.lua");
 script!(PROMOTE_DUE, "promote_due.lua");
 script!(CLAIM_RUN, "claim_run.lua");
 script!(EXTEND_LEASE, "extend_lease.lua");

@@ -1,0 +1,489 @@
+//! The workers: on every replica, claim ready runs of the queues it serves (strict priority),
+//! execute each with its job's handler while keeping its lease alive, and record the outcome.
+//!
+//! Idle workers block on the queues' wake markers instead of polling. A run is only ever
+//! executed for a job declared in this replica's own schedule files: what is stored in Redis can
+//! trigger a declared job but never inject a command.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::DateTime;
+use futures_util::FutureExt;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{info, warn};
+
+use super::planner::Jobs;
+use super::{Shutdown, next_retry_delay};
+use crate::handler::{Handlers, Outcome, RunContext};
+use crate::schedule::Job;
+use crate::store::{Claim, ClaimedRun, FailReason, Failure, ReadyWaiter, Store, StoreError};
+
+/// How the workers behave.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// This replica's id; each run's worker id is `<replica id>/<slot>`.
+    pub replica_id: String,
+    /// The queues this replica serves.
+    pub queues: Vec<String>,
+    /// How many runs execute at once.
+    pub concurrency: usize,
+    /// A running run's lease, extended every third of it; a run whose replica died is reaped
+    /// about this long after its last extension.
+    pub lease: Duration,
+    /// How long an idle worker blocks for a wake-up before claiming again anyway.
+    pub idle_wait: Duration,
+    /// Most runs one claim may pop (skipped ones included).
+    pub pop_limit: usize,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            replica_id: "replica".to_owned(),
+            queues: vec!["default".to_owned()],
+            concurrency: 4,
+            lease: Duration::from_secs(30),
+            idle_wait: Duration::from_secs(1),
+            pop_limit: 100,
+        }
+    }
+}
+
+/// What one worker tick did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerTick {
+    /// A run was claimed and started: its id.
+    Started(String),
+    /// Nothing is ready.
+    Empty,
+    /// Only skipped runs so far: claim again.
+    More,
+    /// Every slot is busy.
+    Full,
+}
+
+/// Claims and executes runs.
+pub struct Workers {
+    store: Store,
+    config: WorkerConfig,
+    jobs: watch::Receiver<Jobs>,
+    handlers: Handlers,
+    /// Slots not executing anything.
+    free: Vec<usize>,
+    /// Executions in progress; each returns its slot.
+    running: JoinSet<usize>,
+    /// Cancelled when running runs must stop and be handed back (after the shutdown grace).
+    interrupt: Shutdown,
+    /// How many runs execute now, for the heartbeat.
+    busy: Arc<AtomicUsize>,
+}
+
+impl Workers {
+    /// Workers for this replica's queues.
+    pub fn new(
+        store: Store,
+        config: WorkerConfig,
+        jobs: watch::Receiver<Jobs>,
+        handlers: Handlers,
+    ) -> Self {
+        let free = (0..config.concurrency.max(1)).rev().collect();
+        Self {
+            store,
+            config,
+            jobs,
+            handlers,
+            free,
+            running: JoinSet::new(),
+            interrupt: Shutdown::new(),
+            busy: Arc::default(),
+        }
+    }
+
+    /// How many runs are executing, kept up to date for the heartbeat.
+    pub fn busy(&self) -> Arc<AtomicUsize> {
+        self.busy.clone()
+    }
+
+    /// Claims one run, if a slot is free, and starts it.
+    ///
+    /// # Errors
+    /// Redis errors, or a claimed run too corrupt to decode (it stays active and is reaped).
+    pub async fn tick(&mut self) -> Result<WorkerTick, StoreError> {
+        while let Some(done) = self.running.try_join_next() {
+            self.free.extend(done.ok());
+        }
+        self.busy.store(self.running.len(), Ordering::Relaxed);
+        let Some(&slot) = self.free.last() else {
+            return Ok(WorkerTick::Full);
+        };
+        let worker = format!("{}/{slot}", self.config.replica_id);
+        match self
+            .store
+            .claim_run(
+                &worker,
+                &self.config.queues,
+                self.config.lease,
+                self.config.pop_limit,
+            )
+            .await?
+        {
+            Claim::Run { run, .. } => {
+                self.free.pop();
+                let id = run.id.clone();
+                let job = self.declared(&run.job);
+                let handler = self.handlers.for_job(&run.job);
+                let execution = Execution {
+                    store: self.store.clone(),
+                    worker,
+                    lease: self.config.lease,
+                    interrupt: self.interrupt.clone(),
+                };
+                self.running.spawn(async move {
+                    let run_id = run.id.clone();
+                    // A panicking handler must not take the slot with it.
+                    let finished = AssertUnwindSafe(
+                        execution.run(run, job, move |context| handler.call(context)),
+                    )
+                    .catch_unwind()
+                    .await;
+                    if finished.is_err() {
+                        warn!(
+                            run = run_id,
+                            "the run's handler panicked; its lease will expire"
+                        );
+                    }
+                    slot
+                });
+                self.busy.store(self.running.len(), Ordering::Relaxed);
+                Ok(WorkerTick::Started(id))
+            }
+            Claim::Empty { .. } => Ok(WorkerTick::Empty),
+            Claim::More { .. } => Ok(WorkerTick::More),
+        }
+    }
+
+    fn declared(&self, name: &str) -> Option<Arc<Job>> {
+        self.jobs
+            .borrow()
+            .iter()
+            .find(|job| job.name == name)
+            .map(|job| Arc::new(job.clone()))
+    }
+
+    /// Claims and executes runs until `shutdown`; then lets running runs finish for up to
+    /// `grace`, stops the rest and hands them back (they run again without using an attempt).
+    pub async fn run(mut self, shutdown: Shutdown, grace: Duration) {
+        let mut waiter: Option<ReadyWaiter> = None;
+        let mut retry = None;
+        while !shutdown.is_cancelled() {
+            let idle = match self.tick().await {
+                Ok(WorkerTick::Started(_) | WorkerTick::More) => {
+                    retry = None;
+                    continue;
+                }
+                Ok(WorkerTick::Full) => Idle::Full,
+                Ok(WorkerTick::Empty) => {
+                    retry = None;
+                    Idle::Empty
+                }
+                Err(error) => {
+                    warn!(%error, "claiming a run failed");
+                    let delay = next_retry_delay(retry);
+                    retry = Some(delay);
+                    Idle::Failed(delay)
+                }
+            };
+            match idle {
+                Idle::Full => {
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        Some(done) = self.running.join_next() => self.free.extend(done.ok()),
+                    }
+                }
+                Idle::Failed(delay) => {
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+                Idle::Empty => {
+                    if waiter.is_none() {
+                        waiter = self
+                            .store
+                            .ready_waiter(&self.config.queues, self.config.idle_wait)
+                            .await
+                            .inspect_err(|error| warn!(%error, "cannot wait for ready runs"))
+                            .ok();
+                    }
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        woken = wait(&mut waiter, self.config.idle_wait) => {
+                            if let Err(error) = woken {
+                                warn!(%error, "waiting for ready runs failed");
+                                waiter = None;
+                            }
+                        }
+                        Some(done) = self.running.join_next() => self.free.extend(done.ok()),
+                    }
+                }
+            }
+        }
+        self.drain(grace).await;
+    }
+
+    async fn drain(mut self, grace: Duration) {
+        if self.running.is_empty() {
+            return;
+        }
+        info!(
+            running = self.running.len(),
+            ?grace,
+            "waiting for running runs to finish"
+        );
+        let finished = tokio::time::timeout(grace, async {
+            while self.running.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            warn!(
+                running = self.running.len(),
+                "shutdown grace over: stopping running runs and handing them back"
+            );
+            self.interrupt.cancel();
+            while self.running.join_next().await.is_some() {}
+        }
+    }
+}
+
+enum Idle {
+    Full,
+    Empty,
+    Failed(Duration),
+}
+
+/// Waits for a wake-up, or sleeps through the idle wait without a waiter.
+async fn wait(waiter: &mut Option<ReadyWaiter>, idle_wait: Duration) -> Result<bool, StoreError> {
+    match waiter {
+        Some(waiter) => waiter.wait().await,
+        None => {
+            tokio::time::sleep(idle_wait).await;
+            Ok(false)
+        }
+    }
+}
+
+/// Why an execution stopped before its handler finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    Timeout,
+    Lost,
+    Interrupted,
+}
+
+/// One claimed run's execution: the handler, its lease, its timeout, and the record of how it
+/// ended.
+struct Execution {
+    store: Store,
+    worker: String,
+    lease: Duration,
+    interrupt: Shutdown,
+}
+
+impl Execution {
+    async fn run<F, Fut>(self, run: ClaimedRun, job: Option<Arc<Job>>, handler: F)
+    where
+        F: FnOnce(RunContext) -> Fut,
+        Fut: Future<Output = Outcome>,
+    {
+        let Some(job) = job else {
+            warn!(
+                run = run.id,
+                job = run.job,
+                "unknown job: not declared here; dead"
+            );
+            let failure = Failure {
+                reason: FailReason::Permanent,
+                message: format!(
+                    "unknown job: \"{}\" is not declared in this replica's schedule files",
+                    run.job
+                ),
+                exit_code: None,
+                output: String::new(),
+            };
+            self.record_failure(&run.id, &failure).await;
+            return;
+        };
+        info!(
+            run = run.id,
+            job = job.name,
+            attempt = run.attempt,
+            worker = self.worker,
+            "run started"
+        );
+        let started = Instant::now();
+        let stop = Shutdown::new();
+        let lost = Shutdown::new();
+        let keeper = tokio::spawn(keep_lease(
+            self.store.clone(),
+            run.id.clone(),
+            self.worker.clone(),
+            self.lease,
+            lost.clone(),
+        ));
+        let context = RunContext {
+            run_id: run.id.clone(),
+            job: job.clone(),
+            attempt: run.attempt,
+            fire_time: run.fire_ms.and_then(DateTime::from_timestamp_millis),
+            payload: run.payload.clone(),
+            stop: stop.clone(),
+        };
+        let execution = handler(context);
+        tokio::pin!(execution);
+        let stopped = tokio::select! {
+            outcome = &mut execution => Ok(outcome),
+            () = tokio::time::sleep(job.timeout) => Err(Stopped::Timeout),
+            () = lost.cancelled() => Err(Stopped::Lost),
+            () = self.interrupt.cancelled() => Err(Stopped::Interrupted),
+        };
+        let (outcome, stopped) = match stopped {
+            Ok(outcome) => (outcome, None),
+            Err(reason) => {
+                stop.cancel();
+                (execution.await, Some(reason))
+            }
+        };
+        keeper.abort();
+        let duration_ms = started.elapsed().as_millis();
+
+        let failure = match (stopped, outcome) {
+            (Some(Stopped::Lost), _) => {
+                warn!(
+                    run = run.id,
+                    "lease lost mid-run (reaped): stopped, the reaper decides"
+                );
+                return;
+            }
+            (None, Ok(completed)) => {
+                info!(run = run.id, job = job.name, duration_ms, exit_code = ?completed.exit_code, "run succeeded");
+                self.record_success(&run.id, completed.exit_code, &completed.output)
+                    .await;
+                return;
+            }
+            (None, Err(error)) => Failure {
+                reason: if error.retryable {
+                    FailReason::Failed
+                } else {
+                    FailReason::Permanent
+                },
+                message: error.message,
+                exit_code: error.exit_code,
+                output: error.output,
+            },
+            (Some(reason), outcome) => {
+                let (exit_code, output) = match outcome {
+                    Ok(completed) => (completed.exit_code, completed.output),
+                    Err(error) => (error.exit_code, error.output),
+                };
+                let (reason, message) = if reason == Stopped::Timeout {
+                    (
+                        FailReason::Timeout,
+                        format!(
+                            "timed out after {}",
+                            humantime::format_duration(job.timeout)
+                        ),
+                    )
+                } else {
+                    (
+                        FailReason::Interrupted,
+                        "interrupted by shutdown".to_owned(),
+                    )
+                };
+                Failure {
+                    reason,
+                    message,
+                    exit_code,
+                    output,
+                }
+            }
+        };
+        info!(run = run.id, job = job.name, duration_ms, reason = ?failure.reason, error = failure.message, "run failed");
+        self.record_failure(&run.id, &failure).await;
+    }
+
+    async fn record_success(&self, run_id: &str, exit_code: Option<i32>, output: &str) {
+        let recorded =
+            retry_store(|| self.store.ack_run(run_id, &self.worker, exit_code, output)).await;
+        match recorded {
+            Some(true) => {}
+            Some(false) => warn!(
+                run = run_id,
+                "lease lost before the success was recorded: the run may run again"
+            ),
+            None => warn!(
+                run = run_id,
+                "cannot record the success: the lease will expire and the run may run again"
+            ),
+        }
+    }
+
+    async fn record_failure(&self, run_id: &str, failure: &Failure) {
+        let jitter = rand::random::<f64>();
+        let recorded = retry_store(|| {
+            self.store
+                .fail_run(run_id, Some(&self.worker), failure, jitter)
+        })
+        .await;
+        match recorded {
+            Some(outcome) => info!(run = run_id, ?outcome, "failure recorded"),
+            None => warn!(
+                run = run_id,
+                "cannot record the failure: the lease will expire and the reaper will"
+            ),
+        }
+    }
+}
+
+/// Retries a store call a few times with backoff (about 10 s in all, within a lease): a Redis
+/// blip while recording an outcome must not make a run run again.
+async fn retry_store<T, F, Fut>(mut call: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let mut delay = None;
+    for _ in 0..6 {
+        match call().await {
+            Ok(value) => return Some(value),
+            Err(error) => {
+                warn!(%error, "store call failed; retrying");
+                let pause = next_retry_delay(delay);
+                delay = Some(pause);
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+    None
+}
+
+/// Extends the run's lease every third of it; cancels `lost` when the run is no longer this
+/// worker's. A failed extension is retried at the next period: if Redis stays away past the
+/// lease, the reaper hands the run to someone else (at-least-once).
+async fn keep_lease(store: Store, run_id: String, worker: String, lease: Duration, lost: Shutdown) {
+    loop {
+        tokio::time::sleep(lease / 3).await;
+        match store.extend_lease(&run_id, &worker, lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                lost.cancel();
+                return;
+            }
+            Err(error) => warn!(%error, run = run_id, "cannot extend the lease"),
+        }
+    }
+}

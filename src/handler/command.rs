@@ -1,0 +1,323 @@
+//! The built-in handler: a job's command under `/bin/sh -c`, in its own process group, with the
+//! payload on standard input (never on the command line) and the tail of its output kept.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::SecondsFormat;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
+
+/// How much of a command's output (stdout and stderr together) is kept with the run.
+pub const OUTPUT_TAIL_BYTES: usize = 4096;
+
+/// How long output is still read after the command exits: background processes it left behind
+/// may hold its pipes open for ever.
+const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+
+/// Runs a job's command.
+#[derive(Debug, Clone)]
+pub struct CommandHandler {
+    /// After SIGTERM, how long the process group has before SIGKILL.
+    pub kill_grace: Duration,
+}
+
+impl Default for CommandHandler {
+    fn default() -> Self {
+        Self {
+            kill_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Handler for CommandHandler {
+    fn call(&self, run: RunContext) -> BoxFuture<Outcome> {
+        let grace = self.kill_grace;
+        Box::pin(execute(run, grace))
+    }
+}
+
+async fn execute(run: RunContext, grace: Duration) -> Outcome {
+    let job = &run.job;
+    let mut command = Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg(&job.command)
+        .envs(&job.env)
+        .env("REDCRON_JOB", &job.name)
+        .env("REDCRON_RUN_ID", &run.run_id)
+        .env("REDCRON_ATTEMPT", run.attempt.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so a timeout reaches every process the command started.
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(fire) = run.fire_time {
+        command.env(
+            "REDCRON_FIRE_TIME",
+            fire.to_rfc3339_opts(SecondsFormat::Secs, true),
+        );
+    }
+    if let Some(workdir) = &job.workdir {
+        command.current_dir(workdir);
+    }
+    let mut child = command.spawn().map_err(|error| {
+        RunError::retryable(format!(
+            "cannot start `/bin/sh -c` for job {}: {error}",
+            job.name
+        ))
+    })?;
+    let group = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .map(Pid::from_raw);
+
+    if let Some(mut stdin) = child.stdin.take() {
+        let payload = run.payload.clone().unwrap_or_default();
+        // A command that never reads its input must not block the run.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(payload.as_bytes()).await;
+        });
+    }
+    let tail = Arc::new(Mutex::new(Tail::default()));
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|out| tokio::spawn(collect(out, tail.clone()))),
+        child
+            .stderr
+            .take()
+            .map(|err| tokio::spawn(collect(err, tail.clone()))),
+    ];
+
+    let status = tokio::select! {
+        status = child.wait() => status,
+        () = run.stop.cancelled() => terminate(&mut child, group, grace).await,
+    };
+    for reader in readers.into_iter().flatten() {
+        if tokio::time::timeout(OUTPUT_DRAIN, reader).await.is_err() {
+            // Still held open by a background process: keep what was read.
+        }
+    }
+    let output = tail.lock().map(|tail| tail.text()).unwrap_or_default();
+    outcome(status, output)
+}
+
+fn outcome(status: std::io::Result<ExitStatus>, output: String) -> Outcome {
+    let status =
+        status.map_err(|error| RunError::retryable(format!("waiting for the command: {error}")))?;
+    match (status.code(), status.signal()) {
+        (Some(0), _) => Ok(Completed {
+            exit_code: Some(0),
+            output,
+        }),
+        (Some(code), _) => Err(RunError {
+            retryable: true,
+            message: format!("exit status {code}"),
+            exit_code: Some(code),
+            output,
+        }),
+        (None, signal) => Err(RunError {
+            retryable: true,
+            message: format!("killed by signal {}", signal.unwrap_or_default()),
+            exit_code: None,
+            output,
+        }),
+    }
+}
+
+/// SIGTERM to the whole group, SIGKILL to whatever is left of it after `grace`.
+async fn terminate(
+    child: &mut Child,
+    group: Option<Pid>,
+    grace: Duration,
+) -> std::io::Result<ExitStatus> {
+    let Some(group) = group else {
+        // Already reaped: nothing to signal.
+        return child.wait().await;
+    };
+    let _ = killpg(group, Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + grace;
+    let mut status = None;
+    // The group lives as long as any member: a child that ignores SIGTERM outlives the shell.
+    while tokio::time::Instant::now() < deadline {
+        if status.is_none() {
+            status = child.try_wait()?;
+        }
+        if status.is_some() && killpg(group, None).is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = killpg(group, Signal::SIGKILL);
+    match status {
+        Some(status) => Ok(status),
+        None => child.wait().await,
+    }
+}
+
+/// The last [`OUTPUT_TAIL_BYTES`] of output.
+#[derive(Debug, Default)]
+struct Tail {
+    bytes: Vec<u8>,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        self.bytes.extend_from_slice(chunk);
+        if self.bytes.len() > OUTPUT_TAIL_BYTES {
+            let excess = self.bytes.len() - OUTPUT_TAIL_BYTES;
+            self.bytes.drain(..excess);
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+}
+
+async fn collect(mut stream: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
+    let mut buffer = [0u8; 4096];
+    while let Ok(read) = stream.read(&mut buffer).await {
+        if read == 0 {
+            break;
+        }
+        if let Ok(mut tail) = tail.lock() {
+            tail.push(&buffer[..read]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::parse_file;
+    use std::path::Path;
+    use tokio_util::sync::CancellationToken;
+
+    fn context(command: &str, payload: Option<&str>) -> RunContext {
+        let text = format!(
+            "[jobs.probe]\ncommand = {}\nenv = {{ GREETING = \"hello\" }}\n",
+            toml::Value::String(command.to_owned())
+        );
+        let job = parse_file(Path::new("test.toml"), &text)
+            .expect("valid test job")
+            .remove(0);
+        RunContext {
+            run_id: "probe@1767225600000".to_owned(),
+            job: Arc::new(job),
+            attempt: 2,
+            fire_time: chrono::DateTime::from_timestamp(1_767_225_600, 0),
+            payload: payload.map(str::to_owned),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_under_sh_with_the_run_in_its_environment() {
+        let outcome = CommandHandler::default()
+            .call(context(
+                "echo \"$GREETING $REDCRON_JOB $REDCRON_RUN_ID $REDCRON_ATTEMPT $REDCRON_FIRE_TIME\"",
+                None,
+            ))
+            .await;
+        assert_eq!(
+            outcome,
+            Ok(Completed {
+                exit_code: Some(0),
+                output: "hello probe probe@1767225600000 2 2026-01-01T00:00:00Z\n".to_owned(),
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn the_payload_arrives_on_stdin_and_never_on_the_command_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let marker = dir.path().join("injected");
+        let payload = format!(
+            "{{\"to\": \"$(touch {0}); `touch {0}`\"}}",
+            marker.display()
+        );
+        let outcome = CommandHandler::default()
+            .call(context("cat", Some(&payload)))
+            .await
+            .expect("cat succeeds");
+        assert_eq!(outcome.output, payload);
+        assert!(!marker.exists(), "the payload was executed");
+    }
+
+    #[tokio::test]
+    async fn a_failing_command_reports_its_exit_code_and_output() {
+        let error = CommandHandler::default()
+            .call(context("echo oops >&2; exit 3", None))
+            .await
+            .expect_err("exit 3 fails");
+        assert_eq!(error.exit_code, Some(3));
+        assert_eq!(error.message, "exit status 3");
+        assert_eq!(error.output, "oops\n");
+        assert!(error.retryable);
+    }
+
+    #[tokio::test]
+    async fn only_the_tail_of_long_output_is_kept() {
+        let completed = CommandHandler::default()
+            .call(context("seq 1 100000", None))
+            .await
+            .expect("seq succeeds");
+        assert_eq!(completed.output.len(), OUTPUT_TAIL_BYTES);
+        assert!(completed.output.ends_with("99999\n100000\n"));
+    }
+
+    #[tokio::test]
+    async fn stopping_kills_the_whole_group_even_children_that_ignore_sigterm() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pid_file = dir.path().join("child.pid");
+        let command = format!(
+            "sh -c 'trap \"\" TERM; echo $$ > {}; sleep 60' & wait",
+            pid_file.display()
+        );
+        let run = context(&command, None);
+        let stop = run.stop.clone();
+        let handler = CommandHandler {
+            kill_grace: Duration::from_millis(300),
+        };
+        let task = tokio::spawn(handler.call(run));
+        let started = std::time::Instant::now();
+        while !pid_file.exists() {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the child never started"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let child: i32 = std::fs::read_to_string(&pid_file)
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("a pid");
+        stop.cancel();
+        let outcome = task.await.expect("handler task");
+        assert!(outcome.is_err(), "a stopped command did not complete");
+        // The child ignored SIGTERM; SIGKILL after the grace took it (a zombie waiting to be
+        // reaped by init counts as gone).
+        let running = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+        };
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            !running(child)
+        });
+        assert!(gone, "the child that ignored SIGTERM is still running");
+    }
+}
