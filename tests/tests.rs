@@ -6,4 +6,5 @@ mod check;
 mod engine;
 mod import_crontab;
 mod next;
+mod replicas;
 mod store;

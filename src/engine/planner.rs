@@ -75,6 +75,9 @@ pub struct Planner {
     /// The lease the definitions were last published under: they are published again under a
     /// new lease and whenever the jobs change.
     published_under: Option<LeaderToken>,
+    /// The job list last published. Compared by pointer: a reload replaces the list whole, and
+    /// the watch channel's own "changed" flag is consumed by the run loop's wake-ups.
+    published_jobs: Option<Jobs>,
 }
 
 impl Planner {
@@ -91,6 +94,7 @@ impl Planner {
             jobs,
             config,
             published_under: None,
+            published_jobs: None,
         }
     }
 
@@ -103,15 +107,19 @@ impl Planner {
             self.published_under = None;
             return Ok(PlannerTick::Follower);
         };
-        let jobs_changed = self.jobs.has_changed().unwrap_or(false);
         let jobs = self.jobs.borrow_and_update().clone();
         let now_ms = self.store.now_ms().await?;
+        let jobs_changed = !self
+            .published_jobs
+            .as_ref()
+            .is_some_and(|published| Arc::ptr_eq(published, &jobs));
         if jobs_changed || self.published_under.as_ref() != Some(&token) {
             if self.replan_changed_jobs(&token, &jobs, now_ms).await? {
                 return Ok(PlannerTick::Fenced);
             }
             self.store.publish_definitions(&jobs).await?;
             self.published_under = Some(token.clone());
+            self.published_jobs = Some(jobs.clone());
         }
 
         let cursors = self.store.cursors().await?;

@@ -220,6 +220,9 @@ impl Workers {
                             .inspect_err(|error| warn!(%error, "cannot wait for ready runs"))
                             .ok();
                     }
+                    // Only shutdown may interrupt a wait: a blocking pop dropped half-way stays
+                    // blocked in Redis and would swallow the next wake-up. Finished runs are
+                    // collected by the next tick.
                     tokio::select! {
                         () = shutdown.cancelled() => break,
                         woken = wait(&mut waiter, self.config.idle_wait) => {
@@ -228,7 +231,6 @@ impl Workers {
                                 waiter = None;
                             }
                         }
-                        Some(done) = self.running.join_next() => self.free.extend(done.ok()),
                     }
                 }
             }

@@ -1,6 +1,7 @@
 //! Shared test harness: run the `redcron` binary and read what it printed; real Redis servers.
 
 pub mod redis_server;
+pub mod replica;
 
 use std::io::Write;
 use std::path::Path;

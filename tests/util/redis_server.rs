@@ -1,7 +1,7 @@
 //! A private `redis-server` per test: free port, own directory, killed on drop.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,43 +12,48 @@ pub struct RedisServer {
     child: Child,
     port: u16,
     dir: TempDir,
+    appendonly: bool,
 }
 
 impl RedisServer {
-    /// Starts `redis-server` on a free loopback port and waits until it answers PING.
+    /// Starts `redis-server` on a free loopback port, without persistence, and waits until it
+    /// answers PING.
     ///
     /// # Panics
     /// When `redis-server` is not installed (the message says how to install it) or does not
     /// come up within 10 s (the message includes its log).
     pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// Like [`RedisServer::start`], with AOF on (`appendfsync everysec`), so that a restart
+    /// keeps the data.
+    pub fn start_with_aof() -> Self {
+        Self::start_with(true)
+    }
+
+    fn start_with(appendonly: bool) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory for redis-server");
         let port = free_port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--logfile", "redis.log"])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|error| {
-                panic!(
-                    "cannot start redis-server ({error}): these tests need a real Redis. \
-                     Install it with `sudo apt-get install -y redis-server redis-tools` \
-                     (Debian/Ubuntu) or your system's package manager"
-                )
-            });
-        let server = Self { child, port, dir };
+        let child = spawn(port, dir.path(), appendonly);
+        let server = Self {
+            child,
+            port,
+            dir,
+            appendonly,
+        };
         server.wait_until_ready();
         server
+    }
+
+    /// Shuts the server down cleanly (it writes its AOF), leaves it down for `down`, and
+    /// starts it again on the same port and directory.
+    pub fn restart(&mut self, down: Duration) {
+        let _ = redis::cmd("SHUTDOWN").query::<()>(&mut self.connection());
+        let _ = self.child.wait();
+        std::thread::sleep(down);
+        self.child = spawn(self.port, self.dir.path(), self.appendonly);
+        self.wait_until_ready();
     }
 
     /// The URL to connect to it.
@@ -65,7 +70,7 @@ impl RedisServer {
 
     /// The server's log, for failure messages.
     pub fn log(&self) -> String {
-        let path: PathBuf = self.dir.path().join("redis.log");
+        let path = self.dir.path().join("redis.log");
         std::fs::read_to_string(&path).unwrap_or_else(|error| format!("(no log: {error})"))
     }
 
@@ -94,6 +99,33 @@ impl Drop for RedisServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn spawn(port: u16, dir: &Path, appendonly: bool) -> Child {
+    Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args(["--appendonly", if appendonly { "yes" } else { "no" }])
+        .args(["--appendfsync", "everysec", "--logfile", "redis.log"])
+        .arg("--dir")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot start redis-server ({error}): these tests need a real Redis. Install it \
+                 with `sudo apt-get install -y redis-server redis-tools` (Debian/Ubuntu) or your \
+                 system's package manager"
+            )
+        })
 }
 
 /// A loopback port nobody listens on right now.

@@ -1,0 +1,111 @@
+//! `redcron run` replica processes for tests: started against a test Redis, killed on drop, with
+//! their log attached to failure messages.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// One `redcron run` process.
+pub struct ReplicaProcess {
+    /// Its replica id.
+    pub id: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl ReplicaProcess {
+    /// Starts `redcron run` with id `id` on `schedules`, against `redis_url`, in namespace
+    /// `test`, with short leases so that failover tests finish quickly; `extra` adds flags.
+    pub fn start(
+        id: &str,
+        redis_url: &str,
+        schedules: &Path,
+        log_dir: &Path,
+        extra: &[&str],
+    ) -> Self {
+        let log = log_dir.join(format!("{id}.log"));
+        let log_file = File::create(&log).expect("replica log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_redcron"))
+            .arg("run")
+            .args([
+                "--redis",
+                redis_url,
+                "--namespace",
+                "test",
+                "--replica-id",
+                id,
+            ])
+            .arg("--schedules")
+            .arg(schedules)
+            .args([
+                "--leader-ttl",
+                "2s",
+                "--run-lease",
+                "3s",
+                "--shutdown-grace",
+                "2s",
+            ])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("the redcron binary starts");
+        Self {
+            id: id.to_owned(),
+            child,
+            log,
+        }
+    }
+
+    /// Everything the replica logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"))
+    }
+
+    /// Sends `signal`.
+    pub fn signal(&self, signal: Signal) {
+        kill(self.pid(), signal).expect("signal the replica");
+    }
+
+    /// `kill -9`, and waits until it is gone.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then waits up to `limit` for a clean exit; returns its exit code.
+    pub fn terminate(&mut self, limit: Duration) -> Option<i32> {
+        self.signal(Signal::SIGTERM);
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("wait for the replica") {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "replica {} did not exit within {limit:?}:\n{}",
+            self.id,
+            self.log()
+        );
+    }
+}
+
+impl Drop for ReplicaProcess {
+    fn drop(&mut self) {
+        let _ = kill(self.pid(), Signal::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
