@@ -82,13 +82,14 @@ for _ = 1, limit do
     return {'EMPTY', skipped}
   end
   local run_key = prefix .. 'run:' .. run_id
-  local job, fingerprint, overlap, created = unpack(redis.call('HMGET', run_key, 'job', 'fingerprint',
-    'overlap', 'created_ms'))
+  local job, fingerprint, overlap, created, attempt, max_attempts = unpack(redis.call('HMGET',
+    run_key, 'job', 'fingerprint', 'overlap', 'created_ms', 'attempt', 'max_attempts'))
   -- The fingerprint's owner is this run as created (its retries included), not just its id: a
   -- cron fire planned again after its hash expired has the same id but is a duplicate.
   local owner = run_id .. '/' .. (created or '')
-  if not job then
-    -- A ready id whose hash is gone or was never written: nothing can run it.
+  if not job or not tonumber(attempt) or not tonumber(max_attempts) then
+    -- A ready id whose hash is gone, was never written, or is damaged: nothing can run it.
+    -- Checked before any further write, since an error would leave the popped run nowhere.
     redis.call('HSET', run_key, 'state', 'dead', 'reason', 'corrupt', 'finished_ms', now)
     redis.call('ZADD', dead, now, run_id)
     record_event(events, maxlen, run_id, 'dead', 'reason', 'corrupt')

@@ -13,7 +13,8 @@
 -- ARGV[1] key prefix "{ns}:" for run:<id>, busy:<job>
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it, or '' for the reaper (then the lease must have expired)
--- ARGV[4] reason: failed | timeout | permanent (no retry) | lost | interrupted
+-- ARGV[4] reason: failed | timeout | permanent (no retry) | corrupt (no retry) | lost |
+--         interrupted
 -- ARGV[5] error message
 -- ARGV[6] exit code, or ''
 -- ARGV[7] tail of the output
@@ -55,9 +56,9 @@ local retry_at
 if reason == 'interrupted'
     or (reason == 'lost' and delivery ~= 'at-most-once'
       and redis.call('HINCRBY', run_key, 'lost', 1) <= MAX_LOST) then
-  redis.call('HINCRBY', run_key, 'attempt', -1)
+  redis.call('HSET', run_key, 'attempt', math.max(attempt - 1, 0))
   retry_at = now
-elseif reason ~= 'lost' and reason ~= 'permanent' and attempt < max_attempts then
+elseif (reason == 'failed' or reason == 'timeout') and attempt < max_attempts then
   local delay = math.min((tonumber(backoff) or 30000) * 2 ^ (attempt - 1),
     tonumber(max_backoff) or 3600000)
   retry_at = now + math.floor(delay * (1 + jitter) / 2)

@@ -36,6 +36,15 @@ local function definition(job)
   return definitions[job]
 end
 
+-- Definitions are JSON written by the leader; a damaged one must not make a write fail
+-- half-way, after the run left the due set.
+local function text_or(value, default)
+  if type(value) == 'string' then
+    return value
+  end
+  return default
+end
+
 local function number_or(value, default)
   if value == nil or value == cjson.null then
     return default
@@ -83,6 +92,8 @@ for i = 1, #run_ids, 2 do
       job = ''
     elseif not def then
       reason = 'undeclared'
+    elseif not text_or(def.queue) or not text_or(def.priority) then
+      reason = 'corrupt'
     else
       queue, priority = def.queue, def.priority
       redis.call('HSET', run_key,
@@ -90,7 +101,8 @@ for i = 1, #run_ids, 2 do
         'attempt', 0, 'max_attempts', number_or(def.retries, 0) + 1,
         'queue', queue, 'priority', priority,
         'backoff_ms', number_or(def.backoff, 30000), 'max_backoff_ms', number_or(def.max_backoff, 3600000),
-        'delivery', def.delivery, 'overlap', def.overlap, 'fingerprint', run_id)
+        'delivery', text_or(def.delivery, 'at-least-once'), 'overlap', text_or(def.overlap, 'forbid'),
+        'fingerprint', run_id)
       local lateness = now - due_ms
       local deadline = number_or(def.starting_deadline, nil)
       if deadline and lateness > deadline then

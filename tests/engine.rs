@@ -274,3 +274,69 @@ async fn reaper_returns_runs_whose_lease_expired() {
         "each run is reaped once"
     );
 }
+
+#[tokio::test]
+async fn a_replica_runs_registered_rust_handlers_and_reports_its_heartbeat() {
+    use redcron::handler::{Completed, RunContext};
+    use redcron::replica::{Replica, ReplicaConfig};
+    use std::sync::Mutex;
+
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let seen: Arc<Mutex<Vec<(String, u32)>>> = Arc::default();
+    let recorder = seen.clone();
+    // The command would fail: only the registered handler may run the job.
+    let declared = jobs("[jobs.resize]\nschedule = \"* * * * * *\"\ncommand = \"false\"\n");
+    let replica = Replica::builder(store)
+        .jobs(declared.as_ref().clone())
+        .handler("resize", move |run: RunContext| {
+            let recorder = recorder.clone();
+            async move {
+                recorder
+                    .lock()
+                    .expect("not poisoned")
+                    .push((run.run_id.clone(), run.attempt));
+                Ok(Completed::default())
+            }
+        })
+        .config(ReplicaConfig {
+            replica_id: "library".to_owned(),
+            ..ReplicaConfig::default()
+        })
+        .build();
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(replica.run(shutdown.clone()));
+    assert!(
+        wait_until(Duration::from_secs(10), || seen
+            .lock()
+            .expect("not poisoned")
+            .len()
+            >= 2)
+        .await,
+        "the handler did not run"
+    );
+
+    let mut redis = server.connection();
+    let heartbeat: Option<i64> = redis.zscore("{test}:replicas", "library").expect("ZSCORE");
+    assert!(heartbeat.is_some(), "no heartbeat");
+    let max_workers: Option<String> = redis
+        .hget("{test}:replica:library", "max_workers")
+        .expect("HGET");
+    assert_eq!(max_workers.as_deref(), Some("4"));
+    for (run_id, attempt) in seen.lock().expect("not poisoned").iter() {
+        assert!(run_id.starts_with("resize@"), "{run_id}");
+        assert_eq!(*attempt, 1);
+        let state: Option<String> = redis
+            .hget(format!("{{test}}:run:{run_id}"), "state")
+            .expect("HGET");
+        assert!(
+            matches!(state.as_deref(), Some("succeeded" | "active")),
+            "{state:?}"
+        );
+    }
+
+    shutdown.cancel();
+    task.await.expect("replica task");
+    let leader: Option<String> = redis.get("{test}:leader").expect("GET");
+    assert_eq!(leader, None, "the lease is released on shutdown");
+}

@@ -457,6 +457,11 @@ fn sigterm_hands_a_running_run_back_and_exits_cleanly() {
     );
     assert_eq!(scenario.run_field(&run, "attempt").as_deref(), Some("0"));
     assert_eq!(scenario.leader(), None, "the lease was released");
+    assert!(
+        replica.log().contains("appendonly is off"),
+        "a shared Redis without AOF is warned about:\n{}",
+        replica.log()
+    );
 }
 
 #[test]
@@ -661,4 +666,49 @@ fn replicas_ride_out_a_redis_restart_without_losing_a_planned_run() {
             replicas[1].log()
         );
     }
+}
+
+#[test]
+fn without_a_redis_url_run_starts_and_stops_its_own_redis() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("ledger");
+    std::fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
+    std::fs::write(
+        dir.path().join("schedules/jobs.toml"),
+        format!(
+            "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> {}\"\n",
+            ledger.display()
+        ),
+    )
+    .expect("write jobs");
+    let log = std::fs::File::create(dir.path().join("replica.log")).expect("log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .arg("run")
+        .current_dir(dir.path())
+        .env_remove("REDIS_URL")
+        .env("NO_COLOR", "1")
+        .stderr(log)
+        .spawn()
+        .expect("redcron starts");
+    let ran = wait_until(Duration::from_secs(15), || {
+        std::fs::read_to_string(&ledger).is_ok_and(|text| text.lines().count() >= 2)
+    });
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid")),
+        Signal::SIGTERM,
+    );
+    let status = child.wait().expect("redcron exits");
+    let log = std::fs::read_to_string(dir.path().join("replica.log")).unwrap_or_default();
+    assert!(ran, "no run with the embedded Redis:\n{log}");
+    assert!(status.success(), "{status:?}\n{log}");
+    let data = dir.path().join(".redcron");
+    assert!(
+        data.join("appendonlydir").is_dir(),
+        "AOF is on in the data directory"
+    );
+    assert!(
+        std::os::unix::net::UnixStream::connect(data.join("redis.sock")).is_err(),
+        "the embedded redis-server still runs after redcron exited"
+    );
+    assert!(log.contains("stopped the embedded redis-server"), "{log}");
 }

@@ -839,3 +839,103 @@ async fn corrupt_and_undeclared_runs_never_execute() {
         Some("undeclared")
     );
 }
+
+#[tokio::test]
+async fn damaged_runs_and_definitions_go_to_the_dead_letters_as_corrupt() {
+    let server = RedisServer::start();
+    let store = connect(&server).await.with_frozen_clock(1_000);
+    let mut redis = server.connection();
+    let () = redis
+        .hset_multiple(
+            "{test}:run:forged",
+            &[("job", "tick"), ("state", "ready"), ("attempt", "many")],
+        )
+        .expect("HSET");
+    let () = redis
+        .rpush("{test}:ready:default:normal", "forged")
+        .expect("RPUSH");
+
+    // Its attempt count is not a number: the claim buries it instead of failing half-way,
+    // which would leave the popped run nowhere.
+    assert_eq!(
+        claim(&store, &["default"]).await,
+        Claim::Empty { skipped: 1 }
+    );
+    let dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
+    assert_eq!(dead, ["forged"]);
+    assert_eq!(
+        run_hash(&server, "forged")
+            .get("reason")
+            .map(String::as_str),
+        Some("corrupt")
+    );
+
+    // A damaged definition is caught where a cron run is created.
+    let () = redis
+        .hset(
+            "{test}:defs",
+            "tick",
+            r#"{"hash": "x", "job": {"queue": 7}}"#,
+        )
+        .expect("HSET");
+    let () = redis.zadd("{test}:due", "tick@500", 500).expect("ZADD");
+    let promoted = store.promote_due(100, THRESHOLD).await.expect("promote");
+    assert_eq!((promoted.ready, promoted.skipped), (0, 1));
+    let dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
+    assert!(dead.contains(&"tick@500".to_owned()), "{dead:?}");
+}
+
+#[tokio::test]
+async fn unplanning_a_job_removes_its_due_runs_and_moves_its_cursor() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs("[jobs.tick]\ncommand = \"true\"\n"))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    plan(&store, &token, "tick", &[1_000, 2_000, 3_000]).await;
+    store
+        .clone()
+        .with_frozen_clock(1_000)
+        .promote_due(100, THRESHOLD)
+        .await
+        .expect("promote");
+
+    let stale = LeaderToken::clone(&token);
+    assert_eq!(
+        store
+            .unplan_job(&token, "tick", Some(1_500))
+            .await
+            .expect("unplan"),
+        PlanOutcome::Planned(2)
+    );
+    let mut redis = server.connection();
+    let due: Vec<String> = redis.zrange("{test}:due", 0, -1).expect("ZRANGE");
+    let planned: bool = redis.exists("{test}:planned:tick").expect("EXISTS");
+    let ready: Vec<String> = redis
+        .lrange("{test}:ready:default:normal", 0, -1)
+        .expect("LRANGE");
+    assert!(due.is_empty() && !planned, "{due:?}");
+    assert_eq!(
+        ready,
+        ["tick@1000"],
+        "a run already promoted is left to run"
+    );
+    assert_eq!(
+        store.cursors().await.expect("cursors").get("tick"),
+        Some(&1_500)
+    );
+
+    assert!(store.unplan_job(&token, "tick", None).await.is_ok());
+    assert_eq!(store.cursors().await.expect("cursors").get("tick"), None);
+
+    let () = redis.del("{test}:leader").expect("DEL");
+    assert!(matches!(
+        store
+            .unplan_job(&stale, "tick", Some(0))
+            .await
+            .expect("unplan"),
+        PlanOutcome::Fenced(_)
+    ));
+}

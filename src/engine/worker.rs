@@ -164,6 +164,19 @@ impl Workers {
             }
             Claim::Empty { .. } => Ok(WorkerTick::Empty),
             Claim::More { .. } => Ok(WorkerTick::More),
+            Claim::Corrupt { run_id, detail } => {
+                warn!(run = run_id, detail, "corrupt run: dead");
+                let failure = Failure {
+                    reason: FailReason::Corrupt,
+                    message: format!("corrupt run: {detail}"),
+                    exit_code: None,
+                    output: String::new(),
+                };
+                self.store
+                    .fail_run(&run_id, Some(&worker), &failure, 0.0)
+                    .await?;
+                Ok(WorkerTick::More)
+            }
         }
     }
 

@@ -174,6 +174,14 @@ pub enum Claim {
         /// Runs skipped.
         skipped: u64,
     },
+    /// A run was claimed whose hash lacks what every run has (foreign or damaged data): it
+    /// cannot be executed and should be failed with [`FailReason::Corrupt`].
+    Corrupt {
+        /// The run id.
+        run_id: String,
+        /// What is missing or wrong.
+        detail: String,
+    },
 }
 
 /// Why a run ended without success; decides whether it is tried again.
@@ -190,6 +198,8 @@ pub enum FailReason {
     Lost,
     /// Its replica shut down before it finished: run again at once. Uses no attempt.
     Interrupted,
+    /// Its hash cannot be decoded: dead at once.
+    Corrupt,
 }
 
 impl FailReason {
@@ -200,6 +210,7 @@ impl FailReason {
             FailReason::Permanent => "permanent",
             FailReason::Lost => "lost",
             FailReason::Interrupted => "interrupted",
+            FailReason::Corrupt => "corrupt",
         }
     }
 }
@@ -587,7 +598,7 @@ impl Store {
     /// Claims the next ready run of `queues` for `worker`, with a lease of `lease`.
     ///
     /// # Errors
-    /// Redis errors, or a claimed run whose hash lacks what every run has (corrupt).
+    /// Redis errors, or a reply that is not what the script writes.
     pub async fn claim_run(
         &self,
         worker: &str,
@@ -629,10 +640,10 @@ impl Store {
                     let value = next_string(&mut values, "claim_run")?;
                     fields.insert(name, value);
                 }
-                Ok(Claim::Run {
-                    run: decode_run(id, fields)?,
-                    skipped,
-                })
+                match decode_run(&id, fields) {
+                    Ok(run) => Ok(Claim::Run { run, skipped }),
+                    Err(detail) => Ok(Claim::Corrupt { run_id: id, detail }),
+                }
             }
             other => Err(reply("claim_run", format!("status {other:?}"))),
         }
@@ -841,25 +852,24 @@ fn next_string(
 }
 
 /// Reads the fields every run has; a run without them cannot be executed.
-fn decode_run(id: String, fields: HashMap<String, String>) -> Result<ClaimedRun, StoreError> {
-    let corrupt = |detail: &str| reply("claim_run", format!("run {id}: {detail}"));
-    let number = |name: &str| -> Result<u32, StoreError> {
+fn decode_run(id: &str, fields: HashMap<String, String>) -> Result<ClaimedRun, String> {
+    let number = |name: &str| -> Result<u32, String> {
         fields
             .get(name)
             .and_then(|value| value.parse().ok())
-            .ok_or_else(|| corrupt(&format!("field {name} is missing or not a number")))
+            .ok_or_else(|| format!("field {name} is missing or not a number"))
     };
     let job = fields
         .get("job")
         .cloned()
-        .ok_or_else(|| corrupt("field job is missing"))?;
+        .ok_or_else(|| "field job is missing".to_owned())?;
     Ok(ClaimedRun {
         attempt: number("attempt")?,
         max_attempts: number("max_attempts")?,
         fire_ms: fields.get("fire_ms").and_then(|value| value.parse().ok()),
         payload: fields.get("payload").cloned(),
         job,
-        id,
+        id: id.to_owned(),
         fields,
     })
 }
