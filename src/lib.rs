@@ -5,10 +5,42 @@
 //! # Layout
 //! - [`schedule`]: what users declare: the crontab-exact cron engine with Debian's DST rules,
 //!   `@every`, schedule files and their diagnostics, jobs, and the crontab importer.
+//! - [`store`]: the only code that talks to Redis: key names, one Lua script per run state
+//!   change, the embedded `redis-server`.
+//! - [`engine`]: the replica's components: elector, planner, promoter, workers, reaper,
+//!   heartbeat, one file each.
+//! - [`handler`]: what executes a run: the command handler, or Rust handlers by job name.
+//! - [`replica`]: the components wired together and shut down in order.
 //! - [`cli`]: the `redcron` command line, one file per subcommand.
 //!
-//! The engine (elector, planner, promoter, workers, reaper) and the Redis store follow the
-//! architecture in `DESIGN.md`.
+//! The data model and the run state machine are in `DESIGN.md`. All keys live under one hash
+//! tag, `{ns}:` (leader, epoch, cursor, defs, due, planned:<job>, run:<id>,
+//! ready:<queue>:<priority>, wake:<queue>, active, fp:<fingerprint>, dead, events, replicas,
+//! replica:<id>, paused, busy:<job>), built by [`store::keys::Keys`].
+//!
+//! # Library mode
+//!
+//! ```no_run
+//! use redcron::engine::Shutdown;
+//! use redcron::handler::{Completed, RunContext};
+//! use redcron::replica::Replica;
+//! use redcron::store::{Store, StoreSettings};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = Store::connect("redis://127.0.0.1/", "redcron", StoreSettings::default()).await?;
+//! let jobs = redcron::schedule::load_dir("schedules".as_ref())?;
+//! let replica = Replica::builder(store)
+//!     .jobs(jobs)
+//!     .handler("resize", |run: RunContext| async move {
+//!         println!("resizing for {} (attempt {})", run.run_id, run.attempt);
+//!         Ok(Completed::default())
+//!     })
+//!     .build();
+//! let shutdown = Shutdown::new();
+//! replica.run(shutdown).await;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod cli;
 pub mod engine;

@@ -87,3 +87,27 @@ fn a_missing_directory_is_an_error_not_an_empty_schedule() {
         "{errors}"
     );
 }
+
+#[test]
+fn run_without_redis_server_says_how_to_install_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    fs::create_dir(dir.path().join("schedules")).expect("mkdir");
+    fs::write(
+        dir.path().join("schedules/jobs.toml"),
+        "[jobs.x]\ncommand = \"true\"\n",
+    )
+    .expect("write");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .arg("run")
+        .current_dir(dir.path())
+        .env("PATH", dir.path())
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("redcron runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sudo apt-get install -y redis-server") && stderr.contains("--redis URL"),
+        "{stderr}"
+    );
+}
