@@ -50,9 +50,7 @@ local function pop()
 end
 
 local function skip(run_key, run_id, job, reason)
-  redis.call('HSET', run_key, 'state', 'skipped', 'reason', reason, 'finished_ms', now)
-  redis.call('PEXPIRE', run_key, retention)
-  record_event(events, maxlen, run_id, 'skipped', 'job', job, 'reason', reason)
+  skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
 end
 
 -- Takes a lock for `holder`, or finds it already held by that same holder (a retry).
@@ -90,9 +88,7 @@ for _ = 1, limit do
   if not job or not tonumber(attempt) or not tonumber(max_attempts) then
     -- A ready id whose hash is gone, was never written, or is damaged: nothing can run it.
     -- Checked before any further write, since an error would leave the popped run nowhere.
-    redis.call('HSET', run_key, 'state', 'dead', 'reason', 'corrupt', 'finished_ms', now)
-    redis.call('ZADD', dead, now, run_id)
-    record_event(events, maxlen, run_id, 'dead', 'reason', 'corrupt')
+    bury_corrupt_run(run_key, run_id, job or '', now, dead, events, maxlen)
   elseif redis.call('SISMEMBER', paused, job) == 1 then
     skip(run_key, run_id, job, 'paused')
   elseif fingerprint and fingerprint ~= '' and not lock(prefix .. 'fp:' .. fingerprint, owner, fingerprint_ttl) then

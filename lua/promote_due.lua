@@ -52,12 +52,6 @@ local function number_or(value, default)
   return tonumber(value) or default
 end
 
--- Ends a run that will not run, keeping its hash for `retention` ms.
-local function skip(run_key, run_id, job, reason)
-  redis.call('HSET', run_key, 'state', 'skipped', 'reason', reason, 'finished_ms', now)
-  redis.call('PEXPIRE', run_key, retention)
-  record_event(events, maxlen, run_id, 'skipped', 'job', job, 'reason', reason)
-end
 
 -- Whether a later fire of the same job is also missed: run-once keeps only the latest.
 local function later_fire_also_missed(job, fire_ms)
@@ -121,12 +115,10 @@ for i = 1, #run_ids, 2 do
     skipped = skipped + 1
   elseif reason == 'corrupt' or (not reason and (not queue or not priority)) then
     -- An id that names no job, or a run hash without its routing: nothing can run it.
-    redis.call('HSET', run_key, 'state', 'dead', 'reason', 'corrupt', 'finished_ms', now)
-    redis.call('ZADD', dead, now, run_id)
-    record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'corrupt')
+    bury_corrupt_run(run_key, run_id, job or '', now, dead, events, maxlen)
     skipped = skipped + 1
   elseif reason then
-    skip(run_key, run_id, job, reason)
+    skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
     skipped = skipped + 1
   else
     redis.call('RPUSH', prefix .. 'ready:' .. queue .. ':' .. priority, run_id)

@@ -161,6 +161,22 @@ fn starts_per_fire(
     counts
 }
 
+/// Every fire of the every-second job `tick` in `[from, to]` started exactly once, or twice
+/// when its run records that its replica died mid-run (the documented at-least-once re-run).
+fn assert_each_fire_ran_once(scenario: &Scenario, from: i64, to: i64) {
+    let counts = starts_per_fire(&scenario.ledger(), "tick", from, to);
+    for fire in (from..=to).step_by(1000) {
+        let runs = counts.get(&fire).copied().unwrap_or(0);
+        let lost = scenario
+            .run_field(&format!("tick@{fire}"), "lost")
+            .is_some();
+        assert!(
+            runs == 1 || (runs == 2 && lost),
+            "fire {fire} ran {runs} times (lost: {lost})"
+        );
+    }
+}
+
 fn percentile(sorted: &[i64], fraction: f64) -> i64 {
     let index = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
     sorted[index.min(sorted.len() - 1)]
@@ -242,18 +258,7 @@ fn killing_the_leader_loses_and_doubles_no_fire() {
     let to = from + 15_000;
     sleep_until(&scenario, to + 5_000);
 
-    let counts = starts_per_fire(&scenario.ledger(), "tick", from, to);
-    for fire in (from..=to).step_by(1000) {
-        let runs = counts.get(&fire).copied().unwrap_or(0);
-        let lost = scenario
-            .run_field(&format!("tick@{fire}"), "lost")
-            .is_some();
-        // The one documented re-run: a run whose replica died mid-run runs again (at-least-once).
-        assert!(
-            runs == 1 || (runs == 2 && lost),
-            "fire {fire} ran {runs} times (lost: {lost})"
-        );
-    }
+    assert_each_fire_ran_once(&scenario, from, to);
 }
 
 #[test]
@@ -509,17 +514,7 @@ fn a_leader_frozen_past_its_lease_is_fenced_and_doubles_no_fire() {
         Some(successor),
         "the old leader took nothing back"
     );
-    let counts = starts_per_fire(&scenario.ledger(), "tick", from, to);
-    for fire in (from..=to).step_by(1000) {
-        let runs = counts.get(&fire).copied().unwrap_or(0);
-        let lost = scenario
-            .run_field(&format!("tick@{fire}"), "lost")
-            .is_some();
-        assert!(
-            runs == 1 || (runs == 2 && lost),
-            "fire {fire} ran {runs} times (lost: {lost})"
-        );
-    }
+    assert_each_fire_ran_once(&scenario, from, to);
 }
 
 #[test]
@@ -639,7 +634,7 @@ fn replicas_ride_out_a_redis_restart_without_losing_a_planned_run() {
     };
     std::fs::create_dir(scenario.schedules()).expect("schedules dir");
     scenario.write_jobs(&scenario.every_second_job());
-    let replicas: Vec<ReplicaProcess> = ["r1", "r2"]
+    let _replicas: Vec<ReplicaProcess> = ["r1", "r2"]
         .iter()
         .map(|id| scenario.replica(id, &[]))
         .collect();
@@ -653,19 +648,7 @@ fn replicas_ride_out_a_redis_restart_without_losing_a_planned_run() {
     let to = scenario.redis_now_ms() / 1000 * 1000 + 5_000;
     sleep_until(&scenario, to + 3_000);
 
-    let counts = starts_per_fire(&scenario.ledger(), "tick", from, to);
-    for fire in (from..=to).step_by(1000) {
-        let runs = counts.get(&fire).copied().unwrap_or(0);
-        let lost = scenario
-            .run_field(&format!("tick@{fire}"), "lost")
-            .is_some();
-        assert!(
-            runs == 1 || (runs == 2 && lost),
-            "fire {fire} ran {runs} times (lost: {lost})\n{}\n{}",
-            replicas[0].log(),
-            replicas[1].log()
-        );
-    }
+    assert_each_fire_ran_once(&scenario, from, to);
 }
 
 #[test]

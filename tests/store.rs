@@ -38,7 +38,19 @@ async fn leader(store: &Store) -> LeaderToken {
     }
 }
 
-/// Publishes `toml`'s jobs and plans `fires` (ms) of `job`, due at their fire time.
+/// A Redis with `toml`'s jobs published, and a store holding the leader lease.
+async fn setup(toml: &str) -> (RedisServer, Store, LeaderToken) {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(toml))
+        .await
+        .expect("publish");
+    let token = leader(&store).await;
+    (server, store, token)
+}
+
+/// Plans `fires` (ms) of `job`, due at their fire time.
 async fn plan(store: &Store, token: &LeaderToken, job: &str, fires: &[i64]) -> PlanOutcome {
     let plan = JobPlan {
         job: job.to_owned(),
@@ -234,16 +246,11 @@ async fn planning_a_fire_twice_is_a_no_op_and_the_cursor_only_moves_forward() {
 
 #[tokio::test]
 async fn promote_moves_only_due_runs_and_creates_their_run_hashes() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(
-            "[jobs.report]\nschedule = \"* * * * *\"\ncommand = \"true\"\npriority = \"high\"\n\
+    let (server, store, token) = setup(
+        "[jobs.report]\nschedule = \"* * * * *\"\ncommand = \"true\"\npriority = \"high\"\n\
              queue = \"reports\"\nretries = 2\n",
-        ))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    )
+    .await;
     plan(&store, &token, "report", &[60_000, 120_000, 180_000]).await;
 
     let promoted = store
@@ -288,19 +295,11 @@ async fn promote_moves_only_due_runs_and_creates_their_run_hashes() {
 
 #[tokio::test]
 async fn missed_fires_follow_the_jobs_misfire_policy() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(
-            "[jobs.skip]\ncommand = \"true\"\nmisfire = \"skip\"\n\
+    let (server, store, token) = setup("[jobs.skip]\ncommand = \"true\"\nmisfire = \"skip\"\n\
              [jobs.once]\ncommand = \"true\"\nmisfire = \"run-once\"\n\
              [jobs.all]\ncommand = \"true\"\nmisfire = \"run-all\"\n\
              [jobs.deadline]\ncommand = \"true\"\nmisfire = \"run-all\"\nstarting_deadline = \"30s\"\n\
-             [jobs.late]\ncommand = \"true\"\nmisfire = \"skip\"\n",
-        ))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+             [jobs.late]\ncommand = \"true\"\nmisfire = \"skip\"\n").await;
     let fires = [0, 30_000, 60_000, 90_000];
     for job in ["skip", "once", "all", "deadline"] {
         plan(&store, &token, job, &fires).await;
@@ -365,18 +364,13 @@ async fn missed_fires_follow_the_jobs_misfire_policy() {
 
 #[tokio::test]
 async fn claim_takes_high_before_normal_before_low_across_queues() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(
-            "[jobs.low]\ncommand = \"true\"\npriority = \"low\"\nqueue = \"a\"\n\
+    let (_server, store, token) = setup(
+        "[jobs.low]\ncommand = \"true\"\npriority = \"low\"\nqueue = \"a\"\n\
              [jobs.normal]\ncommand = \"true\"\nqueue = \"b\"\n\
              [jobs.high]\ncommand = \"true\"\npriority = \"high\"\nqueue = \"b\"\n\
              [jobs.elsewhere]\ncommand = \"true\"\npriority = \"high\"\nqueue = \"c\"\n",
-        ))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    )
+    .await;
     for job in ["low", "normal", "high", "elsewhere"] {
         plan(&store, &token, job, &[1_000]).await;
     }
@@ -397,13 +391,7 @@ async fn claim_takes_high_before_normal_before_low_across_queues() {
 
 #[tokio::test]
 async fn claim_records_the_lease_and_counts_the_attempt() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs("[jobs.tick]\ncommand = \"true\"\nretries = 1\n"))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    let (server, store, token) = setup("[jobs.tick]\ncommand = \"true\"\nretries = 1\n").await;
     plan(&store, &token, "tick", &[5_000]).await;
     let store = store.with_frozen_clock(5_000);
     store.promote_due(100, THRESHOLD).await.expect("promote");
@@ -426,16 +414,11 @@ async fn claim_records_the_lease_and_counts_the_attempt() {
 
 #[tokio::test]
 async fn claim_skips_paused_duplicate_and_overlapping_runs() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(
-            "[jobs.paused]\ncommand = \"true\"\n[jobs.forbid]\ncommand = \"true\"\n\
+    let (server, store, token) = setup(
+        "[jobs.paused]\ncommand = \"true\"\n[jobs.forbid]\ncommand = \"true\"\n\
              [jobs.allow]\ncommand = \"true\"\noverlap = \"allow\"\n",
-        ))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    )
+    .await;
     let store = store.with_frozen_clock(10_000);
     let mut redis = server.connection();
     let () = redis.sadd("{test}:paused", "paused").expect("SADD");
@@ -498,13 +481,7 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
 
 #[tokio::test]
 async fn ack_records_success_and_releases_the_overlap_lock() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs("[jobs.tick]\ncommand = \"true\"\n"))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    let (server, store, token) = setup("[jobs.tick]\ncommand = \"true\"\n").await;
     let store = store.with_frozen_clock(10_000);
     plan(&store, &token, "tick", &[1_000]).await;
     store.promote_due(100, THRESHOLD).await.expect("promote");
@@ -545,15 +522,7 @@ async fn ack_records_success_and_releases_the_overlap_lock() {
 
 #[tokio::test]
 async fn failures_retry_with_capped_exponential_backoff_then_go_to_the_dead_letters() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(
-            "[jobs.flaky]\ncommand = \"false\"\nretries = 3\nbackoff = \"10s\"\nmax_backoff = \"25s\"\n",
-        ))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    let (server, store, token) = setup("[jobs.flaky]\ncommand = \"false\"\nretries = 3\nbackoff = \"10s\"\nmax_backoff = \"25s\"\n").await;
     plan(&store, &token, "flaky", &[0]).await;
 
     let mut now = 0;
@@ -595,15 +564,8 @@ async fn failures_retry_with_capped_exponential_backoff_then_go_to_the_dead_lett
 
 #[tokio::test]
 async fn jitter_spreads_retries_over_half_to_all_of_the_backoff() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(
-            "[jobs.flaky]\ncommand = \"false\"\nretries = 1\nbackoff = \"10s\"\n",
-        ))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    let (_server, store, token) =
+        setup("[jobs.flaky]\ncommand = \"false\"\nretries = 1\nbackoff = \"10s\"\n").await;
     plan(&store, &token, "flaky", &[0]).await;
     let store = store.with_frozen_clock(0);
     store.promote_due(100, THRESHOLD).await.expect("promote");
@@ -624,13 +586,7 @@ async fn jitter_spreads_retries_over_half_to_all_of_the_backoff() {
 
 #[tokio::test]
 async fn permanent_failures_skip_the_remaining_attempts() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs("[jobs.bad]\ncommand = \"false\"\nretries = 5\n"))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    let (_server, store, token) = setup("[jobs.bad]\ncommand = \"false\"\nretries = 5\n").await;
     plan(&store, &token, "bad", &[0]).await;
     let store = store.with_frozen_clock(0);
     store.promote_due(100, THRESHOLD).await.expect("promote");
@@ -651,16 +607,11 @@ async fn permanent_failures_skip_the_remaining_attempts() {
 
 #[tokio::test]
 async fn reaped_runs_rerun_when_at_least_once_and_die_when_at_most_once() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(
-            "[jobs.again]\ncommand = \"sleep 10\"\n\
+    let (_server, store, token) = setup(
+        "[jobs.again]\ncommand = \"sleep 10\"\n\
              [jobs.once]\ncommand = \"sleep 10\"\ndelivery = \"at-most-once\"\n",
-        ))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    )
+    .await;
     plan(&store, &token, "again", &[0]).await;
     plan(&store, &token, "once", &[0]).await;
     let start = store.clone().with_frozen_clock(0);
@@ -707,13 +658,7 @@ async fn reaped_runs_rerun_when_at_least_once_and_die_when_at_most_once() {
 
 #[tokio::test]
 async fn a_run_lost_again_and_again_ends_in_the_dead_letters() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs("[jobs.poison]\ncommand = \"kill -9 $PPID\"\n"))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    let (_server, store, token) = setup("[jobs.poison]\ncommand = \"kill -9 $PPID\"\n").await;
     plan(&store, &token, "poison", &[0]).await;
     let mut outcomes = Vec::new();
     for round in 0..4_i64 {
@@ -738,13 +683,7 @@ async fn a_run_lost_again_and_again_ends_in_the_dead_letters() {
 
 #[tokio::test]
 async fn interrupted_runs_come_back_at_once_without_using_an_attempt() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs("[jobs.long]\ncommand = \"sleep 60\"\n"))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    let (_server, store, token) = setup("[jobs.long]\ncommand = \"sleep 60\"\n").await;
     plan(&store, &token, "long", &[0]).await;
     let store = store.with_frozen_clock(1_000);
     store.promote_due(100, THRESHOLD).await.expect("promote");
@@ -767,13 +706,7 @@ async fn interrupted_runs_come_back_at_once_without_using_an_attempt() {
 
 #[tokio::test]
 async fn only_the_holder_extends_a_lease() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs("[jobs.long]\ncommand = \"sleep 60\"\n"))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    let (server, store, token) = setup("[jobs.long]\ncommand = \"sleep 60\"\n").await;
     plan(&store, &token, "long", &[0]).await;
     let start = store.clone().with_frozen_clock(0);
     start.promote_due(100, THRESHOLD).await.expect("promote");
@@ -887,13 +820,7 @@ async fn damaged_runs_and_definitions_go_to_the_dead_letters_as_corrupt() {
 
 #[tokio::test]
 async fn unplanning_a_job_removes_its_due_runs_and_moves_its_cursor() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs("[jobs.tick]\ncommand = \"true\"\n"))
-        .await
-        .expect("publish");
-    let token = leader(&store).await;
+    let (server, store, token) = setup("[jobs.tick]\ncommand = \"true\"\n").await;
     plan(&store, &token, "tick", &[1_000, 2_000, 3_000]).await;
     store
         .clone()

@@ -15,3 +15,18 @@ end
 local function record_event(events, maxlen, run_id, state, ...)
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'run', run_id, 'state', state, ...)
 end
+
+-- Ends a run that will not run (paused, duplicate, overlap, missed...), keeping its hash for
+-- `retention` ms.
+local function skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
+  redis.call('HSET', run_key, 'state', 'skipped', 'reason', reason, 'finished_ms', now)
+  redis.call('PEXPIRE', run_key, retention)
+  record_event(events, maxlen, run_id, 'skipped', 'job', job, 'reason', reason)
+end
+
+-- Sends a run nothing can execute (its id or hash is damaged) to the dead letters.
+local function bury_corrupt_run(run_key, run_id, job, now, dead, events, maxlen)
+  redis.call('HSET', run_key, 'state', 'dead', 'reason', 'corrupt', 'finished_ms', now)
+  redis.call('ZADD', dead, now, run_id)
+  record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'corrupt')
+end

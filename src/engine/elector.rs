@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::{Leadership, Shutdown, next_retry_delay};
+use super::{Backoff, Leadership, Shutdown};
 use crate::store::{Acquisition, LeaderToken, Store, StoreError};
 
 /// How the elector behaves.
@@ -105,18 +105,16 @@ impl Elector {
     /// Ticks every third of the lease ttl until `shutdown`, then releases the lease if held.
     pub async fn run(mut self, shutdown: Shutdown) {
         let period = self.config.lease_ttl / 3;
-        let mut retry = None;
+        let mut backoff = Backoff::default();
         loop {
             let pause = match self.tick().await {
                 Ok(_) => {
-                    retry = None;
+                    backoff.succeeded();
                     period
                 }
                 Err(error) => {
                     warn!(%error, "elector tick failed");
-                    let delay = next_retry_delay(retry);
-                    retry = Some(delay);
-                    delay.min(period)
+                    backoff.failed().min(period)
                 }
             };
             tokio::select! {

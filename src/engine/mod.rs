@@ -72,8 +72,25 @@ impl Leadership {
     }
 }
 
-/// The delay before the next retry of a failing tick: doubles from [`MIN_RETRY_DELAY`] up to
-/// [`MAX_RETRY_DELAY`].
-pub(crate) fn next_retry_delay(previous: Option<Duration>) -> Duration {
-    previous.map_or(MIN_RETRY_DELAY, |delay| (delay * 2).min(MAX_RETRY_DELAY))
+/// The pause after a failed tick: doubles from [`MIN_RETRY_DELAY`] up to [`MAX_RETRY_DELAY`]
+/// while ticks keep failing, and starts over after a success.
+#[derive(Debug, Default)]
+pub(crate) struct Backoff {
+    last: Option<Duration>,
+}
+
+impl Backoff {
+    /// A tick succeeded: the next failure waits the shortest delay again.
+    pub(crate) fn succeeded(&mut self) {
+        self.last = None;
+    }
+
+    /// A tick failed: how long to wait before the next.
+    pub(crate) fn failed(&mut self) -> Duration {
+        let delay = self
+            .last
+            .map_or(MIN_RETRY_DELAY, |delay| (delay * 2).min(MAX_RETRY_DELAY));
+        self.last = Some(delay);
+        delay
+    }
 }

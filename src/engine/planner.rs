@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::{Leadership, Shutdown, next_retry_delay};
+use super::{Backoff, Leadership, Shutdown};
 use crate::schedule::{Job, Misfire};
 use crate::store::{
     JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreError, cron_run_id,
@@ -192,11 +192,11 @@ impl Planner {
     /// Ticks every period until `shutdown`; at once when leadership is gained or jobs change.
     pub async fn run(mut self, shutdown: Shutdown) {
         let mut leadership = self.leadership.subscribe();
-        let mut retry = None;
+        let mut backoff = Backoff::default();
         loop {
             let pause = match self.tick().await {
                 Ok(tick) => {
-                    retry = None;
+                    backoff.succeeded();
                     if tick == PlannerTick::Fenced {
                         info!("planner stopped: not the leader any more");
                     }
@@ -204,9 +204,7 @@ impl Planner {
                 }
                 Err(error) => {
                     warn!(%error, "planner tick failed");
-                    let delay = next_retry_delay(retry);
-                    retry = Some(delay);
-                    delay
+                    backoff.failed()
                 }
             };
             tokio::select! {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tracing::warn;
 
-use super::{Shutdown, next_retry_delay};
+use super::{Backoff, Shutdown};
 use crate::store::{Promoted, Store, StoreError};
 
 /// How the promoter behaves.
@@ -70,7 +70,7 @@ impl Promoter {
     /// Promotes until `shutdown`.
     pub async fn run(mut self, shutdown: Shutdown) {
         let mut wakes = None;
-        let mut retry = None;
+        let mut backoff = Backoff::default();
         loop {
             if wakes.is_none() {
                 match self.store.wake_promoter().await {
@@ -80,14 +80,12 @@ impl Promoter {
             }
             let pause = match self.tick().await {
                 Ok(promoted) => {
-                    retry = None;
+                    backoff.succeeded();
                     self.pause_after(&promoted)
                 }
                 Err(error) => {
                     warn!(%error, "promoter tick failed");
-                    let delay = next_retry_delay(retry);
-                    retry = Some(delay);
-                    delay
+                    backoff.failed()
                 }
             };
             if pause.is_zero() {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use super::{Shutdown, next_retry_delay};
+use super::{Backoff, Shutdown};
 use crate::store::{FailOutcome, FailReason, Failure, Store, StoreError};
 
 /// How the reaper behaves.
@@ -80,18 +80,16 @@ impl Reaper {
 
     /// Reaps every period until `shutdown`.
     pub async fn run(mut self, shutdown: Shutdown) {
-        let mut retry = None;
+        let mut backoff = Backoff::default();
         loop {
             let pause = match self.tick().await {
                 Ok(_) => {
-                    retry = None;
+                    backoff.succeeded();
                     self.config.period
                 }
                 Err(error) => {
                     warn!(%error, "reaper tick failed");
-                    let delay = next_retry_delay(retry);
-                    retry = Some(delay);
-                    delay
+                    backoff.failed()
                 }
             };
             tokio::select! {

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use super::planner::Jobs;
-use super::{Shutdown, next_retry_delay};
+use super::{Backoff, Shutdown};
 use crate::handler::{Handlers, Outcome, RunContext};
 use crate::schedule::Job;
 use crate::store::{Claim, ClaimedRun, FailReason, Failure, ReadyWaiter, Store, StoreError};
@@ -192,23 +192,21 @@ impl Workers {
     /// `grace`, stops the rest and hands them back (they run again without using an attempt).
     pub async fn run(mut self, shutdown: Shutdown, grace: Duration) {
         let mut waiter: Option<ReadyWaiter> = None;
-        let mut retry = None;
+        let mut backoff = Backoff::default();
         while !shutdown.is_cancelled() {
             let idle = match self.tick().await {
                 Ok(WorkerTick::Started(_) | WorkerTick::More) => {
-                    retry = None;
+                    backoff.succeeded();
                     continue;
                 }
                 Ok(WorkerTick::Full) => Idle::Full,
                 Ok(WorkerTick::Empty) => {
-                    retry = None;
+                    backoff.succeeded();
                     Idle::Empty
                 }
                 Err(error) => {
                     warn!(%error, "claiming a run failed");
-                    let delay = next_retry_delay(retry);
-                    retry = Some(delay);
-                    Idle::Failed(delay)
+                    Idle::Failed(backoff.failed())
                 }
             };
             match idle {
@@ -471,15 +469,13 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
 {
-    let mut delay = None;
+    let mut backoff = Backoff::default();
     for _ in 0..6 {
         match call().await {
             Ok(value) => return Some(value),
             Err(error) => {
                 warn!(%error, "store call failed; retrying");
-                let pause = next_retry_delay(delay);
-                delay = Some(pause);
-                tokio::time::sleep(pause).await;
+                tokio::time::sleep(backoff.failed()).await;
             }
         }
     }
