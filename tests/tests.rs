@@ -6,5 +6,6 @@ mod check;
 mod engine;
 mod import_crontab;
 mod next;
+mod operate;
 mod replicas;
 mod store;

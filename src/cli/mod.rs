@@ -1,9 +1,13 @@
 //! The command line: one file per subcommand group, each a clap `Args` struct and an `execute`.
 
 mod check;
+mod dead;
+mod enqueue;
 mod import;
 mod next;
+mod pause;
 mod run;
+mod runs;
 
 use std::io;
 use std::path::PathBuf;
@@ -34,6 +38,66 @@ enum Command {
     Next(next::NextArgs),
     /// Convert a crontab into a schedule file.
     ImportCrontab(import::ImportArgs),
+    /// Run a declared job now.
+    Trigger(enqueue::TriggerArgs),
+    /// Run a declared job once, later or now, optionally unique.
+    Enqueue(enqueue::EnqueueArgs),
+    /// Skip a job's fires (recorded as skipped) until it is resumed.
+    Pause(pause::PauseArgs),
+    /// Let a paused job's fires run again.
+    Resume(pause::PauseArgs),
+    /// Inspect runs.
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
+    /// List, inspect, re-drive or delete dead runs.
+    #[command(subcommand)]
+    Dead(dead::DeadCommand),
+}
+
+/// Where the shared state is: every command that reads or steers runs takes these.
+#[derive(Debug, Clone, clap::Args)]
+struct RedisArgs {
+    /// The Redis the replicas share (redis://, rediss://, redis+unix://) [default: the embedded
+    /// Redis that `redcron run` started in --data-dir].
+    #[arg(long, env = "REDIS_URL", value_name = "URL")]
+    redis: Option<String>,
+    /// Keys live under {NS}: replicas cooperate within one namespace.
+    #[arg(long, value_name = "NS", default_value = "redcron")]
+    namespace: String,
+    /// Where the embedded Redis keeps its data and socket.
+    #[arg(long, value_name = "DIR", default_value = ".redcron")]
+    data_dir: PathBuf,
+}
+
+impl RedisArgs {
+    /// The URL to talk to: `--redis`, else the embedded Redis's socket.
+    fn url(&self) -> String {
+        self.redis
+            .clone()
+            .unwrap_or_else(|| crate::store::embedded::socket_url(&self.data_dir))
+    }
+
+    async fn connect(&self) -> Result<crate::store::Store, CliError> {
+        let url = self.url();
+        crate::store::Store::connect(
+            &url,
+            &self.namespace,
+            crate::store::StoreSettings::default(),
+        )
+        .await
+        .map_err(|source| CliError::Unreachable { url, source })
+    }
+}
+
+/// Runs `future` on a runtime of its own: the commands are synchronous, the store is not.
+fn block_on<T>(
+    future: impl std::future::Future<Output = Result<T, CliError>>,
+) -> Result<T, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::io("starting the runtime"))?
+        .block_on(future)
 }
 
 /// Why a command failed. Each says what to do about it.
@@ -45,9 +109,19 @@ pub enum CliError {
     /// A cron expression given on the command line.
     #[error("bad expression: {0}")]
     Expression(#[from] CronError),
-    /// Redis could not be reached or answered badly.
+    /// Redis answered badly.
     #[error("{0}")]
     Store(#[from] crate::store::StoreError),
+    /// Redis could not be reached at all.
+    #[error(
+        "cannot reach Redis at {url}: {source}; pass --redis URL (or set REDIS_URL), or start          `redcron run` in this directory for its embedded Redis"
+    )]
+    Unreachable {
+        /// Where it was looked for.
+        url: String,
+        /// Why it failed.
+        source: crate::store::StoreError,
+    },
     /// The embedded Redis could not be started.
     #[error("{0}")]
     Embedded(#[from] crate::store::embedded::EmbeddedError),
@@ -91,6 +165,12 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Check(args) => check::execute(&args, stdout),
         Command::Next(args) => next::execute(&args, stdout),
         Command::ImportCrontab(args) => import::execute(&args, stdout),
+        Command::Trigger(args) => enqueue::trigger(&args, stdout),
+        Command::Enqueue(args) => enqueue::enqueue(&args, stdout),
+        Command::Pause(args) => pause::execute(&args, true, stdout),
+        Command::Resume(args) => pause::execute(&args, false, stdout),
+        Command::Runs(command) => runs::execute(&command, stdout),
+        Command::Dead(command) => dead::execute(&command, stdout),
     }
 }
 

@@ -9,25 +9,20 @@ use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info, warn};
 
-use super::{CliError, default_schedules};
+use super::{CliError, RedisArgs, default_schedules};
 use crate::engine::Shutdown;
 use crate::replica::{JobsHandle, Replica, ReplicaConfig};
 use crate::schedule::{Job, load_dir};
 use crate::store::embedded::EmbeddedRedis;
-use crate::store::{Store, StoreSettings};
 
 #[derive(Debug, Args)]
 pub(super) struct RunArgs {
     /// The directory of schedule files (*.toml).
     #[arg(long, value_name = "DIR", default_value_os_t = default_schedules())]
     schedules: PathBuf,
-    /// A shared Redis (redis://, rediss://, redis+unix://). Without it, a private redis-server
-    /// is started under --data-dir.
-    #[arg(long, env = "REDIS_URL", value_name = "URL")]
-    redis: Option<String>,
-    /// Keys live under {NS}: replicas cooperate within one namespace.
-    #[arg(long, value_name = "NS", default_value = "redcron")]
-    namespace: String,
+    /// Without --redis, a private redis-server is started under --data-dir.
+    #[command(flatten)]
+    redis: RedisArgs,
     /// The queues this replica serves, comma-separated [default: every queue its jobs use].
     #[arg(long, value_name = "Q,...", value_delimiter = ',')]
     queues: Vec<String>,
@@ -37,9 +32,6 @@ pub(super) struct RunArgs {
     /// This replica's id, unique among the replicas [default: <host>-<pid>].
     #[arg(long, value_name = "ID")]
     replica_id: Option<String>,
-    /// Where the embedded Redis keeps its data and socket.
-    #[arg(long, value_name = "DIR", default_value = ".redcron")]
-    data_dir: PathBuf,
     /// How long running runs may finish after SIGTERM before they are stopped and handed back.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
@@ -63,15 +55,12 @@ pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
 
 async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
     let shutdown = Shutdown::new();
-    let (url, embedded) = match &args.redis {
-        Some(url) => (url.clone(), None),
-        None => {
-            let embedded = EmbeddedRedis::start(&args.data_dir).await?;
-            (embedded.url().to_owned(), Some(embedded))
-        }
+    let embedded = match &args.redis.redis {
+        Some(_) => None,
+        None => Some(EmbeddedRedis::start(&args.redis.data_dir).await?),
     };
-    let store = Store::connect(&url, &args.namespace, StoreSettings::default()).await?;
-    if args.redis.is_some() {
+    let store = args.redis.connect().await?;
+    if embedded.is_none() {
         for warning in store.durability_warnings().await? {
             warn!("{warning}");
         }

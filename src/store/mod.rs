@@ -14,7 +14,7 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, FromRedisValue, Value};
 use thiserror::Error;
 
-use crate::schedule::Job;
+use crate::schedule::{Job, Priority};
 pub use keys::Keys;
 
 /// Why a store operation failed.
@@ -286,6 +286,62 @@ impl ReadyWaiter {
             .await?;
         Ok(woken.is_some())
     }
+}
+
+/// A request for an ad-hoc run of a declared job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enqueue {
+    /// The declared job.
+    pub job: String,
+    /// When it is due, ms; `None` for now.
+    pub due_ms: Option<i64>,
+    /// JSON text for the command's standard input.
+    pub payload: Option<String>,
+    /// Instead of the job's own priority.
+    pub priority: Option<Priority>,
+    /// A fingerprint and how long it stays reserved: a second run with it is refused.
+    pub unique: Option<(String, Duration)>,
+}
+
+/// What became of an enqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// The run exists and is due at `due_ms`.
+    Scheduled {
+        /// The new run's id.
+        run_id: String,
+        /// When it is due, ms.
+        due_ms: i64,
+        /// Its job is paused: the run will be skipped unless the job is resumed first.
+        paused: bool,
+    },
+    /// No replica has published a job of that name.
+    UnknownJob,
+    /// Another run holds the fingerprint.
+    Duplicate {
+        /// That run's id.
+        holder: String,
+    },
+}
+
+/// The fingerprint of an ad-hoc run by its payload: SHA-256 of the job name and the payload's
+/// canonical JSON (keys sorted, no insignificant white space).
+pub fn payload_fingerprint(job: &str, payload: &serde_json::Value) -> String {
+    fingerprint(job, &payload.to_string())
+}
+
+/// The fingerprint of an ad-hoc run by an explicit unique key.
+pub fn key_fingerprint(job: &str, key: &str) -> String {
+    fingerprint(job, key)
+}
+
+fn fingerprint(job: &str, content: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(job.as_bytes());
+    hasher.update([0]);
+    hasher.update(content.as_bytes());
+    hex::encode(hasher.finalize())
 }
 
 /// The id of a cron fire: deterministic, so the same fire is only ever planned once.
@@ -754,6 +810,162 @@ impl Store {
             .query_async(&mut self.connection.clone())
             .await?;
         Ok(seconds * 1000 + micros / 1000)
+    }
+
+    /// Creates an ad-hoc run of a declared job (see [`Enqueue`]).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn enqueue_run(&self, request: &Enqueue) -> Result<Enqueued, StoreError> {
+        let run_id = uuid::Uuid::now_v7().to_string();
+        let (fingerprint, window) = request
+            .unique
+            .as_ref()
+            .map_or((String::new(), 0), |(fingerprint, window)| {
+                (fingerprint.clone(), millis(*window))
+            });
+        let priority = request.priority.map_or("", |priority| match priority {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+            Priority::Low => "low",
+        });
+        let answer: Vec<Value> = scripts::ENQUEUE_RUN
+            .key(self.keys.due())
+            .key(self.keys.defs())
+            .key(self.keys.paused())
+            .key(self.keys.events())
+            .key(self.keys.wake_promoter())
+            .arg(self.keys.prefix())
+            .arg(&run_id)
+            .arg(&request.job)
+            .arg(
+                request
+                    .due_ms
+                    .map_or_else(String::new, |due| due.to_string()),
+            )
+            .arg(request.payload.as_deref().unwrap_or(""))
+            .arg(priority)
+            .arg(fingerprint)
+            .arg(window)
+            .arg(self.settings.events_maxlen)
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        let mut values = answer.into_iter();
+        match next_string(&mut values, "enqueue_run")?.as_str() {
+            "OK" => {
+                let due_ms = i64::from_redis_value(values.next().unwrap_or(Value::Nil))
+                    .map_err(|error| reply("enqueue_run", error.to_string()))?;
+                let paused = i64::from_redis_value(values.next().unwrap_or(Value::Nil))
+                    .map_err(|error| reply("enqueue_run", error.to_string()))?;
+                Ok(Enqueued::Scheduled {
+                    run_id,
+                    due_ms,
+                    paused: paused == 1,
+                })
+            }
+            "UNKNOWN" => Ok(Enqueued::UnknownJob),
+            "DUPLICATE" => Ok(Enqueued::Duplicate {
+                holder: next_string(&mut values, "enqueue_run")?,
+            }),
+            other => Err(reply("enqueue_run", format!("status {other:?}"))),
+        }
+    }
+
+    /// Whether some replica has published a job named `job`.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn is_declared(&self, job: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .connection
+            .clone()
+            .hexists(self.keys.defs(), job)
+            .await?)
+    }
+
+    /// Pauses (`true`) or resumes a job: a paused job's fires are skipped with reason `paused`.
+    /// Returns whether that changed anything.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn set_paused(&self, job: &str, paused: bool) -> Result<bool, StoreError> {
+        let mut connection = self.connection.clone();
+        let changed: i64 = if paused {
+            connection.sadd(self.keys.paused(), job).await?
+        } else {
+            connection.srem(self.keys.paused(), job).await?
+        };
+        Ok(changed == 1)
+    }
+
+    /// Every field of a run's hash; empty when there is no such run (or it expired).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn run_fields(&self, run_id: &str) -> Result<HashMap<String, String>, StoreError> {
+        Ok(self
+            .connection
+            .clone()
+            .hgetall(self.keys.run(run_id))
+            .await?)
+    }
+
+    /// Up to `limit` dead runs, oldest death first: id and when it died, ms.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn dead_runs(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
+        let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
+        Ok(self
+            .connection
+            .clone()
+            .zrange_withscores(self.keys.dead(), 0, end)
+            .await?)
+    }
+
+    /// Takes a run out of the dead letters and makes it due now, attempts reset; `false` when it
+    /// is not dead.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn redrive_run(&self, run_id: &str) -> Result<bool, StoreError> {
+        let redriven: i64 = scripts::REDRIVE_RUN
+            .key(self.keys.dead())
+            .key(self.keys.due())
+            .key(self.keys.events())
+            .key(self.keys.wake_promoter())
+            .arg(self.keys.prefix())
+            .arg(run_id)
+            .arg(self.settings.events_maxlen)
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(redriven == 1)
+    }
+
+    /// Deletes dead runs that died at or before `cutoff_ms` (all of them for `None`); returns how
+    /// many.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn purge_dead(&self, cutoff_ms: Option<i64>) -> Result<u64, StoreError> {
+        const BATCH: u64 = 1_000;
+        let cutoff = cutoff_ms.map_or_else(|| "+inf".to_owned(), |cutoff| cutoff.to_string());
+        let mut purged = 0;
+        loop {
+            let deleted: u64 = scripts::PURGE_DEAD
+                .key(self.keys.dead())
+                .arg(self.keys.prefix())
+                .arg(&cutoff)
+                .arg(BATCH)
+                .invoke_async(&mut self.connection.clone())
+                .await?;
+            purged += deleted;
+            if deleted < BATCH {
+                return Ok(purged);
+            }
+        }
     }
 
     /// A waiter for runs becoming ready in `queues`, blocking up to `timeout` per wait.

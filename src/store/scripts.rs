@@ -31,3 +31,6 @@ script!(CLAIM_RUN, "claim_run.lua");
 script!(EXTEND_LEASE, "extend_lease.lua");
 script!(ACK_RUN, "ack_run.lua");
 script!(FAIL_RUN, "fail_run.lua");
+script!(ENQUEUE_RUN, "enqueue_run.lua");
+script!(REDRIVE_RUN, "redrive_run.lua");
+script!(PURGE_DEAD, "purge_dead.lua");

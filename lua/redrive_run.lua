@@ -1,0 +1,31 @@
+-- Takes a run out of the dead letters and makes it due now with its attempts reset: one
+-- script, so a crash can neither lose it nor leave it both dead and due.
+--
+-- KEYS[1] dead           zset    run id -> ms it died
+-- KEYS[2] due            zset    run id -> due ms
+-- KEYS[3] events         stream  run state changes
+-- KEYS[4] wake-promoter  channel told when a run becomes due
+-- ARGV[1] key prefix "{ns}:" for run:<id>
+-- ARGV[2] run id
+-- ARGV[3] events stream MAXLEN (approximate)
+-- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
+--
+-- Returns 1 when re-driven, 0 when the run is not in the dead letters.
+-- Cost: O(log N).
+local dead, due, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, run_id, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local now = now_ms(ARGV[4])
+local run_key = prefix .. 'run:' .. run_id
+
+if redis.call('ZSCORE', dead, run_id) == false or redis.call('EXISTS', run_key) == 0 then
+  return 0
+end
+redis.call('ZREM', dead, run_id)
+redis.call('HDEL', run_key, 'lost', 'error', 'reason', 'exit_code', 'output', 'finished_ms')
+redis.call('HSET', run_key, 'attempt', 0, 'state', 'scheduled', 'due_ms', now)
+redis.call('PERSIST', run_key)
+redis.call('ZADD', due, now, run_id)
+record_event(events, maxlen, run_id, 'scheduled', 'job', redis.call('HGET', run_key, 'job') or '',
+  'reason', 'redrive')
+redis.call('PUBLISH', wake, now)
+return 1

@@ -1,0 +1,170 @@
+//! `redcron dead`: the dead letters.
+
+use std::io::Write;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use clap::Subcommand;
+
+use super::runs::write_run;
+use super::{CliError, RedisArgs, block_on, write_table};
+
+#[derive(Debug, Subcommand)]
+pub(super) enum DeadCommand {
+    /// Dead runs, oldest first.
+    List {
+        /// How many at most.
+        #[arg(short = 'n', long = "count", default_value_t = 100)]
+        count: usize,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+    /// Every field of one dead run.
+    Show {
+        /// The run id.
+        id: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+    /// Make dead runs due again now, their attempts reset.
+    #[command(group = clap::ArgGroup::new("which").required(true))]
+    Retry {
+        /// The run id.
+        #[arg(group = "which")]
+        id: Option<String>,
+        /// Every dead run (of --job, if given).
+        #[arg(long, group = "which")]
+        all: bool,
+        /// With --all: only this job's runs.
+        #[arg(long, value_name = "JOB", requires = "all")]
+        job: Option<String>,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+    /// Delete dead runs for good.
+    Purge {
+        /// Only runs dead for longer than this (30m, 7d).
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        older_than: Option<Duration>,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+}
+
+/// How many dead runs `retry --all` looks at.
+const RETRY_ALL_LIMIT: usize = 100_000;
+
+pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(), CliError> {
+    match command {
+        DeadCommand::List { count, json, redis } => list(redis, *count, *json, out),
+        DeadCommand::Show { id, json, redis } => {
+            let fields = block_on(async {
+                let store = redis.connect().await?;
+                let fields = store.run_fields(id).await?;
+                Ok((fields.get("state").map(String::as_str) == Some("dead")).then_some(fields))
+            })?
+            .ok_or_else(|| CliError::Argument(format!("no dead run \"{id}\"")))?;
+            write_run(out, id, fields.into_iter().collect(), *json)
+        }
+        DeadCommand::Retry { id, job, redis, .. } => {
+            let redriven = block_on(async {
+                let store = redis.connect().await?;
+                let ids = match id {
+                    Some(id) => vec![id.clone()],
+                    None => {
+                        let mut ids = Vec::new();
+                        for (run_id, _) in store.dead_runs(RETRY_ALL_LIMIT).await? {
+                            let run_job = store.run_fields(&run_id).await?.remove("job");
+                            if job.is_none() || run_job == *job {
+                                ids.push(run_id);
+                            }
+                        }
+                        ids
+                    }
+                };
+                let mut redriven = Vec::new();
+                for run_id in ids {
+                    if store.redrive_run(&run_id).await? {
+                        redriven.push(run_id);
+                    } else if id.is_some() {
+                        return Err(CliError::Argument(format!("no dead run \"{run_id}\"")));
+                    }
+                }
+                Ok(redriven)
+            })?;
+            for run_id in &redriven {
+                writeln!(out, "{run_id} due again").map_err(CliError::io("writing the result"))?;
+            }
+            Ok(())
+        }
+        DeadCommand::Purge { older_than, redis } => {
+            let cutoff = older_than.map(|age| {
+                Utc::now().timestamp_millis()
+                    - i64::try_from(age.as_millis()).unwrap_or(i64::MAX / 2)
+            });
+            let purged = block_on(async { Ok(redis.connect().await?.purge_dead(cutoff).await?) })?;
+            writeln!(
+                out,
+                "{purged} dead run{} deleted",
+                if purged == 1 { "" } else { "s" }
+            )
+            .map_err(CliError::io("writing the result"))
+        }
+    }
+}
+
+fn list(redis: &RedisArgs, count: usize, json: bool, out: &mut impl Write) -> Result<(), CliError> {
+    let runs = block_on(async {
+        let store = redis.connect().await?;
+        let mut runs = Vec::new();
+        for (run_id, died_ms) in store.dead_runs(count).await? {
+            let fields = store.run_fields(&run_id).await?;
+            runs.push((run_id, died_ms, fields));
+        }
+        Ok(runs)
+    })?;
+    let died = |ms: i64| {
+        DateTime::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), |at| at.to_rfc3339())
+    };
+    if json {
+        for (run_id, died_ms, fields) in runs {
+            let mut object = serde_json::Map::new();
+            object.insert("id".to_owned(), run_id.into());
+            object.insert("died".to_owned(), died(died_ms).into());
+            for (name, value) in fields {
+                object.insert(name, value.into());
+            }
+            writeln!(out, "{}", serde_json::Value::Object(object))
+                .map_err(CliError::io("writing the dead runs"))?;
+        }
+        return Ok(());
+    }
+    let field = |fields: &std::collections::HashMap<String, String>, name: &str| {
+        fields.get(name).cloned().unwrap_or_default()
+    };
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|(run_id, died_ms, fields)| {
+            vec![
+                run_id.clone(),
+                field(fields, "job"),
+                died(*died_ms),
+                field(fields, "attempt"),
+                field(fields, "reason"),
+                field(fields, "error"),
+            ]
+        })
+        .collect();
+    write_table(
+        out,
+        &["RUN", "JOB", "DIED", "ATTEMPTS", "REASON", "ERROR"],
+        &rows,
+    )
+    .map_err(CliError::io("writing the dead runs"))
+}

@@ -1,0 +1,180 @@
+//! `redcron trigger` and `redcron enqueue`: ad-hoc runs of declared jobs.
+
+use std::io::Write;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use clap::{Args, ValueEnum};
+
+use super::{CliError, RedisArgs, block_on};
+use crate::schedule::Priority;
+use crate::store::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
+
+/// The largest payload accepted.
+const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PriorityArg {
+    High,
+    Normal,
+    Low,
+}
+
+impl From<PriorityArg> for Priority {
+    fn from(priority: PriorityArg) -> Self {
+        match priority {
+            PriorityArg::High => Priority::High,
+            PriorityArg::Normal => Priority::Normal,
+            PriorityArg::Low => Priority::Low,
+        }
+    }
+}
+
+/// What a run carries, shared by both commands.
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The declared job.
+    job: String,
+    /// JSON for the command's standard input, or @FILE to read it from a file (at most 1 MiB).
+    #[arg(long, value_name = "JSON|@FILE")]
+    payload: Option<String>,
+    /// Instead of the job's own priority.
+    #[arg(long, value_enum)]
+    priority: Option<PriorityArg>,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct TriggerArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("when").required(true))]
+#[command(group = clap::ArgGroup::new("uniqueness"))]
+pub(super) struct EnqueueArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Due after this long (30s, 15m, 2h); 0s for now.
+    #[arg(long = "in", value_name = "DURATION", group = "when", value_parser = humantime::parse_duration)]
+    delay: Option<Duration>,
+    /// Due at this RFC 3339 time.
+    #[arg(long, value_name = "RFC3339", group = "when")]
+    at: Option<String>,
+    /// Refuse a second run of the job with the same payload within --unique-for.
+    #[arg(long, group = "uniqueness")]
+    unique: bool,
+    /// Refuse a second run of the job with the same key within --unique-for.
+    #[arg(long, value_name = "KEY", group = "uniqueness")]
+    unique_key: Option<String>,
+    /// How long uniqueness holds.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    unique_for: Duration,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let payload = read_payload(args.run.payload.as_deref())?;
+    let request = Enqueue {
+        job: args.run.job.clone(),
+        due_ms: None,
+        payload: payload.map(|(text, _)| text),
+        priority: args.run.priority.map(Priority::from),
+        unique: None,
+    };
+    submit(&args.redis, &request, out)
+}
+
+pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let payload = read_payload(args.run.payload.as_deref())?;
+    let unique = if args.unique {
+        let value = payload
+            .as_ref()
+            .map_or(serde_json::Value::Null, |(_, value)| value.clone());
+        Some((payload_fingerprint(&args.run.job, &value), args.unique_for))
+    } else {
+        args.unique_key
+            .as_ref()
+            .map(|key| (key_fingerprint(&args.run.job, key), args.unique_for))
+    };
+    let due_ms = match (&args.delay, &args.at) {
+        (Some(delay), _) => {
+            Utc::now().timestamp_millis() + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2)
+        }
+        (None, Some(at)) => DateTime::parse_from_rfc3339(at)
+            .map_err(|error| {
+                CliError::Argument(format!(
+                    "--at \"{at}\" is not an RFC 3339 time like 2026-03-08T00:00:00Z: {error}"
+                ))
+            })?
+            .timestamp_millis(),
+        (None, None) => Utc::now().timestamp_millis(),
+    };
+    let request = Enqueue {
+        job: args.run.job.clone(),
+        due_ms: Some(due_ms),
+        payload: payload.map(|(text, _)| text),
+        priority: args.run.priority.map(Priority::from),
+        unique,
+    };
+    submit(&args.redis, &request, out)
+}
+
+fn submit(redis: &RedisArgs, request: &Enqueue, out: &mut impl Write) -> Result<(), CliError> {
+    let enqueued = block_on(async {
+        let store = redis.connect().await?;
+        Ok(store.enqueue_run(request).await?)
+    })?;
+    match enqueued {
+        Enqueued::Scheduled {
+            run_id,
+            due_ms,
+            paused,
+        } => {
+            let due = DateTime::from_timestamp_millis(due_ms)
+                .map_or_else(|| due_ms.to_string(), |due| due.to_rfc3339());
+            writeln!(out, "{run_id} due {due}").map_err(CliError::io("writing the run id"))?;
+            if paused {
+                eprintln!(
+                    "redcron: job \"{}\" is paused: this run is skipped unless it is resumed \
+                     (redcron resume {}) before the run is due",
+                    request.job, request.job
+                );
+            }
+            Ok(())
+        }
+        Enqueued::UnknownJob => Err(CliError::Argument(format!(
+            "unknown job \"{}\": no replica has declared it (see `redcron check` on the \
+             replicas' schedule directory)",
+            request.job
+        ))),
+        Enqueued::Duplicate { holder } => Err(CliError::Argument(format!(
+            "refused: run {holder} of job \"{}\" already holds this uniqueness key",
+            request.job
+        ))),
+    }
+}
+
+/// The payload as given (`JSON` or `@FILE`), checked to be JSON of at most 1 MiB.
+fn read_payload(argument: Option<&str>) -> Result<Option<(String, serde_json::Value)>, CliError> {
+    let Some(argument) = argument else {
+        return Ok(None);
+    };
+    let text = match argument.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(CliError::io(format!("reading the payload from {path}")))?,
+        None => argument.to_owned(),
+    };
+    if text.len() > MAX_PAYLOAD_BYTES {
+        return Err(CliError::Argument(format!(
+            "the payload is {} bytes: at most {MAX_PAYLOAD_BYTES} are accepted",
+            text.len()
+        )));
+    }
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|error| CliError::Argument(format!("the payload is not valid JSON: {error}")))?;
+    Ok(Some((text, value)))
+}

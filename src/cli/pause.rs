@@ -1,0 +1,35 @@
+//! `redcron pause` and `redcron resume`.
+
+use std::io::Write;
+
+use clap::Args;
+
+use super::{CliError, RedisArgs, block_on};
+
+#[derive(Debug, Args)]
+pub(super) struct PauseArgs {
+    /// The declared job.
+    job: String,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+pub(super) fn execute(args: &PauseArgs, pause: bool, out: &mut impl Write) -> Result<(), CliError> {
+    let changed = block_on(async {
+        let store = args.redis.connect().await?;
+        if !store.is_declared(&args.job).await? {
+            return Err(CliError::Argument(format!(
+                "unknown job \"{}\": no replica has declared it",
+                args.job
+            )));
+        }
+        Ok(store.set_paused(&args.job, pause).await?)
+    })?;
+    let message = match (pause, changed) {
+        (true, true) => "paused: its fires are skipped until it is resumed",
+        (true, false) => "was already paused",
+        (false, true) => "resumed",
+        (false, false) => "was not paused",
+    };
+    writeln!(out, "job \"{}\" {message}", args.job).map_err(CliError::io("writing the result"))
+}

@@ -1,0 +1,58 @@
+//! `redcron runs show`: everything about one run.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use clap::Subcommand;
+
+use super::{CliError, RedisArgs, block_on};
+
+#[derive(Debug, Subcommand)]
+pub(super) enum RunsCommand {
+    /// Every field of one run.
+    Show {
+        /// The run id.
+        id: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        redis: RedisArgs,
+    },
+}
+
+pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(), CliError> {
+    let RunsCommand::Show { id, json, redis } = command;
+    let fields = block_on(async { Ok(redis.connect().await?.run_fields(id).await?) })?;
+    write_run(out, id, fields.into_iter().collect(), *json)
+}
+
+/// Writes a run's fields, sorted by name: `name  value` lines, or one JSON object.
+pub(super) fn write_run(
+    out: &mut impl Write,
+    id: &str,
+    fields: BTreeMap<String, String>,
+    json: bool,
+) -> Result<(), CliError> {
+    if fields.is_empty() {
+        return Err(CliError::Argument(format!(
+            "unknown run \"{id}\" (or its record expired after the retention period)"
+        )));
+    }
+    let written = if json {
+        let mut object = serde_json::Map::new();
+        object.insert("id".to_owned(), id.into());
+        for (name, value) in fields {
+            object.insert(name, value.into());
+        }
+        writeln!(out, "{}", serde_json::Value::Object(object))
+    } else {
+        let width = fields.keys().map(String::len).max().unwrap_or(0);
+        writeln!(out, "{:width$}  {id}", "id").and_then(|()| {
+            fields
+                .iter()
+                .try_for_each(|(name, value)| writeln!(out, "{name:width$}  {value}"))
+        })
+    };
+    written.map_err(CliError::io("writing the run"))
+}

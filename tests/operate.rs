@@ -1,0 +1,393 @@
+//! Steering runs from the command line: trigger, enqueue, pause, resume, runs show, dead
+//! letters, against a real Redis (and real replicas where something must run).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use redcron::store::{Claim, FailReason, Failure, Store, StoreSettings};
+use redis::Commands;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{Run, redcron_in};
+
+const JOBS: &str = "[jobs.greet]\ncommand = \"cat >> ledger\"\nretries = 1\n\
+                    [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> ticks\"\n";
+
+/// Runs `redcron args... --redis <server> --namespace test` in `dir`.
+fn cli(server: &RedisServer, dir: &Path, args: &[&str]) -> Run {
+    let url = server.url();
+    let mut all = args.to_vec();
+    all.extend(["--redis", &url, "--namespace", "test"]);
+    redcron_in(dir, &all, "")
+}
+
+async fn store(server: &RedisServer) -> Store {
+    Store::connect(&server.url(), "test", StoreSettings::default())
+        .await
+        .expect("connect to the test redis")
+}
+
+/// A Redis with `JOBS` published as a leader would, and a directory to run commands in.
+async fn published() -> (RedisServer, tempfile::TempDir, Store) {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = store(&server).await;
+    let jobs = redcron::schedule::parse_file(Path::new("jobs.toml"), JOBS).expect("valid jobs");
+    store.publish_definitions(&jobs).await.expect("publish");
+    (server, dir, store)
+}
+
+fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    condition()
+}
+
+/// The run id a trigger or enqueue printed: `<id> due <time>`.
+fn run_id(out: &str) -> String {
+    out.split_whitespace().next().expect("a run id").to_owned()
+}
+
+#[test]
+fn trigger_runs_a_declared_job_now_with_its_payload_on_stdin() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("schedules")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("schedules/jobs.toml"),
+        JOBS.replace("ledger", &dir.path().join("ledger").display().to_string()),
+    )
+    .expect("write");
+    let replica = ReplicaProcess::start(
+        "r1",
+        &server.url(),
+        &dir.path().join("schedules"),
+        dir.path(),
+        &[],
+    );
+    assert!(wait_until(Duration::from_secs(10), || {
+        server
+            .connection()
+            .hexists("{test}:defs", "greet")
+            .unwrap_or(false)
+    }));
+
+    let payload = r#"{"name": "Ada; rm -rf $HOME"}"#;
+    let out = cli(
+        &server,
+        dir.path(),
+        &["trigger", "greet", "--payload", payload],
+    )
+    .success();
+    let id = run_id(&out);
+    assert!(out.contains(" due "), "{out}");
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            std::fs::read_to_string(dir.path().join("ledger")).is_ok_and(|text| text == payload)
+        }),
+        "the payload never reached the command:\n{}",
+        replica.log()
+    );
+    let shown = cli(&server, dir.path(), &["runs", "show", &id, "--json"]).success();
+    let fields: serde_json::Value = serde_json::from_str(&shown).expect("JSON");
+    assert_eq!(fields["state"], "succeeded");
+    assert_eq!(fields["kind"], "adhoc");
+    assert_eq!(fields["job"], "greet");
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
+    let (server, dir, _store) = published().await;
+    let big = dir.path().join("big.json");
+    std::fs::write(&big, format!("\"{}\"", "x".repeat(1024 * 1024))).expect("write");
+    let big_arg = format!("@{}", big.display());
+    let cases: [(&[&str], &str); 7] = [
+        (&["trigger", "nope"], "unknown job \"nope\""),
+        (
+            &["trigger", "greet", "--payload", "{bad"],
+            "the payload is not valid JSON",
+        ),
+        (
+            &["trigger", "greet", "--payload", &big_arg],
+            "at most 1048576 are accepted",
+        ),
+        (
+            &["enqueue", "greet", "--in", "soon"],
+            "invalid value 'soon'",
+        ),
+        (
+            &["enqueue", "greet"],
+            "required arguments were not provided",
+        ),
+        (&["pause", "nope"], "unknown job \"nope\""),
+        (&["runs", "show", "nope"], "unknown run \"nope\""),
+    ];
+    for (args, expected) in cases {
+        let errors = cli(&server, dir.path(), args).failure(2);
+        assert!(errors.contains(expected), "{args:?}: {errors}");
+    }
+    let unreachable = redcron_in(
+        dir.path(),
+        &["trigger", "greet", "--redis", "redis://127.0.0.1:1/"],
+        "",
+    )
+    .failure(2);
+    assert!(
+        unreachable.contains("cannot reach Redis at redis://127.0.0.1:1/"),
+        "{unreachable}"
+    );
+    assert!(!unreachable.contains("panicked"), "{unreachable}");
+}
+
+#[tokio::test]
+async fn enqueue_schedules_later_and_uniqueness_refuses_a_second_run() {
+    let (server, dir, _store) = published().await;
+    let before = chrono::Utc::now().timestamp_millis();
+    let out = cli(
+        &server,
+        dir.path(),
+        &[
+            "enqueue",
+            "greet",
+            "--in",
+            "1h",
+            "--unique",
+            "--payload",
+            r#"{"b": 2, "a": 1}"#,
+        ],
+    )
+    .success();
+    let first = run_id(&out);
+    let fields: serde_json::Value = serde_json::from_str(
+        &cli(&server, dir.path(), &["runs", "show", &first, "--json"]).success(),
+    )
+    .expect("JSON");
+    assert_eq!(fields["state"], "scheduled");
+    let due: i64 = fields["due_ms"]
+        .as_str()
+        .and_then(|due| due.parse().ok())
+        .expect("due_ms");
+    assert!(
+        (before + 3_600_000..before + 3_660_000).contains(&due),
+        "{due}"
+    );
+
+    // The same payload, keys in another order: the same fingerprint.
+    let refused = cli(
+        &server,
+        dir.path(),
+        &[
+            "enqueue",
+            "greet",
+            "--in",
+            "0s",
+            "--unique",
+            "--payload",
+            r#"{"a":1,"b":2}"#,
+        ],
+    )
+    .failure(2);
+    assert!(
+        refused.contains(&format!("refused: run {first}")),
+        "{refused}"
+    );
+    cli(
+        &server,
+        dir.path(),
+        &[
+            "enqueue",
+            "greet",
+            "--in",
+            "0s",
+            "--unique",
+            "--payload",
+            r#"{"a":2}"#,
+        ],
+    )
+    .success();
+
+    let at = "2030-01-01T00:00:00Z";
+    cli(
+        &server,
+        dir.path(),
+        &["enqueue", "greet", "--at", at, "--unique-key", "k1"],
+    )
+    .success();
+    let refused = cli(
+        &server,
+        dir.path(),
+        &["enqueue", "greet", "--at", at, "--unique-key", "k1"],
+    )
+    .failure(2);
+    assert!(refused.contains("refused"), "{refused}");
+    let due: usize = server.connection().zcard("{test}:due").expect("ZCARD");
+    assert_eq!(due, 3);
+}
+
+#[test]
+fn a_paused_job_records_skipped_fires_and_runs_none_until_resumed() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("schedules")).expect("mkdir");
+    let ticks = dir.path().join("ticks");
+    std::fs::write(
+        dir.path().join("schedules/jobs.toml"),
+        JOBS.replace("ticks", &ticks.display().to_string()),
+    )
+    .expect("write");
+    let _replica = ReplicaProcess::start(
+        "r1",
+        &server.url(),
+        &dir.path().join("schedules"),
+        dir.path(),
+        &[],
+    );
+    let count = || std::fs::read_to_string(&ticks).map_or(0, |text| text.lines().count());
+    assert!(wait_until(Duration::from_secs(10), || count() >= 1));
+
+    let out = cli(&server, dir.path(), &["pause", "tick"]).success();
+    assert!(out.contains("job \"tick\" paused"), "{out}");
+    std::thread::sleep(Duration::from_millis(500));
+    let paused_at = count();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(count(), paused_at, "a paused job ran");
+    let trigger = cli(&server, dir.path(), &["trigger", "tick"]);
+    assert!(
+        trigger.stderr.contains("job \"tick\" is paused"),
+        "{}",
+        trigger.stderr
+    );
+    trigger.success();
+
+    let events: redis::streams::StreamRangeReply = server
+        .connection()
+        .xrange_all("{test}:events")
+        .expect("XRANGE");
+    let skipped = events
+        .ids
+        .iter()
+        .filter(|entry| entry.get::<String>("reason").as_deref() == Some("paused"))
+        .count();
+    assert!(skipped >= 2, "skipped fires are recorded: {skipped}");
+
+    assert!(
+        cli(&server, dir.path(), &["resume", "tick"])
+            .success()
+            .contains("resumed")
+    );
+    assert!(wait_until(Duration::from_secs(5), || count() > paused_at));
+}
+
+#[tokio::test]
+async fn dead_runs_can_be_listed_shown_retried_and_purged() {
+    let (server, dir, store) = published().await;
+    let mut dead = Vec::new();
+    for _ in 0..3 {
+        let out = cli(
+            &server,
+            dir.path(),
+            &["trigger", "greet", "--payload", "{}"],
+        )
+        .success();
+        dead.push(run_id(&out));
+    }
+    let later = store
+        .clone()
+        .with_frozen_clock(chrono::Utc::now().timestamp_millis() + 60_000);
+    later
+        .promote_due(100, Duration::from_secs(60))
+        .await
+        .expect("promote");
+    let failure = Failure {
+        reason: FailReason::Permanent,
+        message: "exit status 2".to_owned(),
+        exit_code: Some(2),
+        output: "no such user".to_owned(),
+    };
+    for _ in 0..3 {
+        let Claim::Run { run, .. } = later
+            .claim_run(
+                "replica/0",
+                &["default".to_owned()],
+                Duration::from_secs(30),
+                10,
+            )
+            .await
+            .expect("claim")
+        else {
+            panic!("three runs are ready");
+        };
+        later
+            .fail_run(&run.id, Some("replica/0"), &failure, 0.5)
+            .await
+            .expect("fail");
+    }
+
+    let listed = cli(&server, dir.path(), &["dead", "list"]).success();
+    assert!(listed.starts_with("RUN"), "{listed}");
+    for id in &dead {
+        assert!(listed.contains(id.as_str()), "{listed}");
+    }
+    assert!(listed.contains("exit status 2"), "{listed}");
+    let shown = cli(&server, dir.path(), &["dead", "show", &dead[0]]).success();
+    assert!(
+        shown.contains("output") && shown.contains("no such user"),
+        "{shown}"
+    );
+
+    let retried = cli(&server, dir.path(), &["dead", "retry", &dead[0]]).success();
+    assert_eq!(retried.trim(), format!("{} due again", dead[0]));
+    let fields = store.run_fields(&dead[0]).await.expect("run");
+    assert_eq!(fields.get("state").map(String::as_str), Some("scheduled"));
+    assert_eq!(fields.get("attempt").map(String::as_str), Some("0"));
+    let errors = cli(&server, dir.path(), &["dead", "retry", &dead[0]]).failure(2);
+    assert!(errors.contains("no dead run"), "{errors}");
+
+    let all = cli(
+        &server,
+        dir.path(),
+        &["dead", "retry", "--all", "--job", "greet"],
+    )
+    .success();
+    assert_eq!(all.lines().count(), 2, "{all}");
+    let json = cli(&server, dir.path(), &["dead", "list", "--json"]).success();
+    assert_eq!(json, "");
+
+    // Fail one again, then purge it.
+    later
+        .promote_due(100, Duration::from_secs(60))
+        .await
+        .expect("promote");
+    let Claim::Run { run, .. } = later
+        .claim_run(
+            "replica/0",
+            &["default".to_owned()],
+            Duration::from_secs(30),
+            10,
+        )
+        .await
+        .expect("claim")
+    else {
+        panic!("re-driven runs are ready");
+    };
+    later
+        .fail_run(&run.id, Some("replica/0"), &failure, 0.5)
+        .await
+        .expect("fail");
+    let kept = cli(
+        &server,
+        dir.path(),
+        &["dead", "purge", "--older-than", "1h"],
+    )
+    .success();
+    assert_eq!(kept.trim(), "0 dead runs deleted");
+    let purged = cli(&server, dir.path(), &["dead", "purge"]).success();
+    assert_eq!(purged.trim(), "1 dead run deleted");
+    assert!(store.run_fields(&run.id).await.expect("run").is_empty());
+}
