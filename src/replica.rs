@@ -169,6 +169,7 @@ impl Replica {
                 max_workers: config.workers.concurrency,
             },
             workers.busy(),
+            self.jobs.subscribe(),
         );
         let elector_task = tokio::spawn(elector.run(electing.clone()));
         let background = [

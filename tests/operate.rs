@@ -391,3 +391,98 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
     assert_eq!(purged.trim(), "1 dead run deleted");
     assert!(store.run_fields(&run.id).await.expect("run").is_empty());
 }
+
+#[test]
+fn status_jobs_and_history_show_what_the_replicas_do() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let jobs = |tick: &str| {
+        format!(
+            "[jobs.tick]\nschedule = \"{tick}\"\ncommand = \"true\"\n\
+             [jobs.flaky]\nschedule = \"* * * * * *\"\ncommand = \"echo oops; exit 3\"\n"
+        )
+    };
+    for (name, tick) in [("a", "* * * * * *"), ("b", "*/2 * * * * *")] {
+        std::fs::create_dir(dir.path().join(name)).expect("mkdir");
+        std::fs::write(dir.path().join(name).join("jobs.toml"), jobs(tick)).expect("write");
+    }
+    let first = ReplicaProcess::start("r1", &server.url(), &dir.path().join("a"), dir.path(), &[]);
+    assert!(wait_until(Duration::from_secs(10), || {
+        server.connection().exists("{test}:leader").unwrap_or(false)
+    }));
+    let mut second =
+        ReplicaProcess::start("r2", &server.url(), &dir.path().join("b"), dir.path(), &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let out = cli(
+                &server,
+                dir.path(),
+                &["history", "flaky", "--failed", "--json"],
+            );
+            out.code == Some(0) && out.stdout.lines().count() >= 2
+        }),
+        "{}",
+        first.log()
+    );
+
+    let status = cli(&server, dir.path(), &["status"]).success();
+    assert!(status.contains("leader: r1 (epoch 1)"), "{status}");
+    for line in ["r1 ", "r2 "] {
+        let row = status
+            .lines()
+            .find(|row| row.starts_with(line))
+            .unwrap_or_else(|| panic!("{status}"));
+        assert!(row.ends_with("alive"), "{row}");
+        assert!(row.contains("/4"), "busy/max workers: {row}");
+    }
+    let flaky = status
+        .lines()
+        .find(|row| row.starts_with("flaky"))
+        .expect("a flaky row");
+    assert!(flaky.contains("dead"), "{flaky}");
+    let parsed: serde_json::Value =
+        serde_json::from_str(&cli(&server, dir.path(), &["status", "--json"]).success())
+            .expect("JSON");
+    assert_eq!(parsed["leader"]["id"], "r1");
+    assert!(
+        parsed["dead"].as_u64().is_some_and(|dead| dead >= 1),
+        "{parsed}"
+    );
+
+    let listed = cli(&server, dir.path(), &["jobs"]).success();
+    let tick = listed
+        .lines()
+        .find(|row| row.starts_with("tick"))
+        .expect("a tick row");
+    assert!(tick.contains("DRIFT: differs on r2"), "{listed}");
+    let flaky = listed
+        .lines()
+        .find(|row| row.starts_with("flaky"))
+        .expect("a flaky row");
+    assert!(!flaky.contains("DRIFT"), "{listed}");
+
+    let failures = cli(
+        &server,
+        dir.path(),
+        &["history", "flaky", "--failed", "-n", "2", "--json"],
+    )
+    .success();
+    assert_eq!(failures.lines().count(), 2, "{failures}");
+    for line in failures.lines() {
+        let run: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        assert_eq!(run["exit_code"], "3");
+        assert_eq!(run["output"], "oops\n");
+        assert_eq!(run["outcome"], "dead");
+    }
+
+    second.kill9();
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            cli(&server, dir.path(), &["status"])
+                .stdout
+                .lines()
+                .any(|row| row.starts_with("r2 ") && row.ends_with("stale"))
+        }),
+        "a silent replica is shown stale"
+    );
+}

@@ -8,6 +8,7 @@ mod next;
 mod pause;
 mod run;
 mod runs;
+mod status;
 
 use std::io;
 use std::path::PathBuf;
@@ -38,6 +39,12 @@ enum Command {
     Next(next::NextArgs),
     /// Convert a crontab into a schedule file.
     ImportCrontab(import::ImportArgs),
+    /// Leader, replicas, queues, counts and every job's state.
+    Status(status::StatusArgs),
+    /// The declared jobs as the leader published them, with drift between replicas.
+    Jobs(status::StatusArgs),
+    /// Recent runs from the events stream.
+    History(status::HistoryArgs),
     /// Run a declared job now.
     Trigger(enqueue::TriggerArgs),
     /// Run a declared job once, later or now, optionally unique.
@@ -165,6 +172,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Check(args) => check::execute(&args, stdout),
         Command::Next(args) => next::execute(&args, stdout),
         Command::ImportCrontab(args) => import::execute(&args, stdout),
+        Command::Status(args) => status::status(&args, stdout),
+        Command::Jobs(args) => status::jobs(&args, stdout),
+        Command::History(args) => status::history(&args, stdout),
         Command::Trigger(args) => enqueue::trigger(&args, stdout),
         Command::Enqueue(args) => enqueue::enqueue(&args, stdout),
         Command::Pause(args) => pause::execute(&args, true, stdout),

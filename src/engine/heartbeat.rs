@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tracing::warn;
 
 use super::Shutdown;
+use super::planner::Jobs;
 use crate::store::{Store, StoreError};
 
 /// How the heartbeat behaves.
@@ -27,25 +29,47 @@ pub struct Heartbeat {
     config: HeartbeatConfig,
     /// Runs executing now, kept by the workers.
     busy: Arc<AtomicUsize>,
+    /// The declared jobs, whose hashes are published for drift detection.
+    jobs: watch::Receiver<Jobs>,
+    /// The job list last published (compared by pointer: a reload replaces it whole).
+    published_jobs: Option<Jobs>,
     started_ms: i64,
 }
 
 impl Heartbeat {
-    /// A heartbeat reporting `busy` as the number of busy workers.
-    pub fn new(store: Store, config: HeartbeatConfig, busy: Arc<AtomicUsize>) -> Self {
+    /// A heartbeat reporting `busy` as the number of busy workers and the hashes of `jobs`.
+    pub fn new(
+        store: Store,
+        config: HeartbeatConfig,
+        busy: Arc<AtomicUsize>,
+        jobs: watch::Receiver<Jobs>,
+    ) -> Self {
         Self {
             store,
             config,
             busy,
+            jobs,
+            published_jobs: None,
             started_ms: chrono::Utc::now().timestamp_millis(),
         }
     }
 
-    /// Records one heartbeat.
+    /// Records one heartbeat, and this replica's job hashes when they changed.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn tick(&mut self) -> Result<(), StoreError> {
+        let jobs = self.jobs.borrow_and_update().clone();
+        if !self
+            .published_jobs
+            .as_ref()
+            .is_some_and(|published| Arc::ptr_eq(published, &jobs))
+        {
+            self.store
+                .publish_replica_jobs(&self.config.replica_id, &jobs, self.config.period * 3)
+                .await?;
+            self.published_jobs = Some(jobs);
+        }
         let host = nix::unistd::gethostname()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
@@ -59,6 +83,10 @@ impl Heartbeat {
                 self.busy.load(Ordering::Relaxed).to_string(),
             ),
             ("max_workers", self.config.max_workers.to_string()),
+            (
+                "heartbeat_period_ms",
+                self.config.period.as_millis().to_string(),
+            ),
         ];
         self.store
             .heartbeat(&self.config.replica_id, &info, self.config.period * 3)

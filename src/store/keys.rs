@@ -118,6 +118,12 @@ impl Keys {
         self.key(&format!("replica:{replica_id}"))
     }
 
+    /// Hash job -> content hash of the definitions one replica declares, for drift detection;
+    /// expires with the replica's heartbeats.
+    pub fn replica_jobs(&self, replica_id: &str) -> String {
+        self.key(&format!("replica-jobs:{replica_id}"))
+    }
+
     /// Set of paused job names.
     pub fn paused(&self) -> String {
         self.key("paused")

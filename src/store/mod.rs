@@ -344,6 +344,56 @@ fn fingerprint(job: &str, content: &str) -> String {
     hex::encode(hasher.finalize())
 }
 
+/// One replica as its heartbeat describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaInfo {
+    /// Its id.
+    pub id: String,
+    /// Its last heartbeat, ms on Redis's clock.
+    pub heartbeat_ms: i64,
+    /// What it reports: host, pid, version, started_ms, busy_workers, max_workers,
+    /// heartbeat_period_ms (empty once its record expired).
+    pub info: HashMap<String, String>,
+    /// Job -> content hash of what it declares.
+    pub jobs: HashMap<String, String>,
+}
+
+/// A snapshot of the shared state, for `redcron status` and `redcron jobs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overview {
+    /// Redis's time when it was taken, ms.
+    pub now_ms: i64,
+    /// The leader's token and the ms left on its lease.
+    pub leader: Option<(String, i64)>,
+    /// Runs in the due set.
+    pub due: u64,
+    /// Runs holding a lease.
+    pub active: u64,
+    /// Runs in the dead letters.
+    pub dead: u64,
+    /// Paused jobs.
+    pub paused: Vec<String>,
+    /// Every replica that has sent a heartbeat.
+    pub replicas: Vec<ReplicaInfo>,
+    /// Per queue of the published jobs (and `default`): ready lengths at high, normal and low
+    /// priority.
+    pub ready: Vec<(String, [u64; 3])>,
+    /// Job -> published definition JSON (`{"hash": ..., "job": ...}`).
+    pub definitions: HashMap<String, String>,
+    /// Active runs: id, job, lease deadline ms.
+    pub running: Vec<(String, String, i64)>,
+}
+
+/// One entry of the events stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// When it was recorded, ms (from the stream id).
+    pub at_ms: i64,
+    /// Its fields: run, state, job and whatever the change records (reason, attempt, exit_code,
+    /// duration_ms, worker, due_ms).
+    pub fields: HashMap<String, String>,
+}
+
 /// The id of a cron fire: deterministic, so the same fire is only ever planned once.
 pub fn cron_run_id(job: &str, fire_ms: i64) -> String {
     format!("{job}@{fire_ms}")
@@ -1012,9 +1062,166 @@ impl Store {
             .ignore()
             .pexpire(&replica, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
             .ignore()
+            .pexpire(
+                self.keys.replica_jobs(replica_id),
+                i64::try_from(millis(ttl)).unwrap_or(i64::MAX),
+            )
+            .ignore()
             .query_async(&mut self.connection.clone())
             .await?;
         Ok(())
+    }
+
+    /// Records the content hash of every job this replica declares, for drift detection; kept
+    /// alive by [`Store::heartbeat`].
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn publish_replica_jobs(
+        &self,
+        replica_id: &str,
+        jobs: &[Job],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let key = self.keys.replica_jobs(replica_id);
+        let mut pipe = redis::pipe();
+        pipe.atomic().del(&key).ignore();
+        for job in jobs {
+            pipe.hset(&key, &job.name, job.content_hash()).ignore();
+        }
+        pipe.pexpire(&key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
+            .ignore();
+        let () = pipe.query_async(&mut self.connection.clone()).await?;
+        Ok(())
+    }
+
+    /// What operators look at: leadership, replicas, counts, ready lengths, jobs, running runs.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn overview(&self) -> Result<Overview, StoreError> {
+        let mut connection = self.connection.clone();
+        let now_ms = self.now_ms().await?;
+        type Snapshot = (
+            Option<String>,
+            i64,
+            u64,
+            u64,
+            u64,
+            Vec<String>,
+            Vec<(String, i64)>,
+            HashMap<String, String>,
+            Vec<(String, i64)>,
+        );
+        let (leader, lease_ms, due, active, dead, paused, replicas, defs, running): Snapshot =
+            redis::pipe()
+                .get(self.keys.leader())
+                .pttl(self.keys.leader())
+                .zcard(self.keys.due())
+                .zcard(self.keys.active())
+                .zcard(self.keys.dead())
+                .smembers(self.keys.paused())
+                .zrange_withscores(self.keys.replicas(), 0, -1)
+                .hgetall(self.keys.defs())
+                .zrange_withscores(self.keys.active(), 0, -1)
+                .query_async(&mut connection)
+                .await?;
+        let mut queues: Vec<String> = defs
+            .values()
+            .filter_map(|definition| {
+                let value: serde_json::Value = serde_json::from_str(definition).ok()?;
+                Some(value.get("job")?.get("queue")?.as_str()?.to_owned())
+            })
+            .chain(std::iter::once("default".to_owned()))
+            .collect();
+        queues.sort();
+        queues.dedup();
+        let mut pipe = redis::pipe();
+        for queue in &queues {
+            for priority in [Priority::High, Priority::Normal, Priority::Low] {
+                pipe.llen(self.keys.ready(queue, priority));
+            }
+        }
+        for (replica, _) in &replicas {
+            pipe.hgetall(self.keys.replica(replica));
+            pipe.hgetall(self.keys.replica_jobs(replica));
+        }
+        for (run_id, _) in &running {
+            pipe.hget(self.keys.run(run_id), "job");
+        }
+        let mut answers: Vec<Value> = pipe.query_async(&mut connection).await?;
+        let mut answers = answers.drain(..);
+        let mut take = |operation| {
+            answers
+                .next()
+                .ok_or_else(|| reply(operation, "reply too short".to_owned()))
+        };
+        let mut ready = Vec::new();
+        for queue in queues {
+            let mut lengths = [0u64; 3];
+            for length in &mut lengths {
+                *length = u64::from_redis_value(take("overview")?).unwrap_or(0);
+            }
+            ready.push((queue, lengths));
+        }
+        let mut replica_infos = Vec::new();
+        for (id, heartbeat_ms) in replicas {
+            let info = HashMap::from_redis_value(take("overview")?).unwrap_or_default();
+            let jobs = HashMap::from_redis_value(take("overview")?).unwrap_or_default();
+            replica_infos.push(ReplicaInfo {
+                id,
+                heartbeat_ms,
+                info,
+                jobs,
+            });
+        }
+        let mut running_runs = Vec::new();
+        for (run_id, deadline_ms) in running {
+            let job: Option<String> =
+                Option::from_redis_value(take("overview")?).unwrap_or_default();
+            running_runs.push((run_id, job.unwrap_or_default(), deadline_ms));
+        }
+        Ok(Overview {
+            now_ms,
+            leader: leader.map(|token| (token, lease_ms)),
+            due,
+            active,
+            dead,
+            paused,
+            replicas: replica_infos,
+            ready,
+            definitions: defs,
+            running: running_runs,
+        })
+    }
+
+    /// The newest `count` events, newest first.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn recent_events(&self, count: usize) -> Result<Vec<Event>, StoreError> {
+        let reply: redis::streams::StreamRangeReply = self
+            .connection
+            .clone()
+            .xrevrange_count(self.keys.events(), "+", "-", count)
+            .await?;
+        Ok(reply
+            .ids
+            .into_iter()
+            .map(|entry| {
+                let at_ms = entry
+                    .id
+                    .split_once('-')
+                    .and_then(|(ms, _)| ms.parse().ok())
+                    .unwrap_or_default();
+                let fields = entry
+                    .map
+                    .into_iter()
+                    .filter_map(|(name, value)| Some((name, String::from_redis_value(value).ok()?)))
+                    .collect();
+                Event { at_ms, fields }
+            })
+            .collect())
     }
 
     /// Messages on the channel that tells promoters a run became due earlier than they planned

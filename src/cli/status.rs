@@ -1,0 +1,465 @@
+//! `redcron status`, `redcron jobs` and `redcron history`: what the replicas are doing, read
+//! from Redis alone.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use chrono::{DateTime, Utc};
+use clap::Args;
+use serde_json::{Value, json};
+
+use super::{CliError, RedisArgs, block_on, write_table};
+use crate::schedule::Schedule;
+use crate::store::{Event, Overview};
+
+/// How many events `status` and `history` look through.
+const EVENTS_SCANNED: usize = 10_000;
+
+/// A replica silent for this many heartbeat periods is stale.
+const STALE_PERIODS: i64 = 3;
+
+#[derive(Debug, Args)]
+pub(super) struct StatusArgs {
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct HistoryArgs {
+    /// Only this job's runs.
+    job: Option<String>,
+    /// How many runs.
+    #[arg(short = 'n', long = "count", default_value_t = 20)]
+    count: usize,
+    /// Only failed attempts and dead runs.
+    #[arg(long)]
+    failed: bool,
+    /// Print one JSON object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+/// A published job definition, as `status` and `jobs` need it.
+struct Published {
+    name: String,
+    hash: String,
+    schedule: Option<String>,
+    timezone: String,
+    enabled: bool,
+}
+
+impl Published {
+    fn parse(name: &str, json: &str) -> Self {
+        let value: Value = serde_json::from_str(json).unwrap_or_default();
+        let job = &value["job"];
+        Self {
+            name: name.to_owned(),
+            hash: value["hash"].as_str().unwrap_or_default().to_owned(),
+            schedule: job["schedule"].as_str().map(str::to_owned),
+            timezone: job["timezone"].as_str().unwrap_or("UTC").to_owned(),
+            enabled: job["enabled"].as_bool().unwrap_or(true),
+        }
+    }
+
+    /// The next `count` fires after `now_ms`, RFC 3339 in the job's zone.
+    fn next_fires(&self, now_ms: i64, count: usize) -> Vec<String> {
+        let (Some(schedule), Ok(zone), Some(now)) = (
+            self.schedule
+                .as_deref()
+                .and_then(|text| Schedule::parse(text).ok()),
+            self.timezone.parse::<chrono_tz::Tz>(),
+            DateTime::from_timestamp_millis(now_ms),
+        ) else {
+            return Vec::new();
+        };
+        if !self.enabled {
+            return Vec::new();
+        }
+        schedule
+            .fires_after(now, zone)
+            .take(count)
+            .map(|fire| super::format_fire(fire, zone))
+            .collect()
+    }
+}
+
+fn published(overview: &Overview) -> Vec<Published> {
+    let mut jobs: Vec<Published> = overview
+        .definitions
+        .iter()
+        .map(|(name, json)| Published::parse(name, json))
+        .collect();
+    jobs.sort_by(|a, b| a.name.cmp(&b.name));
+    jobs
+}
+
+fn time(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), |at| at.to_rfc3339())
+}
+
+fn age(now_ms: i64, ms: i64) -> String {
+    format!("{:.1}s ago", (now_ms - ms).max(0) as f64 / 1000.0)
+}
+
+/// The replicas whose declared hash of `job` differs from the leader's (or who lack it).
+fn drift(overview: &Overview, job: &Published) -> Vec<String> {
+    overview
+        .replicas
+        .iter()
+        .filter(|replica| !replica.info.is_empty())
+        .filter(|replica| replica.jobs.get(&job.name) != Some(&job.hash))
+        .map(|replica| replica.id.clone())
+        .collect()
+}
+
+fn is_stale(overview: &Overview, heartbeat_ms: i64, info: &HashMap<String, String>) -> bool {
+    let period = info
+        .get("heartbeat_period_ms")
+        .and_then(|period| period.parse::<i64>().ok())
+        .unwrap_or(2_000);
+    overview.now_ms - heartbeat_ms > STALE_PERIODS * period
+}
+
+/// The latest outcome per job in `events` (newest first): state and when.
+fn last_outcomes(events: &[Event]) -> HashMap<String, (String, i64)> {
+    let mut last = HashMap::new();
+    for event in events {
+        let state = event
+            .fields
+            .get("state")
+            .map(String::as_str)
+            .unwrap_or_default();
+        if matches!(state, "succeeded" | "dead" | "retrying" | "skipped")
+            && let Some(job) = event.fields.get("job")
+        {
+            last.entry(job.clone())
+                .or_insert_with(|| (state.to_owned(), event.at_ms));
+        }
+    }
+    last
+}
+
+pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let (overview, events) = block_on(async {
+        let store = args.redis.connect().await?;
+        Ok((
+            store.overview().await?,
+            store.recent_events(EVENTS_SCANNED).await?,
+        ))
+    })?;
+    let jobs = published(&overview);
+    let outcomes = last_outcomes(&events);
+    let running = |job: &str| {
+        overview
+            .running
+            .iter()
+            .filter(|(_, running_job, _)| running_job == job)
+            .map(|(run_id, _, _)| run_id.clone())
+            .collect::<Vec<_>>()
+    };
+
+    if args.json {
+        let leader = overview.leader.as_ref().map(|(token, lease_ms)| {
+            let (id, epoch) = token.rsplit_once(':').unwrap_or((token, ""));
+            json!({ "id": id, "epoch": epoch.parse::<u64>().ok(), "lease_ms": lease_ms })
+        });
+        let replicas: Vec<Value> = overview
+            .replicas
+            .iter()
+            .map(|replica| {
+                json!({
+                    "id": replica.id,
+                    "heartbeat_age_ms": overview.now_ms - replica.heartbeat_ms,
+                    "stale": is_stale(&overview, replica.heartbeat_ms, &replica.info),
+                    "info": replica.info,
+                })
+            })
+            .collect();
+        let ready: Vec<Value> = overview
+            .ready
+            .iter()
+            .map(|(queue, [high, normal, low])| json!({ "queue": queue, "high": high, "normal": normal, "low": low }))
+            .collect();
+        let job_states: Vec<Value> = jobs
+            .iter()
+            .map(|job| {
+                let last = outcomes.get(&job.name);
+                json!({
+                    "job": job.name,
+                    "paused": overview.paused.contains(&job.name),
+                    "last_outcome": last.map(|(state, _)| state),
+                    "last_at": last.map(|(_, at)| time(*at)),
+                    "next_fire": job.next_fires(overview.now_ms, 1).first(),
+                    "running": running(&job.name),
+                })
+            })
+            .collect();
+        let status = json!({
+            "leader": leader,
+            "replicas": replicas,
+            "due": overview.due,
+            "active": overview.active,
+            "dead": overview.dead,
+            "ready": ready,
+            "jobs": job_states,
+        });
+        return writeln!(out, "{status}").map_err(CliError::io("writing the status"));
+    }
+
+    let written = (|| -> std::io::Result<()> {
+        match &overview.leader {
+            Some((token, lease_ms)) => {
+                let (id, epoch) = token.rsplit_once(':').unwrap_or((token, "?"));
+                writeln!(
+                    out,
+                    "leader: {id} (epoch {epoch}), lease {:.1}s left",
+                    *lease_ms as f64 / 1000.0
+                )?;
+            }
+            None => writeln!(
+                out,
+                "leader: none (an election is due within the lease ttl)"
+            )?,
+        }
+        writeln!(
+            out,
+            "runs: {} due, {} active, {} dead\n",
+            overview.due, overview.active, overview.dead
+        )?;
+        let replicas: Vec<Vec<String>> = overview
+            .replicas
+            .iter()
+            .map(|replica| {
+                let field = |name: &str| replica.info.get(name).cloned().unwrap_or_default();
+                let state = if is_stale(&overview, replica.heartbeat_ms, &replica.info) {
+                    "stale"
+                } else {
+                    "alive"
+                };
+                vec![
+                    replica.id.clone(),
+                    field("host"),
+                    field("version"),
+                    age(overview.now_ms, replica.heartbeat_ms),
+                    format!("{}/{}", field("busy_workers"), field("max_workers")),
+                    state.to_owned(),
+                ]
+            })
+            .collect();
+        write_table(
+            out,
+            &["REPLICA", "HOST", "VERSION", "HEARTBEAT", "BUSY", "STATE"],
+            &replicas,
+        )?;
+        writeln!(out)?;
+        let ready: Vec<Vec<String>> = overview
+            .ready
+            .iter()
+            .map(|(queue, lengths)| {
+                std::iter::once(queue.clone())
+                    .chain(lengths.iter().map(ToString::to_string))
+                    .collect()
+            })
+            .collect();
+        write_table(out, &["QUEUE", "READY HIGH", "NORMAL", "LOW"], &ready)?;
+        writeln!(out)?;
+        let rows: Vec<Vec<String>> = jobs
+            .iter()
+            .map(|job| {
+                let (last, when) = outcomes.get(&job.name).map_or_else(
+                    || ("-".to_owned(), "-".to_owned()),
+                    |(state, at)| (state.clone(), age(overview.now_ms, *at)),
+                );
+                vec![
+                    job.name.clone(),
+                    if overview.paused.contains(&job.name) {
+                        "paused"
+                    } else {
+                        "-"
+                    }
+                    .to_owned(),
+                    last,
+                    when,
+                    job.next_fires(overview.now_ms, 1)
+                        .pop()
+                        .unwrap_or_else(|| "-".to_owned()),
+                    running(&job.name).join(" "),
+                ]
+            })
+            .collect();
+        write_table(
+            out,
+            &["JOB", "PAUSED", "LAST", "WHEN", "NEXT FIRE", "RUNNING"],
+            &rows,
+        )
+    })();
+    written.map_err(CliError::io("writing the status"))
+}
+
+pub(super) fn jobs(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let overview = block_on(async { Ok(args.redis.connect().await?.overview().await?) })?;
+    let jobs = published(&overview);
+    if args.json {
+        for job in &jobs {
+            let line = json!({
+                "job": job.name,
+                "schedule": job.schedule,
+                "timezone": job.timezone,
+                "enabled": job.enabled,
+                "hash": job.hash,
+                "next_fires": job.next_fires(overview.now_ms, 3),
+                "drift": drift(&overview, job),
+            });
+            writeln!(out, "{line}").map_err(CliError::io("writing the jobs"))?;
+        }
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|job| {
+            let drifted = drift(&overview, job);
+            vec![
+                job.name.clone(),
+                job.schedule
+                    .clone()
+                    .unwrap_or_else(|| "(on demand)".to_owned()),
+                job.timezone.clone(),
+                if job.enabled {
+                    job.next_fires(overview.now_ms, 3).join(", ")
+                } else {
+                    "(disabled)".to_owned()
+                },
+                if drifted.is_empty() {
+                    String::new()
+                } else {
+                    format!("DRIFT: differs on {}", drifted.join(", "))
+                },
+            ]
+        })
+        .collect();
+    write_table(
+        out,
+        &["JOB", "SCHEDULE", "ZONE", "NEXT FIRES", "WARNING"],
+        &rows,
+    )
+    .map_err(CliError::io("writing the jobs"))
+}
+
+pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let rows = block_on(async {
+        let store = args.redis.connect().await?;
+        let mut rows = Vec::new();
+        for event in store.recent_events(EVENTS_SCANNED).await? {
+            let field = |name: &str| event.fields.get(name).cloned().unwrap_or_default();
+            let state = field("state");
+            let failed = matches!(state.as_str(), "dead" | "retrying");
+            if !(failed || (!args.failed && matches!(state.as_str(), "succeeded" | "skipped"))) {
+                continue;
+            }
+            if args.job.as_ref().is_some_and(|job| *job != field("job")) {
+                continue;
+            }
+            let run_id = field("run");
+            let run = store.run_fields(&run_id).await?;
+            rows.push((event, run));
+            if rows.len() == args.count {
+                break;
+            }
+        }
+        Ok(rows)
+    })?;
+    if rows.is_empty() && !args.json {
+        return writeln!(out, "no runs recorded").map_err(CliError::io("writing the history"));
+    }
+    let mut table = Vec::new();
+    for (event, run) in &rows {
+        let field = |name: &str| {
+            event
+                .fields
+                .get(name)
+                .or_else(|| run.get(name))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let run_id = field("run");
+        let fire = run_id
+            .rsplit_once('@')
+            .and_then(|(_, ms)| ms.parse().ok())
+            .map_or_else(String::new, time);
+        let started = run.get("started_ms").and_then(|ms| ms.parse().ok());
+        let duration = field("duration_ms");
+        let duration = if duration.is_empty() {
+            match (
+                started,
+                run.get("finished_ms").and_then(|ms| ms.parse::<i64>().ok()),
+            ) {
+                (Some(start), Some(end))
+                    if event.fields.get("state").map(String::as_str) != Some("skipped") =>
+                {
+                    format!("{}ms", end - start)
+                }
+                _ => String::new(),
+            }
+        } else {
+            format!("{duration}ms")
+        };
+        let output = field("output");
+        if args.json {
+            let line = json!({
+                "run": run_id,
+                "job": field("job"),
+                "outcome": field("state"),
+                "at": time(event.at_ms),
+                "fire": fire,
+                "started": started.map(time),
+                "duration": duration,
+                "attempt": field("attempt"),
+                "exit_code": field("exit_code"),
+                "reason": field("reason"),
+                "error": field("error"),
+                "output": output,
+            });
+            writeln!(out, "{line}").map_err(CliError::io("writing the history"))?;
+            continue;
+        }
+        let failed = matches!(field("state").as_str(), "dead" | "retrying");
+        let tail = if failed {
+            output
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .chars()
+                .take(60)
+                .collect()
+        } else {
+            String::new()
+        };
+        table.push(vec![
+            run_id,
+            field("state"),
+            fire,
+            started.map_or_else(String::new, time),
+            duration,
+            field("attempt"),
+            field("exit_code"),
+            field("reason"),
+            tail,
+        ]);
+    }
+    if args.json {
+        return Ok(());
+    }
+    write_table(
+        out,
+        &[
+            "RUN", "OUTCOME", "FIRE", "STARTED", "DURATION", "ATTEMPT", "EXIT", "REASON", "OUTPUT",
+        ],
+        &table,
+    )
+    .map_err(CliError::io("writing the history"))
+}
