@@ -20,9 +20,10 @@
 -- ARGV[8] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[9..] the queues served
 --
--- Returns {'RUN', skipped, run id, field, value, ...} with the run's hash after the claim;
--- {'EMPTY', skipped} when every ready list is empty; {'MORE', skipped} when the pop limit was
--- reached by skipped runs (call again).
+-- Returns {status, N, then N pairs of job and reason of the runs skipped or buried on the way}
+-- followed, for status 'RUN', by the run id and its hash after the claim (field, value, ...).
+-- Status 'EMPTY': every ready list is empty; 'MORE': the pop limit went to skipped runs (call
+-- again).
 -- Cost: O(limit + queues).
 local active, events, paused, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, worker = ARGV[1], ARGV[2]
@@ -49,8 +50,22 @@ local function pop()
   return nil
 end
 
+local skips = {}
 local function skip(run_key, run_id, job, reason)
   skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
+  skips[#skips + 1] = job
+  skips[#skips + 1] = reason
+end
+
+local function reply(status, ...)
+  local answer = {status, #skips / 2}
+  for _, value in ipairs(skips) do
+    answer[#answer + 1] = value
+  end
+  for _, value in ipairs({...}) do
+    answer[#answer + 1] = value
+  end
+  return answer
 end
 
 -- Takes a lock for `holder`, or finds it already held by that same holder (a retry).
@@ -73,11 +88,10 @@ local function wake_others()
   end
 end
 
-local skipped = 0
 for _ = 1, limit do
   local run_id = pop()
   if not run_id then
-    return {'EMPTY', skipped}
+    return reply('EMPTY')
   end
   local run_key = prefix .. 'run:' .. run_id
   local job, fingerprint, overlap, created, attempt, max_attempts = unpack(redis.call('HMGET',
@@ -89,6 +103,8 @@ for _ = 1, limit do
     -- A ready id whose hash is gone, was never written, or is damaged: nothing can run it.
     -- Checked before any further write, since an error would leave the popped run nowhere.
     bury_corrupt_run(run_key, run_id, job or '', now, dead, events, maxlen)
+    skips[#skips + 1] = job or ''
+    skips[#skips + 1] = 'corrupt'
   elseif redis.call('SISMEMBER', paused, job) == 1 then
     skip(run_key, run_id, job, 'paused')
   elseif fingerprint and fingerprint ~= '' and not lock(prefix .. 'fp:' .. fingerprint, owner, fingerprint_ttl) then
@@ -101,13 +117,7 @@ for _ = 1, limit do
     redis.call('HSET', run_key, 'state', 'active', 'worker', worker, 'started_ms', now)
     record_event(events, maxlen, run_id, 'active', 'job', job, 'attempt', attempt, 'worker', worker)
     wake_others()
-    local reply = {'RUN', skipped, run_id}
-    local fields = redis.call('HGETALL', run_key)
-    for i = 1, #fields do
-      reply[#reply + 1] = fields[i]
-    end
-    return reply
+    return reply('RUN', run_id, unpack(redis.call('HGETALL', run_key)))
   end
-  skipped = skipped + 1
 end
-return {'MORE', skipped}
+return reply('MORE')

@@ -16,7 +16,8 @@
 -- ARGV[5] retention of finished run hashes, ms
 -- ARGV[6] now override, ms, or '' for Redis's clock (tests only)
 --
--- Returns {runs made ready, runs skipped or dead, next due ms or -1 when nothing is due, now ms}.
+-- Returns {runs made ready, runs skipped or dead, next due ms or -1 when nothing is due, now ms,
+-- then a job and a reason for each run skipped or dead}.
 -- Cost: O(limit log N).
 local due, defs, events, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -61,6 +62,7 @@ local function later_fire_also_missed(job, fire_ms)
 end
 
 local ready, skipped = 0, 0
+local skips = {}
 local run_ids = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 for i = 1, #run_ids, 2 do
   local run_id, due_ms = run_ids[i], tonumber(run_ids[i + 1])
@@ -112,14 +114,12 @@ for i = 1, #run_ids, 2 do
   end
   if reason == 'duplicate' then
     record_event(events, maxlen, run_id, 'skipped', 'job', job or '', 'reason', reason)
-    skipped = skipped + 1
   elseif reason == 'corrupt' or (not reason and (not queue or not priority)) then
     -- An id that names no job, or a run hash without its routing: nothing can run it.
+    reason = 'corrupt'
     bury_corrupt_run(run_key, run_id, job or '', now, dead, events, maxlen)
-    skipped = skipped + 1
   elseif reason then
     skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
-    skipped = skipped + 1
   else
     redis.call('RPUSH', prefix .. 'ready:' .. queue .. ':' .. priority, run_id)
     redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now)
@@ -128,7 +128,16 @@ for i = 1, #run_ids, 2 do
     record_event(events, maxlen, run_id, 'ready', 'job', job)
     ready = ready + 1
   end
+  if reason then
+    skipped = skipped + 1
+    skips[#skips + 1] = job or ''
+    skips[#skips + 1] = reason
+  end
 end
 
 local next_due = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2]
-return {ready, skipped, tonumber(next_due) or -1, now}
+local reply = {ready, skipped, tonumber(next_due) or -1, now}
+for _, value in ipairs(skips) do
+  reply[#reply + 1] = value
+end
+return reply

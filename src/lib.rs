@@ -45,6 +45,7 @@
 pub mod cli;
 pub mod engine;
 pub mod handler;
+pub mod metrics;
 pub mod replica;
 pub mod schedule;
 pub mod store;

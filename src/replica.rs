@@ -148,7 +148,7 @@ impl Replica {
         );
         let planner = Planner::new(
             self.store.clone(),
-            leadership,
+            leadership.clone(),
             self.jobs.subscribe(),
             config.planner.clone(),
         );
@@ -170,6 +170,7 @@ impl Replica {
             },
             workers.busy(),
             self.jobs.subscribe(),
+            leadership.clone(),
         );
         let elector_task = tokio::spawn(elector.run(electing.clone()));
         let background = [

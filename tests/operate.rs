@@ -486,3 +486,127 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
         "a silent replica is shown stale"
     );
 }
+
+/// `GET path` on a local HTTP endpoint: the status code and the body.
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the metrics endpoint");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, body)| body)
+        .to_owned();
+    (status, body)
+}
+
+/// The value of the sample `name{labels}` (labels as Prometheus prints them), or 0.
+fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn metrics_count_runs_and_health_endpoints_answer() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("schedules")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("schedules/jobs.toml"),
+        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n\
+         [jobs.flaky]\nschedule = \"* * * * * *\"\ncommand = \"exit 3\"\nretries = 1\nbackoff = \"1s\"\n\
+         overlap = \"allow\"\n",
+    )
+    .expect("write");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let replica = ReplicaProcess::start(
+        "r1",
+        &server.url(),
+        &dir.path().join("schedules"),
+        dir.path(),
+        &["--metrics-addr", &address],
+    );
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                return false;
+            }
+            let metrics = http_get(port, "/metrics").1;
+            sample(
+                &metrics,
+                "redcron_runs_total{job=\"flaky\",outcome=\"dead\"}",
+            ) >= 2.0
+                && sample(
+                    &metrics,
+                    "redcron_runs_total{job=\"tick\",outcome=\"succeeded\"}",
+                ) >= 3.0
+                && sample(&metrics, "redcron_dead_runs") >= 2.0
+        }),
+        "{}",
+        replica.log()
+    );
+    let (status, metrics) = http_get(port, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        sample(
+            &metrics,
+            "redcron_runs_total{job=\"tick\",outcome=\"succeeded\"}"
+        ) >= 3.0,
+        "{metrics}"
+    );
+    assert!(
+        sample(
+            &metrics,
+            "redcron_runs_total{job=\"flaky\",outcome=\"retrying\"}"
+        ) >= 2.0,
+        "{metrics}"
+    );
+    assert!(
+        sample(&metrics, "redcron_retries_total{job=\"flaky\"}") >= 2.0,
+        "{metrics}"
+    );
+    assert!(
+        sample(&metrics, "redcron_fire_lag_seconds_count{job=\"tick\"}") >= 3.0,
+        "{metrics}"
+    );
+    assert!(
+        sample(&metrics, "redcron_run_duration_seconds_count{job=\"tick\"}") >= 3.0,
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, "redcron_leader"), 1.0, "{metrics}");
+    assert_eq!(
+        sample(&metrics, "redcron_leader_changes_total"),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, "redcron_workers_max"), 4.0, "{metrics}");
+    assert!(
+        sample(&metrics, "redcron_due_runs") >= 50.0,
+        "the leader refreshes shared gauges: {metrics}"
+    );
+    assert!(sample(&metrics, "redcron_dead_runs") >= 2.0, "{metrics}");
+    assert!(
+        metrics.contains("redcron_ready_runs{priority=\"high\",queue=\"default\"}"),
+        "{metrics}"
+    );
+    assert_eq!(http_get(port, "/healthz"), (200, "ok\n".to_owned()));
+    assert_eq!(http_get(port, "/readyz"), (200, "ready\n".to_owned()));
+    assert_eq!(http_get(port, "/nope").0, 404);
+}

@@ -41,6 +41,9 @@ pub(super) struct RunArgs {
     /// A running run's lease: a run whose replica died is retried about this long after.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     run_lease: Duration,
+    /// Where /metrics, /healthz and /readyz are served.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+    metrics_addr: std::net::SocketAddr,
     /// A fire that cannot start within this long is missed: its job's misfire policy decides.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     misfire_threshold: Duration,
@@ -74,12 +77,22 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
         "replica starting"
     );
     let replica = Replica::builder(store).jobs(jobs).config(config).build();
+    let metrics_addr = args.metrics_addr;
+    // Serves until the replica has stopped, so /readyz says so during the shutdown grace.
+    let serving = Shutdown::new();
+    let metrics_serving = serving.clone();
+    tokio::spawn(async move {
+        if let Err(error) = crate::metrics::serve(metrics_addr, metrics_serving).await {
+            warn!(%error, address = %metrics_addr, "cannot serve metrics; running without");
+        }
+    });
     tokio::spawn(handle_signals(
         shutdown.clone(),
         replica.jobs_handle(),
         args.schedules.clone(),
     ));
     replica.run(shutdown).await;
+    serving.cancel();
     if let Some(embedded) = embedded {
         embedded.stop().await;
     }
@@ -152,6 +165,7 @@ async fn handle_signals(shutdown: Shutdown, jobs: JobsHandle, schedules: PathBuf
             std::process::exit(130);
         }
         info!("shutting down: no new runs; running runs get the shutdown grace");
+        crate::metrics::HEALTH.stopping();
         shutdown.cancel();
     }
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::warn;
 
-use super::Shutdown;
 use super::planner::Jobs;
+use super::{Leadership, Shutdown};
+use crate::metrics::{HEALTH, METRICS};
 use crate::store::{Store, StoreError};
 
 /// How the heartbeat behaves.
@@ -33,6 +34,8 @@ pub struct Heartbeat {
     jobs: watch::Receiver<Jobs>,
     /// The job list last published (compared by pointer: a reload replaces it whole).
     published_jobs: Option<Jobs>,
+    /// While this replica leads, its heartbeat also refreshes the gauges of shared state.
+    leadership: Leadership,
     started_ms: i64,
 }
 
@@ -43,12 +46,14 @@ impl Heartbeat {
         config: HeartbeatConfig,
         busy: Arc<AtomicUsize>,
         jobs: watch::Receiver<Jobs>,
+        leadership: Leadership,
     ) -> Self {
         Self {
             store,
             config,
             busy,
             jobs,
+            leadership,
             published_jobs: None,
             started_ms: chrono::Utc::now().timestamp_millis(),
         }
@@ -90,7 +95,37 @@ impl Heartbeat {
         ];
         self.store
             .heartbeat(&self.config.replica_id, &info, self.config.period * 3)
-            .await
+            .await?;
+        HEALTH.redis_ok();
+        METRICS
+            .workers_busy
+            .set(i64::try_from(self.busy.load(Ordering::Relaxed)).unwrap_or(i64::MAX));
+        METRICS
+            .workers_max
+            .set(i64::try_from(self.config.max_workers).unwrap_or(i64::MAX));
+        if self.leadership.token().is_some() {
+            self.refresh_gauges().await?;
+        }
+        Ok(())
+    }
+
+    /// Sets the gauges of shared state from Redis: done by the leader only, so that the sum
+    /// over replicas counts each run once.
+    async fn refresh_gauges(&self) -> Result<(), StoreError> {
+        let overview = self.store.overview().await?;
+        let gauge = |count: u64| i64::try_from(count).unwrap_or(i64::MAX);
+        METRICS.due_runs.set(gauge(overview.due));
+        METRICS.active_runs.set(gauge(overview.active));
+        METRICS.dead_runs.set(gauge(overview.dead));
+        for (queue, lengths) in &overview.ready {
+            for (priority, length) in ["high", "normal", "low"].iter().zip(lengths) {
+                METRICS
+                    .ready_runs
+                    .with_label_values(&[queue.as_str(), priority])
+                    .set(gauge(*length));
+            }
+        }
+        Ok(())
     }
 
     /// Beats every period until `shutdown`.

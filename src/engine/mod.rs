@@ -22,6 +22,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 pub use tokio_util::sync::CancellationToken as Shutdown;
 
+use crate::metrics::{HEALTH, METRICS};
 use crate::store::LeaderToken;
 
 /// How long a component waits after a failed tick before trying again, doubling up to
@@ -56,19 +57,26 @@ impl Leadership {
 
     fn lead(&self, token: LeaderToken) {
         self.current.send_replace(Some(token));
+        METRICS.leader.set(1);
+        METRICS.leader_changes_total.inc();
     }
 
     /// Stops leading if this replica still leads with `token`; returns whether it did. A newer
     /// token (re-acquired meanwhile) is left alone.
     pub fn step_down(&self, token: &LeaderToken) -> bool {
-        self.current.send_if_modified(|current| {
+        let stepped_down = self.current.send_if_modified(|current| {
             if current.as_ref() == Some(token) {
                 *current = None;
                 true
             } else {
                 false
             }
-        })
+        });
+        if stepped_down {
+            METRICS.leader.set(0);
+            METRICS.leader_changes_total.inc();
+        }
+        stepped_down
     }
 }
 
@@ -80,13 +88,16 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    /// A tick succeeded: the next failure waits the shortest delay again.
+    /// A tick succeeded (so Redis answered): the next failure waits the shortest delay again.
     pub(crate) fn succeeded(&mut self) {
+        HEALTH.redis_ok();
         self.last = None;
     }
 
-    /// A tick failed: how long to wait before the next.
+    /// A tick failed (Redis errors are the only way a tick fails): how long to wait before the
+    /// next.
     pub(crate) fn failed(&mut self) -> Duration {
+        METRICS.redis_errors_total.inc();
         let delay = self
             .last
             .map_or(MIN_RETRY_DELAY, |delay| (delay * 2).min(MAX_RETRY_DELAY));

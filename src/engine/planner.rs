@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::{Backoff, Leadership, Shutdown};
+use crate::metrics::METRICS;
 use crate::schedule::{Job, Misfire};
 use crate::store::{
     JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreError, cron_run_id,
@@ -133,14 +134,15 @@ impl Planner {
                 PlanOutcome::Planned(added) => {
                     runs += added;
                     skipped += plan.skipped.len() as u64;
+                    for fire in &plan.skipped {
+                        METRICS
+                            .skipped_fires_total
+                            .with_label_values(&[job.name.as_str(), fire.reason])
+                            .inc();
+                    }
                 }
                 PlanOutcome::Fenced(holder) => {
-                    warn!(
-                        token = token.as_str(),
-                        holder, "planner write fenced: another replica leads; stepping down"
-                    );
-                    self.leadership.step_down(&token);
-                    self.published_under = None;
+                    self.fenced(&token, &holder);
                     return Ok(PlannerTick::Fenced);
                 }
             }
@@ -176,17 +178,23 @@ impl Planner {
                     );
                 }
                 PlanOutcome::Fenced(holder) => {
-                    warn!(
-                        token = token.as_str(),
-                        holder, "planner write fenced: stepping down"
-                    );
-                    self.leadership.step_down(token);
-                    self.published_under = None;
+                    self.fenced(token, &holder);
                     return Ok(true);
                 }
             }
         }
         Ok(false)
+    }
+
+    /// A write was refused: another replica leads (`holder`). Stops leading at once.
+    fn fenced(&mut self, token: &LeaderToken, holder: &str) {
+        METRICS.fenced_writes_total.inc();
+        warn!(
+            token = token.as_str(),
+            holder, "planner write fenced: another replica leads; stepping down"
+        );
+        self.leadership.step_down(token);
+        self.published_under = None;
     }
 
     /// Ticks every period until `shutdown`; at once when leadership is gained or jobs change.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use super::{Backoff, Shutdown};
+use crate::metrics::METRICS;
 use crate::store::{FailOutcome, FailReason, Failure, Store, StoreError};
 
 /// How the reaper behaves.
@@ -66,10 +67,12 @@ impl Reaper {
             match self.store.fail_run(&run_id, None, &failure, 0.5).await? {
                 FailOutcome::Retrying { .. } => {
                     info!(run = run_id, "lost run: due again");
+                    METRICS.reaped_runs_total.inc();
                     reaped.retried += 1;
                 }
                 FailOutcome::Dead => {
                     info!(run = run_id, "lost run: dead");
+                    METRICS.reaped_runs_total.inc();
                     reaped.dead += 1;
                 }
                 FailOutcome::Gone => {}

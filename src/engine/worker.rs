@@ -20,8 +20,11 @@ use tracing::{info, warn};
 use super::planner::Jobs;
 use super::{Backoff, Shutdown};
 use crate::handler::{Handlers, Outcome, RunContext};
+use crate::metrics::METRICS;
 use crate::schedule::Job;
-use crate::store::{Claim, ClaimedRun, FailReason, Failure, ReadyWaiter, Store, StoreError};
+use crate::store::{
+    Claim, ClaimedRun, FailOutcome, FailReason, Failure, ReadyWaiter, Store, StoreError,
+};
 
 /// How the workers behave.
 #[derive(Debug, Clone)]
@@ -328,7 +331,7 @@ impl Execution {
                 exit_code: None,
                 output: String::new(),
             };
-            self.record_failure(&run.id, &failure).await;
+            self.record_failure(&run.id, &run.job, &failure).await;
             return;
         };
         info!(
@@ -338,6 +341,13 @@ impl Execution {
             worker = self.worker,
             "run started"
         );
+        if let Some(fire_ms) = run.fire_ms {
+            let lag_ms = chrono::Utc::now().timestamp_millis() - fire_ms;
+            METRICS
+                .fire_lag_seconds
+                .with_label_values(&[job.name.as_str()])
+                .observe(lag_ms.max(0) as f64 / 1000.0);
+        }
         let started = Instant::now();
         let stop = Shutdown::new();
         let lost = Shutdown::new();
@@ -373,6 +383,10 @@ impl Execution {
         };
         keeper.abort();
         let duration_ms = started.elapsed().as_millis();
+        METRICS
+            .run_duration_seconds
+            .with_label_values(&[job.name.as_str()])
+            .observe(started.elapsed().as_secs_f64());
 
         let failure = match (stopped, outcome) {
             (Some(Stopped::Lost), _) => {
@@ -384,7 +398,7 @@ impl Execution {
             }
             (None, Ok(completed)) => {
                 info!(run = run.id, job = job.name, duration_ms, exit_code = ?completed.exit_code, "run succeeded");
-                self.record_success(&run.id, completed.exit_code, &completed.output)
+                self.record_success(&run.id, &run.job, completed.exit_code, &completed.output)
                     .await;
                 return;
             }
@@ -426,14 +440,17 @@ impl Execution {
             }
         };
         info!(run = run.id, job = job.name, duration_ms, reason = ?failure.reason, error = failure.message, "run failed");
-        self.record_failure(&run.id, &failure).await;
+        self.record_failure(&run.id, &run.job, &failure).await;
     }
 
-    async fn record_success(&self, run_id: &str, exit_code: Option<i32>, output: &str) {
+    async fn record_success(&self, run_id: &str, job: &str, exit_code: Option<i32>, output: &str) {
         let recorded =
             retry_store(|| self.store.ack_run(run_id, &self.worker, exit_code, output)).await;
         match recorded {
-            Some(true) => {}
+            Some(true) => METRICS
+                .runs_total
+                .with_label_values(&[job, "succeeded"])
+                .inc(),
             Some(false) => warn!(
                 run = run_id,
                 "lease lost before the success was recorded: the run may run again"
@@ -445,7 +462,7 @@ impl Execution {
         }
     }
 
-    async fn record_failure(&self, run_id: &str, failure: &Failure) {
+    async fn record_failure(&self, run_id: &str, job: &str, failure: &Failure) {
         let jitter = rand::random::<f64>();
         let recorded = retry_store(|| {
             self.store
@@ -453,7 +470,18 @@ impl Execution {
         })
         .await;
         match recorded {
-            Some(outcome) => info!(run = run_id, ?outcome, "failure recorded"),
+            Some(outcome) => {
+                info!(run = run_id, ?outcome, "failure recorded");
+                let outcome = match outcome {
+                    FailOutcome::Retrying { .. } => {
+                        METRICS.retries_total.with_label_values(&[job]).inc();
+                        "retrying"
+                    }
+                    FailOutcome::Dead => "dead",
+                    FailOutcome::Gone => "lost",
+                };
+                METRICS.runs_total.with_label_values(&[job, outcome]).inc();
+            }
             None => warn!(
                 run = run_id,
                 "cannot record the failure: the lease will expire and the reaper will"

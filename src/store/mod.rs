@@ -14,6 +14,7 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, FromRedisValue, Value};
 use thiserror::Error;
 
+use crate::metrics::METRICS;
 use crate::schedule::{Job, Priority};
 pub use keys::Keys;
 
@@ -680,7 +681,7 @@ impl Store {
         limit: usize,
         misfire_threshold: Duration,
     ) -> Result<Promoted, StoreError> {
-        let (ready, skipped, next_due_ms, now_ms): (u64, u64, i64, i64) = scripts::PROMOTE_DUE
+        let answer: Vec<Value> = scripts::PROMOTE_DUE
             .key(self.keys.due())
             .key(self.keys.defs())
             .key(self.keys.events())
@@ -693,9 +694,16 @@ impl Store {
             .arg(self.now_arg())
             .invoke_async(&mut self.connection.clone())
             .await?;
+        let mut values = answer.into_iter();
+        let mut number = || {
+            i64::from_redis_value(values.next().unwrap_or(Value::Nil))
+                .map_err(|error| reply("promote_due", error.to_string()))
+        };
+        let (ready, skipped, next_due_ms, now_ms) = (number()?, number()?, number()?, number()?);
+        METRICS.record_skips(&skip_pairs(&mut values, "promote_due")?);
         Ok(Promoted {
-            ready,
-            skipped,
+            ready: u64::try_from(ready).unwrap_or(0),
+            skipped: u64::try_from(skipped).unwrap_or(0),
             next_due_ms: (next_due_ms >= 0).then_some(next_due_ms),
             now_ms,
         })
@@ -734,6 +742,8 @@ impl Store {
         let status = next_string(&mut values, "claim_run")?;
         let skipped = u64::from_redis_value(values.next().unwrap_or(Value::Nil))
             .map_err(|error| reply("claim_run", error.to_string()))?;
+        let skips = skip_pairs(&mut values.by_ref().take(2 * skipped as usize), "claim_run")?;
+        METRICS.record_skips(&skips);
         match status.as_str() {
             "EMPTY" => Ok(Claim::Empty { skipped }),
             "MORE" => Ok(Claim::More { skipped }),
@@ -1258,6 +1268,20 @@ fn millis(duration: Duration) -> u64 {
 
 fn reply(operation: &'static str, detail: String) -> StoreError {
     StoreError::Reply { operation, detail }
+}
+
+/// The `job, reason` pairs of skipped runs at the end of a script's reply.
+fn skip_pairs(
+    values: &mut impl Iterator<Item = Value>,
+    operation: &'static str,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let mut pairs = Vec::new();
+    while let Some(job) = values.next() {
+        let job =
+            String::from_redis_value(job).map_err(|error| reply(operation, error.to_string()))?;
+        pairs.push((job, next_string(values, operation)?));
+    }
+    Ok(pairs)
 }
 
 fn next_string(

@@ -49,6 +49,12 @@ impl ReplicaProcess {
                 "--shutdown-grace",
                 "2s",
             ])
+            // An ephemeral port unless the test asks for one: replicas run side by side.
+            .args(if extra.contains(&"--metrics-addr") {
+                &[][..]
+            } else {
+                &["--metrics-addr", "127.0.0.1:0"][..]
+            })
             .args(extra)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
