@@ -3,17 +3,20 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use redcron::cli::{Cli, execute};
+use redcron::cli::{Cli, LogFormat, execute};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format() {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
     match execute(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

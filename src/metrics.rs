@@ -269,3 +269,63 @@ pub async fn serve(address: SocketAddr, shutdown: Shutdown) -> std::io::Result<(
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `redcron_*` series that the contrib dashboard and alert rules query is exported.
+    #[test]
+    fn contrib_dashboard_and_alerts_use_exported_metrics() {
+        // Touch the labelled families so that they appear in the exposition.
+        METRICS
+            .runs_total
+            .with_label_values(&["j", "succeeded"])
+            .inc();
+        METRICS
+            .run_duration_seconds
+            .with_label_values(&["j"])
+            .observe(0.1);
+        METRICS
+            .fire_lag_seconds
+            .with_label_values(&["j"])
+            .observe(0.1);
+        METRICS
+            .skipped_fires_total
+            .with_label_values(&["j", "paused"])
+            .inc();
+        METRICS.retries_total.with_label_values(&["j"]).inc();
+        METRICS
+            .ready_runs
+            .with_label_values(&["default", "high"])
+            .set(0);
+        let exported = METRICS.encode();
+        for (file, text) in [
+            (
+                "grafana-dashboard.json",
+                include_str!("../contrib/grafana-dashboard.json"),
+            ),
+            (
+                "prometheus-alerts.yml",
+                include_str!("../contrib/prometheus-alerts.yml"),
+            ),
+        ] {
+            let mut rest = text;
+            let mut seen = 0;
+            while let Some(start) = rest.find("redcron_") {
+                let name: String = rest[start..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[start + name.len()..];
+                seen += 1;
+                assert!(
+                    exported.contains(&format!("\n{name}"))
+                        || exported.contains(&format!("\n{name}{{")),
+                    "{file} uses {name}, which is not exported"
+                );
+            }
+            assert!(seen > 5, "{file} queries redcron metrics");
+        }
+    }
+}

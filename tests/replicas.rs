@@ -695,3 +695,63 @@ fn without_a_redis_url_run_starts_and_stops_its_own_redis() {
     );
     assert!(log.contains("stopped the embedded redis-server"), "{log}");
 }
+
+#[test]
+fn watch_reloads_on_file_changes_and_logs_can_be_json() {
+    let scenario = Scenario::new();
+    let jobs = |schedule: &str, tag: &str| {
+        format!(
+            "[jobs.tick]\nschedule = \"{schedule}\"\ncommand = \"{}\"\n",
+            scenario.record(tag)
+        )
+    };
+    scenario.write_jobs(&jobs("* * * * * *", "old"));
+    let replica = scenario.replica("r1", &["--watch", "--log-format", "json"]);
+    assert!(wait_until(Duration::from_secs(10), || !scenario
+        .ledger()
+        .is_empty()));
+
+    scenario.write_jobs(&jobs("*/2 * * * * *", "new"));
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            scenario.ledger().iter().any(|(_, _, tag)| tag == "new")
+        }),
+        "the edited schedule was not picked up:\n{}",
+        replica.log()
+    );
+    // A broken edit keeps the previous definitions and logs the problem.
+    std::fs::write(
+        scenario.schedules().join("jobs.toml"),
+        "[jobs.tick]\nschedule = \"61 * * * *\"\n",
+    )
+    .expect("write");
+    assert!(wait_until(Duration::from_secs(10), || replica
+        .log()
+        .contains("reload refused")));
+    let runs_before = scenario.ledger().len();
+    assert!(
+        wait_until(Duration::from_secs(5), || scenario.ledger().len()
+            > runs_before),
+        "the previous definitions stopped running"
+    );
+
+    let log = replica.log();
+    let mut started = 0;
+    for line in log.lines() {
+        let entry: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}"));
+        if entry["fields"]["message"] == "run started" {
+            assert!(
+                entry["fields"]["run"]
+                    .as_str()
+                    .is_some_and(|run| run.starts_with("tick@"))
+            );
+            started += 1;
+        }
+    }
+    assert!(started >= 2, "{log}");
+    assert!(
+        log.contains("minute field"),
+        "every problem is logged: {log}"
+    );
+}

@@ -25,8 +25,27 @@ use crate::schedule::{CronError, Job, LoadError};
 #[derive(Debug, Parser)]
 #[command(name = "redcron", version, about, max_term_width = 100)]
 pub struct Cli {
+    /// Log lines as text or as JSON objects (RUST_LOG sets the level).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How log lines are written to standard error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+impl Cli {
+    /// The log format asked for.
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
 }
 
 #[derive(Debug, Subcommand)]

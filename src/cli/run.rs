@@ -2,7 +2,7 @@
 //! embedded one.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
@@ -41,6 +41,9 @@ pub(super) struct RunArgs {
     /// A running run's lease: a run whose replica died is retried about this long after.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     run_lease: Duration,
+    /// Reload the schedule directory whenever a file in it changes (as SIGHUP does).
+    #[arg(long)]
+    watch: bool,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     metrics_addr: std::net::SocketAddr,
@@ -91,6 +94,12 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
         replica.jobs_handle(),
         args.schedules.clone(),
     ));
+    if args.watch {
+        tokio::spawn(watch_schedules(
+            replica.jobs_handle(),
+            args.schedules.clone(),
+        ));
+    }
     replica.run(shutdown).await;
     serving.cancel();
     if let Some(embedded) = embedded {
@@ -129,6 +138,54 @@ fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
     config
 }
 
+/// Loads the schedule directory again, all or nothing: an invalid one keeps the previous
+/// definitions, and every problem is logged.
+fn reload(jobs: &JobsHandle, schedules: &Path) {
+    match load_dir(schedules) {
+        Ok(loaded) => {
+            info!(jobs = loaded.len(), "schedules reloaded");
+            jobs.replace(loaded);
+        }
+        Err(problems) => {
+            for problem in &problems.diagnostics {
+                error!("{problem}");
+            }
+            error!("reload refused: keeping the previous definitions");
+        }
+    }
+}
+
+/// How long file changes are gathered before one reload: editors write in several steps.
+const WATCH_SETTLE: Duration = Duration::from_millis(300);
+
+/// Reloads the schedule directory after files in it change (`--watch`).
+async fn watch_schedules(jobs: JobsHandle, schedules: PathBuf) {
+    use notify::Watcher;
+    let (changed, mut changes) = tokio::sync::mpsc::channel(16);
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok_and(|event| !event.kind.is_access()) {
+            let _ = changed.try_send(());
+        }
+    });
+    let mut watcher = match watcher {
+        Ok(watcher) => watcher,
+        Err(problem) => {
+            error!(%problem, "cannot watch the schedule directory; SIGHUP still reloads");
+            return;
+        }
+    };
+    if let Err(problem) = watcher.watch(&schedules, notify::RecursiveMode::NonRecursive) {
+        error!(%problem, "cannot watch the schedule directory; SIGHUP still reloads");
+        return;
+    }
+    info!(directory = %schedules.display(), "watching the schedule directory");
+    while changes.recv().await.is_some() {
+        tokio::time::sleep(WATCH_SETTLE).await;
+        while changes.try_recv().is_ok() {}
+        reload(&jobs, &schedules);
+    }
+}
+
 /// SIGTERM or SIGINT: shut down in order; a second one: exit at once. SIGHUP: reload the
 /// schedule directory, keeping the previous definitions if it is invalid.
 async fn handle_signals(shutdown: Shutdown, jobs: JobsHandle, schedules: PathBuf) {
@@ -145,18 +202,7 @@ async fn handle_signals(shutdown: Shutdown, jobs: JobsHandle, schedules: PathBuf
             _ = terminate.recv() => {}
             _ = interrupt.recv() => {}
             _ = hangup.recv() => {
-                match load_dir(&schedules) {
-                    Ok(loaded) => {
-                        info!(jobs = loaded.len(), "schedules reloaded");
-                        jobs.replace(loaded);
-                    }
-                    Err(problems) => {
-                        for problem in &problems.diagnostics {
-                            error!("{problem}");
-                        }
-                        error!("reload refused: keeping the previous definitions");
-                    }
-                }
+                reload(&jobs, &schedules);
                 continue;
             }
         }
