@@ -520,15 +520,15 @@ fn sample(metrics: &str, series: &str) -> f64 {
 }
 
 #[test]
-fn metrics_count_runs_and_health_endpoints_answer() {
+fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir(dir.path().join("schedules")).expect("mkdir");
+    // On-demand jobs only: the counts depend on the triggers below, not on the clock.
     std::fs::write(
         dir.path().join("schedules/jobs.toml"),
-        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n\
-         [jobs.flaky]\nschedule = \"* * * * * *\"\ncommand = \"exit 3\"\nretries = 1\nbackoff = \"1s\"\n\
-         overlap = \"allow\"\n",
+        "[jobs.ok]\ncommand = \"true\"\noverlap = \"allow\"\n\
+         [jobs.bad]\ncommand = \"exit 3\"\nretries = 1\nbackoff = \"1s\"\n",
     )
     .expect("write");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -543,69 +543,72 @@ fn metrics_count_runs_and_health_endpoints_answer() {
         dir.path(),
         &["--metrics-addr", &address],
     );
+    assert!(wait_until(Duration::from_secs(10), || {
+        server
+            .connection()
+            .hexists("{test}:defs", "bad")
+            .unwrap_or(false)
+            && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    }));
+    for _ in 0..3 {
+        cli(&server, dir.path(), &["trigger", "ok"]).success();
+    }
+    cli(&server, dir.path(), &["trigger", "bad"]).success();
     assert!(
         wait_until(Duration::from_secs(15), || {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                return false;
-            }
             let metrics = http_get(port, "/metrics").1;
             sample(
                 &metrics,
-                "redcron_runs_total{job=\"flaky\",outcome=\"dead\"}",
-            ) >= 2.0
-                && sample(
-                    &metrics,
-                    "redcron_runs_total{job=\"tick\",outcome=\"succeeded\"}",
-                ) >= 3.0
-                && sample(&metrics, "redcron_dead_runs") >= 2.0
+                "redcron_runs_total{job=\"ok\",outcome=\"succeeded\"}",
+            ) == 3.0
+                && sample(&metrics, "redcron_runs_total{job=\"bad\",outcome=\"dead\"}") == 1.0
+                && sample(&metrics, "redcron_dead_runs") == 1.0
         }),
-        "{}",
+        "{}\n{}",
+        http_get(port, "/metrics").1,
         replica.log()
     );
+
     let (status, metrics) = http_get(port, "/metrics");
     assert_eq!(status, 200);
+    for (series, expected) in [
+        ("redcron_runs_total{job=\"ok\",outcome=\"succeeded\"}", 3.0),
+        ("redcron_runs_total{job=\"bad\",outcome=\"retrying\"}", 1.0),
+        ("redcron_runs_total{job=\"bad\",outcome=\"dead\"}", 1.0),
+        ("redcron_retries_total{job=\"bad\"}", 1.0),
+        ("redcron_run_duration_seconds_count{job=\"ok\"}", 3.0),
+        ("redcron_run_duration_seconds_count{job=\"bad\"}", 2.0),
+        ("redcron_dead_runs", 1.0),
+        ("redcron_active_runs", 0.0),
+        ("redcron_leader", 1.0),
+        ("redcron_leader_changes_total", 1.0),
+        ("redcron_fenced_writes_total", 0.0),
+        ("redcron_reaped_runs_total", 0.0),
+        ("redcron_workers_max", 4.0),
+        ("redcron_workers_busy", 0.0),
+    ] {
+        assert_eq!(sample(&metrics, series), expected, "{series}\n{metrics}");
+    }
+    // Ad-hoc runs have no fire time: no fire lag is observed.
     assert!(
+        !metrics.contains("redcron_fire_lag_seconds_count{job=\"ok\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("redcron_ready_runs{priority=\"high\",queue=\"default\"} 0"),
+        "{metrics}"
+    );
+
+    // A paused job's fire is counted as skipped.
+    cli(&server, dir.path(), &["pause", "ok"]).success();
+    cli(&server, dir.path(), &["trigger", "ok"]).success();
+    assert!(wait_until(Duration::from_secs(10), || {
         sample(
-            &metrics,
-            "redcron_runs_total{job=\"tick\",outcome=\"succeeded\"}"
-        ) >= 3.0,
-        "{metrics}"
-    );
-    assert!(
-        sample(
-            &metrics,
-            "redcron_runs_total{job=\"flaky\",outcome=\"retrying\"}"
-        ) >= 2.0,
-        "{metrics}"
-    );
-    assert!(
-        sample(&metrics, "redcron_retries_total{job=\"flaky\"}") >= 2.0,
-        "{metrics}"
-    );
-    assert!(
-        sample(&metrics, "redcron_fire_lag_seconds_count{job=\"tick\"}") >= 3.0,
-        "{metrics}"
-    );
-    assert!(
-        sample(&metrics, "redcron_run_duration_seconds_count{job=\"tick\"}") >= 3.0,
-        "{metrics}"
-    );
-    assert_eq!(sample(&metrics, "redcron_leader"), 1.0, "{metrics}");
-    assert_eq!(
-        sample(&metrics, "redcron_leader_changes_total"),
-        1.0,
-        "{metrics}"
-    );
-    assert_eq!(sample(&metrics, "redcron_workers_max"), 4.0, "{metrics}");
-    assert!(
-        sample(&metrics, "redcron_due_runs") >= 50.0,
-        "the leader refreshes shared gauges: {metrics}"
-    );
-    assert!(sample(&metrics, "redcron_dead_runs") >= 2.0, "{metrics}");
-    assert!(
-        metrics.contains("redcron_ready_runs{priority=\"high\",queue=\"default\"}"),
-        "{metrics}"
-    );
+            &http_get(port, "/metrics").1,
+            "redcron_skipped_fires_total{job=\"ok\",reason=\"paused\"}",
+        ) == 1.0
+    }));
+
     assert_eq!(http_get(port, "/healthz"), (200, "ok\n".to_owned()));
     assert_eq!(http_get(port, "/readyz"), (200, "ready\n".to_owned()));
     assert_eq!(http_get(port, "/nope").0, 404);
