@@ -1,5 +1,6 @@
 //! The command line: one file per subcommand group, each a clap `Args` struct and an `execute`.
 
+mod bench;
 mod check;
 mod dead;
 mod enqueue;
@@ -58,6 +59,8 @@ enum Command {
     Next(next::NextArgs),
     /// Convert a crontab into a schedule file.
     ImportCrontab(import::ImportArgs),
+    /// Measure enqueue and processing throughput and delayed-run lateness on a Redis.
+    Bench(bench::BenchArgs),
     /// Leader, replicas, queues, counts and every job's state.
     Status(status::StatusArgs),
     /// The declared jobs as the leader published them, with drift between replicas.
@@ -191,6 +194,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Check(args) => check::execute(&args, stdout),
         Command::Next(args) => next::execute(&args, stdout),
         Command::ImportCrontab(args) => import::execute(&args, stdout),
+        Command::Bench(args) => bench::execute(&args, stdout),
         Command::Status(args) => status::status(&args, stdout),
         Command::Jobs(args) => status::jobs(&args, stdout),
         Command::History(args) => status::history(&args, stdout),

@@ -878,6 +878,52 @@ impl Store {
     /// Redis errors.
     pub async fn enqueue_run(&self, request: &Enqueue) -> Result<Enqueued, StoreError> {
         let run_id = uuid::Uuid::now_v7().to_string();
+        let (keys, args) = self.enqueue_arguments(request, &run_id);
+        let mut invocation = scripts::ENQUEUE_RUN.prepare_invoke();
+        invocation.key(keys).arg(args);
+        let answer: Vec<Value> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        parse_enqueued(run_id, answer)
+    }
+
+    /// Creates many ad-hoc runs in pipelined batches: one round trip per thousand runs instead
+    /// of one per run. Each run is still its own atomic script call.
+    ///
+    /// # Errors
+    /// Redis errors; runs of the batches before the error exist.
+    pub async fn enqueue_many(&self, requests: &[Enqueue]) -> Result<Vec<Enqueued>, StoreError> {
+        const BATCH: usize = 1_000;
+        let mut connection = self.connection.clone();
+        // Pipelined EVALSHA cannot load a missing script: load it first.
+        let hash = scripts::ENQUEUE_RUN
+            .prepare_invoke()
+            .load_async(&mut connection)
+            .await?;
+        let mut enqueued = Vec::with_capacity(requests.len());
+        for batch in requests.chunks(BATCH) {
+            let mut pipe = redis::pipe();
+            let mut run_ids = Vec::with_capacity(batch.len());
+            for request in batch {
+                let run_id = uuid::Uuid::now_v7().to_string();
+                let (keys, args) = self.enqueue_arguments(request, &run_id);
+                pipe.cmd("EVALSHA")
+                    .arg(&hash)
+                    .arg(keys.len())
+                    .arg(keys)
+                    .arg(args);
+                run_ids.push(run_id);
+            }
+            let answers: Vec<Vec<Value>> = pipe.query_async(&mut connection).await?;
+            for (run_id, answer) in run_ids.into_iter().zip(answers) {
+                enqueued.push(parse_enqueued(run_id, answer)?);
+            }
+        }
+        Ok(enqueued)
+    }
+
+    /// The KEYS and ARGV of `enqueue_run.lua` for one request.
+    fn enqueue_arguments(&self, request: &Enqueue, run_id: &str) -> (Vec<String>, Vec<String>) {
         let (fingerprint, window) = request
             .unique
             .as_ref()
@@ -889,47 +935,70 @@ impl Store {
             Priority::Normal => "normal",
             Priority::Low => "low",
         });
-        let answer: Vec<Value> = scripts::ENQUEUE_RUN
-            .key(self.keys.due())
-            .key(self.keys.defs())
-            .key(self.keys.paused())
-            .key(self.keys.events())
-            .key(self.keys.wake_promoter())
-            .arg(self.keys.prefix())
-            .arg(&run_id)
-            .arg(&request.job)
-            .arg(
-                request
-                    .due_ms
-                    .map_or_else(String::new, |due| due.to_string()),
-            )
-            .arg(request.payload.as_deref().unwrap_or(""))
-            .arg(priority)
-            .arg(fingerprint)
-            .arg(window)
-            .arg(self.settings.events_maxlen)
-            .arg(self.now_arg())
-            .invoke_async(&mut self.connection.clone())
-            .await?;
-        let mut values = answer.into_iter();
-        match next_string(&mut values, "enqueue_run")?.as_str() {
-            "OK" => {
-                let due_ms = i64::from_redis_value(values.next().unwrap_or(Value::Nil))
-                    .map_err(|error| reply("enqueue_run", error.to_string()))?;
-                let paused = i64::from_redis_value(values.next().unwrap_or(Value::Nil))
-                    .map_err(|error| reply("enqueue_run", error.to_string()))?;
-                Ok(Enqueued::Scheduled {
-                    run_id,
-                    due_ms,
-                    paused: paused == 1,
-                })
+        let keys = vec![
+            self.keys.due(),
+            self.keys.defs(),
+            self.keys.paused(),
+            self.keys.events(),
+            self.keys.wake_promoter(),
+        ];
+        let args = vec![
+            self.keys.prefix().to_owned(),
+            run_id.to_owned(),
+            request.job.clone(),
+            request
+                .due_ms
+                .map_or_else(String::new, |due| due.to_string()),
+            request.payload.clone().unwrap_or_default(),
+            priority.to_owned(),
+            fingerprint,
+            window.to_string(),
+            self.settings.events_maxlen.to_string(),
+            self.now_arg(),
+        ];
+        (keys, args)
+    }
+
+    /// Deletes every key of this namespace (and nothing else); returns how many. For the
+    /// benchmark's own namespace: never call it on one that replicas use.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn clear_namespace(&self) -> Result<u64, StoreError> {
+        let mut connection = self.connection.clone();
+        // Braces are not special in Redis glob patterns; a namespace has no `*`, `?` or `[`.
+        let pattern = format!("{}*", self.keys.prefix());
+        let mut cursor = 0u64;
+        let mut deleted = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1_000)
+                .query_async(&mut connection)
+                .await?;
+            if !keys.is_empty() {
+                deleted += keys.len() as u64;
+                let () = redis::cmd("UNLINK")
+                    .arg(&keys)
+                    .query_async(&mut connection)
+                    .await?;
             }
-            "UNKNOWN" => Ok(Enqueued::UnknownJob),
-            "DUPLICATE" => Ok(Enqueued::Duplicate {
-                holder: next_string(&mut values, "enqueue_run")?,
-            }),
-            other => Err(reply("enqueue_run", format!("status {other:?}"))),
+            if next == 0 {
+                return Ok(deleted);
+            }
+            cursor = next;
         }
+    }
+
+    /// How many runs hold a lease.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn active_runs(&self) -> Result<u64, StoreError> {
+        Ok(self.connection.clone().zcard(self.keys.active()).await?)
     }
 
     /// Whether some replica has published a job named `job`.
@@ -1268,6 +1337,27 @@ fn millis(duration: Duration) -> u64 {
 
 fn reply(operation: &'static str, detail: String) -> StoreError {
     StoreError::Reply { operation, detail }
+}
+
+/// Reads `enqueue_run.lua`'s reply for the run `run_id`.
+fn parse_enqueued(run_id: String, answer: Vec<Value>) -> Result<Enqueued, StoreError> {
+    let mut values = answer.into_iter();
+    let number = |values: &mut std::vec::IntoIter<Value>| {
+        i64::from_redis_value(values.next().unwrap_or(Value::Nil))
+            .map_err(|error| reply("enqueue_run", error.to_string()))
+    };
+    match next_string(&mut values, "enqueue_run")?.as_str() {
+        "OK" => Ok(Enqueued::Scheduled {
+            run_id,
+            due_ms: number(&mut values)?,
+            paused: number(&mut values)? == 1,
+        }),
+        "UNKNOWN" => Ok(Enqueued::UnknownJob),
+        "DUPLICATE" => Ok(Enqueued::Duplicate {
+            holder: next_string(&mut values, "enqueue_run")?,
+        }),
+        other => Err(reply("enqueue_run", format!("status {other:?}"))),
+    }
 }
 
 /// The `job, reason` pairs of skipped runs at the end of a script's reply.

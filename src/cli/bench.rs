@@ -1,0 +1,183 @@
+//! `redcron bench`: how many runs per second this engine moves through a Redis, and how late a
+//! burst of delayed runs starts. It uses a namespace of its own (`bench`), deleted before and
+//! after, and an in-process no-op handler (library mode), through the full state machine.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::{CliError, block_on};
+use crate::engine::Shutdown;
+use crate::handler::{Completed, RunContext};
+use crate::replica::{Replica, ReplicaConfig};
+use crate::schedule::parse_file;
+use crate::store::{Enqueue, Store, StoreSettings};
+
+/// The namespace the benchmark owns.
+const NAMESPACE: &str = "bench";
+
+/// How far ahead the delayed burst is due.
+const DELAY: Duration = Duration::from_secs(3);
+
+/// The most runs in the delayed burst.
+const MAX_DELAYED: usize = 2_000;
+
+#[derive(Debug, Args)]
+pub(super) struct BenchArgs {
+    /// The Redis to measure against (its `bench` namespace is deleted before and after).
+    #[arg(long, env = "REDIS_URL", value_name = "URL")]
+    redis: String,
+    /// How many runs to enqueue and process.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    jobs: usize,
+    /// How many runs the one replica executes at once.
+    #[arg(long, value_name = "C", default_value_t = 50)]
+    concurrency: usize,
+}
+
+/// What one benchmark run measured.
+struct Figures {
+    enqueue_jobs_per_s: f64,
+    process_jobs_per_s: f64,
+    lateness_ms: Vec<i64>,
+}
+
+pub(super) fn execute(args: &BenchArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let figures = block_on(measure(args))?;
+    let mut lateness = figures.lateness_ms;
+    lateness.sort_unstable();
+    let percentile = |fraction: f64| {
+        let index = ((lateness.len().saturating_sub(1)) as f64 * fraction).round() as usize;
+        lateness.get(index).copied().unwrap_or_default()
+    };
+    writeln!(
+        out,
+        "peer=redcron\nenqueue_jobs_per_s={:.0}\nprocess_jobs_per_s={:.0}\n\
+         delayed_lateness_ms_p50={}\ndelayed_lateness_ms_p99={}\ndelayed_lateness_ms_max={}",
+        figures.enqueue_jobs_per_s,
+        figures.process_jobs_per_s,
+        percentile(0.5),
+        percentile(0.99),
+        lateness.last().copied().unwrap_or_default(),
+    )
+    .map_err(CliError::io("writing the figures"))
+}
+
+async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
+    let store = Store::connect(&args.redis, NAMESPACE, StoreSettings::default())
+        .await
+        .map_err(|source| CliError::Unreachable {
+            url: args.redis.clone(),
+            source,
+        })?;
+    store.clear_namespace().await?;
+    let jobs = parse_file(
+        Path::new("bench.toml"),
+        "[jobs.noop]\ncommand = \"true\"\noverlap = \"allow\"\n",
+    )
+    .map_err(|problems| CliError::Argument(format!("benchmark job: {problems:?}")))?;
+    store.publish_definitions(&jobs).await?;
+
+    let requests: Vec<Enqueue> = (0..args.jobs)
+        .map(|_| Enqueue {
+            job: "noop".to_owned(),
+            due_ms: None,
+            payload: None,
+            priority: None,
+            unique: None,
+        })
+        .collect();
+    let started = Instant::now();
+    store.enqueue_many(&requests).await?;
+    let enqueue_jobs_per_s = args.jobs as f64 / started.elapsed().as_secs_f64();
+
+    // Process: one replica, the no-op handler, from its start until the last ack.
+    let done = Arc::new(AtomicUsize::new(0));
+    let starts: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let counter = done.clone();
+    let recorder = starts.clone();
+    let replica = Replica::builder(store.clone())
+        .jobs(jobs)
+        .handler("noop", move |_run: RunContext| {
+            let counter = counter.clone();
+            let recorder = recorder.clone();
+            async move {
+                if let Ok(mut starts) = recorder.lock() {
+                    starts.push(chrono::Utc::now().timestamp_millis());
+                }
+                counter.fetch_add(1, Ordering::Relaxed);
+                Ok(Completed::default())
+            }
+        })
+        .config(bench_config(args.concurrency))
+        .build();
+    let shutdown = Shutdown::new();
+    let started = Instant::now();
+    let running = tokio::spawn(replica.run(shutdown.clone()));
+    wait_for_acks(&store, &done, args.jobs).await?;
+    let process_jobs_per_s = args.jobs as f64 / started.elapsed().as_secs_f64();
+
+    // Delayed burst: every run due at the same instant, a few seconds ahead.
+    let delayed = args.jobs.min(MAX_DELAYED);
+    let due_ms = store.now_ms().await? + i64::try_from(DELAY.as_millis()).unwrap_or(3_000);
+    if let Ok(mut starts) = starts.lock() {
+        starts.clear();
+    }
+    let burst: Vec<Enqueue> = (0..delayed)
+        .map(|_| Enqueue {
+            job: "noop".to_owned(),
+            due_ms: Some(due_ms),
+            payload: None,
+            priority: None,
+            unique: None,
+        })
+        .collect();
+    store.enqueue_many(&burst).await?;
+    wait_for_acks(&store, &done, args.jobs + delayed).await?;
+    let lateness_ms = starts
+        .lock()
+        .map(|starts| starts.iter().map(|start| start - due_ms).collect())
+        .unwrap_or_default();
+
+    shutdown.cancel();
+    let _ = running.await;
+    store.clear_namespace().await?;
+    Ok(Figures {
+        enqueue_jobs_per_s,
+        process_jobs_per_s,
+        lateness_ms,
+    })
+}
+
+/// A replica tuned for throughput: the benchmark's runs are ad-hoc, so the planner is idle.
+fn bench_config(concurrency: usize) -> ReplicaConfig {
+    let mut config = ReplicaConfig {
+        replica_id: format!("bench-{}", std::process::id()),
+        shutdown_grace: Duration::from_secs(5),
+        ..ReplicaConfig::default()
+    };
+    config.workers.concurrency = concurrency.max(1);
+    config
+}
+
+/// Waits until `expected` handler calls returned and no run holds a lease (all acked). Redis
+/// is only asked once the handlers are done, so that waiting does not load it.
+async fn wait_for_acks(store: &Store, done: &AtomicUsize, expected: usize) -> Result<(), CliError> {
+    let limit = Instant::now() + Duration::from_secs(600);
+    loop {
+        if done.load(Ordering::Relaxed) >= expected && store.active_runs().await? == 0 {
+            return Ok(());
+        }
+        if Instant::now() > limit {
+            return Err(CliError::Argument(format!(
+                "the benchmark stalled: {} of {expected} runs finished in 10 minutes",
+                done.load(Ordering::Relaxed)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
