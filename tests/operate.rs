@@ -563,6 +563,7 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
             ) == 3.0
                 && sample(&metrics, "redcron_runs_total{job=\"bad\",outcome=\"dead\"}") == 1.0
                 && sample(&metrics, "redcron_dead_runs") == 1.0
+                && sample(&metrics, "redcron_workers_busy") == 0.0
         }),
         "{}\n{}",
         http_get(port, "/metrics").1,

@@ -97,12 +97,6 @@ impl Heartbeat {
             .heartbeat(&self.config.replica_id, &info, self.config.period * 3)
             .await?;
         HEALTH.redis_ok();
-        METRICS
-            .workers_busy
-            .set(i64::try_from(self.busy.load(Ordering::Relaxed)).unwrap_or(i64::MAX));
-        METRICS
-            .workers_max
-            .set(i64::try_from(self.config.max_workers).unwrap_or(i64::MAX));
         if self.leadership.token().is_some() {
             self.refresh_gauges().await?;
         }

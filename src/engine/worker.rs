@@ -94,7 +94,10 @@ impl Workers {
         jobs: watch::Receiver<Jobs>,
         handlers: Handlers,
     ) -> Self {
-        let free = (0..config.concurrency.max(1)).rev().collect();
+        let free: Vec<usize> = (0..config.concurrency.max(1)).rev().collect();
+        METRICS
+            .workers_max
+            .set(i64::try_from(free.len()).unwrap_or(i64::MAX));
         Self {
             store,
             config,
@@ -120,7 +123,6 @@ impl Workers {
         while let Some(done) = self.running.try_join_next() {
             self.free.extend(done.ok());
         }
-        self.busy.store(self.running.len(), Ordering::Relaxed);
         let Some(&slot) = self.free.last() else {
             return Ok(WorkerTick::Full);
         };
@@ -146,6 +148,11 @@ impl Workers {
                     lease: self.config.lease,
                     interrupt: self.interrupt.clone(),
                 };
+                // Counted from claim to recorded outcome, by the execution itself, so the
+                // count never lags behind a tick.
+                let busy = self.busy.clone();
+                busy.fetch_add(1, Ordering::Relaxed);
+                METRICS.workers_busy.inc();
                 self.running.spawn(async move {
                     let run_id = run.id.clone();
                     // A panicking handler must not take the slot with it.
@@ -160,9 +167,10 @@ impl Workers {
                             "the run's handler panicked; its lease will expire"
                         );
                     }
+                    busy.fetch_sub(1, Ordering::Relaxed);
+                    METRICS.workers_busy.dec();
                     slot
                 });
-                self.busy.store(self.running.len(), Ordering::Relaxed);
                 Ok(WorkerTick::Started(id))
             }
             Claim::Empty { .. } => Ok(WorkerTick::Empty),
