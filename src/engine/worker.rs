@@ -110,15 +110,16 @@ impl Workers {
         }
     }
 
-    /// How many runs are executing, kept up to date for the heartbeat.
+    /// How many runs are executing (from claim to recorded outcome), for the heartbeat.
     pub fn busy(&self) -> Arc<AtomicUsize> {
         self.busy.clone()
     }
 
-    /// Claims one run, if a slot is free, and starts it.
+    /// Claims one run, if a slot is free, and starts it; a claimed run too damaged to decode is
+    /// sent to the dead letters instead.
     ///
     /// # Errors
-    /// Redis errors, or a claimed run too corrupt to decode (it stays active and is reaped).
+    /// Redis errors.
     pub async fn tick(&mut self) -> Result<WorkerTick, StoreError> {
         while let Some(done) = self.running.try_join_next() {
             self.free.extend(done.ok());
