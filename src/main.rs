@@ -1,5 +1,6 @@
 //! The `redcron` binary: set up logging, parse the command line, hand it to the library.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -12,7 +13,9 @@ fn main() -> ExitCode {
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal, not in journald or a log file.
+        .with_ansi(std::io::stderr().is_terminal());
     match cli.log_format() {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),
