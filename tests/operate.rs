@@ -2,13 +2,14 @@
 //! letters, against a real Redis (and real replicas where something must run).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redcron::store::{Claim, FailReason, Failure, Store, StoreSettings};
 use redis::Commands;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::wait_until;
 use crate::util::{Run, redcron_in};
 
 const JOBS: &str = "[jobs.greet]\ncommand = \"cat >> ledger\"\nretries = 1\n\
@@ -36,17 +37,6 @@ async fn published() -> (RedisServer, tempfile::TempDir, Store) {
     let jobs = redcron::schedule::parse_file(Path::new("jobs.toml"), JOBS).expect("valid jobs");
     store.publish_definitions(&jobs).await.expect("publish");
     (server, dir, store)
-}
-
-fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    condition()
 }
 
 /// The run id a trigger or enqueue printed: `<id> due <time>`.

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use nix::sys::signal::Signal;
@@ -14,6 +14,7 @@ use tempfile::TempDir;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::wait_until;
 
 /// A Redis, a schedule directory and a ledger.
 struct Scenario {
@@ -105,18 +106,6 @@ impl Scenario {
             .hget(format!("{{test}}:run:{run_id}"), field)
             .expect("HGET")
     }
-}
-
-/// Polls `condition` every 50 ms until it holds or `limit` passes.
-fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    condition()
 }
 
 /// Sleeps until Redis's clock reads `ms`.

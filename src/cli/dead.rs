@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use clap::Subcommand;
 
-use super::runs::write_run;
+use super::runs::{ShowArgs, write_run};
 use super::{CliError, RedisArgs, block_on, write_table};
 
 #[derive(Debug, Subcommand)]
@@ -23,15 +23,7 @@ pub(super) enum DeadCommand {
         redis: RedisArgs,
     },
     /// Every field of one dead run.
-    Show {
-        /// The run id.
-        id: String,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
+    Show(ShowArgs),
     /// Make dead runs due again now, their attempts reset.
     #[command(group = clap::ArgGroup::new("which").required(true))]
     Retry {
@@ -63,7 +55,7 @@ const RETRY_ALL_LIMIT: usize = 100_000;
 pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(), CliError> {
     match command {
         DeadCommand::List { count, json, redis } => list(redis, *count, *json, out),
-        DeadCommand::Show { id, json, redis } => {
+        DeadCommand::Show(ShowArgs { id, json, redis }) => {
             let fields = block_on(async {
                 let store = redis.connect().await?;
                 let fields = store.run_fields(id).await?;

@@ -10,19 +10,23 @@ use super::{CliError, RedisArgs, block_on};
 #[derive(Debug, Subcommand)]
 pub(super) enum RunsCommand {
     /// Every field of one run.
-    Show {
-        /// The run id.
-        id: String,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        redis: RedisArgs,
-    },
+    Show(ShowArgs),
+}
+
+/// One run to show.
+#[derive(Debug, clap::Args)]
+pub(super) struct ShowArgs {
+    /// The run id.
+    pub(super) id: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub(super) json: bool,
+    #[command(flatten)]
+    pub(super) redis: RedisArgs,
 }
 
 pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(), CliError> {
-    let RunsCommand::Show { id, json, redis } = command;
+    let RunsCommand::Show(ShowArgs { id, json, redis }) = command;
     let fields = block_on(async { Ok(redis.connect().await?.run_fields(id).await?) })?;
     write_run(out, id, fields.into_iter().collect(), *json)
 }

@@ -6,6 +6,7 @@ pub mod replica;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// What one `redcron` invocation did.
 pub struct Run {
@@ -76,4 +77,17 @@ pub fn redcron_in(dir: &Path, args: &[&str], stdin: &str) -> Run {
 /// Runs `redcron args...` in the repository root.
 pub fn redcron(args: &[&str]) -> Run {
     redcron_in(Path::new(env!("CARGO_MANIFEST_DIR")), args, "")
+}
+
+/// Polls `condition` every 50 ms until it holds or `limit` passes; whether it held. Tests wait
+/// for what they expect instead of sleeping and hoping.
+pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    condition()
 }
