@@ -181,7 +181,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             })
             .collect();
         let ready: Vec<Value> = overview
-            .ready
+            .counts.ready
             .iter()
             .map(|(queue, [high, normal, low])| json!({ "queue": queue, "high": high, "normal": normal, "low": low }))
             .collect();
@@ -202,9 +202,9 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         let status = json!({
             "leader": leader,
             "replicas": replicas,
-            "due": overview.due,
-            "active": overview.active,
-            "dead": overview.dead,
+            "due": overview.counts.due,
+            "active": overview.counts.active,
+            "dead": overview.counts.dead,
             "ready": ready,
             "jobs": job_states,
         });
@@ -229,7 +229,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         writeln!(
             out,
             "runs: {} due, {} active, {} dead\n",
-            overview.due, overview.active, overview.dead
+            overview.counts.due, overview.counts.active, overview.counts.dead
         )?;
         let replicas: Vec<Vec<String>> = overview
             .replicas
@@ -258,6 +258,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         )?;
         writeln!(out)?;
         let ready: Vec<Vec<String>> = overview
+            .counts
             .ready
             .iter()
             .map(|(queue, lengths)| {

@@ -106,12 +106,18 @@ impl Heartbeat {
     /// Sets the gauges of shared state from Redis: done by the leader only, so that the sum
     /// over replicas counts each run once.
     async fn refresh_gauges(&self) -> Result<(), StoreError> {
-        let overview = self.store.overview().await?;
+        let queues: Vec<String> = self
+            .jobs
+            .borrow()
+            .iter()
+            .map(|job| job.queue.clone())
+            .collect();
+        let counts = self.store.run_counts(&queues).await?;
         let gauge = |count: u64| i64::try_from(count).unwrap_or(i64::MAX);
-        METRICS.due_runs.set(gauge(overview.due));
-        METRICS.active_runs.set(gauge(overview.active));
-        METRICS.dead_runs.set(gauge(overview.dead));
-        for (queue, lengths) in &overview.ready {
+        METRICS.due_runs.set(gauge(counts.due));
+        METRICS.active_runs.set(gauge(counts.active));
+        METRICS.dead_runs.set(gauge(counts.dead));
+        for (queue, lengths) in &counts.ready {
             for (priority, length) in ["high", "normal", "low"].iter().zip(lengths) {
                 METRICS
                     .ready_runs

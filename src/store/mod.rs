@@ -359,6 +359,19 @@ pub struct ReplicaInfo {
     pub jobs: HashMap<String, String>,
 }
 
+/// How many runs are where: what the gauges of shared state report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCounts {
+    /// Runs in the due set.
+    pub due: u64,
+    /// Runs holding a lease.
+    pub active: u64,
+    /// Runs in the dead letters.
+    pub dead: u64,
+    /// Per queue: ready lengths at high, normal and low priority.
+    pub ready: Vec<(String, [u64; 3])>,
+}
+
 /// A snapshot of the shared state, for `redcron status` and `redcron jobs`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overview {
@@ -366,19 +379,12 @@ pub struct Overview {
     pub now_ms: i64,
     /// The leader's token and the ms left on its lease.
     pub leader: Option<(String, i64)>,
-    /// Runs in the due set.
-    pub due: u64,
-    /// Runs holding a lease.
-    pub active: u64,
-    /// Runs in the dead letters.
-    pub dead: u64,
+    /// Runs due, active, dead and ready (per queue of the published jobs and `default`).
+    pub counts: RunCounts,
     /// Paused jobs.
     pub paused: Vec<String>,
     /// Every replica that has sent a heartbeat.
     pub replicas: Vec<ReplicaInfo>,
-    /// Per queue of the published jobs (and `default`): ready lengths at high, normal and low
-    /// priority.
-    pub ready: Vec<(String, [u64; 3])>,
     /// Job -> published definition JSON (`{"hash": ..., "job": ...}`).
     pub definitions: HashMap<String, String>,
     /// Active runs: id, job, lease deadline ms.
@@ -1184,43 +1190,29 @@ impl Store {
         type Snapshot = (
             Option<String>,
             i64,
-            u64,
-            u64,
-            u64,
             Vec<String>,
             Vec<(String, i64)>,
             HashMap<String, String>,
             Vec<(String, i64)>,
         );
-        let (leader, lease_ms, due, active, dead, paused, replicas, defs, running): Snapshot =
-            redis::pipe()
-                .get(self.keys.leader())
-                .pttl(self.keys.leader())
-                .zcard(self.keys.due())
-                .zcard(self.keys.active())
-                .zcard(self.keys.dead())
-                .smembers(self.keys.paused())
-                .zrange_withscores(self.keys.replicas(), 0, -1)
-                .hgetall(self.keys.defs())
-                .zrange_withscores(self.keys.active(), 0, -1)
-                .query_async(&mut connection)
-                .await?;
-        let mut queues: Vec<String> = defs
+        let (leader, lease_ms, paused, replicas, defs, running): Snapshot = redis::pipe()
+            .get(self.keys.leader())
+            .pttl(self.keys.leader())
+            .smembers(self.keys.paused())
+            .zrange_withscores(self.keys.replicas(), 0, -1)
+            .hgetall(self.keys.defs())
+            .zrange_withscores(self.keys.active(), 0, -1)
+            .query_async(&mut connection)
+            .await?;
+        let queues: Vec<String> = defs
             .values()
             .filter_map(|definition| {
                 let value: serde_json::Value = serde_json::from_str(definition).ok()?;
                 Some(value.get("job")?.get("queue")?.as_str()?.to_owned())
             })
-            .chain(std::iter::once("default".to_owned()))
             .collect();
-        queues.sort();
-        queues.dedup();
+        let counts = self.run_counts(&queues).await?;
         let mut pipe = redis::pipe();
-        for queue in &queues {
-            for priority in [Priority::High, Priority::Normal, Priority::Low] {
-                pipe.llen(self.keys.ready(queue, priority));
-            }
-        }
         for (replica, _) in &replicas {
             pipe.hgetall(self.keys.replica(replica));
             pipe.hgetall(self.keys.replica_jobs(replica));
@@ -1235,14 +1227,6 @@ impl Store {
                 .next()
                 .ok_or_else(|| reply(operation, "reply too short".to_owned()))
         };
-        let mut ready = Vec::new();
-        for queue in queues {
-            let mut lengths = [0u64; 3];
-            for length in &mut lengths {
-                *length = u64::from_redis_value(take("overview")?).unwrap_or(0);
-            }
-            ready.push((queue, lengths));
-        }
         let mut replica_infos = Vec::new();
         for (id, heartbeat_ms) in replicas {
             let info = HashMap::from_redis_value(take("overview")?).unwrap_or_default();
@@ -1263,14 +1247,52 @@ impl Store {
         Ok(Overview {
             now_ms,
             leader: leader.map(|token| (token, lease_ms)),
-            due,
-            active,
-            dead,
+            counts,
             paused,
             replicas: replica_infos,
-            ready,
             definitions: defs,
             running: running_runs,
+        })
+    }
+
+    /// How many runs are due, active and dead, and how many are ready in each of `queues` (and
+    /// `default`) at each priority: one round trip, cheap enough for every heartbeat.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn run_counts(&self, queues: &[String]) -> Result<RunCounts, StoreError> {
+        let mut queues: Vec<String> = queues
+            .iter()
+            .cloned()
+            .chain(std::iter::once("default".to_owned()))
+            .collect();
+        queues.sort();
+        queues.dedup();
+        let mut pipe = redis::pipe();
+        pipe.zcard(self.keys.due())
+            .zcard(self.keys.active())
+            .zcard(self.keys.dead());
+        for queue in &queues {
+            for priority in [Priority::High, Priority::Normal, Priority::Low] {
+                pipe.llen(self.keys.ready(queue, priority));
+            }
+        }
+        let answers: Vec<u64> = pipe.query_async(&mut self.connection.clone()).await?;
+        let (counts, lengths) = answers.split_at(3.min(answers.len()));
+        let count = |index: usize| counts.get(index).copied().unwrap_or(0);
+        let ready = queues
+            .into_iter()
+            .zip(lengths.chunks(3))
+            .map(|(queue, lengths)| {
+                let length = |index: usize| lengths.get(index).copied().unwrap_or(0);
+                (queue, [length(0), length(1), length(2)])
+            })
+            .collect();
+        Ok(RunCounts {
+            due: count(0),
+            active: count(1),
+            dead: count(2),
+            ready,
         })
     }
 
