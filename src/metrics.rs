@@ -70,50 +70,37 @@ const BUCKETS: [f64; 16] = [
 impl Metrics {
     fn new() -> Self {
         let registry = Registry::new();
-        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
-            let metric = IntCounterVec::new(Opts::new(name, help), labels)
-                .expect("metric names and labels are valid");
+        // Names, labels and buckets are constants here: building or registering can only
+        // fail on a programming error, which the metrics tests exercise.
+        fn registered<M: prometheus::core::Collector + Clone + 'static>(
+            registry: &Registry,
+            metric: prometheus::Result<M>,
+        ) -> M {
+            let metric = metric.expect("metric names and labels are valid");
             registry
                 .register(Box::new(metric.clone()))
                 .expect("each metric is registered once");
             metric
+        }
+        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
+            registered(&registry, IntCounterVec::new(Opts::new(name, help), labels))
         };
         let histogram_vec = |name: &str, help: &str| {
-            let metric = HistogramVec::new(
-                HistogramOpts::new(name, help).buckets(BUCKETS.to_vec()),
-                &["job"],
-            )
-            .expect("metric names and labels are valid");
-            registry
-                .register(Box::new(metric.clone()))
-                .expect("each metric is registered once");
-            metric
+            let options = HistogramOpts::new(name, help).buckets(BUCKETS.to_vec());
+            registered(&registry, HistogramVec::new(options, &["job"]))
         };
-        let gauge = |name: &str, help: &str| {
-            let metric = IntGauge::new(name, help).expect("metric names are valid");
-            registry
-                .register(Box::new(metric.clone()))
-                .expect("each metric is registered once");
-            metric
-        };
-        let counter = |name: &str, help: &str| {
-            let metric = IntCounter::new(name, help).expect("metric names are valid");
-            registry
-                .register(Box::new(metric.clone()))
-                .expect("each metric is registered once");
-            metric
-        };
-        let ready_runs = IntGaugeVec::new(
-            Opts::new(
-                "redcron_ready_runs",
-                "Runs ready to claim, by queue and priority",
+        let gauge = |name: &str, help: &str| registered(&registry, IntGauge::new(name, help));
+        let counter = |name: &str, help: &str| registered(&registry, IntCounter::new(name, help));
+        let ready_runs = registered(
+            &registry,
+            IntGaugeVec::new(
+                Opts::new(
+                    "redcron_ready_runs",
+                    "Runs ready to claim, by queue and priority",
+                ),
+                &["queue", "priority"],
             ),
-            &["queue", "priority"],
-        )
-        .expect("metric names and labels are valid");
-        registry
-            .register(Box::new(ready_runs.clone()))
-            .expect("each metric is registered once");
+        );
         Self {
             runs_total: counter_vec(
                 "redcron_runs_total",
