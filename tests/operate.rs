@@ -39,6 +39,27 @@ async fn published() -> (RedisServer, tempfile::TempDir, Store) {
     (server, dir, store)
 }
 
+/// Claims the next ready run as a worker would and records `failure` for it; returns its id.
+async fn claim_and_fail(store: &Store, failure: &Failure) -> String {
+    let claim = store
+        .claim_run(
+            "replica/0",
+            &["default".to_owned()],
+            Duration::from_secs(30),
+            10,
+        )
+        .await
+        .expect("claim");
+    let Claim::Run { run, .. } = claim else {
+        panic!("a run is ready: {claim:?}");
+    };
+    store
+        .fail_run(&run.id, Some("replica/0"), failure, 0.5)
+        .await
+        .expect("fail");
+    run.id
+}
+
 /// The run id a trigger or enqueue printed: `<id> due <time>`.
 fn run_id(out: &str) -> String {
     out.split_whitespace().next().expect("a run id").to_owned()
@@ -301,22 +322,7 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
         output: "no such user".to_owned(),
     };
     for _ in 0..3 {
-        let Claim::Run { run, .. } = later
-            .claim_run(
-                "replica/0",
-                &["default".to_owned()],
-                Duration::from_secs(30),
-                10,
-            )
-            .await
-            .expect("claim")
-        else {
-            panic!("three runs are ready");
-        };
-        later
-            .fail_run(&run.id, Some("replica/0"), &failure, 0.5)
-            .await
-            .expect("fail");
+        claim_and_fail(&later, &failure).await;
     }
 
     let listed = cli(&server, dir.path(), &["dead", "list"]).success();
@@ -354,22 +360,7 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
         .promote_due(100, Duration::from_secs(60))
         .await
         .expect("promote");
-    let Claim::Run { run, .. } = later
-        .claim_run(
-            "replica/0",
-            &["default".to_owned()],
-            Duration::from_secs(30),
-            10,
-        )
-        .await
-        .expect("claim")
-    else {
-        panic!("re-driven runs are ready");
-    };
-    later
-        .fail_run(&run.id, Some("replica/0"), &failure, 0.5)
-        .await
-        .expect("fail");
+    let run_id = claim_and_fail(&later, &failure).await;
     let kept = cli(
         &server,
         dir.path(),
@@ -379,7 +370,7 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
     assert_eq!(kept.trim(), "0 dead runs deleted");
     let purged = cli(&server, dir.path(), &["dead", "purge"]).success();
     assert_eq!(purged.trim(), "1 dead run deleted");
-    assert!(store.run_fields(&run.id).await.expect("run").is_empty());
+    assert!(store.run_fields(&run_id).await.expect("run").is_empty());
 }
 
 #[test]

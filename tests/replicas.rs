@@ -58,6 +58,21 @@ impl Scenario {
         )
     }
 
+    /// Starts replicas r1, r2 and r3 on [`Scenario::every_second_job`] and waits until one
+    /// of them leads.
+    fn three_replicas_with_a_leader(&self) -> Vec<ReplicaProcess> {
+        self.write_jobs(&self.every_second_job());
+        let replicas: Vec<ReplicaProcess> = ["r1", "r2", "r3"]
+            .iter()
+            .map(|id| self.replica(id, &[]))
+            .collect();
+        assert!(
+            wait_until(Duration::from_secs(10), || self.leader().is_some()),
+            "no leader was elected"
+        );
+        replicas
+    }
+
     fn write_jobs(&self, toml: &str) {
         std::fs::write(self.schedules().join("jobs.toml"), toml).expect("write jobs");
     }
@@ -215,14 +230,7 @@ fn three_replicas_run_every_fire_exactly_once_and_on_time() {
 #[test]
 fn killing_the_leader_loses_and_doubles_no_fire() {
     let scenario = Scenario::new();
-    scenario.write_jobs(&scenario.every_second_job());
-    let mut replicas: Vec<ReplicaProcess> = ["r1", "r2", "r3"]
-        .iter()
-        .map(|id| scenario.replica(id, &[]))
-        .collect();
-    assert!(wait_until(Duration::from_secs(10), || scenario
-        .leader()
-        .is_some()));
+    let mut replicas = scenario.three_replicas_with_a_leader();
     let from = (scenario.redis_now_ms() / 1000 + 2) * 1000;
     sleep_until(&scenario, from + 4_000);
 
@@ -461,14 +469,7 @@ fn sigterm_hands_a_running_run_back_and_exits_cleanly() {
 #[test]
 fn a_leader_frozen_past_its_lease_is_fenced_and_doubles_no_fire() {
     let scenario = Scenario::new();
-    scenario.write_jobs(&scenario.every_second_job());
-    let replicas: Vec<ReplicaProcess> = ["r1", "r2", "r3"]
-        .iter()
-        .map(|id| scenario.replica(id, &[]))
-        .collect();
-    assert!(wait_until(Duration::from_secs(10), || scenario
-        .leader()
-        .is_some()));
+    let replicas = scenario.three_replicas_with_a_leader();
     let from = (scenario.redis_now_ms() / 1000 + 2) * 1000;
     sleep_until(&scenario, from + 2_000);
 
