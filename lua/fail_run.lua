@@ -68,12 +68,12 @@ if retry_at then
   redis.call('ZADD', due, retry_at, run_id)
   redis.call('HSET', run_key, 'state', 'retrying', 'due_ms', retry_at)
   record_event(events, maxlen, run_id, 'retrying', 'job', job or '', 'reason', reason,
-    'attempt', attempt, 'due_ms', retry_at)
+    'attempt', attempt, 'worker', holder or '', 'due_ms', retry_at)
   redis.call('PUBLISH', wake, retry_at)
   return {'RETRYING', retry_at}
 end
 redis.call('ZADD', dead, now, run_id)
 redis.call('HSET', run_key, 'state', 'dead')
 record_event(events, maxlen, run_id, 'dead', 'job', job or '', 'reason', reason,
-  'attempt', attempt)
+  'attempt', attempt, 'worker', holder or '')
 return {'DEAD', now}

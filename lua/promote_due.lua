@@ -63,14 +63,22 @@ end
 
 local ready, skipped = 0, 0
 local skips = {}
+local ready_lists = {}  -- ready list key -> run ids, pushed together at the end
+local woken = {}        -- wake marker key -> true
 local run_ids = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+local taken = {}
+for i = 1, #run_ids, 2 do
+  taken[#taken + 1] = run_ids[i]
+end
+if #taken > 0 then
+  redis.call('ZREM', due, unpack(taken))
+end
 for i = 1, #run_ids, 2 do
   local run_id, due_ms = run_ids[i], tonumber(run_ids[i + 1])
   local run_key = prefix .. 'run:' .. run_id
-  redis.call('ZREM', due, run_id)
-  local job, queue, priority, reason, state
-  if redis.call('EXISTS', run_key) == 1 then
-    job, queue, priority, state = unpack(redis.call('HMGET', run_key, 'job', 'queue', 'priority', 'state'))
+  local job, queue, priority, state = unpack(redis.call('HMGET', run_key, 'job', 'queue', 'priority', 'state'))
+  local reason
+  if job or state then
     -- Only a retry or a delayed run is due again. Any other state means this id was planned
     -- again after it ran or while it runs (a lost cursor, say): it must not run twice.
     if state ~= 'retrying' and state ~= 'scheduled' then
@@ -121,11 +129,12 @@ for i = 1, #run_ids, 2 do
   elseif reason then
     skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
   else
-    redis.call('RPUSH', prefix .. 'ready:' .. queue .. ':' .. priority, run_id)
+    -- Becoming ready is not an event: the run hash records when.
     redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now)
-    -- One member, so idle workers of the queue wake without the marker growing.
-    redis.call('ZADD', prefix .. 'wake:' .. queue, 0, 'ready')
-    record_event(events, maxlen, run_id, 'ready', 'job', job)
+    local list = prefix .. 'ready:' .. queue .. ':' .. priority
+    ready_lists[list] = ready_lists[list] or {}
+    table.insert(ready_lists[list], run_id)
+    woken[prefix .. 'wake:' .. queue] = true
     ready = ready + 1
   end
   if reason then
@@ -133,6 +142,13 @@ for i = 1, #run_ids, 2 do
     skips[#skips + 1] = job or ''
     skips[#skips + 1] = reason
   end
+end
+for list, ids in pairs(ready_lists) do
+  redis.call('RPUSH', list, unpack(ids))
+end
+-- One member per queue, so idle workers wake without the marker growing.
+for marker in pairs(woken) do
+  redis.call('ZADD', marker, 0, 'ready')
 end
 
 local next_due = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2]

@@ -429,7 +429,8 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
 
     // Ready in due order, then by id: allow@1000 forbid@1000 paused@1000 allow@2000 forbid@2000.
     let queues = ["default"];
-    assert_eq!(claim_run(&store, &queues).await.id, "allow@1000");
+    let first = claim_run(&store, &queues).await;
+    assert_eq!(first.id, "allow@1000");
     assert_eq!(claim_run(&store, &queues).await.id, "forbid@1000");
     let Claim::Run { run, skipped } = claim(&store, &queues).await else {
         panic!("allow@2000 may overlap allow@1000");
@@ -439,12 +440,7 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
 
     // The same fire planned again (a lost cursor, say) does not run twice: promotion catches it
     // while its hash is kept, its fingerprint once the hash has expired.
-    assert!(
-        store
-            .ack_run("allow@1000", "replica/0", Some(0), "")
-            .await
-            .expect("ack")
-    );
+    assert!(store.ack_run(&first, Some(0), "").await.expect("ack"));
     let () = redis.hdel("{test}:cursor", "allow").expect("HDEL");
     plan(&store, &token, "allow", &[1_000]).await;
     let promoted = store.promote_due(100, THRESHOLD).await.expect("promote");
@@ -487,23 +483,27 @@ async fn ack_records_success_and_releases_the_overlap_lock() {
     store.promote_due(100, THRESHOLD).await.expect("promote");
     let run = claim_run(&store, &["default"]).await;
 
+    let someone_else = ClaimedRun {
+        worker: "someone/else".to_owned(),
+        ..run.clone()
+    };
+    let earlier_attempt = ClaimedRun {
+        attempt: 0,
+        ..run.clone()
+    };
+    for (not_theirs, what) in [
+        (someone_else, "another worker"),
+        (earlier_attempt, "an old attempt"),
+    ] {
+        assert!(
+            !store.ack_run(&not_theirs, Some(0), "").await.expect("ack"),
+            "{what} cannot ack the run"
+        );
+    }
+    assert!(store.ack_run(&run, Some(0), "done\n").await.expect("ack"));
     assert!(
-        !store
-            .ack_run(&run.id, "someone/else", Some(0), "")
-            .await
-            .expect("ack")
-    );
-    assert!(
-        store
-            .ack_run(&run.id, "replica/0", Some(0), "done\n")
-            .await
-            .expect("ack")
-    );
-    assert!(
-        !store
-            .ack_run(&run.id, "replica/0", Some(0), "")
-            .await
-            .expect("ack twice")
+        !store.ack_run(&run, Some(0), "").await.expect("ack twice"),
+        "a run is acked once"
     );
 
     let mut redis = server.connection();

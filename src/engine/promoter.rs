@@ -24,7 +24,7 @@ pub struct PromoterConfig {
 impl Default for PromoterConfig {
     fn default() -> Self {
         Self {
-            batch: 1_000,
+            batch: 250,
             misfire_threshold: Duration::from_secs(60),
             max_sleep: Duration::from_secs(1),
         }

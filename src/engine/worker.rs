@@ -5,6 +5,7 @@
 //! executed for a job declared in this replica's own schedule files: what is stored in Redis can
 //! trigger a declared job but never inject a command.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -13,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use chrono::DateTime;
 use futures_util::FutureExt;
-use tokio::sync::watch;
-use tokio::task::JoinSet;
-use tracing::{info, warn};
+use tokio::sync::{mpsc, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::{debug, info, warn};
 
 use super::planner::Jobs;
 use super::{Backoff, Shutdown};
@@ -23,7 +24,7 @@ use crate::handler::{Handlers, Outcome, RunContext};
 use crate::metrics::METRICS;
 use crate::schedule::Job;
 use crate::store::{
-    Claim, ClaimedRun, FailOutcome, FailReason, Failure, ReadyWaiter, Store, StoreError,
+    Ack, ClaimedRun, CorruptRun, FailOutcome, FailReason, Failure, ReadyWaiter, Store, StoreError,
 };
 
 /// How the workers behave.
@@ -58,10 +59,10 @@ impl Default for WorkerConfig {
 }
 
 /// What one worker tick did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkerTick {
-    /// A run was claimed and started: its id.
-    Started(String),
+    /// Runs were claimed and started: how many.
+    Started(usize),
     /// Nothing is ready.
     Empty,
     /// Only skipped runs so far: claim again.
@@ -70,14 +71,28 @@ pub enum WorkerTick {
     Full,
 }
 
+/// The most runs one claim call asks for: bounds the script's reply and its time in Redis.
+const MAX_CLAIM_BATCH: usize = 256;
+
+/// The most successes one ack call records.
+const MAX_ACK_BATCH: usize = 256;
+
 /// Claims and executes runs.
 pub struct Workers {
     store: Store,
     config: WorkerConfig,
     jobs: watch::Receiver<Jobs>,
     handlers: Handlers,
+    /// Each slot's worker id, `<replica id>/<slot>`.
+    worker_ids: Vec<String>,
     /// Slots not executing anything.
     free: Vec<usize>,
+    /// The declared jobs by name, rebuilt when the schedule files are reloaded.
+    declared: HashMap<String, Arc<Job>>,
+    /// Where executions send their successes, recorded in batches.
+    acks: mpsc::Sender<PendingAck>,
+    /// The task that records them; it ends once every sender is gone.
+    acker: JoinHandle<()>,
     /// Executions in progress; each returns its slot.
     running: JoinSet<usize>,
     /// Cancelled when running runs must stop and be handed back (after the shutdown grace).
@@ -87,23 +102,36 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Workers for this replica's queues.
+    /// Workers for this replica's queues. Must be called within a Tokio runtime: it starts the
+    /// task that records successes.
     pub fn new(
         store: Store,
         config: WorkerConfig,
-        jobs: watch::Receiver<Jobs>,
+        mut jobs: watch::Receiver<Jobs>,
         handlers: Handlers,
     ) -> Self {
-        let free: Vec<usize> = (0..config.concurrency.max(1)).rev().collect();
+        let slots = config.concurrency.max(1);
         METRICS
             .workers_max
-            .set(i64::try_from(free.len()).unwrap_or(i64::MAX));
+            .set(i64::try_from(slots).unwrap_or(i64::MAX));
+        let worker_ids = (0..slots)
+            .map(|slot| format!("{}/{slot}", config.replica_id))
+            .collect();
+        let declared = by_name(&jobs.borrow_and_update());
+        // A slot is free again once its success is handed over; the channel's bound keeps
+        // unrecorded successes to one per slot, should Redis fall behind.
+        let (acks, pending) = mpsc::channel(slots);
+        let acker = tokio::spawn(record_successes(store.clone(), pending));
         Self {
             store,
             config,
             jobs,
             handlers,
-            free,
+            worker_ids,
+            free: (0..slots).rev().collect(),
+            declared,
+            acks,
+            acker,
             running: JoinSet::new(),
             interrupt: Shutdown::new(),
             busy: Arc::default(),
@@ -115,8 +143,8 @@ impl Workers {
         self.busy.clone()
     }
 
-    /// Claims one run, if a slot is free, and starts it; a claimed run too damaged to decode is
-    /// sent to the dead letters instead.
+    /// Claims a run for every free slot, in one call, and starts them; a claimed run too
+    /// damaged to decode is sent to the dead letters instead.
     ///
     /// # Errors
     /// Redis errors.
@@ -124,80 +152,104 @@ impl Workers {
         while let Some(done) = self.running.try_join_next() {
             self.free.extend(done.ok());
         }
-        let Some(&slot) = self.free.last() else {
+        if self.free.is_empty() {
             return Ok(WorkerTick::Full);
-        };
-        let worker = format!("{}/{slot}", self.config.replica_id);
-        match self
+        }
+        if self.jobs.has_changed().unwrap_or(false) {
+            self.declared = by_name(&self.jobs.borrow_and_update());
+        }
+        // The top of the free stack, in the order the script hands runs to workers.
+        let slots: Vec<usize> = self
+            .free
+            .iter()
+            .rev()
+            .take(MAX_CLAIM_BATCH)
+            .copied()
+            .collect();
+        let workers: Vec<String> = slots
+            .iter()
+            .map(|&slot| self.worker_ids[slot].clone())
+            .collect();
+        let claimed = self
             .store
-            .claim_run(
-                &worker,
+            .claim_runs(
+                &workers,
                 &self.config.queues,
                 self.config.lease,
                 self.config.pop_limit,
             )
-            .await?
-        {
-            Claim::Run { run, .. } => {
-                self.free.pop();
-                let id = run.id.clone();
-                let job = self.declared(&run.job);
-                let handler = self.handlers.for_job(&run.job);
-                let execution = Execution {
-                    store: self.store.clone(),
-                    worker,
-                    lease: self.config.lease,
-                    interrupt: self.interrupt.clone(),
-                };
-                // Counted from claim to recorded outcome, by the execution itself, so the
-                // count never lags behind a tick.
-                let busy = self.busy.clone();
-                busy.fetch_add(1, Ordering::Relaxed);
-                METRICS.workers_busy.inc();
-                self.running.spawn(async move {
-                    let run_id = run.id.clone();
-                    // A panicking handler must not take the slot with it.
-                    let finished = AssertUnwindSafe(
-                        execution.run(run, job, move |context| handler.call(context)),
-                    )
-                    .catch_unwind()
-                    .await;
-                    if finished.is_err() {
-                        warn!(
-                            run = run_id,
-                            "the run's handler panicked; its lease will expire"
-                        );
-                    }
-                    busy.fetch_sub(1, Ordering::Relaxed);
-                    METRICS.workers_busy.dec();
-                    slot
-                });
-                Ok(WorkerTick::Started(id))
-            }
-            Claim::Empty { .. } => Ok(WorkerTick::Empty),
-            Claim::More { .. } => Ok(WorkerTick::More),
-            Claim::Corrupt { run_id, detail } => {
-                warn!(run = run_id, detail, "corrupt run: dead");
-                let failure = Failure {
-                    reason: FailReason::Corrupt,
-                    message: format!("corrupt run: {detail}"),
-                    exit_code: None,
-                    output: String::new(),
-                };
-                self.store
-                    .fail_run(&run_id, Some(&worker), &failure, 0.0)
-                    .await?;
-                Ok(WorkerTick::More)
+            .await?;
+        let mut started = 0;
+        for (claim, slot) in claimed.runs.into_iter().zip(slots) {
+            match claim {
+                Ok(run) => {
+                    self.free.pop();
+                    self.start(run, slot);
+                    started += 1;
+                }
+                Err(corrupt) => self.bury(corrupt).await?,
             }
         }
+        Ok(if started > 0 {
+            WorkerTick::Started(started)
+        } else if claimed.drained {
+            WorkerTick::Empty
+        } else {
+            WorkerTick::More
+        })
     }
 
-    fn declared(&self, name: &str) -> Option<Arc<Job>> {
-        self.jobs
-            .borrow()
-            .iter()
-            .find(|job| job.name == name)
-            .map(|job| Arc::new(job.clone()))
+    /// Executes a claimed run in `slot`, which the execution gives back when it ends.
+    fn start(&mut self, run: ClaimedRun, slot: usize) {
+        let job = self.declared.get(&run.job).cloned();
+        let handler = self.handlers.for_job(&run.job);
+        let execution = Execution {
+            store: self.store.clone(),
+            lease: self.config.lease,
+            interrupt: self.interrupt.clone(),
+            acks: self.acks.clone(),
+        };
+        // Counted from claim to recorded outcome, by the execution itself, so the count never
+        // lags behind a tick.
+        let busy = self.busy.clone();
+        busy.fetch_add(1, Ordering::Relaxed);
+        METRICS.workers_busy.inc();
+        self.running.spawn(async move {
+            let run_id = run.id.clone();
+            // A panicking handler must not take the slot with it.
+            let finished =
+                AssertUnwindSafe(execution.run(run, job, move |context| handler.call(context)))
+                    .catch_unwind()
+                    .await;
+            if finished.is_err() {
+                warn!(
+                    run = run_id,
+                    "the run's handler panicked; its lease will expire"
+                );
+            }
+            busy.fetch_sub(1, Ordering::Relaxed);
+            METRICS.workers_busy.dec();
+            slot
+        });
+    }
+
+    /// Sends a claimed run that cannot be decoded to the dead letters; its slot stays free.
+    async fn bury(&self, corrupt: CorruptRun) -> Result<(), StoreError> {
+        warn!(
+            run = corrupt.run_id,
+            detail = corrupt.detail,
+            "corrupt run: dead"
+        );
+        let failure = Failure {
+            reason: FailReason::Corrupt,
+            message: format!("corrupt run: {}", corrupt.detail),
+            exit_code: None,
+            output: String::new(),
+        };
+        self.store
+            .fail_run(&corrupt.run_id, Some(&corrupt.worker), &failure, 0.0)
+            .await?;
+        Ok(())
     }
 
     /// Claims and executes runs until `shutdown`; then lets running runs finish for up to
@@ -227,6 +279,9 @@ impl Workers {
                         () = shutdown.cancelled() => break,
                         Some(done) = self.running.join_next() => self.free.extend(done.ok()),
                     }
+                    // Successes are recorded in batches, so executions end in groups: let the
+                    // rest of the group end before claiming, to claim for them in the same call.
+                    tokio::task::yield_now().await;
                 }
                 Idle::Failed(delay) => {
                     tokio::select! {
@@ -261,7 +316,15 @@ impl Workers {
         self.drain(grace).await;
     }
 
+    /// Lets running runs finish (see [`Workers::run`]), then waits until every success handed
+    /// over is recorded.
     async fn drain(mut self, grace: Duration) {
+        self.finish_running(grace).await;
+        drop(self.acks);
+        let _ = self.acker.await;
+    }
+
+    async fn finish_running(&mut self, grace: Duration) {
         if self.running.is_empty() {
             return;
         }
@@ -314,9 +377,9 @@ enum Stopped {
 /// ended.
 struct Execution {
     store: Store,
-    worker: String,
     lease: Duration,
     interrupt: Shutdown,
+    acks: mpsc::Sender<PendingAck>,
 }
 
 impl Execution {
@@ -340,16 +403,29 @@ impl Execution {
                 exit_code: None,
                 output: String::new(),
             };
-            self.record_failure(&run.id, &run.job, &failure).await;
+            self.record_failure(&run, &failure).await;
             return;
         };
-        info!(
-            run = run.id,
-            job = job.name,
-            attempt = run.attempt,
-            worker = self.worker,
-            "run started"
-        );
+        // Cron fires are logged as cron logs them; ad-hoc runs can come by the thousand a
+        // second, so theirs are debug lines (their history is in Redis either way).
+        let cron = run.fire_ms.is_some();
+        if cron {
+            info!(
+                run = run.id,
+                job = job.name,
+                attempt = run.attempt,
+                worker = run.worker,
+                "run started"
+            );
+        } else {
+            debug!(
+                run = run.id,
+                job = job.name,
+                attempt = run.attempt,
+                worker = run.worker,
+                "run started"
+            );
+        }
         if let Some(fire_ms) = run.fire_ms {
             let lag_ms = chrono::Utc::now().timestamp_millis() - fire_ms;
             METRICS
@@ -363,7 +439,7 @@ impl Execution {
         let keeper = tokio::spawn(keep_lease(
             self.store.clone(),
             run.id.clone(),
-            self.worker.clone(),
+            run.worker.clone(),
             self.lease,
             lost.clone(),
         ));
@@ -406,8 +482,12 @@ impl Execution {
                 return;
             }
             (None, Ok(completed)) => {
-                info!(run = run.id, job = job.name, duration_ms, exit_code = ?completed.exit_code, "run succeeded");
-                self.record_success(&run.id, &run.job, completed.exit_code, &completed.output)
+                if cron {
+                    info!(run = run.id, job = job.name, duration_ms, exit_code = ?completed.exit_code, "run succeeded");
+                } else {
+                    debug!(run = run.id, job = job.name, duration_ms, exit_code = ?completed.exit_code, "run succeeded");
+                }
+                self.record_success(run, completed.exit_code, completed.output)
                     .await;
                 return;
             }
@@ -449,33 +529,35 @@ impl Execution {
             }
         };
         info!(run = run.id, job = job.name, duration_ms, reason = ?failure.reason, error = failure.message, "run failed");
-        self.record_failure(&run.id, &run.job, &failure).await;
+        self.record_failure(&run, &failure).await;
     }
 
-    async fn record_success(&self, run_id: &str, job: &str, exit_code: Option<i32>, output: &str) {
-        let recorded =
-            retry_store(|| self.store.ack_run(run_id, &self.worker, exit_code, output)).await;
-        match recorded {
-            Some(true) => METRICS
-                .runs_total
-                .with_label_values(&[job, "succeeded"])
-                .inc(),
-            Some(false) => warn!(
-                run = run_id,
-                "lease lost before the success was recorded: the run may run again"
-            ),
-            None => warn!(
-                run = run_id,
+    /// Hands the success to the task that records successes in batches.
+    async fn record_success(&self, run: ClaimedRun, exit_code: Option<i32>, output: String) {
+        let pending = PendingAck {
+            ack: Ack {
+                run_id: run.id,
+                worker: run.worker,
+                attempt: run.attempt,
+                exit_code,
+                output,
+            },
+            job: run.job,
+        };
+        if let Err(unsent) = self.acks.send(pending).await {
+            warn!(
+                run = unsent.0.ack.run_id,
                 "cannot record the success: the lease will expire and the run may run again"
-            ),
+            );
         }
     }
 
-    async fn record_failure(&self, run_id: &str, job: &str, failure: &Failure) {
+    async fn record_failure(&self, run: &ClaimedRun, failure: &Failure) {
+        let (run_id, job) = (run.id.as_str(), run.job.as_str());
         let jitter = rand::random::<f64>();
         let recorded = retry_store(|| {
             self.store
-                .fail_run(run_id, Some(&self.worker), failure, jitter)
+                .fail_run(run_id, Some(&run.worker), failure, jitter)
         })
         .await;
         match recorded {
@@ -532,6 +614,53 @@ async fn keep_lease(store: Store, run_id: String, worker: String, lease: Duratio
                 return;
             }
             Err(error) => warn!(%error, run = run_id, "cannot extend the lease"),
+        }
+    }
+}
+
+/// The declared jobs by name.
+fn by_name(jobs: &Jobs) -> HashMap<String, Arc<Job>> {
+    jobs.iter()
+        .map(|job| (job.name.clone(), Arc::new(job.clone())))
+        .collect()
+}
+
+/// A success waiting to be recorded.
+struct PendingAck {
+    ack: Ack,
+    /// Its job, for the metrics.
+    job: String,
+}
+
+/// Records successes in batches: whatever arrived while the previous call was in flight goes
+/// in the next one, so a busy replica makes one call for many runs and an idle one adds no
+/// delay. Ends when every sender is gone and everything sent is recorded.
+async fn record_successes(store: Store, mut pending: mpsc::Receiver<PendingAck>) {
+    let mut batch = Vec::new();
+    while pending.recv_many(&mut batch, MAX_ACK_BATCH).await > 0 {
+        let (acks, jobs): (Vec<Ack>, Vec<String>) = batch
+            .drain(..)
+            .map(|pending| (pending.ack, pending.job))
+            .unzip();
+        let Some(recorded) = retry_store(|| store.ack_runs(&acks)).await else {
+            warn!(
+                runs = acks.len(),
+                "cannot record successes: their leases will expire and they may run again"
+            );
+            continue;
+        };
+        for ((ack, job), recorded) in acks.iter().zip(&jobs).zip(recorded) {
+            if recorded {
+                METRICS
+                    .runs_total
+                    .with_label_values(&[job.as_str(), "succeeded"])
+                    .inc();
+            } else {
+                warn!(
+                    run = ack.run_id,
+                    "lease lost before the success was recorded: the run may run again"
+                );
+            }
         }
     }
 }

@@ -141,6 +141,8 @@ pub struct Promoted {
 pub struct ClaimedRun {
     /// The run id.
     pub id: String,
+    /// The worker that holds its lease, one of those that claimed.
+    pub worker: String,
     /// The declared job it runs.
     pub job: String,
     /// This attempt's number, from 1.
@@ -151,8 +153,45 @@ pub struct ClaimedRun {
     pub fire_ms: Option<i64>,
     /// The payload of an ad-hoc run, for the command's standard input.
     pub payload: Option<String>,
-    /// Every field of the run's hash.
-    pub fields: HashMap<String, String>,
+}
+
+/// A claimed run whose stored fields are not what redcron writes (foreign or damaged data): it
+/// cannot be executed and should be failed with [`FailReason::Corrupt`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptRun {
+    /// The run id.
+    pub run_id: String,
+    /// The worker that holds its lease.
+    pub worker: String,
+    /// What is wrong.
+    pub detail: String,
+}
+
+/// A run's success, as a worker reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ack {
+    /// The run id.
+    pub run_id: String,
+    /// The worker that claimed it.
+    pub worker: String,
+    /// The attempt it ran.
+    pub attempt: u32,
+    /// The command's exit code; `None` for a handler without one.
+    pub exit_code: Option<i32>,
+    /// The tail of its output.
+    pub output: String,
+}
+
+/// What one claim for several idle workers did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claimed {
+    /// The runs claimed, at most one per worker, in the order of the workers given; those that
+    /// cannot be executed as errors.
+    pub runs: Vec<Result<ClaimedRun, CorruptRun>>,
+    /// Runs skipped (paused, duplicate, overlap) or buried (corrupt) on the way.
+    pub skipped: u64,
+    /// Every ready list of the served queues ran dry: nothing to claim until a wake-up.
+    pub drained: bool,
 }
 
 /// The answer to a claim.
@@ -715,10 +754,11 @@ impl Store {
         })
     }
 
-    /// Claims the next ready run of `queues` for `worker`, with a lease of `lease`.
+    /// Claims the next ready run for `worker` (see [`Store::claim_runs`], which serves every
+    /// idle worker of a replica in one call).
     ///
     /// # Errors
-    /// Redis errors, or a reply that is not what the script writes.
+    /// Redis errors.
     pub async fn claim_run(
         &self,
         worker: &str,
@@ -726,49 +766,73 @@ impl Store {
         lease: Duration,
         pop_limit: usize,
     ) -> Result<Claim, StoreError> {
-        let mut invocation = scripts::CLAIM_RUN.prepare_invoke();
+        let claimed = self
+            .claim_runs(&[worker.to_owned()], queues, lease, pop_limit)
+            .await?;
+        let skipped = claimed.skipped;
+        Ok(match claimed.runs.into_iter().next() {
+            Some(Ok(run)) => Claim::Run { run, skipped },
+            Some(Err(corrupt)) => Claim::Corrupt {
+                run_id: corrupt.run_id,
+                detail: corrupt.detail,
+            },
+            None if claimed.drained => Claim::Empty { skipped },
+            None => Claim::More { skipped },
+        })
+    }
+
+    /// Claims ready runs for several idle workers in one script call, one run each at most: strict
+    /// priority across `queues`, skipping (and recording) paused, duplicate and overlapping runs,
+    /// popping at most `pop_limit` runs in all. Each claimed run's lease lasts `lease`.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn claim_runs(
+        &self,
+        workers: &[String],
+        queues: &[String],
+        lease: Duration,
+        pop_limit: usize,
+    ) -> Result<Claimed, StoreError> {
+        const OPERATION: &str = "claim_runs";
+        let mut invocation = scripts::CLAIM_RUNS.prepare_invoke();
         invocation
             .key(self.keys.active())
             .key(self.keys.events())
             .key(self.keys.paused())
             .key(self.keys.dead())
             .arg(self.keys.prefix())
-            .arg(worker)
             .arg(millis(lease))
             .arg(millis(self.settings.fingerprint_ttl))
             .arg(pop_limit)
             .arg(self.settings.events_maxlen)
             .arg(millis(self.settings.retention))
             .arg(self.now_arg())
+            .arg(workers.len())
+            .arg(workers)
             .arg(queues);
         let reply_values: Vec<Value> = invocation
             .invoke_async(&mut self.connection.clone())
             .await?;
         let mut values = reply_values.into_iter();
-        let status = next_string(&mut values, "claim_run")?;
-        let skipped = u64::from_redis_value(values.next().unwrap_or(Value::Nil))
-            .map_err(|error| reply("claim_run", error.to_string()))?;
-        let skips = skip_pairs(&mut values.by_ref().take(2 * skipped as usize), "claim_run")?;
+        let drained = next_string(&mut values, OPERATION)? == "EMPTY";
+        let skipped = next_number(&mut values, OPERATION)?;
+        let skips = skip_pairs(&mut values.by_ref().take(2 * skipped as usize), OPERATION)?;
         METRICS.record_skips(&skips);
-        match status.as_str() {
-            "EMPTY" => Ok(Claim::Empty { skipped }),
-            "MORE" => Ok(Claim::More { skipped }),
-            "RUN" => {
-                let id = next_string(&mut values, "claim_run")?;
-                let mut fields = HashMap::new();
-                while let Some(field) = values.next() {
-                    let name = String::from_redis_value(field)
-                        .map_err(|error| reply("claim_run", error.to_string()))?;
-                    let value = next_string(&mut values, "claim_run")?;
-                    fields.insert(name, value);
-                }
-                match decode_run(&id, fields) {
-                    Ok(run) => Ok(Claim::Run { run, skipped }),
-                    Err(detail) => Ok(Claim::Corrupt { run_id: id, detail }),
-                }
+        let count = next_number(&mut values, OPERATION)?;
+        let mut claimed = Claimed {
+            runs: Vec::with_capacity(count as usize),
+            skipped,
+            drained,
+        };
+        for _ in 0..count {
+            let run: Vec<Value> = values.by_ref().take(CLAIMED_RUN_VALUES).collect();
+            if run.len() < CLAIMED_RUN_VALUES {
+                return Err(reply(OPERATION, "reply too short".to_owned()));
             }
-            other => Err(reply("claim_run", format!("status {other:?}"))),
+            claimed.runs.push(decode_claimed_run(run));
         }
+        Ok(claimed)
     }
 
     /// Extends `worker`'s lease on a run; `false` means the run is no longer its own.
@@ -793,31 +857,63 @@ impl Store {
         Ok(extended == 1)
     }
 
-    /// Records a run's success; `false` means the run was no longer `worker`'s (reaped).
+    /// Records a claimed run's success; `false` means that attempt was no longer its worker's
+    /// (reaped).
     ///
     /// # Errors
     /// Redis errors.
     pub async fn ack_run(
         &self,
-        run_id: &str,
-        worker: &str,
+        run: &ClaimedRun,
         exit_code: Option<i32>,
         output: &str,
     ) -> Result<bool, StoreError> {
-        let acked: i64 = scripts::ACK_RUN
+        let ack = Ack {
+            run_id: run.id.clone(),
+            worker: run.worker.clone(),
+            attempt: run.attempt,
+            exit_code,
+            output: output.to_owned(),
+        };
+        let recorded = self.ack_runs(std::slice::from_ref(&ack)).await?;
+        Ok(recorded.first().copied().unwrap_or(false))
+    }
+
+    /// Records the success of several runs in one script call; for each, in order, `false`
+    /// means the run was no longer its worker's (reaped).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn ack_runs(&self, acks: &[Ack]) -> Result<Vec<bool>, StoreError> {
+        let mut invocation = scripts::ACK_RUNS.prepare_invoke();
+        invocation
             .key(self.keys.active())
             .key(self.keys.events())
             .arg(self.keys.prefix())
-            .arg(run_id)
-            .arg(worker)
-            .arg(exit_code.map_or_else(String::new, |code| code.to_string()))
-            .arg(output)
             .arg(millis(self.settings.retention))
             .arg(self.settings.events_maxlen)
-            .arg(self.now_arg())
+            .arg(self.now_arg());
+        for ack in acks {
+            invocation
+                .arg(&ack.run_id)
+                .arg(&ack.worker)
+                .arg(ack.attempt)
+                .arg(
+                    ack.exit_code
+                        .map_or_else(String::new, |code| code.to_string()),
+                )
+                .arg(&ack.output);
+        }
+        let recorded: Vec<i64> = invocation
             .invoke_async(&mut self.connection.clone())
             .await?;
-        Ok(acked == 1)
+        if recorded.len() != acks.len() {
+            return Err(reply(
+                "ack_runs",
+                format!("{} answers for {} runs", recorded.len(), acks.len()),
+            ));
+        }
+        Ok(recorded.into_iter().map(|answer| answer == 1).collect())
     }
 
     /// Records a run's failure. `worker` is `None` for the reaper, which may only fail runs whose
@@ -883,86 +979,112 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn enqueue_run(&self, request: &Enqueue) -> Result<Enqueued, StoreError> {
-        let run_id = uuid::Uuid::now_v7().to_string();
-        let (keys, args) = self.enqueue_arguments(request, &run_id);
-        let mut invocation = scripts::ENQUEUE_RUN.prepare_invoke();
-        invocation.key(keys).arg(args);
-        let answer: Vec<Value> = invocation
-            .invoke_async(&mut self.connection.clone())
-            .await?;
-        parse_enqueued(run_id, answer)
+        let mut enqueued = self.enqueue_many(std::slice::from_ref(request)).await?;
+        enqueued
+            .pop()
+            .ok_or_else(|| reply("enqueue_runs", "no answer".to_owned()))
     }
 
-    /// Creates many ad-hoc runs in pipelined batches: one round trip per thousand runs instead
-    /// of one per run. Each run is still its own atomic script call.
+    /// Creates many ad-hoc runs (bulk enqueue): a script call per thousand runs, all pipelined
+    /// in one round trip. Each run is created whole or not at all; the answers are in the order
+    /// of `requests`.
     ///
     /// # Errors
-    /// Redis errors; runs of the batches before the error exist.
+    /// Redis errors; runs of the calls before the error exist.
     pub async fn enqueue_many(&self, requests: &[Enqueue]) -> Result<Vec<Enqueued>, StoreError> {
-        const BATCH: usize = 1_000;
+        const RUNS_PER_CALL: usize = 1_000;
+        const OPERATION: &str = "enqueue_runs";
         let mut connection = self.connection.clone();
+        if requests.len() <= RUNS_PER_CALL {
+            return self.enqueue_call(requests, &mut connection).await;
+        }
         // Pipelined EVALSHA cannot load a missing script: load it first.
-        let hash = scripts::ENQUEUE_RUN
+        let hash = scripts::ENQUEUE_RUNS
             .prepare_invoke()
             .load_async(&mut connection)
             .await?;
-        let mut enqueued = Vec::with_capacity(requests.len());
-        for batch in requests.chunks(BATCH) {
-            let mut pipe = redis::pipe();
-            let mut run_ids = Vec::with_capacity(batch.len());
-            for request in batch {
-                let run_id = uuid::Uuid::now_v7().to_string();
-                let (keys, args) = self.enqueue_arguments(request, &run_id);
-                pipe.cmd("EVALSHA")
-                    .arg(&hash)
-                    .arg(keys.len())
-                    .arg(keys)
-                    .arg(args);
-                run_ids.push(run_id);
-            }
-            let answers: Vec<Vec<Value>> = pipe.query_async(&mut connection).await?;
-            for (run_id, answer) in run_ids.into_iter().zip(answers) {
-                enqueued.push(parse_enqueued(run_id, answer)?);
-            }
+        let mut pipe = redis::pipe();
+        let mut run_ids = Vec::with_capacity(requests.len());
+        for batch in requests.chunks(RUNS_PER_CALL) {
+            let command = pipe.cmd("EVALSHA").arg(&hash).arg(4);
+            self.enqueue_arguments(batch, &mut run_ids, |argument| {
+                command.arg(argument);
+            });
         }
-        Ok(enqueued)
+        let answers: Vec<Vec<Value>> = pipe.query_async(&mut connection).await?;
+        let mut answers = answers.into_iter().flatten();
+        run_ids
+            .into_iter()
+            .map(|run_id| parse_enqueued(run_id, &mut answers, OPERATION))
+            .collect()
     }
 
-    /// The KEYS and ARGV of `enqueue_run.lua` for one request.
-    fn enqueue_arguments(&self, request: &Enqueue, run_id: &str) -> (Vec<String>, Vec<String>) {
-        let (fingerprint, window) = request
-            .unique
-            .as_ref()
-            .map_or((String::new(), 0), |(fingerprint, window)| {
-                (fingerprint.clone(), millis(*window))
-            });
-        let priority = request.priority.map_or("", |priority| match priority {
-            Priority::High => "high",
-            Priority::Normal => "normal",
-            Priority::Low => "low",
+    /// One `enqueue_runs.lua` call.
+    async fn enqueue_call(
+        &self,
+        requests: &[Enqueue],
+        connection: &mut ConnectionManager,
+    ) -> Result<Vec<Enqueued>, StoreError> {
+        let mut invocation = scripts::ENQUEUE_RUNS.prepare_invoke();
+        let mut run_ids = Vec::with_capacity(requests.len());
+        let mut arguments = Vec::new();
+        self.enqueue_arguments(requests, &mut run_ids, |argument| {
+            arguments.push(argument);
         });
-        let keys = vec![
+        let (keys, args) = arguments.split_at(4);
+        invocation.key(keys).arg(args);
+        let answers: Vec<Value> = invocation.invoke_async(connection).await?;
+        let mut answers = answers.into_iter();
+        run_ids
+            .into_iter()
+            .map(|run_id| parse_enqueued(run_id, &mut answers, "enqueue_runs"))
+            .collect()
+    }
+
+    /// Hands `emit` the KEYS then the ARGV of one `enqueue_runs.lua` call creating `requests`,
+    /// and collects the new runs' ids.
+    fn enqueue_arguments(
+        &self,
+        requests: &[Enqueue],
+        run_ids: &mut Vec<String>,
+        mut emit: impl FnMut(String),
+    ) {
+        for key in [
             self.keys.due(),
             self.keys.defs(),
             self.keys.paused(),
-            self.keys.events(),
             self.keys.wake_promoter(),
-        ];
-        let args = vec![
-            self.keys.prefix().to_owned(),
-            run_id.to_owned(),
-            request.job.clone(),
-            request
-                .due_ms
-                .map_or_else(String::new, |due| due.to_string()),
-            request.payload.clone().unwrap_or_default(),
-            priority.to_owned(),
-            fingerprint,
-            window.to_string(),
-            self.settings.events_maxlen.to_string(),
-            self.now_arg(),
-        ];
-        (keys, args)
+        ] {
+            emit(key);
+        }
+        emit(self.keys.prefix().to_owned());
+        emit(self.now_arg());
+        for request in requests {
+            let run_id = uuid::Uuid::now_v7().to_string();
+            let (fingerprint, window) = request
+                .unique
+                .as_ref()
+                .map_or((String::new(), 0), |(fingerprint, window)| {
+                    (fingerprint.clone(), millis(*window))
+                });
+            let priority = request.priority.map_or("", |priority| match priority {
+                Priority::High => "high",
+                Priority::Normal => "normal",
+                Priority::Low => "low",
+            });
+            emit(run_id.clone());
+            emit(request.job.clone());
+            emit(
+                request
+                    .due_ms
+                    .map_or_else(String::new, |due| due.to_string()),
+            );
+            emit(request.payload.clone().unwrap_or_default());
+            emit(priority.to_owned());
+            emit(fingerprint);
+            emit(window.to_string());
+            run_ids.push(run_id);
+        }
     }
 
     /// Deletes every key of this namespace (and nothing else); returns how many. For the
@@ -1361,24 +1483,31 @@ fn reply(operation: &'static str, detail: String) -> StoreError {
     StoreError::Reply { operation, detail }
 }
 
-/// Reads `enqueue_run.lua`'s reply for the run `run_id`.
-fn parse_enqueued(run_id: String, answer: Vec<Value>) -> Result<Enqueued, StoreError> {
-    let mut values = answer.into_iter();
-    let number = |values: &mut std::vec::IntoIter<Value>| {
-        i64::from_redis_value(values.next().unwrap_or(Value::Nil))
-            .map_err(|error| reply("enqueue_run", error.to_string()))
-    };
-    match next_string(&mut values, "enqueue_run")?.as_str() {
+/// Reads the next 3 values of `enqueue_runs.lua`'s reply: the answer for the run `run_id`.
+fn parse_enqueued(
+    run_id: String,
+    values: &mut impl Iterator<Item = Value>,
+    operation: &'static str,
+) -> Result<Enqueued, StoreError> {
+    let status = next_string(values, operation)?;
+    let (first, second) = (
+        values.next().unwrap_or(Value::Nil),
+        values.next().unwrap_or(Value::Nil),
+    );
+    let number =
+        |value| i64::from_redis_value(value).map_err(|error| reply(operation, error.to_string()));
+    match status.as_str() {
         "OK" => Ok(Enqueued::Scheduled {
             run_id,
-            due_ms: number(&mut values)?,
-            paused: number(&mut values)? == 1,
+            due_ms: number(first)?,
+            paused: number(second)? == 1,
         }),
         "UNKNOWN" => Ok(Enqueued::UnknownJob),
         "DUPLICATE" => Ok(Enqueued::Duplicate {
-            holder: next_string(&mut values, "enqueue_run")?,
+            holder: String::from_redis_value(first)
+                .map_err(|error| reply(operation, error.to_string()))?,
         }),
-        other => Err(reply("enqueue_run", format!("status {other:?}"))),
+        other => Err(reply(operation, format!("status {other:?}"))),
     }
 }
 
@@ -1406,25 +1535,50 @@ fn next_string(
     String::from_redis_value(value).map_err(|error| reply(operation, error.to_string()))
 }
 
-/// Reads the fields every run has; a run without them cannot be executed.
-fn decode_run(id: &str, fields: HashMap<String, String>) -> Result<ClaimedRun, String> {
-    let number = |name: &str| -> Result<u32, String> {
-        fields
-            .get(name)
-            .and_then(|value| value.parse().ok())
-            .ok_or_else(|| format!("field {name} is missing or not a number"))
+/// How many values `claim_runs.lua` returns per claimed run.
+const CLAIMED_RUN_VALUES: usize = 7;
+
+/// Reads one claimed run of `claim_runs.lua`'s reply: run id, worker, job, attempt, max
+/// attempts, fire ms or nil, payload or nil. The script checked the numbers; what can still be
+/// wrong is text that is not UTF-8.
+fn decode_claimed_run(values: Vec<Value>) -> Result<ClaimedRun, CorruptRun> {
+    let mut values = values.into_iter();
+    let mut text = || -> Option<String> { String::from_redis_value(values.next()?).ok() };
+    let id = text().unwrap_or_default();
+    let worker = text().unwrap_or_default();
+    let job = text();
+    let mut number = || -> Option<i64> { i64::from_redis_value(values.next()?).ok() };
+    let attempt = number().and_then(|value| u32::try_from(value).ok());
+    let max_attempts = number().and_then(|value| u32::try_from(value).ok());
+    let fire_ms = values
+        .next()
+        .and_then(|value| i64::from_redis_value(value).ok());
+    let payload = match values.next() {
+        None | Some(Value::Nil) => Ok(None),
+        Some(value) => String::from_redis_value(value).map(Some),
     };
-    let job = fields
-        .get("job")
-        .cloned()
-        .ok_or_else(|| "field job is missing".to_owned())?;
-    Ok(ClaimedRun {
-        attempt: number("attempt")?,
-        max_attempts: number("max_attempts")?,
-        fire_ms: fields.get("fire_ms").and_then(|value| value.parse().ok()),
-        payload: fields.get("payload").cloned(),
-        job,
-        id: id.to_owned(),
-        fields,
-    })
+    match (job, attempt, max_attempts, payload) {
+        (Some(job), Some(attempt), Some(max_attempts), Ok(payload)) => Ok(ClaimedRun {
+            id,
+            worker,
+            job,
+            attempt,
+            max_attempts,
+            fire_ms,
+            payload,
+        }),
+        _ => Err(CorruptRun {
+            run_id: id,
+            worker,
+            detail: "its job, attempt, max_attempts or payload is not valid".to_owned(),
+        }),
+    }
+}
+
+fn next_number(
+    values: &mut impl Iterator<Item = Value>,
+    operation: &'static str,
+) -> Result<u64, StoreError> {
+    u64::from_redis_value(values.next().unwrap_or(Value::Nil))
+        .map_err(|error| reply(operation, error.to_string()))
 }

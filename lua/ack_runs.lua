@@ -1,0 +1,52 @@
+-- Records the success of several runs at once: drops each one's lease, releases its overlap
+-- lock, keeps its outcome for `retention` ms. Workers of a replica share one call per batch of
+-- finished runs, so acks cost one round trip per batch rather than per run.
+--
+-- KEYS[1] active  zset    run id -> lease deadline ms
+-- KEYS[2] events  stream  run state changes
+-- ARGV[1] key prefix "{ns}:" for run:<id>, busy:<job>
+-- ARGV[2] retention of the run hashes, ms
+-- ARGV[3] events stream MAXLEN (approximate)
+-- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[5..] groups of 5, one per run: run id, worker id that claimed it, the attempt it ran,
+--           exit code ('' for a handler without one), tail of the output
+--
+-- Returns one number per run, in order: 1 when recorded, 0 when that attempt is no longer that
+-- worker's (its lease expired and it was reaped, so it will run again or is dead as lost).
+-- Cost: O(runs log N).
+local active, events = KEYS[1], KEYS[2]
+local prefix, retention, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if not retention or not maxlen or (#ARGV - 4) % 5 ~= 0 then
+  return redis.error_reply('ERR ack_runs: retention and maxlen must be numbers, runs come in groups of 5')
+end
+local now = now_ms(ARGV[4])
+
+local recorded, finished = {}, {}
+for i = 5, #ARGV, 5 do
+  local run_id, worker, attempt, exit_code, output = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local run_key = prefix .. 'run:' .. run_id
+  local state, holder, held_attempt, job, started, overlap = unpack(redis.call('HMGET', run_key,
+    'state', 'worker', 'attempt', 'job', 'started_ms', 'overlap'))
+  -- The attempt tells a reaped run claimed again by the same worker from the one it ran.
+  if state ~= 'active' or holder ~= worker or held_attempt ~= attempt then
+    recorded[#recorded + 1] = 0
+  else
+    if overlap == 'forbid' then
+      local busy = prefix .. 'busy:' .. job
+      if redis.call('GET', busy) == run_id then
+        redis.call('DEL', busy)
+      end
+    end
+    redis.call('HSET', run_key, 'state', 'succeeded', 'finished_ms', now, 'exit_code', exit_code,
+      'output', output)
+    redis.call('PEXPIRE', run_key, retention)
+    record_event(events, maxlen, run_id, 'succeeded', 'job', job or '', 'worker', worker,
+      'exit_code', exit_code, 'duration_ms', now - (tonumber(started) or now))
+    recorded[#recorded + 1] = 1
+    finished[#finished + 1] = run_id
+  end
+end
+if #finished > 0 then
+  redis.call('ZREM', active, unpack(finished))
+end
+return recorded

@@ -1,0 +1,157 @@
+-- Claims ready runs for several idle workers at once, one run each: strict priority order
+-- (high, then normal, then low) across the queues they serve, after the checks that decide
+-- whether a run may start at all. One call serves every idle worker of a replica, so a burst
+-- costs one round trip per batch rather than per run.
+--
+-- A popped run is skipped (and recorded) when its job is paused, when another run holds its
+-- fingerprint (a duplicate), or when its job forbids overlap and a run of it is active. The
+-- rest start: their attempt is counted and their lease recorded in the active set.
+--
+-- KEYS[1] active  zset    run id -> lease deadline ms
+-- KEYS[2] events  stream  run state changes
+-- KEYS[3] paused  set     paused job names
+-- KEYS[4] dead    zset    run id -> ms it died
+-- ARGV[1] key prefix "{ns}:" for run:<id>, ready:<queue>:<priority>, wake:<queue>, fp:<fingerprint>,
+--         busy:<job>
+-- ARGV[2] lease, ms
+-- ARGV[3] fingerprint ttl, ms
+-- ARGV[4] most runs popped by this call (skipped ones included)
+-- ARGV[5] events stream MAXLEN (approximate)
+-- ARGV[6] retention of finished run hashes, ms
+-- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[8] W, the number of idle workers
+-- ARGV[9..8+W] their worker ids "<replica id>/<slot>", one run each at most
+-- ARGV[9+W..] the queues served
+--
+-- Returns {status, S, then S pairs of job and reason of the runs skipped or buried on the way,
+-- R, then R groups of (run id, worker id, job, attempt, max attempts, fire ms or nil, payload or
+-- nil)}. Status 'EMPTY': the ready lists ran dry; 'MORE': runs may be left (every worker got one,
+-- or the pop limit went to skipped runs).
+-- Cost: O(limit + queues).
+local active, events, paused, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix = ARGV[1]
+local lease, fingerprint_ttl, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local maxlen, retention, worker_count = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[8])
+if not lease or not fingerprint_ttl or not limit or not maxlen or not retention or not worker_count then
+  return redis.error_reply('ERR claim_runs: lease, ttl, limit, maxlen, retention and worker count must be numbers')
+end
+local now = now_ms(ARGV[7])
+local workers, queues = {}, {}
+for i = 9, 8 + worker_count do
+  workers[#workers + 1] = ARGV[i]
+end
+for i = 9 + worker_count, #ARGV do
+  queues[#queues + 1] = ARGV[i]
+end
+
+local ready_lists = {}
+for _, priority in ipairs({'high', 'normal', 'low'}) do
+  for _, queue in ipairs(queues) do
+    ready_lists[#ready_lists + 1] = prefix .. 'ready:' .. queue .. ':' .. priority
+  end
+end
+
+-- Pops up to `count` ids from the first non-empty list, in priority order. Lists found empty
+-- stay empty for the rest of the call: nothing else runs meanwhile.
+local first_list = 1
+local function pop(count)
+  while first_list <= #ready_lists do
+    local run_ids = redis.call('LPOP', ready_lists[first_list], count)
+    if run_ids then
+      return run_ids
+    end
+    first_list = first_list + 1
+  end
+  return {}
+end
+
+local skips = {}
+local function skip(run_key, run_id, job, reason)
+  skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
+  skips[#skips + 1] = job
+  skips[#skips + 1] = reason
+end
+
+-- Takes a lock for `holder`, or finds it already held by that same holder (a retry).
+local function lock(key, holder, ttl)
+  if redis.call('SET', key, holder, 'NX', 'PX', ttl) then
+    return true
+  end
+  return redis.call('GET', key) == holder
+end
+
+local is_paused = {}
+local function paused_job(job)
+  if is_paused[job] == nil then
+    is_paused[job] = redis.call('SISMEMBER', paused, job) == 1
+  end
+  return is_paused[job]
+end
+
+local started = {}
+local leases = {}
+local pops = 0
+while #started < #workers and pops < limit do
+  local run_ids = pop(math.min(#workers - #started, limit - pops))
+  if #run_ids == 0 then
+    break
+  end
+  pops = pops + #run_ids
+  for _, run_id in ipairs(run_ids) do
+    local run_key = prefix .. 'run:' .. run_id
+    local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload =
+      unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap', 'created_ms', 'attempt',
+        'max_attempts', 'fire_ms', 'payload'))
+    attempt, max_attempts = tonumber(attempt), tonumber(max_attempts)
+    -- The fingerprint's owner is this run as created (its retries included), not just its id: a
+    -- cron fire planned again after its hash expired has the same id but is a duplicate.
+    if not job or not attempt or not max_attempts then
+      -- A ready id whose hash is gone, was never written, or is damaged: nothing can run it.
+      -- Checked before any further write, since an error would leave the popped run nowhere.
+      bury_corrupt_run(run_key, run_id, job or '', now, dead, events, maxlen)
+      skips[#skips + 1] = job or ''
+      skips[#skips + 1] = 'corrupt'
+    elseif paused_job(job) then
+      skip(run_key, run_id, job, 'paused')
+    elseif fingerprint and fingerprint ~= '' and not lock(prefix .. 'fp:' .. fingerprint, run_id .. '/' .. (created or ''), fingerprint_ttl) then
+      skip(run_key, run_id, job, 'duplicate')
+    elseif overlap == 'forbid' and not lock(prefix .. 'busy:' .. job, run_id, lease) then
+      skip(run_key, run_id, job, 'overlap')
+    else
+      started[#started + 1] = {run_id, workers[#started + 1], job, attempt + 1, max_attempts, tonumber(fire_ms) or false, payload}
+      leases[#leases + 1] = now + lease
+      leases[#leases + 1] = run_id
+    end
+  end
+end
+
+local reply = {first_list > #ready_lists and 'EMPTY' or 'MORE', #skips / 2}
+for _, value in ipairs(skips) do
+  reply[#reply + 1] = value
+end
+reply[#reply + 1] = #started
+if #started == 0 then
+  return reply
+end
+
+-- Starting is not an event: the run hash says who runs which attempt since when, and the
+-- outcome's event names the worker.
+redis.call('ZADD', active, unpack(leases))
+for _, run in ipairs(started) do
+  redis.call('HSET', prefix .. 'run:' .. run[1], 'attempt', run[4], 'state', 'active', 'worker', run[2],
+    'started_ms', now)
+  for i = 1, 7 do
+    reply[#reply + 1] = run[i]
+  end
+end
+
+-- Runs may be left behind the ones claimed: wake other replicas' idle workers for them.
+for _, queue in ipairs(queues) do
+  for _, priority in ipairs({'high', 'normal', 'low'}) do
+    if redis.call('LLEN', prefix .. 'ready:' .. queue .. ':' .. priority) > 0 then
+      redis.call('ZADD', prefix .. 'wake:' .. queue, 0, 'ready')
+      break
+    end
+  end
+end
+return reply

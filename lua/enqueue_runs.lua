@@ -1,0 +1,119 @@
+-- Creates ad-hoc runs of declared jobs, due now or later, optionally unique: a second run with
+-- the same fingerprint inside its window is refused and told which run holds it. One call
+-- creates many runs (bulk enqueue); each run is created whole or not at all.
+--
+-- A run due now goes straight to its ready list and wakes the queue's idle workers; a later one
+-- waits in the due set and wakes the promoters, which sleep until the earliest due time they
+-- know of.
+--
+-- KEYS[1] due            zset    run id -> due ms
+-- KEYS[2] defs           hash    job -> {"hash": ..., "job": definition} JSON
+-- KEYS[3] paused         set     paused job names
+-- KEYS[4] wake-promoter  channel told when a run becomes due
+-- ARGV[1] key prefix "{ns}:" for run:<id>, fp:<fingerprint>, ready:<queue>:<priority>, wake:<queue>
+-- ARGV[2] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[3..] groups of 7, one per run: run id (time-ordered, unique), job name, due ms or '' for
+--           now, payload (JSON text, may be ''), priority (high | normal | low) or '' for the
+--           job's own, fingerprint or '' when the run need not be unique, uniqueness window ms
+--
+-- Returns 3 values per run, in order: 'OK', due ms, 1 if the job is paused else 0; or
+-- 'UNKNOWN', 0, 0 for a job no replica has declared; or 'DUPLICATE', the run id holding the
+-- fingerprint, 0.
+-- Cost: O(runs log N).
+local due, defs, paused, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix = ARGV[1]
+if (#ARGV - 2) % 7 ~= 0 then
+  return redis.error_reply('ERR enqueue_runs: runs come in groups of 7')
+end
+local now = now_ms(ARGV[2])
+
+local function number_or(value, default)
+  return type(value) == 'number' and value or default
+end
+
+-- Each job's definition and pause, read once per call.
+local jobs = {}
+local function declared(job)
+  if jobs[job] == nil then
+    local ok, decoded = pcall(cjson.decode, redis.call('HGET', defs, job) or '')
+    local def = ok and type(decoded) == 'table' and decoded.job
+    if type(def) ~= 'table' or type(def.queue) ~= 'string' or type(def.priority) ~= 'string' then
+      jobs[job] = false
+    else
+      jobs[job] = {
+        queue = def.queue,
+        priority = def.priority,
+        max_attempts = number_or(def.retries, 0) + 1,
+        backoff = number_or(def.backoff, 30000),
+        max_backoff = number_or(def.max_backoff, 3600000),
+        delivery = type(def.delivery) == 'string' and def.delivery or 'at-least-once',
+        overlap = type(def.overlap) == 'string' and def.overlap or 'forbid',
+        paused = redis.call('SISMEMBER', paused, job),
+      }
+    end
+  end
+  return jobs[job]
+end
+
+local reply = {}
+local ready = {}          -- ready list key -> run ids
+local woken = {}          -- wake marker key -> true
+local later = {}          -- due ms, run id, ...
+local earliest
+for i = 3, #ARGV, 7 do
+  local run_id, job, due_arg, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local priority, fingerprint, window = ARGV[i + 4], ARGV[i + 5], tonumber(ARGV[i + 6]) or 0
+  local def = declared(job)
+  local due_ms = tonumber(due_arg) or now
+  -- The owner matches what claim_runs checks, so the run's own claim passes its reservation.
+  local owner = run_id .. '/' .. now
+  local fingerprint_key = fingerprint ~= '' and prefix .. 'fp:' .. fingerprint
+  if not def then
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'UNKNOWN', 0, 0
+  elseif fingerprint_key and not redis.call('SET', fingerprint_key, owner, 'NX', 'PX', math.max(window, 1)) then
+    local holder = redis.call('GET', fingerprint_key) or ''
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'DUPLICATE', (string.gsub(holder, '/%d+$', '')), 0
+  else
+    if priority == '' then
+      priority = def.priority
+    end
+    local state = due_ms <= now and 'ready' or 'scheduled'
+    redis.call('HSET', prefix .. 'run:' .. run_id,
+      'job', job, 'kind', 'adhoc', 'due_ms', due_ms, 'created_ms', now,
+      'attempt', 0, 'max_attempts', def.max_attempts, 'queue', def.queue, 'priority', priority,
+      'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
+      'delivery', def.delivery, 'overlap', def.overlap,
+      'fingerprint', fingerprint, 'payload', payload, 'state', state)
+    if state == 'ready' then
+      local list = prefix .. 'ready:' .. def.queue .. ':' .. priority
+      ready[list] = ready[list] or {}
+      table.insert(ready[list], run_id)
+      woken[prefix .. 'wake:' .. def.queue] = true
+    else
+      later[#later + 1] = due_ms
+      later[#later + 1] = run_id
+      earliest = math.min(earliest or due_ms, due_ms)
+    end
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'OK', due_ms, def.paused
+  end
+end
+
+-- Bulk writes in slices: unpack() is bounded by Lua's stack.
+local SLICE = 1000
+local function in_slices(command, key, values)
+  for first = 1, #values, SLICE do
+    redis.call(command, key, unpack(values, first, math.min(first + SLICE - 1, #values)))
+  end
+end
+for list, run_ids in pairs(ready) do
+  in_slices('RPUSH', list, run_ids)
+end
+-- One member per queue, so idle workers wake without the marker growing.
+for marker in pairs(woken) do
+  redis.call('ZADD', marker, 0, 'ready')
+end
+if #later > 0 then
+  in_slices('ZADD', due, later)
+  redis.call('PUBLISH', wake, earliest)
+end
+return reply
