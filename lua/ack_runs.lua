@@ -20,6 +20,7 @@ if not retention or not maxlen or (#ARGV - 4) % 5 ~= 0 then
   return redis.error_reply('ERR ack_runs: retention and maxlen must be numbers, runs come in groups of 5')
 end
 local now = now_ms(ARGV[4])
+local now_text = tostring(now)
 
 local recorded, finished = {}, {}
 for i = 5, #ARGV, 5 do
@@ -37,7 +38,7 @@ for i = 5, #ARGV, 5 do
         redis.call('DEL', busy)
       end
     end
-    redis.call('HSET', run_key, 'state', 'succeeded', 'finished_ms', now, 'exit_code', exit_code,
+    redis.call('HSET', run_key, 'state', 'succeeded', 'finished_ms', now_text, 'exit_code', exit_code,
       'output', output)
     redis.call('PEXPIRE', run_key, retention)
     record_event(events, maxlen, run_id, 'succeeded', 'job', job or '', 'worker', worker,

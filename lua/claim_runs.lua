@@ -36,6 +36,7 @@ if not lease or not fingerprint_ttl or not limit or not maxlen or not retention 
   return redis.error_reply('ERR claim_runs: lease, ttl, limit, maxlen, retention and worker count must be numbers')
 end
 local now = now_ms(ARGV[7])
+local now_text, lease_deadline = tostring(now), tostring(now + lease)
 local workers, queues = {}, {}
 for i = 9, 8 + worker_count do
   workers[#workers + 1] = ARGV[i]
@@ -119,7 +120,7 @@ while #started < #workers and pops < limit do
       skip(run_key, run_id, job, 'overlap')
     else
       started[#started + 1] = {run_id, workers[#started + 1], job, attempt + 1, max_attempts, tonumber(fire_ms) or false, payload}
-      leases[#leases + 1] = now + lease
+      leases[#leases + 1] = lease_deadline
       leases[#leases + 1] = run_id
     end
   end
@@ -139,7 +140,7 @@ end
 redis.call('ZADD', active, unpack(leases))
 for _, run in ipairs(started) do
   redis.call('HSET', prefix .. 'run:' .. run[1], 'attempt', run[4], 'state', 'active', 'worker', run[2],
-    'started_ms', now)
+    'started_ms', now_text)
   for i = 1, 7 do
     reply[#reply + 1] = run[i]
   end

@@ -26,6 +26,7 @@ if (#ARGV - 2) % 7 ~= 0 then
   return redis.error_reply('ERR enqueue_runs: runs come in groups of 7')
 end
 local now = now_ms(ARGV[2])
+local now_text = tostring(now)
 
 local function number_or(value, default)
   return type(value) == 'number' and value or default
@@ -43,9 +44,9 @@ local function declared(job)
       jobs[job] = {
         queue = def.queue,
         priority = def.priority,
-        max_attempts = number_or(def.retries, 0) + 1,
-        backoff = number_or(def.backoff, 30000),
-        max_backoff = number_or(def.max_backoff, 3600000),
+        max_attempts = tostring(number_or(def.retries, 0) + 1),
+        backoff = tostring(number_or(def.backoff, 30000)),
+        max_backoff = tostring(number_or(def.max_backoff, 3600000)),
         delivery = type(def.delivery) == 'string' and def.delivery or 'at-least-once',
         overlap = type(def.overlap) == 'string' and def.overlap or 'forbid',
         paused = redis.call('SISMEMBER', paused, job),
@@ -64,9 +65,12 @@ for i = 3, #ARGV, 7 do
   local run_id, job, due_arg, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local priority, fingerprint, window = ARGV[i + 4], ARGV[i + 5], tonumber(ARGV[i + 6]) or 0
   local def = declared(job)
-  local due_ms = tonumber(due_arg) or now
+  local due_ms, due_text = tonumber(due_arg), due_arg
+  if not due_ms then
+    due_ms, due_text = now, now_text
+  end
   -- The owner matches what claim_runs checks, so the run's own claim passes its reservation.
-  local owner = run_id .. '/' .. now
+  local owner = run_id .. '/' .. now_text
   local fingerprint_key = fingerprint ~= '' and prefix .. 'fp:' .. fingerprint
   if not def then
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'UNKNOWN', 0, 0
@@ -79,7 +83,7 @@ for i = 3, #ARGV, 7 do
     end
     local state = due_ms <= now and 'ready' or 'scheduled'
     redis.call('HSET', prefix .. 'run:' .. run_id,
-      'job', job, 'kind', 'adhoc', 'due_ms', due_ms, 'created_ms', now,
+      'job', job, 'kind', 'adhoc', 'due_ms', due_text, 'created_ms', now_text,
       'attempt', 0, 'max_attempts', def.max_attempts, 'queue', def.queue, 'priority', priority,
       'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
       'delivery', def.delivery, 'overlap', def.overlap,

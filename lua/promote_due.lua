@@ -26,6 +26,7 @@ if not limit or not threshold or not maxlen or not retention then
   return redis.error_reply('ERR promote_due: limit, threshold, maxlen and retention must be numbers')
 end
 local now = now_ms(ARGV[6])
+local now_text = tostring(now)
 
 local definitions = {}
 local function definition(job)
@@ -101,7 +102,7 @@ for i = 1, #run_ids, 2 do
     else
       queue, priority = def.queue, def.priority
       redis.call('HSET', run_key,
-        'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', due_ms, 'created_ms', now,
+        'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', run_ids[i + 1], 'created_ms', now_text,
         'attempt', 0, 'max_attempts', number_or(def.retries, 0) + 1,
         'queue', queue, 'priority', priority,
         'backoff_ms', number_or(def.backoff, 30000), 'max_backoff_ms', number_or(def.max_backoff, 3600000),
@@ -130,7 +131,7 @@ for i = 1, #run_ids, 2 do
     skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
   else
     -- Becoming ready is not an event: the run hash records when.
-    redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now)
+    redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now_text)
     local list = prefix .. 'ready:' .. queue .. ':' .. priority
     ready_lists[list] = ready_lists[list] or {}
     table.insert(ready_lists[list], run_id)

@@ -3,6 +3,9 @@
 
 -- Milliseconds on Redis's own clock, so that replicas with skewed clocks agree on what is due
 -- and what has expired. `override` (a number of milliseconds, or '') exists for tests.
+--
+-- Hot scripts turn numbers they write many times into text once (`tostring`): redis.call
+-- formats every number argument with printf, which is a large share of a script's cost.
 local function now_ms(override)
   if override ~= nil and override ~= '' then
     return tonumber(override)
