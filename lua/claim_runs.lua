@@ -89,6 +89,18 @@ local function paused_job(job)
   return is_paused[job]
 end
 
+-- Attempt numbers as text, formatted once per call (see now_ms in common.lua).
+local attempt_texts = {}
+local function attempt_text(attempt)
+  local text = attempt_texts[attempt]
+  if not text then
+    text = tostring(attempt)
+    attempt_texts[attempt] = text
+  end
+  return text
+end
+
+local run_prefix = prefix .. 'run:'
 local started = {}
 local leases = {}
 local pops = 0
@@ -99,7 +111,7 @@ while #started < #workers and pops < limit do
   end
   pops = pops + #run_ids
   for _, run_id in ipairs(run_ids) do
-    local run_key = prefix .. 'run:' .. run_id
+    local run_key = run_prefix .. run_id
     local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload =
       unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap', 'created_ms', 'attempt',
         'max_attempts', 'fire_ms', 'payload'))
@@ -119,7 +131,8 @@ while #started < #workers and pops < limit do
     elseif overlap == 'forbid' and not lock(prefix .. 'busy:' .. job, run_id, lease) then
       skip(run_key, run_id, job, 'overlap')
     else
-      started[#started + 1] = {run_id, workers[#started + 1], job, attempt + 1, max_attempts, tonumber(fire_ms) or false, payload}
+      started[#started + 1] = {run_id, workers[#started + 1], job, attempt + 1, max_attempts,
+        tonumber(fire_ms) or false, payload, run_key}
       leases[#leases + 1] = lease_deadline
       leases[#leases + 1] = run_id
     end
@@ -139,7 +152,7 @@ end
 -- outcome's event names the worker.
 redis.call('ZADD', active, unpack(leases))
 for _, run in ipairs(started) do
-  redis.call('HSET', prefix .. 'run:' .. run[1], 'attempt', run[4], 'state', 'active', 'worker', run[2],
+  redis.call('HSET', run[8], 'attempt', attempt_text(run[4]), 'state', 'active', 'worker', run[2],
     'started_ms', now_text)
   for i = 1, 7 do
     reply[#reply + 1] = run[i]

@@ -77,6 +77,14 @@ const MAX_CLAIM_BATCH: usize = 256;
 /// The most successes one ack call records.
 const MAX_ACK_BATCH: usize = 256;
 
+/// How long successes may wait while ready runs are still waiting for a slot: starting runs
+/// comes first, and the successes go in bigger batches after. Bounds how many finished runs a
+/// crash of this replica would run again (at-least-once).
+const ACK_DEFER: Duration = Duration::from_millis(100);
+
+/// The most successes kept waiting that way.
+const MAX_DEFERRED_ACKS: usize = 4_096;
+
 /// Claims and executes runs.
 pub struct Workers {
     store: Store,
@@ -93,6 +101,8 @@ pub struct Workers {
     acks: mpsc::Sender<PendingAck>,
     /// The task that records them; it ends once every sender is gone.
     acker: JoinHandle<()>,
+    /// Whether the last claim filled every free slot, so more runs may be waiting.
+    backlog: watch::Sender<bool>,
     /// Executions in progress; each returns its slot.
     running: JoinSet<usize>,
     /// Cancelled when running runs must stop and be handed back (after the shutdown grace).
@@ -121,7 +131,8 @@ impl Workers {
         // A slot is free again once its success is handed over; the channel's bound keeps
         // unrecorded successes to one per slot, should Redis fall behind.
         let (acks, pending) = mpsc::channel(slots);
-        let acker = tokio::spawn(record_successes(store.clone(), pending));
+        let (backlog, has_backlog) = watch::channel(false);
+        let acker = tokio::spawn(record_successes(store.clone(), pending, has_backlog));
         Self {
             store,
             config,
@@ -132,6 +143,7 @@ impl Workers {
             declared,
             acks,
             acker,
+            backlog,
             running: JoinSet::new(),
             interrupt: Shutdown::new(),
             busy: Arc::default(),
@@ -190,6 +202,8 @@ impl Workers {
                 Err(corrupt) => self.bury(corrupt).await?,
             }
         }
+        self.backlog
+            .send_replace(started == workers.len() && !claimed.drained);
         Ok(if started > 0 {
             WorkerTick::Started(started)
         } else if claimed.drained {
@@ -634,33 +648,56 @@ struct PendingAck {
 
 /// Records successes in batches: whatever arrived while the previous call was in flight goes
 /// in the next one, so a busy replica makes one call for many runs and an idle one adds no
-/// delay. Ends when every sender is gone and everything sent is recorded.
-async fn record_successes(store: Store, mut pending: mpsc::Receiver<PendingAck>) {
+/// delay. While the workers have a backlog of ready runs, successes wait (see [`ACK_DEFER`]) so
+/// that Redis starts runs first. Ends when every sender is gone and everything sent is recorded.
+async fn record_successes(
+    store: Store,
+    mut pending: mpsc::Receiver<PendingAck>,
+    mut backlog: watch::Receiver<bool>,
+) {
     let mut batch = Vec::new();
-    while pending.recv_many(&mut batch, MAX_ACK_BATCH).await > 0 {
-        let (acks, jobs): (Vec<Ack>, Vec<String>) = batch
-            .drain(..)
-            .map(|pending| (pending.ack, pending.job))
-            .unzip();
-        let Some(recorded) = retry_store(|| store.ack_runs(&acks)).await else {
-            warn!(
-                runs = acks.len(),
-                "cannot record successes: their leases will expire and they may run again"
-            );
-            continue;
-        };
-        for ((ack, job), recorded) in acks.iter().zip(&jobs).zip(recorded) {
-            if recorded {
-                METRICS
-                    .runs_total
-                    .with_label_values(&[job.as_str(), "succeeded"])
-                    .inc();
-            } else {
-                warn!(
-                    run = ack.run_id,
-                    "lease lost before the success was recorded: the run may run again"
-                );
+    while pending.recv_many(&mut batch, MAX_DEFERRED_ACKS).await > 0 {
+        let deferred_until = tokio::time::Instant::now() + ACK_DEFER;
+        while *backlog.borrow_and_update() && batch.len() < MAX_DEFERRED_ACKS {
+            let room = MAX_DEFERRED_ACKS - batch.len();
+            tokio::select! {
+                () = tokio::time::sleep_until(deferred_until) => break,
+                changed = backlog.changed() => if changed.is_err() { break },
+                received = pending.recv_many(&mut batch, room) => if received == 0 { break },
             }
+        }
+        // In parallel, so a large deferred batch costs one round trip.
+        futures_util::future::join_all(
+            batch
+                .chunks(MAX_ACK_BATCH)
+                .map(|chunk| record_batch(&store, chunk)),
+        )
+        .await;
+        batch.clear();
+    }
+}
+
+/// Records one batch of successes.
+async fn record_batch(store: &Store, batch: &[PendingAck]) {
+    let acks: Vec<Ack> = batch.iter().map(|pending| pending.ack.clone()).collect();
+    let Some(recorded) = retry_store(|| store.ack_runs(&acks)).await else {
+        warn!(
+            runs = acks.len(),
+            "cannot record successes: their leases will expire and they may run again"
+        );
+        return;
+    };
+    for (pending, recorded) in batch.iter().zip(recorded) {
+        if recorded {
+            METRICS
+                .runs_total
+                .with_label_values(&[pending.job.as_str(), "succeeded"])
+                .inc();
+        } else {
+            warn!(
+                run = pending.ack.run_id,
+                "lease lost before the success was recorded: the run may run again"
+            );
         }
     }
 }
