@@ -103,7 +103,7 @@ async fn planner_plans_only_while_leading_and_stops_when_fenced() {
     let server = RedisServer::start();
     let store = connect(&server).await;
     let leadership = Leadership::new();
-    let (_jobs_tx, jobs_rx) = watch::channel(jobs(
+    let (jobs_tx, jobs_rx) = watch::channel(jobs(
         "[jobs.tick]\nschedule = \"*/10 * * * * *\"\ncommand = \"true\"\n\
          [jobs.daily]\nschedule = \"@daily\"\ncommand = \"true\"\n\
          [jobs.manual]\ncommand = \"true\"\n",
@@ -143,7 +143,11 @@ async fn planner_plans_only_while_leading_and_stops_when_fenced() {
     let () = redis.del("{test}:leader").expect("DEL");
     let successor = store.acquire_leader("b", TTL).await.expect("acquire");
     assert!(matches!(successor, Acquisition::Acquired(_)));
-    let () = redis.hdel("{test}:cursor", "tick").expect("HDEL");
+    // A reload on the old leader gives it fires to plan: the write is refused.
+    jobs_tx.send_replace(jobs(
+        "[jobs.tick]\nschedule = \"*/10 * * * * *\"\ncommand = \"true\"\n\
+         [jobs.other]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n",
+    ));
     assert_eq!(planner.tick().await.expect("tick"), PlannerTick::Fenced);
     assert_eq!(leadership.token(), None);
 }

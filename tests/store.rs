@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use redcron::schedule::{Job, parse_file};
 use redcron::store::{
-    Acquisition, Claim, ClaimedRun, FailOutcome, FailReason, Failure, JobPlan, LeaderToken,
-    PlanOutcome, PlannedRun, SkippedFire, Store, StoreSettings, cron_run_id,
+    Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, JobPlan,
+    LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreSettings, cron_run_id,
 };
 use redis::Commands;
 
@@ -242,6 +242,108 @@ async fn planning_a_fire_twice_is_a_no_op_and_the_cursor_only_moves_forward() {
             "missed".to_owned()
         )]
     );
+}
+
+#[tokio::test]
+async fn bulk_enqueue_answers_each_run_in_order_across_pipelined_calls() {
+    let (server, store, _token) = setup("[jobs.work]\ncommand = \"true\"\n").await;
+    let request = |job: &str, due_ms: Option<i64>, unique: Option<&str>| Enqueue {
+        job: job.to_owned(),
+        due_ms,
+        payload: None,
+        priority: None,
+        unique: unique.map(|key| (key.to_owned(), Duration::from_secs(60))),
+    };
+    // More runs than one script call takes; the odd ones out sit at the end.
+    let mut requests: Vec<Enqueue> = (0..2_500).map(|_| request("work", None, None)).collect();
+    requests.push(request("work", Some(i64::MAX / 2), None));
+    requests.push(request("work", None, Some("once")));
+    requests.push(request("work", None, Some("once")));
+    requests.push(request("nope", None, None));
+    let answers = store.enqueue_many(&requests).await.expect("enqueue");
+    assert_eq!(answers.len(), requests.len());
+    assert!(
+        answers[..2_501]
+            .iter()
+            .all(|answer| matches!(answer, Enqueued::Scheduled { paused: false, .. }))
+    );
+    let Enqueued::Scheduled { run_id: holder, .. } = &answers[2_501] else {
+        panic!("the first unique run is created: {:?}", answers[2_501]);
+    };
+    assert_eq!(
+        answers[2_502],
+        Enqueued::Duplicate {
+            holder: holder.clone()
+        }
+    );
+    assert_eq!(answers[2_503], Enqueued::UnknownJob);
+
+    let mut redis = server.connection();
+    let ready: usize = redis.llen("{test}:ready:default:normal").expect("LLEN");
+    assert_eq!(ready, 2_501, "runs due now are ready at once");
+    let due: usize = redis.zcard("{test}:due").expect("ZCARD");
+    assert_eq!(due, 1, "a later run waits in the due set");
+}
+
+#[tokio::test]
+async fn many_jobs_are_planned_in_pipelined_calls_and_fenced_together() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let token = leader(&store).await;
+    // More jobs and runs than one script call takes.
+    let plans: Vec<JobPlan> = (0..2_500)
+        .map(|job| {
+            let job = format!("job{job}");
+            JobPlan {
+                runs: [60_000, 120_000, 180_000]
+                    .iter()
+                    .map(|&fire_ms| PlannedRun {
+                        run_id: cron_run_id(&job, fire_ms),
+                        fire_ms,
+                        due_ms: fire_ms,
+                    })
+                    .collect(),
+                job,
+                cursor_ms: 180_000,
+                skipped: Vec::new(),
+            }
+        })
+        .collect();
+    assert_eq!(
+        store.plan_jobs(&token, &plans).await.expect("plan"),
+        PlanOutcome::Planned(7_500)
+    );
+    assert_eq!(
+        store.plan_jobs(&token, &plans).await.expect("plan again"),
+        PlanOutcome::Planned(0),
+        "planning is idempotent"
+    );
+    let cursors = store.cursors().await.expect("cursors");
+    assert_eq!(cursors.len(), 2_500);
+    assert!(cursors.values().all(|&cursor| cursor == 180_000));
+
+    let mut redis = server.connection();
+    let () = redis.del("{test}:leader").expect("DEL");
+    let successor = store.acquire_leader("other", LEASE).await.expect("acquire");
+    assert!(matches!(successor, Acquisition::Acquired(_)));
+    let later: Vec<JobPlan> = plans
+        .iter()
+        .map(|plan| JobPlan {
+            runs: vec![PlannedRun {
+                run_id: cron_run_id(&plan.job, 240_000),
+                fire_ms: 240_000,
+                due_ms: 240_000,
+            }],
+            cursor_ms: 240_000,
+            ..plan.clone()
+        })
+        .collect();
+    assert!(matches!(
+        store.plan_jobs(&token, &later).await.expect("plan"),
+        PlanOutcome::Fenced(holder) if holder.starts_with("other:")
+    ));
+    let due: usize = redis.zcard("{test}:due").expect("ZCARD");
+    assert_eq!(due, 7_500, "a fenced leader writes nothing");
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 //! long as a successor is elected within the horizon. Planning is idempotent (deterministic run
 //! ids, a cursor that only moves forward) and fenced (a write from an old epoch is refused).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,6 +80,11 @@ pub struct Planner {
     /// The job list last published. Compared by pointer: a reload replaces the list whole, and
     /// the watch channel's own "changed" flag is consumed by the run loop's wake-ups.
     published_jobs: Option<Jobs>,
+    /// Each job's cursor as this leader last wrote it, read from Redis once per lease: while
+    /// the lease holds, no one else may move a cursor.
+    cursors: HashMap<String, i64>,
+    /// The lease `cursors` was read under; `None` after anything that may have moved them.
+    cursors_under: Option<LeaderToken>,
 }
 
 impl Planner {
@@ -96,6 +102,8 @@ impl Planner {
             config,
             published_under: None,
             published_jobs: None,
+            cursors: HashMap::new(),
+            cursors_under: None,
         }
     }
 
@@ -115,6 +123,8 @@ impl Planner {
             .as_ref()
             .is_some_and(|published| Arc::ptr_eq(published, &jobs));
         if jobs_changed || self.published_under.as_ref() != Some(&token) {
+            // Unplanning resets cursors.
+            self.cursors_under = None;
             if self.replan_changed_jobs(&token, &jobs, now_ms).await? {
                 return Ok(PlannerTick::Fenced);
             }
@@ -123,29 +133,49 @@ impl Planner {
             self.published_jobs = Some(jobs.clone());
         }
 
-        let cursors = self.store.cursors().await?;
-        let (mut runs, mut skipped) = (0, 0);
-        for job in jobs.iter() {
-            let Some(plan) = plan_job(job, cursors.get(&job.name).copied(), now_ms, &self.config)
-            else {
-                continue;
-            };
-            match self.store.plan_fires(&token, &plan).await? {
-                PlanOutcome::Planned(added) => {
-                    runs += added;
-                    skipped += plan.skipped.len() as u64;
-                    for fire in &plan.skipped {
-                        METRICS
-                            .skipped_fires_total
-                            .with_label_values(&[job.name.as_str(), fire.reason])
-                            .inc();
-                    }
-                }
-                PlanOutcome::Fenced(holder) => {
-                    self.fenced(&token, &holder);
-                    return Ok(PlannerTick::Fenced);
-                }
+        if self.cursors_under.as_ref() != Some(&token) {
+            self.cursors = self.store.cursors().await?;
+            self.cursors_under = Some(token.clone());
+        }
+        let plans: Vec<JobPlan> = jobs
+            .iter()
+            .filter_map(|job| {
+                plan_job(
+                    job,
+                    self.cursors.get(&job.name).copied(),
+                    now_ms,
+                    &self.config,
+                )
+            })
+            .collect();
+        if plans.is_empty() {
+            return Ok(PlannerTick::Planned {
+                runs: 0,
+                skipped: 0,
+            });
+        }
+        let runs = match self.store.plan_jobs(&token, &plans).await {
+            Ok(PlanOutcome::Planned(added)) => added,
+            Ok(PlanOutcome::Fenced(holder)) => {
+                self.fenced(&token, &holder);
+                return Ok(PlannerTick::Fenced);
             }
+            Err(error) => {
+                // Some calls may have been written: read the cursors again next time.
+                self.cursors_under = None;
+                return Err(error);
+            }
+        };
+        let mut skipped = 0;
+        for plan in &plans {
+            skipped += plan.skipped.len() as u64;
+            for fire in &plan.skipped {
+                METRICS
+                    .skipped_fires_total
+                    .with_label_values(&[plan.job.as_str(), fire.reason])
+                    .inc();
+            }
+            self.cursors.insert(plan.job.clone(), plan.cursor_ms);
         }
         if runs > 0 || skipped > 0 {
             debug!(runs, skipped, "planned");

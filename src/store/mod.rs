@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use redis::{AsyncCommands, FromRedisValue, Value};
+use redis::{AsyncCommands, FromRedisValue, Script, Value};
 use thiserror::Error;
 
 use crate::metrics::METRICS;
@@ -440,6 +440,15 @@ pub struct Event {
     pub fields: HashMap<String, String>,
 }
 
+/// A new ad-hoc run id: a UUIDv7, so ids sort by creation time to the millisecond. Its random
+/// bits come from the thread's generator rather than the OS, which costs a system call per id.
+fn new_run_id() -> String {
+    let millis = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default();
+    uuid::Builder::from_unix_timestamp_millis(millis, &rand::random())
+        .into_uuid()
+        .to_string()
+}
+
 /// The id of a cron fire: deterministic, so the same fire is only ever planned once.
 pub fn cron_run_id(job: &str, fire_ms: i64) -> String {
     format!("{job}@{fire_ms}")
@@ -682,38 +691,118 @@ impl Store {
         token: &LeaderToken,
         plan: &JobPlan,
     ) -> Result<PlanOutcome, StoreError> {
-        let mut invocation = scripts::PLAN_FIRES.prepare_invoke();
-        invocation
-            .key(self.keys.leader())
-            .key(self.keys.due())
-            .key(self.keys.cursor())
-            .key(self.keys.planned(&plan.job))
-            .key(self.keys.events())
-            .key(self.keys.wake_promoter())
-            .arg(token.as_str())
-            .arg(&plan.job)
-            .arg(plan.cursor_ms)
-            .arg(self.settings.events_maxlen)
-            .arg(plan.runs.len());
-        for run in &plan.runs {
-            invocation.arg(&run.run_id).arg(run.fire_ms).arg(run.due_ms);
+        self.plan_jobs(token, std::slice::from_ref(plan)).await
+    }
+
+    /// Writes many jobs' plans, fenced by `token`: a script call per batch of jobs, all calls
+    /// pipelined in one round trip. Runs planned before a fenced call stay planned (planning is
+    /// idempotent, and the new leader plans the same ids).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn plan_jobs(
+        &self,
+        token: &LeaderToken,
+        plans: &[JobPlan],
+    ) -> Result<PlanOutcome, StoreError> {
+        // Bounded by Lua's stack (the script unpacks the job names) and by how long one call
+        // may hold Redis.
+        const JOBS_PER_CALL: usize = 1_000;
+        const RUNS_PER_CALL: usize = 5_000;
+        const OPERATION: &str = "plan_fires";
+        let mut calls: Vec<&[JobPlan]> = Vec::new();
+        let (mut first, mut runs) = (0, 0);
+        for (index, plan) in plans.iter().enumerate() {
+            let size = plan.runs.len() + plan.skipped.len();
+            if index > first && (index - first == JOBS_PER_CALL || runs + size > RUNS_PER_CALL) {
+                calls.push(&plans[first..index]);
+                (first, runs) = (index, 0);
+            }
+            runs += size;
         }
-        for skipped in &plan.skipped {
-            invocation.arg(&skipped.run_id).arg(skipped.reason);
+        if first < plans.len() {
+            calls.push(&plans[first..]);
         }
-        let (status, detail): (String, Value) = invocation
-            .invoke_async(&mut self.connection.clone())
+        let calls = calls
+            .into_iter()
+            .map(|plans| self.plan_arguments(token, plans))
+            .collect();
+        let answers: Vec<(String, Value)> = self
+            .invoke_batched(&scripts::PLAN_FIRES, PLAN_FIRES_KEYS, calls)
             .await?;
-        match status.as_str() {
-            "OK" => Ok(PlanOutcome::Planned(
-                u64::from_redis_value(detail)
-                    .map_err(|error| reply("plan_fires", error.to_string()))?,
-            )),
-            "FENCED" => Ok(PlanOutcome::Fenced(
-                String::from_redis_value(detail).unwrap_or_default(),
-            )),
-            other => Err(reply("plan_fires", format!("status {other:?}"))),
+        let mut added = 0;
+        for (status, detail) in answers {
+            match status.as_str() {
+                "OK" => {
+                    added += u64::from_redis_value(detail)
+                        .map_err(|error| reply(OPERATION, error.to_string()))?;
+                }
+                "FENCED" => {
+                    return Ok(PlanOutcome::Fenced(
+                        String::from_redis_value(detail).unwrap_or_default(),
+                    ));
+                }
+                other => return Err(reply(OPERATION, format!("status {other:?}"))),
+            }
         }
+        Ok(PlanOutcome::Planned(added))
+    }
+
+    /// The KEYS then ARGV of one `plan_fires.lua` call.
+    fn plan_arguments(&self, token: &LeaderToken, plans: &[JobPlan]) -> Vec<String> {
+        let mut arguments = vec![
+            self.keys.leader(),
+            self.keys.due(),
+            self.keys.cursor(),
+            self.keys.events(),
+            self.keys.wake_promoter(),
+            token.as_str().to_owned(),
+            self.keys.prefix().to_owned(),
+            self.settings.events_maxlen.to_string(),
+        ];
+        for plan in plans {
+            arguments.extend([
+                plan.job.clone(),
+                plan.cursor_ms.to_string(),
+                plan.runs.len().to_string(),
+                plan.skipped.len().to_string(),
+            ]);
+            for run in &plan.runs {
+                arguments.extend([
+                    run.run_id.clone(),
+                    run.fire_ms.to_string(),
+                    run.due_ms.to_string(),
+                ]);
+            }
+            for skipped in &plan.skipped {
+                arguments.extend([skipped.run_id.clone(), skipped.reason.to_owned()]);
+            }
+        }
+        arguments
+    }
+
+    /// Runs `script` once per argument list (its `key_count` KEYS, then its ARGV). One call is
+    /// an ordinary invocation, which loads the script should Redis lack it; several are
+    /// pipelined in one round trip after loading it (a pipelined EVALSHA cannot load it).
+    async fn invoke_batched<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        key_count: usize,
+        calls: Vec<Vec<String>>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut connection = self.connection.clone();
+        if let [only] = calls.as_slice() {
+            let (keys, args) = only.split_at(key_count.min(only.len()));
+            let mut invocation = script.prepare_invoke();
+            invocation.key(keys).arg(args);
+            return Ok(vec![invocation.invoke_async(&mut connection).await?]);
+        }
+        let hash = script.prepare_invoke().load_async(&mut connection).await?;
+        let mut pipe = redis::pipe();
+        for arguments in &calls {
+            pipe.cmd("EVALSHA").arg(&hash).arg(key_count).arg(arguments);
+        }
+        Ok(pipe.query_async(&mut connection).await?)
     }
 
     /// Moves up to `limit` due runs to their ready lists; a run later than `misfire_threshold`
@@ -993,74 +1082,35 @@ impl Store {
     /// Redis errors; runs of the calls before the error exist.
     pub async fn enqueue_many(&self, requests: &[Enqueue]) -> Result<Vec<Enqueued>, StoreError> {
         const RUNS_PER_CALL: usize = 1_000;
-        const OPERATION: &str = "enqueue_runs";
-        let mut connection = self.connection.clone();
-        if requests.len() <= RUNS_PER_CALL {
-            return self.enqueue_call(requests, &mut connection).await;
-        }
-        // Pipelined EVALSHA cannot load a missing script: load it first.
-        let hash = scripts::ENQUEUE_RUNS
-            .prepare_invoke()
-            .load_async(&mut connection)
+        let mut run_ids = Vec::with_capacity(requests.len());
+        let calls = requests
+            .chunks(RUNS_PER_CALL)
+            .map(|batch| self.enqueue_arguments(batch, &mut run_ids))
+            .collect();
+        let answers: Vec<Vec<Value>> = self
+            .invoke_batched(&scripts::ENQUEUE_RUNS, ENQUEUE_RUNS_KEYS, calls)
             .await?;
-        let mut pipe = redis::pipe();
-        let mut run_ids = Vec::with_capacity(requests.len());
-        for batch in requests.chunks(RUNS_PER_CALL) {
-            let command = pipe.cmd("EVALSHA").arg(&hash).arg(4);
-            self.enqueue_arguments(batch, &mut run_ids, |argument| {
-                command.arg(argument);
-            });
-        }
-        let answers: Vec<Vec<Value>> = pipe.query_async(&mut connection).await?;
         let mut answers = answers.into_iter().flatten();
-        run_ids
-            .into_iter()
-            .map(|run_id| parse_enqueued(run_id, &mut answers, OPERATION))
-            .collect()
-    }
-
-    /// One `enqueue_runs.lua` call.
-    async fn enqueue_call(
-        &self,
-        requests: &[Enqueue],
-        connection: &mut ConnectionManager,
-    ) -> Result<Vec<Enqueued>, StoreError> {
-        let mut invocation = scripts::ENQUEUE_RUNS.prepare_invoke();
-        let mut run_ids = Vec::with_capacity(requests.len());
-        let mut arguments = Vec::new();
-        self.enqueue_arguments(requests, &mut run_ids, |argument| {
-            arguments.push(argument);
-        });
-        let (keys, args) = arguments.split_at(4);
-        invocation.key(keys).arg(args);
-        let answers: Vec<Value> = invocation.invoke_async(connection).await?;
-        let mut answers = answers.into_iter();
         run_ids
             .into_iter()
             .map(|run_id| parse_enqueued(run_id, &mut answers, "enqueue_runs"))
             .collect()
     }
 
-    /// Hands `emit` the KEYS then the ARGV of one `enqueue_runs.lua` call creating `requests`,
-    /// and collects the new runs' ids.
-    fn enqueue_arguments(
-        &self,
-        requests: &[Enqueue],
-        run_ids: &mut Vec<String>,
-        mut emit: impl FnMut(String),
-    ) {
-        for key in [
+    /// The KEYS then ARGV of one `enqueue_runs.lua` call creating `requests`; collects the new
+    /// runs' ids.
+    fn enqueue_arguments(&self, requests: &[Enqueue], run_ids: &mut Vec<String>) -> Vec<String> {
+        let mut arguments = Vec::with_capacity(ENQUEUE_RUNS_KEYS + 2 + 7 * requests.len());
+        arguments.extend([
             self.keys.due(),
             self.keys.defs(),
             self.keys.paused(),
             self.keys.wake_promoter(),
-        ] {
-            emit(key);
-        }
-        emit(self.keys.prefix().to_owned());
-        emit(self.now_arg());
+            self.keys.prefix().to_owned(),
+            self.now_arg(),
+        ]);
         for request in requests {
-            let run_id = uuid::Uuid::now_v7().to_string();
+            let run_id = new_run_id();
             let (fingerprint, window) = request
                 .unique
                 .as_ref()
@@ -1072,19 +1122,20 @@ impl Store {
                 Priority::Normal => "normal",
                 Priority::Low => "low",
             });
-            emit(run_id.clone());
-            emit(request.job.clone());
-            emit(
+            arguments.extend([
+                run_id.clone(),
+                request.job.clone(),
                 request
                     .due_ms
                     .map_or_else(String::new, |due| due.to_string()),
-            );
-            emit(request.payload.clone().unwrap_or_default());
-            emit(priority.to_owned());
-            emit(fingerprint);
-            emit(window.to_string());
+                request.payload.clone().unwrap_or_default(),
+                priority.to_owned(),
+                fingerprint,
+                window.to_string(),
+            ]);
             run_ids.push(run_id);
         }
+        arguments
     }
 
     /// Deletes every key of this namespace (and nothing else); returns how many. For the
@@ -1534,6 +1585,12 @@ fn next_string(
         .ok_or_else(|| reply(operation, "reply too short".to_owned()))?;
     String::from_redis_value(value).map_err(|error| reply(operation, error.to_string()))
 }
+
+/// How many KEYS `plan_fires.lua` takes.
+const PLAN_FIRES_KEYS: usize = 5;
+
+/// How many KEYS `enqueue_runs.lua` takes.
+const ENQUEUE_RUNS_KEYS: usize = 4;
 
 /// How many values `claim_runs.lua` returns per claimed run.
 const CLAIMED_RUN_VALUES: usize = 7;
