@@ -193,9 +193,10 @@ impl Planner {
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let published = self.store.published_hashes().await?;
+        let declared: HashMap<&str, &Job> =
+            jobs.iter().map(|job| (job.name.as_str(), job)).collect();
         for (name, hash) in &published {
-            let declared = jobs.iter().find(|job| &job.name == name);
-            let cursor = match declared {
+            let cursor = match declared.get(name.as_str()) {
                 Some(job) if &job.content_hash() == hash => continue,
                 Some(_) => Some(now_ms),
                 None => None,

@@ -188,7 +188,7 @@ fn read_bytes(path: &Path, bytes: Vec<u8>) -> FileContents {
             let text = String::from_utf8_lossy(error.as_bytes());
             FileContents::unreadable(Diagnostic {
                 path: path.to_owned(),
-                position: Some(position(&text, valid)),
+                position: Some(FileContext::new(path, &text).position(valid)),
                 job: None,
                 field: None,
                 message: "the file is not valid UTF-8".to_owned(),
@@ -230,7 +230,7 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Job>, Vec<Diagnostic>> 
 }
 
 fn read_file(path: &Path, text: &str) -> FileContents {
-    let file = FileContext { path, text };
+    let file = FileContext::new(path, text);
     let raw: RawFile = match toml::from_str(text) {
         Ok(raw) => raw,
         Err(error) => {
@@ -276,11 +276,36 @@ fn read_file(path: &Path, text: &str) -> FileContents {
 struct FileContext<'a> {
     path: &'a Path,
     text: &'a str,
+    /// The byte offset where each line starts: a file of 100,000 jobs has as many positions to
+    /// find, which must not each scan the file from its start.
+    line_starts: Vec<usize>,
 }
 
-impl FileContext<'_> {
+impl<'a> FileContext<'a> {
+    fn new(path: &'a Path, text: &'a str) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(newline, _)| newline + 1))
+            .collect();
+        Self {
+            path,
+            text,
+            line_starts,
+        }
+    }
+
+    /// The 1-based line and column (in characters) of a byte offset.
+    fn position(&self, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.line_starts.partition_point(|&start| start <= offset);
+        let line_start = self.line_starts[line - 1];
+        (line, self.text[line_start..offset].chars().count() + 1)
+    }
+
     fn source(&self, offset: usize) -> Source {
-        let (line, column) = position(self.text, offset);
+        let (line, column) = self.position(offset);
         Source {
             path: self.path.to_owned(),
             line,
@@ -297,24 +322,12 @@ impl FileContext<'_> {
     ) -> Diagnostic {
         Diagnostic {
             path: self.path.to_owned(),
-            position: offset.map(|offset| position(self.text, offset)),
+            position: offset.map(|offset| self.position(offset)),
             job: job.map(str::to_owned),
             field: field.map(str::to_owned),
             message,
         }
     }
-}
-
-/// The 1-based line and column (in characters) of a byte offset.
-fn position(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
-    (line, before[line_start..].chars().count() + 1)
 }
 
 /// Checks and types one job table's fields, collecting every problem.

@@ -601,9 +601,11 @@ impl Store {
             let definition = serde_json::json!({ "hash": job.content_hash(), "job": job });
             pipe.hset(&defs, &job.name, definition.to_string()).ignore();
         }
+        let declared: std::collections::HashSet<&str> =
+            jobs.iter().map(|job| job.name.as_str()).collect();
         let stale: Vec<&String> = published
             .iter()
-            .filter(|name| !jobs.iter().any(|job| &job.name == *name))
+            .filter(|name| !declared.contains(name.as_str()))
             .collect();
         if !stale.is_empty() {
             pipe.hdel(&defs, stale).ignore();
