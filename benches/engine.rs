@@ -76,8 +76,9 @@ async fn store(url: &str, namespace: &str) -> Store {
     store
 }
 
-/// How many times each job started for each fire time (ms), and every start's lag (ms).
-type Starts = (HashMap<(String, i64), u32>, Vec<i64>);
+/// How many times each job started for each fire time (ms), and every start's fire time and
+/// lag (ms).
+type Starts = (HashMap<(String, i64), u32>, Vec<(i64, i64)>);
 
 async fn cron_lag(url: &str) {
     let store = store(url, "bench-lag").await;
@@ -93,7 +94,7 @@ async fn cron_lag(url: &str) {
                 if let (Some(fire), Ok(mut starts)) = (run.fire_time, starts.lock()) {
                     let fire_ms = fire.timestamp_millis();
                     *starts.0.entry((run.job.name.clone(), fire_ms)).or_default() += 1;
-                    starts.1.push(started - fire_ms);
+                    starts.1.push((fire_ms, started - fire_ms));
                 }
                 Ok(Completed::default())
             }
@@ -117,7 +118,7 @@ async fn cron_lag(url: &str) {
     // Whole seconds fully inside the window, with a second of margin at its end.
     let first_fire = (measured_from / 1_000 + 1) * 1_000;
     let last_fire = (end / 1_000 - 1) * 1_000;
-    let (counts, mut lags) = starts
+    let (counts, starts) = starts
         .lock()
         .map(|starts| starts.clone())
         .unwrap_or_default();
@@ -128,6 +129,11 @@ async fn cron_lag(url: &str) {
         .iter()
         .filter(|((_, fire), count)| in_window(*fire) && **count > 1)
         .count();
+    let mut lags: Vec<i64> = starts
+        .into_iter()
+        .filter(|(fire_ms, _)| in_window(*fire_ms))
+        .map(|(_, lag)| lag)
+        .collect();
     lags.sort_unstable();
     println!("cron_jobs={LAG_JOBS}");
     println!("cron_fires_expected={expected}");

@@ -41,7 +41,8 @@ pub struct WorkerConfig {
     pub lease: Duration,
     /// How long an idle worker blocks for a wake-up before claiming again anyway.
     pub idle_wait: Duration,
-    /// Most runs one claim may pop (skipped ones included).
+    /// Most runs one claim may pop (skipped ones included); below the number of free slots,
+    /// it also caps how many runs one claim starts.
     pub pop_limit: usize,
 }
 
@@ -53,7 +54,7 @@ impl Default for WorkerConfig {
             concurrency: 4,
             lease: Duration::from_secs(30),
             idle_wait: Duration::from_secs(1),
-            pop_limit: 100,
+            pop_limit: 2 * MAX_CLAIM_BATCH,
         }
     }
 }
