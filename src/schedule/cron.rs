@@ -7,6 +7,9 @@
 //! into instants across DST changes is [`super::dst`]'s job.
 
 use chrono::NaiveDateTime;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use thiserror::Error;
@@ -251,8 +254,9 @@ fn expand_macro(word: &str) -> Result<&'static str, CronError> {
 /// A parsed cron expression (5 fields, 6 with seconds, or a macro), ready to find fires.
 #[derive(Debug, Clone)]
 pub struct CronExpr {
-    /// The matcher over the canonical fields, in the day mode crontab's rule asks for.
-    cron: Cron,
+    /// The matcher over the canonical fields, in the day mode crontab's rule asks for. Shared:
+    /// see [`intern`].
+    cron: Arc<Cron>,
     /// Debian cron's DST class: true when the minute or hour field begins with `*`. Wildcard jobs
     /// skip times a spring-forward removes and run twice in an hour a fall-back repeats;
     /// fixed-time jobs run once either way.
@@ -295,17 +299,19 @@ impl CronExpr {
         let canonical = [&second, &minute, &hour, &day_of_month, &month, &day_of_week]
             .map(|field| field.canonical.as_str())
             .join(" ");
-        let cron = CronParser::builder()
-            .seconds(Seconds::Required)
-            .year(Year::Disallowed)
-            .dom_and_dow(days_must_match_both)
-            .build()
-            .parse(&canonical)
-            .map_err(|error| CronError::Field {
-                field: "expression",
-                text: text.to_owned(),
-                reason: error.to_string(),
-            })?;
+        let cron = intern(canonical, days_must_match_both, |canonical| {
+            CronParser::builder()
+                .seconds(Seconds::Required)
+                .year(Year::Disallowed)
+                .dom_and_dow(days_must_match_both)
+                .build()
+                .parse(canonical)
+                .map_err(|error| CronError::Field {
+                    field: "expression",
+                    text: text.to_owned(),
+                    reason: error.to_string(),
+                })
+        })?;
         Ok(Self {
             cron,
             wildcard: minute.star || hour.star,
@@ -322,6 +328,37 @@ impl CronExpr {
     pub fn next_wall_time(&self, wall: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
         self.cron.find_next_occurrence(&wall, inclusive).ok()
     }
+}
+
+/// Matchers by canonical expression and day mode, while any job holds them.
+type Interned = HashMap<(String, bool), Weak<Cron>>;
+
+/// One matcher per distinct expression, shared by every job (and every copy of a job) that uses
+/// it: `croner` keeps a bitfield for every year it can reach, about 5 KB per matcher, which
+/// made 10,000 jobs cost well over 100 MB.
+fn intern(
+    canonical: String,
+    days_must_match_both: bool,
+    parse: impl FnOnce(&str) -> Result<Cron, CronError>,
+) -> Result<Arc<Cron>, CronError> {
+    static INTERNED: LazyLock<Mutex<Interned>> = LazyLock::new(Mutex::default);
+    let key = (canonical, days_must_match_both);
+    if let Some(cron) = INTERNED
+        .lock()
+        .ok()
+        .and_then(|interned| interned.get(&key)?.upgrade())
+    {
+        return Ok(cron);
+    }
+    let cron = Arc::new(parse(&key.0)?);
+    if let Ok(mut interned) = INTERNED.lock() {
+        // Forget the matchers no job holds any more, now and then.
+        if interned.len() >= 1_024 && interned.len().is_power_of_two() {
+            interned.retain(|_, cron| cron.strong_count() > 0);
+        }
+        interned.insert(key, Arc::downgrade(&cron));
+    }
+    Ok(cron)
 }
 
 /// Refuses a day-of-month list that no listed month contains, such as `30 2` (February 30th).
@@ -368,6 +405,17 @@ mod tests {
         CronExpr::parse(expr)
             .expect_err("expression must be refused")
             .to_string()
+    }
+
+    #[test]
+    fn expressions_that_mean_the_same_share_one_matcher() {
+        let daily = CronExpr::parse("@daily").expect("valid");
+        let same = CronExpr::parse("0  0 * * *").expect("valid");
+        let other = CronExpr::parse("0 0 1 * *").expect("valid");
+        assert!(Arc::ptr_eq(&daily.cron, &same.cron), "one canonical form");
+        assert!(!Arc::ptr_eq(&daily.cron, &other.cron));
+        let copy = daily.clone();
+        assert!(Arc::ptr_eq(&daily.cron, &copy.cron), "copies share it");
     }
 
     #[test]
