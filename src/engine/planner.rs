@@ -35,6 +35,10 @@ pub struct PlannerConfig {
     pub horizon: Duration,
     /// Most runs planned per job per tick.
     pub max_runs_per_job: usize,
+    /// Most runs planned (or fires skipped) per tick, soonest first; the rest wait for the next
+    /// tick. Keeps a tick short when many jobs fire at the same instant (100,000 minutely jobs
+    /// all enter the horizon in the same second): the horizon leaves time to catch up.
+    pub max_runs_per_tick: usize,
     /// A fire later than this is missed; its job's misfire policy decides whether it runs.
     pub misfire_threshold: Duration,
     /// Time between ticks.
@@ -46,6 +50,7 @@ impl Default for PlannerConfig {
         Self {
             horizon: Duration::from_secs(60),
             max_runs_per_job: 120,
+            max_runs_per_tick: 20_000,
             misfire_threshold: Duration::from_secs(60),
             period: Duration::from_secs(1),
         }
@@ -125,10 +130,12 @@ impl Planner {
         if jobs_changed || self.published_under.as_ref() != Some(&token) {
             // Unplanning resets cursors.
             self.cursors_under = None;
-            if self.replan_changed_jobs(&token, &jobs, now_ms).await? {
+            let Some(published) = self.replan_changed_jobs(&token, &jobs, now_ms).await? else {
                 return Ok(PlannerTick::Fenced);
-            }
-            self.store.publish_definitions(&jobs).await?;
+            };
+            self.store
+                .publish_changed_definitions(&jobs, &published)
+                .await?;
             self.published_under = Some(token.clone());
             self.published_jobs = Some(jobs.clone());
         }
@@ -137,7 +144,7 @@ impl Planner {
             self.cursors = self.store.cursors().await?;
             self.cursors_under = Some(token.clone());
         }
-        let plans: Vec<JobPlan> = jobs
+        let mut plans: Vec<JobPlan> = jobs
             .iter()
             .filter_map(|job| {
                 plan_job(
@@ -148,6 +155,7 @@ impl Planner {
                 )
             })
             .collect();
+        within_budget(&mut plans, self.config.max_runs_per_tick);
         if plans.is_empty() {
             return Ok(PlannerTick::Planned {
                 runs: 0,
@@ -185,13 +193,14 @@ impl Planner {
 
     /// Removes the planned runs of jobs whose published definition differs from the declared
     /// one (changed by a reload, here or on the previous leader) or that are no longer declared,
-    /// so that their old fires never run. Returns whether a write was fenced.
+    /// so that their old fires never run. Returns what was published, or `None` when a write was
+    /// fenced.
     async fn replan_changed_jobs(
         &mut self,
         token: &LeaderToken,
         jobs: &[Job],
         now_ms: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<HashMap<String, String>>, StoreError> {
         let published = self.store.published_hashes().await?;
         let declared: HashMap<&str, &Job> =
             jobs.iter().map(|job| (job.name.as_str(), job)).collect();
@@ -210,11 +219,11 @@ impl Planner {
                 }
                 PlanOutcome::Fenced(holder) => {
                     self.fenced(token, &holder);
-                    return Ok(true);
+                    return Ok(None);
                 }
             }
         }
-        Ok(false)
+        Ok(Some(published))
     }
 
     /// A write was refused: another replica leads (`holder`). Stops leading at once.
@@ -254,6 +263,31 @@ impl Planner {
             }
         }
     }
+}
+
+/// Keeps the soonest plans whose runs and skipped fires fit in `budget` (the first plan always
+/// fits): missed fires first, then by first fire.
+fn within_budget(plans: &mut Vec<JobPlan>, budget: usize) {
+    let size = |plan: &JobPlan| plan.runs.len() + plan.skipped.len();
+    if plans.iter().map(size).sum::<usize>() <= budget {
+        return;
+    }
+    plans.sort_by_key(|plan| {
+        if plan.skipped.is_empty() {
+            plan.runs.first().map_or(i64::MAX, |run| run.fire_ms)
+        } else {
+            i64::MIN
+        }
+    });
+    let mut total = 0;
+    let keep = plans
+        .iter()
+        .take_while(|plan| {
+            total += size(plan);
+            total <= budget
+        })
+        .count();
+    plans.truncate(keep.max(1));
 }
 
 /// What to write for one job at `now_ms`, given its cursor (the last fire planned or skipped):
@@ -360,6 +394,52 @@ fn millis(duration: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sized_plan(job: &str, first_fire_ms: i64, runs: usize, skipped: usize) -> JobPlan {
+        JobPlan {
+            job: job.to_owned(),
+            cursor_ms: first_fire_ms,
+            runs: (0..runs as i64)
+                .map(|i| PlannedRun {
+                    run_id: cron_run_id(job, first_fire_ms + i),
+                    fire_ms: first_fire_ms + i,
+                    due_ms: first_fire_ms + i,
+                })
+                .collect(),
+            skipped: (0..skipped)
+                .map(|_| SkippedFire {
+                    run_id: cron_run_id(job, 0),
+                    reason: "missed",
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_tick_over_budget_keeps_missed_fires_then_the_soonest() {
+        let names = |plans: &[JobPlan]| {
+            plans
+                .iter()
+                .map(|plan| plan.job.clone())
+                .collect::<Vec<_>>()
+        };
+        let mut plans = vec![
+            sized_plan("late", 9_000, 3, 0),
+            sized_plan("soon", 1_000, 3, 0),
+            sized_plan("missed", 5_000, 1, 2),
+            sized_plan("middle", 4_000, 3, 0),
+        ];
+        within_budget(&mut plans, 9);
+        assert_eq!(names(&plans), ["missed", "soon", "middle"]);
+
+        let mut under = vec![sized_plan("a", 2, 1, 0), sized_plan("b", 1, 1, 0)];
+        within_budget(&mut under, 2);
+        assert_eq!(names(&under), ["a", "b"], "within budget: untouched");
+
+        let mut huge = vec![sized_plan("big", 1, 50, 0), sized_plan("small", 2, 1, 0)];
+        within_budget(&mut huge, 10);
+        assert_eq!(names(&huge), ["big"], "the soonest plan always goes");
+    }
     use crate::schedule::parse_file;
     use std::path::Path;
 

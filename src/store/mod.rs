@@ -592,25 +592,41 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn publish_definitions(&self, jobs: &[Job]) -> Result<(), StoreError> {
+        let published = self.published_hashes().await?;
+        self.publish_changed_definitions(jobs, &published).await
+    }
+
+    /// Like [`Store::publish_definitions`], given what is published (as
+    /// [`Store::published_hashes`] read it): only definitions that differ are written, so a new
+    /// leader over unchanged schedules writes nothing.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn publish_changed_definitions(
+        &self,
+        jobs: &[Job],
+        published: &HashMap<String, String>,
+    ) -> Result<(), StoreError> {
         let defs = self.keys.defs();
-        let mut connection = self.connection.clone();
-        let published: Vec<String> = connection.hkeys(&defs).await?;
         let mut pipe = redis::pipe();
         pipe.atomic();
         for job in jobs {
-            let definition = serde_json::json!({ "hash": job.content_hash(), "job": job });
-            pipe.hset(&defs, &job.name, definition.to_string()).ignore();
+            let hash = job.content_hash();
+            if published.get(&job.name) != Some(&hash) {
+                let definition = serde_json::json!({ "hash": hash, "job": job });
+                pipe.hset(&defs, &job.name, definition.to_string()).ignore();
+            }
         }
         let declared: std::collections::HashSet<&str> =
             jobs.iter().map(|job| job.name.as_str()).collect();
         let stale: Vec<&String> = published
-            .iter()
+            .keys()
             .filter(|name| !declared.contains(name.as_str()))
             .collect();
         if !stale.is_empty() {
             pipe.hdel(&defs, stale).ignore();
         }
-        let () = pipe.query_async(&mut connection).await?;
+        let () = pipe.query_async(&mut self.connection.clone()).await?;
         Ok(())
     }
 
@@ -624,9 +640,13 @@ impl Store {
         Ok(raw
             .into_iter()
             .map(|(job, definition)| {
-                let hash = serde_json::from_str::<serde_json::Value>(&definition)
-                    .ok()
-                    .and_then(|value| value.get("hash")?.as_str().map(str::to_owned))
+                /// Only the hash of a published definition: the rest is skipped, not built.
+                #[derive(serde::Deserialize)]
+                struct Published {
+                    hash: String,
+                }
+                let hash = serde_json::from_str::<Published>(&definition)
+                    .map(|published| published.hash)
                     .unwrap_or_default();
                 (job, hash)
             })
