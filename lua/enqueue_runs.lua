@@ -82,12 +82,16 @@ for i = 3, #ARGV, 7 do
       priority = def.priority
     end
     local state = due_ms <= now and 'ready' or 'scheduled'
-    redis.call('HSET', prefix .. 'run:' .. run_id,
+    local run_key = prefix .. 'run:' .. run_id
+    redis.call('HSET', run_key,
       'job', job, 'kind', 'adhoc', 'due_ms', due_text, 'created_ms', now_text,
-      'attempt', 0, 'max_attempts', def.max_attempts, 'queue', def.queue, 'priority', priority,
+      'attempt', '0', 'max_attempts', def.max_attempts, 'queue', def.queue, 'priority', priority,
       'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
-      'delivery', def.delivery, 'overlap', def.overlap,
-      'fingerprint', fingerprint, 'payload', payload, 'state', state)
+      'delivery', def.delivery, 'overlap', def.overlap, 'state', state)
+    -- Empty ones are left out: a field costs even when it says nothing.
+    if fingerprint ~= '' or payload ~= '' then
+      redis.call('HSET', run_key, 'fingerprint', fingerprint, 'payload', payload)
+    end
     if state == 'ready' then
       local list = prefix .. 'ready:' .. def.queue .. ':' .. priority
       ready[list] = ready[list] or {}
