@@ -153,6 +153,49 @@ async fn planner_plans_only_while_leading_and_stops_when_fenced() {
 }
 
 #[tokio::test]
+async fn a_job_left_for_a_later_tick_is_planned_from_when_it_was_first_seen() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let leadership = Leadership::new();
+    elector(&store, &leadership, "a")
+        .tick()
+        .await
+        .expect("elect");
+    let (_jobs_tx, jobs_rx) = watch::channel(jobs(
+        "[jobs.first]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n\
+         [jobs.second]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n",
+    ));
+    // Room for one job's minute of fires per tick.
+    let config = PlannerConfig {
+        max_runs_per_tick: 60,
+        ..PlannerConfig::default()
+    };
+    let mut planner = Planner::new(store.clone(), leadership, jobs_rx, config);
+    planner.tick().await.expect("first tick");
+    let mut redis = server.connection();
+    let earliest = |redis: &mut redis::Connection, job: &str| -> Option<i64> {
+        let first: Vec<(String, i64)> = redis
+            .zrange_withscores(format!("{{test}}:planned:{job}"), 0, 0)
+            .expect("ZRANGE");
+        first.first().map(|(_, fire_ms)| *fire_ms)
+    };
+    let first = earliest(&mut redis, "first").expect("the first job is planned");
+    assert_eq!(
+        earliest(&mut redis, "second"),
+        None,
+        "over the tick's budget"
+    );
+
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    planner.tick().await.expect("second tick");
+    assert_eq!(
+        earliest(&mut redis, "second"),
+        Some(first),
+        "planned from the tick that first saw it, not from the tick that had room"
+    );
+}
+
+#[tokio::test]
 async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
     let server = RedisServer::start();
     let store = connect(&server).await;

@@ -85,8 +85,8 @@ pub struct Planner {
     /// The job list last published. Compared by pointer: a reload replaces the list whole, and
     /// the watch channel's own "changed" flag is consumed by the run loop's wake-ups.
     published_jobs: Option<Jobs>,
-    /// Each job's cursor as this leader last wrote it, read from Redis once per lease: while
-    /// the lease holds, no one else may move a cursor.
+    /// Each job's cursor as this leader last wrote it, read from Redis once per lease (while
+    /// the lease holds, no one else may move a cursor), or when it first saw a new job.
     cursors: HashMap<String, i64>,
     /// The lease `cursors` was read under; `None` after anything that may have moved them.
     cursors_under: Option<LeaderToken>,
@@ -143,6 +143,14 @@ impl Planner {
         if self.cursors_under.as_ref() != Some(&token) {
             self.cursors = self.store.cursors().await?;
             self.cursors_under = Some(token.clone());
+        }
+        // A job seen for the first time starts from now: it has missed nothing. Remembered
+        // before any plan is written, so a job a budgeted tick leaves for later still gets the
+        // fires from the moment it was first seen.
+        for job in jobs.iter().filter(|job| job.schedule.is_some()) {
+            if !self.cursors.contains_key(&job.name) {
+                self.cursors.insert(job.name.clone(), now_ms);
+            }
         }
         let mut plans: Vec<JobPlan> = jobs
             .iter()
