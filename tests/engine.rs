@@ -39,6 +39,18 @@ fn elector(store: &Store, leadership: &Leadership, replica: &str) -> Elector {
     )
 }
 
+/// A Redis, and a store whose replica "a" holds the leader lease.
+async fn leading() -> (RedisServer, Store, Leadership) {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let leadership = Leadership::new();
+    elector(&store, &leadership, "a")
+        .tick()
+        .await
+        .expect("elect");
+    (server, store, leadership)
+}
+
 /// Polls `condition` every 10 ms until it holds or `limit` passes.
 async fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
@@ -154,13 +166,7 @@ async fn planner_plans_only_while_leading_and_stops_when_fenced() {
 
 #[tokio::test]
 async fn a_job_left_for_a_later_tick_is_planned_from_when_it_was_first_seen() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    let leadership = Leadership::new();
-    elector(&store, &leadership, "a")
-        .tick()
-        .await
-        .expect("elect");
+    let (server, store, leadership) = leading().await;
     let (_jobs_tx, jobs_rx) = watch::channel(jobs(
         "[jobs.first]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n\
          [jobs.second]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n",
@@ -197,13 +203,7 @@ async fn a_job_left_for_a_later_tick_is_planned_from_when_it_was_first_seen() {
 
 #[tokio::test]
 async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    let leadership = Leadership::new();
-    elector(&store, &leadership, "a")
-        .tick()
-        .await
-        .expect("elect");
+    let (server, store, leadership) = leading().await;
     let config = PromoterConfig {
         // Long enough that only a wake-up or the due time can explain a quick promotion.
         max_sleep: Duration::from_secs(30),
@@ -271,13 +271,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
 
 #[tokio::test]
 async fn reaper_returns_runs_whose_lease_expired() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    let leadership = Leadership::new();
-    elector(&store, &leadership, "a")
-        .tick()
-        .await
-        .expect("elect");
+    let (_server, store, leadership) = leading().await;
     let (_jobs_tx, jobs_rx) = watch::channel(jobs(
         "[jobs.again]\nschedule = \"* * * * * *\"\ncommand = \"sleep 9\"\n\
          [jobs.once]\nschedule = \"* * * * * *\"\ncommand = \"sleep 9\"\ndelivery = \"at-most-once\"\n",

@@ -54,14 +54,11 @@ impl Reaper {
     /// # Errors
     /// Redis errors.
     pub async fn tick(&mut self) -> Result<Reaped, StoreError> {
-        let failure = Failure {
-            reason: FailReason::Lost,
-            message: "lease expired: its worker stopped renewing it (the replica died, froze or \
-                      lost Redis)"
-                .to_owned(),
-            exit_code: None,
-            output: String::new(),
-        };
+        let failure = Failure::without_output(
+            FailReason::Lost,
+            "lease expired: its worker stopped renewing it (the replica died, froze or lost \
+             Redis)",
+        );
         let mut reaped = Reaped::default();
         for run_id in self.store.expired_leases(self.config.batch).await? {
             match self.store.fail_run(&run_id, None, &failure, 0.5).await? {

@@ -255,12 +255,10 @@ impl Workers {
             detail = corrupt.detail,
             "corrupt run: dead"
         );
-        let failure = Failure {
-            reason: FailReason::Corrupt,
-            message: format!("corrupt run: {}", corrupt.detail),
-            exit_code: None,
-            output: String::new(),
-        };
+        let failure = Failure::without_output(
+            FailReason::Corrupt,
+            format!("corrupt run: {}", corrupt.detail),
+        );
         self.store
             .fail_run(&corrupt.run_id, Some(&corrupt.worker), &failure, 0.0)
             .await?;
@@ -409,15 +407,13 @@ impl Execution {
                 job = run.job,
                 "unknown job: not declared here; dead"
             );
-            let failure = Failure {
-                reason: FailReason::Permanent,
-                message: format!(
+            let failure = Failure::without_output(
+                FailReason::Permanent,
+                format!(
                     "unknown job: \"{}\" is not declared in this replica's schedule files",
                     run.job
                 ),
-                exit_code: None,
-                output: String::new(),
-            };
+            );
             self.record_failure(&run, &failure).await;
             return;
         };

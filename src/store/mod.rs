@@ -268,6 +268,18 @@ pub struct Failure {
     pub output: String,
 }
 
+impl Failure {
+    /// A failure that happened outside the command (it produced no exit code or output).
+    pub fn without_output(reason: FailReason, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            exit_code: None,
+            output: String::new(),
+        }
+    }
+}
+
 /// What became of a failed run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailOutcome {
