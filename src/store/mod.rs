@@ -355,6 +355,33 @@ pub struct Enqueue {
     pub unique: Option<(String, Duration)>,
 }
 
+impl Enqueue {
+    /// The run's 7 arguments to `enqueue_runs.lua`: run id, job, due ms or '', payload,
+    /// priority or '', fingerprint or '', uniqueness window ms.
+    pub fn script_arguments(&self, run_id: &str) -> [String; 7] {
+        let (fingerprint, window) = self
+            .unique
+            .as_ref()
+            .map_or((String::new(), 0), |(fingerprint, window)| {
+                (fingerprint.clone(), millis(*window))
+            });
+        let priority = self.priority.map_or("", |priority| match priority {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+            Priority::Low => "low",
+        });
+        [
+            run_id.to_owned(),
+            self.job.clone(),
+            self.due_ms.map_or_else(String::new, |due| due.to_string()),
+            self.payload.clone().unwrap_or_default(),
+            priority.to_owned(),
+            fingerprint,
+            window.to_string(),
+        ]
+    }
+}
+
 /// What became of an enqueue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Enqueued {
@@ -953,7 +980,7 @@ impl Store {
             if run.len() < CLAIMED_RUN_VALUES {
                 return Err(reply(OPERATION, "reply too short".to_owned()));
             }
-            claimed.runs.push(decode_claimed_run(run));
+            claimed.runs.push(ClaimedRun::from_reply(run));
         }
         Ok(claimed)
     }
@@ -1145,28 +1172,7 @@ impl Store {
         ]);
         for request in requests {
             let run_id = new_run_id();
-            let (fingerprint, window) = request
-                .unique
-                .as_ref()
-                .map_or((String::new(), 0), |(fingerprint, window)| {
-                    (fingerprint.clone(), millis(*window))
-                });
-            let priority = request.priority.map_or("", |priority| match priority {
-                Priority::High => "high",
-                Priority::Normal => "normal",
-                Priority::Low => "low",
-            });
-            arguments.extend([
-                run_id.clone(),
-                request.job.clone(),
-                request
-                    .due_ms
-                    .map_or_else(String::new, |due| due.to_string()),
-                request.payload.clone().unwrap_or_default(),
-                priority.to_owned(),
-                fingerprint,
-                window.to_string(),
-            ]);
+            arguments.extend(request.script_arguments(&run_id));
             run_ids.push(run_id);
         }
         arguments
@@ -1629,40 +1635,45 @@ const ENQUEUE_RUNS_KEYS: usize = 4;
 /// How many values `claim_runs.lua` returns per claimed run.
 const CLAIMED_RUN_VALUES: usize = 7;
 
-/// Reads one claimed run of `claim_runs.lua`'s reply: run id, worker, job, attempt, max
-/// attempts, fire ms or nil, payload or nil. The script checked the numbers; what can still be
-/// wrong is text that is not UTF-8.
-fn decode_claimed_run(values: Vec<Value>) -> Result<ClaimedRun, CorruptRun> {
-    let mut values = values.into_iter();
-    let mut text = || -> Option<String> { String::from_redis_value(values.next()?).ok() };
-    let id = text().unwrap_or_default();
-    let worker = text().unwrap_or_default();
-    let job = text();
-    let mut number = || -> Option<i64> { i64::from_redis_value(values.next()?).ok() };
-    let attempt = number().and_then(|value| u32::try_from(value).ok());
-    let max_attempts = number().and_then(|value| u32::try_from(value).ok());
-    let fire_ms = values
-        .next()
-        .and_then(|value| i64::from_redis_value(value).ok());
-    let payload = match values.next() {
-        None | Some(Value::Nil) => Ok(None),
-        Some(value) => String::from_redis_value(value).map(Some),
-    };
-    match (job, attempt, max_attempts, payload) {
-        (Some(job), Some(attempt), Some(max_attempts), Ok(payload)) => Ok(ClaimedRun {
-            id,
-            worker,
-            job,
-            attempt,
-            max_attempts,
-            fire_ms,
-            payload,
-        }),
-        _ => Err(CorruptRun {
-            run_id: id,
-            worker,
-            detail: "its job, attempt, max_attempts or payload is not valid".to_owned(),
-        }),
+impl ClaimedRun {
+    /// Reads one claimed run of `claim_runs.lua`'s reply: run id, worker, job, attempt, max
+    /// attempts, fire ms or nil, payload or nil. The script checked the numbers; what can still
+    /// be wrong is text that is not UTF-8.
+    ///
+    /// # Errors
+    /// A [`CorruptRun`] when a value is missing or not what the script writes.
+    pub fn from_reply(values: Vec<Value>) -> Result<Self, CorruptRun> {
+        let mut values = values.into_iter();
+        let mut text = || -> Option<String> { String::from_redis_value(values.next()?).ok() };
+        let id = text().unwrap_or_default();
+        let worker = text().unwrap_or_default();
+        let job = text();
+        let mut number = || -> Option<i64> { i64::from_redis_value(values.next()?).ok() };
+        let attempt = number().and_then(|value| u32::try_from(value).ok());
+        let max_attempts = number().and_then(|value| u32::try_from(value).ok());
+        let fire_ms = values
+            .next()
+            .and_then(|value| i64::from_redis_value(value).ok());
+        let payload = match values.next() {
+            None | Some(Value::Nil) => Ok(None),
+            Some(value) => String::from_redis_value(value).map(Some),
+        };
+        match (job, attempt, max_attempts, payload) {
+            (Some(job), Some(attempt), Some(max_attempts), Ok(payload)) => Ok(Self {
+                id,
+                worker,
+                job,
+                attempt,
+                max_attempts,
+                fire_ms,
+                payload,
+            }),
+            _ => Err(CorruptRun {
+                run_id: id,
+                worker,
+                detail: "its job, attempt, max_attempts or payload is not valid".to_owned(),
+            }),
+        }
     }
 }
 
