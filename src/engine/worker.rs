@@ -179,9 +179,10 @@ impl Workers {
             .take(MAX_CLAIM_BATCH)
             .copied()
             .collect();
-        let workers: Vec<String> = slots
+        let slots_asked = slots.len();
+        let workers: Vec<&str> = slots
             .iter()
-            .map(|&slot| self.worker_ids[slot].clone())
+            .map(|&slot| self.worker_ids[slot].as_str())
             .collect();
         let claimed = self
             .store
@@ -204,7 +205,7 @@ impl Workers {
             }
         }
         self.backlog
-            .send_replace(started == workers.len() && !claimed.drained);
+            .send_replace(started == slots_asked && !claimed.drained);
         Ok(if started > 0 {
             WorkerTick::Started(started)
         } else if claimed.drained {
@@ -676,7 +677,7 @@ async fn record_successes(
 
 /// Records one batch of successes.
 async fn record_batch(store: &Store, batch: &[PendingAck]) {
-    let acks: Vec<Ack> = batch.iter().map(|pending| pending.ack.clone()).collect();
+    let acks: Vec<&Ack> = batch.iter().map(|pending| &pending.ack).collect();
     let Some(recorded) = retry_store(|| store.ack_runs(&acks)).await else {
         warn!(
             runs = acks.len(),

@@ -916,9 +916,7 @@ impl Store {
         lease: Duration,
         pop_limit: usize,
     ) -> Result<Claim, StoreError> {
-        let claimed = self
-            .claim_runs(&[worker.to_owned()], queues, lease, pop_limit)
-            .await?;
+        let claimed = self.claim_runs(&[worker], queues, lease, pop_limit).await?;
         let skipped = claimed.skipped;
         Ok(match claimed.runs.into_iter().next() {
             Some(Ok(run)) => Claim::Run { run, skipped },
@@ -939,7 +937,7 @@ impl Store {
     /// Redis errors.
     pub async fn claim_runs(
         &self,
-        workers: &[String],
+        workers: &[&str],
         queues: &[String],
         lease: Duration,
         pop_limit: usize,
@@ -1025,7 +1023,7 @@ impl Store {
             exit_code,
             output: output.to_owned(),
         };
-        let recorded = self.ack_runs(std::slice::from_ref(&ack)).await?;
+        let recorded = self.ack_runs(&[&ack]).await?;
         Ok(recorded.first().copied().unwrap_or(false))
     }
 
@@ -1034,7 +1032,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis errors.
-    pub async fn ack_runs(&self, acks: &[Ack]) -> Result<Vec<bool>, StoreError> {
+    pub async fn ack_runs(&self, acks: &[&Ack]) -> Result<Vec<bool>, StoreError> {
         let mut invocation = scripts::ACK_RUNS.prepare_invoke();
         invocation
             .key(self.keys.active())
