@@ -159,21 +159,23 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
 #[tokio::test]
 async fn enqueue_schedules_later_and_uniqueness_refuses_a_second_run() {
     let (server, dir, _store) = published().await;
+    let enqueue_unique = |delay: &str, payload: &str| {
+        cli(
+            &server,
+            dir.path(),
+            &[
+                "enqueue",
+                "greet",
+                "--in",
+                delay,
+                "--unique",
+                "--payload",
+                payload,
+            ],
+        )
+    };
     let before = chrono::Utc::now().timestamp_millis();
-    let out = cli(
-        &server,
-        dir.path(),
-        &[
-            "enqueue",
-            "greet",
-            "--in",
-            "1h",
-            "--unique",
-            "--payload",
-            r#"{"b": 2, "a": 1}"#,
-        ],
-    )
-    .success();
+    let out = enqueue_unique("1h", r#"{"b": 2, "a": 1}"#).success();
     let first = run_id(&out);
     let fields: serde_json::Value = serde_json::from_str(
         &cli(&server, dir.path(), &["runs", "show", &first, "--json"]).success(),
@@ -190,38 +192,12 @@ async fn enqueue_schedules_later_and_uniqueness_refuses_a_second_run() {
     );
 
     // The same payload, keys in another order: the same fingerprint.
-    let refused = cli(
-        &server,
-        dir.path(),
-        &[
-            "enqueue",
-            "greet",
-            "--in",
-            "0s",
-            "--unique",
-            "--payload",
-            r#"{"a":1,"b":2}"#,
-        ],
-    )
-    .failure(2);
+    let refused = enqueue_unique("0s", r#"{"a":1,"b":2}"#).failure(2);
     assert!(
         refused.contains(&format!("refused: run {first}")),
         "{refused}"
     );
-    cli(
-        &server,
-        dir.path(),
-        &[
-            "enqueue",
-            "greet",
-            "--in",
-            "0s",
-            "--unique",
-            "--payload",
-            r#"{"a":2}"#,
-        ],
-    )
-    .success();
+    enqueue_unique("0s", r#"{"a":2}"#).success();
 
     let at = "2030-01-01T00:00:00Z";
     cli(

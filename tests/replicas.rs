@@ -115,6 +115,17 @@ impl Scenario {
             .expect("GET leader")
     }
 
+    /// Which of `replicas` holds the leader lease, and under which epoch.
+    fn leading_replica(&self, replicas: &[ReplicaProcess]) -> (usize, u64) {
+        let token = self.leader().expect("a leader");
+        let (id, epoch) = token.rsplit_once(':').expect("<id>:<epoch>");
+        let index = replicas
+            .iter()
+            .position(|replica| replica.id == id)
+            .expect("the leader is one of ours");
+        (index, epoch.parse().expect("an epoch"))
+    }
+
     fn run_field(&self, run_id: &str, field: &str) -> Option<String> {
         self.server
             .connection()
@@ -234,13 +245,8 @@ fn killing_the_leader_loses_and_doubles_no_fire() {
     let from = (scenario.redis_now_ms() / 1000 + 2) * 1000;
     sleep_until(&scenario, from + 4_000);
 
-    let old_leader = scenario.leader().expect("a leader");
-    let (old_id, old_epoch) = old_leader.rsplit_once(':').expect("<id>:<epoch>");
-    let old_epoch: u64 = old_epoch.parse().expect("an epoch");
-    let victim = replicas
-        .iter()
-        .position(|replica| replica.id == old_id)
-        .expect("the leader is one of ours");
+    let (victim, old_epoch) = scenario.leading_replica(&replicas);
+    let old_id = replicas[victim].id.clone();
     replicas[victim].kill9();
 
     assert!(
@@ -473,18 +479,13 @@ fn a_leader_frozen_past_its_lease_is_fenced_and_doubles_no_fire() {
     let from = (scenario.redis_now_ms() / 1000 + 2) * 1000;
     sleep_until(&scenario, from + 2_000);
 
-    let frozen = scenario.leader().expect("a leader");
-    let (frozen_id, frozen_epoch) = frozen.rsplit_once(':').expect("<id>:<epoch>");
-    let frozen_epoch: u64 = frozen_epoch.parse().expect("an epoch");
-    let paused = replicas
-        .iter()
-        .find(|replica| replica.id == frozen_id)
-        .expect("the leader is one of ours");
+    let (frozen, frozen_epoch) = scenario.leading_replica(&replicas);
+    let paused = &replicas[frozen];
     // Three lease ttls (2 s each): a successor takes over meanwhile.
     paused.signal(Signal::SIGSTOP);
     std::thread::sleep(Duration::from_secs(6));
     let successor = scenario.leader().expect("a successor");
-    assert_ne!(successor, frozen);
+    assert_ne!(successor, format!("{}:{frozen_epoch}", paused.id));
     let successor_epoch: u64 = successor
         .rsplit_once(':')
         .and_then(|(_, epoch)| epoch.parse().ok())
