@@ -106,7 +106,7 @@ async fn cron_lag(url: &str) {
         replica_id: "bench-lag".to_owned(),
         ..ReplicaConfig::default()
     };
-    config.workers.concurrency = 256;
+    config.workers.concurrency = LAG_JOBS;
     let replica = builder.config(config).build();
     let shutdown = Shutdown::new();
     let running = tokio::spawn(replica.run(shutdown.clone()));

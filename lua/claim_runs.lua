@@ -7,6 +7,12 @@
 -- fingerprint (a duplicate), or when its job forbids overlap and a run of it is active. The
 -- rest start: their attempt is counted and their lease recorded in the active set.
 --
+-- A run the promoter moved ahead of its due time (its lead) is claimed ahead: its worker waits
+-- the time left, measured on Redis's clock and returned here, before it starts the run; the
+-- lease and the overlap lock cover that wait. When its job is busy at claim, the run that holds
+-- the overlap lock may still end before this one's due time: the run is claimed without the
+-- lock, and its worker takes the lock when the time comes (take_overlap_lock.lua), or skips it.
+--
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] events  stream  run state changes
 -- KEYS[3] paused  set     paused job names
@@ -25,7 +31,8 @@
 --
 -- Returns {status, S, then S pairs of job and reason of the runs skipped or buried on the way,
 -- R, then R groups of (run id, worker id, job, attempt, max attempts, fire ms or nil, payload or
--- nil)}. Status 'EMPTY': the ready lists ran dry; 'MORE': runs may be left (every worker got one,
+-- nil, ms to wait before starting it, 1 when its worker must take the overlap lock first else 0)}.
+-- Status 'EMPTY': the ready lists ran dry; 'MORE': runs may be left (every worker got one,
 -- or the pop limit went to skipped runs).
 -- Cost: O(limit + queues).
 local active, events, paused, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -112,10 +119,13 @@ while #started < #workers and pops < limit do
   pops = pops + #run_ids
   for _, run_id in ipairs(run_ids) do
     local run_key = run_prefix .. run_id
-    local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload =
+    local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload, due_ms =
       unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap', 'created_ms', 'attempt',
-        'max_attempts', 'fire_ms', 'payload'))
+        'max_attempts', 'fire_ms', 'payload', 'due_ms'))
     attempt, max_attempts = tonumber(attempt), tonumber(max_attempts)
+    local wait = math.max((tonumber(due_ms) or now) - now, 0)
+    local held_for = lease + wait
+    local overlap_pending = 0
     -- The fingerprint's owner is this run as created (its retries included), not just its id: a
     -- cron fire planned again after its hash expired has the same id but is a duplicate.
     if not job or not attempt or not max_attempts then
@@ -128,12 +138,15 @@ while #started < #workers and pops < limit do
       skip(run_key, run_id, job, 'paused')
     elseif fingerprint and fingerprint ~= '' and not lock(prefix .. 'fp:' .. fingerprint, run_id .. '/' .. (created or ''), fingerprint_ttl) then
       skip(run_key, run_id, job, 'duplicate')
-    elseif overlap == 'forbid' and not lock(prefix .. 'busy:' .. job, run_id, lease) then
+    elseif overlap == 'forbid' and wait == 0 and not lock(prefix .. 'busy:' .. job, run_id, lease) then
       skip(run_key, run_id, job, 'overlap')
     else
+      if overlap == 'forbid' and wait > 0 and not lock(prefix .. 'busy:' .. job, run_id, held_for) then
+        overlap_pending = 1
+      end
       started[#started + 1] = {run_id, workers[#started + 1], job, attempt + 1, max_attempts,
-        tonumber(fire_ms) or false, payload, run_key}
-      leases[#leases + 1] = lease_deadline
+        tonumber(fire_ms) or false, payload, wait, overlap_pending, run_key}
+      leases[#leases + 1] = wait == 0 and lease_deadline or tostring(now + held_for)
       leases[#leases + 1] = run_id
     end
   end
@@ -151,14 +164,13 @@ end
 -- Starting is not an event: the run hash says who runs which attempt since when, and the
 -- outcome's event names the worker.
 redis.call('ZADD', active, unpack(leases))
+local claimed_ahead = false
 for _, run in ipairs(started) do
-  redis.call('HSET', run[8], 'attempt', attempt_text(run[4]), 'state', 'active', 'worker', run[2],
-    'started_ms', now_text)
-  for i = 1, 7 do
-    reply[#reply + 1] = run[i]
-  end
+  local wait = run[8]
+  claimed_ahead = claimed_ahead or wait > 0
+  redis.call('HSET', run[10], 'attempt', attempt_text(run[4]), 'state', 'active', 'worker', run[2],
+    'started_ms', wait == 0 and now_text or tostring(now + wait))
 end
-
 -- Runs may be left behind the ones claimed: wake other replicas' idle workers for them.
 for _, queue in ipairs(queues) do
   for _, priority in ipairs({'high', 'normal', 'low'}) do
@@ -168,4 +180,15 @@ for _, queue in ipairs(queues) do
     end
   end
 end
+
+-- Waits count from the end of this call, the closest Redis gets to when the worker reads them:
+-- a long call must not make every run it claimed ahead start that much late.
+local elapsed = claimed_ahead and now_ms(ARGV[7]) - now or 0
+for _, run in ipairs(started) do
+  run[8] = math.max(run[8] - elapsed, 0)
+  for i = 1, 9 do
+    reply[#reply + 1] = run[i]
+  end
+end
+
 return reply

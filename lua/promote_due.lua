@@ -1,5 +1,7 @@
--- Moves runs whose due time has come from the due set to their ready lists, applying the
--- job's misfire policy and starting deadline to runs that come too late.
+-- Moves runs whose due time has come, or comes within the lead, from the due set to their ready
+-- lists, applying the job's misfire policy and starting deadline to runs that come too late. A
+-- run moved ahead of its due time is claimed ahead and started at that time by its worker (see
+-- claim_runs.lua), so promotion and claim are off the path between due time and start.
 --
 -- A planned cron fire has no run hash yet (planned runs cost only their due and planned
 -- entries): it is created here from the job's published definition. Ad-hoc runs and retries
@@ -15,15 +17,16 @@
 -- ARGV[4] events stream MAXLEN (approximate)
 -- ARGV[5] retention of finished run hashes, ms
 -- ARGV[6] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[7] lead, ms: runs due this soon are moved already
 --
 -- Returns {runs made ready, runs skipped or dead, next due ms or -1 when nothing is due, now ms,
 -- then a job and a reason for each run skipped or dead}.
 -- Cost: O(limit log N).
 local due, defs, events, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local maxlen, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
-if not limit or not threshold or not maxlen or not retention then
-  return redis.error_reply('ERR promote_due: limit, threshold, maxlen and retention must be numbers')
+local maxlen, retention, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
+if not limit or not threshold or not maxlen or not retention or not lead then
+  return redis.error_reply('ERR promote_due: limit, threshold, maxlen, retention and lead must be numbers')
 end
 local now = now_ms(ARGV[6])
 local now_text = tostring(now)
@@ -66,7 +69,7 @@ local ready, skipped = 0, 0
 local skips = {}
 local ready_lists = {}  -- ready list key -> run ids, pushed together at the end
 local woken = {}        -- wake marker key -> true
-local run_ids = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+local run_ids = redis.call('ZRANGEBYSCORE', due, '-inf', tostring(now + lead), 'WITHSCORES', 'LIMIT', 0, limit)
 local taken = {}
 for i = 1, #run_ids, 2 do
   taken[#taken + 1] = run_ids[i]

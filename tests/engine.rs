@@ -209,6 +209,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
         max_sleep: Duration::from_secs(30),
         ..PromoterConfig::default()
     };
+    let lead_ms = i64::try_from(config.lead.as_millis()).expect("lead");
     let shutdown = Shutdown::new();
     let task = tokio::spawn(Promoter::new(store.clone(), config).run(shutdown.clone()));
 
@@ -261,8 +262,8 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
         .hget(format!("{{test}}:run:once@{due_ms}"), "ready_ms")
         .expect("HGET");
     assert!(
-        ready_ms >= due_ms,
-        "promoted {} ms early",
+        ready_ms >= due_ms - lead_ms,
+        "promoted {} ms early, more than the lead",
         due_ms - ready_ms
     );
     shutdown.cancel();
@@ -281,7 +282,7 @@ async fn reaper_returns_runs_whose_lease_expired() {
     let now = store.now_ms().await.expect("time");
     let store = store.with_frozen_clock(now + 1_500);
     store
-        .promote_due(100, Duration::from_secs(60))
+        .promote_due(100, Duration::from_secs(60), Duration::ZERO)
         .await
         .expect("promote");
     let queues = ["default".to_owned()];
@@ -380,4 +381,67 @@ async fn a_replica_runs_registered_rust_handlers_and_reports_its_heartbeat() {
     task.await.expect("replica task");
     let leader: Option<String> = redis.get("{test}:leader").expect("GET");
     assert_eq!(leader, None, "the lease is released on shutdown");
+}
+
+#[tokio::test]
+async fn fires_claimed_ahead_start_at_their_fire_time_never_before() {
+    use redcron::handler::{Completed, RunContext};
+    use redcron::replica::{Replica, ReplicaConfig};
+    use std::sync::Mutex;
+
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let starts: Arc<Mutex<Vec<(String, i64, i64)>>> = Arc::default();
+    let recorder = starts.clone();
+    let declared = jobs("[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n");
+    let replica = Replica::builder(store)
+        .jobs(declared.as_ref().clone())
+        .handler("tick", move |run: RunContext| {
+            // Redis runs on this machine: its clock is this clock.
+            let started_ms = chrono::Utc::now().timestamp_millis();
+            let fire_ms = run.fire_time.map_or(0, |fire| fire.timestamp_millis());
+            recorder
+                .lock()
+                .expect("not poisoned")
+                .push((run.run_id.clone(), fire_ms, started_ms));
+            async { Ok(Completed::default()) }
+        })
+        .config(ReplicaConfig {
+            replica_id: "ahead".to_owned(),
+            ..ReplicaConfig::default()
+        })
+        .build();
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(replica.run(shutdown.clone()));
+    assert!(
+        wait_until(Duration::from_secs(10), || starts
+            .lock()
+            .expect("not poisoned")
+            .len()
+            >= 3)
+        .await,
+        "the job did not fire"
+    );
+    shutdown.cancel();
+    task.await.expect("replica task");
+
+    let mut redis = server.connection();
+    let mut claimed_ahead = 0;
+    for (run_id, fire_ms, started_ms) in starts.lock().expect("not poisoned").iter() {
+        assert!(
+            started_ms >= fire_ms,
+            "{run_id} started {} ms early",
+            fire_ms - started_ms
+        );
+        let ready_ms: i64 = redis
+            .hget(format!("{{test}}:run:{run_id}"), "ready_ms")
+            .expect("HGET");
+        if ready_ms < *fire_ms {
+            claimed_ahead += 1;
+        }
+    }
+    assert!(
+        claimed_ahead > 0,
+        "no fire was made ready ahead of its time"
+    );
 }

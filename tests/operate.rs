@@ -292,7 +292,7 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
         .clone()
         .with_frozen_clock(chrono::Utc::now().timestamp_millis() + 60_000);
     later
-        .promote_due(100, Duration::from_secs(60))
+        .promote_due(100, Duration::from_secs(60), Duration::ZERO)
         .await
         .expect("promote");
     let failure = Failure {
@@ -337,7 +337,7 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
 
     // Fail one again, then purge it.
     later
-        .promote_due(100, Duration::from_secs(60))
+        .promote_due(100, Duration::from_secs(60), Duration::ZERO)
         .await
         .expect("promote");
     let run_id = claim_and_fail(&later, &failure).await;

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use redcron::schedule::{Job, parse_file};
 use redcron::store::{
     Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, JobPlan,
-    LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreSettings, cron_run_id,
+    LeaderToken, OverlapLock, PlanOutcome, PlannedRun, SkippedFire, Store, StoreSettings,
+    cron_run_id,
 };
 use redis::Commands;
 
@@ -358,7 +359,7 @@ async fn promote_moves_only_due_runs_and_creates_their_run_hashes() {
     let promoted = store
         .clone()
         .with_frozen_clock(120_000)
-        .promote_due(100, THRESHOLD)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
     assert_eq!((promoted.ready, promoted.skipped), (2, 0));
@@ -412,7 +413,7 @@ async fn missed_fires_follow_the_jobs_misfire_policy() {
     let promoted = store
         .clone()
         .with_frozen_clock(200_000)
-        .promote_due(100, THRESHOLD)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
     assert_eq!((promoted.ready, promoted.skipped), (6, 11));
@@ -477,7 +478,10 @@ async fn claim_takes_high_before_normal_before_low_across_queues() {
         plan(&store, &token, job, &[1_000]).await;
     }
     let store = store.with_frozen_clock(1_000);
-    store.promote_due(100, THRESHOLD).await.expect("promote");
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
 
     let mut order = Vec::new();
     for _ in 0..3 {
@@ -496,7 +500,10 @@ async fn claim_records_the_lease_and_counts_the_attempt() {
     let (server, store, token) = setup("[jobs.tick]\ncommand = \"true\"\nretries = 1\n").await;
     plan(&store, &token, "tick", &[5_000]).await;
     let store = store.with_frozen_clock(5_000);
-    store.promote_due(100, THRESHOLD).await.expect("promote");
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
 
     let run = claim_run(&store, &["default"]).await;
     assert_eq!(
@@ -527,7 +534,10 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
     plan(&store, &token, "paused", &[1_000]).await;
     plan(&store, &token, "forbid", &[1_000, 2_000]).await;
     plan(&store, &token, "allow", &[1_000, 2_000]).await;
-    store.promote_due(100, THRESHOLD).await.expect("promote");
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
 
     // Ready in due order, then by id: allow@1000 forbid@1000 paused@1000 allow@2000 forbid@2000.
     let queues = ["default"];
@@ -545,7 +555,10 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
     assert!(store.ack_run(&first, Some(0), "").await.expect("ack"));
     let () = redis.hdel("{test}:cursor", "allow").expect("HDEL");
     plan(&store, &token, "allow", &[1_000]).await;
-    let promoted = store.promote_due(100, THRESHOLD).await.expect("promote");
+    let promoted = store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     assert_eq!((promoted.ready, promoted.skipped), (0, 1));
     let () = redis.del("{test}:run:allow@1000").expect("DEL");
     let () = redis.hdel("{test}:cursor", "allow").expect("HDEL");
@@ -553,7 +566,7 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
     let later = store.clone().with_frozen_clock(20_000);
     assert_eq!(
         later
-            .promote_due(100, THRESHOLD)
+            .promote_due(100, THRESHOLD, Duration::ZERO)
             .await
             .expect("promote")
             .ready,
@@ -578,11 +591,118 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
 }
 
 #[tokio::test]
+async fn runs_claimed_ahead_start_at_their_due_time_and_take_the_overlap_lock_then() {
+    let (server, store, token) = setup("[jobs.tick]\ncommand = \"true\"\n").await;
+    plan(&store, &token, "tick", &[10_000, 10_150, 10_300, 10_500]).await;
+    let lead = Duration::from_millis(200);
+    let queues = ["default"];
+
+    let at_9900 = store.clone().with_frozen_clock(9_900);
+    let promoted = at_9900
+        .promote_due(100, THRESHOLD, lead)
+        .await
+        .expect("promote");
+    assert_eq!((promoted.ready, promoted.next_due_ms), (1, Some(10_150)));
+    let first = claim_run(&at_9900, &queues).await;
+    assert_eq!(first.id, "tick@10000");
+    assert_eq!(first.start_in, Duration::from_millis(100));
+    assert!(!first.needs_overlap_lock, "the job was not busy");
+    let deadline: Option<i64> = server
+        .connection()
+        .zscore("{test}:active", "tick@10000")
+        .expect("ZSCORE");
+    assert_eq!(deadline, Some(10_000 + 30_000), "the lease covers the wait");
+    let hash = run_hash(&server, "tick@10000");
+    assert_eq!(hash.get("started_ms").map(String::as_str), Some("10000"));
+
+    // At 10,150 the next fire is due and the job busy: skipped as before. The one after is
+    // claimed ahead; the first run may end before its time, so the lock is taken then.
+    let at_10150 = store.clone().with_frozen_clock(10_150);
+    at_10150
+        .promote_due(100, THRESHOLD, lead)
+        .await
+        .expect("promote");
+    let Claim::Run {
+        run: third,
+        skipped: 1,
+    } = claim(&at_10150, &queues).await
+    else {
+        panic!("tick@10150 overlaps the first run");
+    };
+    assert_eq!(
+        (third.id.as_str(), third.start_in, third.needs_overlap_lock),
+        ("tick@10300", Duration::from_millis(150), true)
+    );
+    assert_eq!(
+        store
+            .take_overlap_lock(
+                &ClaimedRun {
+                    worker: "someone/else".to_owned(),
+                    ..third.clone()
+                },
+                LEASE
+            )
+            .await
+            .expect("take"),
+        OverlapLock::Gone,
+        "only the claiming worker takes the lock"
+    );
+    let at_10300 = store.clone().with_frozen_clock(10_300);
+    assert_eq!(
+        at_10300
+            .take_overlap_lock(&third, LEASE)
+            .await
+            .expect("take"),
+        OverlapLock::Busy,
+        "the first run still holds the job"
+    );
+    let hash = run_hash(&server, "tick@10300");
+    assert_eq!(
+        (
+            hash.get("state").map(String::as_str),
+            hash.get("reason").map(String::as_str)
+        ),
+        (Some("skipped"), Some("overlap"))
+    );
+    let active: Option<i64> = server
+        .connection()
+        .zscore("{test}:active", "tick@10300")
+        .expect("ZSCORE");
+    assert_eq!(active, None, "a skipped run holds no lease");
+
+    // Claimed ahead while busy, but the first run ends before this one's time: it starts.
+    let at_10400 = store.clone().with_frozen_clock(10_400);
+    at_10400
+        .promote_due(100, THRESHOLD, lead)
+        .await
+        .expect("promote");
+    let fourth = claim_run(&at_10400, &queues).await;
+    assert_eq!(
+        (fourth.id.as_str(), fourth.needs_overlap_lock),
+        ("tick@10500", true)
+    );
+    assert!(at_10400.ack_run(&first, Some(0), "").await.expect("ack"));
+    let at_10500 = store.clone().with_frozen_clock(10_500);
+    assert_eq!(
+        at_10500
+            .take_overlap_lock(&fourth, LEASE)
+            .await
+            .expect("take"),
+        OverlapLock::Taken
+    );
+    let holder: Option<String> = server.connection().get("{test}:busy:tick").expect("GET");
+    assert_eq!(holder.as_deref(), Some("tick@10500"));
+}
+
+#[tokio::test]
 async fn ack_records_success_and_releases_the_overlap_lock() {
     let (server, store, token) = setup("[jobs.tick]\ncommand = \"true\"\n").await;
     let store = store.with_frozen_clock(10_000);
     plan(&store, &token, "tick", &[1_000]).await;
-    store.promote_due(100, THRESHOLD).await.expect("promote");
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     let run = claim_run(&store, &["default"]).await;
 
     let someone_else = ClaimedRun {
@@ -631,7 +751,9 @@ async fn failures_retry_with_capped_exponential_backoff_then_go_to_the_dead_lett
     let mut delays = Vec::new();
     for attempt in 1..=4 {
         let at = store.clone().with_frozen_clock(now);
-        at.promote_due(100, THRESHOLD).await.expect("promote");
+        at.promote_due(100, THRESHOLD, Duration::ZERO)
+            .await
+            .expect("promote");
         let run = claim_run(&at, &["default"]).await;
         assert_eq!(run.attempt, attempt);
         // jitter 1.0: the full delay.
@@ -670,7 +792,10 @@ async fn jitter_spreads_retries_over_half_to_all_of_the_backoff() {
         setup("[jobs.flaky]\ncommand = \"false\"\nretries = 1\nbackoff = \"10s\"\n").await;
     plan(&store, &token, "flaky", &[0]).await;
     let store = store.with_frozen_clock(0);
-    store.promote_due(100, THRESHOLD).await.expect("promote");
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     let run = claim_run(&store, &["default"]).await;
     assert_eq!(
         store
@@ -691,7 +816,10 @@ async fn permanent_failures_skip_the_remaining_attempts() {
     let (_server, store, token) = setup("[jobs.bad]\ncommand = \"false\"\nretries = 5\n").await;
     plan(&store, &token, "bad", &[0]).await;
     let store = store.with_frozen_clock(0);
-    store.promote_due(100, THRESHOLD).await.expect("promote");
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     let run = claim_run(&store, &["default"]).await;
     assert_eq!(
         store
@@ -717,7 +845,10 @@ async fn reaped_runs_rerun_when_at_least_once_and_die_when_at_most_once() {
     plan(&store, &token, "again", &[0]).await;
     plan(&store, &token, "once", &[0]).await;
     let start = store.clone().with_frozen_clock(0);
-    start.promote_due(100, THRESHOLD).await.expect("promote");
+    start
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     claim_run(&start, &["default"]).await;
     claim_run(&start, &["default"]).await;
 
@@ -754,7 +885,10 @@ async fn reaped_runs_rerun_when_at_least_once_and_die_when_at_most_once() {
     );
 
     // The re-run is attempt 1 again: losing a worker uses up no attempt.
-    later.promote_due(100, THRESHOLD).await.expect("promote");
+    later
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     assert_eq!(claim_run(&later, &["default"]).await.attempt, 1);
 }
 
@@ -766,7 +900,9 @@ async fn a_run_lost_again_and_again_ends_in_the_dead_letters() {
     for round in 0..4_i64 {
         let claimed_at = round * 100_000;
         let at = store.clone().with_frozen_clock(claimed_at);
-        at.promote_due(100, THRESHOLD).await.expect("promote");
+        at.promote_due(100, THRESHOLD, Duration::ZERO)
+            .await
+            .expect("promote");
         claim_run(&at, &["default"]).await;
         let reaped_at = store.clone().with_frozen_clock(claimed_at + 50_000);
         outcomes.push(
@@ -788,7 +924,10 @@ async fn interrupted_runs_come_back_at_once_without_using_an_attempt() {
     let (_server, store, token) = setup("[jobs.long]\ncommand = \"sleep 60\"\n").await;
     plan(&store, &token, "long", &[0]).await;
     let store = store.with_frozen_clock(1_000);
-    store.promote_due(100, THRESHOLD).await.expect("promote");
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     claim_run(&store, &["default"]).await;
     assert_eq!(
         store
@@ -802,7 +941,10 @@ async fn interrupted_runs_come_back_at_once_without_using_an_attempt() {
             .expect("hand back"),
         FailOutcome::Retrying { due_ms: 1_000 }
     );
-    store.promote_due(100, THRESHOLD).await.expect("promote");
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     assert_eq!(claim_run(&store, &["default"]).await.attempt, 1);
 }
 
@@ -811,7 +953,10 @@ async fn only_the_holder_extends_a_lease() {
     let (server, store, token) = setup("[jobs.long]\ncommand = \"sleep 60\"\n").await;
     plan(&store, &token, "long", &[0]).await;
     let start = store.clone().with_frozen_clock(0);
-    start.promote_due(100, THRESHOLD).await.expect("promote");
+    start
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     claim_run(&start, &["default"]).await;
 
     let later = store.clone().with_frozen_clock(20_000);
@@ -853,7 +998,10 @@ async fn corrupt_and_undeclared_runs_never_execute() {
         .expect("RPUSH");
     let store = store.with_frozen_clock(1_000);
 
-    let promoted = store.promote_due(100, THRESHOLD).await.expect("promote");
+    let promoted = store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     assert_eq!(
         (promoted.ready, promoted.skipped, promoted.next_due_ms),
         (0, 2, None)
@@ -914,7 +1062,10 @@ async fn damaged_runs_and_definitions_go_to_the_dead_letters_as_corrupt() {
         )
         .expect("HSET");
     let () = redis.zadd("{test}:due", "tick@500", 500).expect("ZADD");
-    let promoted = store.promote_due(100, THRESHOLD).await.expect("promote");
+    let promoted = store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
     assert_eq!((promoted.ready, promoted.skipped), (0, 1));
     let dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
     assert!(dead.contains(&"tick@500".to_owned()), "{dead:?}");
@@ -927,7 +1078,7 @@ async fn unplanning_a_job_removes_its_due_runs_and_moves_its_cursor() {
     store
         .clone()
         .with_frozen_clock(1_000)
-        .promote_due(100, THRESHOLD)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
 

@@ -50,6 +50,10 @@ pub(super) struct RunArgs {
     /// A fire that cannot start within this long is missed: its job's misfire policy decides.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     misfire_threshold: Duration,
+    /// Runs are claimed this long before their due time and started at it, on Redis's clock;
+    /// a pause or a busy job is checked at claim. 0s claims runs only once due.
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = humantime::parse_duration)]
+    claim_ahead: Duration,
 }
 
 pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
@@ -135,6 +139,7 @@ fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
     config.workers.lease = args.run_lease;
     config.planner.misfire_threshold = args.misfire_threshold;
     config.promoter.misfire_threshold = args.misfire_threshold;
+    config.promoter.lead = args.claim_ahead;
     config
 }
 

@@ -1,6 +1,11 @@
-//! The promoter: on every replica, moves runs whose due time has come from the due set to their
-//! ready lists. It sleeps until the next run is due, or until told (pub/sub) that an earlier one
-//! was added; there is no fixed polling interval on the hot path.
+//! The promoter: on every replica, moves runs whose due time is near from the due set to their
+//! ready lists. It sleeps until the next run is that near, or until told (pub/sub) that an
+//! earlier one was added; there is no fixed polling interval on the hot path.
+//!
+//! Runs move a little ahead of their due time (the lead) so that promotion and claim are done
+//! when the time comes: the worker that claimed a run ahead starts it at its due time, on
+//! Redis's clock. That is what lets a thousand fires of the same second start within
+//! milliseconds of it.
 
 use std::time::Duration;
 
@@ -9,6 +14,11 @@ use tracing::warn;
 
 use super::{Backoff, Shutdown};
 use crate::store::{Promoted, Store, StoreError};
+
+/// The promoter's default lead: enough to promote and claim a thousand runs due at the same
+/// instant on a small machine, short enough that a pause or a busy job is still seen at claim
+/// almost as at the due time.
+pub const DEFAULT_LEAD: Duration = Duration::from_millis(200);
 
 /// How the promoter behaves.
 #[derive(Debug, Clone)]
@@ -19,6 +29,9 @@ pub struct PromoterConfig {
     pub misfire_threshold: Duration,
     /// The longest sleep, in case a wake message was lost with a dropped connection.
     pub max_sleep: Duration,
+    /// How far ahead of its due time a run is moved to its ready list, to be claimed ahead and
+    /// started on time. Zero moves runs only once due.
+    pub lead: Duration,
 }
 
 impl Default for PromoterConfig {
@@ -27,6 +40,7 @@ impl Default for PromoterConfig {
             batch: 250,
             misfire_threshold: Duration::from_secs(60),
             max_sleep: Duration::from_secs(1),
+            lead: DEFAULT_LEAD,
         }
     }
 }
@@ -49,12 +63,16 @@ impl Promoter {
     /// Redis errors; runs stay due and are moved by a later tick.
     pub async fn tick(&mut self) -> Result<Promoted, StoreError> {
         self.store
-            .promote_due(self.config.batch, self.config.misfire_threshold)
+            .promote_due(
+                self.config.batch,
+                self.config.misfire_threshold,
+                self.config.lead,
+            )
             .await
     }
 
     /// How long to sleep after a pass: not at all after a full batch, else until the next run
-    /// is due, at most `max_sleep`.
+    /// is due within the lead, at most `max_sleep`.
     fn pause_after(&self, promoted: &Promoted) -> Duration {
         if promoted.ready + promoted.skipped >= self.config.batch as u64 {
             return Duration::ZERO;
@@ -62,7 +80,11 @@ impl Promoter {
         promoted
             .next_due_ms
             .map_or(self.config.max_sleep, |due_ms| {
-                let wait = u64::try_from(due_ms - promoted.now_ms).unwrap_or(0);
+                let lead_ms = i64::try_from(self.config.lead.as_millis()).unwrap_or(i64::MAX);
+                let wait = due_ms
+                    .saturating_sub(lead_ms)
+                    .saturating_sub(promoted.now_ms);
+                let wait = u64::try_from(wait).unwrap_or(0);
                 Duration::from_millis(wait).min(self.config.max_sleep)
             })
     }

@@ -24,7 +24,8 @@ use crate::handler::{Handlers, Outcome, RunContext};
 use crate::metrics::METRICS;
 use crate::schedule::Job;
 use crate::store::{
-    Ack, ClaimedRun, CorruptRun, FailOutcome, FailReason, Failure, ReadyWaiter, Store, StoreError,
+    Ack, ClaimedRun, CorruptRun, FailOutcome, FailReason, Failure, OverlapLock, ReadyWaiter, Store,
+    StoreError,
 };
 
 /// How the workers behave.
@@ -193,12 +194,16 @@ impl Workers {
                 self.config.pop_limit,
             )
             .await?;
+        // Waits count from the reply, never from a later poll of the run's task: a run claimed
+        // ahead starts at its due time on Redis's clock, however long starting the batch takes.
+        let claimed_at = tokio::time::Instant::now();
         let mut started = 0;
         for (claim, slot) in claimed.runs.into_iter().zip(slots) {
             match claim {
                 Ok(run) => {
                     self.free.pop();
-                    self.start(run, slot);
+                    let start_at = claimed_at + run.start_in;
+                    self.start(run, slot, start_at);
                     started += 1;
                 }
                 Err(corrupt) => self.bury(corrupt).await?,
@@ -215,8 +220,9 @@ impl Workers {
         })
     }
 
-    /// Executes a claimed run in `slot`, which the execution gives back when it ends.
-    fn start(&mut self, run: ClaimedRun, slot: usize) {
+    /// Executes a claimed run in `slot` from `start_at`; the execution gives the slot back when
+    /// it ends.
+    fn start(&mut self, run: ClaimedRun, slot: usize, start_at: tokio::time::Instant) {
         let job = self.declared.get(&run.job).cloned();
         let handler = self.handlers.for_job(&run.job);
         let execution = Execution {
@@ -224,6 +230,7 @@ impl Workers {
             lease: self.config.lease,
             interrupt: self.interrupt.clone(),
             acks: self.acks.clone(),
+            start_at,
         };
         // Counted from claim to recorded outcome, by the execution itself, so the count never
         // lags behind a tick.
@@ -394,6 +401,8 @@ struct Execution {
     lease: Duration,
     interrupt: Shutdown,
     acks: mpsc::Sender<PendingAck>,
+    /// When the run may start: later than the claim for a run claimed ahead of its due time.
+    start_at: tokio::time::Instant,
 }
 
 impl Execution {
@@ -418,6 +427,9 @@ impl Execution {
             self.record_failure(&run, &failure).await;
             return;
         };
+        if !self.wait_for_start(&run).await {
+            return;
+        }
         // Cron fires are logged as cron logs them; ad-hoc runs can come by the thousand a
         // second, so theirs are debug lines (their history is in Redis either way).
         let cron = run.fire_ms.is_some();
@@ -542,6 +554,52 @@ impl Execution {
         };
         info!(run = run.id, job = job.name, duration_ms, reason = ?failure.reason, error = failure.message, "run failed");
         self.record_failure(&run, &failure).await;
+    }
+
+    /// Waits until a run claimed ahead is due, and takes its overlap lock when it has to;
+    /// `false` when the run must not start (skipped as an overlap, reaped, or handed back at
+    /// shutdown).
+    async fn wait_for_start(&self, run: &ClaimedRun) -> bool {
+        // Only a run claimed ahead waits: tokio rounds a timer up to its next millisecond, so
+        // even a zero sleep would cost each run up to a millisecond.
+        if !run.start_in.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep_until(self.start_at) => {}
+                () = self.interrupt.cancelled() => {
+                    let failure = Failure::without_output(
+                        FailReason::Interrupted,
+                        "interrupted by shutdown before it started".to_owned(),
+                    );
+                    self.record_failure(run, &failure).await;
+                    return false;
+                }
+            }
+        }
+        if !run.needs_overlap_lock {
+            return true;
+        }
+        match retry_store(|| self.store.take_overlap_lock(run, self.lease)).await {
+            Some(OverlapLock::Taken) => true,
+            Some(OverlapLock::Busy) => {
+                info!(
+                    run = run.id,
+                    job = run.job,
+                    "skipped: the job's previous run is still running (overlap forbidden)"
+                );
+                false
+            }
+            Some(OverlapLock::Gone) => {
+                warn!(run = run.id, "lease lost before the run started");
+                false
+            }
+            None => {
+                warn!(
+                    run = run.id,
+                    "cannot take the overlap lock: the lease will expire and the reaper decides"
+                );
+                false
+            }
+        }
     }
 
     /// Hands the success to the task that records successes in batches.

@@ -153,6 +153,12 @@ pub struct ClaimedRun {
     pub fire_ms: Option<i64>,
     /// The payload of an ad-hoc run, for the command's standard input.
     pub payload: Option<String>,
+    /// How long to wait before starting it: a run claimed ahead of its due time starts at that
+    /// time, measured on Redis's clock.
+    pub start_in: Duration,
+    /// Its job forbids overlap and was busy when it was claimed ahead: take the overlap lock
+    /// ([`Store::take_overlap_lock`]) before starting it.
+    pub needs_overlap_lock: bool,
 }
 
 /// A claimed run whose stored fields are not what redcron writes (foreign or damaged data): it
@@ -278,6 +284,17 @@ impl Failure {
             output: String::new(),
         }
     }
+}
+
+/// Whether a run claimed ahead may start, see [`Store::take_overlap_lock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverlapLock {
+    /// The lock is the run's: start it.
+    Taken,
+    /// Its job is still busy: the run was skipped as an overlap.
+    Busy,
+    /// The run is no longer this worker's (reaped).
+    Gone,
 }
 
 /// What became of a failed run.
@@ -866,8 +883,9 @@ impl Store {
         Ok(pipe.query_async(&mut connection).await?)
     }
 
-    /// Moves up to `limit` due runs to their ready lists; a run later than `misfire_threshold`
-    /// is a missed fire, handled by its job's misfire policy.
+    /// Moves up to `limit` runs due within `lead` to their ready lists; a run later than
+    /// `misfire_threshold` is a missed fire, handled by its job's misfire policy. Runs moved
+    /// ahead of their due time are claimed ahead and started on time ([`ClaimedRun::start_in`]).
     ///
     /// # Errors
     /// Redis errors.
@@ -875,6 +893,7 @@ impl Store {
         &self,
         limit: usize,
         misfire_threshold: Duration,
+        lead: Duration,
     ) -> Result<Promoted, StoreError> {
         let answer: Vec<Value> = scripts::PROMOTE_DUE
             .key(self.keys.due())
@@ -887,6 +906,7 @@ impl Store {
             .arg(self.settings.events_maxlen)
             .arg(millis(self.settings.retention))
             .arg(self.now_arg())
+            .arg(millis(lead))
             .invoke_async(&mut self.connection.clone())
             .await?;
         let mut values = answer.into_iter();
@@ -1003,6 +1023,39 @@ impl Store {
             .invoke_async(&mut self.connection.clone())
             .await?;
         Ok(extended == 1)
+    }
+
+    /// Takes the overlap lock of a run claimed ahead while its job was busy, once its due time
+    /// has come; skips the run (reason `overlap`) when the job is still busy.
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
+    pub async fn take_overlap_lock(
+        &self,
+        run: &ClaimedRun,
+        lease: Duration,
+    ) -> Result<OverlapLock, StoreError> {
+        let answer: String = scripts::TAKE_OVERLAP_LOCK
+            .key(self.keys.active())
+            .key(self.keys.events())
+            .arg(self.keys.prefix())
+            .arg(&run.id)
+            .arg(&run.worker)
+            .arg(millis(lease))
+            .arg(self.settings.events_maxlen)
+            .arg(millis(self.settings.retention))
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        match answer.as_str() {
+            "TAKEN" => Ok(OverlapLock::Taken),
+            "BUSY" => {
+                METRICS.record_skips(&[(run.job.clone(), "overlap".to_owned())]);
+                Ok(OverlapLock::Busy)
+            }
+            "GONE" => Ok(OverlapLock::Gone),
+            other => Err(reply("take_overlap_lock", format!("unexpected {other:?}"))),
+        }
     }
 
     /// Records a claimed run's success; `false` means that attempt was no longer its worker's
@@ -1631,7 +1684,7 @@ const PLAN_FIRES_KEYS: usize = 5;
 const ENQUEUE_RUNS_KEYS: usize = 4;
 
 /// How many values `claim_runs.lua` returns per claimed run.
-const CLAIMED_RUN_VALUES: usize = 7;
+const CLAIMED_RUN_VALUES: usize = 9;
 
 impl ClaimedRun {
     /// Reads one claimed run of `claim_runs.lua`'s reply: run id, worker, job, attempt, max
@@ -1656,8 +1709,25 @@ impl ClaimedRun {
             None | Some(Value::Nil) => Ok(None),
             Some(value) => String::from_redis_value(value).map(Some),
         };
-        match (job, attempt, max_attempts, payload) {
-            (Some(job), Some(attempt), Some(max_attempts), Ok(payload)) => Ok(Self {
+        let mut number = || -> Option<u64> { u64::from_redis_value(values.next()?).ok() };
+        let start_in = number().map(Duration::from_millis);
+        let needs_overlap_lock = number().map(|flag| flag == 1);
+        match (
+            job,
+            attempt,
+            max_attempts,
+            payload,
+            start_in,
+            needs_overlap_lock,
+        ) {
+            (
+                Some(job),
+                Some(attempt),
+                Some(max_attempts),
+                Ok(payload),
+                Some(start_in),
+                Some(needs_overlap_lock),
+            ) => Ok(Self {
                 id,
                 worker,
                 job,
@@ -1665,6 +1735,8 @@ impl ClaimedRun {
                 max_attempts,
                 fire_ms,
                 payload,
+                start_in,
+                needs_overlap_lock,
             }),
             _ => Err(CorruptRun {
                 run_id: id,
