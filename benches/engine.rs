@@ -106,6 +106,8 @@ async fn cron_lag(url: &str) {
         replica_id: "bench-lag".to_owned(),
         ..ReplicaConfig::default()
     };
+    // A slot per job: fires of the same instant can only all start on time if they all have
+    // somewhere to run, as 1,000 commands started together would need.
     config.workers.concurrency = LAG_JOBS;
     let replica = builder.config(config).build();
     let shutdown = Shutdown::new();
