@@ -7,7 +7,7 @@
 -- know of.
 --
 -- KEYS[1] due            zset    run id -> due ms
--- KEYS[2] defs           hash    job -> {"hash": ..., "job": definition} JSON
+-- KEYS[2] defs           hash    job -> definition JSON, published by the leader
 -- KEYS[3] paused         set     paused job names
 -- KEYS[4] wake-promoter  channel told when a run becomes due
 -- ARGV[1] key prefix "{ns}:" for run:<id>, fp:<fingerprint>, ready:<queue>:<priority>, wake:<queue>
@@ -37,7 +37,7 @@ local jobs = {}
 local function declared(job)
   if jobs[job] == nil then
     local ok, decoded = pcall(cjson.decode, redis.call('HGET', defs, job) or '')
-    local def = ok and type(decoded) == 'table' and decoded.job
+    local def = ok and decoded
     if type(def) ~= 'table' or type(def.queue) ~= 'string' or type(def.priority) ~= 'string' then
       jobs[job] = false
     else

@@ -8,7 +8,7 @@
 -- already have one.
 --
 -- KEYS[1] due     zset    run id -> due ms
--- KEYS[2] defs    hash    job -> {"hash": ..., "job": definition} JSON, published by the leader
+-- KEYS[2] defs    hash    job -> definition JSON, published by the leader
 -- KEYS[3] events  stream  run state changes
 -- KEYS[4] dead    zset    run id -> ms it died
 -- ARGV[1] key prefix "{ns}:" for run:<id>, planned:<job>, ready:<queue>:<priority>, wake:<queue>
@@ -36,7 +36,7 @@ local function definition(job)
   if definitions[job] == nil then
     local raw = redis.call('HGET', defs, job)
     local ok, decoded = pcall(cjson.decode, raw or '')
-    definitions[job] = (ok and type(decoded) == 'table' and type(decoded.job) == 'table') and decoded.job or false
+    definitions[job] = (ok and type(decoded) == 'table') and decoded or false
   end
   return definitions[job]
 end

@@ -202,6 +202,55 @@ async fn a_job_left_for_a_later_tick_is_planned_from_when_it_was_first_seen() {
 }
 
 #[tokio::test]
+async fn idle_ticks_plan_each_fire_as_the_horizon_reaches_it() {
+    let (server, store, leadership) = leading().await;
+    let (_jobs_tx, jobs_rx) = watch::channel(jobs(
+        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n\
+         [jobs.rare]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n",
+    ));
+    let config = PlannerConfig {
+        horizon: Duration::from_secs(2),
+        ..PlannerConfig::default()
+    };
+    let mut planner = Planner::new(store.clone(), leadership, jobs_rx, config);
+    let mut redis = server.connection();
+    let planned = |redis: &mut redis::Connection| -> Vec<i64> {
+        let fires: Vec<(String, i64)> = redis
+            .zrange_withscores("{test}:planned:tick", 0, -1)
+            .expect("ZRANGE");
+        fires.into_iter().map(|(_, fire_ms)| fire_ms).collect()
+    };
+    planner.tick().await.expect("first tick");
+    let first = planned(&mut redis);
+    assert!(!first.is_empty(), "the horizon holds a fire");
+    let idle = planner.tick().await.expect("idle tick");
+    assert!(
+        matches!(
+            idle,
+            PlannerTick::Planned {
+                runs: 0..=1,
+                skipped: 0
+            }
+        ),
+        "at most the fire of a second that began meanwhile: {idle:?}"
+    );
+
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    planner.tick().await.expect("later tick");
+    let later = planned(&mut redis);
+    let (last_before, last_now) = (first.last().copied(), later.last().copied());
+    assert!(
+        last_now >= last_before.map(|fire_ms| fire_ms + 2_000),
+        "every fire entering the horizon is planned: {first:?} then {later:?}"
+    );
+    for pair in later.windows(2) {
+        assert_eq!(pair[1] - pair[0], 1_000, "no fire left out: {later:?}");
+    }
+    let rare: usize = redis.zcard("{test}:planned:rare").expect("ZCARD");
+    assert_eq!(rare, 0, "a fire beyond the horizon is not planned");
+}
+
+#[tokio::test]
 async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
     let (server, store, leadership) = leading().await;
     let config = PromoterConfig {

@@ -1055,11 +1055,7 @@ async fn damaged_runs_and_definitions_go_to_the_dead_letters_as_corrupt() {
 
     // A damaged definition is caught where a cron run is created.
     let () = redis
-        .hset(
-            "{test}:defs",
-            "tick",
-            r#"{"hash": "x", "job": {"queue": 7}}"#,
-        )
+        .hset("{test}:defs", "tick", r#"{"queue": 7}"#)
         .expect("HSET");
     let () = redis.zadd("{test}:due", "tick@500", 500).expect("ZADD");
     let promoted = store

@@ -54,12 +54,11 @@ struct Published {
 }
 
 impl Published {
-    fn parse(name: &str, json: &str) -> Self {
-        let value: Value = serde_json::from_str(json).unwrap_or_default();
-        let job = &value["job"];
+    fn parse(name: &str, json: &str, hash: Option<&String>) -> Self {
+        let job: Value = serde_json::from_str(json).unwrap_or_default();
         Self {
             name: name.to_owned(),
-            hash: value["hash"].as_str().unwrap_or_default().to_owned(),
+            hash: hash.cloned().unwrap_or_default(),
             schedule: job["schedule"].as_str().map(str::to_owned),
             timezone: job["timezone"].as_str().unwrap_or("UTC").to_owned(),
             enabled: job["enabled"].as_bool().unwrap_or(true),
@@ -92,7 +91,7 @@ fn published(overview: &Overview) -> Vec<Published> {
     let mut jobs: Vec<Published> = overview
         .definitions
         .iter()
-        .map(|(name, json)| Published::parse(name, json))
+        .map(|(name, json)| Published::parse(name, json, overview.definition_hashes.get(name)))
         .collect();
     jobs.sort_by(|a, b| a.name.cmp(&b.name));
     jobs

@@ -90,6 +90,17 @@ pub struct Planner {
     cursors: HashMap<String, i64>,
     /// The lease `cursors` was read under; `None` after anything that may have moved them.
     cursors_under: Option<LeaderToken>,
+    /// For each job of `published_jobs`, by position: the cursor it was computed from and the
+    /// job's first fire after it. A job whose next fire lies beyond the horizon has nothing to
+    /// plan, so an idle tick over 100,000 jobs compares numbers instead of searching schedules.
+    next_fires: Vec<Option<NextFire>>,
+}
+
+/// A job's first fire after `cursor_ms`, or `None` when its schedule has no further fire.
+#[derive(Debug, Clone, Copy)]
+struct NextFire {
+    cursor_ms: i64,
+    fire_ms: Option<i64>,
 }
 
 impl Planner {
@@ -109,6 +120,7 @@ impl Planner {
             published_jobs: None,
             cursors: HashMap::new(),
             cursors_under: None,
+            next_fires: Vec::new(),
         }
     }
 
@@ -130,14 +142,30 @@ impl Planner {
         if jobs_changed || self.published_under.as_ref() != Some(&token) {
             // Unplanning resets cursors.
             self.cursors_under = None;
-            let Some(published) = self.replan_changed_jobs(&token, &jobs, now_ms).await? else {
+            // Hashing 100,000 definitions takes a core for a third of a second: done while
+            // Redis answers with the published hashes.
+            let hashing = tokio::task::spawn_blocking({
+                let jobs = jobs.clone();
+                move || jobs.iter().map(Job::content_hash).collect::<Vec<_>>()
+            });
+            let (published, hashes) = tokio::join!(self.store.published_hashes(), hashing);
+            let published = published?;
+            // Hashing cannot fail: its only error is a panic, which belongs here.
+            let hashes =
+                hashes.unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
+            let declared: Vec<(&Job, String)> = jobs.iter().zip(hashes).collect();
+            if !self
+                .replan_changed_jobs(&token, &declared, &published, now_ms)
+                .await?
+            {
                 return Ok(PlannerTick::Fenced);
-            };
+            }
             self.store
-                .publish_changed_definitions(&jobs, &published)
+                .publish_changed_definitions(&declared, &published)
                 .await?;
             self.published_under = Some(token.clone());
             self.published_jobs = Some(jobs.clone());
+            self.next_fires = vec![None; jobs.len()];
         }
 
         if self.cursors_under.as_ref() != Some(&token) {
@@ -152,18 +180,23 @@ impl Planner {
                 self.cursors.insert(job.name.clone(), now_ms);
             }
         }
-        let mut plans: Vec<JobPlan> = jobs
-            .iter()
-            .filter_map(|job| {
-                plan_job(
-                    job,
-                    self.cursors.get(&job.name).copied(),
-                    now_ms,
-                    &self.config,
-                )
-            })
-            .collect();
-        within_budget(&mut plans, self.config.max_runs_per_tick);
+        // Soonest first, and no further than the budget needs: after an outage or a large
+        // reload, most jobs wait for a later tick, and their plans are not built in this one.
+        let budget = self.config.max_runs_per_tick;
+        let mut plans = Vec::new();
+        let mut size = 0;
+        for index in self.due_soon(&jobs, now_ms + millis(self.config.horizon)) {
+            if size > budget {
+                break;
+            }
+            let job = &jobs[index];
+            let cursor_ms = self.cursors.get(&job.name).copied();
+            if let Some(plan) = plan_job(job, cursor_ms, now_ms, &self.config) {
+                size += plan.runs.len() + plan.skipped.len();
+                plans.push(plan);
+            }
+        }
+        within_budget(&mut plans, budget);
         if plans.is_empty() {
             return Ok(PlannerTick::Planned {
                 runs: 0,
@@ -199,22 +232,54 @@ impl Planner {
         Ok(PlannerTick::Planned { runs, skipped })
     }
 
+    /// The positions in `jobs` of the jobs with a fire up to `horizon_end` after their cursor,
+    /// soonest first (missed fires are the soonest). Each job's next fire is kept with the
+    /// cursor it follows, so it is searched for once per cursor, not once per tick.
+    fn due_soon(&mut self, jobs: &[Job], horizon_end: i64) -> Vec<usize> {
+        let mut due_soon = Vec::new();
+        for (index, (job, cached)) in jobs.iter().zip(self.next_fires.iter_mut()).enumerate() {
+            let (Some(&cursor_ms), Some(schedule)) = (self.cursors.get(&job.name), &job.schedule)
+            else {
+                continue;
+            };
+            let next = match *cached {
+                Some(next) if next.cursor_ms == cursor_ms => next,
+                _ => {
+                    let next = NextFire {
+                        cursor_ms,
+                        fire_ms: DateTime::from_timestamp_millis(cursor_ms)
+                            .and_then(|cursor| schedule.next_after(cursor, job.timezone))
+                            .map(|fire| fire.timestamp_millis()),
+                    };
+                    *cached = Some(next);
+                    next
+                }
+            };
+            if let Some(fire_ms) = next.fire_ms.filter(|&fire_ms| fire_ms <= horizon_end) {
+                due_soon.push((fire_ms, index));
+            }
+        }
+        due_soon.sort_unstable();
+        due_soon.into_iter().map(|(_, index)| index).collect()
+    }
+
     /// Removes the planned runs of jobs whose published definition differs from the declared
     /// one (changed by a reload, here or on the previous leader) or that are no longer declared,
-    /// so that their old fires never run. Returns what was published, or `None` when a write was
-    /// fenced.
+    /// so that their old fires never run. `false` when a write was fenced.
     async fn replan_changed_jobs(
         &mut self,
         token: &LeaderToken,
-        jobs: &[Job],
+        jobs: &[(&Job, String)],
+        published: &HashMap<String, String>,
         now_ms: i64,
-    ) -> Result<Option<HashMap<String, String>>, StoreError> {
-        let published = self.store.published_hashes().await?;
-        let declared: HashMap<&str, &Job> =
-            jobs.iter().map(|job| (job.name.as_str(), job)).collect();
-        for (name, hash) in &published {
+    ) -> Result<bool, StoreError> {
+        let declared: HashMap<&str, &str> = jobs
+            .iter()
+            .map(|(job, hash)| (job.name.as_str(), hash.as_str()))
+            .collect();
+        for (name, hash) in published {
             let cursor = match declared.get(name.as_str()) {
-                Some(job) if &job.content_hash() == hash => continue,
+                Some(declared_hash) if declared_hash == hash => continue,
                 Some(_) => Some(now_ms),
                 None => None,
             };
@@ -227,11 +292,11 @@ impl Planner {
                 }
                 PlanOutcome::Fenced(holder) => {
                     self.fenced(token, &holder);
-                    return Ok(None);
+                    return Ok(false);
                 }
             }
         }
-        Ok(Some(published))
+        Ok(true)
     }
 
     /// A write was refused: another replica leads (`holder`). Stops leading at once.

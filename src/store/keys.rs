@@ -46,9 +46,15 @@ impl Keys {
         self.key("cursor")
     }
 
-    /// Hash job -> `{"hash": ..., "job": ...}`: the definitions as the leader sees them.
+    /// Hash job -> definition JSON: the definitions as the leader sees them.
     pub fn defs(&self) -> String {
         self.key("defs")
+    }
+
+    /// Hash job -> content hash of its published definition: what a new leader compares with
+    /// its own, without reading every definition.
+    pub fn def_hashes(&self) -> String {
+        self.key("def-hashes")
     }
 
     /// Zset run id -> due ms: planned fires, delayed runs, retries.

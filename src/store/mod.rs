@@ -480,8 +480,10 @@ pub struct Overview {
     pub paused: Vec<String>,
     /// Every replica that has sent a heartbeat.
     pub replicas: Vec<ReplicaInfo>,
-    /// Job -> published definition JSON (`{"hash": ..., "job": ...}`).
+    /// Job -> published definition JSON.
     pub definitions: HashMap<String, String>,
+    /// Job -> content hash of its published definition.
+    pub definition_hashes: HashMap<String, String>,
     /// Active runs: id, job, lease deadline ms.
     pub running: Vec<(String, String, i64)>,
 }
@@ -649,38 +651,44 @@ impl Store {
     /// Redis errors.
     pub async fn publish_definitions(&self, jobs: &[Job]) -> Result<(), StoreError> {
         let published = self.published_hashes().await?;
-        self.publish_changed_definitions(jobs, &published).await
+        let declared: Vec<(&Job, String)> =
+            jobs.iter().map(|job| (job, job.content_hash())).collect();
+        self.publish_changed_definitions(&declared, &published)
+            .await
     }
 
-    /// Like [`Store::publish_definitions`], given what is published (as
-    /// [`Store::published_hashes`] read it): only definitions that differ are written, so a new
-    /// leader over unchanged schedules writes nothing.
+    /// Like [`Store::publish_definitions`], given each declared job with its content hash and
+    /// what is published (as [`Store::published_hashes`] read it): only definitions that differ
+    /// are written, so a new leader over unchanged schedules writes nothing.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn publish_changed_definitions(
         &self,
-        jobs: &[Job],
+        jobs: &[(&Job, String)],
         published: &HashMap<String, String>,
     ) -> Result<(), StoreError> {
-        let defs = self.keys.defs();
+        let (defs, hashes) = (self.keys.defs(), self.keys.def_hashes());
         let mut pipe = redis::pipe();
         pipe.atomic();
-        for job in jobs {
-            let hash = job.content_hash();
-            if published.get(&job.name) != Some(&hash) {
-                let definition = serde_json::json!({ "hash": hash, "job": job });
-                pipe.hset(&defs, &job.name, definition.to_string()).ignore();
+        for (job, hash) in jobs {
+            if published.get(&job.name) != Some(hash) {
+                let definition = serde_json::to_string(job).map_err(|error| {
+                    reply("publish_definitions", format!("{}: {error}", job.name))
+                })?;
+                pipe.hset(&defs, &job.name, definition).ignore();
+                pipe.hset(&hashes, &job.name, hash).ignore();
             }
         }
         let declared: std::collections::HashSet<&str> =
-            jobs.iter().map(|job| job.name.as_str()).collect();
+            jobs.iter().map(|(job, _)| job.name.as_str()).collect();
         let stale: Vec<&String> = published
             .keys()
             .filter(|name| !declared.contains(name.as_str()))
             .collect();
         if !stale.is_empty() {
-            pipe.hdel(&defs, stale).ignore();
+            pipe.hdel(&defs, &stale).ignore();
+            pipe.hdel(&hashes, &stale).ignore();
         }
         let () = pipe.query_async(&mut self.connection.clone()).await?;
         Ok(())
@@ -689,24 +697,13 @@ impl Store {
     /// The content hash of every published definition, by job.
     ///
     /// # Errors
-    /// Redis errors. A definition that cannot be read counts as one with an unknown hash.
+    /// Redis errors.
     pub async fn published_hashes(&self) -> Result<HashMap<String, String>, StoreError> {
-        let raw: HashMap<String, String> =
-            self.connection.clone().hgetall(self.keys.defs()).await?;
-        Ok(raw
-            .into_iter()
-            .map(|(job, definition)| {
-                /// Only the hash of a published definition: the rest is skipped, not built.
-                #[derive(serde::Deserialize)]
-                struct Published {
-                    hash: String,
-                }
-                let hash = serde_json::from_str::<Published>(&definition)
-                    .map(|published| published.hash)
-                    .unwrap_or_default();
-                (job, hash)
-            })
-            .collect())
+        Ok(self
+            .connection
+            .clone()
+            .hgetall(self.keys.def_hashes())
+            .await?)
     }
 
     /// Removes a job's planned runs that are not due yet, fenced by `token`, and moves its cursor
@@ -1457,22 +1454,25 @@ impl Store {
             Vec<String>,
             Vec<(String, i64)>,
             HashMap<String, String>,
+            HashMap<String, String>,
             Vec<(String, i64)>,
         );
-        let (leader, lease_ms, paused, replicas, defs, running): Snapshot = redis::pipe()
-            .get(self.keys.leader())
-            .pttl(self.keys.leader())
-            .smembers(self.keys.paused())
-            .zrange_withscores(self.keys.replicas(), 0, -1)
-            .hgetall(self.keys.defs())
-            .zrange_withscores(self.keys.active(), 0, -1)
-            .query_async(&mut connection)
-            .await?;
+        let (leader, lease_ms, paused, replicas, defs, def_hashes, running): Snapshot =
+            redis::pipe()
+                .get(self.keys.leader())
+                .pttl(self.keys.leader())
+                .smembers(self.keys.paused())
+                .zrange_withscores(self.keys.replicas(), 0, -1)
+                .hgetall(self.keys.defs())
+                .hgetall(self.keys.def_hashes())
+                .zrange_withscores(self.keys.active(), 0, -1)
+                .query_async(&mut connection)
+                .await?;
         let queues: Vec<String> = defs
             .values()
             .filter_map(|definition| {
                 let value: serde_json::Value = serde_json::from_str(definition).ok()?;
-                Some(value.get("job")?.get("queue")?.as_str()?.to_owned())
+                Some(value.get("queue")?.as_str()?.to_owned())
             })
             .collect();
         let counts = self.run_counts(&queues).await?;
@@ -1515,6 +1515,7 @@ impl Store {
             paused,
             replicas: replica_infos,
             definitions: defs,
+            definition_hashes: def_hashes,
             running: running_runs,
         })
     }
