@@ -7,24 +7,24 @@
 -- KEYS[3] cursor         hash    job -> fire ms of the last fire planned or skipped
 -- KEYS[4] events         stream  run state changes
 -- KEYS[5] wake-promoter  channel told when a run becomes due earlier than anything before it
+-- KEYS[6] planned        hash    job -> its fires planned and not promoted yet, ms, comma-separated
 -- ARGV[1] leader token "<replica id>:<epoch>"
--- ARGV[2] key prefix "{ns}:" for planned:<job> (zset: the job's planned run ids -> fire ms)
--- ARGV[3] events stream MAXLEN (approximate)
--- ARGV[4..] one group per job: job name, new cursor ms (only ever moves forward), P, S, then P
+-- ARGV[2] events stream MAXLEN (approximate)
+-- ARGV[3..] one group per job: job name, new cursor ms (only ever moves forward), P, S, then P
 --           triples of runs to plan (run id, fire ms, due ms = fire + jitter), then S pairs of
 --           fires skipped without running (run id, reason)
 --
 -- Returns {'OK', runs added} or {'FENCED', current leader token or ''}.
 -- Cost: O(P log N) for P runs planned in all, N runs due.
-local leader, due, cursor, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, prefix, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local leader, due, cursor, events, wake, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local token, maxlen = ARGV[1], tonumber(ARGV[2])
 if not maxlen then
   return redis.error_reply('ERR plan_fires: maxlen must be a number')
 end
 
 -- Checked whole before the first write: a malformed group must not leave a half-written plan.
 local jobs, cursors = {}, {}
-local i = 4
+local i = 3
 while i <= #ARGV do
   local new_cursor, runs, skips = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   if not new_cursor or not runs or not skips then
@@ -47,16 +47,17 @@ end
 
 local earliest_before = tonumber(redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2])
 local added, earliest_added = 0, nil
-i = 4
+local new_fires = {}  -- job -> fires added by this call
+i = 3
 while i <= #ARGV do
   local job, runs, skips = ARGV[i], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local planned = prefix .. 'planned:' .. job
   i = i + 4
   for _ = 1, runs do
     local run_id, fire_ms, due_ms = ARGV[i], ARGV[i + 1], ARGV[i + 2]
     -- A deterministic id makes planning the same fire twice a no-op.
     if redis.call('ZADD', due, 'NX', due_ms, run_id) == 1 then
-      redis.call('ZADD', planned, fire_ms, run_id)
+      new_fires[job] = new_fires[job] or {}
+      table.insert(new_fires[job], fire_ms)
       added = added + 1
       local due_number = tonumber(due_ms)
       if not earliest_added or due_number < earliest_added then
@@ -83,6 +84,24 @@ for index, job in ipairs(jobs) do
 end
 if #moved > 0 then
   redis.call('HSET', cursor, unpack(moved))
+end
+
+local planned_jobs = {}
+for job in pairs(new_fires) do
+  planned_jobs[#planned_jobs + 1] = job
+end
+if #planned_jobs > 0 then
+  local lists = redis.call('HMGET', planned, unpack(planned_jobs))
+  local updates = {}
+  for index, job in ipairs(planned_jobs) do
+    local list = table.concat(new_fires[job], ',')
+    if lists[index] and lists[index] ~= '' then
+      list = lists[index] .. ',' .. list
+    end
+    updates[#updates + 1] = job
+    updates[#updates + 1] = list
+  end
+  redis.call('HSET', planned, unpack(updates))
 end
 if earliest_added and (not earliest_before or earliest_added < earliest_before) then
   redis.call('PUBLISH', wake, string.format('%d', earliest_added))

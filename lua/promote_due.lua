@@ -11,7 +11,8 @@
 -- KEYS[2] defs    hash    job -> definition JSON, published by the leader
 -- KEYS[3] events  stream  run state changes
 -- KEYS[4] dead    zset    run id -> ms it died
--- ARGV[1] key prefix "{ns}:" for run:<id>, planned:<job>, ready:<queue>:<priority>, wake:<queue>
+-- KEYS[5] planned hash    job -> its fires planned and not promoted yet, ms, comma-separated
+-- ARGV[1] key prefix "{ns}:" for run:<id>, ready:<queue>:<priority>, wake:<queue>
 -- ARGV[2] limit: most runs moved by this call
 -- ARGV[3] misfire threshold, ms: a run later than this is a missed fire
 -- ARGV[4] events stream MAXLEN (approximate)
@@ -22,7 +23,7 @@
 -- Returns {runs made ready, runs skipped or dead, next due ms or -1 when nothing is due, now ms,
 -- then a job and a reason for each run skipped or dead}.
 -- Cost: O(limit log N).
-local due, defs, events, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local due, defs, events, dead, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local maxlen, retention, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
 if not limit or not threshold or not maxlen or not retention or not lead then
@@ -58,11 +59,26 @@ local function number_or(value, default)
 end
 
 
+-- Each job's planned fires, read once per call and written back at its end, less the fires
+-- this call took out of the due set.
+local plans = {}
+local function plan_of(job)
+  if not plans[job] then
+    plans[job] = {fires = planned_fires(redis.call('HGET', planned, job)), taken = {}}
+  end
+  return plans[job]
+end
+
 -- Whether a later fire of the same job is also missed: run-once keeps only the latest.
 local function later_fire_also_missed(job, fire_ms)
-  local later = redis.call('ZRANGEBYSCORE', prefix .. 'planned:' .. job,
-    '(' .. fire_ms, now - threshold, 'LIMIT', 0, 1)
-  return #later > 0
+  local plan = plan_of(job)
+  for _, fire in ipairs(plan.fires) do
+    local later = tonumber(fire)
+    if not plan.taken[fire] and later > fire_ms and later <= now - threshold then
+      return true
+    end
+  end
+  return false
 end
 
 local ready, skipped = 0, 0
@@ -93,7 +109,7 @@ for i = 1, #run_ids, 2 do
     job, fire_ms = string.match(run_id, '^(.+)@(%d+)$')
     local def = job and definition(job)
     if job then
-      redis.call('ZREM', prefix .. 'planned:' .. job, run_id)
+      plan_of(job).taken[fire_ms] = true
     end
     if not job then
       reason = 'corrupt'
@@ -149,6 +165,19 @@ for i = 1, #run_ids, 2 do
 end
 for list, ids in pairs(ready_lists) do
   redis.call('RPUSH', list, unpack(ids))
+end
+for job, plan in pairs(plans) do
+  local left = {}
+  for _, fire in ipairs(plan.fires) do
+    if not plan.taken[fire] then
+      left[#left + 1] = fire
+    end
+  end
+  if #left == 0 then
+    redis.call('HDEL', planned, job)
+  elseif #left < #plan.fires then
+    redis.call('HSET', planned, job, table.concat(left, ','))
+  end
 end
 -- One member per queue, so idle workers wake without the marker growing.
 for marker in pairs(woken) do

@@ -5,7 +5,7 @@
 -- KEYS[1] leader         string  "<replica id>:<epoch>" of the current leader
 -- KEYS[2] due            zset    run id -> due ms
 -- KEYS[3] cursor         hash    job -> fire ms of the last fire planned or skipped
--- KEYS[4] planned:<job>  zset    this job's planned run ids -> fire ms
+-- KEYS[4] planned        hash    job -> its fires planned and not promoted yet, ms, comma-separated
 -- ARGV[1] leader token "<replica id>:<epoch>"
 -- ARGV[2] job name
 -- ARGV[3] new cursor, ms, or '' to forget the job's cursor (the job was removed)
@@ -20,10 +20,10 @@ if holder ~= token then
   return {'FENCED', holder or ''}
 end
 local removed = 0
-for _, run_id in ipairs(redis.call('ZRANGE', planned, 0, -1)) do
-  removed = removed + redis.call('ZREM', due, run_id)
+for _, fire in ipairs(planned_fires(redis.call('HGET', planned, job))) do
+  removed = removed + redis.call('ZREM', due, job .. '@' .. fire)
 end
-redis.call('DEL', planned)
+redis.call('HDEL', planned, job)
 -- The one place a cursor moves back: the old schedule's future fires are gone.
 if new_cursor == '' then
   redis.call('HDEL', cursor, job)

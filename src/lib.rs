@@ -14,7 +14,7 @@
 //! - [`cli`]: the `redcron` command line, one file per subcommand.
 //!
 //! The data model and the run state machine are in `DESIGN.md`. All keys live under one hash
-//! tag, `{ns}:` (leader, epoch, cursor, defs, due, planned:<job>, run:<id>,
+//! tag, `{ns}:` (leader, epoch, cursor, defs, def-hashes, due, planned, run:<id>,
 //! ready:<queue>:<priority>, wake:<queue>, active, fp:<fingerprint>, dead, events, replicas,
 //! replica:<id>, paused, busy:<job>), built by [`store::keys::Keys`].
 //!

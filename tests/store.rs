@@ -370,10 +370,12 @@ async fn promote_moves_only_due_runs_and_creates_their_run_hashes() {
         .lrange("{test}:ready:reports:high", 0, -1)
         .expect("LRANGE");
     assert_eq!(ready, ["report@60000", "report@120000"]);
-    let planned: Vec<String> = redis
-        .zrange("{test}:planned:report", 0, -1)
-        .expect("ZRANGE");
-    assert_eq!(planned, ["report@180000"]);
+    let planned: Option<String> = redis.hget("{test}:planned", "report").expect("HGET");
+    assert_eq!(
+        planned.as_deref(),
+        Some("180000"),
+        "promoted fires leave the index"
+    );
     let woken: usize = redis.zcard("{test}:wake:reports").expect("ZCARD");
     assert_eq!(woken, 1);
     let run = run_hash(&server, "report@60000");
@@ -463,6 +465,30 @@ async fn missed_fires_follow_the_jobs_misfire_policy() {
         run_hash(&server, "skip@0").get("state").map(String::as_str),
         Some("skipped")
     );
+}
+
+#[tokio::test]
+async fn run_once_keeps_the_latest_missed_fire_across_promotion_calls() {
+    let (server, store, token) =
+        setup("[jobs.once]\ncommand = \"true\"\nmisfire = \"run-once\"\n").await;
+    // The last fire is not missed yet: the latest missed one is 60,000.
+    plan(&store, &token, "once", &[0, 30_000, 60_000, 180_000]).await;
+    let at = store.clone().with_frozen_clock(200_000);
+    for _ in 0..3 {
+        at.promote_due(1, THRESHOLD, Duration::ZERO)
+            .await
+            .expect("promote");
+    }
+    let ready: Vec<String> = server
+        .connection()
+        .lrange("{test}:ready:default:normal", 0, -1)
+        .expect("LRANGE");
+    assert_eq!(ready, ["once@60000"]);
+    let planned: Option<String> = server
+        .connection()
+        .hget("{test}:planned", "once")
+        .expect("HGET");
+    assert_eq!(planned.as_deref(), Some("180000"));
 }
 
 #[tokio::test]
@@ -1088,7 +1114,7 @@ async fn unplanning_a_job_removes_its_due_runs_and_moves_its_cursor() {
     );
     let mut redis = server.connection();
     let due: Vec<String> = redis.zrange("{test}:due", 0, -1).expect("ZRANGE");
-    let planned: bool = redis.exists("{test}:planned:tick").expect("EXISTS");
+    let planned: bool = redis.hexists("{test}:planned", "tick").expect("HEXISTS");
     let ready: Vec<String> = redis
         .lrange("{test}:ready:default:normal", 0, -1)
         .expect("LRANGE");

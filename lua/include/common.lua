@@ -14,6 +14,16 @@ local function now_ms(override)
   return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
+-- The fires (ms, as text) of a job planned and not promoted yet, from its entry in the planned
+-- hash: a comma-separated list. One hash field per job costs a fraction of a key per job.
+local function planned_fires(list)
+  local fires = {}
+  for fire in string.gmatch(list or '', '%d+') do
+    fires[#fires + 1] = fire
+  end
+  return fires
+end
+
 -- Appends one state change of a run to the capped events stream.
 local function record_event(events, maxlen, run_id, state, ...)
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'run', run_id, 'state', state, ...)

@@ -2,7 +2,7 @@
 //!
 //! All keys share one hash tag, `{ns}`, so every script touches a single slot and runs unchanged
 //! on Redis Cluster. Scripts that reach keys named after a run, job or queue build them from
-//! [`Keys::prefix`] with the same suffixes as the functions here (`run:<id>`, `planned:<job>`,
+//! [`Keys::prefix`] with the same suffixes as the functions here (`run:<id>`,
 //! `ready:<queue>:<priority>`, `wake:<queue>`, `fp:<fingerprint>`, `busy:<job>`).
 
 use crate::schedule::Priority;
@@ -62,9 +62,11 @@ impl Keys {
         self.key("due")
     }
 
-    /// Zset of a job's planned run ids -> fire ms.
-    pub fn planned(&self, job: &str) -> String {
-        self.key(&format!("planned:{job}"))
+    /// Hash job -> its fires planned and not promoted yet (ms, comma-separated): replanning on
+    /// reload, misfire decisions. One field per job rather than a key per job: a key costs
+    /// about as much as the run it indexes.
+    pub fn planned(&self) -> String {
+        self.key("planned")
     }
 
     /// Hash of one run.
@@ -155,7 +157,7 @@ mod tests {
             "{prod}:run:nightly@1767225600000"
         );
         assert_eq!(keys.ready("mail", Priority::High), "{prod}:ready:mail:high");
-        assert_eq!(keys.planned("nightly"), "{prod}:planned:nightly");
+        assert_eq!(keys.planned(), "{prod}:planned");
         for key in [
             keys.due(),
             keys.busy("x"),

@@ -721,7 +721,7 @@ impl Store {
             .key(self.keys.leader())
             .key(self.keys.due())
             .key(self.keys.cursor())
-            .key(self.keys.planned(job))
+            .key(self.keys.planned())
             .arg(token.as_str())
             .arg(job)
             .arg(cursor_ms.map_or_else(String::new, |cursor| cursor.to_string()))
@@ -831,8 +831,8 @@ impl Store {
             self.keys.cursor(),
             self.keys.events(),
             self.keys.wake_promoter(),
+            self.keys.planned(),
             token.as_str().to_owned(),
-            self.keys.prefix().to_owned(),
             self.settings.events_maxlen.to_string(),
         ];
         for plan in plans {
@@ -897,6 +897,7 @@ impl Store {
             .key(self.keys.defs())
             .key(self.keys.events())
             .key(self.keys.dead())
+            .key(self.keys.planned())
             .arg(self.keys.prefix())
             .arg(limit)
             .arg(millis(misfire_threshold))
@@ -1679,7 +1680,7 @@ fn next_string(
 }
 
 /// How many KEYS `plan_fires.lua` takes.
-const PLAN_FIRES_KEYS: usize = 5;
+const PLAN_FIRES_KEYS: usize = 6;
 
 /// How many KEYS `enqueue_runs.lua` takes.
 const ENQUEUE_RUNS_KEYS: usize = 4;
