@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use redcron::engine::Shutdown;
 use redcron::engine::elector::{Elector, ElectorConfig, ElectorTick};
-use redcron::engine::planner::{Planner, PlannerConfig, PlannerTick};
+use redcron::engine::planner::{Planner, PlannerConfig, PlannerTick, shared_jobs};
 use redcron::handler::{Completed, RunContext};
 use redcron::replica::{Replica, ReplicaConfig};
 use redcron::schedule::{Job, parse_file};
@@ -176,7 +176,7 @@ async fn planner(url: &str, schedules: usize) {
         elector.tick().await.expect("elect"),
         ElectorTick::Acquired(_)
     ));
-    let (_jobs, jobs_rx) = watch::channel(Arc::new(jobs));
+    let (_jobs, jobs_rx) = watch::channel(shared_jobs(jobs));
     let mut planner = Planner::new(store.clone(), leadership, jobs_rx, PlannerConfig::default());
     // Tick until a tick has nothing left to plan: each tick plans at most its budget.
     let mut tick_ms = Vec::new();

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use crate::engine::elector::{Elector, ElectorConfig};
 use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig};
-use crate::engine::planner::{Jobs, Planner, PlannerConfig};
+use crate::engine::planner::{Jobs, Planner, PlannerConfig, shared_jobs};
 use crate::engine::promoter::{Promoter, PromoterConfig};
 use crate::engine::reaper::{Reaper, ReaperConfig};
 use crate::engine::worker::{WorkerConfig, Workers};
@@ -65,7 +65,7 @@ impl JobsHandle {
     /// Declares `jobs` instead of the current ones: the planner unplans changed and removed
     /// jobs and plans the new definitions; workers execute by the new definitions.
     pub fn replace(&self, jobs: Vec<Job>) {
-        self.0.send_replace(Arc::new(jobs));
+        self.0.send_replace(shared_jobs(jobs));
     }
 }
 
@@ -98,7 +98,7 @@ impl ReplicaBuilder {
 
     /// The replica, ready to run.
     pub fn build(self) -> Replica {
-        let (jobs, _) = watch::channel(Arc::new(self.jobs));
+        let (jobs, _) = watch::channel(shared_jobs(self.jobs));
         Replica {
             store: self.store,
             jobs: Arc::new(jobs),

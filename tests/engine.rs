@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redcron::engine::elector::{Elector, ElectorConfig, ElectorTick};
-use redcron::engine::planner::{Planner, PlannerConfig, PlannerTick};
+use redcron::engine::planner::{Jobs, Planner, PlannerConfig, PlannerTick, shared_jobs};
 use redcron::engine::promoter::{Promoter, PromoterConfig};
 use redcron::engine::reaper::{Reaped, Reaper, ReaperConfig};
 use redcron::engine::{Leadership, Shutdown};
-use redcron::schedule::{Job, parse_file};
+use redcron::schedule::parse_file;
 use redcron::store::{Acquisition, Claim, Store, StoreSettings};
 use redis::Commands;
 use tokio::sync::watch;
@@ -24,8 +24,8 @@ async fn connect(server: &RedisServer) -> Store {
         .expect("connect to the test redis")
 }
 
-fn jobs(toml: &str) -> Arc<Vec<Job>> {
-    Arc::new(parse_file(Path::new("test.toml"), toml).expect("valid test jobs"))
+fn jobs(toml: &str) -> Jobs {
+    shared_jobs(parse_file(Path::new("test.toml"), toml).expect("valid test jobs"))
 }
 
 fn elector(store: &Store, leadership: &Leadership, replica: &str) -> Elector {
@@ -383,9 +383,13 @@ async fn a_replica_runs_registered_rust_handlers_and_reports_its_heartbeat() {
     let seen: Arc<Mutex<Vec<(String, u32)>>> = Arc::default();
     let recorder = seen.clone();
     // The command would fail: only the registered handler may run the job.
-    let declared = jobs("[jobs.resize]\nschedule = \"* * * * * *\"\ncommand = \"false\"\n");
+    let declared = parse_file(
+        Path::new("test.toml"),
+        "[jobs.resize]\nschedule = \"* * * * * *\"\ncommand = \"false\"\n",
+    )
+    .expect("valid test jobs");
     let replica = Replica::builder(store)
-        .jobs(declared.as_ref().clone())
+        .jobs(declared)
         .handler("resize", move |run: RunContext| {
             let recorder = recorder.clone();
             async move {
@@ -448,9 +452,13 @@ async fn fires_claimed_ahead_start_at_their_fire_time_never_before() {
     let store = connect(&server).await;
     let starts: Arc<Mutex<Vec<(String, i64, i64)>>> = Arc::default();
     let recorder = starts.clone();
-    let declared = jobs("[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n");
+    let declared = parse_file(
+        Path::new("test.toml"),
+        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n",
+    )
+    .expect("valid test jobs");
     let replica = Replica::builder(store)
-        .jobs(declared.as_ref().clone())
+        .jobs(declared)
         .handler("tick", move |run: RunContext| {
             // Redis runs on this machine: its clock is this clock.
             let started_ms = chrono::Utc::now().timestamp_millis();

@@ -21,8 +21,14 @@ use crate::store::{
     JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreError, cron_run_id,
 };
 
-/// The declared jobs as the replica currently knows them; replaced whole on reload.
-pub type Jobs = Arc<Vec<Job>>;
+/// The declared jobs as the replica currently knows them, one shared copy of each definition;
+/// replaced whole on reload.
+pub type Jobs = Arc<Vec<Arc<Job>>>;
+
+/// `jobs` as every component holds them: one copy of each definition, shared.
+pub fn shared_jobs(jobs: Vec<Job>) -> Jobs {
+    Arc::new(jobs.into_iter().map(Arc::new).collect())
+}
 
 /// Most missed fires one job's catch-up looks at in one tick, so that a long outage of a
 /// frequent job is worked off over several ticks instead of stalling one.
@@ -142,18 +148,11 @@ impl Planner {
         if jobs_changed || self.published_under.as_ref() != Some(&token) {
             // Unplanning resets cursors.
             self.cursors_under = None;
-            // Hashing 100,000 definitions takes a core for a third of a second: done while
-            // Redis answers with the published hashes.
-            let hashing = tokio::task::spawn_blocking({
-                let jobs = jobs.clone();
-                move || jobs.iter().map(Job::content_hash).collect::<Vec<_>>()
-            });
-            let (published, hashes) = tokio::join!(self.store.published_hashes(), hashing);
-            let published = published?;
-            // Hashing cannot fail: its only error is a panic, which belongs here.
-            let hashes =
-                hashes.unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
-            let declared: Vec<(&Job, String)> = jobs.iter().zip(hashes).collect();
+            let published = self.store.published_hashes().await?;
+            let declared: Vec<(&Job, String)> = jobs
+                .iter()
+                .map(|job| (job.as_ref(), job.content_hash()))
+                .collect();
             if !self
                 .replan_changed_jobs(&token, &declared, &published, now_ms)
                 .await?
@@ -235,7 +234,7 @@ impl Planner {
     /// The positions in `jobs` of the jobs with a fire up to `horizon_end` after their cursor,
     /// soonest first (missed fires are the soonest). Each job's next fire is kept with the
     /// cursor it follows, so it is searched for once per cursor, not once per tick.
-    fn due_soon(&mut self, jobs: &[Job], horizon_end: i64) -> Vec<usize> {
+    fn due_soon(&mut self, jobs: &[Arc<Job>], horizon_end: i64) -> Vec<usize> {
         let mut due_soon = Vec::new();
         for (index, (job, cached)) in jobs.iter().zip(self.next_fires.iter_mut()).enumerate() {
             let (Some(&cursor_ms), Some(schedule)) = (self.cursors.get(&job.name), &job.schedule)

@@ -688,10 +688,10 @@ async fn keep_lease(store: Store, run_id: String, worker: String, lease: Duratio
     }
 }
 
-/// The declared jobs by name.
+/// The declared jobs by name, sharing the definitions the replica holds.
 fn by_name(jobs: &Jobs) -> HashMap<String, Arc<Job>> {
     jobs.iter()
-        .map(|job| (job.name.clone(), Arc::new(job.clone())))
+        .map(|job| (job.name.clone(), job.clone()))
         .collect()
 }
 

@@ -8,6 +8,7 @@ pub mod keys;
 mod scripts;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
@@ -1427,7 +1428,7 @@ impl Store {
     pub async fn publish_replica_jobs(
         &self,
         replica_id: &str,
-        jobs: &[Job],
+        jobs: &[Arc<Job>],
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let key = self.keys.replica_jobs(replica_id);
