@@ -7,8 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::SecondsFormat;
+use nix::errno::Errno;
+use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::unistd::{Pid, getpid, getppid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
@@ -43,6 +45,26 @@ impl Handler for CommandHandler {
     }
 }
 
+/// Has the shell killed when this process dies: a replica killed outright (`kill -9`, the OOM
+/// killer) would otherwise leave its commands running while their leases expire and other
+/// replicas run them again, twice at once. Processes the shell started in the background or in
+/// a pipeline are not reached; the last command of `sh -c` is exec'd and so is.
+fn die_with_this_process(command: &mut Command) {
+    let replica = getpid();
+    // SAFETY: between fork and exec the closure only makes system calls (prctl, getppid), which
+    // are async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            set_pdeathsig(Signal::SIGKILL)?;
+            // The replica may have died before the death signal was armed.
+            if getppid() != replica {
+                return Err(Errno::ESRCH.into());
+            }
+            Ok(())
+        });
+    }
+}
+
 async fn execute(run: RunContext, grace: Duration) -> Outcome {
     let job = &run.job;
     let mut command = Command::new("/bin/sh");
@@ -68,6 +90,7 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
     if let Some(workdir) = &job.workdir {
         command.current_dir(workdir);
     }
+    die_with_this_process(&mut command);
     let mut child = command.spawn().map_err(|error| {
         RunError::retryable(format!(
             "cannot start `/bin/sh -c` for job {}: {error}",
