@@ -1,9 +1,12 @@
 //! Integration tests: the `redcron` binary as users and scripts run it.
 
+#[allow(dead_code)] // Shared with the chaos runner, which uses the rest of it.
 mod util;
 
 mod check;
 mod engine;
+mod fuzz;
+mod hostile;
 mod import_crontab;
 mod next;
 mod operate;

@@ -3,15 +3,15 @@
 use std::io::Write;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::DateTime;
 use clap::{Args, ValueEnum};
 
 use super::{CliError, RedisArgs, block_on};
+use crate::handler::payload_problem;
 use crate::schedule::Priority;
 use crate::store::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
 
 /// The largest payload accepted.
-const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum PriorityArg {
@@ -85,7 +85,7 @@ pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), Cl
         priority: args.run.priority.map(Priority::from),
         unique: None,
     };
-    submit(&args.redis, &request, out)
+    submit(&args.redis, request, None, out)
 }
 
 pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -100,33 +100,43 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
             .as_ref()
             .map(|key| (key_fingerprint(&args.run.job, key), args.unique_for))
     };
-    let due_ms = match (&args.delay, &args.at) {
-        (Some(delay), _) => {
-            Utc::now().timestamp_millis() + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2)
-        }
-        (None, Some(at)) => DateTime::parse_from_rfc3339(at)
-            .map_err(|error| {
-                CliError::Argument(format!(
-                    "--at \"{at}\" is not an RFC 3339 time like 2026-03-08T00:00:00Z: {error}"
-                ))
-            })?
-            .timestamp_millis(),
-        (None, None) => Utc::now().timestamp_millis(),
+    let due_ms = match &args.at {
+        Some(at) => Some(
+            DateTime::parse_from_rfc3339(at)
+                .map_err(|error| {
+                    CliError::Argument(format!(
+                        "--at \"{at}\" is not an RFC 3339 time like 2026-03-08T00:00:00Z: {error}"
+                    ))
+                })?
+                .timestamp_millis(),
+        ),
+        // Due now, or after --in: counted on Redis's clock, not this machine's.
+        None => None,
     };
     let request = Enqueue {
         job: args.run.job.clone(),
-        due_ms: Some(due_ms),
+        due_ms,
         payload: payload.map(|(text, _)| text),
         priority: args.run.priority.map(Priority::from),
         unique,
     };
-    submit(&args.redis, &request, out)
+    submit(&args.redis, request, args.delay, out)
 }
 
-fn submit(redis: &RedisArgs, request: &Enqueue, out: &mut impl Write) -> Result<(), CliError> {
+/// Enqueues `request`, due `delay` from now on Redis's clock when given.
+fn submit(
+    redis: &RedisArgs,
+    mut request: Enqueue,
+    delay: Option<Duration>,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
     let enqueued = block_on(async {
         let store = redis.connect().await?;
-        Ok(store.enqueue_run(request).await?)
+        if let Some(delay) = delay {
+            let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
+            request.due_ms = Some(store.now_ms().await?.saturating_add(delay_ms));
+        }
+        Ok(store.enqueue_run(&request).await?)
     })?;
     match enqueued {
         Enqueued::Scheduled {
@@ -168,11 +178,8 @@ fn read_payload(argument: Option<&str>) -> Result<Option<(String, serde_json::Va
             .map_err(CliError::io(format!("reading the payload from {path}")))?,
         None => argument.to_owned(),
     };
-    if text.len() > MAX_PAYLOAD_BYTES {
-        return Err(CliError::Argument(format!(
-            "the payload is {} bytes: at most {MAX_PAYLOAD_BYTES} are accepted",
-            text.len()
-        )));
+    if let Some(problem) = payload_problem(&text) {
+        return Err(CliError::Argument(problem));
     }
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|error| CliError::Argument(format!("the payload is not valid JSON: {error}")))?;

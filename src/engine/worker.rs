@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 
 use super::planner::Jobs;
 use super::{Backoff, Shutdown};
-use crate::handler::{Handlers, Outcome, RunContext};
+use crate::handler::{Handlers, Outcome, RunContext, payload_problem};
 use crate::metrics::METRICS;
 use crate::schedule::Job;
 use crate::store::{
@@ -427,6 +427,13 @@ impl Execution {
             self.record_failure(&run, &failure).await;
             return;
         };
+        if let Some(problem) = run.payload.as_deref().and_then(payload_problem) {
+            warn!(run = run.id, job = run.job, problem, "bad payload: dead");
+            let failure =
+                Failure::without_output(FailReason::Permanent, format!("bad payload: {problem}"));
+            self.record_failure(&run, &failure).await;
+            return;
+        }
         if !self.wait_for_start(&run).await {
             return;
         }

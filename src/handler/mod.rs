@@ -14,6 +14,25 @@ use tokio_util::sync::CancellationToken;
 
 use crate::schedule::Job;
 
+/// The largest payload a run may carry, in bytes.
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+/// Why `payload` cannot be handed to a handler, if it cannot: it must be JSON of at most
+/// [`MAX_PAYLOAD_BYTES`]. Runs are written by other programs too (the library's bulk API, or
+/// anything with access to Redis), so workers check what they read, not only what the CLI
+/// accepts.
+pub fn payload_problem(payload: &str) -> Option<String> {
+    if payload.len() > MAX_PAYLOAD_BYTES {
+        return Some(format!(
+            "the payload is {} bytes: at most {MAX_PAYLOAD_BYTES} are accepted",
+            payload.len()
+        ));
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(payload)
+        .err()
+        .map(|error| format!("the payload is not valid JSON: {error}"))
+}
+
 /// A boxed, sendable future: what handlers return.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 

@@ -1699,7 +1699,7 @@ impl ClaimedRun {
     pub fn from_reply(values: Vec<Value>) -> Result<Self, CorruptRun> {
         let mut values = values.into_iter();
         let mut text = || -> Option<String> { String::from_redis_value(values.next()?).ok() };
-        let id = text().unwrap_or_default();
+        let id = text();
         let worker = text().unwrap_or_default();
         let job = text();
         let mut number = || -> Option<i64> { i64::from_redis_value(values.next()?).ok() };
@@ -1715,6 +1715,13 @@ impl ClaimedRun {
         let mut number = || -> Option<u64> { u64::from_redis_value(values.next()?).ok() };
         let start_in = number().map(Duration::from_millis);
         let needs_overlap_lock = number().map(|flag| flag == 1);
+        let Some(id) = id else {
+            return Err(CorruptRun {
+                run_id: String::new(),
+                worker,
+                detail: "its id is not text".to_owned(),
+            });
+        };
         match (
             job,
             attempt,

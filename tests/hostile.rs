@@ -1,0 +1,213 @@
+//! Hostile input reaching a running replica through Redis: forged runs, bad payloads, payloads
+//! built to reach a shell, and keys of the wrong type. Nothing forged executes, bad runs go to
+//! the dead letters with their reason, and the replica keeps serving.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use redis::Commands;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{redcron_in, wait_until};
+
+/// Writes a run of `job` straight into Redis, ready in the default queue, as a program with
+/// access to Redis could, and wakes the queue's workers.
+fn forge_run(redis: &mut redis::Connection, run_id: &str, job: &str, payload: Option<&str>) {
+    let mut fields = vec![
+        ("job", job.to_owned()),
+        ("kind", "adhoc".to_owned()),
+        ("state", "ready".to_owned()),
+        ("attempt", "0".to_owned()),
+        ("max_attempts", "1".to_owned()),
+        ("created_ms", "1".to_owned()),
+        // Workers run what their own schedule files declare, never what a run says.
+        ("command", "touch forged-command-ran".to_owned()),
+    ];
+    if let Some(payload) = payload {
+        fields.push(("payload", payload.to_owned()));
+    }
+    let () = redis
+        .hset_multiple(format!("{{test}}:run:{run_id}"), &fields)
+        .expect("HSET");
+    let () = redis
+        .rpush("{test}:ready:default:normal", run_id)
+        .expect("RPUSH");
+    let () = redis.zadd("{test}:wake:default", "1", 1).expect("ZADD");
+}
+
+fn run_hash(redis: &mut redis::Connection, run_id: &str) -> HashMap<String, String> {
+    redis
+        .hgetall(format!("{{test}}:run:{run_id}"))
+        .expect("HGETALL")
+}
+
+fn state(redis: &mut redis::Connection, run_id: &str) -> Option<String> {
+    run_hash(redis, run_id).remove("state")
+}
+
+#[test]
+fn forged_runs_and_bad_payloads_go_to_the_dead_letters_without_executing() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    std::fs::create_dir(work.join("schedules")).expect("schedules dir");
+    std::fs::write(
+        work.join("schedules/jobs.toml"),
+        format!(
+            "[jobs.echo]\ncommand = \"cat > {}/stdin-$REDCRON_RUN_ID\"\nworkdir = \"{}\"\n",
+            work.display(),
+            work.display()
+        ),
+    )
+    .expect("write jobs");
+    let replica = ReplicaProcess::start("r1", &server.url(), &work.join("schedules"), work, &[]);
+    let mut redis = server.connection();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            redis.hexists("{test}:defs", "echo").unwrap_or(false)
+        }),
+        "the replica did not publish its jobs:\n{}",
+        replica.log()
+    );
+
+    // A run of a job no replica declares.
+    forge_run(&mut redis, "forged-unknown", "evil", None);
+    // Payloads the worker cannot hand on: not JSON, and over 1 MiB.
+    forge_run(
+        &mut redis,
+        "forged-not-json",
+        "echo",
+        Some("{\"unclosed\": "),
+    );
+    let huge = format!("\"{}\"", "a".repeat(1024 * 1024));
+    forge_run(&mut redis, "forged-huge", "echo", Some(&huge));
+    // A payload built to reach a shell, through the CLI: it arrives on standard input only.
+    let hostile = format!(
+        "{{\"name\": \"$(touch {0}/pwned) `touch {0}/pwned` ; touch {0}/pwned | x & ' \\\" \\n\"}}",
+        work.display()
+    );
+    let enqueued = redcron_in(
+        work,
+        &[
+            "trigger",
+            "echo",
+            "--payload",
+            &hostile,
+            "--redis",
+            &server.url(),
+            "--namespace",
+            "test",
+        ],
+        "",
+    )
+    .success();
+    let hostile_run = enqueued
+        .split_whitespace()
+        .next()
+        .expect("the run id")
+        .to_owned();
+
+    let dead_ids = ["forged-unknown", "forged-not-json", "forged-huge"];
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            dead_ids
+                .iter()
+                .all(|run| state(&mut redis, run).as_deref() == Some("dead"))
+                && state(&mut redis, &hostile_run).as_deref() == Some("succeeded")
+        }),
+        "the runs did not end as expected: {:?}\n{}",
+        dead_ids
+            .iter()
+            .chain([&hostile_run.as_str()])
+            .map(|run| run_hash(&mut redis, run))
+            .collect::<Vec<_>>(),
+        replica.log()
+    );
+    let errors: Vec<String> = dead_ids
+        .iter()
+        .map(|run| {
+            let hash = run_hash(&mut redis, run);
+            assert_eq!(hash.get("reason").map(String::as_str), Some("permanent"));
+            hash.get("error").cloned().unwrap_or_default()
+        })
+        .collect();
+    assert!(errors[0].contains("unknown job"), "{}", errors[0]);
+    assert!(
+        errors[1].contains("bad payload: the payload is not valid JSON"),
+        "{}",
+        errors[1]
+    );
+    assert!(errors[2].contains("at most 1048576"), "{}", errors[2]);
+
+    assert_eq!(
+        std::fs::read_to_string(work.join(format!("stdin-{hostile_run}"))).expect("stdin copy"),
+        hostile,
+        "the payload reached the command's standard input unchanged"
+    );
+    for file in ["pwned", "forged-command-ran"] {
+        assert!(
+            !Path::new(&work.join(file)).exists(),
+            "{file} exists: forged or hostile input executed"
+        );
+    }
+    for run in ["forged-not-json", "forged-huge"] {
+        assert!(
+            !work.join(format!("stdin-{run}")).exists(),
+            "{run} executed"
+        );
+    }
+}
+
+#[test]
+fn a_key_of_the_wrong_type_is_logged_and_the_replica_serves_again_once_it_is_gone() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    std::fs::create_dir(work.join("schedules")).expect("schedules dir");
+    let ledger = work.join("ledger");
+    std::fs::write(
+        work.join("schedules/jobs.toml"),
+        format!(
+            "[jobs.tick]\nschedule = \"* * * * * *\"\nmisfire = \"skip\"\n\
+             command = \"echo $REDCRON_RUN_ID >> {}\"\n",
+            ledger.display()
+        ),
+    )
+    .expect("write jobs");
+    let mut replica =
+        ReplicaProcess::start("r1", &server.url(), &work.join("schedules"), work, &[]);
+    let runs = || {
+        std::fs::read_to_string(&ledger)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || runs() >= 1),
+        "{}",
+        replica.log()
+    );
+
+    // The paused-jobs set, which every claim reads, replaced by a string.
+    let mut redis = server.connection();
+    let () = redis.set("{test}:paused", "not a set").expect("SET");
+    assert!(
+        wait_until(Duration::from_secs(10), || replica
+            .log()
+            .contains("WRONGTYPE")),
+        "the wrong type was not logged:\n{}",
+        replica.log()
+    );
+    assert!(replica.exited().is_none(), "the replica exited");
+
+    let () = redis.del("{test}:paused").expect("DEL");
+    let before = runs();
+    assert!(
+        wait_until(Duration::from_secs(10), || runs() >= before + 2),
+        "the replica did not serve again:\n{}",
+        replica.log()
+    );
+    assert_eq!(replica.terminate(Duration::from_secs(10)), Some(0));
+}
