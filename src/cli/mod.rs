@@ -107,14 +107,18 @@ impl RedisArgs {
     }
 
     async fn connect(&self) -> Result<crate::store::Store, CliError> {
+        self.connect_with(crate::store::StoreSettings::default())
+            .await
+    }
+
+    async fn connect_with(
+        &self,
+        settings: crate::store::StoreSettings,
+    ) -> Result<crate::store::Store, CliError> {
         let url = self.url();
-        crate::store::Store::connect(
-            &url,
-            &self.namespace,
-            crate::store::StoreSettings::default(),
-        )
-        .await
-        .map_err(|source| CliError::Unreachable { url, source })
+        crate::store::Store::connect(&url, &self.namespace, settings)
+            .await
+            .map_err(|source| CliError::Unreachable { url, source })
     }
 }
 

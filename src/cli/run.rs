@@ -13,6 +13,7 @@ use super::{CliError, RedisArgs, default_schedules};
 use crate::engine::Shutdown;
 use crate::replica::{JobsHandle, Replica, ReplicaConfig};
 use crate::schedule::{Job, load_dir};
+use crate::store::StoreSettings;
 use crate::store::embedded::EmbeddedRedis;
 
 #[derive(Debug, Args)]
@@ -54,6 +55,9 @@ pub(super) struct RunArgs {
     /// a pause or a busy job is checked at claim. 0s claims runs only once due.
     #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = humantime::parse_duration)]
     claim_ahead: Duration,
+    /// How long a finished run's record (its hash: state, attempts, outcome) is kept.
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
+    retention: Duration,
 }
 
 pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
@@ -69,7 +73,11 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
         Some(_) => None,
         None => Some(EmbeddedRedis::start(&args.redis.data_dir).await?),
     };
-    let store = args.redis.connect().await?;
+    let settings = StoreSettings {
+        retention: args.retention,
+        ..StoreSettings::default()
+    };
+    let store = args.redis.connect_with(settings).await?;
     if embedded.is_none() {
         for warning in store.durability_warnings().await? {
             warn!("{warning}");

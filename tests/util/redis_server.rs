@@ -5,6 +5,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use tempfile::TempDir;
 
 /// A running `redis-server` that only this test uses.
@@ -51,9 +53,28 @@ impl RedisServer {
     pub fn restart(&mut self, down: Duration) {
         let _ = redis::cmd("SHUTDOWN").query::<()>(&mut self.connection());
         let _ = self.child.wait();
+        self.start_again(down);
+    }
+
+    /// `kill -9`s the server: it loses the writes its AOF had not synced yet (up to a second
+    /// with `appendfsync everysec`). It starts again after `down`, on the same port and
+    /// directory.
+    pub fn crash_and_restart(&mut self, down: Duration) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.start_again(down);
+    }
+
+    fn start_again(&mut self, down: Duration) {
         std::thread::sleep(down);
         self.child = spawn(self.port, self.dir.path(), self.appendonly);
         self.wait_until_ready();
+    }
+
+    /// Sends `signal` to the server: SIGSTOP freezes it (clients time out), SIGCONT thaws it.
+    pub fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"));
+        kill(pid, signal).expect("signal redis-server");
     }
 
     /// The URL to connect to it.

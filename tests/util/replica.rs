@@ -27,6 +27,18 @@ impl ReplicaProcess {
         log_dir: &Path,
         extra: &[&str],
     ) -> Self {
+        Self::start_with_env(id, redis_url, schedules, log_dir, extra, &[])
+    }
+
+    /// Like [`ReplicaProcess::start`], with `env` added to its environment.
+    pub fn start_with_env(
+        id: &str,
+        redis_url: &str,
+        schedules: &Path,
+        log_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let log = log_dir.join(format!("{id}.log"));
         let log_file = File::create(&log).expect("replica log file");
         let child = Command::new(env!("CARGO_BIN_EXE_redcron"))
@@ -56,6 +68,7 @@ impl ReplicaProcess {
                 &["--metrics-addr", "127.0.0.1:0"][..]
             })
             .args(extra)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -82,6 +95,11 @@ impl ReplicaProcess {
     /// Sends `signal`.
     pub fn signal(&self, signal: Signal) {
         kill(self.pid(), signal).expect("signal the replica");
+    }
+
+    /// Whether it has exited (and how), without waiting.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("wait for the replica")
     }
 
     /// `kill -9`, and waits until it is gone.

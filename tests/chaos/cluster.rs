@@ -1,0 +1,308 @@
+//! The system under test: one `redis-server` with AOF on and N `redcron run` replicas, and the
+//! ways to hurt them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use tempfile::TempDir;
+
+use crate::redis_server::RedisServer;
+use crate::replica::ReplicaProcess;
+
+/// The namespace the test replicas use.
+pub const NAMESPACE: &str = "test";
+
+/// How long finished runs are kept: short, so that the memory check sees them expire.
+const RETENTION: &str = "10s";
+
+/// A replica's clock offset, through libfaketime.
+#[derive(Debug, Clone, Copy)]
+pub enum Skew {
+    Ahead,
+    Behind,
+}
+
+impl Skew {
+    fn faketime(self) -> &'static str {
+        match self {
+            Skew::Ahead => "+5m",
+            Skew::Behind => "-5m",
+        }
+    }
+}
+
+/// One replica slot: its process while it runs, and how it was started.
+struct Slot {
+    id: String,
+    process: Option<ReplicaProcess>,
+    skew: Option<Skew>,
+    incarnation: u32,
+}
+
+/// Redis, the replicas, and the directory that holds their schedules, logs and the ledger.
+pub struct Cluster {
+    pub server: RedisServer,
+    dir: TempDir,
+    slots: Vec<Slot>,
+    faketime_library: Option<PathBuf>,
+}
+
+impl Cluster {
+    /// Starts Redis (AOF on, `appendfsync everysec`) and `replicas` replicas on the schedule
+    /// file `jobs`; with `skewed`, the second replica's clock runs 5 minutes ahead and the
+    /// third's 5 minutes behind.
+    pub fn start(replicas: usize, skewed: bool, jobs: &dyn Fn(&Path) -> String) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for sub in ["schedules", "logs"] {
+            std::fs::create_dir(dir.path().join(sub)).expect("create a directory");
+        }
+        let ledger = dir.path().join("ledger");
+        std::fs::write(dir.path().join("schedules/chaos.toml"), jobs(&ledger))
+            .expect("write the schedule file");
+        let slots = (0..replicas)
+            .map(|index| Slot {
+                id: format!("r{}", index + 1),
+                process: None,
+                skew: match index {
+                    1 if skewed => Some(Skew::Ahead),
+                    2 if skewed => Some(Skew::Behind),
+                    _ => None,
+                },
+                incarnation: 0,
+            })
+            .collect();
+        let mut cluster = Self {
+            server: RedisServer::start_with_aof(),
+            dir,
+            slots,
+            faketime_library: skewed.then(faketime_library),
+        };
+        for index in 0..replicas {
+            cluster.start_replica(index);
+        }
+        cluster
+    }
+
+    /// The ledger file the jobs append to.
+    pub fn ledger_path(&self) -> PathBuf {
+        self.dir.path().join("ledger")
+    }
+
+    /// Starts replica `index` (again), logging to a file of its own for this incarnation.
+    pub fn start_replica(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        slot.incarnation += 1;
+        let log_dir = self
+            .dir
+            .path()
+            .join("logs")
+            .join(format!("{}.{}", slot.id, slot.incarnation));
+        std::fs::create_dir(&log_dir).expect("create a log directory");
+        let library = self
+            .faketime_library
+            .as_ref()
+            .map(|path| path.to_string_lossy().into_owned());
+        let env: Vec<(&str, &str)> = match (slot.skew, &library) {
+            (Some(skew), Some(library)) => {
+                vec![("LD_PRELOAD", library), ("FAKETIME", skew.faketime())]
+            }
+            _ => Vec::new(),
+        };
+        slot.process = Some(ReplicaProcess::start_with_env(
+            &slot.id,
+            &self.server.url(),
+            &self.dir.path().join("schedules"),
+            &log_dir,
+            &["--retention", RETENTION],
+            &env,
+        ));
+    }
+
+    /// `kill -9`s replica `index`.
+    pub fn kill_replica(&mut self, index: usize) {
+        if let Some(mut process) = self.slots[index].process.take() {
+            process.kill9();
+        }
+    }
+
+    /// Sends `signal` to replica `index`.
+    pub fn signal_replica(&self, index: usize, signal: Signal) {
+        if let Some(process) = &self.slots[index].process {
+            process.signal(signal);
+        }
+    }
+
+    /// The replica index of replica id `id`.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.slots.iter().position(|slot| slot.id == id)
+    }
+
+    /// Replicas that exited although nobody stopped them, with their exit status.
+    pub fn unexpected_exits(&mut self) -> Vec<String> {
+        self.slots
+            .iter_mut()
+            .filter_map(|slot| {
+                let status = slot.process.as_mut()?.exited()?;
+                Some(format!("{} exited: {status}", slot.id))
+            })
+            .collect()
+    }
+
+    /// SIGTERMs every replica and waits for each to exit; the ones that did not exit with 0.
+    pub fn stop(&mut self) -> Vec<String> {
+        self.slots
+            .iter_mut()
+            .filter_map(|slot| {
+                let code = slot.process.take()?.terminate(Duration::from_secs(15));
+                (code != Some(0)).then(|| format!("{} exited with {code:?} on SIGTERM", slot.id))
+            })
+            .collect()
+    }
+
+    /// Every log line of every replica incarnation.
+    pub fn logs(&self) -> String {
+        let mut all = String::new();
+        let logs = self.dir.path().join("logs");
+        for entry in std::fs::read_dir(&logs)
+            .expect("the log directory")
+            .flatten()
+        {
+            for file in std::fs::read_dir(entry.path())
+                .expect("a log directory")
+                .flatten()
+            {
+                all.push_str(&std::fs::read_to_string(file.path()).unwrap_or_default());
+            }
+        }
+        all
+    }
+
+    /// Where the replicas' logs and the ledger are, kept when `keep` (to look into a failure).
+    pub fn keep_directory(self, keep: bool) -> Option<PathBuf> {
+        keep.then(|| self.dir.keep())
+    }
+
+    /// A connection that gives up after `timeout` instead of hanging on a frozen server.
+    pub fn connection(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+        connect(&self.server.url(), timeout)
+    }
+
+    /// The leader's replica id and epoch, when there is one and Redis answers.
+    pub fn leader(&self) -> Option<(String, u64)> {
+        let mut connection = self.connection(Duration::from_millis(500)).ok()?;
+        let token: Option<String> = redis::cmd("GET")
+            .arg(format!("{{{NAMESPACE}}}:leader"))
+            .query(&mut connection)
+            .ok()?;
+        parse_token(&token?)
+    }
+
+    /// Watches the leader key every 50 ms until stopped: every token seen, in order.
+    pub fn watch_leaders(&self) -> LeaderWatch {
+        let url = self.server.url();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut seen: Vec<(String, u64)> = Vec::new();
+            let mut connection: Option<redis::Connection> = None;
+            while !stopped.load(Ordering::Relaxed) {
+                if connection.is_none() {
+                    connection = connect(&url, Duration::from_millis(300)).ok();
+                }
+                if let Some(open) = connection.as_mut() {
+                    let token: redis::RedisResult<Option<String>> = redis::cmd("GET")
+                        .arg(format!("{{{NAMESPACE}}}:leader"))
+                        .query(open);
+                    match token {
+                        Ok(Some(token)) => {
+                            if let Some(leader) = parse_token(&token)
+                                && seen.last() != Some(&leader)
+                            {
+                                seen.push(leader);
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(_) => connection = None,
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            seen
+        });
+        LeaderWatch { stop, thread }
+    }
+}
+
+/// The leader tokens seen by [`Cluster::watch_leaders`].
+pub struct LeaderWatch {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<(String, u64)>>,
+}
+
+impl LeaderWatch {
+    /// Stops watching; every distinct leader token seen, in order.
+    pub fn finish(self) -> Vec<(String, u64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("the leader watch")
+    }
+}
+
+fn connect(url: &str, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+    let connection = redis::Client::open(url)?.get_connection_with_timeout(timeout)?;
+    connection.set_read_timeout(Some(timeout))?;
+    connection.set_write_timeout(Some(timeout))?;
+    Ok(connection)
+}
+
+/// `<replica id>:<epoch>`.
+fn parse_token(token: &str) -> Option<(String, u64)> {
+    let (id, epoch) = token.rsplit_once(':')?;
+    Some((id.to_owned(), epoch.parse().ok()?))
+}
+
+/// libfaketime's library, which the `faketime` package installs.
+fn faketime_library() -> PathBuf {
+    let found = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path().join("faketime/libfaketime.so.1"))
+        .find(|path| path.exists());
+    found.unwrap_or_else(|| {
+        panic!(
+            "the clock-skew scenario needs libfaketime. Install it with `sudo apt-get install -y \
+             faketime` (Debian/Ubuntu), or leave the scenario out with --scenario"
+        )
+    })
+}
+
+/// Sleeps until the system clock (which Redis on loopback shares) reads `ms`.
+pub fn sleep_until_ms(ms: i64) {
+    let wait = ms - now_ms();
+    if wait > 0 {
+        std::thread::sleep(Duration::from_millis(wait as u64));
+    }
+}
+
+/// The system clock, ms since the epoch.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Polls `condition` every 100 ms until it holds or `limit` passes.
+pub fn wait_for<T>(limit: Duration, mut condition: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(found) = condition() {
+            return Some(found);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,501 @@
+//! The chaos runner: a real `redis-server` (AOF on, `appendfsync everysec`) and real `redcron
+//! run` replicas on loopback, faults injected from a seeded plan, and a ledger of every run start
+//! kept outside Redis (a file the jobs append to), compared at the end with the fires the
+//! schedules define.
+//!
+//! ```sh
+//! cargo test --test chaos                                   # the short version CI runs
+//! cargo test --release --test chaos -- --minutes 10 [--seed N] [--scenario NAME]... [--replicas N]
+//! ```
+//!
+//! It prints one summary line on stdout, the faults and the details on stderr, and exits
+//! non-zero when an invariant breaks (keeping the replicas' logs and the ledger for a look).
+
+#[allow(dead_code)] // Shared with the integration tests, which use the rest of it.
+#[path = "../util/redis_server.rs"]
+mod redis_server;
+#[allow(dead_code)]
+#[path = "../util/replica.rs"]
+mod replica;
+
+mod cluster;
+mod ledger;
+mod plan;
+
+use std::collections::{HashMap, HashSet};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use redis::Commands;
+
+use cluster::{Cluster, NAMESPACE, now_ms, sleep_until_ms, wait_for};
+use plan::{DOWN, Fault, LEADER_PAUSE, REDIS_FREEZE, Scenario};
+
+/// The short version: every fault once, in about three minutes.
+const DEFAULT_MINUTES: f64 = 2.5;
+
+/// After the last fire of the window: long enough for a lost run's lease (3 s), its re-run
+/// (6 s) and the crashing job's retries.
+const SETTLE_MS: i64 = 15_000;
+
+/// What the command line asks for.
+struct Options {
+    minutes: f64,
+    seed: Option<u64>,
+    scenarios: Vec<Scenario>,
+    replicas: usize,
+}
+
+/// How the command line was understood: it also takes what `cargo test` passes to every test
+/// binary (a name filter, libtest's flags) and what `cargo nextest` asks.
+enum Invocation {
+    Run(Options),
+    List,
+    FilteredOut,
+}
+
+fn parse(arguments: impl Iterator<Item = String>) -> Result<Invocation, String> {
+    let mut options = Options {
+        minutes: DEFAULT_MINUTES,
+        seed: None,
+        scenarios: Vec::new(),
+        replicas: 3,
+    };
+    let mut filters = Vec::new();
+    let mut arguments = arguments.peekable();
+    while let Some(argument) = arguments.next() {
+        let mut value = |name: &str| {
+            arguments
+                .next()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match argument.as_str() {
+            "--minutes" => {
+                options.minutes = value("--minutes")?
+                    .parse()
+                    .map_err(|_| "--minutes takes a number".to_owned())?;
+            }
+            "--seed" => {
+                options.seed = Some(
+                    value("--seed")?
+                        .parse()
+                        .map_err(|_| "--seed takes an unsigned integer".to_owned())?,
+                );
+            }
+            "--scenario" => {
+                let name = value("--scenario")?;
+                let scenario = Scenario::parse(&name).ok_or_else(|| {
+                    let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
+                    format!("unknown scenario {name:?}: one of {}", names.join(", "))
+                })?;
+                options.scenarios.push(scenario);
+            }
+            "--replicas" => {
+                options.replicas = value("--replicas")?
+                    .parse()
+                    .ok()
+                    .filter(|count| *count >= 2)
+                    .ok_or_else(|| "--replicas takes a number, 2 or more".to_owned())?;
+            }
+            "--list" => return Ok(Invocation::List),
+            // libtest's own flags, which `cargo test` may pass to every test binary.
+            flag if flag.starts_with('-') => {}
+            filter => filters.push(filter.to_owned()),
+        }
+    }
+    if !filters.is_empty()
+        && !filters
+            .iter()
+            .any(|filter| "chaos".contains(filter.as_str()))
+    {
+        return Ok(Invocation::FilteredOut);
+    }
+    if options.scenarios.is_empty() {
+        options.scenarios = Scenario::ALL.to_vec();
+    }
+    Ok(Invocation::Run(options))
+}
+
+fn main() -> ExitCode {
+    let options = match parse(std::env::args().skip(1)) {
+        Ok(Invocation::Run(options)) => options,
+        Ok(Invocation::List) => {
+            println!("chaos: test");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Invocation::FilteredOut) => return ExitCode::SUCCESS,
+        Err(problem) => {
+            eprintln!("chaos: {problem}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = run(&options);
+    eprintln!("{}", report.details);
+    println!("{}", report.summary);
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        for violation in &report.violations {
+            eprintln!("invariant broken: {violation}");
+        }
+        ExitCode::FAILURE
+    }
+}
+
+/// What a run found.
+struct Report {
+    summary: String,
+    details: String,
+    violations: Vec<String>,
+}
+
+fn run(options: &Options) -> Report {
+    let seed = options
+        .seed
+        .unwrap_or_else(|| u64::try_from(now_ms()).unwrap_or_default());
+    let names: Vec<&str> = options.scenarios.iter().map(|s| s.name()).collect();
+    let window_ms = (options.minutes * 60_000.0) as i64;
+    let steps = plan::plan(
+        seed,
+        &options.scenarios,
+        Duration::from_millis(window_ms as u64),
+    );
+    eprintln!(
+        "chaos: seed {seed}, scenarios {}, {} replicas, {:.1} min, {} faults",
+        names.join(","),
+        options.replicas,
+        options.minutes,
+        steps.len()
+    );
+
+    let skewed = options.scenarios.contains(&Scenario::ClockSkew);
+    let mut cluster = Cluster::start(options.replicas, skewed, &ledger::schedule_file);
+    let mut violations = Vec::new();
+    if wait_for(Duration::from_secs(30), || cluster.leader()).is_none() {
+        violations.push("no leader within 30 s of starting".to_owned());
+    }
+    let leaders = cluster.watch_leaders();
+    let from = (now_ms() / 1000 + 2) * 1000;
+    let to = from + window_ms;
+    sleep_until_ms(from + 9_000);
+    let memory_baseline = retained_memory(&cluster);
+
+    let mut fsync_windows = Vec::new();
+    for step in &steps {
+        sleep_until_ms(from + step.at.as_millis() as i64);
+        let what = inject(&mut cluster, step.fault, &mut fsync_windows);
+        eprintln!(
+            "chaos: t+{:>5.1}s {}: {what}",
+            step.at.as_secs_f64(),
+            step.fault
+        );
+        if what.starts_with("no ") {
+            violations.push(format!("{}: {what}", step.fault));
+        }
+    }
+    sleep_until_ms(to + SETTLE_MS);
+
+    violations.extend(cluster.unexpected_exits());
+    let ledger = ledger::read(&cluster.ledger_path());
+    let records = match run_records(&cluster) {
+        Ok(records) => records,
+        Err(error) => {
+            violations.push(format!("cannot read the events stream at the end: {error}"));
+            HashMap::new()
+        }
+    };
+    let verdict = ledger::judge(&ledger, from, to, &fsync_windows, |run| {
+        records.get(run).cloned().unwrap_or_default()
+    });
+    violations.extend(verdict.violations.iter().cloned());
+    let seen_leaders = leaders.finish();
+    violations.extend(epoch_violations(&seen_leaders));
+    let logs = cluster.logs();
+    let fenced_writes = logs.matches("planner write fenced").count();
+    if logs.contains("panicked") {
+        violations.push("a replica panicked (see its log)".to_owned());
+    }
+    violations.extend(cluster.stop());
+
+    // Stopped replicas hand their runs back: whatever is still active lost its lease for good.
+    let stuck = stuck_active(&cluster);
+    if stuck > 0 {
+        violations.push(format!("{stuck} runs left in active without a live lease"));
+    }
+    let leaks = leaked_keys(&cluster);
+    if !leaks.is_empty() {
+        violations.push(format!("keys that never expire: {leaks:?}"));
+    }
+    // Finished runs are kept 10 s; after that the namespace holds what it held at the
+    // baseline, give or take the planned horizon.
+    std::thread::sleep(Duration::from_secs(11));
+    let memory_end = retained_memory(&cluster);
+    if let (Some(baseline), Some(end)) = (memory_baseline, memory_end)
+        && end > baseline + baseline / 10 + 64 * 1024
+    {
+        violations.push(format!(
+            "Redis memory did not return to its baseline: {baseline} B then {end} B"
+        ));
+    }
+
+    let summary = format!(
+        "fires_expected={} executed={} missed={} duplicated={} reruns_after_lost={} \
+         fenced_writes={fenced_writes} lag_ms_p50={} lag_ms_p99={} lag_ms_max={}",
+        verdict.fires_expected,
+        verdict.executed,
+        verdict.missed,
+        verdict.duplicated,
+        verdict.reruns_after_lost,
+        verdict.lag(0.5),
+        verdict.lag(0.99),
+        verdict.lag(1.0),
+    );
+    let details = format!(
+        "chaos: seed={seed} scenarios={} faults={} leaders={} epochs={:?} \
+         fsync_window_missed={} fsync_window_duplicated={} dead_lost_at_most_once={} \
+         stuck_active={stuck} memory_baseline={} memory_end={}",
+        names.join(","),
+        steps.len(),
+        seen_leaders.len(),
+        seen_leaders
+            .iter()
+            .map(|(_, epoch)| *epoch)
+            .collect::<Vec<_>>(),
+        verdict.fsync_window_missed,
+        verdict.fsync_window_duplicated,
+        verdict.dead_lost,
+        memory_baseline.map_or("?".to_owned(), |bytes| bytes.to_string()),
+        memory_end.map_or("?".to_owned(), |bytes| bytes.to_string()),
+    );
+    if !violations.is_empty()
+        && let Some(kept) = cluster.keep_directory(true)
+    {
+        eprintln!("chaos: logs and ledger kept in {}", kept.display());
+    }
+    Report {
+        summary,
+        details,
+        violations,
+    }
+}
+
+/// Injects `fault` and waits until it is over; what it did, or why it could not (`no ...`).
+fn inject(cluster: &mut Cluster, fault: Fault, fsync_windows: &mut Vec<(i64, i64)>) -> String {
+    match fault {
+        Fault::KillLeader => {
+            let Some((id, epoch)) = wait_for(Duration::from_secs(5), || cluster.leader()) else {
+                return "no leader to kill".to_owned();
+            };
+            let index = cluster.index_of(&id).expect("the leader is one of ours");
+            cluster.kill_replica(index);
+            std::thread::sleep(DOWN);
+            cluster.start_replica(index);
+            format!("{id} (epoch {epoch})")
+        }
+        Fault::PauseLeader => {
+            let Some((id, epoch)) = wait_for(Duration::from_secs(5), || cluster.leader()) else {
+                return "no leader to pause".to_owned();
+            };
+            let index = cluster.index_of(&id).expect("the leader is one of ours");
+            cluster.signal_replica(index, Signal::SIGSTOP);
+            std::thread::sleep(LEADER_PAUSE);
+            let successor = cluster.leader();
+            cluster.signal_replica(index, Signal::SIGCONT);
+            format!("{id} (epoch {epoch}); leader meanwhile {successor:?}")
+        }
+        Fault::KillBusyReplica => {
+            let Some((id, run)) = wait_for(Duration::from_secs(10), || busy_replica(cluster))
+            else {
+                return "no replica running a long job".to_owned();
+            };
+            let index = cluster.index_of(&id).expect("the worker is one of ours");
+            cluster.kill_replica(index);
+            std::thread::sleep(DOWN);
+            cluster.start_replica(index);
+            format!("{id}, running {run}")
+        }
+        Fault::ShutdownRedis => {
+            cluster.server.restart(DOWN);
+            "down 2 s".to_owned()
+        }
+        Fault::CrashRedis => {
+            let killed = now_ms();
+            cluster.server.crash_and_restart(DOWN);
+            // `appendfsync everysec` loses up to about a second of writes, 2 s at worst; runs
+            // claimed ahead 200 ms before their fire count as well.
+            fsync_windows.push((killed - 3_000, now_ms() + 1_000));
+            "down 2 s".to_owned()
+        }
+        Fault::FreezeRedis => {
+            cluster.server.signal(Signal::SIGSTOP);
+            std::thread::sleep(REDIS_FREEZE);
+            cluster.server.signal(Signal::SIGCONT);
+            "frozen 10 s".to_owned()
+        }
+    }
+}
+
+fn key(suffix: &str) -> String {
+    format!("{{{NAMESPACE}}}:{suffix}")
+}
+
+/// A replica running one of the long jobs right now (started, per the ledger, and not ended),
+/// and that run.
+fn busy_replica(cluster: &Cluster) -> Option<(String, String)> {
+    let ledger = ledger::read(&cluster.ledger_path());
+    let running = ledger.iter().filter(|entry| {
+        entry.run.starts_with("long-")
+            && entry.tag == "start"
+            && !ledger
+                .iter()
+                .any(|other| other.run == entry.run && other.tag == "end")
+    });
+    let mut connection = cluster.connection(Duration::from_millis(500)).ok()?;
+    let active: Vec<String> = connection.zrange(key("active"), 0, -1).ok()?;
+    running
+        .filter(|entry| active.contains(&entry.run))
+        .find_map(|entry| {
+            let worker: Option<String> = connection
+                .hget(key(&format!("run:{}", entry.run)), "worker")
+                .ok()?;
+            let worker = worker?;
+            let (replica, _) = worker.split_once('/')?;
+            Some((replica.to_owned(), entry.run.clone()))
+        })
+}
+
+/// Every run's last state and reason, and how many times it was lost, from the events stream:
+/// run hashes expire after the short retention the replicas run with, the stream stays.
+fn run_records(cluster: &Cluster) -> redis::RedisResult<HashMap<String, ledger::RunRecord>> {
+    let mut connection = cluster.connection(Duration::from_secs(5))?;
+    let mut records: HashMap<String, ledger::RunRecord> = HashMap::new();
+    let mut start = "-".to_owned();
+    loop {
+        let page: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+            .arg(key("events"))
+            .arg(&start)
+            .arg("+")
+            .arg("COUNT")
+            .arg(10_000)
+            .query(&mut connection)?;
+        let Some((last_id, _)) = page.last() else {
+            return Ok(records);
+        };
+        start = format!("({last_id}");
+        for (_, fields) in &page {
+            let field = |name: &str| {
+                fields
+                    .chunks(2)
+                    .find(|pair| pair[0] == name)
+                    .and_then(|pair| pair.get(1).cloned())
+            };
+            let Some(run) = field("run") else { continue };
+            let record = records.entry(run).or_default();
+            let (state, reason) = (field("state"), field("reason"));
+            if state.as_deref() == Some("retrying") && reason.as_deref() == Some("lost") {
+                record.lost += 1;
+            }
+            record.state = state;
+            record.reason = reason;
+        }
+    }
+}
+
+/// Leaders must come with ever higher epochs: a token seen after another never has a lower
+/// or equal epoch (that would be an old leader's write accepted).
+fn epoch_violations(seen: &[(String, u64)]) -> Vec<String> {
+    seen.windows(2)
+        .filter(|pair| pair[1].1 <= pair[0].1)
+        .map(|pair| format!("leader {:?} came after {:?}", pair[1], pair[0]))
+        .collect()
+}
+
+/// Runs still in the active set once every replica has stopped.
+fn stuck_active(cluster: &Cluster) -> usize {
+    cluster
+        .connection(Duration::from_secs(5))
+        .and_then(|mut connection| connection.zcard(key("active")))
+        .unwrap_or(usize::MAX)
+}
+
+/// Keys of the namespace with no expiry that nothing refers to: per-run, per-lease and
+/// per-fingerprint keys must expire or belong to a run something still holds.
+fn leaked_keys(cluster: &Cluster) -> Vec<String> {
+    let Ok(mut connection) = cluster.connection(Duration::from_secs(5)) else {
+        return vec!["(Redis did not answer)".to_owned()];
+    };
+    let keys: Vec<String> = match connection
+        .scan_match::<_, String>(key("*"))
+        .and_then(|keys| keys.collect())
+    {
+        Ok(keys) => keys,
+        Err(error) => return vec![format!("(SCAN failed: {error})")],
+    };
+    let mut held: HashSet<String> = HashSet::new();
+    for set in ["due", "active", "dead"] {
+        let runs: Vec<String> = connection.zrange(key(set), 0, -1).unwrap_or_default();
+        held.extend(runs);
+    }
+    for list in keys.iter().filter(|name| name.contains(":ready:")) {
+        let runs: Vec<String> = connection.lrange(list, 0, -1).unwrap_or_default();
+        held.extend(runs);
+    }
+    let structural = [
+        "epoch",
+        "cursor",
+        "defs",
+        "def-hashes",
+        "due",
+        "planned",
+        "active",
+        "dead",
+        "events",
+        "replicas",
+        "paused",
+    ];
+    keys.into_iter()
+        .filter(|name| {
+            let suffix = &name[key("").len()..];
+            let ttl: i64 = connection.ttl(name).unwrap_or(-1);
+            ttl == -1
+                && !structural.contains(&suffix)
+                && !suffix.starts_with("ready:")
+                && !suffix.starts_with("wake:")
+                && !suffix
+                    .strip_prefix("run:")
+                    .is_some_and(|run| held.contains(run))
+        })
+        .collect()
+}
+
+/// `used_memory` less what the namespace keeps on purpose without bound in time: the events
+/// stream (capped by length) and the dead letters (kept until purged).
+fn retained_memory(cluster: &Cluster) -> Option<i64> {
+    let mut connection = cluster.connection(Duration::from_secs(5)).ok()?;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query(&mut connection)
+        .ok()?;
+    let used: i64 = info
+        .lines()
+        .find_map(|line| line.strip_prefix("used_memory:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    let usage = |connection: &mut redis::Connection, name: String| -> i64 {
+        redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(name)
+            .query::<Option<i64>>(connection)
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+    };
+    let mut kept = usage(&mut connection, key("events")) + usage(&mut connection, key("dead"));
+    let dead: Vec<String> = connection.zrange(key("dead"), 0, -1).ok()?;
+    for run in dead {
+        kept += usage(&mut connection, key(&format!("run:{run}")));
+    }
+    Some(used - kept)
+}

@@ -1,0 +1,166 @@
+//! The scenarios and the seeded plan of faults: the same seed gives the same faults at the same
+//! offsets, so a failing run can be replayed.
+
+use std::fmt;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
+
+/// A kind of trouble, runnable alone (`--scenario NAME`) or mixed with the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// `kill -9` the leader, restart it 2 s later.
+    LeaderKill,
+    /// SIGSTOP the leader for three leader ttls, then SIGCONT.
+    LeaderPause,
+    /// `kill -9` a replica while it runs a long job, restart it 2 s later.
+    WorkerKill,
+    /// Restart `redis-server`: clean SHUTDOWN, or `kill -9`, alternately.
+    RedisRestart,
+    /// SIGSTOP `redis-server` for 10 s.
+    RedisPause,
+    /// Two replicas run with their clocks 5 minutes ahead and behind; leaders are killed so
+    /// that skewed replicas lead too.
+    ClockSkew,
+}
+
+impl Scenario {
+    /// Every scenario, in the order the issue lists them.
+    pub const ALL: [Scenario; 6] = [
+        Scenario::LeaderKill,
+        Scenario::LeaderPause,
+        Scenario::WorkerKill,
+        Scenario::RedisRestart,
+        Scenario::RedisPause,
+        Scenario::ClockSkew,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::LeaderKill => "leader-kill",
+            Scenario::LeaderPause => "leader-pause",
+            Scenario::WorkerKill => "worker-kill",
+            Scenario::RedisRestart => "redis-restart",
+            Scenario::RedisPause => "redis-pause",
+            Scenario::ClockSkew => "clock-skew",
+        }
+    }
+
+    /// The scenario called `name`.
+    pub fn parse(name: &str) -> Option<Scenario> {
+        Scenario::ALL
+            .into_iter()
+            .find(|scenario| scenario.name() == name)
+    }
+
+    /// The faults it injects; clock skew is a setting of the replicas, and kills leaders so
+    /// that the skewed ones take their turn.
+    fn faults(self) -> &'static [Fault] {
+        match self {
+            Scenario::LeaderKill | Scenario::ClockSkew => &[Fault::KillLeader],
+            Scenario::LeaderPause => &[Fault::PauseLeader],
+            Scenario::WorkerKill => &[Fault::KillBusyReplica],
+            Scenario::RedisRestart => &[Fault::ShutdownRedis, Fault::CrashRedis],
+            Scenario::RedisPause => &[Fault::FreezeRedis],
+        }
+    }
+}
+
+/// One fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// `kill -9` the leader; restart it after [`DOWN`].
+    KillLeader,
+    /// SIGSTOP the leader for [`LEADER_PAUSE`], then SIGCONT.
+    PauseLeader,
+    /// `kill -9` a replica running a long job; restart it after [`DOWN`].
+    KillBusyReplica,
+    /// SHUTDOWN `redis-server` (it writes its AOF), start it again after [`DOWN`].
+    ShutdownRedis,
+    /// `kill -9` `redis-server` (it loses up to a second of writes), start it after [`DOWN`].
+    CrashRedis,
+    /// SIGSTOP `redis-server` for [`REDIS_FREEZE`], then SIGCONT.
+    FreezeRedis,
+}
+
+/// How long a killed process stays down.
+pub const DOWN: Duration = Duration::from_secs(2);
+
+/// Three leader ttls (the replicas run with `--leader-ttl 2s`).
+pub const LEADER_PAUSE: Duration = Duration::from_secs(6);
+
+/// How long Redis is unreachable in [`Fault::FreezeRedis`].
+pub const REDIS_FREEZE: Duration = Duration::from_secs(10);
+
+impl Fault {
+    /// How long after it starts the cluster is whole again, at most: the gap to the next fault
+    /// is never shorter, so faults never overlap.
+    fn recovery(self) -> Duration {
+        match self {
+            Fault::KillLeader | Fault::ShutdownRedis | Fault::CrashRedis => Duration::from_secs(6),
+            Fault::PauseLeader => LEADER_PAUSE + Duration::from_secs(4),
+            // Waiting for a long job to be running (they start every 7.5 s on average and run
+            // 6 s), then its lease (3 s) and its re-run (6 s).
+            Fault::KillBusyReplica => Duration::from_secs(3 + 2 + 3 + 6),
+            Fault::FreezeRedis => REDIS_FREEZE + Duration::from_secs(4),
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Fault::KillLeader => "kill -9 the leader",
+            Fault::PauseLeader => "SIGSTOP the leader",
+            Fault::KillBusyReplica => "kill -9 a replica running a long job",
+            Fault::ShutdownRedis => "SHUTDOWN redis-server",
+            Fault::CrashRedis => "kill -9 redis-server",
+            Fault::FreezeRedis => "SIGSTOP redis-server",
+        })
+    }
+}
+
+/// A fault and when it starts, from the start of the window.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    /// Offset from the start of the window.
+    pub at: Duration,
+    /// What happens then.
+    pub fault: Fault,
+}
+
+/// The faults of `scenarios` over `window`, 15-20 s apart (longer when a fault takes longer
+/// to recover from), the first 10 s in, none recovering later than 5 s before the window ends.
+/// Every kind of fault comes once, in a seeded order, before any comes again.
+pub fn plan(seed: u64, scenarios: &[Scenario], window: Duration) -> Vec<Step> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut kinds: Vec<Fault> = Vec::new();
+    for fault in scenarios.iter().flat_map(|scenario| scenario.faults()) {
+        if !kinds.contains(fault) {
+            kinds.push(*fault);
+        }
+    }
+    let mut steps = Vec::new();
+    if kinds.is_empty() {
+        return steps;
+    }
+    let mut round: Vec<Fault> = Vec::new();
+    let mut at = Duration::from_secs(10);
+    loop {
+        if round.is_empty() {
+            round = kinds.clone();
+            round.shuffle(&mut rng);
+        }
+        let fault = round[round.len() - 1];
+        if at + fault.recovery() + Duration::from_secs(5) > window {
+            return steps;
+        }
+        round.pop();
+        steps.push(Step { at, fault });
+        let gap = Duration::from_millis(rng.random_range(15_000..=20_000));
+        at += gap.max(fault.recovery() + Duration::from_secs(1));
+    }
+}
