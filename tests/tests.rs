@@ -11,4 +11,6 @@ mod import_crontab;
 mod next;
 mod operate;
 mod replicas;
+mod run_as;
+mod security;
 mod store;

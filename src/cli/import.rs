@@ -28,21 +28,19 @@ pub(super) struct ImportArgs {
 }
 
 pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let (text, source) = if args.input == "-" {
-        let mut text = String::new();
+    let (bytes, source) = if args.input == "-" {
+        let mut bytes = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
             .map_err(CliError::io("reading the crontab from standard input"))?;
-        (text, "standard input".to_owned())
+        (bytes, "standard input".to_owned())
     } else {
         let bytes =
             std::fs::read(&args.input).map_err(CliError::io(format!("reading {}", args.input)))?;
-        // cron reads bytes; a stray non-UTF-8 byte in a comment must not stop the import.
-        (
-            String::from_utf8_lossy(&bytes).into_owned(),
-            args.input.clone(),
-        )
+        (bytes, args.input.clone())
     };
+    // cron reads bytes; a stray non-UTF-8 byte in a comment must not stop the import.
+    let text = String::from_utf8_lossy(&bytes);
     let zone = match &args.tz {
         Some(name) => parse_zone(name)?,
         None => {

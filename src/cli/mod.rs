@@ -96,6 +96,26 @@ struct RedisArgs {
     /// Where the embedded Redis keeps its data and socket.
     #[arg(long, value_name = "DIR", default_value = ".redcron")]
     data_dir: PathBuf,
+    /// The CA certificate (PEM) a rediss:// server's certificate is checked against, instead
+    /// of the system's roots.
+    #[arg(long, env = "REDIS_CA_CERT", value_name = "FILE")]
+    tls_ca_cert: Option<PathBuf>,
+    /// A client certificate (PEM) for a Redis with tls-auth-clients.
+    #[arg(
+        long,
+        env = "REDIS_CLIENT_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(
+        long,
+        env = "REDIS_CLIENT_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<PathBuf>,
 }
 
 impl RedisArgs {
@@ -116,9 +136,40 @@ impl RedisArgs {
         settings: crate::store::StoreSettings,
     ) -> Result<crate::store::Store, CliError> {
         let url = self.url();
-        crate::store::Store::connect(&url, &self.namespace, settings)
+        let client = self.client(&url)?;
+        crate::store::Store::connect_client(client, &self.namespace, settings)
             .await
             .map_err(|source| CliError::Unreachable { url, source })
+    }
+
+    /// A client for `url`, with the TLS certificates given.
+    fn client(&self, url: &str) -> Result<redis::Client, CliError> {
+        let opened = if self.tls_ca_cert.is_none() && self.tls_cert.is_none() {
+            redis::Client::open(url)
+        } else {
+            let read = |path: &PathBuf| {
+                std::fs::read(path).map_err(CliError::io(format!("reading {}", path.display())))
+            };
+            let client_tls = match (&self.tls_cert, &self.tls_key) {
+                (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+                    client_cert: read(cert)?,
+                    client_key: read(key)?,
+                }),
+                _ => None,
+            };
+            let root_cert = self.tls_ca_cert.as_ref().map(read).transpose()?;
+            redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls,
+                    root_cert,
+                },
+            )
+        };
+        opened.map_err(|error| CliError::Unreachable {
+            url: url.to_owned(),
+            source: error.into(),
+        })
     }
 }
 

@@ -10,11 +10,12 @@ use chrono::SecondsFormat;
 use nix::errno::Errno;
 use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::{Signal, killpg};
-use nix::unistd::{Pid, getpid, getppid};
+use nix::unistd::{Pid, getpid, getppid, setgid, setgroups, setuid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
+use crate::schedule::run_as::Identity;
 
 /// How much of a command's output (stdout and stderr together) is kept with the run.
 pub const OUTPUT_TAIL_BYTES: usize = 4096;
@@ -45,16 +46,24 @@ impl Handler for CommandHandler {
     }
 }
 
-/// Has the shell killed when this process dies: a replica killed outright (`kill -9`, the OOM
-/// killer) would otherwise leave its commands running while their leases expire and other
-/// replicas run them again, twice at once. Processes the shell started in the background or in
-/// a pipeline are not reached; the last command of `sh -c` is exec'd and so is.
-fn die_with_this_process(command: &mut Command) {
+/// Sets up the child between fork and exec: it takes `identity` (groups, then group, then
+/// user, as cron does), and gets SIGKILL when this process dies. A replica killed outright
+/// (`kill -9`, the OOM killer) would otherwise leave its commands running while their leases
+/// expire and other replicas run them again, twice at once. Processes the shell started in the
+/// background or in a pipeline are not reached; the last command of `sh -c` is exec'd and so is.
+fn prepare_child(command: &mut Command, identity: Option<Identity>) {
     let replica = getpid();
-    // SAFETY: between fork and exec the closure only makes system calls (prctl, getppid), which
-    // are async-signal-safe, and allocates nothing.
+    // SAFETY: between fork and exec the closure only makes system calls (setgroups, setgid,
+    // setuid, prctl, getppid), which are async-signal-safe, and allocates nothing: the
+    // identity was resolved before the fork.
     unsafe {
         command.pre_exec(move || {
+            if let Some(identity) = &identity {
+                setgroups(&identity.groups)?;
+                setgid(identity.gid)?;
+                setuid(identity.uid)?;
+            }
+            // Armed after the switch of user, which clears it.
             set_pdeathsig(Signal::SIGKILL)?;
             // The replica may have died before the death signal was armed.
             if getppid() != replica {
@@ -90,7 +99,19 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
     if let Some(workdir) = &job.workdir {
         command.current_dir(workdir);
     }
-    die_with_this_process(&mut command);
+    let identity = match job.user.as_deref() {
+        // Resolved at every run, as cron does: accounts change while a replica runs.
+        Some(user) => Identity::resolve(user, job.group.as_deref())
+            .map_err(|problem| RunError::permanent(format!("job {}: {problem}", job.name)))?,
+        None => None,
+    };
+    if let Some(identity) = &identity {
+        command
+            .env("HOME", &identity.home)
+            .env("USER", &identity.name)
+            .env("LOGNAME", &identity.name);
+    }
+    prepare_child(&mut command, identity);
     let mut child = command.spawn().map_err(|error| {
         RunError::retryable(format!(
             "cannot start `/bin/sh -c` for job {}: {error}",

@@ -144,14 +144,11 @@ impl Converter<'_> {
         let out = &mut self.out;
         let _ = writeln!(out, "[jobs.{name}]");
         let _ = writeln!(out, "# crontab line {number}: {}", comment_text(line));
-        if let Some(user) = user {
-            let _ = writeln!(
-                out,
-                "# cron ran this as user \"{}\"; redcron runs it as the replica's user",
-                comment_text(&user)
-            );
-        }
         let _ = writeln!(out, "schedule = {}", toml_string(schedule.as_str()));
+        if let Some(user) = user {
+            // Run as that user, as cron did: the replica must run as root, and the user exist.
+            let _ = writeln!(out, "user = {}", toml_string(&user));
+        }
         let _ = writeln!(out, "timezone = {}", toml_string(self.zone.name()));
         let _ = writeln!(out, "command = {}", toml_string(&command));
         if !self.env.is_empty() {
@@ -359,11 +356,20 @@ mod tests {
         }
     }
 
+    /// The jobs of the imported file, loaded without their `user` lines: the users must
+    /// exist and need root, which is checked apart (see `check_user`).
     fn jobs(text: &str, system: bool) -> Vec<crate::schedule::Job> {
         let import = import(text, &options(system));
-        parse_file(Path::new("imported.toml"), &import.toml).unwrap_or_else(|errors| {
-            panic!("imported file does not load: {errors:?}\n{}", import.toml)
-        })
+        parse_file(Path::new("imported.toml"), &without_users(&import.toml)).unwrap_or_else(
+            |errors| panic!("imported file does not load: {errors:?}\n{}", import.toml),
+        )
+    }
+
+    fn without_users(toml: &str) -> String {
+        toml.lines()
+            .filter(|line| !line.starts_with("user = "))
+            .map(|line| format!("{line}\n"))
+            .collect()
     }
 
     #[test]
@@ -463,7 +469,12 @@ CRON_TZ=Europe/Paris
         let text = "17 * * * * root cd / && run-parts --report /etc/cron.hourly\n@daily www-data php /srv/cron.php\n";
         let import = import(text, &options(true));
         assert!(
-            import.toml.contains("# cron ran this as user \"root\""),
+            import.toml.contains("\nuser = \"root\"\n"),
+            "{}",
+            import.toml
+        );
+        assert!(
+            import.toml.contains("\nuser = \"www-data\"\n"),
             "{}",
             import.toml
         );
@@ -505,7 +516,7 @@ CRON_TZ=Europe/Paris
         ) {
             let text = lines.join("\n");
             let import = import(&text, &options(system));
-            let loaded = parse_file(Path::new("fuzz.toml"), &import.toml);
+            let loaded = parse_file(Path::new("fuzz.toml"), &without_users(&import.toml));
             proptest::prop_assert!(loaded.is_ok(), "{:?}\n{}", loaded.err(), import.toml);
             proptest::prop_assert_eq!(loaded.map(|jobs| jobs.len()).unwrap_or(0), import.jobs);
         }

@@ -16,8 +16,8 @@ use serde::de::DeserializeOwned;
 use thiserror::Error;
 use toml::{Spanned, Value};
 
-use super::Schedule;
 use super::job::{Delivery, Job, Misfire, Overlap, Priority, Source};
+use super::{Schedule, run_as};
 
 /// One problem found in a schedule file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +71,7 @@ impl fmt::Display for LoadError {
 }
 
 /// The fields a job table may have, for the unknown-field message.
-const FIELDS: [&str; 17] = [
+const FIELDS: [&str; 19] = [
     "schedule",
     "timezone",
     "command",
@@ -89,6 +89,8 @@ const FIELDS: [&str; 17] = [
     "jitter",
     "delivery",
     "enabled",
+    "user",
+    "group",
 ];
 
 /// A job table as written: field name -> value, each with its byte span.
@@ -408,6 +410,16 @@ impl JobReader<'_> {
         let jitter = self.take("jitter", duration);
         let delivery = self.take("delivery", typed::<Delivery>);
         let enabled = self.take("enabled", typed::<bool>);
+        let user_offset = self.offset_of("user");
+        let user = self.take("user", |value| {
+            let user = typed::<String>(value)?;
+            run_as::check_user(&user).map(|()| user)
+        });
+        let group_offset = self.offset_of("group");
+        let group = self.take("group", |value| {
+            let group = typed::<String>(value)?;
+            run_as::check_group(&group).map(|()| group)
+        });
 
         let unknown: Vec<_> = std::mem::take(&mut self.fields).into_keys().collect();
         for field in unknown {
@@ -428,6 +440,15 @@ impl JobReader<'_> {
                     humantime::format_duration(backoff),
                     humantime::format_duration(max_backoff)
                 ),
+            );
+        }
+        if group.is_some() && user.is_none() && !self.has_reported("user") {
+            self.report(
+                group_offset
+                    .or(user_offset)
+                    .unwrap_or(self.name.span().start),
+                Some("group"),
+                "a group needs a user: add user = \"...\"".to_owned(),
             );
         }
         let Some(command) = command else {
@@ -463,6 +484,8 @@ impl JobReader<'_> {
             jitter: jitter.unwrap_or(Duration::ZERO),
             delivery: delivery.unwrap_or(Delivery::AtLeastOnce),
             enabled: enabled.unwrap_or(true),
+            user,
+            group,
         })
     }
 
@@ -660,7 +683,7 @@ env = { 1BAD = \"x\" }
                 "jobs.toml:6:1: job \"one\", field \"priorty\": unknown field: expected one of \
                  schedule, timezone, command, workdir, env, priority, queue, timeout, retries, \
                  backoff, max_backoff, overlap, misfire, starting_deadline, jitter, delivery, \
-                 enabled",
+                 enabled, user, group",
                 "jobs.toml:8:7: job \"two\", field \"command\": missing: every job needs a command",
                 "jobs.toml:10:11: job \"two\", field \"timeout\": \"soon\" is not a duration \
                  (expected number at 0): expected a string like \"30s\", \"15m\" or \"2h\"",

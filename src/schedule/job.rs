@@ -115,6 +115,13 @@ pub struct Job {
     pub delivery: Delivery,
     /// A disabled job is declared (it can be triggered) but its schedule does not fire.
     pub enabled: bool,
+    /// The user the command runs as, with that user's groups, as cron runs each user's
+    /// crontab; the replica's own user when `None`. Other users need a replica run as root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The group the command runs with instead of its user's primary group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// Where it was declared.
     #[serde(skip)]
     pub source: Source,

@@ -5,6 +5,7 @@ pub mod crontab;
 mod dst;
 pub mod file;
 pub mod job;
+pub mod run_as;
 
 use std::fmt;
 use std::time::Duration;

@@ -523,7 +523,19 @@ impl Store {
         namespace: &str,
         settings: StoreSettings,
     ) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url)?;
+        Self::connect_client(redis::Client::open(url)?, namespace, settings).await
+    }
+
+    /// Like [`Store::connect`], with a client built by the caller: TLS with a private CA or a
+    /// client certificate ([`redis::Client::build_with_tls`]).
+    ///
+    /// # Errors
+    /// When Redis cannot be reached.
+    pub async fn connect_client(
+        client: redis::Client,
+        namespace: &str,
+        settings: StoreSettings,
+    ) -> Result<Self, StoreError> {
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_connection_timeout(Some(CONNECTION_TIMEOUT))
@@ -572,7 +584,8 @@ impl Store {
             && value != "yes"
         {
             warnings.push(
-                "appendonly is off: a Redis restart loses runs planned or finished since its                  last snapshot (CONFIG SET appendonly yes)"
+                "appendonly is off: a Redis restart loses runs planned or finished since its \
+                 last snapshot (CONFIG SET appendonly yes)"
                     .to_owned(),
             );
         }
@@ -585,7 +598,8 @@ impl Store {
             && value != "noeviction"
         {
             warnings.push(format!(
-                "maxmemory-policy is {value}: evicted keys are lost runs (CONFIG SET                  maxmemory-policy noeviction)"
+                "maxmemory-policy is {value}: evicted keys are lost runs (CONFIG SET \
+                 maxmemory-policy noeviction)"
             ));
         }
         Ok(warnings)

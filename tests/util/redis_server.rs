@@ -15,6 +15,8 @@ pub struct RedisServer {
     port: u16,
     dir: TempDir,
     appendonly: bool,
+    /// The TLS port and the server's TLS arguments, when it speaks TLS too.
+    tls: Option<(u16, Vec<String>)>,
 }
 
 impl RedisServer {
@@ -34,18 +36,44 @@ impl RedisServer {
         Self::start_with(true)
     }
 
+    /// Like [`RedisServer::start`], also listening for TLS on another port with the PEM files
+    /// `certificate`, `key` and `ca` (which client certificates must be signed by).
+    pub fn start_with_tls(certificate: &Path, key: &Path, ca: &Path) -> Self {
+        let arguments = [
+            ("--tls-cert-file", certificate),
+            ("--tls-key-file", key),
+            ("--tls-ca-cert-file", ca),
+        ]
+        .into_iter()
+        .flat_map(|(flag, path)| [flag.to_owned(), path.display().to_string()])
+        .chain(["--tls-auth-clients".to_owned(), "yes".to_owned()])
+        .collect();
+        Self::start_with_tls_arguments(false, Some((free_port(), arguments)))
+    }
+
     fn start_with(appendonly: bool) -> Self {
+        Self::start_with_tls_arguments(appendonly, None)
+    }
+
+    fn start_with_tls_arguments(appendonly: bool, tls: Option<(u16, Vec<String>)>) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory for redis-server");
         let port = free_port();
-        let child = spawn(port, dir.path(), appendonly);
+        let child = spawn(port, dir.path(), appendonly, tls.as_ref());
         let server = Self {
             child,
             port,
             dir,
             appendonly,
+            tls,
         };
         server.wait_until_ready();
         server
+    }
+
+    /// The `rediss://` URL of its TLS port, when it has one.
+    pub fn tls_url(&self) -> Option<String> {
+        let (port, _) = self.tls.as_ref()?;
+        Some(format!("rediss://127.0.0.1:{port}/"))
     }
 
     /// Shuts the server down cleanly (it writes its AOF), leaves it down for `down`, and
@@ -67,7 +95,12 @@ impl RedisServer {
 
     fn start_again(&mut self, down: Duration) {
         std::thread::sleep(down);
-        self.child = spawn(self.port, self.dir.path(), self.appendonly);
+        self.child = spawn(
+            self.port,
+            self.dir.path(),
+            self.appendonly,
+            self.tls.as_ref(),
+        );
         self.wait_until_ready();
     }
 
@@ -122,7 +155,14 @@ impl Drop for RedisServer {
     }
 }
 
-fn spawn(port: u16, dir: &Path, appendonly: bool) -> Child {
+fn spawn(port: u16, dir: &Path, appendonly: bool, tls: Option<&(u16, Vec<String>)>) -> Child {
+    let tls_arguments: Vec<String> = tls
+        .map(|(port, arguments)| {
+            let mut all = vec!["--tls-port".to_owned(), port.to_string()];
+            all.extend(arguments.iter().cloned());
+            all
+        })
+        .unwrap_or_default();
     Command::new("redis-server")
         .args([
             "--port",
@@ -134,6 +174,7 @@ fn spawn(port: u16, dir: &Path, appendonly: bool) -> Child {
         ])
         .args(["--appendonly", if appendonly { "yes" } else { "no" }])
         .args(["--appendfsync", "everysec", "--logfile", "redis.log"])
+        .args(&tls_arguments)
         .arg("--dir")
         .arg(dir)
         .stdin(Stdio::null())

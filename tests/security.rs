@@ -1,0 +1,250 @@
+//! The whole engine as a Redis ACL user limited to its namespace (the ACL line of SECURITY.md),
+//! and over TLS with a private CA and a client certificate.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use redis::Commands;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{redcron_in, wait_until};
+
+/// A job firing every second that appends its run id to `ledger`.
+fn every_second_job(dir: &Path, ledger: &Path) {
+    std::fs::create_dir_all(dir.join("schedules")).expect("schedules dir");
+    std::fs::write(
+        dir.join("schedules/jobs.toml"),
+        format!(
+            "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> {}\"\n",
+            ledger.display()
+        ),
+    )
+    .expect("write jobs");
+}
+
+fn ledger_lines(ledger: &Path) -> usize {
+    std::fs::read_to_string(ledger)
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+/// The `ACL SETUSER` line of SECURITY.md, for namespace `namespace`.
+fn acl_line_from_security_md(namespace: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("SECURITY.md"))
+        .expect("SECURITY.md");
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("ACL SETUSER "))
+        .expect("SECURITY.md gives an ACL SETUSER line");
+    line.replace("{redcron}", &format!("{{{namespace}}}"))
+        .replace(">CHANGE-ME", ">s3cret")
+        .split_whitespace()
+        .skip(1)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn an_acl_user_limited_to_the_namespace_runs_the_whole_engine() {
+    let server = RedisServer::start();
+    let mut admin = server.connection();
+    let () = redis::cmd("ACL")
+        .arg(acl_line_from_security_md("test"))
+        .query(&mut admin)
+        .expect("ACL SETUSER");
+    let url = server.url().replace("redis://", "redis://redcron:s3cret@");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("ledger");
+    every_second_job(dir.path(), &ledger);
+    let replica = ReplicaProcess::start("r1", &url, &dir.path().join("schedules"), dir.path(), &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || ledger_lines(&ledger) >= 3),
+        "no fires as the ACL user:\n{}",
+        replica.log()
+    );
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["--redis", &url, "--namespace", "test"]);
+        redcron_in(dir.path(), &all, "")
+    };
+    cli(&["trigger", "tick"]).success();
+    cli(&["pause", "tick"]).success();
+    cli(&["resume", "tick"]).success();
+    let status = cli(&["status"]).success();
+    assert!(status.contains("r1"), "{status}");
+    cli(&["history"]).success();
+    cli(&["dead", "list"]).success();
+    let before = ledger_lines(&ledger);
+    assert!(
+        wait_until(Duration::from_secs(10), || ledger_lines(&ledger)
+            >= before + 2),
+        "fires stopped:\n{}",
+        replica.log()
+    );
+    assert!(
+        !replica.log().contains("NOPERM"),
+        "a command was refused to the ACL user:\n{}",
+        replica.log()
+    );
+
+    // The user reaches nothing outside its namespace.
+    let mut limited = redis::Client::open(url.as_str())
+        .and_then(|client| client.get_connection())
+        .expect("connect as the ACL user");
+    let outside: redis::RedisResult<Option<String>> = limited.get("other-app:key");
+    assert!(
+        outside.is_err_and(|error| error.code() == Some("NOPERM")),
+        "a key outside the namespace was readable"
+    );
+    let flush: redis::RedisResult<()> = redis::cmd("FLUSHALL").query(&mut limited);
+    assert!(flush.is_err(), "FLUSHALL was allowed");
+}
+
+/// Runs `openssl args...` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let status = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot run openssl ({error}): the TLS test makes its certificates with it. \
+                 Install it with `sudo apt-get install -y openssl`"
+            )
+        });
+    assert!(
+        status.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+}
+
+/// A private CA, a server certificate for 127.0.0.1 and a client certificate, all signed by it.
+fn certificates(dir: &Path) {
+    let key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        dir,
+        &[
+            &["req", "-x509"][..],
+            &key,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=redcron test CA",
+            ],
+        ]
+        .concat(),
+    );
+    for (name, extension) in [
+        ("server", "subjectAltName=IP:127.0.0.1"),
+        ("client", "extendedKeyUsage=clientAuth"),
+    ] {
+        let (key_file, request, certificate) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+        );
+        openssl(
+            dir,
+            &[
+                &["req"][..],
+                &key,
+                &[
+                    "-keyout",
+                    &key_file,
+                    "-out",
+                    &request,
+                    "-subj",
+                    &format!("/CN={name}"),
+                ],
+            ]
+            .concat(),
+        );
+        std::fs::write(dir.join(format!("{name}.ext")), extension).expect("extension file");
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &request,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &certificate,
+                "-days",
+                "2",
+                "-extfile",
+                &format!("{name}.ext"),
+            ],
+        );
+    }
+}
+
+#[test]
+fn rediss_with_a_private_ca_and_a_client_certificate_runs_the_whole_engine() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let certs = dir.path().join("certs");
+    std::fs::create_dir(&certs).expect("certs dir");
+    certificates(&certs);
+    let server = RedisServer::start_with_tls(
+        &certs.join("server.crt"),
+        &certs.join("server.key"),
+        &certs.join("ca.crt"),
+    );
+    let url = server.tls_url().expect("a TLS port");
+    let path = |file: &str| certs.join(file).display().to_string();
+    let tls = [
+        "--tls-ca-cert",
+        &path("ca.crt"),
+        "--tls-cert",
+        &path("client.crt"),
+        "--tls-key",
+        &path("client.key"),
+    ];
+
+    let ledger = dir.path().join("ledger");
+    every_second_job(dir.path(), &ledger);
+    let replica =
+        ReplicaProcess::start("r1", &url, &dir.path().join("schedules"), dir.path(), &tls);
+    assert!(
+        wait_until(Duration::from_secs(10), || ledger_lines(&ledger) >= 3),
+        "no fires over TLS:\n{}",
+        replica.log()
+    );
+    let mut args = vec!["status", "--redis", &url, "--namespace", "test"];
+    args.extend_from_slice(&tls);
+    let status = redcron_in(dir.path(), &args, "").success();
+    assert!(status.contains("r1"), "{status}");
+
+    // Without the private CA, the server's certificate is refused.
+    let refused = redcron_in(
+        dir.path(),
+        &["status", "--redis", &url, "--namespace", "test"],
+        "",
+    );
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("certificate") || refused.stderr.contains("UnknownIssuer"),
+        "{}",
+        refused.stderr
+    );
+}
