@@ -211,3 +211,63 @@ fn a_key_of_the_wrong_type_is_logged_and_the_replica_serves_again_once_it_is_gon
     );
     assert_eq!(replica.terminate(Duration::from_secs(10)), Some(0));
 }
+
+#[test]
+fn damaged_planner_state_neither_stops_nor_doubles_fires() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    std::fs::create_dir(work.join("schedules")).expect("schedules dir");
+    let ledger = work.join("ledger");
+    std::fs::write(
+        work.join("schedules/jobs.toml"),
+        format!(
+            "[jobs.tick]\nschedule = \"* * * * * *\"\nmisfire = \"skip\"\n\
+             command = \"echo $REDCRON_RUN_ID >> {}\"\n",
+            ledger.display()
+        ),
+    )
+    .expect("write jobs");
+    let mut replica =
+        ReplicaProcess::start("r1", &server.url(), &work.join("schedules"), work, &[]);
+    let runs = || {
+        std::fs::read_to_string(&ledger)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || runs() >= 1),
+        "{}",
+        replica.log()
+    );
+
+    // The job's cursor and planned fires overwritten with text that is not numbers.
+    let mut redis = server.connection();
+    let () = redis.hset("{test}:cursor", "tick", "soon").expect("HSET");
+    let () = redis
+        .hset("{test}:planned", "tick", "12x,,later")
+        .expect("HSET");
+
+    let before = runs();
+    assert!(
+        wait_until(Duration::from_secs(15), || runs() >= before + 5),
+        "fires stopped after the damage:\n{}",
+        replica.log()
+    );
+    assert!(replica.exited().is_none(), "the replica exited");
+    assert!(!replica.log().contains("panicked"), "{}", replica.log());
+    let ledger_runs: Vec<String> = std::fs::read_to_string(&ledger)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let mut distinct = ledger_runs.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        ledger_runs.len(),
+        "a fire ran twice: {ledger_runs:?}"
+    );
+}
