@@ -160,35 +160,61 @@ fn forged_runs_and_bad_payloads_go_to_the_dead_letters_without_executing() {
     }
 }
 
+/// A replica firing job `tick` every second; each run appends its id to a ledger.
+struct Ticking {
+    server: RedisServer,
+    dir: tempfile::TempDir,
+    replica: ReplicaProcess,
+}
+
+impl Ticking {
+    /// Starts Redis and the replica, and waits for the first fire.
+    fn start() -> Self {
+        let server = RedisServer::start();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let work = dir.path();
+        std::fs::create_dir(work.join("schedules")).expect("schedules dir");
+        std::fs::write(
+            work.join("schedules/jobs.toml"),
+            format!(
+                "[jobs.tick]\nschedule = \"* * * * * *\"\nmisfire = \"skip\"\n\
+                 command = \"echo $REDCRON_RUN_ID >> {}\"\n",
+                work.join("ledger").display()
+            ),
+        )
+        .expect("write jobs");
+        let replica =
+            ReplicaProcess::start("r1", &server.url(), &work.join("schedules"), work, &[]);
+        assert!(
+            wait_until(Duration::from_secs(10), || !ledger_runs(&dir).is_empty()),
+            "{}",
+            replica.log()
+        );
+        Self {
+            server,
+            dir,
+            replica,
+        }
+    }
+}
+
+/// The run ids in the ledger of a [`Ticking`] directory, in order.
+fn ledger_runs(dir: &tempfile::TempDir) -> Vec<String> {
+    std::fs::read_to_string(dir.path().join("ledger"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 #[test]
 fn a_key_of_the_wrong_type_is_logged_and_the_replica_serves_again_once_it_is_gone() {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let work = dir.path();
-    std::fs::create_dir(work.join("schedules")).expect("schedules dir");
-    let ledger = work.join("ledger");
-    std::fs::write(
-        work.join("schedules/jobs.toml"),
-        format!(
-            "[jobs.tick]\nschedule = \"* * * * * *\"\nmisfire = \"skip\"\n\
-             command = \"echo $REDCRON_RUN_ID >> {}\"\n",
-            ledger.display()
-        ),
-    )
-    .expect("write jobs");
-    let mut replica =
-        ReplicaProcess::start("r1", &server.url(), &work.join("schedules"), work, &[]);
-    let runs = || {
-        std::fs::read_to_string(&ledger)
-            .unwrap_or_default()
-            .lines()
-            .count()
-    };
-    assert!(
-        wait_until(Duration::from_secs(10), || runs() >= 1),
-        "{}",
-        replica.log()
-    );
+    let Ticking {
+        server,
+        dir,
+        mut replica,
+    } = Ticking::start();
+    let runs = || ledger_runs(&dir).len();
 
     // The paused-jobs set, which every claim reads, replaced by a string.
     let mut redis = server.connection();
@@ -214,33 +240,12 @@ fn a_key_of_the_wrong_type_is_logged_and_the_replica_serves_again_once_it_is_gon
 
 #[test]
 fn damaged_planner_state_neither_stops_nor_doubles_fires() {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let work = dir.path();
-    std::fs::create_dir(work.join("schedules")).expect("schedules dir");
-    let ledger = work.join("ledger");
-    std::fs::write(
-        work.join("schedules/jobs.toml"),
-        format!(
-            "[jobs.tick]\nschedule = \"* * * * * *\"\nmisfire = \"skip\"\n\
-             command = \"echo $REDCRON_RUN_ID >> {}\"\n",
-            ledger.display()
-        ),
-    )
-    .expect("write jobs");
-    let mut replica =
-        ReplicaProcess::start("r1", &server.url(), &work.join("schedules"), work, &[]);
-    let runs = || {
-        std::fs::read_to_string(&ledger)
-            .unwrap_or_default()
-            .lines()
-            .count()
-    };
-    assert!(
-        wait_until(Duration::from_secs(10), || runs() >= 1),
-        "{}",
-        replica.log()
-    );
+    let Ticking {
+        server,
+        dir,
+        mut replica,
+    } = Ticking::start();
+    let runs = || ledger_runs(&dir).len();
 
     // The job's cursor and planned fires overwritten with text that is not numbers.
     let mut redis = server.connection();
@@ -257,17 +262,9 @@ fn damaged_planner_state_neither_stops_nor_doubles_fires() {
     );
     assert!(replica.exited().is_none(), "the replica exited");
     assert!(!replica.log().contains("panicked"), "{}", replica.log());
-    let ledger_runs: Vec<String> = std::fs::read_to_string(&ledger)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    let mut distinct = ledger_runs.clone();
+    let fired = ledger_runs(&dir);
+    let mut distinct = fired.clone();
     distinct.sort();
     distinct.dedup();
-    assert_eq!(
-        distinct.len(),
-        ledger_runs.len(),
-        "a fire ran twice: {ledger_runs:?}"
-    );
+    assert_eq!(distinct.len(), fired.len(), "a fire ran twice: {fired:?}");
 }
