@@ -143,6 +143,11 @@ async fn cron_lag(url: &str) {
     println!("cron_fires_expected={expected}");
     println!("cron_fires_missed={}", expected.saturating_sub(ran));
     println!("cron_fires_doubled={doubled}");
+    // Below 0 would be a fire started before its time.
+    println!(
+        "cron_fire_lag_ms_min={}",
+        lags.first().copied().unwrap_or_default()
+    );
     println!("cron_fire_lag_ms_p50={}", percentile(&lags, 0.50));
     println!("cron_fire_lag_ms_p99={}", percentile(&lags, 0.99));
     println!(

@@ -30,8 +30,9 @@
 -- ARGV[9+W..] the queues served
 --
 -- Returns {status, S, then S pairs of job and reason of the runs skipped or buried on the way,
--- R, then R groups of (run id, worker id, job, attempt, max attempts, fire ms or nil, payload or
--- nil, ms to wait before starting it, 1 when its worker must take the overlap lock first else 0)}.
+-- R, then when R > 0 Redis's clock at the end of the call (ms) and R groups of (run id, worker
+-- id, job, attempt, max attempts, fire ms or nil, payload or nil, ms to wait before starting it,
+-- counted from that clock, 1 when its worker must take the overlap lock first else 0)}.
 -- Status 'EMPTY': the ready lists ran dry; 'MORE': runs may be left (every worker got one,
 -- or the pop limit went to skipped runs).
 -- Cost: O(limit + queues).
@@ -183,7 +184,9 @@ end
 
 -- Waits count from the end of this call, the closest Redis gets to when the worker reads them:
 -- a long call must not make every run it claimed ahead start that much late.
-local elapsed = claimed_ahead and now_ms(ARGV[7]) - now or 0
+local end_ms = claimed_ahead and now_ms(ARGV[7]) or now
+local elapsed = end_ms - now
+reply[#reply + 1] = end_ms
 for _, run in ipairs(started) do
   run[8] = math.max(run[8] - elapsed, 0)
   for i = 1, 9 do

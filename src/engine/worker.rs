@@ -24,8 +24,8 @@ use crate::handler::{Handlers, Outcome, RunContext, payload_problem};
 use crate::metrics::METRICS;
 use crate::schedule::Job;
 use crate::store::{
-    Ack, ClaimedRun, CorruptRun, FailOutcome, FailReason, Failure, OverlapLock, ReadyWaiter, Store,
-    StoreError,
+    Ack, ClaimedRun, CorruptRun, FailOutcome, FailReason, Failure, OverlapLock, ReadyWaiter,
+    RedisClock, Store, StoreError,
 };
 
 /// How the workers behave.
@@ -73,6 +73,17 @@ pub enum WorkerTick {
     Full,
 }
 
+/// How often a replica reads Redis's clock to start runs claimed ahead at their due time.
+const CLOCK_READING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a reading of Redis's clock is kept when later ones took longer to answer: the two
+/// clocks drift apart by a few microseconds a second at most.
+const CLOCK_READING_MAX_AGE: Duration = Duration::from_secs(5);
+
+/// Added to a start mapped through a reading of Redis's clock: room for the drift of the two
+/// clocks since the reading, far more than they drift in [`CLOCK_READING_MAX_AGE`].
+const CLOCK_MARGIN: Duration = Duration::from_millis(1);
+
 /// The most runs one claim call asks for: bounds the script's reply and its time in Redis.
 const MAX_CLAIM_BATCH: usize = 256;
 
@@ -111,6 +122,10 @@ pub struct Workers {
     interrupt: Shutdown,
     /// How many runs execute now, for the heartbeat.
     busy: Arc<AtomicUsize>,
+    /// The best recent reading of Redis's clock, for the start of runs claimed ahead.
+    redis_clock: Option<RedisClock>,
+    /// When Redis's clock was last read.
+    last_clock_reading: Option<tokio::time::Instant>,
 }
 
 impl Workers {
@@ -149,6 +164,8 @@ impl Workers {
             running: JoinSet::new(),
             interrupt: Shutdown::new(),
             busy: Arc::default(),
+            redis_clock: None,
+            last_clock_reading: None,
         }
     }
 
@@ -172,6 +189,7 @@ impl Workers {
         if self.jobs.has_changed().unwrap_or(false) {
             self.declared = by_name(&self.jobs.borrow_and_update());
         }
+        self.read_redis_clock().await;
         // The top of the free stack, in the order the script hands runs to workers.
         let slots: Vec<usize> = self
             .free
@@ -202,7 +220,7 @@ impl Workers {
             match claim {
                 Ok(run) => {
                     self.free.pop();
-                    let start_at = claimed_at + run.start_in;
+                    let start_at = self.start_instant(&run, claimed_at, claimed.redis_now_ms);
                     self.start(run, slot, start_at);
                     started += 1;
                 }
@@ -218,6 +236,49 @@ impl Workers {
         } else {
             WorkerTick::More
         })
+    }
+
+    /// When a claimed run starts: its wait counted from the reply, which is never early but
+    /// late by however long the reply took (Redis answers a claim only after the other commands
+    /// of the same event-loop turn, a whole promotion maybe); or, sooner and as safe, its due
+    /// time mapped through a recent reading of Redis's clock.
+    fn start_instant(
+        &self,
+        run: &ClaimedRun,
+        claimed_at: tokio::time::Instant,
+        redis_now_ms: Option<i64>,
+    ) -> tokio::time::Instant {
+        let from_reply = claimed_at + run.start_in;
+        let wait_ms = i64::try_from(run.start_in.as_millis()).unwrap_or(i64::MAX);
+        match (self.redis_clock, redis_now_ms) {
+            (Some(clock), Some(now_ms)) if !run.start_in.is_zero() => from_reply
+                .min(clock.latest_instant_of(now_ms.saturating_add(wait_ms)) + CLOCK_MARGIN),
+            _ => from_reply,
+        }
+    }
+
+    /// Reads Redis's clock at most once per [`CLOCK_READING_INTERVAL`], keeping the reading
+    /// with the shortest round trip, which bounds it best, unless it is older than
+    /// [`CLOCK_READING_MAX_AGE`]. A failed reading keeps the last one.
+    async fn read_redis_clock(&mut self) {
+        let now = tokio::time::Instant::now();
+        if self
+            .last_clock_reading
+            .is_some_and(|last| now - last < CLOCK_READING_INTERVAL)
+        {
+            return;
+        }
+        self.last_clock_reading = Some(now);
+        let Ok(reading) = self.store.clock().await else {
+            return;
+        };
+        let better = self.redis_clock.is_none_or(|kept| {
+            reading.round_trip() <= kept.round_trip()
+                || reading.received() - kept.received() > CLOCK_READING_MAX_AGE
+        });
+        if better {
+            self.redis_clock = Some(reading);
+        }
     }
 
     /// Executes a claimed run in `slot` from `start_at`; the execution gives the slot back when

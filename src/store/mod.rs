@@ -199,6 +199,41 @@ pub struct Claimed {
     pub skipped: u64,
     /// Every ready list of the served queues ran dry: nothing to claim until a wake-up.
     pub drained: bool,
+    /// Redis's clock at the end of the call (ms), which the runs' waits count from; `None`
+    /// when no run was claimed.
+    pub redis_now_ms: Option<i64>,
+}
+
+/// A reading of Redis's clock, with when it was asked and answered on this machine's monotonic
+/// clock: it maps a time on Redis's clock to the latest local instant it can be, so a run
+/// started then never starts before its time on Redis's clock.
+#[derive(Debug, Clone, Copy)]
+pub struct RedisClock {
+    sent: tokio::time::Instant,
+    received: tokio::time::Instant,
+    redis_micros: i64,
+}
+
+impl RedisClock {
+    /// Time between asking and the answer: the reading's uncertainty.
+    pub fn round_trip(&self) -> Duration {
+        self.received - self.sent
+    }
+
+    /// When the reading was answered.
+    pub fn received(&self) -> tokio::time::Instant {
+        self.received
+    }
+
+    /// The latest local instant at which Redis's clock can read `redis_ms`: Redis read its
+    /// clock before the answer arrived, so its time then is at most the time of the answer.
+    pub fn latest_instant_of(&self, redis_ms: i64) -> tokio::time::Instant {
+        let ahead_micros = redis_ms.saturating_mul(1000) - self.redis_micros;
+        match u64::try_from(ahead_micros) {
+            Ok(micros) => self.received + Duration::from_micros(micros),
+            Err(_) => self.received,
+        }
+    }
 }
 
 /// The answer to a claim.
@@ -1001,10 +1036,17 @@ impl Store {
         let skips = skip_pairs(&mut values.by_ref().take(2 * skipped as usize), OPERATION)?;
         METRICS.record_skips(&skips);
         let count = next_number(&mut values, OPERATION)?;
+        let redis_now_ms = if count > 0 {
+            let end = next_number(&mut values, OPERATION)?;
+            Some(i64::try_from(end).map_err(|error| reply(OPERATION, error.to_string()))?)
+        } else {
+            None
+        };
         let mut claimed = Claimed {
             runs: Vec::with_capacity(count as usize),
             skipped,
             drained,
+            redis_now_ms,
         };
         for _ in 0..count {
             let run: Vec<Value> = values.by_ref().take(CLAIMED_RUN_VALUES).collect();
@@ -1186,6 +1228,28 @@ impl Store {
             .query_async(&mut self.connection.clone())
             .await?;
         Ok(seconds * 1000 + micros / 1000)
+    }
+
+    /// Reads Redis's clock, noting when it was asked and answered (see [`RedisClock`]).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn clock(&self) -> Result<RedisClock, StoreError> {
+        let sent = tokio::time::Instant::now();
+        let redis_micros = match self.frozen_now_ms {
+            Some(now) => now.saturating_mul(1000),
+            None => {
+                let (seconds, micros): (i64, i64) = redis::cmd("TIME")
+                    .query_async(&mut self.connection.clone())
+                    .await?;
+                seconds * 1_000_000 + micros
+            }
+        };
+        Ok(RedisClock {
+            sent,
+            received: tokio::time::Instant::now(),
+            redis_micros,
+        })
     }
 
     /// Creates an ad-hoc run of a declared job (see [`Enqueue`]).
