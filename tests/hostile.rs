@@ -10,7 +10,7 @@ use redis::Commands;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{redcron_in, wait_until};
+use crate::util::{cli, wait_until};
 
 /// Writes a run of `job` straight into Redis, ready in the default queue, as a program with
 /// access to Redis could, and wakes the queue's workers.
@@ -88,21 +88,7 @@ fn forged_runs_and_bad_payloads_go_to_the_dead_letters_without_executing() {
         "{{\"name\": \"$(touch {0}/pwned) `touch {0}/pwned` ; touch {0}/pwned | x & ' \\\" \\n\"}}",
         work.display()
     );
-    let enqueued = redcron_in(
-        work,
-        &[
-            "trigger",
-            "echo",
-            "--payload",
-            &hostile,
-            "--redis",
-            &server.url(),
-            "--namespace",
-            "test",
-        ],
-        "",
-    )
-    .success();
+    let enqueued = cli(&server, work, &["trigger", "echo", "--payload", &hostile]).success();
     let hostile_run = enqueued
         .split_whitespace()
         .next()

@@ -10,18 +10,10 @@ use redis::Commands;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
-use crate::util::{Run, redcron_in};
+use crate::util::{cli, redcron_in};
 
 const JOBS: &str = "[jobs.greet]\ncommand = \"cat >> ledger\"\nretries = 1\n\
                     [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> ticks\"\n";
-
-/// Runs `redcron args... --redis <server> --namespace test` in `dir`.
-fn cli(server: &RedisServer, dir: &Path, args: &[&str]) -> Run {
-    let url = server.url();
-    let mut all = args.to_vec();
-    all.extend(["--redis", &url, "--namespace", "test"]);
-    redcron_in(dir, &all, "")
-}
 
 async fn store(server: &RedisServer) -> Store {
     Store::connect(&server.url(), "test", StoreSettings::default())

@@ -12,7 +12,7 @@ use nix::unistd::{Group, User, getgrouplist, getuid};
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{redcron_in, wait_until};
+use crate::util::{cli, redcron_in, wait_until};
 
 fn write_jobs(dir: &Path, toml: &str) {
     std::fs::create_dir_all(dir.join("schedules")).expect("schedules dir");
@@ -124,19 +124,7 @@ fn as_root_a_command_runs_as_its_user_with_that_users_groups() {
             .unwrap_or(false)
     }));
     for job in ["as-nobody", "as-nobody-in-daemon"] {
-        redcron_in(
-            dir.path(),
-            &[
-                "trigger",
-                job,
-                "--redis",
-                &server.url(),
-                "--namespace",
-                "test",
-            ],
-            "",
-        )
-        .success();
+        cli(&server, dir.path(), &["trigger", job]).success();
     }
     let read = |file: &str| std::fs::read_to_string(dir.path().join(file)).unwrap_or_default();
     assert!(

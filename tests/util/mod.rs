@@ -74,6 +74,14 @@ pub fn redcron_in(dir: &Path, args: &[&str], stdin: &str) -> Run {
     }
 }
 
+/// Runs `redcron args... --redis <server> --namespace test` in `dir`.
+pub fn cli(server: &redis_server::RedisServer, dir: &Path, args: &[&str]) -> Run {
+    let url = server.url();
+    let mut all = args.to_vec();
+    all.extend(["--redis", &url, "--namespace", "test"]);
+    redcron_in(dir, &all, "")
+}
+
 /// Runs `redcron args...` in the repository root.
 pub fn redcron(args: &[&str]) -> Run {
     redcron_in(Path::new(env!("CARGO_MANIFEST_DIR")), args, "")
