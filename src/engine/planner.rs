@@ -43,7 +43,8 @@ pub struct PlannerConfig {
     pub max_runs_per_job: usize,
     /// Most runs planned (or fires skipped) per tick, soonest first; the rest wait for the next
     /// tick. Keeps a tick short when many jobs fire at the same instant (100,000 minutely jobs
-    /// all enter the horizon in the same second): the horizon leaves time to catch up.
+    /// all enter the horizon in the same second): the horizon leaves time to catch up. A tick
+    /// that also compares every definition with the published ones plans half as many.
     pub max_runs_per_tick: usize,
     /// A fire later than this is missed; its job's misfire policy decides whether it runs.
     pub misfire_threshold: Duration,
@@ -145,7 +146,8 @@ impl Planner {
             .published_jobs
             .as_ref()
             .is_some_and(|published| Arc::ptr_eq(published, &jobs));
-        if jobs_changed || self.published_under.as_ref() != Some(&token) {
+        let reconciling = jobs_changed || self.published_under.as_ref() != Some(&token);
+        if reconciling {
             // Unplanning resets cursors.
             self.cursors_under = None;
             let published = self.store.published_hashes().await?;
@@ -181,7 +183,13 @@ impl Planner {
         }
         // Soonest first, and no further than the budget needs: after an outage or a large
         // reload, most jobs wait for a later tick, and their plans are not built in this one.
-        let budget = self.config.max_runs_per_tick;
+        // A tick that also compared every definition with the published ones (a new leader's
+        // first, a reload's) plans half as much, so that it too stays well under a second.
+        let budget = if reconciling {
+            self.config.max_runs_per_tick / 2
+        } else {
+            self.config.max_runs_per_tick
+        };
         let mut plans = Vec::new();
         let mut size = 0;
         for index in self.due_soon(&jobs, now_ms + millis(self.config.horizon)) {
