@@ -103,7 +103,8 @@ fn as_root_a_command_runs_as_its_user_with_that_users_groups() {
         dir.path(),
         &format!(
             "[jobs.as-nobody]\ncommand = \"{}\"\nuser = \"nobody\"\n\n\
-             [jobs.as-nobody-in-daemon]\ncommand = \"{}\"\nuser = \"nobody\"\ngroup = \"daemon\"\n",
+             [jobs.as-nobody-in-daemon]\ncommand = \"{}\"\nuser = \"nobody\"\ngroup = \"daemon\"\n\
+             env = {{ HOME = \"/elsewhere\" }}\n",
             record("nobody"),
             record("daemon")
         ),
@@ -175,7 +176,7 @@ fn as_root_a_command_runs_as_its_user_with_that_users_groups() {
             nobody.uid.to_string(),
             daemon.gid.to_string(),
             groups(daemon.gid),
-            format!("{home} nobody")
+            "/elsewhere nobody".to_owned()
         )
     );
 }

@@ -106,10 +106,17 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
         None => None,
     };
     if let Some(identity) = &identity {
-        command
-            .env("HOME", &identity.home)
-            .env("USER", &identity.name)
-            .env("LOGNAME", &identity.name);
+        // As cron sets them for a user's crontab, unless the job sets them itself.
+        let home = identity.home.to_string_lossy();
+        for (name, value) in [
+            ("HOME", home.as_ref()),
+            ("USER", identity.name.as_str()),
+            ("LOGNAME", identity.name.as_str()),
+        ] {
+            if !job.env.contains_key(name) {
+                command.env(name, value);
+            }
+        }
     }
     prepare_child(&mut command, identity);
     let mut child = command.spawn().map_err(|error| {
