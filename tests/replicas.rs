@@ -299,27 +299,28 @@ fn a_run_whose_replica_died_is_rerun_or_buried_by_its_delivery() {
         }),
         "the at-least-once run was not run again to success"
     );
-    let starts = |run: &str| {
+    let records = |run: &str, wanted: &str| {
         scenario
             .ledger()
             .iter()
-            .filter(|(id, _, tag)| id == run && tag == "start")
+            .filter(|(id, _, tag)| id == run && tag == wanted)
             .count()
     };
-    assert_eq!(starts(&again), 2, "ran once, lost, ran again");
+    assert_eq!(records(&again, "start"), 2, "ran once, lost, ran again");
     assert_eq!(scenario.run_field(&again, "lost").as_deref(), Some("1"));
-    assert_eq!(starts(&once), 1, "an at-most-once run never runs twice");
-    let ends = |run: &str| {
-        scenario
-            .ledger()
-            .iter()
-            .filter(|(id, _, tag)| id == run && tag == "end")
-            .count()
-    };
+    assert_eq!(
+        records(&once, "start"),
+        1,
+        "an at-most-once run never runs twice"
+    );
     // Its shell died with its replica, so it never reached its end (6 s after its start,
     // well before the other run's re-run succeeded).
-    assert_eq!(ends(&once), 0, "a command outlived its killed replica");
-    assert_eq!(ends(&again), 1, "only the re-run reached its end");
+    assert_eq!(
+        records(&once, "end"),
+        0,
+        "a command outlived its killed replica"
+    );
+    assert_eq!(records(&again, "end"), 1, "only the re-run reached its end");
     assert_eq!(scenario.run_field(&once, "state").as_deref(), Some("dead"));
     assert_eq!(scenario.run_field(&once, "reason").as_deref(), Some("lost"));
 }
