@@ -1,10 +1,11 @@
--- Records the success of several runs at once: drops each one's lease, releases its overlap
--- lock, keeps its outcome for `retention` ms. Workers of a replica share one call per batch of
--- finished runs, so acks cost one round trip per batch rather than per run.
+-- Records the success of several runs at once: drops each one's lease, frees its slot in its
+-- job's limit (handing it to a run waiting for one), keeps its outcome for `retention` ms.
+-- Workers of a replica share one call per batch of finished runs, so acks cost one round trip
+-- per batch rather than per run.
 --
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] events  stream  run state changes
--- ARGV[1] key prefix "{ns}:" for run:<id>, busy:<job>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
 -- ARGV[2] retention of the run hashes, ms
 -- ARGV[3] events stream MAXLEN (approximate)
 -- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
@@ -26,17 +27,14 @@ local recorded, finished = {}, {}
 for i = 5, #ARGV, 5 do
   local run_id, worker, attempt, exit_code, output = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local run_key = prefix .. 'run:' .. run_id
-  local state, holder, held_attempt, job, started, overlap = unpack(redis.call('HMGET', run_key,
-    'state', 'worker', 'attempt', 'job', 'started_ms', 'overlap'))
+  local state, holder, held_attempt, job, started, overlap, max_concurrency = unpack(redis.call(
+    'HMGET', run_key, 'state', 'worker', 'attempt', 'job', 'started_ms', 'overlap', 'max_concurrency'))
   -- The attempt tells a reaped run claimed again by the same worker from the one it ran.
   if state ~= 'active' or holder ~= worker or held_attempt ~= attempt then
     recorded[#recorded + 1] = 0
   else
-    if overlap == 'forbid' then
-      local busy = prefix .. 'busy:' .. job
-      if redis.call('GET', busy) == run_id then
-        redis.call('DEL', busy)
-      end
+    if job and job_limit(overlap, max_concurrency) then
+      free_job_slot(prefix, job, run_id, now)
     end
     redis.call('HSET', run_key, 'state', 'succeeded', 'finished_ms', now_text, 'exit_code', exit_code,
       'output', output)

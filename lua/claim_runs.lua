@@ -1,24 +1,30 @@
 -- Claims ready runs for several idle workers at once, one run each: strict priority order
--- (high, then normal, then low) across the queues they serve, after the checks that decide
--- whether a run may start at all. One call serves every idle worker of a replica, so a burst
--- costs one round trip per batch rather than per run.
+-- (high, then normal, then low) across the queues they serve, cron fires before ad-hoc runs of
+-- the same queue and priority, after the checks that decide whether a run may start at all. One
+-- call serves every idle worker of a replica, so a burst costs one round trip per batch rather
+-- than per run.
 --
--- A popped run is skipped (and recorded) when its job is paused, when another run holds its
--- fingerprint (a duplicate), or when its job forbids overlap and a run of it is active. The
--- rest start: their attempt is counted and their lease recorded in the active set.
+-- A popped run is skipped (and recorded) when its job is paused or another run holds its
+-- fingerprint (a duplicate). A job with a limit (`overlap = "forbid"`: 1; `max_concurrency`)
+-- keeps its runs' slots in running:<job>; a run that finds every slot taken waits in
+-- waiting:<job> until one is freed (fill_job_slots in common.lua), except a cron fire of a
+-- `forbid` job, claimed for the first time, while a run of its job that had started by the
+-- fire's due time still runs: that fire is skipped as an overlap. The rest start: their attempt
+-- is counted and their lease recorded in the active set.
 --
 -- A run the promoter moved ahead of its due time (its lead) is claimed ahead: its worker waits
 -- the time left, measured on Redis's clock and returned here, before it starts the run; the
--- lease and the overlap lock cover that wait. When its job is busy at claim, the run that holds
--- the overlap lock may still end before this one's due time: the run is claimed without the
--- lock, and its worker takes the lock when the time comes (take_overlap_lock.lua), or skips it.
+-- lease and the job's slot cover that wait. When its job has no free slot at claim, the run
+-- holding it may still end before this one's due time: the run is claimed without a slot, and
+-- its worker takes one when the time comes (take_job_slot.lua), or the run waits or is skipped
+-- then, as it would have been had it been claimed at its due time.
 --
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] events  stream  run state changes
 -- KEYS[3] paused  set     paused job names
 -- KEYS[4] dead    zset    run id -> ms it died
--- ARGV[1] key prefix "{ns}:" for run:<id>, ready:<queue>:<priority>, wake:<queue>, fp:<fingerprint>,
---         busy:<job>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
+--         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>
 -- ARGV[2] lease, ms
 -- ARGV[3] fingerprint ttl, ms
 -- ARGV[4] most runs popped by this call (skipped ones included)
@@ -32,7 +38,9 @@
 -- Returns {status, S, then S pairs of job and reason of the runs skipped or buried on the way,
 -- R, then when R > 0 Redis's clock at the end of the call (ms) and R groups of (run id, worker
 -- id, job, attempt, max attempts, fire ms or nil, payload or nil, ms to wait before starting it,
--- counted from that clock, 1 when its worker must take the overlap lock first else 0)}.
+-- counted from that clock, and what its worker must do before starting it: 0 nothing, 1 take
+-- a slot of its job or skip it as an overlap (a first claim of a cron fire of a `forbid` job),
+-- 2 take a slot or wait for one)}.
 -- Status 'EMPTY': the ready lists ran dry; 'MORE': runs may be left (every worker got one,
 -- or the pop limit went to skipped runs).
 -- Cost: O(limit + queues).
@@ -56,7 +64,8 @@ end
 local ready_lists = {}
 for _, priority in ipairs({'high', 'normal', 'low'}) do
   for _, queue in ipairs(queues) do
-    ready_lists[#ready_lists + 1] = prefix .. 'ready:' .. queue .. ':' .. priority
+    ready_lists[#ready_lists + 1] = ready_list(prefix, 'cron', queue, priority)
+    ready_lists[#ready_lists + 1] = ready_list(prefix, 'adhoc', queue, priority)
   end
 end
 
@@ -87,6 +96,16 @@ local function lock(key, holder, ttl)
     return true
   end
   return redis.call('GET', key) == holder
+end
+
+-- Takes (or keeps, when it was handed this run) a slot of `job` for the run until `deadline`.
+local function take_slot(running, job, run_id, slots, deadline)
+  fill_job_slots(prefix, job, now)
+  if redis.call('ZSCORE', running, run_id) or redis.call('ZCARD', running) < slots then
+    redis.call('ZADD', running, deadline, run_id)
+    return true
+  end
+  return false
 end
 
 local is_paused = {}
@@ -120,13 +139,20 @@ while #started < #workers and pops < limit do
   pops = pops + #run_ids
   for _, run_id in ipairs(run_ids) do
     local run_key = run_prefix .. run_id
-    local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload, due_ms =
+    local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload, due_ms, kind,
+      max_concurrency, started_ms, redriven_ms =
       unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap', 'created_ms', 'attempt',
-        'max_attempts', 'fire_ms', 'payload', 'due_ms'))
+        'max_attempts', 'fire_ms', 'payload', 'due_ms', 'kind', 'max_concurrency', 'started_ms',
+        'redriven_ms'))
     attempt, max_attempts = tonumber(attempt), tonumber(max_attempts)
-    local wait = math.max((tonumber(due_ms) or now) - now, 0)
+    local due = tonumber(due_ms) or now
+    local wait = math.max(due - now, 0)
     local held_for = lease + wait
-    local overlap_pending = 0
+    local slots = job_limit(overlap, max_concurrency)
+    -- Only a fire's own first claim may be skipped as an overlap: retries, runs handed back and
+    -- re-driven runs are due at another time than their fire, and ad-hoc runs are never skipped.
+    local may_skip = overlap == 'forbid' and kind == 'cron' and not started_ms and not redriven_ms
+    local slot_pending, admitted = 0, false
     -- The fingerprint's owner is this run as created (its retries included), not just its id: a
     -- cron fire planned again after its hash expired has the same id but is a duplicate.
     if not job or not attempt or not max_attempts then
@@ -139,14 +165,21 @@ while #started < #workers and pops < limit do
       skip(run_key, run_id, job, 'paused')
     elseif fingerprint and fingerprint ~= '' and not lock(prefix .. 'fp:' .. fingerprint, run_id .. '/' .. (created or ''), fingerprint_ttl) then
       skip(run_key, run_id, job, 'duplicate')
-    elseif overlap == 'forbid' and wait == 0 and not lock(prefix .. 'busy:' .. job, run_id, lease) then
-      skip(run_key, run_id, job, 'overlap')
-    else
-      if overlap == 'forbid' and wait > 0 and not lock(prefix .. 'busy:' .. job, run_id, held_for) then
-        overlap_pending = 1
+    elseif slots and not take_slot(prefix .. 'running:' .. job, job, run_id, slots, now + held_for) then
+      if wait > 0 then
+        slot_pending = may_skip and 1 or 2
+      elseif may_skip and running_since(prefix, prefix .. 'running:' .. job, due) then
+        skip(run_key, run_id, job, 'overlap')
+      else
+        wait_for_slot(prefix, run_key, run_id, job)
       end
+      admitted = slot_pending > 0
+    else
+      admitted = true
+    end
+    if admitted then
       started[#started + 1] = {run_id, workers[#started + 1], job, attempt + 1, max_attempts,
-        tonumber(fire_ms) or false, payload, wait, overlap_pending, run_key}
+        tonumber(fire_ms) or false, payload, wait, slot_pending, run_key}
       leases[#leases + 1] = wait == 0 and lease_deadline or tostring(now + held_for)
       leases[#leases + 1] = run_id
     end
@@ -175,7 +208,8 @@ end
 -- Runs may be left behind the ones claimed: wake other replicas' idle workers for them.
 for _, queue in ipairs(queues) do
   for _, priority in ipairs({'high', 'normal', 'low'}) do
-    if redis.call('LLEN', prefix .. 'ready:' .. queue .. ':' .. priority) > 0 then
+    if redis.call('LLEN', ready_list(prefix, 'cron', queue, priority)) > 0
+        or redis.call('LLEN', ready_list(prefix, 'adhoc', queue, priority)) > 0 then
       redis.call('ZADD', prefix .. 'wake:' .. queue, 0, 'ready')
       break
     end

@@ -49,6 +49,7 @@ local function declared(job)
         max_backoff = tostring(number_or(def.max_backoff, 3600000)),
         delivery = type(def.delivery) == 'string' and def.delivery or 'at-least-once',
         overlap = type(def.overlap) == 'string' and def.overlap or 'forbid',
+        max_concurrency = type(def.max_concurrency) == 'number' and tostring(def.max_concurrency) or nil,
         paused = redis.call('SISMEMBER', paused, job),
       }
     end
@@ -92,8 +93,11 @@ for i = 3, #ARGV, 7 do
     if fingerprint ~= '' or payload ~= '' then
       redis.call('HSET', run_key, 'fingerprint', fingerprint, 'payload', payload)
     end
+    if def.max_concurrency then
+      redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
+    end
     if state == 'ready' then
-      local list = prefix .. 'ready:' .. def.queue .. ':' .. priority
+      local list = ready_list(prefix, 'adhoc', def.queue, priority)
       ready[list] = ready[list] or {}
       table.insert(ready[list], run_id)
       woken[prefix .. 'wake:' .. def.queue] = true

@@ -1,7 +1,7 @@
--- Extends a running run's lease (and its overlap lock), for the worker that holds it only.
+-- Extends a running run's lease (and its slot in its job's limit), for the worker that holds it only.
 --
 -- KEYS[1] active  zset  run id -> lease deadline ms
--- ARGV[1] key prefix "{ns}:" for run:<id>, busy:<job>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it
 -- ARGV[4] lease, ms from now
@@ -20,8 +20,6 @@ if holder ~= worker or not redis.call('ZSCORE', active, run_id) then
   return 0
 end
 redis.call('ZADD', active, 'XX', now + lease, run_id)
-local busy = prefix .. 'busy:' .. job
-if redis.call('GET', busy) == run_id then
-  redis.call('PEXPIRE', busy, lease)
-end
+-- XX: a job without a limit keeps no slots, and a slot is never created here.
+redis.call('ZADD', prefix .. 'running:' .. job, 'XX', now + lease, run_id)
 return 1

@@ -10,7 +10,7 @@
 -- KEYS[3] dead           zset    run id -> ms it died
 -- KEYS[4] events         stream  run state changes
 -- KEYS[5] wake-promoter  channel told when a retry becomes due
--- ARGV[1] key prefix "{ns}:" for run:<id>, busy:<job>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it, or '' for the reaper (then the lease must have expired)
 -- ARGV[4] reason: failed | timeout | permanent (no retry) | corrupt (no retry) | lost |
@@ -44,9 +44,8 @@ if not deadline or (worker == '' and deadline > now) or (worker ~= '' and holder
   return {'GONE', 0}
 end
 redis.call('ZREM', active, run_id)
-local busy = prefix .. 'busy:' .. (job or '')
-if redis.call('GET', busy) == run_id then
-  redis.call('DEL', busy)
+if job then
+  free_job_slot(prefix, job, run_id, now)
 end
 redis.call('HSET', run_key, 'error', message, 'exit_code', exit_code, 'output', output,
   'reason', reason, 'finished_ms', now)

@@ -12,7 +12,8 @@
 -- KEYS[3] events  stream  run state changes
 -- KEYS[4] dead    zset    run id -> ms it died
 -- KEYS[5] planned hash    job -> its fires planned and not promoted yet, ms, comma-separated
--- ARGV[1] key prefix "{ns}:" for run:<id>, ready:<queue>:<priority>, wake:<queue>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
+--         wake:<queue>
 -- ARGV[2] limit: most runs moved by this call
 -- ARGV[3] misfire threshold, ms: a run later than this is a missed fire
 -- ARGV[4] events stream MAXLEN (approximate)
@@ -96,7 +97,7 @@ end
 for i = 1, #run_ids, 2 do
   local run_id, due_ms = run_ids[i], tonumber(run_ids[i + 1])
   local run_key = prefix .. 'run:' .. run_id
-  local job, queue, priority, state = unpack(redis.call('HMGET', run_key, 'job', 'queue', 'priority', 'state'))
+  local job, queue, priority, state, kind = unpack(redis.call('HMGET', run_key, 'job', 'queue', 'priority', 'state', 'kind'))
   local reason
   if job or state then
     -- Only a retry or a delayed run is due again. Any other state means this id was planned
@@ -119,7 +120,7 @@ for i = 1, #run_ids, 2 do
     elseif not text_or(def.queue) or not text_or(def.priority) then
       reason = 'corrupt'
     else
-      queue, priority = def.queue, def.priority
+      queue, priority, kind = def.queue, def.priority, 'cron'
       redis.call('HSET', run_key,
         'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', run_ids[i + 1], 'created_ms', now_text,
         'attempt', 0, 'max_attempts', number_or(def.retries, 0) + 1,
@@ -127,6 +128,9 @@ for i = 1, #run_ids, 2 do
         'backoff_ms', number_or(def.backoff, 30000), 'max_backoff_ms', number_or(def.max_backoff, 3600000),
         'delivery', text_or(def.delivery, 'at-least-once'), 'overlap', text_or(def.overlap, 'forbid'),
         'fingerprint', run_id)
+      if type(def.max_concurrency) == 'number' then
+        redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
+      end
       local lateness = now - due_ms
       local deadline = number_or(def.starting_deadline, nil)
       if deadline and lateness > deadline then
@@ -151,7 +155,7 @@ for i = 1, #run_ids, 2 do
   else
     -- Becoming ready is not an event: the run hash records when.
     redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now_text)
-    local list = prefix .. 'ready:' .. queue .. ':' .. priority
+    local list = ready_list(prefix, kind, queue, priority)
     ready_lists[list] = ready_lists[list] or {}
     table.insert(ready_lists[list], run_id)
     woken[prefix .. 'wake:' .. queue] = true

@@ -22,7 +22,8 @@ if redis.call('ZSCORE', dead, run_id) == false or redis.call('EXISTS', run_key) 
 end
 redis.call('ZREM', dead, run_id)
 redis.call('HDEL', run_key, 'lost', 'error', 'reason', 'exit_code', 'output', 'finished_ms')
-redis.call('HSET', run_key, 'attempt', 0, 'state', 'scheduled', 'due_ms', now)
+-- Marked, so that a re-driven cron fire is never skipped as an overlap (see claim_runs.lua).
+redis.call('HSET', run_key, 'attempt', 0, 'state', 'scheduled', 'due_ms', now, 'redriven_ms', now)
 redis.call('PERSIST', run_key)
 redis.call('ZADD', due, now, run_id)
 record_event(events, maxlen, run_id, 'scheduled', 'job', redis.call('HGET', run_key, 'job') or '',

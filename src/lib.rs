@@ -15,8 +15,9 @@
 //!
 //! The data model and the run state machine are in `DESIGN.md`. All keys live under one hash
 //! tag, `{ns}:` (leader, epoch, cursor, defs, def-hashes, due, planned, run:<id>,
-//! ready:<queue>:<priority>, wake:<queue>, active, fp:<fingerprint>, dead, events, replicas,
-//! replica:<id>, paused, busy:<job>), built by [`store::keys::Keys`].
+//! ready-fires:<queue>:<priority>, ready:<queue>:<priority>, wake:<queue>, active,
+//! fp:<fingerprint>, dead, events, replicas, replica:<id>, paused, running:<job>,
+//! waiting:<job>), built by [`store::keys::Keys`].
 //!
 //! # Library mode
 //!

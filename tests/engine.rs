@@ -306,7 +306,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
     assert!(
         wait_until(Duration::from_secs(5), || {
             redis
-                .llen::<_, usize>("{test}:ready:default:normal")
+                .llen::<_, usize>("{test}:ready-fires:default:normal")
                 .unwrap_or(0)
                 == 1
         })

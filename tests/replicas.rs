@@ -17,13 +17,13 @@ use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
 
 /// A Redis, a schedule directory and a ledger.
-struct Scenario {
-    server: RedisServer,
-    dir: TempDir,
+pub(crate) struct Scenario {
+    pub(crate) server: RedisServer,
+    pub(crate) dir: TempDir,
 }
 
 impl Scenario {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
         Self {
@@ -32,11 +32,11 @@ impl Scenario {
         }
     }
 
-    fn schedules(&self) -> PathBuf {
+    pub(crate) fn schedules(&self) -> PathBuf {
         self.dir.path().join("schedules")
     }
 
-    fn ledger_path(&self) -> PathBuf {
+    pub(crate) fn ledger_path(&self) -> PathBuf {
         self.dir.path().join("ledger")
     }
 
@@ -73,11 +73,11 @@ impl Scenario {
         replicas
     }
 
-    fn write_jobs(&self, toml: &str) {
+    pub(crate) fn write_jobs(&self, toml: &str) {
         std::fs::write(self.schedules().join("jobs.toml"), toml).expect("write jobs");
     }
 
-    fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
+    pub(crate) fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
         ReplicaProcess::start(
             id,
             &self.server.url(),
@@ -101,14 +101,14 @@ impl Scenario {
             .collect()
     }
 
-    fn redis_now_ms(&self) -> i64 {
+    pub(crate) fn redis_now_ms(&self) -> i64 {
         let (seconds, micros): (i64, i64) = redis::cmd("TIME")
             .query(&mut self.server.connection())
             .expect("TIME");
         seconds * 1000 + micros / 1000
     }
 
-    fn leader(&self) -> Option<String> {
+    pub(crate) fn leader(&self) -> Option<String> {
         self.server
             .connection()
             .get("{test}:leader")
@@ -126,7 +126,7 @@ impl Scenario {
         (index, epoch.parse().expect("an epoch"))
     }
 
-    fn run_field(&self, run_id: &str, field: &str) -> Option<String> {
+    pub(crate) fn run_field(&self, run_id: &str, field: &str) -> Option<String> {
         self.server
             .connection()
             .hget(format!("{{test}}:run:{run_id}"), field)
@@ -135,7 +135,7 @@ impl Scenario {
 }
 
 /// Sleeps until Redis's clock reads `ms`.
-fn sleep_until(scenario: &Scenario, ms: i64) {
+pub(crate) fn sleep_until(scenario: &Scenario, ms: i64) {
     let wait = ms - scenario.redis_now_ms();
     if wait > 0 {
         std::thread::sleep(Duration::from_millis(wait as u64));
@@ -143,7 +143,7 @@ fn sleep_until(scenario: &Scenario, ms: i64) {
 }
 
 /// The fire time of a cron run id `<job>@<ms>`.
-fn fire_ms(run_id: &str) -> i64 {
+pub(crate) fn fire_ms(run_id: &str) -> i64 {
     run_id
         .rsplit_once('@')
         .and_then(|(_, ms)| ms.parse().ok())
@@ -192,7 +192,7 @@ fn assert_each_fire_ran_once(scenario: &Scenario, from: i64, to: i64) {
     }
 }
 
-fn percentile(sorted: &[i64], fraction: f64) -> i64 {
+pub(crate) fn percentile(sorted: &[i64], fraction: f64) -> i64 {
     let index = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
     sorted[index.min(sorted.len() - 1)]
 }

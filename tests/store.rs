@@ -8,23 +8,27 @@ use std::time::{Duration, Instant};
 use redcron::schedule::{Job, parse_file};
 use redcron::store::{
     Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, JobPlan,
-    LeaderToken, OverlapLock, PlanOutcome, PlannedRun, SkippedFire, Store, StoreSettings,
+    JobSlot, LeaderToken, PendingSlot, PlanOutcome, PlannedRun, SkippedFire, Store, StoreSettings,
     cron_run_id,
 };
 use redis::Commands;
 
 use crate::util::redis_server::RedisServer;
 
-const LEASE: Duration = Duration::from_secs(30);
-const THRESHOLD: Duration = Duration::from_secs(60);
+pub(crate) const LEASE: Duration = Duration::from_secs(30);
+pub(crate) const THRESHOLD: Duration = Duration::from_secs(60);
 
-async fn connect(server: &RedisServer) -> Store {
+/// A job whose runs do not overlap, as a scheduled job's by default (fires are planned by hand
+/// here, so it needs no schedule).
+pub(crate) const FORBID_TICK: &str = "[jobs.tick]\ncommand = \"true\"\noverlap = \"forbid\"\n";
+
+pub(crate) async fn connect(server: &RedisServer) -> Store {
     Store::connect(&server.url(), "test", StoreSettings::default())
         .await
         .expect("connect to the test redis")
 }
 
-fn jobs(toml: &str) -> Vec<Job> {
+pub(crate) fn jobs(toml: &str) -> Vec<Job> {
     parse_file(Path::new("test.toml"), toml).expect("valid test jobs")
 }
 
@@ -40,7 +44,7 @@ async fn leader(store: &Store) -> LeaderToken {
 }
 
 /// A Redis with `toml`'s jobs published, and a store holding the leader lease.
-async fn setup(toml: &str) -> (RedisServer, Store, LeaderToken) {
+pub(crate) async fn setup(toml: &str) -> (RedisServer, Store, LeaderToken) {
     let server = RedisServer::start();
     let store = connect(&server).await;
     store
@@ -52,7 +56,12 @@ async fn setup(toml: &str) -> (RedisServer, Store, LeaderToken) {
 }
 
 /// Plans `fires` (ms) of `job`, due at their fire time.
-async fn plan(store: &Store, token: &LeaderToken, job: &str, fires: &[i64]) -> PlanOutcome {
+pub(crate) async fn plan(
+    store: &Store,
+    token: &LeaderToken,
+    job: &str,
+    fires: &[i64],
+) -> PlanOutcome {
     let plan = JobPlan {
         job: job.to_owned(),
         cursor_ms: fires.iter().copied().max().unwrap_or(0),
@@ -69,7 +78,7 @@ async fn plan(store: &Store, token: &LeaderToken, job: &str, fires: &[i64]) -> P
     store.plan_fires(token, &plan).await.expect("plan")
 }
 
-async fn claim(store: &Store, queues: &[&str]) -> Claim {
+pub(crate) async fn claim(store: &Store, queues: &[&str]) -> Claim {
     let queues: Vec<String> = queues.iter().map(|queue| (*queue).to_owned()).collect();
     store
         .claim_run("replica/0", &queues, LEASE, 100)
@@ -77,7 +86,7 @@ async fn claim(store: &Store, queues: &[&str]) -> Claim {
         .expect("claim")
 }
 
-async fn claim_run(store: &Store, queues: &[&str]) -> ClaimedRun {
+pub(crate) async fn claim_run(store: &Store, queues: &[&str]) -> ClaimedRun {
     match claim(store, queues).await {
         Claim::Run { run, .. } => run,
         other => panic!("expected a run, got {other:?}"),
@@ -93,7 +102,7 @@ fn failure(reason: FailReason) -> Failure {
     }
 }
 
-fn run_hash(server: &RedisServer, run_id: &str) -> HashMap<String, String> {
+pub(crate) fn run_hash(server: &RedisServer, run_id: &str) -> HashMap<String, String> {
     server
         .connection()
         .hgetall(format!("{{test}}:run:{run_id}"))
@@ -101,7 +110,7 @@ fn run_hash(server: &RedisServer, run_id: &str) -> HashMap<String, String> {
 }
 
 /// Every event in the stream as (run, state, reason).
-fn events(server: &RedisServer) -> Vec<(String, String, String)> {
+pub(crate) fn events(server: &RedisServer) -> Vec<(String, String, String)> {
     let reply: redis::streams::StreamRangeReply = server
         .connection()
         .xrange_all("{test}:events")
@@ -367,7 +376,7 @@ async fn promote_moves_only_due_runs_and_creates_their_run_hashes() {
 
     let mut redis = server.connection();
     let ready: Vec<String> = redis
-        .lrange("{test}:ready:reports:high", 0, -1)
+        .lrange("{test}:ready-fires:reports:high", 0, -1)
         .expect("LRANGE");
     assert_eq!(ready, ["report@60000", "report@120000"]);
     let planned: Option<String> = redis.hget("{test}:planned", "report").expect("HGET");
@@ -421,7 +430,7 @@ async fn missed_fires_follow_the_jobs_misfire_policy() {
     assert_eq!((promoted.ready, promoted.skipped), (6, 11));
     let ready: Vec<String> = server
         .connection()
-        .lrange("{test}:ready:default:normal", 0, -1)
+        .lrange("{test}:ready-fires:default:normal", 0, -1)
         .expect("LRANGE");
     let mut ready_sorted = ready.clone();
     ready_sorted.sort();
@@ -481,7 +490,7 @@ async fn run_once_keeps_the_latest_missed_fire_across_promotion_calls() {
     }
     let ready: Vec<String> = server
         .connection()
-        .lrange("{test}:ready:default:normal", 0, -1)
+        .lrange("{test}:ready-fires:default:normal", 0, -1)
         .expect("LRANGE");
     assert_eq!(ready, ["once@60000"]);
     let planned: Option<String> = server
@@ -550,7 +559,7 @@ async fn claim_records_the_lease_and_counts_the_attempt() {
 #[tokio::test]
 async fn claim_skips_paused_duplicate_and_overlapping_runs() {
     let (server, store, token) = setup(
-        "[jobs.paused]\ncommand = \"true\"\n[jobs.forbid]\ncommand = \"true\"\n\
+        "[jobs.paused]\ncommand = \"true\"\n[jobs.forbid]\ncommand = \"true\"\noverlap = \"forbid\"\n\
              [jobs.allow]\ncommand = \"true\"\noverlap = \"allow\"\n",
     )
     .await;
@@ -558,14 +567,17 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
     let mut redis = server.connection();
     let () = redis.sadd("{test}:paused", "paused").expect("SADD");
     plan(&store, &token, "paused", &[1_000]).await;
-    plan(&store, &token, "forbid", &[1_000, 2_000]).await;
+    // A fire is skipped as an overlap only when a run of its job that started by its due time
+    // still runs: forbid@1000 starts at 10,000 (late), the time forbid@10000 is due.
+    plan(&store, &token, "forbid", &[1_000, 10_000]).await;
     plan(&store, &token, "allow", &[1_000, 2_000]).await;
     store
         .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
 
-    // Ready in due order, then by id: allow@1000 forbid@1000 paused@1000 allow@2000 forbid@2000.
+    // Ready in due order, then by id: allow@1000 forbid@1000 paused@1000 allow@2000
+    // forbid@10000.
     let queues = ["default"];
     let first = claim_run(&store, &queues).await;
     assert_eq!(first.id, "allow@1000");
@@ -609,7 +621,7 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
         reasons,
         [
             ("paused@1000".to_owned(), "paused".to_owned()),
-            ("forbid@2000".to_owned(), "overlap".to_owned()),
+            ("forbid@10000".to_owned(), "overlap".to_owned()),
             ("allow@1000".to_owned(), "duplicate".to_owned()),
             ("allow@1000".to_owned(), "duplicate".to_owned()),
         ]
@@ -617,8 +629,8 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
 }
 
 #[tokio::test]
-async fn runs_claimed_ahead_start_at_their_due_time_and_take_the_overlap_lock_then() {
-    let (server, store, token) = setup("[jobs.tick]\ncommand = \"true\"\n").await;
+async fn runs_claimed_ahead_start_at_their_due_time_and_take_a_slot_of_their_job_then() {
+    let (server, store, token) = setup(FORBID_TICK).await;
     plan(&store, &token, "tick", &[10_000, 10_150, 10_300, 10_500]).await;
     let lead = Duration::from_millis(200);
     let queues = ["default"];
@@ -632,7 +644,7 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_the_overlap_lock_th
     let first = claim_run(&at_9900, &queues).await;
     assert_eq!(first.id, "tick@10000");
     assert_eq!(first.start_in, Duration::from_millis(100));
-    assert!(!first.needs_overlap_lock, "the job was not busy");
+    assert_eq!(first.pending_slot, None, "the job was not busy");
     let deadline: Option<i64> = server
         .connection()
         .zscore("{test}:active", "tick@10000")
@@ -641,8 +653,9 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_the_overlap_lock_th
     let hash = run_hash(&server, "tick@10000");
     assert_eq!(hash.get("started_ms").map(String::as_str), Some("10000"));
 
-    // At 10,150 the next fire is due and the job busy: skipped as before. The one after is
-    // claimed ahead; the first run may end before its time, so the lock is taken then.
+    // At 10,150 the next fire is due while the first run, started before it was due, runs:
+    // skipped. The one after is claimed ahead; the first run may end before its time, so the
+    // slot is taken then.
     let at_10150 = store.clone().with_frozen_clock(10_150);
     at_10150
         .promote_due(100, THRESHOLD, lead)
@@ -656,30 +669,35 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_the_overlap_lock_th
         panic!("tick@10150 overlaps the first run");
     };
     assert_eq!(
-        (third.id.as_str(), third.start_in, third.needs_overlap_lock),
-        ("tick@10300", Duration::from_millis(150), true)
+        (third.id.as_str(), third.start_in, third.pending_slot),
+        (
+            "tick@10300",
+            Duration::from_millis(150),
+            Some(PendingSlot::SkipIfRunning)
+        )
     );
     assert_eq!(
         store
-            .take_overlap_lock(
+            .take_job_slot(
                 &ClaimedRun {
                     worker: "someone/else".to_owned(),
                     ..third.clone()
                 },
+                PendingSlot::SkipIfRunning,
                 LEASE
             )
             .await
             .expect("take"),
-        OverlapLock::Gone,
-        "only the claiming worker takes the lock"
+        JobSlot::Gone,
+        "only the claiming worker takes the slot"
     );
     let at_10300 = store.clone().with_frozen_clock(10_300);
     assert_eq!(
         at_10300
-            .take_overlap_lock(&third, LEASE)
+            .take_job_slot(&third, PendingSlot::SkipIfRunning, LEASE)
             .await
             .expect("take"),
-        OverlapLock::Busy,
+        JobSlot::Busy,
         "the first run still holds the job"
     );
     let hash = run_hash(&server, "tick@10300");
@@ -704,25 +722,28 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_the_overlap_lock_th
         .expect("promote");
     let fourth = claim_run(&at_10400, &queues).await;
     assert_eq!(
-        (fourth.id.as_str(), fourth.needs_overlap_lock),
-        ("tick@10500", true)
+        (fourth.id.as_str(), fourth.pending_slot),
+        ("tick@10500", Some(PendingSlot::SkipIfRunning))
     );
     assert!(at_10400.ack_run(&first, Some(0), "").await.expect("ack"));
     let at_10500 = store.clone().with_frozen_clock(10_500);
     assert_eq!(
         at_10500
-            .take_overlap_lock(&fourth, LEASE)
+            .take_job_slot(&fourth, PendingSlot::SkipIfRunning, LEASE)
             .await
             .expect("take"),
-        OverlapLock::Taken
+        JobSlot::Taken
     );
-    let holder: Option<String> = server.connection().get("{test}:busy:tick").expect("GET");
-    assert_eq!(holder.as_deref(), Some("tick@10500"));
+    let holders: Vec<String> = server
+        .connection()
+        .zrange("{test}:running:tick", 0, -1)
+        .expect("ZRANGE");
+    assert_eq!(holders, ["tick@10500"]);
 }
 
 #[tokio::test]
-async fn ack_records_success_and_releases_the_overlap_lock() {
-    let (server, store, token) = setup("[jobs.tick]\ncommand = \"true\"\n").await;
+async fn ack_records_success_and_frees_the_jobs_slot() {
+    let (server, store, token) = setup(FORBID_TICK).await;
     let store = store.with_frozen_clock(10_000);
     plan(&store, &token, "tick", &[1_000]).await;
     store
@@ -756,7 +777,7 @@ async fn ack_records_success_and_releases_the_overlap_lock() {
 
     let mut redis = server.connection();
     let active: usize = redis.zcard("{test}:active").expect("ZCARD");
-    let busy: bool = redis.exists("{test}:busy:tick").expect("EXISTS");
+    let busy: bool = redis.exists("{test}:running:tick").expect("EXISTS");
     let ttl: i64 = redis
         .pttl(format!("{{test}}:run:{}", run.id))
         .expect("PTTL");
@@ -976,7 +997,8 @@ async fn interrupted_runs_come_back_at_once_without_using_an_attempt() {
 
 #[tokio::test]
 async fn only_the_holder_extends_a_lease() {
-    let (server, store, token) = setup("[jobs.long]\ncommand = \"sleep 60\"\n").await;
+    let (server, store, token) =
+        setup("[jobs.long]\ncommand = \"sleep 60\"\noverlap = \"forbid\"\n").await;
     plan(&store, &token, "long", &[0]).await;
     let start = store.clone().with_frozen_clock(0);
     start
@@ -1001,11 +1023,10 @@ async fn only_the_holder_extends_a_lease() {
     let mut redis = server.connection();
     let deadline: Option<i64> = redis.zscore("{test}:active", "long@0").expect("ZSCORE");
     assert_eq!(deadline, Some(50_000));
-    let busy_ttl: i64 = redis.pttl("{test}:busy:long").expect("PTTL");
-    assert!(
-        busy_ttl > 25_000,
-        "the overlap lock follows the lease: {busy_ttl}"
-    );
+    let slot: Option<i64> = redis
+        .zscore("{test}:running:long", "long@0")
+        .expect("ZSCORE");
+    assert_eq!(slot, Some(50_000), "the job's slot follows the lease");
     // Extended past the first deadline: the reaper leaves it alone.
     let reaper = store.clone().with_frozen_clock(40_000);
     assert!(reaper.expired_leases(10).await.expect("expired").is_empty());
@@ -1116,7 +1137,7 @@ async fn unplanning_a_job_removes_its_due_runs_and_moves_its_cursor() {
     let due: Vec<String> = redis.zrange("{test}:due", 0, -1).expect("ZRANGE");
     let planned: bool = redis.hexists("{test}:planned", "tick").expect("HEXISTS");
     let ready: Vec<String> = redis
-        .lrange("{test}:ready:default:normal", 0, -1)
+        .lrange("{test}:ready-fires:default:normal", 0, -1)
         .expect("LRANGE");
     assert!(due.is_empty() && !planned, "{due:?}");
     assert_eq!(

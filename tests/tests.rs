@@ -4,6 +4,7 @@
 mod util;
 
 mod check;
+mod defaults;
 mod engine;
 mod fuzz;
 mod hostile;
@@ -13,4 +14,5 @@ mod operate;
 mod replicas;
 mod run_as;
 mod security;
+mod slots;
 mod store;

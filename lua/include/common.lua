@@ -43,3 +43,87 @@ local function bury_corrupt_run(run_key, run_id, job, now, dead, events, maxlen)
   redis.call('ZADD', dead, now, run_id)
   record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'corrupt')
 end
+
+-- The ready list a run waits in: cron fires (and their retries) have lists of their own, which
+-- claims take before the ad-hoc runs of the same queue and priority, so that a backlog of tasks
+-- never delays a schedule.
+local function ready_list(prefix, kind, queue, priority)
+  if kind == 'cron' then
+    return prefix .. 'ready-fires:' .. queue .. ':' .. priority
+  end
+  return prefix .. 'ready:' .. queue .. ':' .. priority
+end
+
+-- How many runs of a job may run at once, from a run's `overlap` and `max_concurrency` fields:
+-- 1 when the job forbids overlap, its max_concurrency, or nil for no limit (no slots are kept).
+local function job_limit(overlap, max_concurrency)
+  if overlap == 'forbid' then
+    return 1
+  end
+  return tonumber(max_concurrency)
+end
+
+-- How long a run handed a freed slot of its job keeps it before being claimed: the slot goes
+-- to the next waiting run after that (a run lost from its ready list must not hold it forever).
+local SLOT_HANDOVER_MS = 60000
+
+-- Hands the free slots of a job (`running:<job>`, zset run id -> deadline ms) to the runs
+-- waiting for one (`waiting:<job>`, a list, oldest first): each goes back to the head of its
+-- ready list with the slot reserved for it, so waiting runs start in the order they came and
+-- one at a time when the limit is 1. Slots whose deadline passed (a run whose replica died,
+-- a handover never claimed) are freed first. Cost: O(log N) per run handed a slot.
+local function fill_job_slots(prefix, job, now)
+  local running, waiting = prefix .. 'running:' .. job, prefix .. 'waiting:' .. job
+  redis.call('ZREMRANGEBYSCORE', running, '-inf', now)
+  while true do
+    local run_id = redis.call('LINDEX', waiting, 0)
+    if not run_id then
+      return
+    end
+    local run_key = prefix .. 'run:' .. run_id
+    local state, kind, queue, priority, overlap, max_concurrency = unpack(redis.call('HMGET',
+      run_key, 'state', 'kind', 'queue', 'priority', 'overlap', 'max_concurrency'))
+    local limit = job_limit(overlap, max_concurrency)
+    if state == 'waiting' and queue and priority and limit
+        and redis.call('ZCARD', running) >= limit then
+      return
+    end
+    redis.call('LPOP', waiting)
+    -- An entry whose run is no longer waiting (ended elsewhere, damaged) is dropped.
+    if state == 'waiting' and queue and priority then
+      if limit then
+        redis.call('ZADD', running, now + SLOT_HANDOVER_MS, run_id)
+      end
+      redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now)
+      redis.call('LPUSH', ready_list(prefix, kind, queue, priority), run_id)
+      redis.call('ZADD', prefix .. 'wake:' .. queue, 0, 'ready')
+    end
+  end
+end
+
+-- Frees the slot a run held in its job's limit (it ended, failed, was reaped or handed back)
+-- and hands it to the next waiting run.
+local function free_job_slot(prefix, job, run_id, now)
+  redis.call('ZREM', prefix .. 'running:' .. job, run_id)
+  fill_job_slots(prefix, job, now)
+end
+
+-- Whether a run of the job in `running` had started by `due_ms` and is running still: what
+-- makes a fire of an `overlap = "forbid"` job skipped. A run handed a slot but not yet claimed,
+-- or one that started after the fire was due (late fires run one after another), does not count.
+local function running_since(prefix, running, due_ms)
+  for _, run_id in ipairs(redis.call('ZRANGE', running, 0, -1)) do
+    local state, started = unpack(redis.call('HMGET', prefix .. 'run:' .. run_id, 'state', 'started_ms'))
+    started = tonumber(started)
+    if state == 'active' and started and started <= due_ms then
+      return true
+    end
+  end
+  return false
+end
+
+-- Puts a run aside until a slot of its job is free (see fill_job_slots): neither skipped nor dead.
+local function wait_for_slot(prefix, run_key, run_id, job)
+  redis.call('HSET', run_key, 'state', 'waiting')
+  redis.call('RPUSH', prefix .. 'waiting:' .. job, run_id)
+end

@@ -24,7 +24,7 @@ use crate::handler::{Handlers, Outcome, RunContext, payload_problem};
 use crate::metrics::METRICS;
 use crate::schedule::Job;
 use crate::store::{
-    Ack, ClaimedRun, CorruptRun, FailOutcome, FailReason, Failure, OverlapLock, ReadyWaiter,
+    Ack, ClaimedRun, CorruptRun, FailOutcome, FailReason, Failure, JobSlot, ReadyWaiter,
     RedisClock, Store, StoreError,
 };
 
@@ -624,9 +624,9 @@ impl Execution {
         self.record_failure(&run, &failure).await;
     }
 
-    /// Waits until a run claimed ahead is due, and takes its overlap lock when it has to;
-    /// `false` when the run must not start (skipped as an overlap, reaped, or handed back at
-    /// shutdown).
+    /// Waits until a run claimed ahead is due, and takes a slot of its job when it has to;
+    /// `false` when the run must not start (skipped as an overlap, waiting for a slot, reaped,
+    /// or handed back at shutdown).
     async fn wait_for_start(&self, run: &ClaimedRun) -> bool {
         // Only a run claimed ahead waits: tokio rounds a timer up to its next millisecond, so
         // even a zero sleep would cost each run up to a millisecond.
@@ -643,12 +643,12 @@ impl Execution {
                 }
             }
         }
-        if !run.needs_overlap_lock {
+        let Some(pending) = run.pending_slot else {
             return true;
-        }
-        match retry_store(|| self.store.take_overlap_lock(run, self.lease)).await {
-            Some(OverlapLock::Taken) => true,
-            Some(OverlapLock::Busy) => {
+        };
+        match retry_store(|| self.store.take_job_slot(run, pending, self.lease)).await {
+            Some(JobSlot::Taken) => true,
+            Some(JobSlot::Busy) => {
                 info!(
                     run = run.id,
                     job = run.job,
@@ -656,14 +656,22 @@ impl Execution {
                 );
                 false
             }
-            Some(OverlapLock::Gone) => {
+            Some(JobSlot::Waiting) => {
+                debug!(
+                    run = run.id,
+                    job = run.job,
+                    "waiting: every slot of the job is taken; it starts when one is free"
+                );
+                false
+            }
+            Some(JobSlot::Gone) => {
                 warn!(run = run.id, "lease lost before the run started");
                 false
             }
             None => {
                 warn!(
                     run = run.id,
-                    "cannot take the overlap lock: the lease will expire and the reaper decides"
+                    "cannot take a slot of the job: the lease will expire and the reaper decides"
                 );
                 false
             }

@@ -71,7 +71,7 @@ impl fmt::Display for LoadError {
 }
 
 /// The fields a job table may have, for the unknown-field message.
-const FIELDS: [&str; 19] = [
+const FIELDS: [&str; 20] = [
     "schedule",
     "timezone",
     "command",
@@ -84,6 +84,7 @@ const FIELDS: [&str; 19] = [
     "backoff",
     "max_backoff",
     "overlap",
+    "max_concurrency",
     "misfire",
     "starting_deadline",
     "jitter",
@@ -404,7 +405,18 @@ impl JobReader<'_> {
         let backoff_offset = self.offset_of("backoff");
         let backoff = self.take("backoff", duration);
         let max_backoff = self.take("max_backoff", duration);
+        let overlap_offset = self.offset_of("overlap");
         let overlap = self.take("overlap", typed::<Overlap>);
+        let max_concurrency_offset = self.offset_of("max_concurrency");
+        let max_concurrency = self.take("max_concurrency", |value| {
+            let limit = typed::<u32>(value)?;
+            if limit == 0 {
+                return Err(
+                    "a max_concurrency of 0 would never run the job: expected 1 or more".to_owned(),
+                );
+            }
+            Ok(limit)
+        });
         let misfire = self.take("misfire", typed::<Misfire>);
         let starting_deadline = self.take("starting_deadline", duration);
         let jitter = self.take("jitter", duration);
@@ -440,6 +452,22 @@ impl JobReader<'_> {
                     humantime::format_duration(backoff),
                     humantime::format_duration(max_backoff)
                 ),
+            );
+        }
+        // A scheduled job does not overlap itself unless told to; an on-demand job is a task
+        // queue, where runs of the same job are independent.
+        let overlap = overlap.unwrap_or(if schedule.is_some() {
+            Overlap::Forbid
+        } else {
+            Overlap::Allow
+        });
+        if overlap == Overlap::Forbid && max_concurrency.is_some_and(|limit| limit > 1) {
+            self.report(
+                max_concurrency_offset
+                    .or(overlap_offset)
+                    .unwrap_or(self.name.span().start),
+                Some("max_concurrency"),
+                "more than 1 needs overlap = \"allow\" (forbid runs one at a time)".to_owned(),
             );
         }
         if group.is_some() && user.is_none() && !self.has_reported("user") {
@@ -478,7 +506,8 @@ impl JobReader<'_> {
             retries: retries.unwrap_or(0),
             backoff,
             max_backoff,
-            overlap: overlap.unwrap_or(Overlap::Forbid),
+            overlap,
+            max_concurrency,
             misfire: misfire.unwrap_or(Misfire::RunOnce),
             starting_deadline,
             jitter: jitter.unwrap_or(Duration::ZERO),
@@ -600,13 +629,44 @@ mod tests {
         assert_eq!(job.retries, 0);
         assert_eq!(job.backoff, Duration::from_secs(30));
         assert_eq!(job.max_backoff, Duration::from_secs(3600));
-        assert_eq!(job.overlap, Overlap::Forbid);
+        assert_eq!(
+            job.overlap,
+            Overlap::Allow,
+            "an on-demand job is a task queue"
+        );
+        assert_eq!(job.max_concurrency, None);
         assert_eq!(job.misfire, Misfire::RunOnce);
         assert_eq!(job.starting_deadline, None);
         assert_eq!(job.jitter, Duration::ZERO);
         assert_eq!(job.delivery, Delivery::AtLeastOnce);
         assert!(job.enabled);
         assert_eq!(job.source.line, 1);
+    }
+
+    #[test]
+    fn a_scheduled_job_forbids_overlap_and_a_limit_above_one_needs_allow() {
+        let jobs = parse(
+            "[jobs.tick]\nschedule = \"@hourly\"\ncommand = \"true\"\n\
+             [jobs.resize]\ncommand = \"true\"\nmax_concurrency = 4\n",
+        )
+        .expect("valid");
+        assert_eq!(jobs[0].overlap, Overlap::Forbid);
+        assert_eq!(
+            (jobs[1].overlap, jobs[1].max_concurrency),
+            (Overlap::Allow, Some(4))
+        );
+        assert_eq!(
+            errors(
+                "[jobs.tick]\nschedule = \"@hourly\"\ncommand = \"true\"\nmax_concurrency = 2\n\
+                 [jobs.none]\ncommand = \"true\"\nmax_concurrency = 0\n"
+            ),
+            [
+                "jobs.toml:4:19: job \"tick\", field \"max_concurrency\": more than 1 needs \
+                 overlap = \"allow\" (forbid runs one at a time)",
+                "jobs.toml:7:19: job \"none\", field \"max_concurrency\": a max_concurrency of 0 \
+                 would never run the job: expected 1 or more",
+            ]
+        );
     }
 
     #[test]
@@ -682,7 +742,7 @@ env = { 1BAD = \"x\" }
                  expected u32",
                 "jobs.toml:6:1: job \"one\", field \"priorty\": unknown field: expected one of \
                  schedule, timezone, command, workdir, env, priority, queue, timeout, retries, \
-                 backoff, max_backoff, overlap, misfire, starting_deadline, jitter, delivery, \
+                 backoff, max_backoff, overlap, max_concurrency, misfire, starting_deadline, jitter, delivery, \
                  enabled, user, group",
                 "jobs.toml:8:7: job \"two\", field \"command\": missing: every job needs a command",
                 "jobs.toml:10:11: job \"two\", field \"timeout\": \"soon\" is not a duration \

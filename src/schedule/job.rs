@@ -27,7 +27,8 @@ pub enum Priority {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Overlap {
-    /// A fire that finds the previous run still going is skipped (and recorded as skipped).
+    /// One run at a time. A cron fire due while a run of the job is running is skipped (and
+    /// recorded as skipped); any other run waits for the running one to end.
     Forbid,
     /// Runs may overlap, as in crontab.
     Allow,
@@ -101,8 +102,14 @@ pub struct Job {
     /// The cap on the retry delay.
     #[serde(serialize_with = "millis")]
     pub max_backoff: Duration,
-    /// Whether runs of this job may run at the same time.
+    /// Whether runs of this job may run at the same time: `forbid` by default for a scheduled
+    /// job, `allow` for an on-demand one.
     pub overlap: Overlap,
+    /// The most runs of this job that run at once; runs above it wait in the queue. `None`: no
+    /// limit beyond `overlap`. Left out of the canonical form when absent, so definitions
+    /// written before it existed keep their hash.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
     /// What to do with missed fires.
     pub misfire: Misfire,
     /// A fire that cannot start within this long after its time is skipped.

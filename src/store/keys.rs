@@ -3,7 +3,8 @@
 //! All keys share one hash tag, `{ns}`, so every script touches a single slot and runs unchanged
 //! on Redis Cluster. Scripts that reach keys named after a run, job or queue build them from
 //! [`Keys::prefix`] with the same suffixes as the functions here (`run:<id>`,
-//! `ready:<queue>:<priority>`, `wake:<queue>`, `fp:<fingerprint>`, `busy:<job>`).
+//! `ready:<queue>:<priority>`, `ready-fires:<queue>:<priority>`, `wake:<queue>`,
+//! `fp:<fingerprint>`, `running:<job>`, `waiting:<job>`).
 
 use crate::schedule::Priority;
 
@@ -74,14 +75,15 @@ impl Keys {
         self.key(&format!("run:{run_id}"))
     }
 
-    /// List of run ids ready to claim in one queue at one priority.
+    /// List of ad-hoc run ids ready to claim in one queue at one priority.
     pub fn ready(&self, queue: &str, priority: Priority) -> String {
-        let priority = match priority {
-            Priority::High => "high",
-            Priority::Normal => "normal",
-            Priority::Low => "low",
-        };
-        self.key(&format!("ready:{queue}:{priority}"))
+        self.key(&format!("ready:{queue}:{}", priority_name(priority)))
+    }
+
+    /// List of cron fires (and their retries) ready to claim in one queue at one priority:
+    /// claimed before the ad-hoc runs of [`Keys::ready`], so a backlog never delays a schedule.
+    pub fn ready_fires(&self, queue: &str, priority: Priority) -> String {
+        self.key(&format!("ready-fires:{queue}:{}", priority_name(priority)))
     }
 
     /// Zset with at most one member, added when runs become ready in `queue`: idle workers block
@@ -137,9 +139,23 @@ impl Keys {
         self.key("paused")
     }
 
-    /// String with a PX lease: the run holding a job's overlap lock.
-    pub fn busy(&self, job: &str) -> String {
-        self.key(&format!("busy:{job}"))
+    /// Zset run id -> deadline ms: the runs holding a slot of a job with a limit (`overlap =
+    /// "forbid"`: one; `max_concurrency`), running or handed a freed slot.
+    pub fn running(&self, job: &str) -> String {
+        self.key(&format!("running:{job}"))
+    }
+
+    /// List of run ids waiting for a slot of their job, oldest first.
+    pub fn waiting(&self, job: &str) -> String {
+        self.key(&format!("waiting:{job}"))
+    }
+}
+
+fn priority_name(priority: Priority) -> &'static str {
+    match priority {
+        Priority::High => "high",
+        Priority::Normal => "normal",
+        Priority::Low => "low",
     }
 }
 
@@ -160,7 +176,9 @@ mod tests {
         assert_eq!(keys.planned(), "{prod}:planned");
         for key in [
             keys.due(),
-            keys.busy("x"),
+            keys.running("x"),
+            keys.waiting("x"),
+            keys.ready_fires("q", Priority::Low),
             keys.wake("q"),
             keys.fingerprint("ab"),
         ] {

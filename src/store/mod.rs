@@ -157,9 +157,20 @@ pub struct ClaimedRun {
     /// How long to wait before starting it: a run claimed ahead of its due time starts at that
     /// time, measured on Redis's clock.
     pub start_in: Duration,
-    /// Its job forbids overlap and was busy when it was claimed ahead: take the overlap lock
-    /// ([`Store::take_overlap_lock`]) before starting it.
-    pub needs_overlap_lock: bool,
+    /// Its job had no free slot when it was claimed ahead: take one
+    /// ([`Store::take_job_slot`]) before starting it.
+    pub pending_slot: Option<PendingSlot>,
+}
+
+/// What a run claimed ahead without a slot of its job becomes at its due time when no slot is
+/// free then either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingSlot {
+    /// Skipped as an overlap if a run of its job that started by its due time still runs (the
+    /// first claim of a cron fire of an `overlap = "forbid"` job); else it waits.
+    SkipIfRunning,
+    /// It waits for a slot.
+    Wait,
 }
 
 /// A claimed run whose stored fields are not what redcron writes (foreign or damaged data): it
@@ -322,13 +333,16 @@ impl Failure {
     }
 }
 
-/// Whether a run claimed ahead may start, see [`Store::take_overlap_lock`].
+/// Whether a run claimed ahead may start, see [`Store::take_job_slot`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OverlapLock {
-    /// The lock is the run's: start it.
+pub enum JobSlot {
+    /// The slot is the run's: start it.
     Taken,
     /// Its job is still busy: the run was skipped as an overlap.
     Busy,
+    /// Every slot is taken: the run waits in its job's queue until one is freed; it used no
+    /// attempt.
+    Waiting,
     /// The run is no longer this worker's (reaped).
     Gone,
 }
@@ -1080,17 +1094,19 @@ impl Store {
         Ok(extended == 1)
     }
 
-    /// Takes the overlap lock of a run claimed ahead while its job was busy, once its due time
-    /// has come; skips the run (reason `overlap`) when the job is still busy.
+    /// Takes a slot of the job of a run claimed ahead while every slot was taken, once its due
+    /// time has come; when none is free, skips the run (reason `overlap`) or puts it aside to
+    /// wait for one, as `pending` says.
     ///
     /// # Errors
     /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
-    pub async fn take_overlap_lock(
+    pub async fn take_job_slot(
         &self,
         run: &ClaimedRun,
+        pending: PendingSlot,
         lease: Duration,
-    ) -> Result<OverlapLock, StoreError> {
-        let answer: String = scripts::TAKE_OVERLAP_LOCK
+    ) -> Result<JobSlot, StoreError> {
+        let answer: String = scripts::TAKE_JOB_SLOT
             .key(self.keys.active())
             .key(self.keys.events())
             .arg(self.keys.prefix())
@@ -1100,16 +1116,18 @@ impl Store {
             .arg(self.settings.events_maxlen)
             .arg(millis(self.settings.retention))
             .arg(self.now_arg())
+            .arg(u8::from(pending == PendingSlot::SkipIfRunning))
             .invoke_async(&mut self.connection.clone())
             .await?;
         match answer.as_str() {
-            "TAKEN" => Ok(OverlapLock::Taken),
+            "TAKEN" => Ok(JobSlot::Taken),
             "BUSY" => {
                 METRICS.record_skips(&[(run.job.clone(), "overlap".to_owned())]);
-                Ok(OverlapLock::Busy)
+                Ok(JobSlot::Busy)
             }
-            "GONE" => Ok(OverlapLock::Gone),
-            other => Err(reply("take_overlap_lock", format!("unexpected {other:?}"))),
+            "WAITING" => Ok(JobSlot::Waiting),
+            "GONE" => Ok(JobSlot::Gone),
+            other => Err(reply("take_job_slot", format!("unexpected {other:?}"))),
         }
     }
 
@@ -1619,6 +1637,7 @@ impl Store {
             .zcard(self.keys.dead());
         for queue in &queues {
             for priority in [Priority::High, Priority::Normal, Priority::Low] {
+                pipe.llen(self.keys.ready_fires(queue, priority));
                 pipe.llen(self.keys.ready(queue, priority));
             }
         }
@@ -1627,9 +1646,13 @@ impl Store {
         let count = |index: usize| counts.get(index).copied().unwrap_or(0);
         let ready = queues
             .into_iter()
-            .zip(lengths.chunks(3))
+            .zip(lengths.chunks(6))
             .map(|(queue, lengths)| {
-                let length = |index: usize| lengths.get(index).copied().unwrap_or(0);
+                // Cron fires and ad-hoc runs of one priority wait in two lists.
+                let length = |index: usize| {
+                    lengths.get(2 * index).copied().unwrap_or(0)
+                        + lengths.get(2 * index + 1).copied().unwrap_or(0)
+                };
                 (queue, [length(0), length(1), length(2)])
             })
             .collect();
@@ -1792,7 +1815,12 @@ impl ClaimedRun {
         };
         let mut number = || -> Option<u64> { u64::from_redis_value(values.next()?).ok() };
         let start_in = number().map(Duration::from_millis);
-        let needs_overlap_lock = number().map(|flag| flag == 1);
+        let pending_slot = number().and_then(|flag| match flag {
+            0 => Some(None),
+            1 => Some(Some(PendingSlot::SkipIfRunning)),
+            2 => Some(Some(PendingSlot::Wait)),
+            _ => None,
+        });
         let Some(id) = id else {
             return Err(CorruptRun {
                 run_id: String::new(),
@@ -1800,21 +1828,14 @@ impl ClaimedRun {
                 detail: "its id is not text".to_owned(),
             });
         };
-        match (
-            job,
-            attempt,
-            max_attempts,
-            payload,
-            start_in,
-            needs_overlap_lock,
-        ) {
+        match (job, attempt, max_attempts, payload, start_in, pending_slot) {
             (
                 Some(job),
                 Some(attempt),
                 Some(max_attempts),
                 Ok(payload),
                 Some(start_in),
-                Some(needs_overlap_lock),
+                Some(pending_slot),
             ) => Ok(Self {
                 id,
                 worker,
@@ -1824,7 +1845,7 @@ impl ClaimedRun {
                 fire_ms,
                 payload,
                 start_in,
-                needs_overlap_lock,
+                pending_slot,
             }),
             _ => Err(CorruptRun {
                 run_id: id,

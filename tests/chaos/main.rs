@@ -437,7 +437,10 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         let runs: Vec<String> = connection.zrange(key(set), 0, -1).unwrap_or_default();
         held.extend(runs);
     }
-    for list in keys.iter().filter(|name| name.contains(":ready:")) {
+    // Ready runs, cron fires and ad-hoc alike, and runs waiting for a slot of their job.
+    for list in keys.iter().filter(|name| {
+        name.contains(":ready:") || name.contains(":ready-fires:") || name.contains(":waiting:")
+    }) {
         let runs: Vec<String> = connection.lrange(list, 0, -1).unwrap_or_default();
         held.extend(runs);
     }
@@ -461,6 +464,9 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
             ttl == -1
                 && !structural.contains(&suffix)
                 && !suffix.starts_with("ready:")
+                && !suffix.starts_with("ready-fires:")
+                && !suffix.starts_with("running:")
+                && !suffix.starts_with("waiting:")
                 && !suffix.starts_with("wake:")
                 && !suffix
                     .strip_prefix("run:")

@@ -19,7 +19,8 @@ pub struct ReplicaProcess {
 
 impl ReplicaProcess {
     /// Starts `redcron run` with id `id` on `schedules`, against `redis_url`, in namespace
-    /// `test`, with short leases so that failover tests finish quickly; `extra` adds flags.
+    /// `test`, with short leases so that failover tests finish quickly; `extra` adds flags or
+    /// replaces those.
     pub fn start(
         id: &str,
         redis_url: &str,
@@ -53,20 +54,19 @@ impl ReplicaProcess {
             ])
             .arg("--schedules")
             .arg(schedules)
-            .args([
-                "--leader-ttl",
-                "2s",
-                "--run-lease",
-                "3s",
-                "--shutdown-grace",
-                "2s",
-            ])
-            // An ephemeral port unless the test asks for one: replicas run side by side.
-            .args(if extra.contains(&"--metrics-addr") {
-                &[][..]
-            } else {
-                &["--metrics-addr", "127.0.0.1:0"][..]
-            })
+            // Short leases, and an ephemeral port since replicas run side by side, unless the
+            // test sets them itself.
+            .args(
+                [
+                    ["--leader-ttl", "2s"],
+                    ["--run-lease", "3s"],
+                    ["--shutdown-grace", "2s"],
+                    ["--metrics-addr", "127.0.0.1:0"],
+                ]
+                .into_iter()
+                .filter(|[flag, _]| !extra.contains(flag))
+                .flatten(),
+            )
             .args(extra)
             .envs(env.iter().copied())
             .env("RUST_LOG", "info")

@@ -1,0 +1,55 @@
+-- Takes a slot of the job of a run claimed ahead of its due time while every slot was taken
+-- (see claim_runs.lua), now that the time has come: a run that held one may have ended since.
+-- When none is free, the run is skipped as an overlap if it may be (a cron fire of a `forbid`
+-- job, claimed for the first time, while a run of its job that had started by its due time
+-- still runs), and otherwise waits for a slot (waiting:<job>) without using its attempt: as it
+-- would have been had it been claimed at its due time.
+--
+-- KEYS[1] active  zset    run id -> lease deadline ms
+-- KEYS[2] events  stream  run state changes
+-- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
+-- ARGV[2] run id
+-- ARGV[3] worker id that claimed it
+-- ARGV[4] lease, ms: how long the slot is held unless extended with the lease
+-- ARGV[5] events stream MAXLEN (approximate)
+-- ARGV[6] retention of finished run hashes, ms
+-- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[8] 1 when the run may be skipped as an overlap, 0 when it waits for a slot instead
+--
+-- Returns 'TAKEN' (start the run), 'BUSY' (skipped as an overlap), 'WAITING' (put aside until a
+-- slot is free) or 'GONE' (the run is no longer this worker's: it was reaped).
+-- Cost: O(log N) plus the runs handed freed slots.
+local active, events = KEYS[1], KEYS[2]
+local prefix, run_id, worker = ARGV[1], ARGV[2], ARGV[3]
+local lease, maxlen, retention = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local may_skip = ARGV[8] == '1'
+if not lease or not maxlen or not retention then
+  return redis.error_reply('ERR take_job_slot: lease, maxlen and retention must be numbers')
+end
+local now = now_ms(ARGV[7])
+local run_key = prefix .. 'run:' .. run_id
+
+local holder, job, state, attempt, due_ms, overlap, max_concurrency = unpack(redis.call('HMGET',
+  run_key, 'worker', 'job', 'state', 'attempt', 'due_ms', 'overlap', 'max_concurrency'))
+if holder ~= worker or state ~= 'active' or not job or not redis.call('ZSCORE', active, run_id) then
+  return 'GONE'
+end
+local slots = job_limit(overlap, max_concurrency)
+local running = prefix .. 'running:' .. job
+fill_job_slots(prefix, job, now)
+if not slots or redis.call('ZSCORE', running, run_id) or redis.call('ZCARD', running) < slots then
+  if slots then
+    redis.call('ZADD', running, now + lease, run_id)
+  end
+  return 'TAKEN'
+end
+redis.call('ZREM', active, run_id)
+if may_skip and running_since(prefix, running, tonumber(due_ms) or now) then
+  skip_run(run_key, run_id, job, 'overlap', now, retention, events, maxlen)
+  return 'BUSY'
+end
+-- Not started: the claim's attempt, worker and start are taken back.
+redis.call('HSET', run_key, 'attempt', math.max((tonumber(attempt) or 1) - 1, 0))
+redis.call('HDEL', run_key, 'worker', 'started_ms')
+wait_for_slot(prefix, run_key, run_id, job)
+return 'WAITING'

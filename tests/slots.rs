@@ -1,0 +1,249 @@
+//! A job's limit on runs at once (`overlap = "forbid"`, `max_concurrency`), run by run against a
+//! real Redis: which runs start, which wait for a slot, which are skipped, and in what order.
+
+use std::time::Duration;
+
+use redcron::store::{
+    Claimed, ClaimedRun, Enqueue, Enqueued, FailReason, Failure, JobSlot, PendingSlot, Store,
+};
+use redis::Commands;
+
+use crate::store::{
+    FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, events, plan, run_hash, setup,
+};
+use crate::util::redis_server::RedisServer;
+
+/// Claims for `workers` idle workers at once, as a replica does.
+async fn claim_for(store: &Store, workers: usize) -> Claimed {
+    let names: Vec<String> = (0..workers).map(|slot| format!("replica/{slot}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    store
+        .claim_runs(&names, &["default".to_owned()], LEASE, 100)
+        .await
+        .expect("claim")
+}
+
+fn claimed_ids(claimed: &Claimed) -> Vec<String> {
+    claimed
+        .runs
+        .iter()
+        .map(|run| run.as_ref().expect("a decodable run").id.clone())
+        .collect()
+}
+
+fn waiting(server: &RedisServer, job: &str) -> Vec<String> {
+    server
+        .connection()
+        .lrange(format!("{{test}}:waiting:{job}"), 0, -1)
+        .expect("LRANGE")
+}
+
+fn state(server: &RedisServer, run_id: &str) -> Option<String> {
+    run_hash(server, run_id).get("state").cloned()
+}
+
+fn skipped(server: &RedisServer) -> Vec<(String, String)> {
+    events(server)
+        .into_iter()
+        .filter(|(_, state, _)| state == "skipped")
+        .map(|(run, _, reason)| (run, reason))
+        .collect()
+}
+
+async fn enqueue(store: &Store, job: &str, due_ms: Option<i64>) -> String {
+    let request = Enqueue {
+        job: job.to_owned(),
+        due_ms,
+        payload: None,
+        priority: None,
+        unique: None,
+    };
+    match store.enqueue_run(&request).await.expect("enqueue") {
+        Enqueued::Scheduled { run_id, .. } => run_id,
+        other => panic!("not enqueued: {other:?}"),
+    }
+}
+
+fn the_run(claimed: Claimed) -> ClaimedRun {
+    let mut runs = claimed.runs.into_iter();
+    let run = runs.next().expect("a run").expect("a decodable run");
+    assert!(runs.next().is_none(), "one run only");
+    run
+}
+
+#[tokio::test]
+async fn late_fires_of_a_forbid_job_run_one_at_a_time_oldest_first_none_skipped() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[1_000, 2_000, 3_000]).await;
+    // Redis stalled: the three fires come due together, 12 s late, under the threshold.
+    let after_stall = store.clone().with_frozen_clock(15_000);
+    let promoted = after_stall
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    assert_eq!((promoted.ready, promoted.skipped), (3, 0));
+
+    let claimed = claim_for(&after_stall, 3).await;
+    assert_eq!(claimed_ids(&claimed), ["tick@1000"]);
+    assert_eq!(waiting(&server, "tick"), ["tick@2000", "tick@3000"]);
+    assert_eq!(state(&server, "tick@2000").as_deref(), Some("waiting"));
+    let mut run = the_run(claimed);
+
+    for next in ["tick@2000", "tick@3000"] {
+        assert!(after_stall.ack_run(&run, Some(0), "").await.expect("ack"));
+        assert_eq!(
+            state(&server, next).as_deref(),
+            Some("ready"),
+            "the oldest waiting fire gets the freed slot"
+        );
+        let claimed = claim_for(&after_stall, 3).await;
+        assert_eq!(claimed_ids(&claimed), [next], "one at a time");
+        run = the_run(claimed);
+    }
+    assert!(after_stall.ack_run(&run, Some(0), "").await.expect("ack"));
+    assert!(waiting(&server, "tick").is_empty());
+    assert_eq!(
+        skipped(&server),
+        [],
+        "no late fire is skipped as an overlap"
+    );
+    for fire in ["tick@1000", "tick@2000", "tick@3000"] {
+        assert_eq!(state(&server, fire).as_deref(), Some("succeeded"), "{fire}");
+        assert_eq!(
+            run_hash(&server, fire).get("attempt").map(String::as_str),
+            Some("1"),
+            "waiting uses no attempt"
+        );
+    }
+    let slots: bool = server
+        .connection()
+        .exists("{test}:running:tick")
+        .expect("EXISTS");
+    assert!(!slots, "every slot is freed");
+}
+
+#[tokio::test]
+async fn ad_hoc_runs_of_a_forbid_job_wait_for_the_running_one_and_are_never_skipped() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[1_000]).await;
+    let now = store.clone().with_frozen_clock(1_000);
+    now.promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let fire = claim_run(&now, &["default"]).await;
+
+    let triggered = [
+        enqueue(&now, "tick", None).await,
+        enqueue(&now, "tick", None).await,
+    ];
+    let claimed = claim_for(&now, 2).await;
+    assert!(claimed.runs.is_empty(), "the fire still runs");
+    assert_eq!(claimed.skipped, 0);
+    assert_eq!(waiting(&server, "tick"), triggered);
+
+    // A delayed run claimed ahead finds the job busy at its due time: it waits as well.
+    let delayed = enqueue(&now, "tick", Some(1_100)).await;
+    now.promote_due(100, THRESHOLD, Duration::from_millis(200))
+        .await
+        .expect("promote");
+    let ahead = the_run(claim_for(&now, 1).await);
+    assert_eq!(
+        (ahead.id.as_str(), ahead.pending_slot),
+        (delayed.as_str(), Some(PendingSlot::Wait))
+    );
+    let at_due = store.clone().with_frozen_clock(1_100);
+    assert_eq!(
+        at_due
+            .take_job_slot(&ahead, PendingSlot::Wait, LEASE)
+            .await
+            .expect("take"),
+        JobSlot::Waiting
+    );
+    let hash = run_hash(&server, &delayed);
+    assert_eq!(
+        (
+            hash.get("state").map(String::as_str),
+            hash.get("attempt").map(String::as_str)
+        ),
+        (Some("waiting"), Some("0"))
+    );
+    let active: Option<i64> = server
+        .connection()
+        .zscore("{test}:active", &delayed)
+        .expect("ZSCORE");
+    assert_eq!(active, None, "a waiting run holds no lease");
+
+    // Each end hands the slot to the next, in the order they came.
+    let mut run = fire;
+    for next in triggered.iter().chain([&delayed]) {
+        assert!(at_due.ack_run(&run, Some(0), "").await.expect("ack"));
+        run = the_run(claim_for(&at_due, 2).await);
+        assert_eq!(&run.id, next);
+    }
+    assert_eq!(skipped(&server), []);
+}
+
+#[tokio::test]
+async fn on_demand_jobs_overlap_and_max_concurrency_holds_runs_back_without_dropping_any() {
+    let (server, store, _token) = setup(
+        "[jobs.mail]\ncommand = \"true\"\n\
+         [jobs.resize]\ncommand = \"true\"\nmax_concurrency = 2\n",
+    )
+    .await;
+    for _ in 0..3 {
+        enqueue(&store, "mail", None).await;
+    }
+    assert_eq!(
+        claim_for(&store, 5).await.runs.len(),
+        3,
+        "an on-demand job allows overlap by default"
+    );
+
+    let resizes = [
+        enqueue(&store, "resize", None).await,
+        enqueue(&store, "resize", None).await,
+        enqueue(&store, "resize", None).await,
+        enqueue(&store, "resize", None).await,
+    ];
+    let claimed = claim_for(&store, 4).await;
+    assert_eq!(claimed_ids(&claimed), resizes[..2]);
+    assert_eq!(waiting(&server, "resize"), resizes[2..]);
+
+    // A failure frees its slot as a success does.
+    let first = claimed.runs[0].clone().expect("a run");
+    let failure = Failure::without_output(FailReason::Permanent, "bad input");
+    store
+        .fail_run(&first.id, Some(&first.worker), &failure, 0.0)
+        .await
+        .expect("fail");
+    let claimed = claim_for(&store, 4).await;
+    assert_eq!(claimed_ids(&claimed), [resizes[2].clone()]);
+    assert_eq!(waiting(&server, "resize"), [resizes[3].clone()]);
+    assert_eq!(skipped(&server), []);
+}
+
+#[tokio::test]
+async fn cron_fires_are_claimed_before_a_backlog_of_ad_hoc_runs() {
+    let (server, store, token) = setup(
+        "[jobs.tick]\ncommand = \"true\"\nschedule = \"@every 1s\"\n\
+         [jobs.task]\ncommand = \"true\"\n",
+    )
+    .await;
+    let now = store.clone().with_frozen_clock(5_000);
+    for _ in 0..100 {
+        enqueue(&now, "task", None).await;
+    }
+    plan(&now, &token, "tick", &[5_000]).await;
+    now.promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let redcron::store::Claim::Run { run, .. } = claim(&now, &["default"]).await else {
+        panic!("a run is ready");
+    };
+    assert_eq!(run.id, "tick@5000", "the fire goes before the 100 tasks");
+    let tasks: usize = server
+        .connection()
+        .llen("{test}:ready:default:normal")
+        .expect("LLEN");
+    assert_eq!(tasks, 100);
+}
