@@ -31,9 +31,11 @@
 -- ARGV[5] events stream MAXLEN (approximate)
 -- ARGV[6] retention of finished run hashes, ms
 -- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
--- ARGV[8] W, the number of idle workers
--- ARGV[9..8+W] their worker ids "<replica id>/<slot>", one run each at most
--- ARGV[9+W..] the queues served
+-- ARGV[8] lease of a run claimed ahead, ms past its due time: short, so that a run whose
+--         replica dies before starting it is reaped soon; its worker extends it when it starts
+-- ARGV[9] W, the number of idle workers
+-- ARGV[10..9+W] their worker ids "<replica id>/<slot>", one run each at most
+-- ARGV[10+W..] the queues served
 --
 -- Returns {status, S, then S pairs of job and reason of the runs skipped or buried on the way,
 -- R, then when R > 0 Redis's clock at the end of the call (ms) and R groups of (run id, worker
@@ -47,17 +49,19 @@
 local active, events, paused, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix = ARGV[1]
 local lease, fingerprint_ttl, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local maxlen, retention, worker_count = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[8])
-if not lease or not fingerprint_ttl or not limit or not maxlen or not retention or not worker_count then
-  return redis.error_reply('ERR claim_runs: lease, ttl, limit, maxlen, retention and worker count must be numbers')
+local maxlen, retention, worker_count = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[9])
+local ahead_lease = tonumber(ARGV[8])
+if not lease or not fingerprint_ttl or not limit or not maxlen or not retention or not worker_count
+    or not ahead_lease then
+  return redis.error_reply('ERR claim_runs: lease, ttl, limit, maxlen, retention, ahead lease and worker count must be numbers')
 end
 local now = now_ms(ARGV[7])
 local now_text, lease_deadline = tostring(now), tostring(now + lease)
 local workers, queues = {}, {}
-for i = 9, 8 + worker_count do
+for i = 10, 9 + worker_count do
   workers[#workers + 1] = ARGV[i]
 end
-for i = 9 + worker_count, #ARGV do
+for i = 10 + worker_count, #ARGV do
   queues[#queues + 1] = ARGV[i]
 end
 
@@ -147,7 +151,7 @@ while #started < #workers and pops < limit do
     attempt, max_attempts = tonumber(attempt), tonumber(max_attempts)
     local due = tonumber(due_ms) or now
     local wait = math.max(due - now, 0)
-    local held_for = lease + wait
+    local held_for = wait == 0 and lease or wait + ahead_lease
     local slots = job_limit(overlap, max_concurrency)
     -- Only a fire's own first claim may be skipped as an overlap: retries, runs handed back and
     -- re-driven runs are due at another time than their fire, and ad-hoc runs are never skipped.

@@ -50,6 +50,9 @@ pub struct Metrics {
     pub dedup_skips_total: IntCounter,
     /// `redcron_reaped_runs_total`: runs whose lease expired.
     pub reaped_runs_total: IntCounter,
+    /// `redcron_orphaned_runs_total`: runs Redis said this replica ran while it did not, ended
+    /// as lost (the replica restarted, Redis restored from an older copy, a reply lost).
+    pub orphaned_runs_total: IntCounter,
     /// `redcron_workers_busy`.
     pub workers_busy: IntGauge,
     /// `redcron_workers_max`.
@@ -149,6 +152,10 @@ impl Metrics {
             ),
             dedup_skips_total: counter("redcron_dedup_skips_total", "Runs skipped as duplicates"),
             reaped_runs_total: counter("redcron_reaped_runs_total", "Runs whose lease expired"),
+            orphaned_runs_total: counter(
+                "redcron_orphaned_runs_total",
+                "Runs Redis said this replica ran while it did not, ended as lost",
+            ),
             workers_busy: gauge("redcron_workers_busy", "Runs executing on this replica"),
             workers_max: gauge("redcron_workers_max", "Runs this replica executes at once"),
             redis_errors_total: counter("redcron_redis_errors_total", "Failed Redis operations"),

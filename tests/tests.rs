@@ -12,6 +12,7 @@ mod import_crontab;
 mod next;
 mod operate;
 mod replicas;
+mod restore;
 mod run_as;
 mod security;
 mod slots;

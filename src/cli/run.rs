@@ -145,6 +145,7 @@ fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
     config.workers.queues = queues;
     config.workers.concurrency = args.workers.max(1);
     config.workers.lease = args.run_lease;
+    config.workers.ahead_lease = crate::store::ahead_lease(args.claim_ahead);
     config.planner.misfire_threshold = args.misfire_threshold;
     config.promoter.misfire_threshold = args.misfire_threshold;
     config.promoter.lead = args.claim_ahead;

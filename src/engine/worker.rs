@@ -16,16 +16,22 @@ use chrono::DateTime;
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
+
+mod held;
+
+pub use held::Reconciled;
+use held::{HeldRuns, reconcile};
 
 use super::planner::Jobs;
 use super::{Backoff, Shutdown};
 use crate::handler::{Handlers, Outcome, RunContext, payload_problem};
 use crate::metrics::METRICS;
-use crate::schedule::Job;
+use crate::schedule::{Job, Overlap};
 use crate::store::{
-    Ack, ClaimedRun, CorruptRun, FailOutcome, FailReason, Failure, JobSlot, ReadyWaiter,
-    RedisClock, Store, StoreError,
+    Ack, ClaimLeases, ClaimedRun, CorruptRun, FailOutcome, FailReason, Failure, JobSlot,
+    MIN_AHEAD_LEASE, ReadyWaiter, RedisClock, Store, StoreError,
 };
 
 /// How the workers behave.
@@ -40,6 +46,11 @@ pub struct WorkerConfig {
     /// A running run's lease, extended every third of it; a run whose replica died is reaped
     /// about this long after its last extension.
     pub lease: Duration,
+    /// A run claimed ahead holds this lease past its due time until its worker starts it
+    /// (see [`crate::store::ahead_lease`]).
+    pub ahead_lease: Duration,
+    /// How often the runs Redis says this replica holds are compared with those it runs.
+    pub reconcile_period: Duration,
     /// How long an idle worker blocks for a wake-up before claiming again anyway.
     pub idle_wait: Duration,
     /// Most runs one claim may pop (skipped ones included); below the number of free slots,
@@ -54,6 +65,8 @@ impl Default for WorkerConfig {
             queues: vec!["default".to_owned()],
             concurrency: 4,
             lease: Duration::from_secs(30),
+            ahead_lease: MIN_AHEAD_LEASE,
+            reconcile_period: Duration::from_secs(2),
             idle_wait: Duration::from_secs(1),
             pop_limit: 2 * MAX_CLAIM_BATCH,
         }
@@ -126,6 +139,10 @@ pub struct Workers {
     redis_clock: Option<RedisClock>,
     /// When Redis's clock was last read.
     last_clock_reading: Option<tokio::time::Instant>,
+    /// The runs this replica's workers hold, and the successes they recorded lately.
+    held: HeldRuns,
+    /// When the runs Redis says this replica holds are next compared with those it holds.
+    next_reconcile: tokio::time::Instant,
 }
 
 impl Workers {
@@ -149,7 +166,13 @@ impl Workers {
         // unrecorded successes to one per slot, should Redis fall behind.
         let (acks, pending) = mpsc::channel(slots);
         let (backlog, has_backlog) = watch::channel(false);
-        let acker = tokio::spawn(record_successes(store.clone(), pending, has_backlog));
+        let held = HeldRuns::default();
+        let acker = tokio::spawn(record_successes(
+            store.clone(),
+            pending,
+            has_backlog,
+            held.clone(),
+        ));
         Self {
             store,
             config,
@@ -166,6 +189,8 @@ impl Workers {
             busy: Arc::default(),
             redis_clock: None,
             last_clock_reading: None,
+            held,
+            next_reconcile: tokio::time::Instant::now(),
         }
     }
 
@@ -184,11 +209,13 @@ impl Workers {
             self.free.extend(done.ok());
         }
         if self.free.is_empty() {
+            self.reconcile_when_due().await?;
             return Ok(WorkerTick::Full);
         }
         if self.jobs.has_changed().unwrap_or(false) {
             self.declared = by_name(&self.jobs.borrow_and_update());
         }
+        self.reconcile_when_due().await?;
         self.read_redis_clock().await;
         // The top of the free stack, in the order the script hands runs to workers.
         let slots: Vec<usize> = self
@@ -203,14 +230,13 @@ impl Workers {
             .iter()
             .map(|&slot| self.worker_ids[slot].as_str())
             .collect();
+        let leases = ClaimLeases {
+            run: self.config.lease,
+            ahead: self.config.ahead_lease,
+        };
         let claimed = self
             .store
-            .claim_runs(
-                &workers,
-                &self.config.queues,
-                self.config.lease,
-                self.config.pop_limit,
-            )
+            .claim_runs(&workers, &self.config.queues, leases, self.config.pop_limit)
             .await?;
         // Waits count from the reply, never from a later poll of the run's task: a run claimed
         // ahead starts at its due time on Redis's clock, however long starting the batch takes.
@@ -220,6 +246,7 @@ impl Workers {
             match claim {
                 Ok(run) => {
                     self.free.pop();
+                    self.held.hold(&run.id);
                     let start_at = self.start_instant(&run, claimed_at, claimed.redis_now_ms);
                     self.start(run, slot, start_at);
                     started += 1;
@@ -236,6 +263,25 @@ impl Workers {
         } else {
             WorkerTick::More
         })
+    }
+
+    /// Compares the runs Redis says this replica holds with those it holds, once per
+    /// [`WorkerConfig::reconcile_period`]. Called between claims only, so every run claimed is
+    /// held by then.
+    async fn reconcile_when_due(&mut self) -> Result<(), StoreError> {
+        let now = tokio::time::Instant::now();
+        if now < self.next_reconcile {
+            return Ok(());
+        }
+        self.next_reconcile = now + self.config.reconcile_period;
+        reconcile(&self.store, &self.config.replica_id, &self.held).await?;
+        Ok(())
+    }
+
+    /// After a Redis error, compares at the next tick: Redis may have come back from an older
+    /// copy, or have lost a reply.
+    fn reconcile_soon(&mut self) {
+        self.next_reconcile = tokio::time::Instant::now();
     }
 
     /// When a claimed run starts: its wait counted from the reply, which is never early but
@@ -293,6 +339,7 @@ impl Workers {
             acks: self.acks.clone(),
             start_at,
         };
+        let held = self.held.clone();
         // Counted from claim to recorded outcome, by the execution itself, so the count never
         // lags behind a tick.
         let busy = self.busy.clone();
@@ -305,10 +352,15 @@ impl Workers {
                 AssertUnwindSafe(execution.run(run, job, move |context| handler.call(context)))
                     .catch_unwind()
                     .await;
+            // A success handed to the acker is held until it is recorded; any other end lets
+            // the run go now.
+            if !matches!(finished, Ok(Ended::SuccessHandedOver)) {
+                held.release(&run_id);
+            }
             if finished.is_err() {
                 warn!(
                     run = run_id,
-                    "the run's handler panicked; its lease will expire"
+                    "the run's handler panicked: it is handed back at the next reconciliation"
                 );
             }
             busy.fetch_sub(1, Ordering::Relaxed);
@@ -352,6 +404,7 @@ impl Workers {
                 }
                 Err(error) => {
                     warn!(%error, "claiming a run failed");
+                    self.reconcile_soon();
                     Idle::Failed(backoff.failed())
                 }
             };
@@ -360,6 +413,8 @@ impl Workers {
                     tokio::select! {
                         () = shutdown.cancelled() => break,
                         Some(done) = self.running.join_next() => self.free.extend(done.ok()),
+                        // Long runs must not hold off the comparison with Redis.
+                        () = tokio::time::sleep_until(self.next_reconcile) => continue,
                     }
                     // Successes are recorded in batches, so executions end in groups: let the
                     // rest of the group end before claiming, to claim for them in the same call.
@@ -388,6 +443,7 @@ impl Workers {
                         woken = wait(&mut waiter, self.config.idle_wait) => {
                             if let Err(error) = woken {
                                 warn!(%error, "waiting for ready runs failed");
+                                self.reconcile_soon();
                                 waiter = None;
                             }
                         }
@@ -447,6 +503,15 @@ async fn wait(waiter: &mut Option<ReadyWaiter>, idle_wait: Duration) -> Result<b
     }
 }
 
+/// How an execution ended, for the runs the replica holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Its success was handed to the task that records successes, which lets the run go.
+    SuccessHandedOver,
+    /// Anything else: its outcome is recorded (or left to the reaper), or it did not start.
+    Otherwise,
+}
+
 /// Why an execution stopped before its handler finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stopped {
@@ -467,7 +532,7 @@ struct Execution {
 }
 
 impl Execution {
-    async fn run<F, Fut>(self, run: ClaimedRun, job: Option<Arc<Job>>, handler: F)
+    async fn run<F, Fut>(self, run: ClaimedRun, job: Option<Arc<Job>>, handler: F) -> Ended
     where
         F: FnOnce(RunContext) -> Fut,
         Fut: Future<Output = Outcome>,
@@ -486,17 +551,17 @@ impl Execution {
                 ),
             );
             self.record_failure(&run, &failure).await;
-            return;
+            return Ended::Otherwise;
         };
         if let Some(problem) = run.payload.as_deref().and_then(payload_problem) {
             warn!(run = run.id, job = run.job, problem, "bad payload: dead");
             let failure =
                 Failure::without_output(FailReason::Permanent, format!("bad payload: {problem}"));
             self.record_failure(&run, &failure).await;
-            return;
+            return Ended::Otherwise;
         }
         if !self.wait_for_start(&run).await {
-            return;
+            return Ended::Otherwise;
         }
         // Cron fires are logged as cron logs them; ad-hoc runs can come by the thousand a
         // second, so theirs are debug lines (their history is in Redis either way).
@@ -528,13 +593,16 @@ impl Execution {
         let started = Instant::now();
         let stop = Shutdown::new();
         let lost = Shutdown::new();
-        let keeper = tokio::spawn(keep_lease(
+        // A run claimed ahead holds a short lease until it starts: extended at once now.
+        // Aborted when the execution ends, even by a panic.
+        let keeper = AbortOnDropHandle::new(tokio::spawn(keep_lease(
             self.store.clone(),
             run.id.clone(),
             run.worker.clone(),
             self.lease,
+            !run.start_in.is_zero(),
             lost.clone(),
-        ));
+        )));
         let context = RunContext {
             run_id: run.id.clone(),
             job: job.clone(),
@@ -558,7 +626,7 @@ impl Execution {
                 (execution.await, Some(reason))
             }
         };
-        keeper.abort();
+        drop(keeper);
         let duration_ms = started.elapsed().as_millis();
         METRICS
             .run_duration_seconds
@@ -571,7 +639,7 @@ impl Execution {
                     run = run.id,
                     "lease lost mid-run (reaped): stopped, the reaper decides"
                 );
-                return;
+                return Ended::Otherwise;
             }
             (None, Ok(completed)) => {
                 if cron {
@@ -579,9 +647,10 @@ impl Execution {
                 } else {
                     debug!(run = run.id, job = job.name, duration_ms, exit_code = ?completed.exit_code, "run succeeded");
                 }
-                self.record_success(run, completed.exit_code, completed.output)
+                let frees_slot = job.overlap == Overlap::Forbid || job.max_concurrency.is_some();
+                return self
+                    .record_success(run, completed.exit_code, completed.output, frees_slot)
                     .await;
-                return;
             }
             (None, Err(error)) => Failure {
                 reason: if error.retryable {
@@ -622,6 +691,7 @@ impl Execution {
         };
         info!(run = run.id, job = job.name, duration_ms, reason = ?failure.reason, error = failure.message, "run failed");
         self.record_failure(&run, &failure).await;
+        Ended::Otherwise
     }
 
     /// Waits until a run claimed ahead is due, and takes a slot of its job when it has to;
@@ -679,7 +749,13 @@ impl Execution {
     }
 
     /// Hands the success to the task that records successes in batches.
-    async fn record_success(&self, run: ClaimedRun, exit_code: Option<i32>, output: String) {
+    async fn record_success(
+        &self,
+        run: ClaimedRun,
+        exit_code: Option<i32>,
+        output: String,
+        frees_slot: bool,
+    ) -> Ended {
         let pending = PendingAck {
             ack: Ack {
                 run_id: run.id,
@@ -689,12 +765,17 @@ impl Execution {
                 output,
             },
             job: run.job,
+            frees_slot,
         };
-        if let Err(unsent) = self.acks.send(pending).await {
-            warn!(
-                run = unsent.0.ack.run_id,
-                "cannot record the success: the lease will expire and the run may run again"
-            );
+        match self.acks.send(pending).await {
+            Ok(()) => Ended::SuccessHandedOver,
+            Err(unsent) => {
+                warn!(
+                    run = unsent.0.ack.run_id,
+                    "cannot record the success: the lease will expire and the run may run again"
+                );
+                Ended::Otherwise
+            }
         }
     }
 
@@ -747,12 +828,23 @@ where
     None
 }
 
-/// Extends the run's lease every third of it; cancels `lost` when the run is no longer this
+/// Extends the run's lease every third of it, and at once when `now` (a run claimed ahead,
+/// whose lease was short until it started); cancels `lost` when the run is no longer this
 /// worker's. A failed extension is retried at the next period: if Redis stays away past the
 /// lease, the reaper hands the run to someone else (at-least-once).
-async fn keep_lease(store: Store, run_id: String, worker: String, lease: Duration, lost: Shutdown) {
+async fn keep_lease(
+    store: Store,
+    run_id: String,
+    worker: String,
+    lease: Duration,
+    now: bool,
+    lost: Shutdown,
+) {
+    let mut first = now;
     loop {
-        tokio::time::sleep(lease / 3).await;
+        if !std::mem::take(&mut first) {
+            tokio::time::sleep(lease / 3).await;
+        }
         match store.extend_lease(&run_id, &worker, lease).await {
             Ok(true) => {}
             Ok(false) => {
@@ -776,6 +868,9 @@ struct PendingAck {
     ack: Ack,
     /// Its job, for the metrics.
     job: String,
+    /// Its job has a limit (overlap forbidden, max_concurrency): recording the success frees a
+    /// slot that a run may be waiting for, so it is never deferred.
+    frees_slot: bool,
 }
 
 /// Records successes in batches: whatever arrived while the previous call was in flight goes
@@ -786,11 +881,15 @@ async fn record_successes(
     store: Store,
     mut pending: mpsc::Receiver<PendingAck>,
     mut backlog: watch::Receiver<bool>,
+    held: HeldRuns,
 ) {
     let mut batch = Vec::new();
     while pending.recv_many(&mut batch, MAX_DEFERRED_ACKS).await > 0 {
         let deferred_until = tokio::time::Instant::now() + ACK_DEFER;
-        while *backlog.borrow_and_update() && batch.len() < MAX_DEFERRED_ACKS {
+        while *backlog.borrow_and_update()
+            && batch.len() < MAX_DEFERRED_ACKS
+            && !batch.iter().any(|pending| pending.frees_slot)
+        {
             let room = MAX_DEFERRED_ACKS - batch.len();
             tokio::select! {
                 () = tokio::time::sleep_until(deferred_until) => break,
@@ -802,17 +901,24 @@ async fn record_successes(
         futures_util::future::join_all(
             batch
                 .chunks(MAX_ACK_BATCH)
-                .map(|chunk| record_batch(&store, chunk)),
+                .map(|chunk| record_batch(&store, chunk, &held)),
         )
         .await;
         batch.clear();
     }
 }
 
-/// Records one batch of successes.
-async fn record_batch(store: &Store, batch: &[PendingAck]) {
+/// Records one batch of successes. Each is remembered whether or not it could be recorded: a
+/// run whose success Redis does not have (lost with an older copy, or never recorded) then gets
+/// it again from this replica's reconciliation instead of running again, while the replica
+/// lives and its lease holds.
+async fn record_batch(store: &Store, batch: &[PendingAck], held: &HeldRuns) {
     let acks: Vec<&Ack> = batch.iter().map(|pending| &pending.ack).collect();
-    let Some(recorded) = retry_store(|| store.ack_runs(&acks)).await else {
+    let recorded = retry_store(|| store.ack_runs(&acks)).await;
+    for ack in &acks {
+        held.succeeded(ack);
+    }
+    let Some(recorded) = recorded else {
         warn!(
             runs = acks.len(),
             "cannot record successes: their leases will expire and they may run again"

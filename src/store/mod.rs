@@ -185,6 +185,17 @@ pub struct CorruptRun {
     pub detail: String,
 }
 
+/// An active run that Redis says a worker of a replica holds, see [`Store::held_runs`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldRun {
+    /// The run id.
+    pub run_id: String,
+    /// The worker that holds its lease, `<replica id>/<slot>`.
+    pub worker: String,
+    /// The attempt it runs; `None` when the hash does not say (damaged).
+    pub attempt: Option<u32>,
+}
+
 /// A run's success, as a worker reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ack {
@@ -198,6 +209,37 @@ pub struct Ack {
     pub exit_code: Option<i32>,
     /// The tail of its output.
     pub output: String,
+}
+
+/// The leases a claim gives its runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimLeases {
+    /// A run's lease, extended while it runs.
+    pub run: Duration,
+    /// The lease of a run claimed ahead, past its due time: short, so that a run whose replica
+    /// dies before it starts is reaped soon after its time; its worker extends it to
+    /// [`ClaimLeases::run`] when it starts the run.
+    pub ahead: Duration,
+}
+
+/// The lease past its due time of a run claimed `claim_ahead` before it: a few times the lead,
+/// at least [`MIN_AHEAD_LEASE`].
+pub fn ahead_lease(claim_ahead: Duration) -> Duration {
+    (claim_ahead * 5).max(MIN_AHEAD_LEASE)
+}
+
+/// The shortest lease a run claimed ahead holds past its due time: room for its worker's timer
+/// and the extension it sends when it starts the run.
+pub const MIN_AHEAD_LEASE: Duration = Duration::from_secs(1);
+
+impl From<Duration> for ClaimLeases {
+    /// `run` for running runs, [`MIN_AHEAD_LEASE`] for runs claimed ahead.
+    fn from(run: Duration) -> Self {
+        Self {
+            run,
+            ahead: MIN_AHEAD_LEASE,
+        }
+    }
 }
 
 /// What one claim for several idle workers did.
@@ -286,8 +328,10 @@ pub enum FailReason {
     Timeout,
     /// It failed in a way retrying cannot fix: dead at once.
     Permanent,
-    /// Its worker died (lease expired): run again at once for at-least-once jobs (a few times at
-    /// most), dead for at-most-once jobs. Uses no attempt.
+    /// Its worker died (lease expired), or its replica does not run it although Redis says it
+    /// does (the replica restarted, Redis was restored from an older copy): run again at once
+    /// for at-least-once jobs (a few times at most), dead for at-most-once jobs. Uses no
+    /// attempt.
     Lost,
     /// Its replica shut down before it finished: run again at once. Uses no attempt.
     Interrupted,
@@ -995,7 +1039,7 @@ impl Store {
         &self,
         worker: &str,
         queues: &[String],
-        lease: Duration,
+        lease: impl Into<ClaimLeases>,
         pop_limit: usize,
     ) -> Result<Claim, StoreError> {
         let claimed = self.claim_runs(&[worker], queues, lease, pop_limit).await?;
@@ -1013,7 +1057,8 @@ impl Store {
 
     /// Claims ready runs for several idle workers in one script call, one run each at most: strict
     /// priority across `queues`, skipping (and recording) paused, duplicate and overlapping runs,
-    /// popping at most `pop_limit` runs in all. Each claimed run's lease lasts `lease`.
+    /// popping at most `pop_limit` runs in all. Each claimed run's lease lasts `lease.run`, or
+    /// `lease.ahead` past its due time for a run claimed ahead.
     ///
     /// # Errors
     /// Redis errors.
@@ -1021,10 +1066,11 @@ impl Store {
         &self,
         workers: &[&str],
         queues: &[String],
-        lease: Duration,
+        lease: impl Into<ClaimLeases>,
         pop_limit: usize,
     ) -> Result<Claimed, StoreError> {
         const OPERATION: &str = "claim_runs";
+        let lease = lease.into();
         let mut invocation = scripts::CLAIM_RUNS.prepare_invoke();
         invocation
             .key(self.keys.active())
@@ -1032,12 +1078,13 @@ impl Store {
             .key(self.keys.paused())
             .key(self.keys.dead())
             .arg(self.keys.prefix())
-            .arg(millis(lease))
+            .arg(millis(lease.run))
             .arg(millis(self.settings.fingerprint_ttl))
             .arg(pop_limit)
             .arg(self.settings.events_maxlen)
             .arg(millis(self.settings.retention))
             .arg(self.now_arg())
+            .arg(millis(lease.ahead))
             .arg(workers.len())
             .arg(workers)
             .arg(queues);
@@ -1704,6 +1751,31 @@ impl Store {
         let mut pubsub = self.client.get_async_pubsub().await?;
         pubsub.subscribe(self.keys.wake_promoter()).await?;
         Ok(pubsub.into_on_message())
+    }
+
+    /// The active runs Redis says the workers of `replica_id` hold (`<replica id>/<slot>`), with
+    /// the worker and attempt of each: what the replica compares with the runs it really runs.
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
+    pub async fn held_runs(&self, replica_id: &str) -> Result<Vec<HeldRun>, StoreError> {
+        let values: Vec<Option<String>> = scripts::LIST_HELD_RUNS
+            .key(self.keys.active())
+            .arg(self.keys.prefix())
+            .arg(format!("{replica_id}/"))
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        values
+            .chunks(3)
+            .map(|held| match held {
+                [Some(run_id), Some(worker), attempt] => Ok(HeldRun {
+                    run_id: run_id.clone(),
+                    worker: worker.clone(),
+                    attempt: attempt.as_deref().and_then(|text| text.parse().ok()),
+                }),
+                _ => Err(reply("list_held_runs", format!("unexpected {held:?}"))),
+            })
+            .collect()
     }
 
     /// Up to `limit` runs whose lease deadline has passed on Redis's clock: their workers died.

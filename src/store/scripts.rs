@@ -32,6 +32,7 @@ script!(EXTEND_LEASE, "extend_lease.lua");
 script!(TAKE_JOB_SLOT, "take_job_slot.lua");
 script!(ACK_RUNS, "ack_runs.lua");
 script!(FAIL_RUN, "fail_run.lua");
+script!(LIST_HELD_RUNS, "list_held_runs.lua");
 script!(ENQUEUE_RUNS, "enqueue_runs.lua");
 script!(REDRIVE_RUN, "redrive_run.lua");
 script!(PURGE_DEAD, "purge_dead.lua");

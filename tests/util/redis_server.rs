@@ -93,6 +93,36 @@ impl RedisServer {
         self.start_again(down);
     }
 
+    /// Writes a snapshot (`dump.rdb`) of the data as it is now, with every write held off
+    /// meanwhile, and returns `read`'s answer, read in the same instant.
+    pub fn snapshot<T>(&self, read: impl FnOnce(&mut redis::Connection) -> T) -> T {
+        let mut connection = self.connection();
+        let () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(10_000)
+            .arg("WRITE")
+            .query(&mut connection)
+            .expect("CLIENT PAUSE");
+        let answer = read(&mut connection);
+        let () = redis::cmd("SAVE").query(&mut connection).expect("SAVE");
+        let () = redis::cmd("CLIENT")
+            .arg("UNPAUSE")
+            .query(&mut connection)
+            .expect("CLIENT UNPAUSE");
+        answer
+    }
+
+    /// `kill -9`s the server and starts it again after `down` from the last snapshot
+    /// ([`RedisServer::snapshot`]): Redis restored from an older copy, as after a failover to
+    /// a replica that lagged or a restore from backup.
+    pub fn restore_snapshot(&mut self, down: Duration) {
+        assert!(
+            !self.appendonly,
+            "a server with AOF on would load its AOF rather than the snapshot"
+        );
+        self.crash_and_restart(down);
+    }
+
     fn start_again(&mut self, down: Duration) {
         std::thread::sleep(down);
         self.child = spawn(

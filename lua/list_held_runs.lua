@@ -1,0 +1,24 @@
+-- Lists the active runs that Redis says one replica's workers hold, so the replica can compare
+-- them with what it really runs: after Redis was restored from an older copy, failed over to a
+-- replica that lagged, or lost a reply, a run can be active under a worker that is not running
+-- it, and would hold its lease and its job's slot until the lease expires.
+--
+-- KEYS[1] active  zset    run id -> lease deadline ms
+-- ARGV[1] key prefix "{ns}:" for run:<id>
+-- ARGV[2] the replica's worker id prefix, "<replica id>/"
+--
+-- Returns {run id, worker id, attempt, ...} for each active run held by one of its workers.
+-- Cost: O(A) for A active runs (bounded by the workers of all replicas).
+local active = KEYS[1]
+local prefix, workers = ARGV[1], ARGV[2]
+
+local held = {}
+for _, run_id in ipairs(redis.call('ZRANGE', active, 0, -1)) do
+  local worker, attempt = unpack(redis.call('HMGET', prefix .. 'run:' .. run_id, 'worker', 'attempt'))
+  if worker and string.sub(worker, 1, #workers) == workers then
+    held[#held + 1] = run_id
+    held[#held + 1] = worker
+    held[#held + 1] = attempt or ''
+  end
+end
+return held
