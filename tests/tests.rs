@@ -14,6 +14,7 @@ mod operate;
 mod replicas;
 mod restore;
 mod run_as;
+mod run_tree;
 mod security;
 mod slots;
 mod store;

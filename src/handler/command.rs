@@ -1,5 +1,6 @@
-//! The built-in handler: a job's command under `/bin/sh -c`, in its own process group, with the
-//! payload on standard input (never on the command line) and the tail of its output kept.
+//! The built-in handler: a job's command under `/bin/sh -c`, in its own process group under a
+//! supervisor that takes it down with the replica, with the payload on standard input (never on
+//! the command line) and the tail of its output kept.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
@@ -7,13 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::SecondsFormat;
-use nix::errno::Errno;
-use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::{Signal, killpg};
-use nix::unistd::{Pid, getpid, getppid, setgid, setgroups, setuid};
+use nix::unistd::{Pid, getpid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
+use super::supervisor;
 use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
 use crate::schedule::run_as::Identity;
 
@@ -46,31 +46,35 @@ impl Handler for CommandHandler {
     }
 }
 
-/// Sets up the child between fork and exec: it takes `identity` (groups, then group, then
-/// user, as cron does), and gets SIGKILL when this process dies. A replica killed outright
-/// (`kill -9`, the OOM killer) would otherwise leave its commands running while their leases
-/// expire and other replicas run them again, twice at once. Processes the shell started in the
-/// background or in a pipeline are not reached; the last command of `sh -c` is exec'd and so is.
+/// Sets up the child between fork and exec: it becomes the run's supervisor (see
+/// [`supervisor`]), whose own child takes `identity` (groups, then group, then user, as cron
+/// does) and execs the shell. A replica killed outright (`kill -9`, the OOM killer) would
+/// otherwise leave its commands running while their leases expire and other replicas run them
+/// again, twice at once; with the supervisor, the run's whole tree dies with the replica:
+/// every command of a list or a pipeline, background processes, and those that left the
+/// process group.
 fn prepare_child(command: &mut Command, identity: Option<Identity>) {
     let replica = getpid();
-    // SAFETY: between fork and exec the closure only makes system calls (setgroups, setgid,
-    // setuid, prctl, getppid), which are async-signal-safe, and allocates nothing: the
-    // identity was resolved before the fork.
+    // SAFETY: between fork and exec the closure only makes system calls and allocates nothing
+    // (the identity was resolved before the fork); `split` is called where it must be.
     unsafe {
-        command.pre_exec(move || {
-            if let Some(identity) = &identity {
-                setgroups(&identity.groups)?;
-                setgid(identity.gid)?;
-                setuid(identity.uid)?;
-            }
-            // Armed after the switch of user, which clears it.
-            set_pdeathsig(Signal::SIGKILL)?;
-            // The replica may have died before the death signal was armed.
-            if getppid() != replica {
-                return Err(Errno::ESRCH.into());
-            }
-            Ok(())
-        });
+        command.pre_exec(move || supervisor::split(replica, identity.as_ref()));
+    }
+}
+
+/// The spawned supervisor: when it is dropped before it was waited for to its end (the run's
+/// task dropped half-way, its runtime shut down), it is asked to kill the run's whole tree. A
+/// SIGKILL (`kill_on_drop`) would take the supervisor alone, and leave the tree to live on.
+struct Supervised {
+    child: Child,
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        // `id()` is `None` once the child was reaped: its pid may have been reused since.
+        if let Some(pid) = self.child.id() {
+            supervisor::end_tree(pid);
+        }
     }
 }
 
@@ -87,9 +91,9 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Its own group, so a timeout reaches every process the command started.
-        .process_group(0)
-        .kill_on_drop(true);
+        // Its own group, so a timeout reaches every process the command started. Set before
+        // the pre-exec closure runs, so the supervisor leads that group.
+        .process_group(0);
     if let Some(fire) = run.fire_time {
         command.env(
             "REDCRON_FIRE_TIME",
@@ -119,12 +123,14 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
         }
     }
     prepare_child(&mut command, identity);
-    let mut child = command.spawn().map_err(|error| {
+    let child = command.spawn().map_err(|error| {
         RunError::retryable(format!(
             "cannot start `/bin/sh -c` for job {}: {error}",
             job.name
         ))
     })?;
+    let mut supervised = Supervised { child };
+    let child = &mut supervised.child;
     let group = child
         .id()
         .and_then(|pid| i32::try_from(pid).ok())
@@ -151,7 +157,7 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
 
     let status = tokio::select! {
         status = child.wait() => status,
-        () = run.stop.cancelled() => terminate(&mut child, group, grace).await,
+        () = run.stop.cancelled() => terminate(child, group, grace).await,
     };
     for reader in readers.into_iter().flatten() {
         if tokio::time::timeout(OUTPUT_DRAIN, reader).await.is_err() {
@@ -341,34 +347,136 @@ mod tests {
             kill_grace: Duration::from_millis(300),
         };
         let task = tokio::spawn(handler.call(run));
-        let started = std::time::Instant::now();
-        while !pid_file.exists() {
-            assert!(
-                started.elapsed() < Duration::from_secs(5),
-                "the child never started"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let child: i32 = std::fs::read_to_string(&pid_file)
-            .expect("pid file")
-            .trim()
-            .parse()
-            .expect("a pid");
+        let child = pid_in(&pid_file).await;
         stop.cancel();
         let outcome = task.await.expect("handler task");
         assert!(outcome.is_err(), "a stopped command did not complete");
-        // The child ignored SIGTERM; SIGKILL after the grace took it (a zombie waiting to be
-        // reaped by init counts as gone).
-        let running = |pid: i32| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                stat.rsplit_once(')')
-                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            })
-        };
-        let gone = (0..100).any(|_| {
-            std::thread::sleep(Duration::from_millis(10));
-            !running(child)
-        });
-        assert!(gone, "the child that ignored SIGTERM is still running");
+        // The child ignored SIGTERM; SIGKILL after the grace took it.
+        assert!(
+            eventually(Duration::from_secs(1), || !running(child)).await,
+            "the child that ignored SIGTERM is still running"
+        );
+    }
+
+    /// Whether `pid` runs: a zombie waiting to be reaped counts as gone.
+    fn running(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+    }
+
+    /// Polls `condition` every 10 ms until it holds or `limit` passes; whether it held.
+    async fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if condition() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        condition()
+    }
+
+    /// The pid a command wrote to `path`, once it has.
+    async fn pid_in(path: &Path) -> i32 {
+        let written = eventually(Duration::from_secs(5), || {
+            std::fs::read_to_string(path).is_ok_and(|text| text.ends_with('\n'))
+        })
+        .await;
+        assert!(written, "no pid was written to {}", path.display());
+        std::fs::read_to_string(path)
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("a pid")
+    }
+
+    #[tokio::test]
+    async fn a_command_killed_by_a_signal_reports_that_signal() {
+        // USR1 is also the signal the supervisor between replica and shell waits for.
+        for (signal, number) in [("TERM", 15), ("KILL", 9), ("USR1", 10)] {
+            let error = CommandHandler::default()
+                .call(context(&format!("echo before; kill -{signal} $$"), None))
+                .await
+                .expect_err("a killed command fails");
+            assert_eq!(
+                (
+                    error.message.as_str(),
+                    error.exit_code,
+                    error.output.as_str()
+                ),
+                (
+                    format!("killed by signal {number}").as_str(),
+                    None,
+                    "before\n"
+                ),
+                "SIG{signal}"
+            );
+            assert!(error.retryable);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stopped_command_reports_the_sigterm_that_ended_it() {
+        let run = context("echo started; sleep 60", None);
+        let stop = run.stop.clone();
+        let task = tokio::spawn(CommandHandler::default().call(run));
+        stop.cancel();
+        let error = task
+            .await
+            .expect("handler task")
+            .expect_err("a stopped command fails");
+        assert_eq!(error.message, "killed by signal 15");
+        assert_eq!(error.exit_code, None);
+    }
+
+    #[tokio::test]
+    async fn a_run_dropped_half_way_takes_its_whole_tree_along() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pids = |name: &str| dir.path().join(name).display().to_string();
+        // One process in the run's group, one that left it (and its session) with setsid.
+        let command = format!(
+            "sh -c 'echo $$ > {grouped}; exec sleep 60' & \
+             setsid sh -c 'echo $$ > {escaped}; exec sleep 60' & \
+             echo $$ > {shell}; wait",
+            grouped = pids("grouped"),
+            escaped = pids("escaped"),
+            shell = pids("shell"),
+        );
+        let task = tokio::spawn(CommandHandler::default().call(context(&command, None)));
+        let mut tree = Vec::new();
+        for name in ["grouped", "escaped", "shell"] {
+            tree.push(pid_in(&dir.path().join(name)).await);
+        }
+        task.abort();
+        assert!(task.await.is_err_and(|error| error.is_cancelled()));
+        assert!(
+            eventually(Duration::from_secs(5), || !tree
+                .iter()
+                .any(|pid| running(*pid)))
+            .await,
+            "still running after their run was dropped: {:?}",
+            tree.iter().filter(|pid| running(**pid)).collect::<Vec<_>>()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_command_that_ends_leaves_its_background_processes_running_as_cron_does() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pid_file = dir.path().join("background");
+        let command = format!(
+            "sh -c 'echo $$ > {}; exec sleep 60' > /dev/null 2>&1 &",
+            pid_file.display()
+        );
+        let completed = CommandHandler::default()
+            .call(context(&command, None))
+            .await
+            .expect("the command succeeds");
+        assert_eq!(completed.exit_code, Some(0));
+        let background = pid_in(&pid_file).await;
+        let alive = running(background);
+        let _ = nix::sys::signal::kill(Pid::from_raw(background), Signal::SIGKILL);
+        assert!(alive, "the background process did not outlive its command");
     }
 }

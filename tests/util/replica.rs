@@ -88,7 +88,8 @@ impl ReplicaProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    fn pid(&self) -> Pid {
+    /// Its process id.
+    pub fn pid(&self) -> Pid {
         Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"))
     }
 

@@ -1,0 +1,556 @@
+//! The supervisor of one run's processes: a process between the replica and the command's shell
+//! that takes the run's whole process tree down with it when the replica dies.
+//!
+//! The parent-death signal reaches only a process's own children, and the shell's children (a
+//! list's `sleep`, a pipeline, a background job) are not the replica's. So the child forked for
+//! a run becomes its supervisor, before it would exec: it leads the run's process group, is the
+//! subreaper of everything the run starts (orphans are reparented to it, not to PID 1), holds a
+//! catchable parent-death signal, and forks the process that goes on to exec the shell. When
+//! the shell ends, the supervisor exits with the shell's status, so the worker sees what it
+//! always saw. When the replica dies, the supervisor kills the group and every descendant,
+//! including those that left the group with `setsid`, and only then exits.
+//!
+//! Everything here runs between fork and exec in a child of a multi-threaded process, where
+//! another thread may have held a lock at the fork: only system calls, no allocation, no
+//! formatting, no locks.
+
+use std::ffi::CStr;
+use std::io;
+use std::mem::MaybeUninit;
+
+use libc::{c_int, pid_t};
+use nix::errno::Errno;
+use nix::sys::prctl::{set_child_subreaper, set_dumpable, set_name, set_pdeathsig};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::unistd::{ForkResult, Pid, fork, getpid, getppid, setgid, setgroups, setuid};
+
+use crate::schedule::run_as::Identity;
+
+/// What the supervisor gets when its replica dies (`PR_SET_PDEATHSIG`), and what the replica
+/// sends with `sigqueue` to have a run's tree ended. It is blocked and waited for, so its
+/// default action (exit) never applies.
+const DEATH_SIGNAL: Signal = Signal::SIGUSR1;
+
+/// The longest pause between two sweeps while a run's tree is being killed.
+const SWEEP_PAUSE_MAX_MS: i64 = 1000;
+
+/// Makes the child just forked for a run its supervisor, and returns only in a new child of it:
+/// the one that execs the command's shell, as `identity` when there is one. `replica` is the
+/// process that forked the supervisor.
+///
+/// The supervisor keeps the replica's identity, so it can kill whatever the run starts, and the
+/// process group that `process_group(0)` gave it; the shell inherits that group.
+///
+/// # Errors
+/// When a system call fails before the shell's process exists, or the replica or the
+/// supervisor died before the death signal that ties the next process to it was armed: the
+/// spawn fails with that error.
+///
+/// # Safety
+/// Only in a `pre_exec` closure: between fork and exec, in the forked child.
+pub(super) unsafe fn split(replica: Pid, identity: Option<&Identity>) -> io::Result<()> {
+    set_child_subreaper(true)?;
+    // Told apart from the replica it is a copy of by `ps -e`, `top` and `pkill -x redcron`.
+    set_name(c"redcron-run")?;
+    // Blocked before the death signal is armed, or a replica dying in between would kill the
+    // supervisor by that signal's default action, before it could kill anything. Every signal
+    // stays blocked: a timeout's SIGTERM to the group must not end the supervisor before the
+    // shell, and the replica's handlers, inherited through the fork, must never run here.
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None)?;
+    // A replica that ignores SIGCHLD would have the kernel reap the shell and lose its status.
+    set_default_action(libc::SIGCHLD)?;
+    set_pdeathsig(DEATH_SIGNAL)?;
+    // The replica may have died before the signal was armed: nothing would ever send it.
+    if getppid() != replica {
+        return Err(Errno::ESRCH.into());
+    }
+    let supervisor = getpid();
+    // SAFETY: the supervisor is single-threaded (only the forking thread survives a fork), and
+    // the new child only makes system calls before it returns to exec.
+    match unsafe { fork() }? {
+        ForkResult::Child => become_shell(supervisor, identity),
+        ForkResult::Parent { child } => supervise(child.as_raw(), replica.as_raw()),
+    }
+}
+
+/// Asks the supervisor `pid` to kill its run's whole tree and exit: for a run given up before
+/// its command ended (its task dropped), which would otherwise go on unseen.
+pub(super) fn end_tree(pid: u32) {
+    let Ok(pid) = pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: sigqueue only sends a signal; the value it carries is not read.
+    unsafe {
+        libc::sigqueue(
+            pid,
+            DEATH_SIGNAL as c_int,
+            libc::sigval {
+                sival_ptr: std::ptr::null_mut(),
+            },
+        );
+    }
+}
+
+/// The shell's side of the split: back to the signal mask the shell must start with, switched
+/// to `identity`, and tied to the supervisor.
+fn become_shell(supervisor: Pid, identity: Option<&Identity>) -> io::Result<()> {
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+    // Here and not in the supervisor: a supervisor switched to the user could not kill what
+    // the command starts through a set-user-ID program.
+    if let Some(identity) = identity {
+        setgroups(&identity.groups)?;
+        setgid(identity.gid)?;
+        setuid(identity.uid)?;
+    }
+    // Armed after the switch of user, which clears it. A supervisor killed outright (it is in
+    // the group a timeout's SIGKILL reaches) takes the shell along.
+    set_pdeathsig(Signal::SIGKILL)?;
+    if getppid() != supervisor {
+        return Err(Errno::ESRCH.into());
+    }
+    Ok(())
+}
+
+/// The supervisor's life once the shell exists: reap, until the shell ends (exit as it did) or
+/// the replica dies (kill the run's tree).
+fn supervise(shell: pid_t, replica: pid_t) -> ! {
+    // Its copies of the replica's descriptors would keep them open: the write end of another
+    // run's stdin, or of this run's stdout, would hold off the end-of-file its reader waits
+    // for. Among them is the pipe on which the spawn waits for the exec; the shell's copy
+    // still reports it.
+    close_all_descriptors();
+    let mut waited = SigSet::empty();
+    waited.add(Signal::SIGCHLD);
+    waited.add(DEATH_SIGNAL);
+    loop {
+        let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
+        // SAFETY: both pointers are valid for the call; the signals waited for are blocked.
+        let signal = unsafe { libc::sigwaitinfo(waited.as_ref(), info.as_mut_ptr()) };
+        if signal == DEATH_SIGNAL as c_int {
+            // SAFETY: sigwaitinfo filled it in for the signal it returned.
+            let info = unsafe { info.assume_init() };
+            // SAFETY: the sender's pid is set for a signal sent by a process (kill, sigqueue)
+            // and for the parent-death signal, the cases told apart here.
+            let asked = info.si_code == libc::SI_QUEUE && unsafe { info.si_pid() } == replica;
+            // The death signal also comes when the thread that forked ends while the replica
+            // lives on (the kernel then reparents to another of its threads), and anyone may
+            // send that signal: only a new parent means the replica is gone.
+            if asked || getppid().as_raw() != replica {
+                kill_tree();
+            }
+            continue;
+        }
+        // A child ended (or the wait was interrupted): reap everything that ended, orphans of
+        // the run included.
+        loop {
+            let mut status: c_int = 0;
+            // SAFETY: a plain wait for any child, into a local.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid == shell {
+                exit_as(status);
+            }
+            if pid > 0 || (pid < 0 && Errno::last() == Errno::EINTR) {
+                continue;
+            }
+            break;
+        }
+    }
+}
+
+/// Exits as the shell did: with its exit code, or killed by the signal that killed it (without
+/// a core file of its own).
+fn exit_as(status: c_int) -> ! {
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        let _ = set_dumpable(false);
+        // Fails for SIGKILL, whose action is the default one anyway.
+        let _ = set_default_action(signal);
+        let mut only = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: `only` is initialised by sigemptyset before it is read; the signal is sent
+        // to this process, whose action for it is now the default one, and arrives when it is
+        // unblocked.
+        unsafe {
+            libc::sigemptyset(only.as_mut_ptr());
+            libc::sigaddset(only.as_mut_ptr(), signal);
+            libc::kill(libc::getpid(), signal);
+            libc::sigprocmask(libc::SIG_UNBLOCK, only.as_ptr(), std::ptr::null_mut());
+        }
+        // Still here: the signal does not end a process by default. As a shell reports it.
+        exit(128 + signal);
+    }
+    exit(libc::WEXITSTATUS(status));
+}
+
+/// Kills every process of the run, then this one. The group is not killed in one call, which
+/// would take the supervisor first: a process that left the group (`setsid`) would then go to
+/// PID 1 and live on. Instead each sweep kills the members of the group and the supervisor's
+/// children, and reaps; a killed process's own children are reparented to the supervisor, its
+/// subreaper, and die in the next sweep. It ends when a sweep finds nothing left.
+fn kill_tree() -> ! {
+    let me = getpid().as_raw();
+    let mut pause_ms = 5;
+    loop {
+        let Some(signalled) = kill_members(me) else {
+            // Without /proc the run's processes cannot be listed: the group at least, the
+            // supervisor with it (the shell follows by its own death signal).
+            // SAFETY: a signal to this process's own group.
+            unsafe { libc::kill(-me, libc::SIGKILL) };
+            exit(128 + libc::SIGKILL);
+        };
+        let children_left = reap_ended();
+        if signalled == 0 && !children_left {
+            break;
+        }
+        // Until a child ends, or a killed process that is not a child (a pipeline's other
+        // commands) has had time to: its orphans then become children to kill.
+        wait_for_child(pause_ms);
+        pause_ms = (pause_ms * 2).min(SWEEP_PAUSE_MAX_MS);
+    }
+    // Reported as killed, for whoever reaps the supervisor: what the run was.
+    // SAFETY: a signal to this process.
+    unsafe { libc::kill(me, libc::SIGKILL) };
+    exit(128 + libc::SIGKILL);
+}
+
+/// Sends SIGKILL to every live process (not a zombie) in the group `me` leads or whose parent
+/// is `me`, this one aside; how many, or `None` when /proc cannot be read or is not this
+/// process's view of the pids.
+fn kill_members(me: pid_t) -> Option<usize> {
+    let proc = Dir::open(c"/proc")?;
+    // /proc of another pid namespace would name other processes by these numbers.
+    if read_stat(proc.fd, b"self")?.pid != me {
+        return None;
+    }
+    let mut signalled = 0;
+    proc.for_each(|name| {
+        let Some(pid) = parse_pid(name) else {
+            return;
+        };
+        if pid == me {
+            return;
+        }
+        let Some(stat) = read_stat(proc.fd, name) else {
+            // Already gone.
+            return;
+        };
+        let ended = matches!(stat.state, b'Z' | b'X');
+        if !ended && (stat.ppid == me || stat.pgrp == me) {
+            // SAFETY: a signal to a process of the run (its pid cannot be reused while it is
+            // the supervisor's child or in the supervisor's group).
+            if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                signalled += 1;
+            }
+        }
+    })?;
+    Some(signalled)
+}
+
+/// Reaps every child that has ended; whether any child is left.
+fn reap_ended() -> bool {
+    loop {
+        // SAFETY: a plain wait for any child; the status is not wanted.
+        let pid = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+        match pid {
+            0 => return true,
+            pid if pid > 0 => {}
+            _ if Errno::last() == Errno::EINTR => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Waits up to `ms` for a SIGCHLD (blocked, so it waits pending).
+fn wait_for_child(ms: i64) {
+    let mut child = SigSet::empty();
+    child.add(Signal::SIGCHLD);
+    let timeout = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: (ms.min(999) * 1_000_000) as libc::c_long,
+    };
+    // SAFETY: valid pointers; the signal information is not wanted.
+    unsafe { libc::sigtimedwait(child.as_ref(), std::ptr::null_mut(), &timeout) };
+}
+
+/// Sets the default action for `signal`.
+fn set_default_action(signal: c_int) -> io::Result<()> {
+    // SAFETY: an all-zero `sigaction` is a valid one (SIG_DFL, an empty mask, no flags); the
+    // default action installs no handler.
+    let result = unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(signal, &action, std::ptr::null_mut())
+    };
+    Errno::result(result).map(drop).map_err(io::Error::from)
+}
+
+/// Closes every descriptor of this process.
+fn close_all_descriptors() {
+    // SAFETY: close_range only closes descriptors, and none of them is used here again.
+    if unsafe { libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) } == 0 {
+        return;
+    }
+    // Before Linux 5.9: the ones /proc lists. Closing while listing is safe: the listing of a
+    // process's descriptors goes by number.
+    let Some(dir) = Dir::open(c"/proc/self/fd") else {
+        return;
+    };
+    let own = dir.fd;
+    let _ = dir.for_each(|name| {
+        if let Some(fd) = parse_pid(name)
+            && fd != own
+        {
+            // SAFETY: closing a descriptor nothing here uses.
+            unsafe { libc::close(fd) };
+        }
+    });
+}
+
+fn exit(code: c_int) -> ! {
+    // SAFETY: _exit runs no atexit handlers and flushes nothing: nothing of the replica's runs.
+    unsafe { libc::_exit(code) }
+}
+
+/// An open directory, listed with `getdents64` into a buffer on the stack.
+struct Dir {
+    fd: c_int,
+}
+
+impl Dir {
+    fn open(path: &CStr) -> Option<Self> {
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        (fd >= 0).then_some(Self { fd })
+    }
+
+    /// Calls `each` with the name of every entry; `None` when the listing fails.
+    fn for_each(&self, mut each: impl FnMut(&[u8])) -> Option<()> {
+        // struct linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), d_name.
+        const NAME: usize = 19;
+        let mut buffer = [0u8; 4096];
+        loop {
+            // SAFETY: the kernel writes at most `buffer.len()` bytes into it.
+            let read = unsafe {
+                libc::syscall(
+                    libc::SYS_getdents64,
+                    self.fd,
+                    buffer.as_mut_ptr(),
+                    buffer.len(),
+                )
+            };
+            let read = usize::try_from(read).ok()?;
+            if read == 0 {
+                return Some(());
+            }
+            let entries = buffer.get(..read)?;
+            let mut at = 0;
+            while let Some(entry) = entries.get(at..) {
+                if entry.len() < NAME {
+                    break;
+                }
+                let length = usize::from(u16::from_ne_bytes([entry[16], entry[17]]));
+                let name = entry.get(NAME..length)?;
+                let end = name
+                    .iter()
+                    .position(|&byte| byte == 0)
+                    .unwrap_or(name.len());
+                each(&name[..end]);
+                at += length;
+            }
+        }
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is this directory's own.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// What the supervisor needs of `/proc/<pid>/stat`.
+struct Stat {
+    pid: pid_t,
+    state: u8,
+    ppid: pid_t,
+    pgrp: pid_t,
+}
+
+/// Reads `<name>/stat` under the directory `proc`.
+fn read_stat(proc: c_int, name: &[u8]) -> Option<Stat> {
+    const SUFFIX: &[u8] = b"/stat\0";
+    let mut path = [0u8; 32];
+    path.get_mut(..name.len())?.copy_from_slice(name);
+    path.get_mut(name.len()..name.len() + SUFFIX.len())?
+        .copy_from_slice(SUFFIX);
+    // SAFETY: a NUL-terminated relative path under an open directory.
+    let fd = unsafe { libc::openat(proc, path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // The fields wanted come first; the rest of a longer line is not needed.
+    let mut buffer = [0u8; 512];
+    // SAFETY: the kernel writes at most `buffer.len()` bytes into it; the descriptor is ours.
+    let read = unsafe {
+        let read = libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len());
+        libc::close(fd);
+        read
+    };
+    parse_stat(buffer.get(..usize::try_from(read).ok()?)?)
+}
+
+/// `pid (comm) state ppid pgrp ...`; the command name may hold spaces and parentheses, but no
+/// later field holds a parenthesis.
+fn parse_stat(line: &[u8]) -> Option<Stat> {
+    let open = line.iter().position(|&byte| byte == b' ')?;
+    let close = line.iter().rposition(|&byte| byte == b')')?;
+    let mut fields = line
+        .get(close + 1..)?
+        .split(|&byte| byte == b' ')
+        .filter(|field| !field.is_empty());
+    let state = *fields.next()?.first()?;
+    Some(Stat {
+        pid: parse_pid(&line[..open])?,
+        state,
+        ppid: parse_pid(fields.next()?)?,
+        pgrp: parse_pid(fields.next()?)?,
+    })
+}
+
+/// A decimal number of at least one digit and nothing else.
+fn parse_pid(text: &[u8]) -> Option<pid_t> {
+    if text.is_empty() {
+        return None;
+    }
+    let zero: pid_t = 0;
+    text.iter().try_fold(zero, |number, &byte| {
+        let digit = pid_t::from(byte.checked_sub(b'0').filter(|digit| *digit < 10)?);
+        number.checked_mul(10)?.checked_add(digit)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_are_read_past_odd_command_names() {
+        let stat =
+            parse_stat(b"4242 (a) b (c) R 17 4242 4242 0 -1 4194560 ...").expect("a stat line");
+        assert_eq!(
+            (stat.pid, stat.state, stat.ppid, stat.pgrp),
+            (4242, b'R', 17, 4242)
+        );
+        assert!(parse_stat(b"12 (sh) S").is_none(), "cut short");
+        assert!(parse_pid(b"self").is_none());
+        assert!(parse_pid(b"99999999999").is_none(), "overflows");
+        assert!(parse_pid(b"").is_none());
+    }
+
+    /// Polls `condition` every 10 ms until it holds or 5 s pass; whether it held.
+    fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if condition() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        condition()
+    }
+
+    /// Whether `signal` is pending at process `pid`, for the process or its thread.
+    fn pending(pid: pid_t, signal: Signal) -> bool {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let bit = 1u64 << (signal as u32 - 1);
+        status.lines().any(|line| {
+            line.split_once(':').is_some_and(|(name, mask)| {
+                matches!(name, "SigPnd" | "ShdPnd")
+                    && u64::from_str_radix(mask.trim(), 16).is_ok_and(|mask| mask & bit != 0)
+            })
+        })
+    }
+
+    #[test]
+    fn the_end_of_the_thread_that_forked_is_not_the_death_of_the_replica() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+
+        let replica = getpid();
+        // The death signal follows the thread that forks, which a runtime may end at any time.
+        let (mut child, thread) = std::thread::spawn(move || {
+            let mut command = std::process::Command::new("/bin/sh");
+            command.args(["-c", "exec sleep 60"]).process_group(0);
+            // SAFETY: `split` in a pre-exec closure, where it belongs.
+            unsafe {
+                command.pre_exec(move || split(replica, None));
+            }
+            let child = command.spawn().expect("the supervisor starts");
+            (child, nix::unistd::gettid())
+        })
+        .join()
+        .expect("the forking thread");
+        let supervisor = pid_t::try_from(child.id()).expect("a pid");
+        // The thread's death signal is sent before the kernel lets go of the thread, and the
+        // supervisor takes it before it takes the shell's SIGCHLD (lower signals first).
+        let gone = format!("/proc/self/task/{thread}");
+        assert!(
+            eventually(|| !std::path::Path::new(&gone).exists()),
+            "the thread lingers"
+        );
+        assert!(
+            eventually(|| !pending(supervisor, DEATH_SIGNAL)),
+            "the supervisor never took its death signal"
+        );
+        let proc = Dir::open(c"/proc").expect("/proc");
+        let mut shell = None;
+        assert!(eventually(|| {
+            let _ = proc.for_each(|name| {
+                if let Some(pid) = parse_pid(name)
+                    && read_stat(proc.fd, name).is_some_and(|stat| stat.ppid == supervisor)
+                {
+                    shell = Some(pid);
+                }
+            });
+            shell.is_some()
+        }));
+        let shell = shell.expect("the shell runs");
+        nix::sys::signal::kill(Pid::from_raw(shell), Signal::SIGTERM).expect("signal the shell");
+        // Had the supervisor taken the thread's end for the replica's, it would have killed the
+        // shell and itself with SIGKILL.
+        let status = child.wait().expect("the supervisor is reaped");
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    }
+
+    #[test]
+    fn a_shell_that_cannot_be_started_fails_the_spawn() {
+        use std::os::unix::process::CommandExt;
+
+        let replica = getpid();
+        let mut command = std::process::Command::new("/nonexistent/sh");
+        command.process_group(0);
+        // SAFETY: `split` in a pre-exec closure, where it belongs.
+        unsafe {
+            command.pre_exec(move || split(replica, None));
+        }
+        // The supervisor's child fails to exec and says so on the spawn's pipe, which the
+        // supervisor itself let go of: the spawn neither hangs nor succeeds.
+        let error = command.spawn().expect_err("nothing to exec");
+        assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
+    }
+
+    #[test]
+    fn this_process_is_found_in_proc() {
+        let proc = Dir::open(c"/proc").expect("/proc");
+        let me = getpid().as_raw();
+        let stat = read_stat(proc.fd, b"self").expect("its own stat");
+        assert_eq!(stat.pid, me);
+        let mut found = false;
+        proc.for_each(|name| found |= parse_pid(name) == Some(me))
+            .expect("/proc lists");
+        assert!(found, "its pid is not listed in /proc");
+    }
+}
