@@ -4,6 +4,12 @@
 -- call serves every idle worker of a replica, so a burst costs one round trip per batch rather
 -- than per run.
 --
+-- A replica claims only runs of the jobs it declares (KEYS[5], published by its heartbeat): a
+-- popped run of another job is put aside in undeclared:<job> (listed in KEYS[6]) until a
+-- replica that declares it and serves its queue claims, which puts such runs back at the head
+-- of their ready lists first. When the replica's declarations are not in Redis (they expired
+-- while Redis stalled), nothing is claimed: the replica publishes them and claims again.
+--
 -- A popped run is skipped (and recorded) when its job is paused or another run holds its
 -- fingerprint (a duplicate). A job with a limit (`overlap = "forbid"`: 1; `max_concurrency`)
 -- keeps its runs' slots in running:<job>; a run that finds every slot taken waits in
@@ -23,8 +29,10 @@
 -- KEYS[2] events  stream  run state changes
 -- KEYS[3] paused  set     paused job names
 -- KEYS[4] dead    zset    run id -> ms it died
+-- KEYS[5] replica-jobs:<replica id>  hash  job -> content hash of the jobs this replica declares
+-- KEYS[6] undeclared-jobs            zset  job -> ms since when its put-aside runs wait
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
---         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>
+--         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>, undeclared:<job>
 -- ARGV[2] lease, ms
 -- ARGV[3] fingerprint ttl, ms
 -- ARGV[4] most runs popped by this call (skipped ones included)
@@ -44,9 +52,11 @@
 -- a slot of its job or skip it as an overlap (a first claim of a cron fire of a `forbid` job),
 -- 2 take a slot or wait for one)}.
 -- Status 'EMPTY': the ready lists ran dry; 'MORE': runs may be left (every worker got one,
--- or the pop limit went to skipped runs).
--- Cost: O(limit + queues).
-local active, events, paused, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- or the pop limit went to skipped runs); 'UNDECLARED' (alone): the replica's declarations
+-- are missing.
+-- Cost: O(limit + queues + jobs with runs put aside).
+local active, events, paused, dead, declared, undeclared_jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
+  KEYS[5], KEYS[6]
 local prefix = ARGV[1]
 local lease, fingerprint_ttl, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local maxlen, retention, worker_count = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[9])
@@ -63,6 +73,48 @@ for i = 10, 9 + worker_count do
 end
 for i = 10 + worker_count, #ARGV do
   queues[#queues + 1] = ARGV[i]
+end
+
+if redis.call('EXISTS', declared) == 0 then
+  return {'UNDECLARED'}
+end
+local serves = {}
+for _, queue in ipairs(queues) do
+  serves[queue] = true
+end
+
+-- Runs put aside for a replica that declares their job: this one declares it and serves its
+-- queue, so they go back to the head of their ready lists, oldest first, before any pop.
+for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
+  local aside = prefix .. 'undeclared:' .. job
+  if redis.call('HEXISTS', declared, job) == 1 then
+    local run_ids = redis.call('LRANGE', aside, 0, -1)
+    local kept = {}
+    for i = #run_ids, 1, -1 do
+      local run_id = run_ids[i]
+      local kind, queue, priority = unpack(redis.call('HMGET', prefix .. 'run:' .. run_id, 'kind',
+        'queue', 'priority'))
+      if queue and priority and serves[queue] then
+        redis.call('LPUSH', ready_list(prefix, kind, queue, priority), run_id)
+      elseif queue and priority then
+        table.insert(kept, 1, run_id)
+      end
+    end
+    redis.call('DEL', aside)
+    if #kept > 0 then
+      redis.call('RPUSH', aside, unpack(kept))
+    else
+      redis.call('ZREM', undeclared_jobs, job)
+    end
+  end
+end
+
+local is_declared = {}
+local function declares(job)
+  if is_declared[job] == nil then
+    is_declared[job] = redis.call('HEXISTS', declared, job) == 1
+  end
+  return is_declared[job]
 end
 
 local ready_lists = {}
@@ -165,6 +217,10 @@ while #started < #workers and pops < limit do
       bury_corrupt_run(run_key, run_id, job or '', now, dead, events, maxlen)
       skips[#skips + 1] = job or ''
       skips[#skips + 1] = 'corrupt'
+    elseif not declares(job) then
+      -- Left for a replica that declares the job; since when, for the dead letters' grace.
+      redis.call('RPUSH', prefix .. 'undeclared:' .. job, run_id)
+      redis.call('ZADD', undeclared_jobs, 'NX', now, job)
     elseif paused_job(job) then
       skip(run_key, run_id, job, 'paused')
     elseif fingerprint and fingerprint ~= '' and not lock(prefix .. 'fp:' .. fingerprint, run_id .. '/' .. (created or ''), fingerprint_ttl) then

@@ -156,6 +156,8 @@ impl Replica {
             self.store.clone(),
             WorkerConfig {
                 replica_id: config.replica_id.clone(),
+                // As long as the heartbeat keeps them.
+                declarations_ttl: config.heartbeat_period * 3,
                 ..config.workers.clone()
             },
             self.jobs.subscribe(),
@@ -176,7 +178,16 @@ impl Replica {
         let background = [
             tokio::spawn(planner.run(planning.clone())),
             tokio::spawn(Promoter::new(self.store.clone(), config.promoter).run(planning.clone())),
-            tokio::spawn(Reaper::new(self.store.clone(), config.reaper).run(planning.clone())),
+            tokio::spawn(
+                Reaper::new(
+                    self.store.clone(),
+                    ReaperConfig {
+                        replica_live_for: config.heartbeat_period * 3,
+                        ..config.reaper
+                    },
+                )
+                .run(planning.clone()),
+            ),
             tokio::spawn(heartbeat.run(planning.clone())),
         ];
 

@@ -332,6 +332,11 @@ async fn reaper_returns_runs_whose_lease_expired() {
         "[jobs.again]\nschedule = \"* * * * * *\"\ncommand = \"sleep 9\"\n\
          [jobs.once]\nschedule = \"* * * * * *\"\ncommand = \"sleep 9\"\ndelivery = \"at-most-once\"\n",
     ));
+    let declared = jobs_rx.borrow().to_vec();
+    store
+        .publish_replica_jobs("dead-replica", &declared, Duration::from_secs(60))
+        .await
+        .expect("declare");
     let mut planner = Planner::new(store.clone(), leadership, jobs_rx, PlannerConfig::default());
     planner.tick().await.expect("plan");
     let now = store.now_ms().await.expect("time");

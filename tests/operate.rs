@@ -28,6 +28,12 @@ async fn published() -> (RedisServer, tempfile::TempDir, Store) {
     let store = store(&server).await;
     let jobs = redcron::schedule::parse_file(Path::new("jobs.toml"), JOBS).expect("valid jobs");
     store.publish_definitions(&jobs).await.expect("publish");
+    let declared: Vec<std::sync::Arc<redcron::schedule::Job>> =
+        jobs.into_iter().map(std::sync::Arc::new).collect();
+    store
+        .publish_replica_jobs("replica", &declared, Duration::from_secs(3600))
+        .await
+        .expect("declare");
     (server, dir, store)
 }
 

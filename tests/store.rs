@@ -47,12 +47,21 @@ async fn leader(store: &Store) -> LeaderToken {
 pub(crate) async fn setup(toml: &str) -> (RedisServer, Store, LeaderToken) {
     let server = RedisServer::start();
     let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(toml))
-        .await
-        .expect("publish");
+    let jobs = jobs(toml);
+    store.publish_definitions(&jobs).await.expect("publish");
+    declare(&store, "replica", jobs).await;
     let token = leader(&store).await;
     (server, store, token)
+}
+
+/// Publishes `jobs` as the declarations of replica `replica`, as its heartbeat does: its
+/// workers claim runs of those jobs only.
+pub(crate) async fn declare(store: &Store, replica: &str, jobs: Vec<Job>) {
+    let jobs: Vec<std::sync::Arc<Job>> = jobs.into_iter().map(std::sync::Arc::new).collect();
+    store
+        .publish_replica_jobs(replica, &jobs, Duration::from_secs(3600))
+        .await
+        .expect("declare");
 }
 
 /// Plans `fires` (ms) of `job`, due at their fire time.
@@ -1041,6 +1050,7 @@ async fn corrupt_and_undeclared_runs_never_execute() {
     let server = RedisServer::start();
     let store = connect(&server).await;
     store.publish_definitions(&[]).await.expect("publish");
+    declare(&store, "replica", Vec::new()).await;
     let mut redis = server.connection();
     let () = redis.zadd("{test}:due", "no-fire-time", 0).expect("ZADD");
     let () = redis.zadd("{test}:due", "ghost@0", 0).expect("ZADD");
@@ -1078,6 +1088,7 @@ async fn corrupt_and_undeclared_runs_never_execute() {
 async fn damaged_runs_and_definitions_go_to_the_dead_letters_as_corrupt() {
     let server = RedisServer::start();
     let store = connect(&server).await.with_frozen_clock(1_000);
+    declare(&store, "replica", jobs("[jobs.tick]\ncommand = \"true\"\n")).await;
     let mut redis = server.connection();
     let () = redis
         .hset_multiple(

@@ -4,6 +4,7 @@
 mod util;
 
 mod check;
+mod declarations;
 mod defaults;
 mod engine;
 mod fuzz;

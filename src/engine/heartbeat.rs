@@ -73,7 +73,7 @@ impl Heartbeat {
             self.store
                 .publish_replica_jobs(&self.config.replica_id, &jobs, self.config.period * 3)
                 .await?;
-            self.published_jobs = Some(jobs);
+            self.published_jobs = Some(jobs.clone());
         }
         let host = nix::unistd::gethostname()
             .map(|name| name.to_string_lossy().into_owned())
@@ -93,9 +93,15 @@ impl Heartbeat {
                 self.config.period.as_millis().to_string(),
             ),
         ];
-        self.store
+        let declarations_kept = self
+            .store
             .heartbeat(&self.config.replica_id, &info, self.config.period * 3)
             .await?;
+        if !declarations_kept {
+            self.store
+                .publish_replica_jobs(&self.config.replica_id, &jobs, self.config.period * 3)
+                .await?;
+        }
         HEALTH.redis_ok();
         if self.leadership.token().is_some() {
             self.refresh_gauges().await?;

@@ -1,5 +1,7 @@
 //! The reaper: on every replica, ends runs whose lease expired because their worker died or
 //! froze: reason `lost`, which runs an at-least-once run again and buries an at-most-once one.
+//! It also buries (reason `undeclared`) runs that no live replica has declared the job of for
+//! a grace period.
 
 use std::time::Duration;
 
@@ -16,6 +18,12 @@ pub struct ReaperConfig {
     pub period: Duration,
     /// Most runs reaped per tick.
     pub batch: usize,
+    /// How long runs of a job that no live replica declares wait before they go to the dead
+    /// letters (reason `undeclared`): a rolling deploy that drops a job for a while, or adds
+    /// one before every replica has it, loses none of its runs.
+    pub undeclared_grace: Duration,
+    /// A replica is live while its last heartbeat is at most this old.
+    pub replica_live_for: Duration,
 }
 
 impl Default for ReaperConfig {
@@ -23,6 +31,8 @@ impl Default for ReaperConfig {
         Self {
             period: Duration::from_secs(2),
             batch: 100,
+            undeclared_grace: Duration::from_secs(300),
+            replica_live_for: Duration::from_secs(6),
         }
     }
 }
@@ -60,6 +70,19 @@ impl Reaper {
              Redis)",
         );
         let mut reaped = Reaped::default();
+        for (job, runs) in self
+            .store
+            .bury_undeclared_runs(self.config.undeclared_grace, self.config.replica_live_for)
+            .await?
+        {
+            warn!(
+                job,
+                runs,
+                grace = %humantime::format_duration(self.config.undeclared_grace),
+                "no live replica declares this job: its waiting runs are dead"
+            );
+            reaped.dead += runs;
+        }
         for run_id in self.store.expired_leases(self.config.batch).await? {
             match self.store.fail_run(&run_id, None, &failure, 0.5).await? {
                 FailOutcome::Retrying { .. } => {

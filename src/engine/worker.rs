@@ -2,8 +2,9 @@
 //! execute each with its job's handler while keeping its lease alive, and record the outcome.
 //!
 //! Idle workers block on the queues' wake markers instead of polling. A run is only ever
-//! executed for a job declared in this replica's own schedule files: what is stored in Redis can
-//! trigger a declared job but never inject a command.
+//! claimed and executed for a job declared in this replica's own schedule files (a run of
+//! another job is left for a replica that declares it): what is stored in Redis can trigger a
+//! declared job but never inject a command.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -51,6 +52,9 @@ pub struct WorkerConfig {
     pub ahead_lease: Duration,
     /// How often the runs Redis says this replica holds are compared with those it runs.
     pub reconcile_period: Duration,
+    /// How long this replica's declarations stay in Redis without a heartbeat, when the workers
+    /// publish them (they claim only runs of the jobs declared there).
+    pub declarations_ttl: Duration,
     /// How long an idle worker blocks for a wake-up before claiming again anyway.
     pub idle_wait: Duration,
     /// Most runs one claim may pop (skipped ones included); below the number of free slots,
@@ -67,6 +71,7 @@ impl Default for WorkerConfig {
             lease: Duration::from_secs(30),
             ahead_lease: MIN_AHEAD_LEASE,
             reconcile_period: Duration::from_secs(2),
+            declarations_ttl: Duration::from_secs(6),
             idle_wait: Duration::from_secs(1),
             pop_limit: 2 * MAX_CLAIM_BATCH,
         }
@@ -234,10 +239,25 @@ impl Workers {
             run: self.config.lease,
             ahead: self.config.ahead_lease,
         };
-        let claimed = self
+        let claimed = match self
             .store
             .claim_runs(&workers, &self.config.queues, leases, self.config.pop_limit)
-            .await?;
+            .await
+        {
+            Err(StoreError::Undeclared { .. }) => {
+                // Expired while Redis stalled, or not published yet: claims wait for them.
+                let jobs = self.jobs.borrow().clone();
+                self.store
+                    .publish_replica_jobs(
+                        &self.config.replica_id,
+                        &jobs,
+                        self.config.declarations_ttl,
+                    )
+                    .await?;
+                return Ok(WorkerTick::More);
+            }
+            claimed => claimed?,
+        };
         // Waits count from the reply, never from a later poll of the run's task: a run claimed
         // ahead starts at its due time on Redis's clock, however long starting the batch takes.
         let claimed_at = tokio::time::Instant::now();

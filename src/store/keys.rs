@@ -4,7 +4,7 @@
 //! on Redis Cluster. Scripts that reach keys named after a run, job or queue build them from
 //! [`Keys::prefix`] with the same suffixes as the functions here (`run:<id>`,
 //! `ready:<queue>:<priority>`, `ready-fires:<queue>:<priority>`, `wake:<queue>`,
-//! `fp:<fingerprint>`, `running:<job>`, `waiting:<job>`).
+//! `fp:<fingerprint>`, `running:<job>`, `waiting:<job>`, `undeclared:<job>`).
 
 use crate::schedule::Priority;
 
@@ -143,6 +143,18 @@ impl Keys {
     /// "forbid"`: one; `max_concurrency`), running or handed a freed slot.
     pub fn running(&self, job: &str) -> String {
         self.key(&format!("running:{job}"))
+    }
+
+    /// Zset job -> ms since when runs of it wait in [`Keys::undeclared`] for a replica that
+    /// declares it (reset while a live replica declares it).
+    pub fn undeclared_jobs(&self) -> String {
+        self.key("undeclared-jobs")
+    }
+
+    /// List of ready run ids of `job` put aside by replicas that do not declare it, oldest
+    /// first.
+    pub fn undeclared(&self, job: &str) -> String {
+        self.key(&format!("undeclared:{job}"))
     }
 
     /// List of run ids waiting for a slot of their job, oldest first.

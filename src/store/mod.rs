@@ -33,6 +33,13 @@ pub enum StoreError {
         /// What was wrong with the reply.
         detail: String,
     },
+    /// A claim found no declarations of this replica in Redis (they expired, Redis was
+    /// restored): publish them ([`Store::publish_replica_jobs`]) and claim again.
+    #[error("the declarations of replica {replica} are not in Redis")]
+    Undeclared {
+        /// The replica's id.
+        replica: String,
+    },
 }
 
 /// How long things are kept and how much history is kept.
@@ -1056,7 +1063,8 @@ impl Store {
     }
 
     /// Claims ready runs for several idle workers in one script call, one run each at most: strict
-    /// priority across `queues`, skipping (and recording) paused, duplicate and overlapping runs,
+    /// priority across `queues`, for the jobs the workers' replica declares (worker ids are
+    /// `<replica id>/<slot>`), skipping (and recording) paused, duplicate and overlapping runs,
     /// popping at most `pop_limit` runs in all. Each claimed run's lease lasts `lease.run`, or
     /// `lease.ahead` past its due time for a run claimed ahead.
     ///
@@ -1071,12 +1079,18 @@ impl Store {
     ) -> Result<Claimed, StoreError> {
         const OPERATION: &str = "claim_runs";
         let lease = lease.into();
+        // Worker ids are `<replica id>/<slot>`: the replica claims for the jobs it declares.
+        let Some((replica, _)) = workers.first().and_then(|worker| worker.rsplit_once('/')) else {
+            return Ok(Claimed::default());
+        };
         let mut invocation = scripts::CLAIM_RUNS.prepare_invoke();
         invocation
             .key(self.keys.active())
             .key(self.keys.events())
             .key(self.keys.paused())
             .key(self.keys.dead())
+            .key(self.keys.replica_jobs(replica))
+            .key(self.keys.undeclared_jobs())
             .arg(self.keys.prefix())
             .arg(millis(lease.run))
             .arg(millis(self.settings.fingerprint_ttl))
@@ -1092,7 +1106,13 @@ impl Store {
             .invoke_async(&mut self.connection.clone())
             .await?;
         let mut values = reply_values.into_iter();
-        let drained = next_string(&mut values, OPERATION)? == "EMPTY";
+        let status = next_string(&mut values, OPERATION)?;
+        if status == "UNDECLARED" {
+            return Err(StoreError::Undeclared {
+                replica: replica.to_owned(),
+            });
+        }
+        let drained = status == "EMPTY";
         let skipped = next_number(&mut values, OPERATION)?;
         let skips = skip_pairs(&mut values.by_ref().take(2 * skipped as usize), OPERATION)?;
         METRICS.record_skips(&skips);
@@ -1533,7 +1553,9 @@ impl Store {
     }
 
     /// Records this replica as alive: its heartbeat time (Redis's clock) and what it reports of
-    /// itself, which expires after `ttl` without a new heartbeat.
+    /// itself, which expires after `ttl` without a new heartbeat; its declarations are kept as
+    /// long. `false` when its declarations were no longer there to keep (expired while Redis
+    /// stalled, lost with an older copy): publish them again.
     ///
     /// # Errors
     /// Redis errors.
@@ -1542,10 +1564,10 @@ impl Store {
         replica_id: &str,
         info: &[(&str, String)],
         ttl: Duration,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let now = self.now_ms().await?;
         let replica = self.keys.replica(replica_id);
-        let () = redis::pipe()
+        let (declarations_kept,): (bool,) = redis::pipe()
             .atomic()
             .zadd(self.keys.replicas(), replica_id, now)
             .ignore()
@@ -1557,10 +1579,9 @@ impl Store {
                 self.keys.replica_jobs(replica_id),
                 i64::try_from(millis(ttl)).unwrap_or(i64::MAX),
             )
-            .ignore()
             .query_async(&mut self.connection.clone())
             .await?;
-        Ok(())
+        Ok(declarations_kept)
     }
 
     /// Records the content hash of every job this replica declares, for drift detection; kept
@@ -1576,7 +1597,13 @@ impl Store {
     ) -> Result<(), StoreError> {
         let key = self.keys.replica_jobs(replica_id);
         let mut pipe = redis::pipe();
-        pipe.atomic().del(&key).ignore();
+        // The empty name (no job has it) says the declarations are published even when there
+        // are none: claims wait for them until they are.
+        pipe.atomic()
+            .del(&key)
+            .ignore()
+            .hset(&key, PUBLISHED_MARKER, "")
+            .ignore();
         for job in jobs {
             pipe.hset(&key, &job.name, job.content_hash()).ignore();
         }
@@ -1639,7 +1666,9 @@ impl Store {
         let mut replica_infos = Vec::new();
         for (id, heartbeat_ms) in replicas {
             let info = HashMap::from_redis_value(take("overview")?).unwrap_or_default();
-            let jobs = HashMap::from_redis_value(take("overview")?).unwrap_or_default();
+            let mut jobs: HashMap<String, String> =
+                HashMap::from_redis_value(take("overview")?).unwrap_or_default();
+            jobs.remove(PUBLISHED_MARKER);
             replica_infos.push(ReplicaInfo {
                 id,
                 heartbeat_ms,
@@ -1778,6 +1807,32 @@ impl Store {
             .collect()
     }
 
+    /// Sends to the dead letters (reason `undeclared`) the runs left for a replica that declares
+    /// their job, once no replica whose last heartbeat is at most `live_for` old has declared
+    /// the job for `grace`; returns each such job with how many of its runs went.
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
+    pub async fn bury_undeclared_runs(
+        &self,
+        grace: Duration,
+        live_for: Duration,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let buried: Vec<(String, u64)> = scripts::BURY_UNDECLARED_RUNS
+            .key(self.keys.undeclared_jobs())
+            .key(self.keys.replicas())
+            .key(self.keys.dead())
+            .key(self.keys.events())
+            .arg(self.keys.prefix())
+            .arg(millis(grace))
+            .arg(millis(live_for))
+            .arg(self.settings.events_maxlen)
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(buried)
+    }
+
     /// Up to `limit` runs whose lease deadline has passed on Redis's clock: their workers died.
     ///
     /// # Errors
@@ -1858,6 +1913,9 @@ const PLAN_FIRES_KEYS: usize = 6;
 
 /// How many KEYS `enqueue_runs.lua` takes.
 const ENQUEUE_RUNS_KEYS: usize = 4;
+
+/// The field of `replica-jobs:<id>` that is there whenever the replica's declarations are.
+const PUBLISHED_MARKER: &str = "";
 
 /// How many values `claim_runs.lua` returns per claimed run.
 const CLAIMED_RUN_VALUES: usize = 9;

@@ -1,0 +1,52 @@
+-- Sends to the dead letters (reason 'undeclared') the runs put aside for a replica that
+-- declares their job (see claim_runs.lua) once no live replica has declared that job for
+-- `grace`; while a live replica declares it, the job's clock starts again.
+--
+-- KEYS[1] undeclared-jobs  zset    job -> ms since when no live replica declares it
+-- KEYS[2] replicas         zset    replica id -> last heartbeat ms
+-- KEYS[3] dead             zset    run id -> ms it died
+-- KEYS[4] events           stream  run state changes
+-- ARGV[1] key prefix "{ns}:" for run:<id>, undeclared:<job>, replica-jobs:<replica id>
+-- ARGV[2] grace, ms
+-- ARGV[3] a replica is live when its last heartbeat is at most this old, ms
+-- ARGV[4] events stream MAXLEN (approximate)
+-- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
+--
+-- Returns {job, runs buried, ...} for each job whose runs went to the dead letters.
+-- Cost: O(J × R + runs buried) for J jobs with runs put aside and R live replicas.
+local undeclared_jobs, replicas, dead, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, grace, live_for, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if not grace or not live_for or not maxlen then
+  return redis.error_reply('ERR bury_undeclared_runs: grace, live time and maxlen must be numbers')
+end
+local now = now_ms(ARGV[5])
+
+local live = redis.call('ZRANGEBYSCORE', replicas, now - live_for, '+inf')
+local buried = {}
+for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
+  local declared = false
+  for _, replica in ipairs(live) do
+    if redis.call('HEXISTS', prefix .. 'replica-jobs:' .. replica, job) == 1 then
+      declared = true
+      break
+    end
+  end
+  if declared then
+    redis.call('ZADD', undeclared_jobs, now, job)
+  elseif tonumber(redis.call('ZSCORE', undeclared_jobs, job)) <= now - grace then
+    local aside = prefix .. 'undeclared:' .. job
+    local run_ids = redis.call('LRANGE', aside, 0, -1)
+    for _, run_id in ipairs(run_ids) do
+      local run_key = prefix .. 'run:' .. run_id
+      redis.call('HSET', run_key, 'state', 'dead', 'reason', 'undeclared', 'finished_ms', now,
+        'error', 'no live replica declares job "' .. job .. '"')
+      redis.call('ZADD', dead, now, run_id)
+      record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'undeclared')
+    end
+    redis.call('DEL', aside)
+    redis.call('ZREM', undeclared_jobs, job)
+    buried[#buried + 1] = job
+    buried[#buried + 1] = #run_ids
+  end
+end
+return buried
