@@ -439,7 +439,10 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
     }
     // Ready runs, cron fires and ad-hoc alike, and runs waiting for a slot of their job.
     for list in keys.iter().filter(|name| {
-        name.contains(":ready:") || name.contains(":ready-fires:") || name.contains(":waiting:")
+        name.contains(":ready:")
+            || name.contains(":ready-fires:")
+            || name.contains(":waiting:")
+            || name.contains(":undeclared:")
     }) {
         let runs: Vec<String> = connection.lrange(list, 0, -1).unwrap_or_default();
         held.extend(runs);
@@ -456,6 +459,7 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         "events",
         "replicas",
         "paused",
+        "undeclared-jobs",
     ];
     keys.into_iter()
         .filter(|name| {
@@ -467,6 +471,7 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
                 && !suffix.starts_with("ready-fires:")
                 && !suffix.starts_with("running:")
                 && !suffix.starts_with("waiting:")
+                && !suffix.starts_with("undeclared:")
                 && !suffix.starts_with("wake:")
                 && !suffix
                     .strip_prefix("run:")
