@@ -12,6 +12,8 @@
 //! - [`handler`]: what executes a run: the command handler, or Rust handlers by job name.
 //! - [`replica`]: the components wired together and shut down in order.
 //! - [`cli`]: the `redcron` command line, one file per subcommand.
+//! - [`logs`]: log lines to standard error through a queue that never blocks the engine.
+//! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz`.
 //!
 //! The data model and the run state machine are in `DESIGN.md`. All keys live under one hash
 //! tag, `{ns}:` (leader, epoch, cursor, defs, def-hashes, due, planned, run:<id>,
@@ -46,6 +48,7 @@
 pub mod cli;
 pub mod engine;
 pub mod handler;
+pub mod logs;
 pub mod metrics;
 pub mod replica;
 pub mod schedule;

@@ -1,29 +1,23 @@
 //! The `redcron` binary: set up logging, parse the command line, hand it to the library.
 
-use std::io::IsTerminal;
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use redcron::cli::{Cli, LogFormat, execute};
-use tracing_subscriber::EnvFilter;
+use redcron::cli::{Cli, execute};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only for a person at a terminal, not in journald or a log file.
-        .with_ansi(std::io::stderr().is_terminal());
-    match cli.log_format() {
-        LogFormat::Text => logs.init(),
-        LogFormat::Json => logs.json().init(),
-    }
-    match execute(cli) {
+    let logs = redcron::logs::init(cli.log_format());
+    let result = execute(cli);
+    // The lines still queued go out first, so that the error is the last line.
+    drop(logs);
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("redcron: {error}");
+            // Not `eprintln!`, which panics when standard error is closed or full: the exit
+            // code must say what happened whatever became of the stream.
+            let _ = writeln!(std::io::stderr(), "redcron: {error}");
             error.exit_code()
         }
     }

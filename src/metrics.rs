@@ -5,8 +5,8 @@
 //! from Redis by the leader only, so that summing over replicas does not count them twice.
 
 use std::net::SocketAddr;
-use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -59,6 +59,12 @@ pub struct Metrics {
     pub workers_max: IntGauge,
     /// `redcron_redis_errors_total`: failed Redis operations (all retried).
     pub redis_errors_total: IntCounter,
+    /// `redcron_log_lines_dropped_total`: log lines the log stream refused or was too slow
+    /// for; kept in step with [`crate::logs::dropped_lines`] at each scrape.
+    log_lines_dropped_total: IntCounter,
+    /// The dropped log lines already added to `log_lines_dropped_total`: two scrapes at once
+    /// must not add the same lines twice.
+    log_lines_counted: Mutex<u64>,
 }
 
 /// The process's metrics.
@@ -159,6 +165,11 @@ impl Metrics {
             workers_busy: gauge("redcron_workers_busy", "Runs executing on this replica"),
             workers_max: gauge("redcron_workers_max", "Runs this replica executes at once"),
             redis_errors_total: counter("redcron_redis_errors_total", "Failed Redis operations"),
+            log_lines_dropped_total: counter(
+                "redcron_log_lines_dropped_total",
+                "Log lines dropped: the log stream refused them or was too slow",
+            ),
+            log_lines_counted: Mutex::new(0),
             registry,
         }
     }
@@ -177,6 +188,18 @@ impl Metrics {
 
     /// The text exposition format.
     fn encode(&self) -> String {
+        {
+            // A poisoned lock only means a scrape panicked mid-update; the count is still right.
+            let mut counted = self
+                .log_lines_counted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let dropped = crate::logs::dropped_lines();
+            if dropped > *counted {
+                self.log_lines_dropped_total.inc_by(dropped - *counted);
+                *counted = dropped;
+            }
+        }
         let mut buffer = Vec::new();
         // Encoding into a Vec cannot fail for well-formed metrics.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buffer);

@@ -10,7 +10,7 @@ use redis::Commands;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
-use crate::util::{cli, redcron_in};
+use crate::util::{cli, free_port, http_get, redcron_in, sample};
 
 const JOBS: &str = "[jobs.greet]\ncommand = \"cat >> ledger\"\nretries = 1\n\
                     [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> ticks\"\n";
@@ -446,38 +446,6 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
     );
 }
 
-/// `GET path` on a local HTTP endpoint: the status code and the body.
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream =
-        std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the metrics endpoint");
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, body)| body)
-        .to_owned();
-    (status, body)
-}
-
-/// The value of the sample `name{labels}` (labels as Prometheus prints them), or 0.
-fn sample(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[test]
 fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     let server = RedisServer::start();
@@ -490,10 +458,7 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
          [jobs.bad]\ncommand = \"exit 3\"\nretries = 1\nbackoff = \"1s\"\n",
     )
     .expect("write");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    let port = free_port();
     let address = format!("127.0.0.1:{port}");
     let replica = ReplicaProcess::start(
         "r1",

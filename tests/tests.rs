@@ -10,6 +10,7 @@ mod engine;
 mod fuzz;
 mod hostile;
 mod import_crontab;
+mod lifecycle;
 mod next;
 mod operate;
 mod replicas;

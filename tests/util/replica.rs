@@ -42,6 +42,31 @@ impl ReplicaProcess {
     ) -> Self {
         let log = log_dir.join(format!("{id}.log"));
         let log_file = File::create(&log).expect("replica log file");
+        Self::spawn(id, redis_url, schedules, log, extra, env, log_file.into())
+    }
+
+    /// Like [`ReplicaProcess::start`], with `stderr` as its standard error instead of a log
+    /// file (so [`ReplicaProcess::log`] is empty).
+    pub fn start_with_stderr(
+        id: &str,
+        redis_url: &str,
+        schedules: &Path,
+        extra: &[&str],
+        stderr: Stdio,
+    ) -> Self {
+        let no_log = PathBuf::new();
+        Self::spawn(id, redis_url, schedules, no_log, extra, &[], stderr)
+    }
+
+    fn spawn(
+        id: &str,
+        redis_url: &str,
+        schedules: &Path,
+        log: PathBuf,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Self {
         let child = Command::new(env!("CARGO_BIN_EXE_redcron"))
             .arg("run")
             .args([
@@ -73,7 +98,7 @@ impl ReplicaProcess {
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log_file)
+            .stderr(stderr)
             .spawn()
             .expect("the redcron binary starts");
         Self {
@@ -101,6 +126,25 @@ impl ReplicaProcess {
     /// Whether it has exited (and how), without waiting.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().expect("wait for the replica")
+    }
+
+    /// Its standard error, when it was started with a pipe there.
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.stderr.take()
+    }
+
+    /// Waits up to `limit` for it to exit on its own; how it exited, or `None` if it still runs.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for the replica") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// `kill -9`, and waits until it is gone.
