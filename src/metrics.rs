@@ -4,10 +4,9 @@
 //! thing counted happens. Gauges of shared state (due, active, dead, ready runs) are refreshed
 //! from Redis by the leader only, so that summing over replicas does not count them twice.
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{LazyLock, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -57,7 +56,7 @@ pub struct Metrics {
     pub workers_busy: IntGauge,
     /// `redcron_workers_max`.
     pub workers_max: IntGauge,
-    /// `redcron_redis_errors_total`: failed Redis operations (all retried).
+    /// `redcron_redis_errors_total`: failed Redis calls, whatever made them (all retried).
     pub redis_errors_total: IntCounter,
     /// `redcron_log_lines_dropped_total`: log lines the log stream refused or was too slow
     /// for; kept in step with [`crate::logs::dropped_lines`] at each scrape.
@@ -164,7 +163,7 @@ impl Metrics {
             ),
             workers_busy: gauge("redcron_workers_busy", "Runs executing on this replica"),
             workers_max: gauge("redcron_workers_max", "Runs this replica executes at once"),
-            redis_errors_total: counter("redcron_redis_errors_total", "Failed Redis operations"),
+            redis_errors_total: counter("redcron_redis_errors_total", "Failed Redis calls"),
             log_lines_dropped_total: counter(
                 "redcron_log_lines_dropped_total",
                 "Log lines dropped: the log stream refused them or was too slow",
@@ -208,25 +207,81 @@ impl Metrics {
 }
 
 /// What `/healthz` and `/readyz` report.
-#[derive(Debug, Default)]
+///
+/// Progress is a heartbeat written to Redis: it proves at once that the runtime runs, that Redis
+/// answers and that it accepts this replica's writes. A component that died is reported by the
+/// replica's supervisor the moment it is noticed.
+#[derive(Debug)]
 pub struct Health {
-    /// When Redis last answered, ms since the epoch (local clock).
-    last_redis_ok_ms: AtomicI64,
+    /// The origin of the instants below, on the monotonic clock: a jump of the wall clock must
+    /// not make a replica look stuck.
+    origin: Instant,
+    /// When Redis last answered a call: ms since `origin`, plus one (0: never).
+    redis_answered: AtomicU64,
+    /// When the replica last made progress: ms since `origin`, plus one (0: never, and the
+    /// silence counts from `origin`).
+    progressed: AtomicU64,
+    /// Redis refused a write (out of memory, read-only, ...) and no heartbeat was written since.
+    writes_refused: AtomicBool,
     /// Set once shutdown begins.
     stopping: AtomicBool,
+    /// The first component that died, by name.
+    died: OnceLock<String>,
 }
 
-/// How long Redis may be unreachable before `/healthz` answers 503.
+/// How long a replica may go without progress (no heartbeat written to Redis) before
+/// `/healthz` answers 503.
 pub const UNHEALTHY_AFTER: Duration = Duration::from_secs(30);
 
 /// How recently Redis must have answered for `/readyz` to answer 200.
 pub const READY_WITHIN: Duration = Duration::from_secs(10);
 
+impl Default for Health {
+    fn default() -> Self {
+        Self {
+            origin: Instant::now(),
+            redis_answered: AtomicU64::new(0),
+            progressed: AtomicU64::new(0),
+            writes_refused: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            died: OnceLock::new(),
+        }
+    }
+}
+
 impl Health {
+    fn now(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+
+    fn silent_for(&self, since: &AtomicU64) -> Duration {
+        let since = since.load(Ordering::Relaxed).saturating_sub(1);
+        Duration::from_millis(self.now().saturating_sub(1).saturating_sub(since))
+    }
+
+    /// A replica starts: its silence counts from now, not from the start of the process.
+    pub fn starting(&self) {
+        self.progressed.store(self.now(), Ordering::Relaxed);
+    }
+
     /// Redis just answered.
     pub fn redis_ok(&self) {
-        self.last_redis_ok_ms
-            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+        self.redis_answered.store(self.now(), Ordering::Relaxed);
+    }
+
+    /// Redis refused a write: not ready until a heartbeat is written again.
+    pub fn write_refused(&self) {
+        self.writes_refused.store(true, Ordering::Relaxed);
+    }
+
+    /// The replica's heartbeat was written to Redis: progress, and Redis takes writes again.
+    pub fn progressed(&self) {
+        let now = self.now();
+        self.redis_answered.store(now, Ordering::Relaxed);
+        self.progressed.store(now, Ordering::Relaxed);
+        self.writes_refused.store(false, Ordering::Relaxed);
     }
 
     /// Shutdown began: not ready for new work.
@@ -234,21 +289,62 @@ impl Health {
         self.stopping.store(true, Ordering::Relaxed);
     }
 
-    fn redis_silent_for(&self) -> Duration {
-        let last = self.last_redis_ok_ms.load(Ordering::Relaxed);
-        let silent = chrono::Utc::now().timestamp_millis() - last;
-        Duration::from_millis(u64::try_from(silent).unwrap_or(0))
+    /// A component of the replica died: unhealthy and not ready from now on, since the
+    /// process is stopping to be restarted.
+    pub fn component_died(&self, component: &str) {
+        let _ = self.died.set(component.to_owned());
+    }
+
+    /// `Ok` while the replica lives and progresses, else why not (for `/healthz`).
+    ///
+    /// # Errors
+    /// A component died, or no heartbeat was written for [`UNHEALTHY_AFTER`].
+    pub fn liveness(&self) -> Result<(), String> {
+        if let Some(component) = self.died.get() {
+            return Err(format!("the {component} died\n"));
+        }
+        let silent = self.silent_for(&self.progressed);
+        if silent > UNHEALTHY_AFTER {
+            return Err(format!(
+                "no progress for {} s: no heartbeat written to redis\n",
+                silent.as_secs()
+            ));
+        }
+        Ok(())
+    }
+
+    /// `Ok` while the replica can take work, else why not (for `/readyz`).
+    ///
+    /// # Errors
+    /// A component died, shutdown began, Redis refuses writes, or Redis has not answered for
+    /// [`READY_WITHIN`].
+    pub fn readiness(&self) -> Result<(), String> {
+        if let Some(component) = self.died.get() {
+            return Err(format!("the {component} died\n"));
+        }
+        if self.stopping.load(Ordering::Relaxed) {
+            return Err("shutting down\n".to_owned());
+        }
+        if self.redis_answered.load(Ordering::Relaxed) == 0
+            || self.silent_for(&self.redis_answered) > READY_WITHIN
+        {
+            return Err("redis unreachable\n".to_owned());
+        }
+        if self.writes_refused.load(Ordering::Relaxed) {
+            return Err("redis refuses writes\n".to_owned());
+        }
+        Ok(())
     }
 }
 
 /// The process's health.
 pub static HEALTH: LazyLock<Health> = LazyLock::new(Health::default);
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `address` until `shutdown`.
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown`.
 ///
 /// # Errors
-/// The address cannot be bound.
-pub async fn serve(address: SocketAddr, shutdown: Shutdown) -> std::io::Result<()> {
+/// The listener fails.
+pub async fn serve(listener: tokio::net::TcpListener, shutdown: Shutdown) -> std::io::Result<()> {
     let app = Router::new()
         .route(
             "/metrics",
@@ -262,26 +358,21 @@ pub async fn serve(address: SocketAddr, shutdown: Shutdown) -> std::io::Result<(
         .route(
             "/healthz",
             get(|| async {
-                if HEALTH.redis_silent_for() > UNHEALTHY_AFTER {
-                    (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable\n")
-                } else {
-                    (StatusCode::OK, "ok\n")
+                match HEALTH.liveness() {
+                    Ok(()) => (StatusCode::OK, "ok\n".to_owned()),
+                    Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
                 }
             }),
         )
         .route(
             "/readyz",
             get(|| async {
-                if HEALTH.stopping.load(Ordering::Relaxed) {
-                    (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
-                } else if HEALTH.redis_silent_for() > READY_WITHIN {
-                    (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable\n")
-                } else {
-                    (StatusCode::OK, "ready\n")
+                match HEALTH.readiness() {
+                    Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+                    Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
                 }
             }),
         );
-    let listener = tokio::net::TcpListener::bind(address).await?;
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
@@ -290,6 +381,35 @@ pub async fn serve(address: SocketAddr, shutdown: Shutdown) -> std::io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn readiness_fails_from_a_refused_write_until_a_heartbeat_is_written() {
+        let health = Health::default();
+        assert_eq!(health.readiness(), Err("redis unreachable\n".to_owned()));
+        health.redis_ok();
+        assert_eq!(health.readiness(), Ok(()));
+        health.write_refused();
+        // Other calls still answer: reads go on while Redis refuses writes.
+        health.redis_ok();
+        assert_eq!(health.readiness(), Err("redis refuses writes\n".to_owned()));
+        assert_eq!(health.liveness(), Ok(()));
+        health.progressed();
+        assert_eq!(health.readiness(), Ok(()));
+        health.stopping();
+        assert_eq!(health.readiness(), Err("shutting down\n".to_owned()));
+        assert_eq!(health.liveness(), Ok(()));
+    }
+
+    #[test]
+    fn a_dead_component_fails_both_checks_at_once() {
+        let health = Health::default();
+        health.progressed();
+        health.component_died("planner");
+        health.component_died("elector");
+        let dead = Err("the planner died\n".to_owned());
+        assert_eq!(health.liveness(), dead);
+        assert_eq!(health.readiness(), dead);
+    }
 
     /// Every `redcron_*` series that the contrib dashboard and alert rules query is exported.
     #[test]

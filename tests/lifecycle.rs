@@ -1,10 +1,11 @@
-//! A replica's life: a log stream that cannot stop it.
+//! A replica's life: a log stream that cannot stop it, and health that tells the truth.
 
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use redis::Commands;
 use tempfile::TempDir;
 
 use crate::util::redis_server::RedisServer;
@@ -64,6 +65,28 @@ impl Setup {
     fn starts_of(&self, fire_ms: i64) -> usize {
         let run = format!("tick@{fire_ms}");
         self.ledger().iter().filter(|line| **line == run).count()
+    }
+
+    fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
+        ReplicaProcess::start(
+            id,
+            &self.server.url(),
+            &self.schedules(),
+            self.dir.path(),
+            extra,
+        )
+    }
+
+    fn leader(&self) -> Option<String> {
+        self.server
+            .connection()
+            .get("{test}:leader")
+            .expect("GET leader")
+    }
+
+    fn leads(&self, id: &str) -> bool {
+        self.leader()
+            .is_some_and(|token| token.starts_with(&format!("{id}:")))
     }
 
     fn redis_now_ms(&self) -> i64 {
@@ -163,4 +186,77 @@ fn a_full_log_device_neither_stops_fires_nor_panics() {
     );
     // A panic would have exited with 101.
     assert_eq!(replica.terminate(Duration::from_secs(5)), Some(0));
+}
+
+#[test]
+fn readyz_fails_while_redis_refuses_writes_and_a_follower_counts_the_errors() {
+    let setup = Setup::new();
+    setup.write_jobs("[jobs.on-demand]\ncommand = \"true\"\n");
+    let leader = setup.replica("r1", &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || setup.leads("r1")),
+        "{}",
+        leader.log()
+    );
+    let (port, address) = metrics_endpoint();
+    let follower = setup.replica("r2", &["--metrics-addr", &address]);
+    assert!(
+        wait_until(Duration::from_secs(10), || serving(port)
+            && http_get(port, "/readyz") == (200, "ready\n".to_owned())),
+        "{}",
+        follower.log()
+    );
+    let errors = || sample(&http_get(port, "/metrics").1, "redcron_redis_errors_total");
+    let errors_before = errors();
+
+    // Fill Redis past a small maxmemory under noeviction: every write is refused with OOM.
+    let mut redis = setup.server.connection();
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query(&mut redis)
+        .expect("INFO");
+    let used: u64 = info
+        .lines()
+        .find_map(|line| line.strip_prefix("used_memory:"))
+        .and_then(|bytes| bytes.trim().parse().ok())
+        .expect("used_memory");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .arg("maxmemory")
+        .arg(used + (1 << 20))
+        .query(&mut redis)
+        .expect("CONFIG SET");
+    // Redis checks the limit when a script starts, so one script passes it by 2 MiB.
+    let _: () = redis::Script::new(
+        "for i = 1, 2048 do redis.call('HSET', KEYS[1], i, string.rep('x', 1024)) end",
+    )
+    .key("filler")
+    .invoke(&mut redis)
+    .expect("fill redis");
+    assert!(
+        wait_until(Duration::from_secs(10), || http_get(port, "/readyz")
+            == (503, "redis refuses writes\n".to_owned())),
+        "{:?}\n{}",
+        http_get(port, "/readyz"),
+        follower.log()
+    );
+    let errors_during = errors();
+    assert!(errors_during > errors_before, "{errors_during}");
+    assert!(
+        wait_until(Duration::from_secs(10), || errors() > errors_during),
+        "the follower's failed writes are counted as they keep failing"
+    );
+    // Liveness allows an outage this short: a restart would not free Redis's memory.
+    assert_eq!(http_get(port, "/healthz"), (200, "ok\n".to_owned()));
+
+    let _: () = redis.del("filler").expect("DEL filler");
+    assert!(
+        wait_until(Duration::from_secs(10), || http_get(port, "/readyz")
+            == (200, "ready\n".to_owned())),
+        "{:?}\n{}",
+        http_get(port, "/readyz"),
+        follower.log()
+    );
 }

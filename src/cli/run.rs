@@ -93,14 +93,23 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
     );
     let replica = Replica::builder(store).jobs(jobs).config(config).build();
     let metrics_addr = args.metrics_addr;
-    // Serves until the replica has stopped, so /readyz says so during the shutdown grace.
+    // Serves until the replica has stopped, so /readyz says so during the shutdown grace. Not
+    // a supervised component: fires do not depend on it, and a probe that cannot reach it
+    // reports the replica anyway.
     let serving = Shutdown::new();
-    let metrics_serving = serving.clone();
-    tokio::spawn(async move {
-        if let Err(error) = crate::metrics::serve(metrics_addr, metrics_serving).await {
+    match tokio::net::TcpListener::bind(metrics_addr).await {
+        Ok(listener) => {
+            let serving = serving.clone();
+            tokio::spawn(async move {
+                if let Err(error) = crate::metrics::serve(listener, serving).await {
+                    error!(%error, address = %metrics_addr, "metrics endpoint failed");
+                }
+            });
+        }
+        Err(error) => {
             warn!(%error, address = %metrics_addr, "cannot serve metrics; running without");
         }
-    });
+    }
     tokio::spawn(handle_signals(
         shutdown.clone(),
         replica.jobs_handle(),

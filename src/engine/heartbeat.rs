@@ -102,7 +102,7 @@ impl Heartbeat {
                 .publish_replica_jobs(&self.config.replica_id, &jobs, self.config.period * 3)
                 .await?;
         }
-        HEALTH.redis_ok();
+        HEALTH.progressed();
         if self.leadership.token().is_some() {
             self.refresh_gauges().await?;
         }
@@ -134,7 +134,9 @@ impl Heartbeat {
         Ok(())
     }
 
-    /// Beats every period until `shutdown`.
+    /// Beats every period until `shutdown`. A failed heartbeat is retried at the next period:
+    /// the store has counted its error, and `/healthz` reports a replica whose heartbeats keep
+    /// failing.
     pub async fn run(mut self, shutdown: Shutdown) {
         loop {
             if let Err(error) = self.tick().await {

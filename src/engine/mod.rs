@@ -94,10 +94,9 @@ impl Backoff {
         self.last = None;
     }
 
-    /// A tick failed (Redis errors are the only way a tick fails): how long to wait before the
-    /// next.
+    /// A tick failed (Redis errors are the only way a tick fails, and the store counts them
+    /// where they happen): how long to wait before the next.
     pub(crate) fn failed(&mut self) -> Duration {
-        METRICS.redis_errors_total.inc();
         let delay = self
             .last
             .map_or(MIN_RETRY_DELAY, |delay| (delay * 2).min(MAX_RETRY_DELAY));

@@ -15,7 +15,7 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, FromRedisValue, Script, Value};
 use thiserror::Error;
 
-use crate::metrics::METRICS;
+use crate::metrics::{HEALTH, METRICS};
 use crate::schedule::{Job, Priority};
 pub use keys::Keys;
 
@@ -24,7 +24,7 @@ pub use keys::Keys;
 pub enum StoreError {
     /// Redis could not be reached or refused the command; retry with backoff.
     #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
+    Redis(#[source] redis::RedisError),
     /// A script or command answered in a shape redcron does not write: foreign or corrupt data.
     #[error("unexpected reply from {operation}: {detail}")]
     Reply {
@@ -40,6 +40,36 @@ pub enum StoreError {
         /// The replica's id.
         replica: String,
     },
+}
+
+/// Every failed Redis call of the store becomes a [`StoreError`] here (the `?` after each call),
+/// so this is where failures are counted, whichever component made the call and whether or not
+/// it goes on to swallow the error, and where a refusal to write is noticed for `/readyz`.
+impl From<redis::RedisError> for StoreError {
+    fn from(error: redis::RedisError) -> Self {
+        METRICS.redis_errors_total.inc();
+        if refuses_writes(&error) {
+            HEALTH.write_refused();
+        }
+        StoreError::Redis(error)
+    }
+}
+
+/// Whether Redis answered but takes no writes now: out of memory under `noeviction`, a
+/// read-only replica, a failed snapshot with `stop-writes-on-bgsave-error`, too few replicas
+/// for `min-replicas-to-write`. Inside a transaction the refusal shows only in the message of
+/// the aborted `EXEC`, so the message is read too.
+fn refuses_writes(error: &redis::RedisError) -> bool {
+    const CODES: [&str; 4] = ["OOM", "READONLY", "MISCONF", "NOREPLICAS"];
+    if error.code().is_some_and(|code| CODES.contains(&code)) {
+        return true;
+    }
+    let message = error.to_string();
+    CODES.iter().any(|code| {
+        message
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|word| word == *code)
+    })
 }
 
 /// How long things are kept and how much history is kept.
