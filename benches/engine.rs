@@ -116,7 +116,10 @@ async fn cron_lag(url: &str) {
     tokio::time::sleep(LAG_RUN).await;
     let end = chrono::Utc::now().timestamp_millis();
     shutdown.cancel();
-    running.await.expect("the replica stops");
+    running
+        .await
+        .expect("the replica stops")
+        .expect("no component of the replica died");
 
     let measured_from = begin + millis(LAG_WARM_UP);
     // Whole seconds fully inside the window, with a second of margin at its end.

@@ -10,7 +10,7 @@
 //! - [`engine`]: the replica's components: elector, planner, promoter, workers, reaper,
 //!   heartbeat, one file each.
 //! - [`handler`]: what executes a run: the command handler, or Rust handlers by job name.
-//! - [`replica`]: the components wired together and shut down in order.
+//! - [`replica`]: the components wired together, supervised, and shut down in order.
 //! - [`cli`]: the `redcron` command line, one file per subcommand.
 //! - [`logs`]: log lines to standard error through a queue that never blocks the engine.
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz`.
@@ -40,7 +40,7 @@
 //!     })
 //!     .build();
 //! let shutdown = Shutdown::new();
-//! replica.run(shutdown).await;
+//! replica.run(shutdown).await?;
 //! # Ok(())
 //! # }
 //! ```

@@ -1,14 +1,30 @@
-//! One replica: the engine's components wired together, started, and stopped in order.
+//! One replica: the engine's components wired together, supervised, and stopped in order.
 //!
-//! Shutdown order, written down once: (1) workers stop claiming and running runs get the grace
-//! period, after which the rest are stopped and handed back without using an attempt; (2) the
-//! planner, promoter, reaper and heartbeat stop; (3) the elector releases the leader lease, last,
-//! so that no plan is written after the lease is given up.
+//! Supervision: every component (elector, planner, promoter, reaper, heartbeat, workers) runs as
+//! a task of one [`JoinSet`]. One that panics or returns while it should still run stops the
+//! replica at once: the error is logged with the component's name, `/healthz` and `/readyz`
+//! answer 503, running runs are stopped and handed back without a grace, leadership is released,
+//! and [`Replica::run`] returns the error, so that the process exits non-zero and its service
+//! manager restarts it while another replica leads.
+//!
+//! Shutdown order, written down once: (1) at once, the elector stops (it never takes the lease
+//! again), steps down and releases the lease, the planner stops, and the workers stop claiming;
+//! (2) running runs get the grace period, after which the rest are stopped and handed back
+//! without using an attempt, and outcomes are recorded within the recording window
+//! ([`RECORD_WINDOW`](crate::engine::worker::RECORD_WINDOW)); (3) once the workers have stopped,
+//! the promoter, reaper and heartbeat stop, so the replica is seen alive while its runs finish.
+//! A component that has not stopped [`STOP_TIMEOUT`] after that (waiting on a Redis that does
+//! not answer) is abandoned.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use thiserror::Error;
 use tokio::sync::watch;
+use tokio::task::{JoinError, JoinSet};
+use tracing::{error, warn};
 
 use crate::engine::elector::{Elector, ElectorConfig};
 use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig};
@@ -16,10 +32,99 @@ use crate::engine::planner::{Jobs, Planner, PlannerConfig, shared_jobs};
 use crate::engine::promoter::{Promoter, PromoterConfig};
 use crate::engine::reaper::{Reaper, ReaperConfig};
 use crate::engine::worker::{WorkerConfig, Workers};
-use crate::engine::{Leadership, Shutdown};
+use crate::engine::{Leadership, Shutdown, arm_fault_points};
 use crate::handler::{Handler, Handlers};
+use crate::logs::panic_message;
+use crate::metrics::HEALTH;
 use crate::schedule::Job;
 use crate::store::Store;
+
+/// How long a component may take to stop once its turn has come before it is abandoned: its
+/// tick waits on a Redis that does not answer, and every tick is one atomic call that may be
+/// dropped.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Why a replica stopped without being asked to.
+#[derive(Debug, Error)]
+pub enum ReplicaError {
+    /// A component panicked or returned while the replica was running. The replica stopped its
+    /// other components and handed its runs back; the process should exit so that it is
+    /// restarted.
+    #[error("the {component} {how}: the replica stopped")]
+    ComponentDied {
+        /// The component: elector, planner, promoter, reaper, heartbeat or workers.
+        component: &'static str,
+        /// What happened to it: the panic's message, or that it returned.
+        how: String,
+    },
+}
+
+/// The components of a replica, by the names logs, errors and `/healthz` use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Component {
+    Elector,
+    Planner,
+    Workers,
+    Promoter,
+    Reaper,
+    Heartbeat,
+}
+
+impl Component {
+    fn name(self) -> &'static str {
+        match self {
+            Component::Elector => "elector",
+            Component::Planner => "planner",
+            Component::Workers => "workers",
+            Component::Promoter => "promoter",
+            Component::Reaper => "reaper",
+            Component::Heartbeat => "heartbeat",
+        }
+    }
+
+    /// Whether the component stops with the first stage of the shutdown order, rather than
+    /// once the workers have stopped.
+    fn stops_first(self) -> bool {
+        matches!(
+            self,
+            Component::Elector | Component::Planner | Component::Workers
+        )
+    }
+}
+
+/// The replica's component tasks, by name.
+#[derive(Default)]
+struct Supervisor {
+    tasks: JoinSet<()>,
+    names: HashMap<tokio::task::Id, Component>,
+}
+
+impl Supervisor {
+    fn spawn(&mut self, component: Component, task: impl Future<Output = ()> + Send + 'static) {
+        let id = self.tasks.spawn(task).id();
+        self.names.insert(id, component);
+    }
+
+    /// The next component to end, and how it ended; `None` once none is left.
+    async fn next(&mut self) -> Option<(Component, Result<(), JoinError>)> {
+        let (id, ended) = match self.tasks.join_next_with_id().await? {
+            Ok((id, ())) => (id, Ok(())),
+            Err(error) => (error.id(), Err(error)),
+        };
+        let component = self
+            .names
+            .remove(&id)
+            .expect("every task is spawned with its name");
+        Some((component, ended))
+    }
+
+    fn running(&self) -> Vec<&'static str> {
+        self.names
+            .values()
+            .map(|component| component.name())
+            .collect()
+    }
+}
 
 /// Everything a replica can be told.
 #[derive(Debug, Clone)]
@@ -133,10 +238,14 @@ impl Replica {
     }
 
     /// Runs every component until `shutdown`, then stops them in order (see the module docs).
-    pub async fn run(self, shutdown: Shutdown) {
+    ///
+    /// # Errors
+    /// A component panicked or returned while it should have run: the replica has stopped.
+    pub async fn run(self, shutdown: Shutdown) -> Result<(), ReplicaError> {
+        HEALTH.starting();
+        arm_fault_points();
         let config = self.config;
         let leadership = Leadership::new();
-        let (planning, electing) = (Shutdown::new(), Shutdown::new());
 
         let elector = Elector::new(
             self.store.clone(),
@@ -174,29 +283,106 @@ impl Replica {
             self.jobs.subscribe(),
             leadership.clone(),
         );
-        let elector_task = tokio::spawn(elector.run(electing.clone()));
-        let background = [
-            tokio::spawn(planner.run(planning.clone())),
-            tokio::spawn(Promoter::new(self.store.clone(), config.promoter).run(planning.clone())),
-            tokio::spawn(
-                Reaper::new(
-                    self.store.clone(),
-                    ReaperConfig {
-                        replica_live_for: config.heartbeat_period * 3,
-                        ..config.reaper
-                    },
-                )
-                .run(planning.clone()),
-            ),
-            tokio::spawn(heartbeat.run(planning.clone())),
-        ];
 
-        workers.run(shutdown, config.shutdown_grace).await;
-        planning.cancel();
-        for task in background {
-            let _ = task.await;
+        // One token per stage of the shutdown order. A dead component cancels the first and
+        // interrupts the running runs; the second follows once the workers have stopped.
+        let stopping = shutdown.child_token();
+        let background = Shutdown::new();
+        let interrupt = workers.interrupter();
+        let mut supervisor = Supervisor::default();
+        supervisor.spawn(Component::Elector, elector.run(stopping.clone()));
+        supervisor.spawn(Component::Planner, planner.run(stopping.clone()));
+        supervisor.spawn(
+            Component::Workers,
+            workers.run(stopping.clone(), config.shutdown_grace),
+        );
+        supervisor.spawn(
+            Component::Promoter,
+            Promoter::new(self.store.clone(), config.promoter).run(background.clone()),
+        );
+        supervisor.spawn(
+            Component::Reaper,
+            Reaper::new(
+                self.store.clone(),
+                ReaperConfig {
+                    replica_live_for: config.heartbeat_period * 3,
+                    ..config.reaper
+                },
+            )
+            .run(background.clone()),
+        );
+        supervisor.spawn(Component::Heartbeat, heartbeat.run(background.clone()));
+
+        let mut failure = None;
+        let mut stop_by = None;
+        let mut stopping_seen = false;
+        loop {
+            let ended = tokio::select! {
+                biased;
+                () = stopping.cancelled(), if !stopping_seen => {
+                    stopping_seen = true;
+                    HEALTH.stopping();
+                    continue;
+                }
+                () = sleep_until(stop_by) => {
+                    warn!(
+                        components = ?supervisor.running(),
+                        "components did not stop in time: abandoning them"
+                    );
+                    supervisor.tasks.abort_all();
+                    stop_by = None;
+                    continue;
+                }
+                ended = supervisor.next() => ended,
+            };
+            let Some((component, ended)) = ended else {
+                break;
+            };
+            let stop_asked = if component.stops_first() {
+                stopping.is_cancelled()
+            } else {
+                background.is_cancelled()
+            };
+            let died = match ended {
+                Ok(()) if stop_asked => None,
+                Ok(()) => Some("stopped on its own".to_owned()),
+                // Only this supervisor aborts a task, after the component's turn to stop.
+                Err(error) if error.is_cancelled() => None,
+                Err(error) => Some(format!(
+                    "panicked: {}",
+                    panic_message(error.into_panic().as_ref())
+                )),
+            };
+            if let Some(how) = died
+                && failure.is_none()
+            {
+                error!(
+                    component = component.name(),
+                    "the {} {how}: stopping the replica, handing its runs back, so that it is \
+                     restarted",
+                    component.name()
+                );
+                HEALTH.component_died(component.name());
+                interrupt.cancel();
+                stopping.cancel();
+                failure = Some(ReplicaError::ComponentDied {
+                    component: component.name(),
+                    how,
+                });
+            }
+            if component == Component::Workers {
+                background.cancel();
+                stop_by = Some(tokio::time::Instant::now() + STOP_TIMEOUT);
+            }
         }
-        electing.cancel();
-        let _ = elector_task.await;
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }

@@ -442,7 +442,9 @@ async fn a_replica_runs_registered_rust_handlers_and_reports_its_heartbeat() {
     }
 
     shutdown.cancel();
-    task.await.expect("replica task");
+    task.await
+        .expect("replica task")
+        .expect("the replica stops cleanly");
     let leader: Option<String> = redis.get("{test}:leader").expect("GET");
     assert_eq!(leader, None, "the lease is released on shutdown");
 }
@@ -491,7 +493,9 @@ async fn fires_claimed_ahead_start_at_their_fire_time_never_before() {
         "the job did not fire"
     );
     shutdown.cancel();
-    task.await.expect("replica task");
+    task.await
+        .expect("replica task")
+        .expect("the replica stops cleanly");
 
     let mut redis = server.connection();
     let mut claimed_ahead = 0;

@@ -1,16 +1,21 @@
-//! A replica's life: a log stream that cannot stop it, and health that tells the truth.
+//! A replica's life: supervised components, a log stream that cannot stop it, health that tells
+//! the truth, and a shutdown that ends in time whatever Redis does.
 
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use redis::Commands;
 use tempfile::TempDir;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::{free_port, http_get, sample, wait_until};
+
+/// How long the outcome of a run is retried while Redis fails (the worker's recording window).
+const RECORD_WINDOW: Duration = Duration::from_secs(10);
 
 /// A Redis, a schedule directory and a ledger of the runs' starts.
 struct Setup {
@@ -124,6 +129,70 @@ fn metrics_endpoint() -> (u16, String) {
 
 fn serving(port: u16) -> bool {
     std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+#[test]
+fn a_leader_whose_planner_panics_exits_non_zero_and_another_replica_takes_over() {
+    let setup = Setup::new();
+    setup.write_jobs(&setup.every_second_job());
+    let trigger = setup.dir.path().join("planner-panics");
+    let trigger_path = trigger.display().to_string();
+    let mut faulty = ReplicaProcess::start_with_env(
+        "r1",
+        &setup.server.url(),
+        &setup.schedules(),
+        setup.dir.path(),
+        &[],
+        &[("REDCRON_TEST_FAULT_PLANNER_PANIC", &trigger_path)],
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || setup.leads("r1")),
+        "r1 did not lead:\n{}",
+        faulty.log()
+    );
+    let healthy = setup.replica("r2", &[]);
+    setup.assert_next_fires_run_once(2, || faulty.log());
+
+    std::fs::write(&trigger, "").expect("trigger the fault point");
+    assert!(
+        wait_until(Duration::from_secs(5), || faulty
+            .log()
+            .contains("the planner panicked")),
+        "the planner did not panic:\n{}",
+        faulty.log()
+    );
+    let panicked = Instant::now();
+    let status = faulty.wait_exit(Duration::from_secs(2));
+    let log = faulty.log();
+    let status = status.unwrap_or_else(|| {
+        panic!(
+            "still running {:?} after the panic:\n{log}",
+            panicked.elapsed()
+        )
+    });
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(
+        log.lines().any(|line| line.contains("ERROR")
+            && line.contains("component=\"planner\"")
+            && line.contains("the planner panicked: test fault point")),
+        "the supervisor names the dead component at error level:\n{log}"
+    );
+    assert!(
+        log.contains("released the leader lease"),
+        "a dead replica gives its lease up:\n{log}"
+    );
+    assert!(
+        log.trim_end()
+            .ends_with("redcron: the planner panicked: test fault point: the planner panics: the replica stopped"),
+        "{log}"
+    );
+
+    assert!(
+        wait_until(Duration::from_secs(5), || setup.leads("r2")),
+        "r2 did not take over:\n{}",
+        healthy.log()
+    );
+    setup.assert_next_fires_run_once(3, || healthy.log());
 }
 
 #[test]
@@ -258,5 +327,66 @@ fn readyz_fails_while_redis_refuses_writes_and_a_follower_counts_the_errors() {
         "{:?}\n{}",
         http_get(port, "/readyz"),
         follower.log()
+    );
+}
+
+#[test]
+fn sigterm_with_redis_gone_exits_within_grace_and_recording_window_and_never_leads() {
+    let mut setup = Setup::new();
+    let grace = Duration::from_secs(6);
+    let at = (setup.redis_now_ms() / 1000 + 3) * 1000;
+    let fire: DateTime<Utc> = DateTime::from_timestamp_millis(at).expect("a time");
+    setup.write_jobs(&format!(
+        "[jobs.long]\nschedule = \"{}\"\nqueue = \"slow\"\ncommand = \"{}; sleep 60\"\n",
+        fire.format("%-S %-M %-H %-d %-m *"),
+        setup.record()
+    ));
+    // r1 leads and runs nothing; r2 serves the queue of the long job only.
+    let mut leader = setup.replica("r1", &["--queues", "default"]);
+    assert!(
+        wait_until(Duration::from_secs(10), || setup.leads("r1")),
+        "{}",
+        leader.log()
+    );
+    let grace_flag = format!("{}s", grace.as_secs());
+    let mut stopping = setup.replica("r2", &["--queues", "slow", "--shutdown-grace", &grace_flag]);
+    assert!(
+        wait_until(Duration::from_secs(15), || setup.ledger().len() == 1),
+        "{}",
+        stopping.log()
+    );
+
+    // The lease falls free while r2 is stopping: it must not take it.
+    stopping.signal(nix::sys::signal::Signal::SIGTERM);
+    let signalled = Instant::now();
+    leader.kill9();
+    assert!(
+        wait_until(Duration::from_secs(5), || setup.leader().is_none()),
+        "the dead leader's lease did not expire"
+    );
+    let free_since = Instant::now();
+    while free_since.elapsed() < Duration::from_secs(1) {
+        assert_eq!(setup.leader(), None, "a stopping replica took the lease");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        signalled.elapsed() < grace,
+        "the lease expired too late for this test"
+    );
+
+    // Redis goes before the grace ends: the handed-back run cannot be recorded.
+    setup.server.kill9();
+    let limit = grace + RECORD_WINDOW + Duration::from_secs(3);
+    let status = stopping.wait_exit(limit.saturating_sub(signalled.elapsed()));
+    let log = stopping.log();
+    let status = status.unwrap_or_else(|| panic!("still running {limit:?} after SIGTERM:\n{log}"));
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(
+        !log.contains("acquired the leader lease"),
+        "r2 led after SIGTERM:\n{log}"
+    );
+    assert!(
+        log.contains("cannot record the failure"),
+        "the run was given up after the recording window:\n{log}"
     );
 }

@@ -144,7 +144,10 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
         .unwrap_or_default();
 
     shutdown.cancel();
-    let _ = running.await;
+    // A replica whose component died would have stopped processing: its figures mean nothing.
+    if let Ok(Err(died)) = running.await {
+        return Err(died.into());
+    }
     store.clear_namespace().await?;
     Ok(Figures {
         enqueue_jobs_per_s,

@@ -209,6 +209,9 @@ pub enum CliError {
     /// The embedded Redis could not be started.
     #[error("{0}")]
     Embedded(#[from] crate::store::embedded::EmbeddedError),
+    /// A replica's component died: the replica stopped so that its service manager restarts it.
+    #[error("{0}")]
+    Replica(#[from] crate::replica::ReplicaError),
     /// A command-line value that is not what it should be.
     #[error("{0}")]
     Argument(String),

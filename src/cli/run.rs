@@ -64,7 +64,11 @@ pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
     // A replica refuses to start on an invalid schedule directory.
     let jobs = load_dir(&args.schedules)?;
     let runtime = tokio::runtime::Runtime::new().map_err(CliError::io("starting the runtime"))?;
-    runtime.block_on(run(args, jobs))
+    let stopped = runtime.block_on(run(args, jobs));
+    // The replica has stopped: a blocking task still under way (a name lookup for a Redis that
+    // went away, say) must not hold up the exit.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    stopped
 }
 
 async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
@@ -121,13 +125,18 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
             args.schedules.clone(),
         ));
     }
-    replica.run(shutdown).await;
+    let stopped = replica.run(shutdown).await;
     serving.cancel();
     if let Some(embedded) = embedded {
         embedded.stop().await;
     }
-    info!("replica stopped");
-    Ok(())
+    match stopped {
+        Ok(()) => {
+            info!("replica stopped");
+            Ok(())
+        }
+        Err(died) => Err(died.into()),
+    }
 }
 
 fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
@@ -234,7 +243,6 @@ async fn handle_signals(shutdown: Shutdown, jobs: JobsHandle, schedules: PathBuf
             std::process::exit(130);
         }
         info!("shutting down: no new runs; running runs get the shutdown grace");
-        crate::metrics::HEALTH.stopping();
         shutdown.cancel();
     }
 }

@@ -102,11 +102,17 @@ impl Elector {
         }
     }
 
-    /// Ticks every third of the lease ttl until `shutdown`, then releases the lease if held.
+    /// Ticks every third of the lease ttl until `shutdown`, then steps down and releases the
+    /// lease if held.
+    ///
+    /// Once `shutdown` is cancelled no tick starts, so a replica that is stopping never takes
+    /// the lease; a tick already under way when it is cancelled ends first, and a lease it took
+    /// is given up at once. The release waits for Redis for one lease ttl at most: by then the
+    /// lease has expired anyway.
     pub async fn run(mut self, shutdown: Shutdown) {
         let period = self.config.lease_ttl / 3;
         let mut backoff = Backoff::default();
-        loop {
+        while !shutdown.is_cancelled() {
             let pause = match self.tick().await {
                 Ok(_) => {
                     backoff.succeeded();
@@ -118,15 +124,26 @@ impl Elector {
                 }
             };
             tokio::select! {
+                biased;
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(pause) => {}
             }
         }
         if let Some(token) = self.leadership.token() {
+            // Locally first: the planner stops planning before the lease is given up, and a
+            // plan already on its way is refused by the fencing check once the lease is gone.
             self.leadership.step_down(&token);
-            match self.store.release_leader(&token).await {
-                Ok(_) => info!(token = token.as_str(), "released the leader lease"),
-                Err(error) => warn!(%error, "could not release the leader lease; it will expire"),
+            let released =
+                tokio::time::timeout(self.config.lease_ttl, self.store.release_leader(&token))
+                    .await;
+            match released {
+                Ok(Ok(_)) => info!(token = token.as_str(), "released the leader lease"),
+                Ok(Err(error)) => {
+                    warn!(%error, "could not release the leader lease; it will expire");
+                }
+                Err(_) => {
+                    warn!("redis did not answer the release of the leader lease; it will expire")
+                }
             }
         }
     }

@@ -16,7 +16,8 @@ pub mod promoter;
 pub mod reaper;
 pub mod worker;
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -103,4 +104,23 @@ impl Backoff {
         self.last = Some(delay);
         delay
     }
+}
+
+/// A test fault point, `REDCRON_TEST_FAULT_PLANNER_PANIC`: the path of a file; once the file
+/// exists, the planner of the leading replica panics at its next tick, so that tests can watch
+/// the supervisor stop the replica and another one take over. Read once, when a replica starts;
+/// unset, as everywhere but in tests, it costs nothing.
+static PLANNER_PANIC_FILE: LazyLock<Option<PathBuf>> =
+    LazyLock::new(|| std::env::var_os("REDCRON_TEST_FAULT_PLANNER_PANIC").map(PathBuf::from));
+
+/// Reads the test fault points' settings, at the replica's start.
+pub(crate) fn arm_fault_points() {
+    LazyLock::force(&PLANNER_PANIC_FILE);
+}
+
+/// Whether the planner's test fault point has been triggered.
+fn planner_fault_triggered() -> bool {
+    PLANNER_PANIC_FILE
+        .as_deref()
+        .is_some_and(std::path::Path::exists)
 }

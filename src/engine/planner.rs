@@ -322,6 +322,9 @@ impl Planner {
         let mut leadership = self.leadership.subscribe();
         let mut backoff = Backoff::default();
         loop {
+            if self.leadership.token().is_some() && super::planner_fault_triggered() {
+                panic!("test fault point: the planner panics");
+            }
             let pause = match self.tick().await {
                 Ok(tick) => {
                     backoff.succeeded();

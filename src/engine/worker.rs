@@ -204,6 +204,12 @@ impl Workers {
         self.busy.clone()
     }
 
+    /// Cancelling it stops running runs at once and hands them back, as at the end of the
+    /// shutdown grace: for a replica that stops because one of its components died.
+    pub fn interrupter(&self) -> Shutdown {
+        self.interrupt.clone()
+    }
+
     /// Claims a run for every free slot, in one call, and starts them; a claimed run too
     /// damaged to decode is sent to the dead letters instead.
     ///
@@ -475,16 +481,29 @@ impl Workers {
     }
 
     /// Lets running runs finish (see [`Workers::run`]), then waits until every success handed
-    /// over is recorded.
+    /// over is recorded, or given up: successes handed over before the runs stopped have had
+    /// the recording window since, so the wait ends a window after they stopped (at once if
+    /// recording their failures took that long), and a replica whose Redis is gone still exits.
     async fn drain(mut self, grace: Duration) {
-        self.finish_running(grace).await;
+        let stopped = self.finish_running(grace).await;
         drop(self.acks);
-        let _ = self.acker.await;
+        let deadline = (stopped + RECORD_WINDOW).max(tokio::time::Instant::now());
+        if tokio::time::timeout_at(deadline, &mut self.acker)
+            .await
+            .is_err()
+        {
+            warn!(
+                "successes not recorded in time: their leases will expire and they may run again"
+            );
+            self.acker.abort();
+        }
     }
 
-    async fn finish_running(&mut self, grace: Duration) {
+    /// Lets running runs finish for up to `grace`, then stops the rest and hands them back;
+    /// returns when the runs finished or were told to stop.
+    async fn finish_running(&mut self, grace: Duration) -> tokio::time::Instant {
         if self.running.is_empty() {
-            return;
+            return tokio::time::Instant::now();
         }
         info!(
             running = self.running.len(),
@@ -495,6 +514,7 @@ impl Workers {
             while self.running.join_next().await.is_some() {}
         })
         .await;
+        let stopped = tokio::time::Instant::now();
         if finished.is_err() {
             warn!(
                 running = self.running.len(),
@@ -503,6 +523,7 @@ impl Workers {
             self.interrupt.cancel();
             while self.running.join_next().await.is_some() {}
         }
+        stopped
     }
 }
 
@@ -828,24 +849,34 @@ impl Execution {
     }
 }
 
-/// Retries a store call a few times with backoff (about 10 s in all, within a lease): a Redis
-/// blip while recording an outcome must not make a run run again.
+/// How long the outcome of a run is retried while Redis fails: a Redis blip while recording
+/// an outcome must not make a run run again, and a replica that stops while Redis is gone must
+/// still exit. Well within the default run lease (30 s).
+pub const RECORD_WINDOW: Duration = Duration::from_secs(10);
+
+/// Retries a store call with backoff for [`RECORD_WINDOW`] at most, the call under way
+/// included; `None` when the window passed without an answer.
 async fn retry_store<T, F, Fut>(mut call: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
 {
+    let deadline = tokio::time::Instant::now() + RECORD_WINDOW;
     let mut backoff = Backoff::default();
-    for _ in 0..6 {
-        match call().await {
-            Ok(value) => return Some(value),
-            Err(error) => {
-                warn!(%error, "store call failed; retrying");
-                tokio::time::sleep(backoff.failed()).await;
-            }
+    loop {
+        // A call abandoned at the deadline may still be carried out by Redis, as one that
+        // timed out may: each is one atomic script, and the run's lease settles the rest.
+        match tokio::time::timeout_at(deadline, call()).await {
+            Ok(Ok(value)) => return Some(value),
+            Ok(Err(error)) => warn!(%error, "store call failed; retrying"),
+            Err(_) => return None,
         }
+        let pause = backoff.failed();
+        if tokio::time::Instant::now() + pause >= deadline {
+            return None;
+        }
+        tokio::time::sleep(pause).await;
     }
-    None
 }
 
 /// Extends the run's lease every third of it, and at once when `now` (a run claimed ahead,

@@ -123,6 +123,12 @@ impl RedisServer {
         self.crash_and_restart(down);
     }
 
+    /// `kill -9`s the server and leaves it down.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     fn start_again(&mut self, down: Duration) {
         std::thread::sleep(down);
         self.child = spawn(
