@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use redcron::store::{Claimed, Enqueue, Enqueued, Store, StoreError};
+use redcron::store::{Claimed, Store, StoreError};
 
+use crate::slots::enqueue;
 use crate::store::{declare, jobs, setup};
 use crate::util::redis_server::RedisServer;
 
@@ -34,20 +35,6 @@ fn ids(claimed: &Claimed) -> Vec<String> {
         .collect()
 }
 
-async fn enqueue(store: &Store, job: &str) -> String {
-    let request = Enqueue {
-        job: job.to_owned(),
-        due_ms: None,
-        payload: None,
-        priority: None,
-        unique: None,
-    };
-    match store.enqueue_run(&request).await.expect("enqueue") {
-        Enqueued::Scheduled { run_id, .. } => run_id,
-        other => panic!("not enqueued: {other:?}"),
-    }
-}
-
 fn dead(server: &RedisServer) -> Vec<String> {
     redis::Commands::zrange(&mut server.connection(), "{test}:dead", 0, -1).expect("ZRANGE")
 }
@@ -56,9 +43,9 @@ fn dead(server: &RedisServer) -> Vec<String> {
 async fn runs_of_a_job_a_replica_does_not_declare_wait_for_one_that_does() {
     let (server, store, _token) = setup(JOBS).await;
     declare(&store, "old", jobs("[jobs.x]\ncommand = \"true\"\n")).await;
-    let y1 = enqueue(&store, "y").await;
-    let x1 = enqueue(&store, "x").await;
-    let y2 = enqueue(&store, "y").await;
+    let y1 = enqueue(&store, "y", None).await;
+    let x1 = enqueue(&store, "x", None).await;
+    let y2 = enqueue(&store, "y", None).await;
 
     let claimed = claim_as(&store, "old", 3).await.expect("claim");
     assert_eq!(ids(&claimed), [x1], "only the job it declares");
@@ -69,7 +56,7 @@ async fn runs_of_a_job_a_replica_does_not_declare_wait_for_one_that_does() {
     assert!(dead(&server).is_empty());
 
     // A replica that declares y takes them, oldest first, before anything else.
-    let x2 = enqueue(&store, "x").await;
+    let x2 = enqueue(&store, "x", None).await;
     let claimed = claim_as(&store, "replica", 3).await.expect("claim");
     assert_eq!(ids(&claimed), [y1, y2, x2]);
 }
@@ -77,7 +64,7 @@ async fn runs_of_a_job_a_replica_does_not_declare_wait_for_one_that_does() {
 #[tokio::test]
 async fn a_replica_whose_declarations_are_gone_claims_nothing_until_it_publishes_them() {
     let (_server, store, _token) = setup(JOBS).await;
-    enqueue(&store, "x").await;
+    enqueue(&store, "x", None).await;
     let error = claim_as(&store, "new", 1).await.expect_err("undeclared");
     assert!(
         matches!(&error, StoreError::Undeclared { replica } if replica == "new"),
@@ -95,7 +82,7 @@ async fn a_replica_whose_declarations_are_gone_claims_nothing_until_it_publishes
 async fn runs_go_to_the_dead_letters_only_once_no_live_replica_declares_their_job() {
     let (server, store, _token) = setup(JOBS).await;
     declare(&store, "old", jobs("[jobs.x]\ncommand = \"true\"\n")).await;
-    let y = enqueue(&store, "y").await;
+    let y = enqueue(&store, "y", None).await;
     claim_as(&store, "old", 1).await.expect("claim");
     let grace = Duration::from_secs(60);
     let live_for = Duration::from_secs(6);

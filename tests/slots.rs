@@ -50,7 +50,8 @@ fn skipped(server: &RedisServer) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn enqueue(store: &Store, job: &str, due_ms: Option<i64>) -> String {
+/// Enqueues an ad-hoc run of `job`, due at `due_ms` (now when `None`); its id.
+pub(crate) async fn enqueue(store: &Store, job: &str, due_ms: Option<i64>) -> String {
     let request = Enqueue {
         job: job.to_owned(),
         due_ms,
