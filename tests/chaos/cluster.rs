@@ -2,9 +2,6 @@
 //! ways to hurt them.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -200,58 +197,10 @@ impl Cluster {
             .ok()?;
         parse_token(&token?)
     }
-
-    /// Watches the leader key every 50 ms until stopped: every token seen, in order.
-    pub fn watch_leaders(&self) -> LeaderWatch {
-        let url = self.server.url();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            let mut seen: Vec<(String, u64)> = Vec::new();
-            let mut connection: Option<redis::Connection> = None;
-            while !stopped.load(Ordering::Relaxed) {
-                if connection.is_none() {
-                    connection = connect(&url, Duration::from_millis(300)).ok();
-                }
-                if let Some(open) = connection.as_mut() {
-                    let token: redis::RedisResult<Option<String>> = redis::cmd("GET")
-                        .arg(format!("{{{NAMESPACE}}}:leader"))
-                        .query(open);
-                    match token {
-                        Ok(Some(token)) => {
-                            if let Some(leader) = parse_token(&token)
-                                && seen.last() != Some(&leader)
-                            {
-                                seen.push(leader);
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(_) => connection = None,
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            seen
-        });
-        LeaderWatch { stop, thread }
-    }
 }
 
-/// The leader tokens seen by [`Cluster::watch_leaders`].
-pub struct LeaderWatch {
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<Vec<(String, u64)>>,
-}
-
-impl LeaderWatch {
-    /// Stops watching; every distinct leader token seen, in order.
-    pub fn finish(self) -> Vec<(String, u64)> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().expect("the leader watch")
-    }
-}
-
-fn connect(url: &str, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+/// A connection that gives up after `timeout` instead of hanging on a frozen or stalled server.
+pub fn connect(url: &str, timeout: Duration) -> redis::RedisResult<redis::Connection> {
     let connection = redis::Client::open(url)?.get_connection_with_timeout(timeout)?;
     connection.set_read_timeout(Some(timeout))?;
     connection.set_write_timeout(Some(timeout))?;
@@ -259,7 +208,7 @@ fn connect(url: &str, timeout: Duration) -> redis::RedisResult<redis::Connection
 }
 
 /// `<replica id>:<epoch>`.
-fn parse_token(token: &str) -> Option<(String, u64)> {
+pub fn parse_token(token: &str) -> Option<(String, u64)> {
     let (id, epoch) = token.rsplit_once(':')?;
     Some((id.to_owned(), epoch.parse().ok()?))
 }

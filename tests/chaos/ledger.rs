@@ -1,9 +1,11 @@
-//! The jobs, the ledger they write outside Redis, and the comparison of the ledger with the fires
-//! the schedules define.
+//! The jobs, the ledger they write outside Redis, and the comparison of the ledger, and of what
+//! Redis recorded, with the fires the schedules define.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
+
+use crate::observe::Observed;
 
 /// How a job behaves, and so what the ledger must show for each of its fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,61 +18,96 @@ pub enum Kind {
     AlwaysCrashes,
 }
 
-/// A job the runner declares: it fires when the epoch second is `offset` modulo `period`.
-#[derive(Debug, Clone, Copy)]
-pub struct JobSpec {
-    pub name: &'static str,
-    schedule: &'static str,
-    period_s: i64,
-    offset_s: i64,
-    /// Seconds it sleeps between its `start` and `end` records.
-    sleep_s: u32,
-    pub kind: Kind,
+/// What a job's table sets beside its schedule and command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settings {
+    /// `overlap = "allow"`, its delivery, 2 retries 1 s apart: runs never wait for each other.
+    Allow,
+    /// Nothing: a scheduled job's defaults, `overlap = "forbid"`, `misfire = "run-once"`,
+    /// at-least-once, no retry. A fire due while a run of the job that started by then still
+    /// runs is skipped as an overlap; any other waits for its turn.
+    Defaults,
 }
 
-/// The jobs: one every second, long ones (6 s) of each delivery every 15 s, and one that
-/// always crashes every 30 s.
-pub const JOBS: [JobSpec; 4] = [
-    JobSpec {
-        name: "tick",
-        schedule: "* * * * * *",
-        period_s: 1,
-        offset_s: 0,
-        sleep_s: 0,
-        kind: Kind::AtLeastOnce,
-    },
-    JobSpec {
-        name: "long-again",
-        schedule: "0,15,30,45 * * * * *",
-        period_s: 15,
-        offset_s: 0,
-        sleep_s: 6,
-        kind: Kind::AtLeastOnce,
-    },
-    JobSpec {
-        name: "long-once",
-        schedule: "7,22,37,52 * * * * *",
-        period_s: 15,
-        offset_s: 7,
-        sleep_s: 6,
-        kind: Kind::AtMostOnce,
-    },
-    JobSpec {
-        name: "crash",
-        schedule: "20,50 * * * * *",
-        period_s: 30,
-        offset_s: 20,
-        sleep_s: 0,
-        kind: Kind::AlwaysCrashes,
-    },
-];
+/// What a job's command does between its `start` and `end` records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Work {
+    /// Nothing, and no `end` record.
+    Nothing,
+    /// Sleeps this many seconds.
+    Sleep(u32),
+    /// Sleeps 0.3 to 0.8 s, a length that follows from its fire time.
+    Varying,
+}
+
+/// A job the runner declares: it fires when the epoch second is `offset_s` modulo `period_s`.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    pub name: String,
+    period_s: i64,
+    offset_s: i64,
+    work: Work,
+    pub kind: Kind,
+    pub settings: Settings,
+}
+
+impl JobSpec {
+    fn new(name: &str, period_s: i64, offset_s: i64, work: Work) -> Self {
+        Self {
+            name: name.to_owned(),
+            period_s,
+            offset_s,
+            work,
+            kind: Kind::AtLeastOnce,
+            settings: Settings::Defaults,
+        }
+    }
+
+    fn allow(mut self, kind: Kind) -> Self {
+        self.kind = kind;
+        self.settings = Settings::Allow;
+        self
+    }
+
+    /// Its schedule: every `period_s` seconds from `offset_s`, which divides a minute.
+    fn schedule(&self) -> String {
+        if self.period_s == 1 {
+            "* * * * * *".to_owned()
+        } else {
+            format!("{}-59/{} * * * * *", self.offset_s, self.period_s)
+        }
+    }
+
+    /// Its fires in `[from, to]`, ms.
+    fn fires(&self, from: i64, to: i64) -> impl Iterator<Item = i64> + use<> {
+        let (period, offset) = (self.period_s, self.offset_s);
+        let first_second = from.div_euclid(1000) + i64::from(from.rem_euclid(1000) != 0);
+        (first_second..=to.div_euclid(1000))
+            .filter(move |second| second.rem_euclid(period) == offset)
+            .map(|second| second * 1000)
+    }
+}
+
+/// The jobs. With overlap allowed: one every second, long ones (6 s) of each delivery every
+/// 15 s, and one that always crashes every 30 s. With the default settings: one every second,
+/// and one every second that takes 0.3 to 0.8 s.
+pub fn jobs() -> Vec<JobSpec> {
+    vec![
+        JobSpec::new("tick", 1, 0, Work::Nothing).allow(Kind::AtLeastOnce),
+        JobSpec::new("long-again", 15, 0, Work::Sleep(6)).allow(Kind::AtLeastOnce),
+        JobSpec::new("long-once", 15, 7, Work::Sleep(6)).allow(Kind::AtMostOnce),
+        JobSpec::new("crash", 30, 20, Work::Nothing).allow(Kind::AlwaysCrashes),
+        JobSpec::new("beat", 1, 0, Work::Nothing),
+        JobSpec::new("busy", 1, 0, Work::Varying),
+    ]
+}
 
 /// How many attempts [`Kind::AlwaysCrashes`] gets.
 const CRASH_ATTEMPTS: u32 = 3;
 
-/// The schedule file declaring [`JOBS`], whose runs append to `ledger`. Start times come from
-/// `date` with libfaketime taken out of its environment: the ledger uses the real clock even
-/// on a replica whose clock is skewed.
+/// The schedule file declaring the [`jobs`], whose runs append to `ledger`. Start times come
+/// from `date` with libfaketime taken out of its environment: the ledger uses the real clock
+/// even on a replica whose clock is skewed.
 pub fn schedule_file(ledger: &Path) -> String {
     let record = |tag: &str| {
         format!(
@@ -80,34 +117,39 @@ pub fn schedule_file(ledger: &Path) -> String {
         )
     };
     let mut file = String::new();
-    for job in JOBS {
-        let command = match job.kind {
-            Kind::AlwaysCrashes => format!("{}; kill -9 $$", record("start")),
-            _ if job.sleep_s > 0 => {
-                format!(
-                    "{}; sleep {}; {}",
-                    record("start"),
-                    job.sleep_s,
-                    record("end")
-                )
+    for job in jobs() {
+        let work = match job.work {
+            Work::Nothing => None,
+            Work::Sleep(seconds) => Some(format!("sleep {seconds}")),
+            Work::Varying => {
+                Some("fire=${REDCRON_RUN_ID#*@}; sleep 0.$(( 3 + fire / 1000 * 7 % 6 ))".to_owned())
             }
-            _ => record("start"),
         };
-        let delivery = match job.kind {
-            Kind::AtMostOnce => "at-most-once",
-            _ => "at-least-once",
+        let command = match (job.kind, work) {
+            (Kind::AlwaysCrashes, _) => format!("{}; kill -9 $$", record("start")),
+            (_, Some(work)) => format!("{}; {work}; {}", record("start"), record("end")),
+            (_, None) => record("start"),
         };
-        // Overlap allowed: a frozen or killed replica holds a job's overlap lock until its
-        // lease expires, which would skip fires for reasons this runner is not about.
         writeln!(
             file,
-            "[jobs.{}]\nschedule = \"{}\"\ndelivery = \"{delivery}\"\noverlap = \"allow\"\n\
-             retries = {}\nbackoff = \"1s\"\ncommand = '''{command}'''\n",
+            "[jobs.{}]\nschedule = \"{}\"",
             job.name,
-            job.schedule,
-            CRASH_ATTEMPTS - 1,
+            job.schedule()
         )
         .expect("writing to a String");
+        if job.settings == Settings::Allow {
+            let delivery = match job.kind {
+                Kind::AtMostOnce => "at-most-once",
+                _ => "at-least-once",
+            };
+            writeln!(
+                file,
+                "delivery = \"{delivery}\"\noverlap = \"allow\"\nretries = {}\nbackoff = \"1s\"",
+                CRASH_ATTEMPTS - 1,
+            )
+            .expect("writing to a String");
+        }
+        writeln!(file, "command = '''{command}'''\n").expect("writing to a String");
     }
     file
 }
@@ -138,23 +180,70 @@ pub fn read(path: &Path) -> Vec<Entry> {
         .collect()
 }
 
-/// What Redis holds about one run at the end.
+/// What happened to the cluster, for what the ledger may show.
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    /// The fires judged are those in `[from_ms, to_ms]`.
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// Where a Redis crash may have lost writes (`appendfsync everysec`: up to about a
+    /// second), ms: a fire in one may run again or not at all.
+    pub fsync_windows: Vec<(i64, i64)>,
+}
+
+impl Timeline {
+    fn in_fsync_window(&self, ms: i64) -> bool {
+        self.fsync_windows
+            .iter()
+            .any(|(start, end)| (*start..=*end).contains(&ms))
+    }
+}
+
+/// What Redis recorded about one run, from every events stream entry seen.
 #[derive(Debug, Clone, Default)]
 pub struct RunRecord {
     pub state: Option<String>,
     pub reason: Option<String>,
     /// How many times its replica died under it.
     pub lost: u32,
+    /// Whether it was skipped as an overlap.
+    pub overlap_skipped: bool,
 }
 
-/// The ledger against the schedules.
+/// Every run's record, from the events seen.
+fn records(observed: &Observed) -> HashMap<&str, RunRecord> {
+    let mut records: HashMap<&str, RunRecord> = HashMap::new();
+    for event in &observed.events {
+        let record = records.entry(event.run.as_str()).or_default();
+        match (event.state.as_str(), event.reason.as_deref()) {
+            ("retrying", Some("lost")) => record.lost += 1,
+            ("skipped", Some("overlap")) => record.overlap_skipped = true,
+            _ => {}
+        }
+        record.state = Some(event.state.clone());
+        record.reason = event.reason.clone();
+    }
+    records
+}
+
+/// The ledger and Redis's record against the schedules.
 #[derive(Debug, Default)]
 pub struct Verdict {
+    /// Fires that must run (or, with the default settings, may be skipped as overlaps).
     pub fires_expected: usize,
     pub executed: usize,
     pub missed: usize,
     pub duplicated: usize,
     pub reruns_after_lost: usize,
+    /// Fires of jobs with the default settings skipped as overlaps, never started.
+    pub skipped_as_overlap: usize,
+    /// Overlap skips recorded (any job, any fire), and those with no run of the job holding it
+    /// at the fire's due time.
+    pub overlap_skips: usize,
+    pub unjustified_overlap_skips: usize,
+    /// Overlap skips with no run holding the job, but inside a Redis crash's fsync window,
+    /// which may have lost the record of the holder's end: counted apart.
+    pub stale_overlap_skips: usize,
     /// Fires within a Redis crash's fsync window that ran zero times or twice: the documented
     /// loss of `appendfsync everysec`.
     pub fsync_window_missed: usize,
@@ -162,13 +251,35 @@ pub struct Verdict {
     /// At-most-once runs recorded dead as `lost` (their replica died, or Redis was away longer
     /// than their lease), as documented: never run twice.
     pub dead_lost: usize,
-    /// Start minus fire time of each fire's first start, ms, sorted.
+    /// The fires of the jobs with the default settings alone.
+    pub default_settings: Tally,
+    /// Start minus fire time of each required fire's first start, ms, sorted.
     pub lags: Vec<i64>,
     /// Broken invariants, one line each.
     pub violations: Vec<String>,
 }
 
+/// How the required fires of some jobs fared.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    pub expected: usize,
+    pub executed: usize,
+    pub missed: usize,
+    pub duplicated: usize,
+    pub skipped_as_overlap: usize,
+}
+
 impl Verdict {
+    fn tally(&self) -> Tally {
+        Tally {
+            expected: self.fires_expected,
+            executed: self.executed,
+            missed: self.missed,
+            duplicated: self.duplicated,
+            skipped_as_overlap: self.skipped_as_overlap,
+        }
+    }
+
     /// The `p`-quantile of the lags, 0 when there are none.
     pub fn lag(&self, p: f64) -> i64 {
         if self.lags.is_empty() {
@@ -179,146 +290,291 @@ impl Verdict {
     }
 }
 
-/// Compares `ledger` with every fire of [`JOBS`] in `[from, to]` (ms); fires inside one of
-/// `fsync_windows` may be lost or doubled by a Redis crash and are counted apart. `record`
-/// looks a run up in Redis.
-pub fn judge(
-    ledger: &[Entry],
-    from: i64,
-    to: i64,
-    fsync_windows: &[(i64, i64)],
-    mut record: impl FnMut(&str) -> RunRecord,
-) -> Verdict {
+/// The job of a cron run id, `<job>@<fire ms>`, and its fire.
+fn split_run(run: &str) -> Option<(&str, i64)> {
+    let (job, fire) = run.rsplit_once('@')?;
+    Some((job, fire.parse().ok()?))
+}
+
+/// Compares the ledger and what `observed` saw of Redis with every fire of every job in
+/// `timeline`'s window.
+pub fn judge(ledger: &[Entry], observed: &Observed, timeline: &Timeline) -> Verdict {
     let mut by_run: HashMap<&str, Vec<&Entry>> = HashMap::new();
     for entry in ledger {
         by_run.entry(entry.run.as_str()).or_default().push(entry);
     }
+    let records = records(observed);
     let mut verdict = Verdict::default();
-    for job in JOBS {
-        for fire in fires(job, from, to) {
-            verdict.fires_expected += 1;
+    for job in jobs() {
+        for fire in job.fires(timeline.from_ms, timeline.to_ms) {
             let run = format!("{}@{fire}", job.name);
             let entries = by_run.get(run.as_str()).map(Vec::as_slice).unwrap_or(&[]);
-            let in_fsync_window = fsync_windows
-                .iter()
-                .any(|(start, end)| (*start..=*end).contains(&fire));
-            judge_fire(
-                &mut verdict,
-                job,
-                &run,
+            let fire_judge = FireJudge {
+                job: &job,
+                run: &run,
                 fire,
                 entries,
-                in_fsync_window,
-                &mut record,
-            );
+                record: records.get(run.as_str()).cloned().unwrap_or_default(),
+                in_fsync_window: timeline.in_fsync_window(fire),
+            };
+            let before = verdict.tally();
+            fire_judge.judge(&mut verdict);
+            if job.settings == Settings::Defaults {
+                let after = verdict.tally();
+                let tally = &mut verdict.default_settings;
+                tally.expected += after.expected - before.expected;
+                tally.executed += after.executed - before.executed;
+                tally.missed += after.missed - before.missed;
+                tally.duplicated += after.duplicated - before.duplicated;
+                tally.skipped_as_overlap += after.skipped_as_overlap - before.skipped_as_overlap;
+            }
         }
     }
+    judge_overlap_skips(&mut verdict, &by_run, observed, &records, timeline);
     verdict.lags.sort_unstable();
     verdict
 }
 
-fn judge_fire(
-    verdict: &mut Verdict,
-    job: JobSpec,
-    run: &str,
+/// One fire and what is known of it.
+struct FireJudge<'a> {
+    job: &'a JobSpec,
+    run: &'a str,
     fire: i64,
-    entries: &[&Entry],
+    entries: &'a [&'a Entry],
+    record: RunRecord,
     in_fsync_window: bool,
-    record: &mut impl FnMut(&str) -> RunRecord,
-) {
-    let starts: Vec<&Entry> = entries
-        .iter()
-        .copied()
-        .filter(|entry| entry.tag == "start")
-        .collect();
-    if let Some(first) = starts.iter().map(|entry| entry.at_ms).min() {
-        verdict.executed += 1;
-        verdict.lags.push(first - fire);
-        if first < fire {
-            verdict.violations.push(format!(
-                "{run} started {} ms before its fire time",
-                fire - first
-            ));
-        }
+}
+
+impl FireJudge<'_> {
+    fn starts(&self) -> Vec<&Entry> {
+        self.entries
+            .iter()
+            .copied()
+            .filter(|entry| entry.tag == "start")
+            .collect()
     }
-    let stored = record(run);
-    // A run executes once per attempt, plus once per replica that died under it.
-    let allowed_starts = match job.kind {
-        Kind::AtLeastOnce => 1 + stored.lost as usize,
-        Kind::AtMostOnce => 1,
-        Kind::AlwaysCrashes => CRASH_ATTEMPTS as usize + stored.lost as usize,
-    };
-    let expected_starts = match job.kind {
-        Kind::AlwaysCrashes => CRASH_ATTEMPTS as usize,
-        _ => 1,
-    };
-    if starts.is_empty() {
-        if job.kind == Kind::AtMostOnce && stored.reason.as_deref() == Some("lost") {
-            // Claimed ahead by a replica that died before starting it: dead as lost.
-            verdict.dead_lost += 1;
-        } else if in_fsync_window {
-            verdict.fsync_window_missed += 1;
-        } else {
-            verdict.missed += 1;
-            verdict
-                .violations
-                .push(format!("{run} never started (state {:?})", stored.state));
-        }
-        return;
-    }
-    if starts.len() > expected_starts {
-        let reruns = (starts.len() - expected_starts).min(allowed_starts - expected_starts);
-        verdict.reruns_after_lost += reruns;
-        let extra = starts.len() - expected_starts - reruns;
-        if extra > 0 {
-            if in_fsync_window {
-                verdict.fsync_window_duplicated += extra;
-            } else {
-                verdict.duplicated += extra;
+
+    /// A fire runs once, or, with the default settings, is skipped as an overlap; beyond that
+    /// only in the documented cases.
+    fn judge(&self, verdict: &mut Verdict) {
+        verdict.fires_expected += 1;
+        let (run, stored) = (self.run, &self.record);
+        let starts = self.starts();
+        let in_fsync = self.in_fsync_window;
+        if let Some(first) = starts.iter().map(|entry| entry.at_ms).min() {
+            verdict.executed += 1;
+            verdict.lags.push(first - self.fire);
+            if first < self.fire {
                 verdict.violations.push(format!(
-                    "{run} started {} times (lost {} times): {:?}",
-                    starts.len(),
-                    stored.lost,
-                    starts.iter().map(|entry| entry.at_ms).collect::<Vec<_>>()
+                    "{run} started {} ms before its fire time",
+                    self.fire - first
                 ));
             }
         }
+        if starts.is_empty() {
+            if self.job.settings == Settings::Defaults && stored.overlap_skipped {
+                // Whether a run of the job held it then is checked with every overlap skip.
+                verdict.skipped_as_overlap += 1;
+            } else if self.job.kind == Kind::AtMostOnce && stored.reason.as_deref() == Some("lost")
+            {
+                // Claimed ahead by a replica that died before starting it: dead as lost.
+                verdict.dead_lost += 1;
+            } else if in_fsync {
+                verdict.fsync_window_missed += 1;
+            } else {
+                verdict.missed += 1;
+                verdict.violations.push(format!(
+                    "{run} never started (state {:?}, reason {:?})",
+                    stored.state, stored.reason
+                ));
+            }
+            return;
+        }
+        let expected_starts = match self.job.kind {
+            Kind::AlwaysCrashes => CRASH_ATTEMPTS as usize,
+            _ => 1,
+        };
+        self.count_extra_starts(verdict, &starts, expected_starts);
+        let ended = self.entries.iter().any(|entry| entry.tag == "end");
+        let has_end = self.job.work != Work::Nothing && self.job.kind != Kind::AlwaysCrashes;
+        let state = stored.state.as_deref();
+        let outcome_ok = match self.job.kind {
+            Kind::AtLeastOnce => state == Some("succeeded") && (!has_end || ended),
+            // Recorded dead as lost also when it did end: its lease expired while Redis was
+            // away longer than the lease, and its success came too late (a documented case).
+            Kind::AtMostOnce => {
+                (ended && state == Some("succeeded"))
+                    || (state == Some("dead") && stored.reason.as_deref() == Some("lost"))
+            }
+            Kind::AlwaysCrashes => {
+                state == Some("dead")
+                    && (1..=CRASH_ATTEMPTS)
+                        .all(|attempt| starts.iter().any(|entry| entry.attempt == attempt))
+            }
+        };
+        if self.job.kind == Kind::AtMostOnce && state == Some("dead") && outcome_ok {
+            verdict.dead_lost += 1;
+        }
+        if !outcome_ok && !in_fsync {
+            verdict.violations.push(format!(
+                "{run}: state {:?}, reason {:?}, {} starts, ended {ended}",
+                stored.state,
+                stored.reason,
+                starts.len()
+            ));
+        }
     }
-    let ended = entries.iter().any(|entry| entry.tag == "end");
-    let outcome_ok = match job.kind {
-        Kind::AtLeastOnce => {
-            stored.state.as_deref() == Some("succeeded") && (job.sleep_s == 0 || ended)
+
+    /// Counts the starts beyond `expected`: a run executes once per attempt, plus once per
+    /// replica that died under it.
+    fn count_extra_starts(&self, verdict: &mut Verdict, starts: &[&Entry], expected: usize) {
+        let Some(extra) = starts
+            .len()
+            .checked_sub(expected)
+            .filter(|extra| *extra > 0)
+        else {
+            return;
+        };
+        let stored = &self.record;
+        let at_most_once = self.job.kind == Kind::AtMostOnce;
+        let after_lost = if at_most_once {
+            0
+        } else {
+            extra.min(stored.lost as usize)
+        };
+        verdict.reruns_after_lost += after_lost;
+        let extra = extra - after_lost;
+        if extra == 0 {
+            return;
         }
-        // Recorded dead as lost also when it did end: its lease expired while Redis was away
-        // longer than the lease, and its success came too late (a documented case).
-        Kind::AtMostOnce => {
-            (ended && stored.state.as_deref() == Some("succeeded"))
-                || (stored.state.as_deref() == Some("dead")
-                    && stored.reason.as_deref() == Some("lost"))
+        if self.in_fsync_window {
+            verdict.fsync_window_duplicated += extra;
+        } else {
+            verdict.duplicated += extra;
+            verdict.violations.push(format!(
+                "{} started {} times (lost {} times): {:?}",
+                self.run,
+                starts.len(),
+                stored.lost,
+                starts.iter().map(|entry| entry.at_ms).collect::<Vec<_>>()
+            ));
         }
-        Kind::AlwaysCrashes => {
-            stored.state.as_deref() == Some("dead")
-                && (1..=CRASH_ATTEMPTS)
-                    .all(|attempt| starts.iter().any(|entry| entry.attempt == attempt))
-        }
-    };
-    if job.kind == Kind::AtMostOnce && stored.state.as_deref() == Some("dead") && outcome_ok {
-        verdict.dead_lost += 1;
-    }
-    if !outcome_ok && !in_fsync_window {
-        verdict.violations.push(format!(
-            "{run}: state {:?}, reason {:?}, {} starts, ended {ended}",
-            stored.state,
-            stored.reason,
-            starts.len()
-        ));
     }
 }
 
-/// The fires of `job` in `[from, to]`, ms.
-fn fires(job: JobSpec, from: i64, to: i64) -> impl Iterator<Item = i64> {
-    let first_second = from.div_euclid(1000) + i64::from(from.rem_euclid(1000) != 0);
-    (first_second..=to.div_euclid(1000))
-        .filter(move |second| second.rem_euclid(job.period_s) == job.offset_s)
-        .map(|second| second * 1000)
+/// One attempt of a run: from its start until its outcome was recorded (`None`: never seen).
+struct Attempt<'a> {
+    run: &'a str,
+    start: i64,
+    end: Option<i64>,
+}
+
+/// A fire may be skipped as an overlap only when its job has a limit and a run of it that had
+/// started by the fire's due time was still holding it then: its outcome not yet recorded.
+/// Redis's own record of that can be taken back by a crash, so the attempts are
+/// those the observer saw (start and end in the run hash, holding a slot) and those the ledger
+/// saw start, each ended by the first outcome recorded after its start.
+fn judge_overlap_skips(
+    verdict: &mut Verdict,
+    by_run: &HashMap<&str, Vec<&Entry>>,
+    observed: &Observed,
+    records: &HashMap<&str, RunRecord>,
+    timeline: &Timeline,
+) {
+    let mut outcomes: HashMap<&str, Vec<i64>> = HashMap::new();
+    for event in &observed.events {
+        outcomes
+            .entry(event.run.as_str())
+            .or_default()
+            .push(event.at_ms);
+    }
+    for times in outcomes.values_mut() {
+        times.sort_unstable();
+    }
+    let first_outcome_after = |run: &str, start: i64| {
+        outcomes
+            .get(run)
+            .and_then(|times| times.iter().find(|at| **at > start).copied())
+    };
+    let mut attempts: HashMap<&str, Vec<Attempt>> = HashMap::new();
+    for ((run, start), end) in &observed.attempts {
+        let Some((job, _)) = split_run(run) else {
+            continue;
+        };
+        let end = match (*end, first_outcome_after(run, *start)) {
+            (Some(end), Some(outcome)) => Some(end.min(outcome)),
+            (end, outcome) => end.or(outcome),
+        };
+        attempts.entry(job).or_default().push(Attempt {
+            run,
+            start: *start,
+            end,
+        });
+    }
+    for (run, entries) in by_run {
+        let Some((job, _)) = split_run(run) else {
+            continue;
+        };
+        for entry in entries.iter().filter(|entry| entry.tag == "start") {
+            let end = first_outcome_after(run, entry.at_ms);
+            attempts.entry(job).or_default().push(Attempt {
+                run,
+                start: entry.at_ms,
+                end,
+            });
+        }
+    }
+    let settings: HashMap<String, Settings> = jobs()
+        .into_iter()
+        .map(|job| (job.name, job.settings))
+        .collect();
+    let mut skipped: Vec<&str> = records
+        .iter()
+        .filter(|(_, record)| record.overlap_skipped)
+        .map(|(run, _)| *run)
+        .collect();
+    skipped.sort_unstable();
+    for run in skipped {
+        let Some((job, due)) = split_run(run) else {
+            continue;
+        };
+        verdict.overlap_skips += 1;
+        if settings.get(job) == Some(&Settings::Allow) {
+            verdict.unjustified_overlap_skips += 1;
+            verdict.violations.push(format!(
+                "{run} was skipped as an overlap, but its job allows overlap"
+            ));
+            continue;
+        }
+        let of_job = attempts.get(job).map(Vec::as_slice).unwrap_or(&[]);
+        let holder = of_job.iter().find(|attempt| {
+            attempt.run != run && attempt.start <= due && attempt.end.is_none_or(|end| end > due)
+        });
+        if holder.is_some() {
+            continue;
+        }
+        let ran = by_run
+            .get(run)
+            .is_some_and(|entries| entries.iter().any(|entry| entry.tag == "start"));
+        let excused = timeline.in_fsync_window(due);
+        if excused {
+            verdict.stale_overlap_skips += 1;
+            continue;
+        }
+        verdict.unjustified_overlap_skips += 1;
+        let mut near: Vec<String> = of_job
+            .iter()
+            .filter(|attempt| {
+                let near = due - 5_000..=due + 5_000;
+                near.contains(&attempt.start) || attempt.end.is_some_and(|end| near.contains(&end))
+            })
+            .map(|attempt| format!("{} {}..{:?}", attempt.run, attempt.start, attempt.end))
+            .collect();
+        near.sort();
+        near.dedup();
+        verdict.violations.push(format!(
+            "{run} was skipped as an overlap while no run of {job} held it (ran before: {ran}); \
+             attempts of {job} within 5 s: {near:?}"
+        ));
+    }
 }

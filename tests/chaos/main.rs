@@ -1,15 +1,17 @@
 //! The chaos runner: a real `redis-server` (AOF on, `appendfsync everysec`) and real `redcron
 //! run` replicas on loopback, faults injected from a seeded plan, and a ledger of every run start
-//! kept outside Redis (a file the jobs append to), compared at the end with the fires the
-//! schedules define.
+//! kept outside Redis (a file the jobs append to), compared at the end, with what Redis recorded
+//! (read as the run goes, since a crash takes Redis back in time), with the fires the schedules
+//! define.
 //!
 //! ```sh
 //! cargo test --test chaos                                   # the short version CI runs
-//! cargo test --release --test chaos -- --minutes 10 [--seed N] [--scenario NAME]... [--replicas N]
+//! cargo test --release --test chaos -- --minutes 10 [--seed N] [--scenario NAME]... [--replicas N] [--keep]
 //! ```
 //!
 //! It prints one summary line on stdout, the faults and the details on stderr, and exits
-//! non-zero when an invariant breaks (keeping the replicas' logs and the ledger for a look).
+//! non-zero when an invariant breaks, keeping the replicas' logs and the ledger for a look
+//! (`--keep` keeps them anyway).
 
 #[allow(dead_code)] // Shared with the integration tests, which use the rest of it.
 #[path = "../util/redis_server.rs"]
@@ -20,9 +22,10 @@ mod replica;
 
 mod cluster;
 mod ledger;
+mod observe;
 mod plan;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -30,10 +33,12 @@ use nix::sys::signal::Signal;
 use redis::Commands;
 
 use cluster::{Cluster, NAMESPACE, now_ms, sleep_until_ms, wait_for};
-use plan::{DOWN, Fault, LEADER_PAUSE, REDIS_FREEZE, Scenario};
+use ledger::Timeline;
+use observe::Observer;
+use plan::{DOWN, Fault, LEADER_PAUSE, REDIS_FREEZE, REDIS_STALL, Scenario};
 
-/// The short version: every fault once, in about three minutes.
-const DEFAULT_MINUTES: f64 = 2.5;
+/// The short version: every fault of the default scenarios once, in under four minutes.
+const DEFAULT_MINUTES: f64 = 2.75;
 
 /// After the last fire of the window: long enough for a lost run's lease (3 s), its re-run
 /// (6 s) and the crashing job's retries.
@@ -45,6 +50,8 @@ struct Options {
     seed: Option<u64>,
     scenarios: Vec<Scenario>,
     replicas: usize,
+    /// Keep the replicas' logs and the ledger also when every invariant holds.
+    keep: bool,
 }
 
 /// How the command line was understood: it also takes what `cargo test` passes to every test
@@ -61,6 +68,7 @@ fn parse(arguments: impl Iterator<Item = String>) -> Result<Invocation, String> 
         seed: None,
         scenarios: Vec::new(),
         replicas: 3,
+        keep: false,
     };
     let mut filters = Vec::new();
     let mut arguments = arguments.peekable();
@@ -98,6 +106,7 @@ fn parse(arguments: impl Iterator<Item = String>) -> Result<Invocation, String> 
                     .filter(|count| *count >= 2)
                     .ok_or_else(|| "--replicas takes a number, 2 or more".to_owned())?;
             }
+            "--keep" => options.keep = true,
             "--list" => return Ok(Invocation::List),
             // libtest's own flags, which `cargo test` may pass to every test binary.
             flag if flag.starts_with('-') => {}
@@ -171,54 +180,50 @@ fn run(options: &Options) -> Report {
 
     let skewed = options.scenarios.contains(&Scenario::ClockSkew);
     let mut cluster = Cluster::start(options.replicas, skewed, &ledger::schedule_file);
-    let mut violations = Vec::new();
+    let observer = Observer::start(cluster.server.url());
+    let mut faults = Faults::default();
     if wait_for(Duration::from_secs(30), || cluster.leader()).is_none() {
-        violations.push("no leader within 30 s of starting".to_owned());
+        faults
+            .violations
+            .push("no leader within 30 s of starting".to_owned());
     }
-    let leaders = cluster.watch_leaders();
     let from = (now_ms() / 1000 + 2) * 1000;
     let to = from + window_ms;
+    faults.timeline.from_ms = from;
+    faults.timeline.to_ms = to;
     sleep_until_ms(from + 9_000);
     let memory_baseline = retained_memory(&cluster);
 
-    let mut fsync_windows = Vec::new();
     for step in &steps {
         sleep_until_ms(from + step.at.as_millis() as i64);
-        let what = inject(&mut cluster, step.fault, &mut fsync_windows);
+        let what = inject(&mut cluster, step.fault, &mut faults);
         eprintln!(
             "chaos: t+{:>5.1}s {}: {what}",
             step.at.as_secs_f64(),
             step.fault
         );
         if what.starts_with("no ") {
-            violations.push(format!("{}: {what}", step.fault));
+            faults.violations.push(format!("{}: {what}", step.fault));
         }
     }
     sleep_until_ms(to + SETTLE_MS);
 
+    let mut violations = std::mem::take(&mut faults.violations);
     violations.extend(cluster.unexpected_exits());
-    let ledger = ledger::read(&cluster.ledger_path());
-    let records = match run_records(&cluster) {
-        Ok(records) => records,
-        Err(error) => {
-            violations.push(format!("cannot read the events stream at the end: {error}"));
-            HashMap::new()
-        }
-    };
-    let verdict = ledger::judge(&ledger, from, to, &fsync_windows, |run| {
-        records.get(run).cloned().unwrap_or_default()
-    });
-    violations.extend(verdict.violations.iter().cloned());
-    let seen_leaders = leaders.finish();
-    violations.extend(epoch_violations(&seen_leaders));
     let logs = cluster.logs();
     let fenced_writes = logs.matches("planner write fenced").count();
     if logs.contains("panicked") {
         violations.push("a replica panicked (see its log)".to_owned());
     }
     violations.extend(cluster.stop());
+    // Stopped replicas hand their runs back; what the observer read until then counts.
+    let observed = observer.finish();
+    let ledger = ledger::read(&cluster.ledger_path());
+    let verdict = ledger::judge(&ledger, &observed, &faults.timeline);
+    violations.extend(verdict.violations.iter().cloned());
+    violations.extend(epoch_violations(&observed.leaders));
 
-    // Stopped replicas hand their runs back: whatever is still active lost its lease for good.
+    // Whatever is still active lost its lease for good.
     let stuck = stuck_active(&cluster);
     if stuck > 0 {
         violations.push(format!("{stuck} runs left in active without a live lease"));
@@ -241,34 +246,47 @@ fn run(options: &Options) -> Report {
 
     let summary = format!(
         "fires_expected={} executed={} missed={} duplicated={} reruns_after_lost={} \
-         fenced_writes={fenced_writes} lag_ms_p50={} lag_ms_p99={} lag_ms_max={}",
+         overlap_skips={} unjustified_overlap_skips={} fenced_writes={fenced_writes} \
+         lag_ms_p50={} lag_ms_p99={} lag_ms_max={}",
         verdict.fires_expected,
         verdict.executed,
         verdict.missed,
         verdict.duplicated,
         verdict.reruns_after_lost,
+        verdict.overlap_skips,
+        verdict.unjustified_overlap_skips,
         verdict.lag(0.5),
         verdict.lag(0.99),
         verdict.lag(1.0),
     );
     let details = format!(
         "chaos: seed={seed} scenarios={} faults={} leaders={} epochs={:?} \
-         fsync_window_missed={} fsync_window_duplicated={} dead_lost_at_most_once={} \
-         stuck_active={stuck} memory_baseline={} memory_end={}",
+         skipped_as_overlap={} stale_overlap_skips={} fsync_window_missed={} \
+         fsync_window_duplicated={} dead_lost_at_most_once={} default_settings=expected:{},executed:{},missed:{},\
+         duplicated:{},skipped_as_overlap:{} stuck_active={stuck} memory_baseline={} \
+         memory_end={}",
         names.join(","),
         steps.len(),
-        seen_leaders.len(),
-        seen_leaders
+        observed.leaders.len(),
+        observed
+            .leaders
             .iter()
-            .map(|(_, epoch)| *epoch)
+            .map(|(_, _, epoch)| *epoch)
             .collect::<Vec<_>>(),
+        verdict.skipped_as_overlap,
+        verdict.stale_overlap_skips,
         verdict.fsync_window_missed,
         verdict.fsync_window_duplicated,
         verdict.dead_lost,
+        verdict.default_settings.expected,
+        verdict.default_settings.executed,
+        verdict.default_settings.missed,
+        verdict.default_settings.duplicated,
+        verdict.default_settings.skipped_as_overlap,
         memory_baseline.map_or("?".to_owned(), |bytes| bytes.to_string()),
         memory_end.map_or("?".to_owned(), |bytes| bytes.to_string()),
     );
-    if !violations.is_empty()
+    if (!violations.is_empty() || options.keep)
         && let Some(kept) = cluster.keep_directory(true)
     {
         eprintln!("chaos: logs and ledger kept in {}", kept.display());
@@ -280,8 +298,15 @@ fn run(options: &Options) -> Report {
     }
 }
 
+/// What the faults did that the judgement needs.
+#[derive(Default)]
+struct Faults {
+    timeline: Timeline,
+    violations: Vec<String>,
+}
+
 /// Injects `fault` and waits until it is over; what it did, or why it could not (`no ...`).
-fn inject(cluster: &mut Cluster, fault: Fault, fsync_windows: &mut Vec<(i64, i64)>) -> String {
+fn inject(cluster: &mut Cluster, fault: Fault, faults: &mut Faults) -> String {
     match fault {
         Fault::KillLeader => {
             let Some((id, epoch)) = wait_for(Duration::from_secs(5), || cluster.leader()) else {
@@ -324,7 +349,10 @@ fn inject(cluster: &mut Cluster, fault: Fault, fsync_windows: &mut Vec<(i64, i64
             cluster.server.crash_and_restart(DOWN);
             // `appendfsync everysec` loses up to about a second of writes, 2 s at worst; runs
             // claimed ahead 200 ms before their fire count as well.
-            fsync_windows.push((killed - 3_000, now_ms() + 1_000));
+            faults
+                .timeline
+                .fsync_windows
+                .push((killed - 3_000, now_ms() + 1_000));
             "down 2 s".to_owned()
         }
         Fault::FreezeRedis => {
@@ -332,6 +360,18 @@ fn inject(cluster: &mut Cluster, fault: Fault, fsync_windows: &mut Vec<(i64, i64
             std::thread::sleep(REDIS_FREEZE);
             cluster.server.signal(Signal::SIGCONT);
             "frozen 10 s".to_owned()
+        }
+        Fault::StallRedis => {
+            // Commands wait instead of failing: connections stay open, as behind a long fork
+            // or a saturated host.
+            let () = redis::cmd("CLIENT")
+                .arg("PAUSE")
+                .arg(REDIS_STALL.as_millis() as u64)
+                .arg("ALL")
+                .query(&mut cluster.server.connection())
+                .expect("CLIENT PAUSE");
+            std::thread::sleep(REDIS_STALL);
+            "every client's commands held 12 s".to_owned()
         }
     }
 }
@@ -365,48 +405,11 @@ fn busy_replica(cluster: &Cluster) -> Option<(String, String)> {
         })
 }
 
-/// Every run's last state and reason, and how many times it was lost, from the events stream:
-/// run hashes expire after the short retention the replicas run with, the stream stays.
-fn run_records(cluster: &Cluster) -> redis::RedisResult<HashMap<String, ledger::RunRecord>> {
-    let mut connection = cluster.connection(Duration::from_secs(5))?;
-    let mut records: HashMap<String, ledger::RunRecord> = HashMap::new();
-    let mut start = "-".to_owned();
-    loop {
-        let page: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
-            .arg(key("events"))
-            .arg(&start)
-            .arg("+")
-            .arg("COUNT")
-            .arg(10_000)
-            .query(&mut connection)?;
-        let Some((last_id, _)) = page.last() else {
-            return Ok(records);
-        };
-        start = format!("({last_id}");
-        for (_, fields) in &page {
-            let field = |name: &str| {
-                fields
-                    .chunks(2)
-                    .find(|pair| pair[0] == name)
-                    .and_then(|pair| pair.get(1).cloned())
-            };
-            let Some(run) = field("run") else { continue };
-            let record = records.entry(run).or_default();
-            let (state, reason) = (field("state"), field("reason"));
-            if state.as_deref() == Some("retrying") && reason.as_deref() == Some("lost") {
-                record.lost += 1;
-            }
-            record.state = state;
-            record.reason = reason;
-        }
-    }
-}
-
 /// Leaders must come with ever higher epochs: a token seen after another never has a lower
 /// or equal epoch (that would be an old leader's write accepted).
-fn epoch_violations(seen: &[(String, u64)]) -> Vec<String> {
+fn epoch_violations(seen: &[(i64, String, u64)]) -> Vec<String> {
     seen.windows(2)
-        .filter(|pair| pair[1].1 <= pair[0].1)
+        .filter(|pair| pair[1].2 <= pair[0].2)
         .map(|pair| format!("leader {:?} came after {:?}", pair[1], pair[0]))
         .collect()
 }

@@ -24,17 +24,20 @@ pub enum Scenario {
     /// Two replicas run with their clocks 5 minutes ahead and behind; leaders are killed so
     /// that skewed replicas lead too.
     ClockSkew,
+    /// Every client's commands held for 12 s (`CLIENT PAUSE ... ALL`).
+    RedisStall,
 }
 
 impl Scenario {
-    /// Every scenario, in the order the issue lists them.
-    pub const ALL: [Scenario; 6] = [
+    /// Every scenario, in the order the issues list them.
+    pub const ALL: [Scenario; 7] = [
         Scenario::LeaderKill,
         Scenario::LeaderPause,
         Scenario::WorkerKill,
         Scenario::RedisRestart,
         Scenario::RedisPause,
         Scenario::ClockSkew,
+        Scenario::RedisStall,
     ];
 
     /// Its name on the command line.
@@ -46,6 +49,7 @@ impl Scenario {
             Scenario::RedisRestart => "redis-restart",
             Scenario::RedisPause => "redis-pause",
             Scenario::ClockSkew => "clock-skew",
+            Scenario::RedisStall => "redis-stall",
         }
     }
 
@@ -65,6 +69,7 @@ impl Scenario {
             Scenario::WorkerKill => &[Fault::KillBusyReplica],
             Scenario::RedisRestart => &[Fault::ShutdownRedis, Fault::CrashRedis],
             Scenario::RedisPause => &[Fault::FreezeRedis],
+            Scenario::RedisStall => &[Fault::StallRedis],
         }
     }
 }
@@ -84,6 +89,8 @@ pub enum Fault {
     CrashRedis,
     /// SIGSTOP `redis-server` for [`REDIS_FREEZE`], then SIGCONT.
     FreezeRedis,
+    /// `CLIENT PAUSE` every client for [`REDIS_STALL`].
+    StallRedis,
 }
 
 /// How long a killed process stays down.
@@ -94,6 +101,9 @@ pub const LEADER_PAUSE: Duration = Duration::from_secs(6);
 
 /// How long Redis is unreachable in [`Fault::FreezeRedis`].
 pub const REDIS_FREEZE: Duration = Duration::from_secs(10);
+
+/// How long every client's commands wait in [`Fault::StallRedis`].
+pub const REDIS_STALL: Duration = Duration::from_secs(12);
 
 impl Fault {
     /// How long after it starts the cluster is whole again, at most: the gap to the next fault
@@ -106,6 +116,8 @@ impl Fault {
             // 6 s), then its lease (3 s) and its re-run (6 s).
             Fault::KillBusyReplica => Duration::from_secs(3 + 2 + 3 + 6),
             Fault::FreezeRedis => REDIS_FREEZE + Duration::from_secs(4),
+            // Fires late by the stall run one at a time: 12 of a job running up to 0.8 s.
+            Fault::StallRedis => REDIS_STALL + Duration::from_secs(8),
         }
     }
 }
@@ -119,6 +131,7 @@ impl fmt::Display for Fault {
             Fault::ShutdownRedis => "SHUTDOWN redis-server",
             Fault::CrashRedis => "kill -9 redis-server",
             Fault::FreezeRedis => "SIGSTOP redis-server",
+            Fault::StallRedis => "CLIENT PAUSE every client of redis-server",
         })
     }
 }
@@ -132,7 +145,7 @@ pub struct Step {
     pub fault: Fault,
 }
 
-/// The faults of `scenarios` over `window`, 15-20 s apart (longer when a fault takes longer
+/// The faults of `scenarios` over `window`, 14-18 s apart (longer when a fault takes longer
 /// to recover from), the first 10 s in, none recovering later than 5 s before the window ends.
 /// Every kind of fault comes once, in a seeded order, before any comes again.
 pub fn plan(seed: u64, scenarios: &[Scenario], window: Duration) -> Vec<Step> {
@@ -160,7 +173,7 @@ pub fn plan(seed: u64, scenarios: &[Scenario], window: Duration) -> Vec<Step> {
         }
         round.pop();
         steps.push(Step { at, fault });
-        let gap = Duration::from_millis(rng.random_range(15_000..=20_000));
+        let gap = Duration::from_millis(rng.random_range(14_000..=18_000));
         at += gap.max(fault.recovery() + Duration::from_secs(1));
     }
 }
