@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use tempfile::TempDir;
 
-use crate::redis_server::RedisServer;
 use crate::replica::ReplicaProcess;
+use crate::server::{Redis, connect};
 
 /// The namespace the test replicas use.
 pub const NAMESPACE: &str = "test";
@@ -42,7 +42,7 @@ struct Slot {
 
 /// Redis, the replicas, and the directory that holds their schedules, logs and the ledger.
 pub struct Cluster {
-    pub server: RedisServer,
+    pub server: Redis,
     dir: TempDir,
     slots: Vec<Slot>,
     faketime_library: Option<PathBuf>,
@@ -73,7 +73,7 @@ impl Cluster {
             })
             .collect();
         let mut cluster = Self {
-            server: RedisServer::start_with_aof(),
+            server: Redis::start(),
             dir,
             slots,
             faketime_library: skewed.then(faketime_library),
@@ -197,14 +197,6 @@ impl Cluster {
             .ok()?;
         parse_token(&token?)
     }
-}
-
-/// A connection that gives up after `timeout` instead of hanging on a frozen or stalled server.
-pub fn connect(url: &str, timeout: Duration) -> redis::RedisResult<redis::Connection> {
-    let connection = redis::Client::open(url)?.get_connection_with_timeout(timeout)?;
-    connection.set_read_timeout(Some(timeout))?;
-    connection.set_write_timeout(Some(timeout))?;
-    Ok(connection)
 }
 
 /// `<replica id>:<epoch>`.

@@ -180,23 +180,38 @@ pub fn read(path: &Path) -> Vec<Entry> {
         .collect()
 }
 
+/// A stretch in which Redis lost writes.
+#[derive(Debug, Clone, Copy)]
+pub struct Loss {
+    pub kind: LossKind,
+    pub start_ms: i64,
+    pub end_ms: i64,
+}
+
+/// How Redis lost writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossKind {
+    /// `kill -9` with `appendfsync everysec`: up to about a second of writes. A fire in the
+    /// window may run again or not at all.
+    Fsync,
+    /// A restore from an older snapshot: every write since. A fire in the window may run once
+    /// more, but never not at all.
+    Restore,
+}
+
+impl Loss {
+    fn covers(&self, ms: i64) -> bool {
+        (self.start_ms..=self.end_ms).contains(&ms)
+    }
+}
+
 /// What happened to the cluster, for what the ledger may show.
 #[derive(Debug, Clone, Default)]
 pub struct Timeline {
     /// The fires judged are those in `[from_ms, to_ms]`.
     pub from_ms: i64,
     pub to_ms: i64,
-    /// Where a Redis crash may have lost writes (`appendfsync everysec`: up to about a
-    /// second), ms: a fire in one may run again or not at all.
-    pub fsync_windows: Vec<(i64, i64)>,
-}
-
-impl Timeline {
-    fn in_fsync_window(&self, ms: i64) -> bool {
-        self.fsync_windows
-            .iter()
-            .any(|(start, end)| (*start..=*end).contains(&ms))
-    }
+    pub losses: Vec<Loss>,
 }
 
 /// What Redis recorded about one run, from every events stream entry seen.
@@ -241,13 +256,17 @@ pub struct Verdict {
     /// at the fire's due time.
     pub overlap_skips: usize,
     pub unjustified_overlap_skips: usize,
-    /// Overlap skips with no run holding the job, but inside a Redis crash's fsync window,
-    /// which may have lost the record of the holder's end: counted apart.
+    /// Overlap skips with no run holding the job, but inside a window where Redis lost writes
+    /// (the record of the holder's end among them) and costing no fire: counted apart.
     pub stale_overlap_skips: usize,
     /// Fires within a Redis crash's fsync window that ran zero times or twice: the documented
     /// loss of `appendfsync everysec`.
     pub fsync_window_missed: usize,
     pub fsync_window_duplicated: usize,
+    /// Fires within a restore's window (since the snapshot) that ran once more than they
+    /// should: the documented loss of a restore. Missing ones are violations.
+    pub restore_window_missed: usize,
+    pub restore_window_duplicated: usize,
     /// At-most-once runs recorded dead as `lost` (their replica died, or Redis was away longer
     /// than their lease), as documented: never run twice.
     pub dead_lost: usize,
@@ -315,7 +334,7 @@ pub fn judge(ledger: &[Entry], observed: &Observed, timeline: &Timeline) -> Verd
                 fire,
                 entries,
                 record: records.get(run.as_str()).cloned().unwrap_or_default(),
-                in_fsync_window: timeline.in_fsync_window(fire),
+                losses: &timeline.losses,
             };
             let before = verdict.tally();
             fire_judge.judge(&mut verdict);
@@ -342,7 +361,7 @@ struct FireJudge<'a> {
     fire: i64,
     entries: &'a [&'a Entry],
     record: RunRecord,
-    in_fsync_window: bool,
+    losses: &'a [Loss],
 }
 
 impl FireJudge<'_> {
@@ -354,13 +373,26 @@ impl FireJudge<'_> {
             .collect()
     }
 
+    /// Whether a loss of `kind` may have taken back Redis's record of this fire: its fire time
+    /// is in the window, or, after a restore, anything it did (a crashing job's retries, a long
+    /// job's end).
+    fn in_loss(&self, kind: LossKind) -> bool {
+        self.losses.iter().any(|loss| {
+            loss.kind == kind
+                && (loss.covers(self.fire)
+                    || (kind == LossKind::Restore
+                        && self.entries.iter().any(|entry| loss.covers(entry.at_ms))))
+        })
+    }
+
     /// A fire runs once, or, with the default settings, is skipped as an overlap; beyond that
     /// only in the documented cases.
     fn judge(&self, verdict: &mut Verdict) {
         verdict.fires_expected += 1;
         let (run, stored) = (self.run, &self.record);
         let starts = self.starts();
-        let in_fsync = self.in_fsync_window;
+        let in_fsync = self.in_loss(LossKind::Fsync);
+        let in_restore = self.in_loss(LossKind::Restore);
         if let Some(first) = starts.iter().map(|entry| entry.at_ms).min() {
             verdict.executed += 1;
             verdict.lags.push(first - self.fire);
@@ -381,6 +413,12 @@ impl FireJudge<'_> {
                 verdict.dead_lost += 1;
             } else if in_fsync {
                 verdict.fsync_window_missed += 1;
+            } else if in_restore {
+                verdict.restore_window_missed += 1;
+                verdict.violations.push(format!(
+                    "{run}, in a restore's window, never started (state {:?}, reason {:?})",
+                    stored.state, stored.reason
+                ));
             } else {
                 verdict.missed += 1;
                 verdict.violations.push(format!(
@@ -394,7 +432,7 @@ impl FireJudge<'_> {
             Kind::AlwaysCrashes => CRASH_ATTEMPTS as usize,
             _ => 1,
         };
-        self.count_extra_starts(verdict, &starts, expected_starts);
+        self.count_extra_starts(verdict, &starts, expected_starts, in_fsync, in_restore);
         let ended = self.entries.iter().any(|entry| entry.tag == "end");
         let has_end = self.job.work != Work::Nothing && self.job.kind != Kind::AlwaysCrashes;
         let state = stored.state.as_deref();
@@ -415,7 +453,7 @@ impl FireJudge<'_> {
         if self.job.kind == Kind::AtMostOnce && state == Some("dead") && outcome_ok {
             verdict.dead_lost += 1;
         }
-        if !outcome_ok && !in_fsync {
+        if !outcome_ok && !in_fsync && !in_restore {
             verdict.violations.push(format!(
                 "{run}: state {:?}, reason {:?}, {} starts, ended {ended}",
                 stored.state,
@@ -426,8 +464,15 @@ impl FireJudge<'_> {
     }
 
     /// Counts the starts beyond `expected`: a run executes once per attempt, plus once per
-    /// replica that died under it.
-    fn count_extra_starts(&self, verdict: &mut Verdict, starts: &[&Entry], expected: usize) {
+    /// replica that died under it; a loss of Redis's writes may add one.
+    fn count_extra_starts(
+        &self,
+        verdict: &mut Verdict,
+        starts: &[&Entry],
+        expected: usize,
+        in_fsync: bool,
+        in_restore: bool,
+    ) {
         let Some(extra) = starts
             .len()
             .checked_sub(expected)
@@ -447,7 +492,9 @@ impl FireJudge<'_> {
         if extra == 0 {
             return;
         }
-        if self.in_fsync_window {
+        if in_restore && extra == 1 {
+            verdict.restore_window_duplicated += 1;
+        } else if in_fsync {
             verdict.fsync_window_duplicated += extra;
         } else {
             verdict.duplicated += extra;
@@ -471,7 +518,7 @@ struct Attempt<'a> {
 
 /// A fire may be skipped as an overlap only when its job has a limit and a run of it that had
 /// started by the fire's due time was still holding it then: its outcome not yet recorded.
-/// Redis's own record of that can be taken back by a crash, so the attempts are
+/// Redis's own record of that can be taken back by a crash or a restore, so the attempts are
 /// those the observer saw (start and end in the run hash, holding a slot) and those the ledger
 /// saw start, each ended by the first outcome recorded after its start.
 fn judge_overlap_skips(
@@ -556,7 +603,10 @@ fn judge_overlap_skips(
         let ran = by_run
             .get(run)
             .is_some_and(|entries| entries.iter().any(|entry| entry.tag == "start"));
-        let excused = timeline.in_fsync_window(due);
+        let excused = timeline
+            .losses
+            .iter()
+            .any(|loss| loss.covers(due) && (loss.kind == LossKind::Fsync || ran));
         if excused {
             verdict.stale_overlap_skips += 1;
             continue;

@@ -1,8 +1,8 @@
 //! The chaos runner: a real `redis-server` (AOF on, `appendfsync everysec`) and real `redcron
 //! run` replicas on loopback, faults injected from a seeded plan, and a ledger of every run start
 //! kept outside Redis (a file the jobs append to), compared at the end, with what Redis recorded
-//! (read as the run goes, since a crash takes Redis back in time), with the fires the schedules
-//! define.
+//! (read as the run goes, since a crash or a restore takes Redis back in time), with the fires
+//! the schedules define.
 //!
 //! ```sh
 //! cargo test --test chaos                                   # the short version CI runs
@@ -14,9 +14,6 @@
 //! (`--keep` keeps them anyway).
 
 #[allow(dead_code)] // Shared with the integration tests, which use the rest of it.
-#[path = "../util/redis_server.rs"]
-mod redis_server;
-#[allow(dead_code)]
 #[path = "../util/replica.rs"]
 mod replica;
 
@@ -24,6 +21,7 @@ mod cluster;
 mod ledger;
 mod observe;
 mod plan;
+mod server;
 
 use std::collections::HashSet;
 use std::process::ExitCode;
@@ -33,9 +31,9 @@ use nix::sys::signal::Signal;
 use redis::Commands;
 
 use cluster::{Cluster, NAMESPACE, now_ms, sleep_until_ms, wait_for};
-use ledger::Timeline;
+use ledger::{Loss, LossKind, Timeline};
 use observe::Observer;
-use plan::{DOWN, Fault, LEADER_PAUSE, REDIS_FREEZE, REDIS_STALL, Scenario};
+use plan::{DOWN, Fault, LEADER_PAUSE, REDIS_FREEZE, REDIS_STALL, SNAPSHOT_AGE, Scenario};
 
 /// The short version: every fault of the default scenarios once, in under four minutes.
 const DEFAULT_MINUTES: f64 = 2.75;
@@ -221,7 +219,7 @@ fn run(options: &Options) -> Report {
     let ledger = ledger::read(&cluster.ledger_path());
     let verdict = ledger::judge(&ledger, &observed, &faults.timeline);
     violations.extend(verdict.violations.iter().cloned());
-    violations.extend(epoch_violations(&observed.leaders));
+    violations.extend(epoch_violations(&observed.leaders, &faults.restores));
 
     // Whatever is still active lost its lease for good.
     let stuck = stuck_active(&cluster);
@@ -262,7 +260,8 @@ fn run(options: &Options) -> Report {
     let details = format!(
         "chaos: seed={seed} scenarios={} faults={} leaders={} epochs={:?} \
          skipped_as_overlap={} stale_overlap_skips={} fsync_window_missed={} \
-         fsync_window_duplicated={} dead_lost_at_most_once={} default_settings=expected:{},executed:{},missed:{},\
+         fsync_window_duplicated={} restore_window_missed={} restore_window_duplicated={} \
+         dead_lost_at_most_once={} default_settings=expected:{},executed:{},missed:{},\
          duplicated:{},skipped_as_overlap:{} stuck_active={stuck} memory_baseline={} \
          memory_end={}",
         names.join(","),
@@ -277,6 +276,8 @@ fn run(options: &Options) -> Report {
         verdict.stale_overlap_skips,
         verdict.fsync_window_missed,
         verdict.fsync_window_duplicated,
+        verdict.restore_window_missed,
+        verdict.restore_window_duplicated,
         verdict.dead_lost,
         verdict.default_settings.expected,
         verdict.default_settings.executed,
@@ -302,6 +303,8 @@ fn run(options: &Options) -> Report {
 #[derive(Default)]
 struct Faults {
     timeline: Timeline,
+    /// Each restore: when Redis was killed to be restored, and the leader epoch in its copy.
+    restores: Vec<(i64, u64)>,
     violations: Vec<String>,
 }
 
@@ -349,10 +352,11 @@ fn inject(cluster: &mut Cluster, fault: Fault, faults: &mut Faults) -> String {
             cluster.server.crash_and_restart(DOWN);
             // `appendfsync everysec` loses up to about a second of writes, 2 s at worst; runs
             // claimed ahead 200 ms before their fire count as well.
-            faults
-                .timeline
-                .fsync_windows
-                .push((killed - 3_000, now_ms() + 1_000));
+            faults.timeline.losses.push(Loss {
+                kind: LossKind::Fsync,
+                start_ms: killed - 3_000,
+                end_ms: now_ms() + 1_000,
+            });
             "down 2 s".to_owned()
         }
         Fault::FreezeRedis => {
@@ -362,16 +366,29 @@ fn inject(cluster: &mut Cluster, fault: Fault, faults: &mut Faults) -> String {
             "frozen 10 s".to_owned()
         }
         Fault::StallRedis => {
-            // Commands wait instead of failing: connections stay open, as behind a long fork
-            // or a saturated host.
-            let () = redis::cmd("CLIENT")
-                .arg("PAUSE")
-                .arg(REDIS_STALL.as_millis() as u64)
-                .arg("ALL")
-                .query(&mut cluster.server.connection())
-                .expect("CLIENT PAUSE");
+            cluster.server.stall(REDIS_STALL);
             std::thread::sleep(REDIS_STALL);
             "every client's commands held 12 s".to_owned()
+        }
+        Fault::RestoreRedis => {
+            let snapshot = cluster.server.snapshot();
+            std::thread::sleep(SNAPSHOT_AGE);
+            let killed = now_ms();
+            cluster.server.restore(DOWN);
+            let back = now_ms();
+            // Every write since the snapshot is lost; a fire claimed ahead just before it, or
+            // whose success was still being batched, counts as well.
+            faults.timeline.losses.push(Loss {
+                kind: LossKind::Restore,
+                start_ms: snapshot.at_ms - 1_000,
+                end_ms: back + 1_000,
+            });
+            faults.restores.push((killed, snapshot.epoch));
+            format!(
+                "back {:.1} s after a snapshot, with its data (epoch {})",
+                (back - snapshot.at_ms) as f64 / 1000.0,
+                snapshot.epoch
+            )
         }
     }
 }
@@ -406,10 +423,22 @@ fn busy_replica(cluster: &Cluster) -> Option<(String, String)> {
 }
 
 /// Leaders must come with ever higher epochs: a token seen after another never has a lower
-/// or equal epoch (that would be an old leader's write accepted).
-fn epoch_violations(seen: &[(i64, String, u64)]) -> Vec<String> {
+/// or equal epoch (that would be an old leader's write accepted). A restore in between takes
+/// the epoch counter back with the rest of the data: the next leader must then be above the
+/// copy's epoch (its token still differs from the earlier ones by its replica id, so a leader
+/// from before the restore stays fenced).
+fn epoch_violations(seen: &[(i64, String, u64)], restores: &[(i64, u64)]) -> Vec<String> {
     seen.windows(2)
-        .filter(|pair| pair[1].2 <= pair[0].2)
+        .filter(|pair| {
+            let ((before, _, epoch), (after, _, next)) = (&pair[0], &pair[1]);
+            let floor = restores
+                .iter()
+                .filter(|(at, _)| before < at && at <= after)
+                .map(|(_, copy)| *copy)
+                .min()
+                .unwrap_or(*epoch);
+            *next <= floor
+        })
         .map(|pair| format!("leader {:?} came after {:?}", pair[1], pair[0]))
         .collect()
 }

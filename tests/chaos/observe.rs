@@ -1,5 +1,5 @@
-//! What Redis said while the runner ran, read every 100 ms and kept outside Redis: a crash takes
-//! Redis's own record back in time, this one keeps what it had seen.
+//! What Redis said while the runner ran, read every 100 ms and kept outside Redis: a crash or a
+//! restore takes Redis's own record back in time, this one keeps what it had seen.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::cluster::{NAMESPACE, connect, now_ms};
+use crate::cluster::{NAMESPACE, now_ms};
+use crate::server::connect;
 
 /// How often Redis is read.
 const PERIOD: Duration = Duration::from_millis(100);

@@ -26,11 +26,14 @@ pub enum Scenario {
     ClockSkew,
     /// Every client's commands held for 12 s (`CLIENT PAUSE ... ALL`).
     RedisStall,
+    /// `kill -9` Redis and start it from a snapshot taken 5 s before: the writes of those
+    /// seconds are lost, as after a restore from backup or a failover to a lagging replica.
+    RedisRestore,
 }
 
 impl Scenario {
     /// Every scenario, in the order the issues list them.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::LeaderKill,
         Scenario::LeaderPause,
         Scenario::WorkerKill,
@@ -38,6 +41,7 @@ impl Scenario {
         Scenario::RedisPause,
         Scenario::ClockSkew,
         Scenario::RedisStall,
+        Scenario::RedisRestore,
     ];
 
     /// Its name on the command line.
@@ -50,6 +54,7 @@ impl Scenario {
             Scenario::RedisPause => "redis-pause",
             Scenario::ClockSkew => "clock-skew",
             Scenario::RedisStall => "redis-stall",
+            Scenario::RedisRestore => "redis-restore",
         }
     }
 
@@ -70,6 +75,7 @@ impl Scenario {
             Scenario::RedisRestart => &[Fault::ShutdownRedis, Fault::CrashRedis],
             Scenario::RedisPause => &[Fault::FreezeRedis],
             Scenario::RedisStall => &[Fault::StallRedis],
+            Scenario::RedisRestore => &[Fault::RestoreRedis],
         }
     }
 }
@@ -91,6 +97,9 @@ pub enum Fault {
     FreezeRedis,
     /// `CLIENT PAUSE` every client for [`REDIS_STALL`].
     StallRedis,
+    /// Snapshot Redis, and [`SNAPSHOT_AGE`] later `kill -9` it and start it from the snapshot
+    /// after [`DOWN`].
+    RestoreRedis,
 }
 
 /// How long a killed process stays down.
@@ -105,6 +114,9 @@ pub const REDIS_FREEZE: Duration = Duration::from_secs(10);
 /// How long every client's commands wait in [`Fault::StallRedis`].
 pub const REDIS_STALL: Duration = Duration::from_secs(12);
 
+/// How old the copy is that [`Fault::RestoreRedis`] brings back.
+pub const SNAPSHOT_AGE: Duration = Duration::from_secs(5);
+
 impl Fault {
     /// How long after it starts the cluster is whole again, at most: the gap to the next fault
     /// is never shorter, so faults never overlap.
@@ -118,6 +130,8 @@ impl Fault {
             Fault::FreezeRedis => REDIS_FREEZE + Duration::from_secs(4),
             // Fires late by the stall run one at a time: 12 of a job running up to 0.8 s.
             Fault::StallRedis => REDIS_STALL + Duration::from_secs(8),
+            // The fires of the lost seconds run again, one at a time for a job with a limit.
+            Fault::RestoreRedis => SNAPSHOT_AGE + DOWN + Duration::from_secs(8),
         }
     }
 }
@@ -132,6 +146,7 @@ impl fmt::Display for Fault {
             Fault::CrashRedis => "kill -9 redis-server",
             Fault::FreezeRedis => "SIGSTOP redis-server",
             Fault::StallRedis => "CLIENT PAUSE every client of redis-server",
+            Fault::RestoreRedis => "restore redis-server from an older snapshot",
         })
     }
 }
