@@ -1,5 +1,5 @@
-//! The system under test: one `redis-server` with AOF on and N `redcron run` replicas, and the
-//! ways to hurt them.
+//! The system under test: one `redis-server` with AOF on and N `redcron run` replicas, each on a
+//! schedule directory of its own, and the ways to hurt them.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use tempfile::TempDir;
 
+use crate::ledger::Deploy;
+use crate::plan::{DEPLOY_STEP, DOWN};
 use crate::replica::ReplicaProcess;
 use crate::server::{Redis, connect};
 
@@ -15,6 +17,10 @@ pub const NAMESPACE: &str = "test";
 
 /// How long finished runs are kept: short, so that the memory check sees them expire.
 const RETENTION: &str = "10s";
+
+/// The schedule file of a version of the jobs, whose runs append to the ledger at the path
+/// given.
+pub type Jobs = fn(&Path, u32) -> String;
 
 /// A replica's clock offset, through libfaketime.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +44,8 @@ struct Slot {
     process: Option<ReplicaProcess>,
     skew: Option<Skew>,
     incarnation: u32,
+    /// The version of the schedule files in its directory.
+    version: u32,
 }
 
 /// Redis, the replicas, and the directory that holds their schedules, logs and the ledger.
@@ -46,20 +54,18 @@ pub struct Cluster {
     dir: TempDir,
     slots: Vec<Slot>,
     faketime_library: Option<PathBuf>,
+    jobs: Jobs,
 }
 
 impl Cluster {
-    /// Starts Redis (AOF on, `appendfsync everysec`) and `replicas` replicas on the schedule
-    /// file `jobs`; with `skewed`, the second replica's clock runs 5 minutes ahead and the
-    /// third's 5 minutes behind.
-    pub fn start(replicas: usize, skewed: bool, jobs: &dyn Fn(&Path) -> String) -> Self {
+    /// Starts Redis (AOF on, `appendfsync everysec`) and `replicas` replicas on version 0 of
+    /// the schedule files `jobs`; with `skewed`, the second replica's clock runs 5 minutes ahead
+    /// and the third's 5 minutes behind.
+    pub fn start(replicas: usize, skewed: bool, jobs: Jobs) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         for sub in ["schedules", "logs"] {
             std::fs::create_dir(dir.path().join(sub)).expect("create a directory");
         }
-        let ledger = dir.path().join("ledger");
-        std::fs::write(dir.path().join("schedules/chaos.toml"), jobs(&ledger))
-            .expect("write the schedule file");
         let slots = (0..replicas)
             .map(|index| Slot {
                 id: format!("r{}", index + 1),
@@ -70,6 +76,7 @@ impl Cluster {
                     _ => None,
                 },
                 incarnation: 0,
+                version: 0,
             })
             .collect();
         let mut cluster = Self {
@@ -77,11 +84,32 @@ impl Cluster {
             dir,
             slots,
             faketime_library: skewed.then(faketime_library),
+            jobs,
         };
         for index in 0..replicas {
+            cluster.write_schedules(index);
             cluster.start_replica(index);
         }
         cluster
+    }
+
+    /// Writes replica `index`'s schedule directory for its version.
+    fn write_schedules(&self, index: usize) {
+        let slot = &self.slots[index];
+        let schedules = self.schedules(index);
+        std::fs::create_dir_all(&schedules).expect("create a schedule directory");
+        std::fs::write(
+            schedules.join("chaos.toml"),
+            (self.jobs)(&self.ledger_path(), slot.version),
+        )
+        .expect("write the schedule file");
+    }
+
+    fn schedules(&self, index: usize) -> PathBuf {
+        self.dir
+            .path()
+            .join("schedules")
+            .join(&self.slots[index].id)
     }
 
     /// The ledger file the jobs append to.
@@ -109,10 +137,11 @@ impl Cluster {
             }
             _ => Vec::new(),
         };
+        let schedules = self.dir.path().join("schedules").join(&slot.id);
         slot.process = Some(ReplicaProcess::start_with_env(
             &slot.id,
             &self.server.url(),
-            &self.dir.path().join("schedules"),
+            &schedules,
             &log_dir,
             &["--retention", RETENTION],
             &env,
@@ -124,6 +153,42 @@ impl Cluster {
         if let Some(mut process) = self.slots[index].process.take() {
             process.kill9();
         }
+    }
+
+    /// Restarts the replicas one at a time on `version` of the schedule files, as a deploy
+    /// does: SIGTERM (each hands back what it has not finished within its shutdown grace),
+    /// [`DOWN`], start, and [`DEPLOY_STEP`] before the next. When it began and ended, and the
+    /// replicas that did not exit with 0.
+    pub fn deploy(&mut self, version: u32) -> (Deploy, Vec<String>) {
+        let mut deploy = Deploy {
+            version,
+            began_ms: now_ms(),
+            first_up_ms: 0,
+            last_up_ms: 0,
+        };
+        let mut problems = Vec::new();
+        for index in 0..self.slots.len() {
+            let slot = &mut self.slots[index];
+            if let Some(mut process) = slot.process.take() {
+                let code = process.terminate(Duration::from_secs(15));
+                if code != Some(0) {
+                    problems.push(format!("{} exited with {code:?} on SIGTERM", slot.id));
+                }
+            }
+            slot.version = version;
+            self.write_schedules(index);
+            std::thread::sleep(DOWN);
+            self.start_replica(index);
+            let up = now_ms();
+            if index == 0 {
+                deploy.first_up_ms = up;
+            }
+            deploy.last_up_ms = up;
+            if index + 1 < self.slots.len() {
+                std::thread::sleep(DEPLOY_STEP);
+            }
+        }
+        (deploy, problems)
     }
 
     /// Sends `signal` to replica `index`.

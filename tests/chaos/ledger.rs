@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::observe::Observed;
+use crate::plan::DEPLOY_SETTLE;
 
 /// How a job behaves, and so what the ledger must show for each of its fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,37 +79,41 @@ impl JobSpec {
         }
     }
 
-    /// Its fires in `[from, to]`, ms.
-    fn fires(&self, from: i64, to: i64) -> impl Iterator<Item = i64> + use<> {
-        let (period, offset) = (self.period_s, self.offset_s);
-        let first_second = from.div_euclid(1000) + i64::from(from.rem_euclid(1000) != 0);
-        (first_second..=to.div_euclid(1000))
-            .filter(move |second| second.rem_euclid(period) == offset)
-            .map(|second| second * 1000)
+    /// Whether it fires at `fire` (ms).
+    fn fires_at(&self, fire: i64) -> bool {
+        fire.rem_euclid(1000) == 0 && (fire / 1000).rem_euclid(self.period_s) == self.offset_s
     }
 }
 
-/// The jobs. With overlap allowed: one every second, long ones (6 s) of each delivery every
-/// 15 s, and one that always crashes every 30 s. With the default settings: one every second,
-/// and one every second that takes 0.3 to 0.8 s.
-pub fn jobs() -> Vec<JobSpec> {
-    vec![
+/// The jobs of `version` of the schedule files (a rolling deploy moves to the next).
+///
+/// With overlap allowed: one every second, long ones (6 s) of each delivery every 15 s, and one
+/// that always crashes every 30 s. With the default settings: one every second, one every
+/// second that takes 0.3 to 0.8 s, and the jobs a deploy touches: `shifting`, every 2 s in even
+/// versions and every 3 s in odd ones, and `added-N`, every second from version N on.
+pub fn jobs(version: u32) -> Vec<JobSpec> {
+    let mut jobs = vec![
         JobSpec::new("tick", 1, 0, Work::Nothing).allow(Kind::AtLeastOnce),
         JobSpec::new("long-again", 15, 0, Work::Sleep(6)).allow(Kind::AtLeastOnce),
         JobSpec::new("long-once", 15, 7, Work::Sleep(6)).allow(Kind::AtMostOnce),
         JobSpec::new("crash", 30, 20, Work::Nothing).allow(Kind::AlwaysCrashes),
         JobSpec::new("beat", 1, 0, Work::Nothing),
         JobSpec::new("busy", 1, 0, Work::Varying),
-    ]
+        JobSpec::new("shifting", 2 + i64::from(version % 2), 0, Work::Nothing),
+    ];
+    for added in 1..=version {
+        jobs.push(JobSpec::new(&format!("added-{added}"), 1, 0, Work::Nothing));
+    }
+    jobs
 }
 
 /// How many attempts [`Kind::AlwaysCrashes`] gets.
 const CRASH_ATTEMPTS: u32 = 3;
 
-/// The schedule file declaring the [`jobs`], whose runs append to `ledger`. Start times come
-/// from `date` with libfaketime taken out of its environment: the ledger uses the real clock
-/// even on a replica whose clock is skewed.
-pub fn schedule_file(ledger: &Path) -> String {
+/// The schedule file declaring the [`jobs`] of `version`, whose runs append to `ledger`. Start
+/// times come from `date` with libfaketime taken out of its environment: the ledger uses the
+/// real clock even on a replica whose clock is skewed.
+pub fn schedule_file(ledger: &Path, version: u32) -> String {
     let record = |tag: &str| {
         format!(
             "echo \"$REDCRON_RUN_ID $(env -u LD_PRELOAD -u FAKETIME date +%s%3N) \
@@ -117,7 +122,7 @@ pub fn schedule_file(ledger: &Path) -> String {
         )
     };
     let mut file = String::new();
-    for job in jobs() {
+    for job in jobs(version) {
         let work = match job.work {
             Work::Nothing => None,
             Work::Sleep(seconds) => Some(format!("sleep {seconds}")),
@@ -205,6 +210,19 @@ impl Loss {
     }
 }
 
+/// One rolling deploy.
+#[derive(Debug, Clone, Copy)]
+pub struct Deploy {
+    /// The version of the schedule files it brings.
+    pub version: u32,
+    /// When the first replica was stopped.
+    pub began_ms: i64,
+    /// When the first replica on the new version started.
+    pub first_up_ms: i64,
+    /// When the last one did.
+    pub last_up_ms: i64,
+}
+
 /// What happened to the cluster, for what the ledger may show.
 #[derive(Debug, Clone, Default)]
 pub struct Timeline {
@@ -212,6 +230,57 @@ pub struct Timeline {
     pub from_ms: i64,
     pub to_ms: i64,
     pub losses: Vec<Loss>,
+    /// In order.
+    pub deploys: Vec<Deploy>,
+}
+
+/// What a fire's schedules say about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Must run once (or be skipped as an overlap, with the default settings).
+    Required,
+    /// During a deploy, defined by one version only: may run, once at most.
+    Optional,
+    /// No version in force defines it: must not run.
+    Undefined,
+}
+
+/// What `job`'s schedules say about `fire`, given the deploys. Outside a deploy, the version in
+/// force decides. During one (from stopping the first replica until [`DEPLOY_SETTLE`] after
+/// the last is up) replicas declare both versions: a fire both define must run, one only one
+/// defines may; and a job the new version adds must run from [`DEPLOY_SETTLE`] after the first
+/// replica declaring it is up, since from then on a live replica can run it.
+fn expect(job: &str, fire: i64, deploys: &[Deploy]) -> Expect {
+    let defines = |version: u32| {
+        jobs(version)
+            .iter()
+            .any(|spec| spec.name == job && spec.fires_at(fire))
+    };
+    let declares = |version: u32| jobs(version).iter().any(|spec| spec.name == job);
+    let settle = DEPLOY_SETTLE.as_millis() as i64;
+    let mut version = 0;
+    for deploy in deploys {
+        if fire < deploy.began_ms {
+            break;
+        }
+        if fire <= deploy.last_up_ms + settle {
+            let (old, new) = (defines(version), defines(deploy.version));
+            let added = !declares(version) && new && fire >= deploy.first_up_ms + settle;
+            return if (old && new) || added {
+                Expect::Required
+            } else if old || new {
+                Expect::Optional
+            } else {
+                Expect::Undefined
+            };
+        }
+        version = deploy.version;
+    }
+    if defines(version) {
+        Expect::Required
+    } else {
+        Expect::Undefined
+    }
 }
 
 /// What Redis recorded about one run, from every events stream entry seen.
@@ -221,6 +290,8 @@ pub struct RunRecord {
     pub reason: Option<String>,
     /// How many times its replica died under it.
     pub lost: u32,
+    /// How many times a replica that shut down handed it back.
+    pub interrupted: u32,
     /// Whether it was skipped as an overlap.
     pub overlap_skipped: bool,
 }
@@ -232,6 +303,7 @@ fn records(observed: &Observed) -> HashMap<&str, RunRecord> {
         let record = records.entry(event.run.as_str()).or_default();
         match (event.state.as_str(), event.reason.as_deref()) {
             ("retrying", Some("lost")) => record.lost += 1,
+            ("retrying", Some("interrupted")) => record.interrupted += 1,
             ("skipped", Some("overlap")) => record.overlap_skipped = true,
             _ => {}
         }
@@ -250,6 +322,8 @@ pub struct Verdict {
     pub missed: usize,
     pub duplicated: usize,
     pub reruns_after_lost: usize,
+    /// Runs started again after a replica that shut down handed them back unfinished.
+    pub reruns_after_interrupt: usize,
     /// Fires of jobs with the default settings skipped as overlaps, never started.
     pub skipped_as_overlap: usize,
     /// Overlap skips recorded (any job, any fire), and those with no run of the job holding it
@@ -270,6 +344,9 @@ pub struct Verdict {
     /// At-most-once runs recorded dead as `lost` (their replica died, or Redis was away longer
     /// than their lease), as documented: never run twice.
     pub dead_lost: usize,
+    /// Fires defined by one version only during a deploy, and how many of them ran.
+    pub optional_fires: usize,
+    pub optional_executed: usize,
     /// The fires of the jobs with the default settings alone.
     pub default_settings: Tally,
     /// Start minus fire time of each required fire's first start, ms, sorted.
@@ -323,9 +400,13 @@ pub fn judge(ledger: &[Entry], observed: &Observed, timeline: &Timeline) -> Verd
         by_run.entry(entry.run.as_str()).or_default().push(entry);
     }
     let records = records(observed);
+    let last_version = timeline.deploys.last().map_or(0, |deploy| deploy.version);
     let mut verdict = Verdict::default();
-    for job in jobs() {
-        for fire in job.fires(timeline.from_ms, timeline.to_ms) {
+    for job in jobs(last_version) {
+        let first_second =
+            timeline.from_ms.div_euclid(1000) + i64::from(timeline.from_ms.rem_euclid(1000) != 0);
+        for second in first_second..=timeline.to_ms.div_euclid(1000) {
+            let fire = second * 1000;
             let run = format!("{}@{fire}", job.name);
             let entries = by_run.get(run.as_str()).map(Vec::as_slice).unwrap_or(&[]);
             let fire_judge = FireJudge {
@@ -337,7 +418,11 @@ pub fn judge(ledger: &[Entry], observed: &Observed, timeline: &Timeline) -> Verd
                 losses: &timeline.losses,
             };
             let before = verdict.tally();
-            fire_judge.judge(&mut verdict);
+            match expect(&job.name, fire, &timeline.deploys) {
+                Expect::Required => fire_judge.required(&mut verdict),
+                Expect::Optional => fire_judge.optional(&mut verdict),
+                Expect::Undefined => fire_judge.undefined(&mut verdict),
+            }
             if job.settings == Settings::Defaults {
                 let after = verdict.tally();
                 let tally = &mut verdict.default_settings;
@@ -385,9 +470,9 @@ impl FireJudge<'_> {
         })
     }
 
-    /// A fire runs once, or, with the default settings, is skipped as an overlap; beyond that
-    /// only in the documented cases.
-    fn judge(&self, verdict: &mut Verdict) {
+    /// A fire the schedules define: it runs once, or, with the default settings, is skipped
+    /// as an overlap; beyond that only in the documented cases.
+    fn required(&self, verdict: &mut Verdict) {
         verdict.fires_expected += 1;
         let (run, stored) = (self.run, &self.record);
         let starts = self.starts();
@@ -464,7 +549,8 @@ impl FireJudge<'_> {
     }
 
     /// Counts the starts beyond `expected`: a run executes once per attempt, plus once per
-    /// replica that died under it; a loss of Redis's writes may add one.
+    /// replica that died under it or, at-least-once, handed it back unfinished at shutdown; a
+    /// loss of Redis's writes may add one.
     fn count_extra_starts(
         &self,
         verdict: &mut Verdict,
@@ -473,7 +559,7 @@ impl FireJudge<'_> {
         in_fsync: bool,
         in_restore: bool,
     ) {
-        let Some(extra) = starts
+        let Some(mut extra) = starts
             .len()
             .checked_sub(expected)
             .filter(|extra| *extra > 0)
@@ -488,7 +574,18 @@ impl FireJudge<'_> {
             extra.min(stored.lost as usize)
         };
         verdict.reruns_after_lost += after_lost;
-        let extra = extra - after_lost;
+        extra -= after_lost;
+        let after_interrupt = extra.min(stored.interrupted as usize);
+        verdict.reruns_after_interrupt += after_interrupt;
+        extra -= after_interrupt;
+        if at_most_once && after_interrupt > 0 {
+            verdict.violations.push(format!(
+                "{}, at-most-once, started again after a replica that shut down handed it back \
+                 unfinished: {:?}",
+                self.run,
+                starts.iter().map(|entry| entry.at_ms).collect::<Vec<_>>()
+            ));
+        }
         if extra == 0 {
             return;
         }
@@ -499,10 +596,42 @@ impl FireJudge<'_> {
         } else {
             verdict.duplicated += extra;
             verdict.violations.push(format!(
-                "{} started {} times (lost {} times): {:?}",
+                "{} started {} times (lost {} times, interrupted {} times): {:?}",
                 self.run,
                 starts.len(),
                 stored.lost,
+                stored.interrupted,
+                starts.iter().map(|entry| entry.at_ms).collect::<Vec<_>>()
+            ));
+        }
+    }
+
+    /// A fire only one of the versions in force during a deploy defines: once at most.
+    fn optional(&self, verdict: &mut Verdict) {
+        verdict.optional_fires += 1;
+        let starts = self.starts();
+        if starts.is_empty() {
+            return;
+        }
+        verdict.optional_executed += 1;
+        let allowed = 1 + self.record.lost as usize + self.record.interrupted as usize;
+        if starts.len() > allowed {
+            verdict.duplicated += starts.len() - allowed;
+            verdict.violations.push(format!(
+                "{}, defined by one version during a deploy, started {} times",
+                self.run,
+                starts.len()
+            ));
+        }
+    }
+
+    /// A fire no version in force defines: it must not run.
+    fn undefined(&self, verdict: &mut Verdict) {
+        let starts = self.starts();
+        if !starts.is_empty() {
+            verdict.violations.push(format!(
+                "{} ran, but no version of the schedules in force defines that fire: {:?}",
+                self.run,
                 starts.iter().map(|entry| entry.at_ms).collect::<Vec<_>>()
             ));
         }
@@ -571,10 +700,11 @@ fn judge_overlap_skips(
             });
         }
     }
-    let settings: HashMap<String, Settings> = jobs()
-        .into_iter()
-        .map(|job| (job.name, job.settings))
-        .collect();
+    let settings: HashMap<String, Settings> =
+        jobs(timeline.deploys.last().map_or(0, |d| d.version))
+            .into_iter()
+            .map(|job| (job.name, job.settings))
+            .collect();
     let mut skipped: Vec<&str> = records
         .iter()
         .filter(|(_, record)| record.overlap_skipped)

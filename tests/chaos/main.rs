@@ -2,7 +2,7 @@
 //! run` replicas on loopback, faults injected from a seeded plan, and a ledger of every run start
 //! kept outside Redis (a file the jobs append to), compared at the end, with what Redis recorded
 //! (read as the run goes, since a crash or a restore takes Redis back in time), with the fires
-//! the schedules define.
+//! the schedules define. Without `--scenario` it runs every scenario but `rolling-deploy`.
 //!
 //! ```sh
 //! cargo test --test chaos                                   # the short version CI runs
@@ -119,7 +119,7 @@ fn parse(arguments: impl Iterator<Item = String>) -> Result<Invocation, String> 
         return Ok(Invocation::FilteredOut);
     }
     if options.scenarios.is_empty() {
-        options.scenarios = Scenario::ALL.to_vec();
+        options.scenarios = Scenario::DEFAULT.to_vec();
     }
     Ok(Invocation::Run(options))
 }
@@ -167,6 +167,7 @@ fn run(options: &Options) -> Report {
         seed,
         &options.scenarios,
         Duration::from_millis(window_ms as u64),
+        options.replicas,
     );
     eprintln!(
         "chaos: seed {seed}, scenarios {}, {} replicas, {:.1} min, {} faults",
@@ -177,7 +178,7 @@ fn run(options: &Options) -> Report {
     );
 
     let skewed = options.scenarios.contains(&Scenario::ClockSkew);
-    let mut cluster = Cluster::start(options.replicas, skewed, &ledger::schedule_file);
+    let mut cluster = Cluster::start(options.replicas, skewed, ledger::schedule_file);
     let observer = Observer::start(cluster.server.url());
     let mut faults = Faults::default();
     if wait_for(Duration::from_secs(30), || cluster.leader()).is_none() {
@@ -210,6 +211,7 @@ fn run(options: &Options) -> Report {
     violations.extend(cluster.unexpected_exits());
     let logs = cluster.logs();
     let fenced_writes = logs.matches("planner write fenced").count();
+    let unknown_job = logs.matches("unknown job: not declared here").count();
     if logs.contains("panicked") {
         violations.push("a replica panicked (see its log)".to_owned());
     }
@@ -231,11 +233,14 @@ fn run(options: &Options) -> Report {
         violations.push(format!("keys that never expire: {leaks:?}"));
     }
     // Finished runs are kept 10 s; after that the namespace holds what it held at the
-    // baseline, give or take the planned horizon.
+    // baseline, give or take the planned horizon, and the planned fires and definitions of
+    // the jobs deploys added.
     std::thread::sleep(Duration::from_secs(11));
     let memory_end = retained_memory(&cluster);
+    let added_jobs = ledger::jobs(faults.timeline.deploys.last().map_or(0, |d| d.version)).len()
+        - ledger::jobs(0).len();
     if let (Some(baseline), Some(end)) = (memory_baseline, memory_end)
-        && end > baseline + baseline / 10 + 64 * 1024
+        && end > baseline + baseline / 10 + 64 * 1024 + added_jobs as i64 * 32 * 1024
     {
         violations.push(format!(
             "Redis memory did not return to its baseline: {baseline} B then {end} B"
@@ -259,9 +264,10 @@ fn run(options: &Options) -> Report {
     );
     let details = format!(
         "chaos: seed={seed} scenarios={} faults={} leaders={} epochs={:?} \
-         skipped_as_overlap={} stale_overlap_skips={} fsync_window_missed={} \
-         fsync_window_duplicated={} restore_window_missed={} restore_window_duplicated={} \
-         dead_lost_at_most_once={} default_settings=expected:{},executed:{},missed:{},\
+         skipped_as_overlap={} stale_overlap_skips={} reruns_after_interrupt={} \
+         fsync_window_missed={} fsync_window_duplicated={} restore_window_missed={} \
+         restore_window_duplicated={} dead_lost_at_most_once={} optional_fires_run={}/{} \
+         dead_unknown_job={unknown_job} default_settings=expected:{},executed:{},missed:{},\
          duplicated:{},skipped_as_overlap:{} stuck_active={stuck} memory_baseline={} \
          memory_end={}",
         names.join(","),
@@ -274,11 +280,14 @@ fn run(options: &Options) -> Report {
             .collect::<Vec<_>>(),
         verdict.skipped_as_overlap,
         verdict.stale_overlap_skips,
+        verdict.reruns_after_interrupt,
         verdict.fsync_window_missed,
         verdict.fsync_window_duplicated,
         verdict.restore_window_missed,
         verdict.restore_window_duplicated,
         verdict.dead_lost,
+        verdict.optional_executed,
+        verdict.optional_fires,
         verdict.default_settings.expected,
         verdict.default_settings.executed,
         verdict.default_settings.missed,
@@ -388,6 +397,20 @@ fn inject(cluster: &mut Cluster, fault: Fault, faults: &mut Faults) -> String {
                 "back {:.1} s after a snapshot, with its data (epoch {})",
                 (back - snapshot.at_ms) as f64 / 1000.0,
                 snapshot.epoch
+            )
+        }
+        Fault::RollingDeploy => {
+            let version = faults
+                .timeline
+                .deploys
+                .last()
+                .map_or(1, |deploy| deploy.version + 1);
+            let (deploy, problems) = cluster.deploy(version);
+            faults.timeline.deploys.push(deploy);
+            faults.violations.extend(problems);
+            format!(
+                "version {version} on every replica in {:.1} s",
+                (deploy.last_up_ms - deploy.began_ms) as f64 / 1000.0
             )
         }
     }
