@@ -535,8 +535,9 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         .collect()
 }
 
-/// `used_memory` less what the namespace keeps on purpose without bound in time: the events
-/// stream (capped by length) and the dead letters (kept until purged).
+/// `used_memory` less what the namespace keeps on purpose beyond the run: the events stream
+/// (capped by length), the dead letters (kept until purged) and the fingerprints (one per fire,
+/// kept 7 days whatever the retention).
 fn retained_memory(cluster: &Cluster) -> Option<i64> {
     let mut connection = cluster.connection(Duration::from_secs(5)).ok()?;
     let info: String = redis::cmd("INFO")
@@ -562,6 +563,13 @@ fn retained_memory(cluster: &Cluster) -> Option<i64> {
     let dead: Vec<String> = connection.zrange(key("dead"), 0, -1).ok()?;
     for run in dead {
         kept += usage(&mut connection, key(&format!("run:{run}")));
+    }
+    let fingerprints: Vec<String> = connection
+        .scan_match::<_, String>(key("fp:*"))
+        .and_then(|keys| keys.collect())
+        .ok()?;
+    for fingerprint in fingerprints {
+        kept += usage(&mut connection, fingerprint);
     }
     Some(used - kept)
 }
