@@ -1,6 +1,8 @@
 -- Records a run's failure and decides what becomes of it: back to the due set after an
 -- exponential, jittered, capped backoff while attempts are left (retrying), else the dead
--- letters. Also how a replica that shuts down hands its runs back (reason 'interrupted'), and
+-- letters. Also how a replica that shuts down hands its runs back (reason 'interrupted' for a
+-- run stopped mid-run, which an at-most-once job must not run again, so it is dead; reason
+-- 'not-started' for a run claimed ahead and never started, due again at once), and
 -- how the reaper ends runs whose worker died (reason 'lost'): an at-least-once run is run again
 -- at once, up to MAX_LOST times, an at-most-once run is dead. Neither uses up an attempt: the
 -- command did not fail, its worker went away.
@@ -14,7 +16,7 @@
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it, or '' for the reaper (then the lease must have expired)
 -- ARGV[4] reason: failed | timeout | permanent (no retry) | corrupt (no retry) | lost |
---         interrupted
+--         interrupted | not-started
 -- ARGV[5] error message
 -- ARGV[6] exit code, or ''
 -- ARGV[7] tail of the output
@@ -52,7 +54,8 @@ redis.call('HSET', run_key, 'error', message, 'exit_code', exit_code, 'output', 
 
 attempt, max_attempts = tonumber(attempt) or 1, tonumber(max_attempts) or 1
 local retry_at
-if reason == 'interrupted'
+if reason == 'not-started'
+    or (reason == 'interrupted' and delivery ~= 'at-most-once')
     or (reason == 'lost' and delivery ~= 'at-most-once'
       and redis.call('HINCRBY', run_key, 'lost', 1) <= MAX_LOST) then
   redis.call('HSET', run_key, 'attempt', math.max(attempt - 1, 0))

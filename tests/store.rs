@@ -1009,6 +1009,53 @@ async fn interrupted_runs_come_back_at_once_without_using_an_attempt() {
 }
 
 #[tokio::test]
+async fn an_at_most_once_run_stopped_by_shutdown_is_dead_unless_it_had_not_started() {
+    let (server, store, token) = setup(
+        "[jobs.once]\ncommand = \"sleep 60\"\ndelivery = \"at-most-once\"\noverlap = \"allow\"\n",
+    )
+    .await;
+    plan(&store, &token, "once", &[0, 500]).await;
+    let store = store.with_frozen_clock(1_000);
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let stopped = claim_run(&store, &["default"]).await;
+    let never_started = claim_run(&store, &["default"]).await;
+    assert_eq!(
+        store
+            .fail_run(
+                &stopped.id,
+                Some(&stopped.worker),
+                &failure(FailReason::Interrupted),
+                0.5
+            )
+            .await
+            .expect("hand back"),
+        FailOutcome::Dead,
+        "it may have done part of its work: never run twice"
+    );
+    assert_eq!(
+        store
+            .fail_run(
+                &never_started.id,
+                Some(&never_started.worker),
+                &failure(FailReason::NotStarted),
+                0.5
+            )
+            .await
+            .expect("hand back"),
+        FailOutcome::Retrying { due_ms: 1_000 }
+    );
+    assert_eq!(
+        run_hash(&server, &stopped.id)
+            .get("reason")
+            .map(String::as_str),
+        Some("interrupted")
+    );
+}
+
+#[tokio::test]
 async fn only_the_holder_extends_a_lease() {
     let (server, store, token) =
         setup("[jobs.long]\ncommand = \"sleep 60\"\noverlap = \"forbid\"\n").await;

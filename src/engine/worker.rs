@@ -746,8 +746,8 @@ impl Execution {
                 () = tokio::time::sleep_until(self.start_at) => {}
                 () = self.interrupt.cancelled() => {
                     let failure = Failure::without_output(
-                        FailReason::Interrupted,
-                        "interrupted by shutdown before it started".to_owned(),
+                        FailReason::NotStarted,
+                        "handed back by shutdown before it started".to_owned(),
                     );
                     self.record_failure(run, &failure).await;
                     return false;

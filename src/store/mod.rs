@@ -370,8 +370,12 @@ pub enum FailReason {
     /// for at-least-once jobs (a few times at most), dead for at-most-once jobs. Uses no
     /// attempt.
     Lost,
-    /// Its replica shut down before it finished: run again at once. Uses no attempt.
+    /// Its replica shut down while it ran and stopped it: run again at once for at-least-once
+    /// jobs, dead for at-most-once jobs (it may have done part of its work). Uses no attempt.
     Interrupted,
+    /// Its replica shut down before starting it (it was claimed ahead): run again at once,
+    /// whatever its delivery. Uses no attempt.
+    NotStarted,
     /// Its hash cannot be decoded: dead at once.
     Corrupt,
 }
@@ -384,6 +388,7 @@ impl FailReason {
             FailReason::Permanent => "permanent",
             FailReason::Lost => "lost",
             FailReason::Interrupted => "interrupted",
+            FailReason::NotStarted => "not-started",
             FailReason::Corrupt => "corrupt",
         }
     }
