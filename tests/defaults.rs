@@ -155,14 +155,7 @@ fn after_a_redis_stall_late_fires_run_one_at_a_time_and_the_misfire_policy_decid
         "--workers",
         "6",
     ];
-    let _replicas = [
-        scenario.replica("r1", &flags),
-        scenario.replica("r2", &flags),
-    ];
-    assert!(
-        wait_until(Duration::from_secs(10), || scenario.leader().is_some()),
-        "no leader was elected"
-    );
+    let _replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &flags);
     // Let fires run normally for a while, then stall Redis for every client.
     let first = scenario.redis_now_ms() + 3_000;
     sleep_until(&scenario, first);

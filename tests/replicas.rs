@@ -62,10 +62,16 @@ impl Scenario {
     /// of them leads.
     fn three_replicas_with_a_leader(&self) -> Vec<ReplicaProcess> {
         self.write_jobs(&self.every_second_job());
-        let replicas: Vec<ReplicaProcess> = ["r1", "r2", "r3"]
-            .iter()
-            .map(|id| self.replica(id, &[]))
-            .collect();
+        self.replicas_with_a_leader(&["r1", "r2", "r3"], &[])
+    }
+
+    /// Starts replicas `ids` with `extra` flags and waits until one of them leads.
+    pub(crate) fn replicas_with_a_leader(
+        &self,
+        ids: &[&str],
+        extra: &[&str],
+    ) -> Vec<ReplicaProcess> {
+        let replicas: Vec<ReplicaProcess> = ids.iter().map(|id| self.replica(id, extra)).collect();
         assert!(
             wait_until(Duration::from_secs(10), || self.leader().is_some()),
             "no leader was elected"

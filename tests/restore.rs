@@ -85,14 +85,7 @@ fn after_redis_is_restored_from_an_older_copy_fires_resume_at_once() {
     ));
     // The default run lease: a stale run would hold its job for 30 s.
     let flags = ["--run-lease", "30s"];
-    let _replicas = [
-        scenario.replica("r1", &flags),
-        scenario.replica("r2", &flags),
-    ];
-    assert!(
-        wait_until(Duration::from_secs(10), || scenario.leader().is_some()),
-        "no leader was elected"
-    );
+    let _replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &flags);
     sleep_until(&scenario, scenario.redis_now_ms() + 3_500);
     let active_in_copy: Vec<String> = scenario
         .server
