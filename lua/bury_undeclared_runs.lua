@@ -1,6 +1,8 @@
--- Sends to the dead letters (reason 'undeclared') the runs put aside for a replica that
--- declares their job (see claim_runs.lua) once no live replica has declared that job for
--- `grace`; while a live replica declares it, the job's clock starts again.
+-- Ends the runs put aside for a replica that declares their job (see claim_runs.lua) once no
+-- live replica has declared that job for `grace` (while a live replica declares it, the job's
+-- clock starts again): a cron fire is skipped, as a fire of a job nobody declares any more; any
+-- other run (a task, a retry of a fire) goes to the dead letters, where it can be re-driven.
+-- Both with reason 'undeclared'.
 --
 -- KEYS[1] undeclared-jobs  zset    job -> ms since when no live replica declares it
 -- KEYS[2] replicas         zset    replica id -> last heartbeat ms
@@ -11,13 +13,15 @@
 -- ARGV[3] a replica is live when its last heartbeat is at most this old, ms
 -- ARGV[4] events stream MAXLEN (approximate)
 -- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[6] retention of finished run hashes, ms
 --
--- Returns {job, runs buried, ...} for each job whose runs went to the dead letters.
+-- Returns {job, runs ended, ...} for each job whose runs were ended.
 -- Cost: O(J × R + runs buried) for J jobs with runs put aside and R live replicas.
 local undeclared_jobs, replicas, dead, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, grace, live_for, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if not grace or not live_for or not maxlen then
-  return redis.error_reply('ERR bury_undeclared_runs: grace, live time and maxlen must be numbers')
+local retention = tonumber(ARGV[6])
+if not grace or not live_for or not maxlen or not retention then
+  return redis.error_reply('ERR bury_undeclared_runs: grace, live time, maxlen and retention must be numbers')
 end
 local now = now_ms(ARGV[5])
 
@@ -38,10 +42,15 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
     local run_ids = redis.call('LRANGE', aside, 0, -1)
     for _, run_id in ipairs(run_ids) do
       local run_key = prefix .. 'run:' .. run_id
-      redis.call('HSET', run_key, 'state', 'dead', 'reason', 'undeclared', 'finished_ms', now,
-        'error', 'no live replica declares job "' .. job .. '"')
-      redis.call('ZADD', dead, now, run_id)
-      record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'undeclared')
+      local kind, attempt = unpack(redis.call('HMGET', run_key, 'kind', 'attempt'))
+      if kind == 'cron' and (tonumber(attempt) or 0) == 0 then
+        skip_run(run_key, run_id, job, 'undeclared', now, retention, events, maxlen)
+      else
+        redis.call('HSET', run_key, 'state', 'dead', 'reason', 'undeclared', 'finished_ms', now,
+          'error', 'no live replica declares job "' .. job .. '"')
+        redis.call('ZADD', dead, now, run_id)
+        record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'undeclared')
+      end
     end
     redis.call('DEL', aside)
     redis.call('ZREM', undeclared_jobs, job)

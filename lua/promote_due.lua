@@ -12,6 +12,8 @@
 -- KEYS[3] events  stream  run state changes
 -- KEYS[4] dead    zset    run id -> ms it died
 -- KEYS[5] planned hash    job -> its fires planned and not promoted yet, ms, comma-separated
+-- KEYS[6] damaged set     jobs whose definition in defs is unreadable: the leader writes them
+--                         again; their fires stay due meanwhile, neither skipped nor dead
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>
 -- ARGV[2] limit: most runs moved by this call
@@ -21,10 +23,11 @@
 -- ARGV[6] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[7] lead, ms: runs due this soon are moved already
 --
--- Returns {runs made ready, runs skipped or dead, next due ms or -1 when nothing is due, now ms,
--- then a job and a reason for each run skipped or dead}.
+-- Returns {runs made ready, runs skipped or dead, next due ms or -1 when nothing else is due,
+-- now ms, fires left due for a damaged definition, then a job and a reason for each run skipped
+-- or dead}.
 -- Cost: O(limit log N).
-local due, defs, events, dead, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local due, defs, events, dead, planned, damaged = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local maxlen, retention, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
 if not limit or not threshold or not maxlen or not retention or not lead then
@@ -33,16 +36,6 @@ end
 local now = now_ms(ARGV[6])
 local now_text = tostring(now)
 
-local definitions = {}
-local function definition(job)
-  if definitions[job] == nil then
-    local raw = redis.call('HGET', defs, job)
-    local ok, decoded = pcall(cjson.decode, raw or '')
-    definitions[job] = (ok and type(decoded) == 'table') and decoded or false
-  end
-  return definitions[job]
-end
-
 -- Definitions are JSON written by the leader; a damaged one must not make a write fail
 -- half-way, after the run left the due set.
 local function text_or(value, default)
@@ -50,6 +43,24 @@ local function text_or(value, default)
     return value
   end
   return default
+end
+
+-- A job's definition: the decoded table, 'absent' (no replica declares the job any more), or
+-- 'damaged' (there, but unreadable or without its routing).
+local definitions = {}
+local function definition(job)
+  if definitions[job] == nil then
+    local raw = redis.call('HGET', defs, job)
+    local ok, decoded = pcall(cjson.decode, raw or '')
+    if not raw then
+      definitions[job] = 'absent'
+    elseif ok and type(decoded) == 'table' and text_or(decoded.queue) and text_or(decoded.priority) then
+      definitions[job] = decoded
+    else
+      definitions[job] = 'damaged'
+    end
+  end
+  return definitions[job]
 end
 
 local function number_or(value, default)
@@ -84,6 +95,7 @@ end
 
 local ready, skipped = 0, 0
 local skips = {}
+local deferred = {}     -- due ms, run id: fires put back for a damaged definition
 local ready_lists = {}  -- ready list key -> run ids, pushed together at the end
 local woken = {}        -- wake marker key -> true
 local run_ids = redis.call('ZRANGEBYSCORE', due, '-inf', tostring(now + lead), 'WITHSCORES', 'LIMIT', 0, limit)
@@ -109,16 +121,16 @@ for i = 1, #run_ids, 2 do
     local fire_ms
     job, fire_ms = string.match(run_id, '^(.+)@(%d+)$')
     local def = job and definition(job)
-    if job then
+    if job and def ~= 'damaged' then
       plan_of(job).taken[fire_ms] = true
     end
     if not job then
       reason = 'corrupt'
       job = ''
-    elseif not def then
+    elseif def == 'absent' then
       reason = 'undeclared'
-    elseif not text_or(def.queue) or not text_or(def.priority) then
-      reason = 'corrupt'
+    elseif def == 'damaged' then
+      reason = 'deferred'
     else
       queue, priority, kind = def.queue, def.priority, 'cron'
       redis.call('HSET', run_key,
@@ -144,7 +156,11 @@ for i = 1, #run_ids, 2 do
       end
     end
   end
-  if reason == 'duplicate' then
+  if reason == 'deferred' then
+    deferred[#deferred + 1] = run_ids[i + 1]
+    deferred[#deferred + 1] = run_id
+    redis.call('SADD', damaged, job)
+  elseif reason == 'duplicate' then
     record_event(events, maxlen, run_id, 'skipped', 'job', job or '', 'reason', reason)
   elseif reason == 'corrupt' or (not reason and (not queue or not priority)) then
     -- An id that names no job, or a run hash without its routing: nothing can run it.
@@ -161,7 +177,7 @@ for i = 1, #run_ids, 2 do
     woken[prefix .. 'wake:' .. queue] = true
     ready = ready + 1
   end
-  if reason then
+  if reason and reason ~= 'deferred' then
     skipped = skipped + 1
     skips[#skips + 1] = job or ''
     skips[#skips + 1] = reason
@@ -188,8 +204,13 @@ for marker in pairs(woken) do
   redis.call('ZADD', marker, 0, 'ready')
 end
 
+-- The next due time leaves out the fires put back: they wait for the leader's repair, which
+-- wakes the promoters, not for a busy loop.
 local next_due = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2]
-local reply = {ready, skipped, tonumber(next_due) or -1, now}
+if #deferred > 0 then
+  redis.call('ZADD', due, unpack(deferred))
+end
+local reply = {ready, skipped, tonumber(next_due) or -1, now, #deferred / 2}
 for _, value in ipairs(skips) do
   reply[#reply + 1] = value
 end

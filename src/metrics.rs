@@ -52,6 +52,15 @@ pub struct Metrics {
     /// `redcron_orphaned_runs_total`: runs Redis said this replica ran while it did not, ended
     /// as lost (the replica restarted, Redis restored from an older copy, a reply lost).
     pub orphaned_runs_total: IntCounter,
+    /// `redcron_drifted_jobs`: jobs that live replicas declare in more than one way (set by the
+    /// leader).
+    pub drifted_jobs: IntGauge,
+    /// `redcron_definitions_repaired_total`: published definitions the leader found unreadable
+    /// or foreign and wrote again.
+    pub definitions_repaired_total: IntCounter,
+    /// `redcron_unreadable_declarations_total`: definitions another replica declared that the
+    /// leader could not read (damaged, or from a version with settings this one lacks).
+    pub unreadable_declarations_total: IntCounter,
     /// `redcron_workers_busy`.
     pub workers_busy: IntGauge,
     /// `redcron_workers_max`.
@@ -160,6 +169,18 @@ impl Metrics {
             orphaned_runs_total: counter(
                 "redcron_orphaned_runs_total",
                 "Runs Redis said this replica ran while it did not, ended as lost",
+            ),
+            drifted_jobs: gauge(
+                "redcron_drifted_jobs",
+                "Jobs live replicas declare in more than one way (set by the leader)",
+            ),
+            definitions_repaired_total: counter(
+                "redcron_definitions_repaired_total",
+                "Published definitions found unreadable or foreign and written again",
+            ),
+            unreadable_declarations_total: counter(
+                "redcron_unreadable_declarations_total",
+                "Definitions declared by another replica that the leader could not read",
             ),
             workers_busy: gauge("redcron_workers_busy", "Runs executing on this replica"),
             workers_max: gauge("redcron_workers_max", "Runs this replica executes at once"),

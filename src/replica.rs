@@ -28,7 +28,7 @@ use tracing::{error, warn};
 
 use crate::engine::elector::{Elector, ElectorConfig};
 use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig};
-use crate::engine::planner::{Jobs, Planner, PlannerConfig, shared_jobs};
+use crate::engine::planner::{DeclarationsConfig, Jobs, Planner, PlannerConfig, shared_jobs};
 use crate::engine::promoter::{Promoter, PromoterConfig};
 use crate::engine::reaper::{Reaper, ReaperConfig};
 use crate::engine::worker::{WorkerConfig, Workers};
@@ -259,7 +259,15 @@ impl Replica {
             self.store.clone(),
             leadership.clone(),
             self.jobs.subscribe(),
-            config.planner.clone(),
+            PlannerConfig {
+                declarations: DeclarationsConfig {
+                    replica_id: config.replica_id.clone(),
+                    live_for: config.heartbeat_period * 3,
+                    // Held as long as their runs wait for a replica that declares them.
+                    hold: config.reaper.undeclared_grace,
+                },
+                ..config.planner.clone()
+            },
         );
         let workers = Workers::new(
             self.store.clone(),

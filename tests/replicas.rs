@@ -41,7 +41,7 @@ impl Scenario {
     }
 
     /// A shell command that appends `<run id> <start ms> <tag>` to the ledger.
-    fn record(&self, tag: &str) -> String {
+    pub(crate) fn record(&self, tag: &str) -> String {
         format!(
             "echo \\\"$REDCRON_RUN_ID $(date +%s%3N) {tag}\\\" >> {}",
             self.ledger_path().display()
@@ -72,9 +72,15 @@ impl Scenario {
         extra: &[&str],
     ) -> Vec<ReplicaProcess> {
         let replicas: Vec<ReplicaProcess> = ids.iter().map(|id| self.replica(id, extra)).collect();
+        let led = wait_until(Duration::from_secs(10), || self.leader().is_some());
         assert!(
-            wait_until(Duration::from_secs(10), || self.leader().is_some()),
-            "no leader was elected"
+            led,
+            "no leader was elected\n{}",
+            replicas
+                .iter()
+                .map(|replica| format!("log of {}:\n{}", replica.id, replica.log()))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         replicas
     }
@@ -94,7 +100,7 @@ impl Scenario {
     }
 
     /// Every ledger line: run id, start ms, tag.
-    fn ledger(&self) -> Vec<(String, i64, String)> {
+    pub(crate) fn ledger(&self) -> Vec<(String, i64, String)> {
         std::fs::read_to_string(self.ledger_path())
             .unwrap_or_default()
             .lines()

@@ -1132,7 +1132,7 @@ async fn corrupt_and_undeclared_runs_never_execute() {
 }
 
 #[tokio::test]
-async fn damaged_runs_and_definitions_go_to_the_dead_letters_as_corrupt() {
+async fn damaged_runs_go_to_the_dead_letters_and_fires_of_damaged_definitions_wait() {
     let server = RedisServer::start();
     let store = connect(&server).await.with_frozen_clock(1_000);
     declare(&store, "replica", jobs("[jobs.tick]\ncommand = \"true\"\n")).await;
@@ -1162,7 +1162,8 @@ async fn damaged_runs_and_definitions_go_to_the_dead_letters_as_corrupt() {
         Some("corrupt")
     );
 
-    // A damaged definition is caught where a cron run is created.
+    // A damaged definition is caught where a cron run is created: the fire is not the one
+    // damaged, so it stays due, neither skipped nor dead, for the leader to repair the job.
     let () = redis
         .hset("{test}:defs", "tick", r#"{"queue": 7}"#)
         .expect("HSET");
@@ -1171,9 +1172,16 @@ async fn damaged_runs_and_definitions_go_to_the_dead_letters_as_corrupt() {
         .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
-    assert_eq!((promoted.ready, promoted.skipped), (0, 1));
+    assert_eq!(
+        (promoted.ready, promoted.skipped, promoted.deferred),
+        (0, 0, 1)
+    );
+    let due: Option<f64> = redis.zscore("{test}:due", "tick@500").expect("ZSCORE");
+    assert_eq!(due, Some(500.0), "still due at its time");
+    let damaged: Vec<String> = redis.smembers("{test}:damaged-defs").expect("SMEMBERS");
+    assert_eq!(damaged, ["tick"]);
     let dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
-    assert!(dead.contains(&"tick@500".to_owned()), "{dead:?}");
+    assert_eq!(dead, ["forged"]);
 }
 
 #[tokio::test]

@@ -13,6 +13,10 @@ use super::{Leadership, Shutdown};
 use crate::metrics::{HEALTH, METRICS};
 use crate::store::{Store, StoreError};
 
+/// The longest a stopping replica waits to withdraw its declarations: without an answer they
+/// expire with its heartbeats instead.
+const WITHDRAW_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// How the heartbeat behaves.
 #[derive(Debug, Clone)]
 pub struct HeartbeatConfig {
@@ -136,16 +140,27 @@ impl Heartbeat {
 
     /// Beats every period until `shutdown`. A failed heartbeat is retried at the next period:
     /// the store has counted its error, and `/healthz` reports a replica whose heartbeats keep
-    /// failing.
+    /// failing. At shutdown the replica withdraws its declarations, so that the leader knows at
+    /// once that it no longer runs their jobs (it stops last: the workers have stopped by then).
     pub async fn run(mut self, shutdown: Shutdown) {
         loop {
             if let Err(error) = self.tick().await {
                 warn!(%error, "heartbeat failed");
             }
             tokio::select! {
-                () = shutdown.cancelled() => return,
+                () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(self.config.period) => {}
             }
+        }
+        let withdrawn = tokio::time::timeout(
+            WITHDRAW_TIMEOUT,
+            self.store.withdraw_replica(&self.config.replica_id),
+        )
+        .await;
+        match withdrawn {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => warn!(%error, "could not withdraw this replica's declarations"),
+            Err(_) => warn!("Redis did not answer: this replica's declarations expire instead"),
         }
     }
 }

@@ -79,7 +79,8 @@ impl Reaper {
                 job,
                 runs,
                 grace = %humantime::format_duration(self.config.undeclared_grace),
-                "no live replica declares this job: its waiting runs are dead"
+                "no live replica declares this job: its waiting fires are skipped, its other \
+                 waiting runs are dead"
             );
             reaped.dead += runs;
         }

@@ -8,8 +8,9 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
+use thiserror::Error;
 
-use super::Schedule;
+use super::{CronError, Schedule};
 
 /// Which ready list a run waits in: workers always take high before normal before low.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -138,10 +139,67 @@ impl Job {
     /// The SHA-256 (hex) of the definition's canonical JSON: equal on every replica that
     /// declares the same job the same way, whatever file or line it sits in.
     pub fn content_hash(&self) -> String {
+        hex::encode(self.content_digest())
+    }
+
+    /// The SHA-256 behind [`Job::content_hash`], as bytes: what is kept for 100,000 jobs.
+    pub fn content_digest(&self) -> [u8; 32] {
         // Streamed into the hasher: hashing 100,000 jobs allocates no JSON.
         let mut hasher = HashWriter(Sha256::new());
         serde_json::to_writer(&mut hasher, self).expect("a job always serializes to JSON");
-        hex::encode(hasher.0.finalize())
+        hasher.0.finalize().into()
+    }
+
+    /// Reads back the canonical JSON form a job serializes to (as another replica published
+    /// it), and checks that it is the definition whose content hash is `hash`.
+    ///
+    /// # Errors
+    /// A [`DefinitionError`]: not this form (a damaged entry, or one written by a version that
+    /// knows fields this one does not), or not the definition `hash` names.
+    pub fn from_canonical_json(text: &str, hash: &str) -> Result<Self, DefinitionError> {
+        let wire: CanonicalJob = serde_json::from_str(text)?;
+        let schedule = wire
+            .schedule
+            .as_deref()
+            .map(Schedule::parse)
+            .transpose()
+            .map_err(DefinitionError::Schedule)?;
+        let timezone = wire
+            .timezone
+            .parse()
+            .map_err(|_| DefinitionError::Zone(wire.timezone.clone()))?;
+        let job = Self {
+            name: wire.name,
+            schedule,
+            timezone,
+            command: wire.command,
+            workdir: wire.workdir,
+            env: wire.env,
+            priority: wire.priority,
+            queue: wire.queue,
+            timeout: Duration::from_millis(wire.timeout),
+            retries: wire.retries,
+            backoff: Duration::from_millis(wire.backoff),
+            max_backoff: Duration::from_millis(wire.max_backoff),
+            overlap: wire.overlap,
+            max_concurrency: wire.max_concurrency,
+            misfire: wire.misfire,
+            starting_deadline: wire.starting_deadline.map(Duration::from_millis),
+            jitter: Duration::from_millis(wire.jitter),
+            delivery: wire.delivery,
+            enabled: wire.enabled,
+            user: wire.user,
+            group: wire.group,
+            source: Source::default(),
+        };
+        let found = job.content_hash();
+        if found != hash {
+            return Err(DefinitionError::Hash {
+                expected: hash.to_owned(),
+                found,
+            });
+        }
+        Ok(job)
     }
 
     /// The job's first fire strictly after `after`, or `None` for an on-demand job or a schedule
@@ -149,6 +207,60 @@ impl Job {
     pub fn next_fire_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.schedule.as_ref()?.next_after(after, self.timezone)
     }
+}
+
+/// Why a published definition could not be read back into a [`Job`].
+#[derive(Debug, Error)]
+pub enum DefinitionError {
+    /// Not JSON of the canonical form.
+    #[error("not a job definition: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The schedule does not parse.
+    #[error("schedule: {0}")]
+    Schedule(CronError),
+    /// The zone is not one this build knows.
+    #[error("unknown time zone \"{0}\"")]
+    Zone(String),
+    /// A readable definition, but not the one named.
+    #[error("its content hash is {found}, not {expected}")]
+    Hash {
+        /// The hash the definition was published under.
+        expected: String,
+        /// The hash of what was read.
+        found: String,
+    },
+}
+
+/// The canonical JSON form of a [`Job`], field by field, as [`Job::from_canonical_json`] reads
+/// it. Unknown fields are refused: a definition from a version with more settings cannot be
+/// planned faithfully by this one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CanonicalJob {
+    name: String,
+    schedule: Option<String>,
+    timezone: String,
+    command: String,
+    workdir: Option<PathBuf>,
+    env: BTreeMap<String, String>,
+    priority: Priority,
+    queue: String,
+    timeout: u64,
+    retries: u32,
+    backoff: u64,
+    max_backoff: u64,
+    overlap: Overlap,
+    #[serde(default)]
+    max_concurrency: Option<u32>,
+    misfire: Misfire,
+    starting_deadline: Option<u64>,
+    jitter: u64,
+    delivery: Delivery,
+    enabled: bool,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    group: Option<String>,
 }
 
 /// Feeds what is written to it to a SHA-256 hasher.
@@ -180,5 +292,59 @@ fn optional_millis<S: Serializer>(
     match duration {
         Some(duration) => millis(duration, serializer),
         None => serializer.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::parse_file;
+    use std::path::Path;
+
+    fn jobs(text: &str) -> Vec<Job> {
+        parse_file(Path::new("test.toml"), text).expect("valid test jobs")
+    }
+
+    #[test]
+    fn a_published_definition_reads_back_as_the_same_job() {
+        let declared = jobs(
+            "[jobs.full]\nschedule = \"30 2 * * 1-5\"\ntimezone = \"Europe/Paris\"\n\
+             command = \"backup --all\"\nworkdir = \"/srv\"\nenv = { A = \"1\" }\n\
+             priority = \"high\"\nqueue = \"ops\"\ntimeout = \"5m\"\nretries = 2\n\
+             backoff = \"10s\"\nmax_backoff = \"1h\"\nmisfire = \"run-all\"\n\
+             starting_deadline = \"2m\"\njitter = \"3s\"\ndelivery = \"at-most-once\"\n\
+             [jobs.mail]\ncommand = \"send\"\nmax_concurrency = 4\nenabled = false\n",
+        );
+        for job in declared {
+            let text = serde_json::to_string(&job).expect("serializes");
+            let read = Job::from_canonical_json(&text, &job.content_hash()).expect("reads back");
+            assert_eq!(
+                Job {
+                    source: Source::default(),
+                    ..job.clone()
+                },
+                read
+            );
+            assert_eq!(serde_json::to_string(&read).expect("serializes"), text);
+        }
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_definition_is_refused_with_its_reason() {
+        let job = jobs("[jobs.tick]\nschedule = \"* * * * *\"\ncommand = \"true\"\n").remove(0);
+        let hash = job.content_hash();
+        let text = serde_json::to_string(&job).expect("serializes");
+        let error = |text: &str, hash: &str| {
+            Job::from_canonical_json(text, hash)
+                .expect_err("refused")
+                .to_string()
+        };
+        assert!(error("{not json", &hash).starts_with("not a job definition"));
+        let newer = text.replacen('{', "{\"from_the_future\":1,", 1);
+        assert!(error(&newer, &hash).contains("unknown field"));
+        let bad_schedule = text.replace("* * * * *", "61 * * * *");
+        assert!(error(&bad_schedule, &hash).starts_with("schedule: minute field"));
+        let other = text.replace("\"true\"", "\"false\"");
+        assert!(error(&other, &hash).contains(&format!("not {hash}")));
     }
 }

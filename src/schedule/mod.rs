@@ -16,7 +16,7 @@ use serde::{Serialize, Serializer};
 
 pub use cron::{CronError, CronExpr};
 pub use file::{Diagnostic, LoadError, load_dir, parse_file};
-pub use job::{Delivery, Job, Misfire, Overlap, Priority};
+pub use job::{DefinitionError, Delivery, Job, Misfire, Overlap, Priority};
 
 /// A job's schedule: a crontab expression or macro, or `@every <duration>`.
 ///

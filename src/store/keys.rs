@@ -134,6 +134,24 @@ impl Keys {
         self.key(&format!("replica-jobs:{replica_id}"))
     }
 
+    /// Hash content hash -> canonical JSON of every definition some replica declares, one copy
+    /// per distinct definition: the leader reads the ones it plans but does not declare itself.
+    pub fn declared_definitions(&self) -> String {
+        self.key("declared-defs")
+    }
+
+    /// Counter incremented whenever a replica publishes or withdraws its declarations: the
+    /// leader reads them again only when it moved (or when the live replicas change).
+    pub fn declarations_version(&self) -> String {
+        self.key("declarations")
+    }
+
+    /// Set of jobs whose published definition ([`Keys::defs`]) a promoter could not read: the
+    /// leader writes them again at its next tick.
+    pub fn damaged_definitions(&self) -> String {
+        self.key("damaged-defs")
+    }
+
     /// Set of paused job names.
     pub fn paused(&self) -> String {
         self.key("paused")

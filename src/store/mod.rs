@@ -3,12 +3,12 @@
 //! Every state change of a run is one Lua script (`lua/`), so no crash between two commands can
 //! lose or duplicate a run; see `DESIGN.md` for the data model and the run state machine.
 
+mod declarations;
 pub mod embedded;
 pub mod keys;
 mod scripts;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
@@ -16,7 +16,9 @@ use redis::{AsyncCommands, FromRedisValue, Script, Value};
 use thiserror::Error;
 
 use crate::metrics::{HEALTH, METRICS};
-use crate::schedule::{Job, Priority};
+use crate::schedule::Priority;
+use declarations::PUBLISHED_MARKER;
+pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
 pub use keys::Keys;
 
 /// Why a store operation failed.
@@ -168,6 +170,9 @@ pub struct Promoted {
     pub ready: u64,
     /// Runs skipped (missed, past deadline, undeclared job) or dead (corrupt).
     pub skipped: u64,
+    /// Fires left due because their job's published definition is damaged: the leader writes
+    /// it again at its next tick.
+    pub deferred: u64,
     /// When the next run is due, ms; `None` when nothing is.
     pub next_due_ms: Option<i64>,
     /// Redis's time when the pass ran, ms: with `next_due_ms`, how long to sleep.
@@ -794,68 +799,6 @@ impl Store {
         Ok(released == 1)
     }
 
-    /// Publishes the declared jobs (definition and content hash) for promoters, status and drift
-    /// detection, removing jobs no longer declared.
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn publish_definitions(&self, jobs: &[Job]) -> Result<(), StoreError> {
-        let published = self.published_hashes().await?;
-        let declared: Vec<(&Job, String)> =
-            jobs.iter().map(|job| (job, job.content_hash())).collect();
-        self.publish_changed_definitions(&declared, &published)
-            .await
-    }
-
-    /// Like [`Store::publish_definitions`], given each declared job with its content hash and
-    /// what is published (as [`Store::published_hashes`] read it): only definitions that differ
-    /// are written, so a new leader over unchanged schedules writes nothing.
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn publish_changed_definitions(
-        &self,
-        jobs: &[(&Job, String)],
-        published: &HashMap<String, String>,
-    ) -> Result<(), StoreError> {
-        let (defs, hashes) = (self.keys.defs(), self.keys.def_hashes());
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        for (job, hash) in jobs {
-            if published.get(&job.name) != Some(hash) {
-                let definition = serde_json::to_string(job).map_err(|error| {
-                    reply("publish_definitions", format!("{}: {error}", job.name))
-                })?;
-                pipe.hset(&defs, &job.name, definition).ignore();
-                pipe.hset(&hashes, &job.name, hash).ignore();
-            }
-        }
-        let declared: std::collections::HashSet<&str> =
-            jobs.iter().map(|(job, _)| job.name.as_str()).collect();
-        let stale: Vec<&String> = published
-            .keys()
-            .filter(|name| !declared.contains(name.as_str()))
-            .collect();
-        if !stale.is_empty() {
-            pipe.hdel(&defs, &stale).ignore();
-            pipe.hdel(&hashes, &stale).ignore();
-        }
-        let () = pipe.query_async(&mut self.connection.clone()).await?;
-        Ok(())
-    }
-
-    /// The content hash of every published definition, by job.
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn published_hashes(&self) -> Result<HashMap<String, String>, StoreError> {
-        Ok(self
-            .connection
-            .clone()
-            .hgetall(self.keys.def_hashes())
-            .await?)
-    }
-
     /// Removes a job's planned runs that are not due yet, fenced by `token`, and moves its cursor
     /// to `cursor_ms` (or forgets it, for a removed job): a changed schedule is planned afresh.
     ///
@@ -1048,6 +991,7 @@ impl Store {
             .key(self.keys.events())
             .key(self.keys.dead())
             .key(self.keys.planned())
+            .key(self.keys.damaged_definitions())
             .arg(self.keys.prefix())
             .arg(limit)
             .arg(millis(misfire_threshold))
@@ -1062,11 +1006,13 @@ impl Store {
             i64::from_redis_value(values.next().unwrap_or(Value::Nil))
                 .map_err(|error| reply("promote_due", error.to_string()))
         };
-        let (ready, skipped, next_due_ms, now_ms) = (number()?, number()?, number()?, number()?);
+        let (ready, skipped, next_due_ms, now_ms, deferred) =
+            (number()?, number()?, number()?, number()?, number()?);
         METRICS.record_skips(&skip_pairs(&mut values, "promote_due")?);
         Ok(Promoted {
             ready: u64::try_from(ready).unwrap_or(0),
             skipped: u64::try_from(skipped).unwrap_or(0),
+            deferred: u64::try_from(deferred).unwrap_or(0),
             next_due_ms: (next_due_ms >= 0).then_some(next_due_ms),
             now_ms,
         })
@@ -1619,35 +1565,6 @@ impl Store {
         Ok(declarations_kept)
     }
 
-    /// Records the content hash of every job this replica declares, for drift detection; kept
-    /// alive by [`Store::heartbeat`].
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn publish_replica_jobs(
-        &self,
-        replica_id: &str,
-        jobs: &[Arc<Job>],
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        let key = self.keys.replica_jobs(replica_id);
-        let mut pipe = redis::pipe();
-        // The empty name (no job has it) says the declarations are published even when there
-        // are none: claims wait for them until they are.
-        pipe.atomic()
-            .del(&key)
-            .ignore()
-            .hset(&key, PUBLISHED_MARKER, "")
-            .ignore();
-        for job in jobs {
-            pipe.hset(&key, &job.name, job.content_hash()).ignore();
-        }
-        pipe.pexpire(&key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
-            .ignore();
-        let () = pipe.query_async(&mut self.connection.clone()).await?;
-        Ok(())
-    }
-
     /// What operators look at: leadership, replicas, counts, ready lengths, jobs, running runs.
     ///
     /// # Errors
@@ -1842,9 +1759,10 @@ impl Store {
             .collect()
     }
 
-    /// Sends to the dead letters (reason `undeclared`) the runs left for a replica that declares
-    /// their job, once no replica whose last heartbeat is at most `live_for` old has declared
-    /// the job for `grace`; returns each such job with how many of its runs went.
+    /// Ends (reason `undeclared`) the runs left for a replica that declares their job, once no
+    /// replica whose last heartbeat is at most `live_for` old has declared the job for `grace`:
+    /// a cron fire never started is skipped, any other run goes to the dead letters. Returns
+    /// each such job with how many of its runs were ended.
     ///
     /// # Errors
     /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
@@ -1863,6 +1781,7 @@ impl Store {
             .arg(millis(live_for))
             .arg(self.settings.events_maxlen)
             .arg(self.now_arg())
+            .arg(millis(self.settings.retention))
             .invoke_async(&mut self.connection.clone())
             .await?;
         Ok(buried)
@@ -1948,9 +1867,6 @@ const PLAN_FIRES_KEYS: usize = 6;
 
 /// How many KEYS `enqueue_runs.lua` takes.
 const ENQUEUE_RUNS_KEYS: usize = 4;
-
-/// The field of `replica-jobs:<id>` that is there whenever the replica's declarations are.
-const PUBLISHED_MARKER: &str = "";
 
 /// How many values `claim_runs.lua` returns per claimed run.
 const CLAIMED_RUN_VALUES: usize = 9;

@@ -5,6 +5,8 @@
 //! long as a successor is elected within the horizon. Planning is idempotent (deterministic run
 //! ids, a cursor that only moves forward) and fenced (a write from an old epoch is refused).
 
+mod declared;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +20,11 @@ use super::{Backoff, Leadership, Shutdown};
 use crate::metrics::METRICS;
 use crate::schedule::{Job, Misfire};
 use crate::store::{
-    JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreError, cron_run_id,
+    JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreError, canonical_json,
+    cron_run_id,
 };
+pub use declared::DeclarationsConfig;
+use declared::{Declarations, Refreshed};
 
 /// The declared jobs as the replica currently knows them, one shared copy of each definition;
 /// replaced whole on reload.
@@ -50,6 +55,8 @@ pub struct PlannerConfig {
     pub misfire_threshold: Duration,
     /// Time between ticks.
     pub period: Duration,
+    /// How the jobs declared by every live replica are read.
+    pub declarations: DeclarationsConfig,
 }
 
 impl Default for PlannerConfig {
@@ -60,6 +67,7 @@ impl Default for PlannerConfig {
             max_runs_per_tick: 20_000,
             misfire_threshold: Duration::from_secs(60),
             period: Duration::from_secs(1),
+            declarations: DeclarationsConfig::default(),
         }
     }
 }
@@ -101,7 +109,15 @@ pub struct Planner {
     /// job's first fire after it. A job whose next fire lies beyond the horizon has nothing to
     /// plan, so an idle tick over 100,000 jobs compares numbers instead of searching schedules.
     next_fires: Vec<Option<NextFire>>,
+    /// The jobs every live replica declares, one definition of each: what is planned.
+    declarations: Declarations,
+    /// Where the next check of the published definitions starts, in `published_jobs`.
+    audit_from: usize,
 }
+
+/// Most published definitions compared with the planned ones per tick: every definition is
+/// checked within a tick up to this many jobs, within a hundred ticks for 100,000.
+const AUDIT_BATCH: usize = 1_000;
 
 /// A job's first fire after `cursor_ms`, or `None` when its schedule has no further fire.
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +135,7 @@ impl Planner {
         config: PlannerConfig,
     ) -> Self {
         Self {
+            declarations: Declarations::new(config.declarations.clone()),
             store,
             leadership,
             jobs,
@@ -128,6 +145,7 @@ impl Planner {
             cursors: HashMap::new(),
             cursors_under: None,
             next_fires: Vec::new(),
+            audit_from: 0,
         }
     }
 
@@ -140,20 +158,31 @@ impl Planner {
             self.published_under = None;
             return Ok(PlannerTick::Follower);
         };
-        let jobs = self.jobs.borrow_and_update().clone();
+        let own = self.jobs.borrow_and_update().clone();
         let now_ms = self.store.now_ms().await?;
+        let fresh_lease = self.published_under.as_ref() != Some(&token);
+        let Refreshed { jobs, damaged } = self
+            .declarations
+            .refresh(&self.store, &own, fresh_lease, now_ms)
+            .await?;
         let jobs_changed = !self
             .published_jobs
             .as_ref()
             .is_some_and(|published| Arc::ptr_eq(published, &jobs));
-        let reconciling = jobs_changed || self.published_under.as_ref() != Some(&token);
+        let reconciling = jobs_changed || fresh_lease;
         if reconciling {
             // Unplanning resets cursors.
             self.cursors_under = None;
             let published = self.store.published_hashes().await?;
             let declared: Vec<(&Job, String)> = jobs
                 .iter()
-                .map(|job| (job.as_ref(), job.content_hash()))
+                .map(|job| {
+                    let hash = self
+                        .declarations
+                        .hash_of(&job.name)
+                        .unwrap_or_else(|| job.content_hash());
+                    (job.as_ref(), hash)
+                })
                 .collect();
             if !self
                 .replan_changed_jobs(&token, &declared, &published, now_ms)
@@ -168,6 +197,7 @@ impl Planner {
             self.published_jobs = Some(jobs.clone());
             self.next_fires = vec![None; jobs.len()];
         }
+        self.repair_definitions(&jobs, &damaged).await?;
 
         if self.cursors_under.as_ref() != Some(&token) {
             self.cursors = self.store.cursors().await?;
@@ -304,6 +334,75 @@ impl Planner {
             }
         }
         Ok(true)
+    }
+
+    /// Writes again the published definitions promoters found damaged, and checks the next
+    /// batch of published definitions against the planned ones, writing again any that differ
+    /// (damaged, or written by something else); once every job was checked, removes entries
+    /// that name no planned job.
+    async fn repair_definitions(
+        &mut self,
+        jobs: &Jobs,
+        damaged: &[String],
+    ) -> Result<(), StoreError> {
+        let mut suspects: Vec<&Job> = Vec::new();
+        let mut stale: Vec<String> = Vec::new();
+        for name in damaged {
+            match jobs.iter().find(|job| job.name == *name) {
+                Some(job) => suspects.push(job),
+                None => stale.push(name.clone()),
+            }
+        }
+        let start = self.audit_from.min(jobs.len());
+        let batch = &jobs[start..(start + AUDIT_BATCH).min(jobs.len())];
+        let names: Vec<&str> = batch.iter().map(|job| job.name.as_str()).collect();
+        let published = self.store.published_definitions(&names).await?;
+        for (job, published) in batch.iter().zip(published) {
+            let hash = self.declarations.hash_of(&job.name);
+            let intact =
+                published.hash == hash && published.definition == Some(canonical_json(job)?);
+            if !intact && !suspects.iter().any(|suspect| suspect.name == job.name) {
+                suspects.push(job);
+            }
+        }
+        self.audit_from = start + batch.len();
+        if self.audit_from >= jobs.len() {
+            self.audit_from = 0;
+            let (defs, hashes) = self.store.published_names().await?;
+            for name in defs.into_iter().chain(hashes) {
+                if !self.declarations.plans(&name) && !stale.contains(&name) {
+                    stale.push(name);
+                }
+            }
+        }
+        if suspects.is_empty() && stale.is_empty() {
+            return Ok(());
+        }
+        for job in &suspects {
+            warn!(
+                job = job.name,
+                "the published definition of this job was unreadable or not the planned one: \
+                 written again"
+            );
+        }
+        for job in &stale {
+            warn!(job, "a published definition names no planned job: removed");
+        }
+        let repaired: Vec<(&Job, String)> = suspects
+            .iter()
+            .filter_map(|job| Some((*job, self.declarations.hash_of(&job.name)?)))
+            .collect();
+        let stale: Vec<&str> = stale.iter().map(String::as_str).collect();
+        self.store
+            .write_definitions(
+                repaired.iter().map(|(job, hash)| (*job, hash.as_str())),
+                &stale,
+            )
+            .await?;
+        METRICS
+            .definitions_repaired_total
+            .inc_by((suspects.len() + stale.len()) as u64);
+        Ok(())
     }
 
     /// A write was refused: another replica leads (`holder`). Stops leading at once.

@@ -1,0 +1,350 @@
+//! What replicas declare and what the leader publishes from it.
+//!
+//! Each replica publishes the content hash of every job it declares (`replica-jobs:<id>`, which
+//! its workers' claims read) and the job's canonical JSON under that hash (`declared-defs`, one
+//! copy per distinct definition), and bumps a version. The leader reads them when the version or
+//! the live replicas change, chooses one definition per job, and publishes the chosen ones
+//! (`defs`, `def-hashes`) for promoters, enqueues and operators.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use super::{Store, StoreError, millis, reply, scripts};
+use crate::schedule::Job;
+
+/// The empty name (no job has it) in `replica-jobs:<id>`: the declarations are published even
+/// when there are none, and claims wait for them until they are.
+pub(super) const PUBLISHED_MARKER: &str = "";
+
+/// Most definitions removed by one call of the guarded removal script.
+const FORGET_BATCH: usize = 1_000;
+
+/// What the leader looks at every tick to know whether declarations may have changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclarationsSignal {
+    /// Incremented by every publication or withdrawal of declarations.
+    pub version: String,
+    /// The replicas whose last heartbeat is recent enough, sorted.
+    pub live: Vec<String>,
+    /// Jobs whose published definition a promoter could not read.
+    pub damaged: Vec<String>,
+}
+
+/// One job's published definition, as [`Store::published_definitions`] reads it back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedDefinition {
+    /// The canonical JSON in `defs`.
+    pub definition: Option<String>,
+    /// The content hash in `def-hashes`.
+    pub hash: Option<String>,
+}
+
+impl Store {
+    /// Publishes what this replica declares: each job's content hash (which its claims read),
+    /// and the job's definition under that hash for a leader that does not declare it. Kept
+    /// alive by [`Store::heartbeat`].
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn publish_replica_jobs(
+        &self,
+        replica_id: &str,
+        jobs: &[Arc<Job>],
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let key = self.keys.replica_jobs(replica_id);
+        let declared = self.keys.declared_definitions();
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .del(&key)
+            .ignore()
+            .hset(&key, PUBLISHED_MARKER, "")
+            .ignore();
+        for job in jobs {
+            let hash = job.content_hash();
+            pipe.hset(&declared, &hash, canonical_json(job)?).ignore();
+            pipe.hset(&key, &job.name, hash).ignore();
+        }
+        pipe.pexpire(&key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
+            .ignore()
+            .incr(self.keys.declarations_version(), 1)
+            .ignore();
+        let () = pipe.query_async(&mut self.connection.clone()).await?;
+        Ok(())
+    }
+
+    /// Removes this replica's declarations and heartbeat, as it stops: the leader stops
+    /// planning the jobs only it declared at once, instead of after a grace.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn withdraw_replica(&self, replica_id: &str) -> Result<(), StoreError> {
+        let () = redis::pipe()
+            .atomic()
+            .del(self.keys.replica_jobs(replica_id))
+            .ignore()
+            .del(self.keys.replica(replica_id))
+            .ignore()
+            .zrem(self.keys.replicas(), replica_id)
+            .ignore()
+            .incr(self.keys.declarations_version(), 1)
+            .ignore()
+            .query_async(&mut self.connection.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// The declarations version, the replicas that beat within `live_for` of `now_ms`, and the
+    /// jobs promoters found damaged: one round trip.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn declarations_signal(
+        &self,
+        now_ms: i64,
+        live_for: Duration,
+    ) -> Result<DeclarationsSignal, StoreError> {
+        let since = now_ms.saturating_sub(i64::try_from(millis(live_for)).unwrap_or(i64::MAX));
+        let (version, mut live, mut damaged): (Option<String>, Vec<String>, Vec<String>) =
+            redis::pipe()
+                .get(self.keys.declarations_version())
+                .zrangebyscore(self.keys.replicas(), since, "+inf")
+                .smembers(self.keys.damaged_definitions())
+                .query_async(&mut self.connection.clone())
+                .await?;
+        live.sort();
+        damaged.sort();
+        Ok(DeclarationsSignal {
+            version: version.unwrap_or_else(|| "0".to_owned()),
+            live,
+            damaged,
+        })
+    }
+
+    /// What each of `replicas` declares (job -> content hash), by position; `None` for one whose
+    /// declarations are not in Redis (expired with a stall, withdrawn, never published).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn replica_declarations(
+        &self,
+        replicas: &[String],
+    ) -> Result<Vec<Option<HashMap<String, String>>>, StoreError> {
+        if replicas.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for replica in replicas {
+            pipe.hgetall(self.keys.replica_jobs(replica));
+        }
+        let answers: Vec<HashMap<String, String>> =
+            pipe.query_async(&mut self.connection.clone()).await?;
+        Ok(answers
+            .into_iter()
+            .map(|mut jobs| jobs.remove(PUBLISHED_MARKER).map(|_| jobs))
+            .collect())
+    }
+
+    /// The declared definitions stored under `hashes`, by position.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn declared_definitions(
+        &self,
+        hashes: &[&str],
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        if hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(redis::cmd("HMGET")
+            .arg(self.keys.declared_definitions())
+            .arg(hashes)
+            .query_async(&mut self.connection.clone())
+            .await?)
+    }
+
+    /// Removes the declared definitions that neither `own` nor the declarations of a replica
+    /// that beat within `recent` of `now_ms` reference, unless declarations changed since
+    /// `version` was read: `false` then, and the rest is left for another time.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn forget_declared_definitions(
+        &self,
+        version: &str,
+        own: &HashSet<String>,
+        now_ms: i64,
+        recent: Duration,
+    ) -> Result<bool, StoreError> {
+        let since = now_ms.saturating_sub(i64::try_from(millis(recent)).unwrap_or(i64::MAX));
+        let replicas: Vec<String> = self
+            .connection
+            .clone()
+            .zrangebyscore(self.keys.replicas(), since, "+inf")
+            .await?;
+        let declared = self.replica_declarations(&replicas).await?;
+        let referenced: HashSet<&str> = declared
+            .iter()
+            .flatten()
+            .flat_map(HashMap::values)
+            .chain(own)
+            .map(String::as_str)
+            .collect();
+        let stored: Vec<String> = self
+            .connection
+            .clone()
+            .hkeys(self.keys.declared_definitions())
+            .await?;
+        let unreferenced: Vec<&String> = stored
+            .iter()
+            .filter(|hash| !referenced.contains(hash.as_str()))
+            .collect();
+        for batch in unreferenced.chunks(FORGET_BATCH) {
+            let removed: i64 = scripts::FORGET_DECLARED_DEFINITIONS
+                .key(self.keys.declarations_version())
+                .key(self.keys.declared_definitions())
+                .arg(version)
+                .arg(batch)
+                .invoke_async(&mut self.connection.clone())
+                .await?;
+            if removed < 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Publishes the declared jobs (definition and content hash) for promoters, status and drift
+    /// detection, removing jobs no longer declared.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn publish_definitions(&self, jobs: &[Job]) -> Result<(), StoreError> {
+        let published = self.published_hashes().await?;
+        let declared: Vec<(&Job, String)> =
+            jobs.iter().map(|job| (job, job.content_hash())).collect();
+        self.publish_changed_definitions(&declared, &published)
+            .await
+    }
+
+    /// Like [`Store::publish_definitions`], given each declared job with its content hash and
+    /// what is published (as [`Store::published_hashes`] read it): only definitions that differ
+    /// are written, so a new leader over unchanged schedules writes nothing.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn publish_changed_definitions(
+        &self,
+        jobs: &[(&Job, String)],
+        published: &HashMap<String, String>,
+    ) -> Result<(), StoreError> {
+        let changed: Vec<&(&Job, String)> = jobs
+            .iter()
+            .filter(|(job, hash)| published.get(&job.name) != Some(hash))
+            .collect();
+        let declared: HashSet<&str> = jobs.iter().map(|(job, _)| job.name.as_str()).collect();
+        let stale: Vec<&str> = published
+            .keys()
+            .map(String::as_str)
+            .filter(|name| !declared.contains(name))
+            .collect();
+        self.write_definitions(
+            changed.into_iter().map(|(job, hash)| (*job, hash.as_str())),
+            &stale,
+        )
+        .await
+    }
+
+    /// Writes the published definition of each of `jobs` whatever is there now (a damaged or
+    /// foreign entry), clears them from the damaged set, and removes the entries of `stale`.
+    /// Promoters are woken: fires left due for a damaged definition can move now.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn write_definitions<'a>(
+        &self,
+        jobs: impl IntoIterator<Item = (&'a Job, &'a str)>,
+        stale: &[&str],
+    ) -> Result<(), StoreError> {
+        let (defs, hashes) = (self.keys.defs(), self.keys.def_hashes());
+        let damaged = self.keys.damaged_definitions();
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for (job, hash) in jobs {
+            pipe.hset(&defs, &job.name, canonical_json(job)?).ignore();
+            pipe.hset(&hashes, &job.name, hash).ignore();
+            pipe.srem(&damaged, &job.name).ignore();
+        }
+        if !stale.is_empty() {
+            pipe.hdel(&defs, stale).ignore();
+            pipe.hdel(&hashes, stale).ignore();
+            pipe.srem(&damaged, stale).ignore();
+        }
+        pipe.publish(self.keys.wake_promoter(), "0").ignore();
+        let () = pipe.query_async(&mut self.connection.clone()).await?;
+        Ok(())
+    }
+
+    /// The content hash of every published definition, by job.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn published_hashes(&self) -> Result<HashMap<String, String>, StoreError> {
+        Ok(self
+            .connection
+            .clone()
+            .hgetall(self.keys.def_hashes())
+            .await?)
+    }
+
+    /// The names in `defs` and in `def-hashes`: which published entries name no job.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn published_names(&self) -> Result<(Vec<String>, Vec<String>), StoreError> {
+        Ok(redis::pipe()
+            .hkeys(self.keys.defs())
+            .hkeys(self.keys.def_hashes())
+            .query_async(&mut self.connection.clone())
+            .await?)
+    }
+
+    /// The published definitions of `jobs`, by position.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn published_definitions(
+        &self,
+        jobs: &[&str],
+    ) -> Result<Vec<PublishedDefinition>, StoreError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (definitions, hashes): (Vec<Option<String>>, Vec<Option<String>>) = redis::pipe()
+            .cmd("HMGET")
+            .arg(self.keys.defs())
+            .arg(jobs)
+            .cmd("HMGET")
+            .arg(self.keys.def_hashes())
+            .arg(jobs)
+            .query_async(&mut self.connection.clone())
+            .await?;
+        Ok(definitions
+            .into_iter()
+            .zip(hashes)
+            .map(|(definition, hash)| PublishedDefinition { definition, hash })
+            .collect())
+    }
+}
+
+/// The canonical JSON form of `job`, as published and hashed.
+///
+/// # Errors
+/// Never for a parsed job; a reply error naming the job otherwise.
+pub fn canonical_json(job: &Job) -> Result<String, StoreError> {
+    serde_json::to_string(job)
+        .map_err(|error| reply("publish_definitions", format!("{}: {error}", job.name)))
+}

@@ -1,0 +1,288 @@
+//! The leader plans every job a live replica declares, one definition of each (the one most live
+//! replicas declare, ties by content hash), holds a job whose declarers vanished, drops one a
+//! declarer withdrew, and repairs published definitions that are damaged or foreign.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redcron::engine::Leadership;
+use redcron::engine::elector::{Elector, ElectorConfig};
+use redcron::engine::planner::{DeclarationsConfig, Planner, PlannerConfig, shared_jobs};
+use redcron::schedule::{Job, parse_file};
+use redcron::store::{Store, StoreSettings};
+use redis::Commands;
+use tokio::sync::watch;
+
+use crate::util::redis_server::RedisServer;
+
+const EVERY_2S: &str = "[jobs.x]\nschedule = \"*/2 * * * * *\"\ncommand = \"true\"\n";
+const EVERY_3S: &str = "[jobs.x]\nschedule = \"*/3 * * * * *\"\ncommand = \"true\"\n";
+const Z: &str = "[jobs.z]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n";
+
+fn jobs(toml: &str) -> Vec<Job> {
+    parse_file(Path::new("test.toml"), toml).expect("valid test jobs")
+}
+
+/// A Redis, a store, and a planner for replica "a" that leads and declares `own`, holding jobs
+/// whose declarers vanished for `hold`.
+async fn leader(own: &str, hold: Duration) -> (RedisServer, Store, Planner) {
+    let server = RedisServer::start();
+    let store = Store::connect(&server.url(), "test", StoreSettings::default())
+        .await
+        .expect("connect to the test redis");
+    let planner = planner_of(&store, "a", own, hold).await;
+    (server, store, planner)
+}
+
+/// A planner for `replica`, which takes the leader lease and declares `own`.
+async fn planner_of(store: &Store, replica: &str, own: &str, hold: Duration) -> Planner {
+    let leadership = Leadership::new();
+    Elector::new(
+        store.clone(),
+        leadership.clone(),
+        ElectorConfig {
+            replica_id: replica.to_owned(),
+            lease_ttl: Duration::from_secs(30),
+        },
+    )
+    .tick()
+    .await
+    .expect("elect");
+    let (_jobs, own) = watch::channel(shared_jobs(jobs(own)));
+    Planner::new(
+        store.clone(),
+        leadership,
+        own,
+        PlannerConfig {
+            declarations: DeclarationsConfig {
+                replica_id: replica.to_owned(),
+                live_for: Duration::from_secs(6),
+                hold,
+            },
+            ..PlannerConfig::default()
+        },
+    )
+}
+
+/// Replica `replica` beats and declares `toml`'s jobs, as its heartbeat does.
+async fn declare(store: &Store, replica: &str, toml: &str) {
+    let declared: Vec<Arc<Job>> = jobs(toml).into_iter().map(Arc::new).collect();
+    let ttl = Duration::from_secs(60);
+    store
+        .publish_replica_jobs(replica, &declared, ttl)
+        .await
+        .expect("declare");
+    store
+        .heartbeat(replica, &[("host", "test".to_owned())], ttl)
+        .await
+        .expect("beat");
+}
+
+fn published_hash(server: &RedisServer, job: &str) -> Option<String> {
+    server
+        .connection()
+        .hget("{test}:def-hashes", job)
+        .expect("HGET")
+}
+
+fn hash_of(toml: &str) -> String {
+    jobs(toml).remove(0).content_hash()
+}
+
+/// The fires of `job` planned and not promoted yet, seconds.
+fn planned_seconds(server: &RedisServer, job: &str) -> Vec<i64> {
+    let list: Option<String> = server
+        .connection()
+        .hget("{test}:planned", job)
+        .expect("HGET");
+    list.unwrap_or_default()
+        .split(',')
+        .filter_map(|fire| fire.parse::<i64>().ok())
+        .map(|ms| ms / 1000)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_leader_plans_the_jobs_only_a_follower_declares() {
+    let (server, store, mut planner) = leader(EVERY_2S, Duration::from_secs(300)).await;
+    declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
+    planner.tick().await.expect("tick");
+    assert!(
+        planned_seconds(&server, "z").len() >= 59,
+        "every second of the horizon: {:?}",
+        planned_seconds(&server, "z")
+    );
+    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
+    assert_eq!(published_hash(&server, "x"), Some(hash_of(EVERY_2S)));
+}
+
+#[tokio::test]
+async fn with_drift_the_definition_most_live_replicas_declare_is_planned_ties_by_hash() {
+    let (server, store, mut planner) = leader(EVERY_2S, Duration::from_secs(300)).await;
+    declare(&store, "b", EVERY_3S).await;
+    declare(&store, "c", EVERY_3S).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(
+        published_hash(&server, "x"),
+        Some(hash_of(EVERY_3S)),
+        "2 of 3"
+    );
+    let fires = planned_seconds(&server, "x");
+    assert!(
+        !fires.is_empty() && fires.iter().all(|second| second % 3 == 0),
+        "the planned schedule is every 3 s: {fires:?}"
+    );
+
+    // One of them stops: one replica for each definition, the smaller hash wins, and the
+    // fires of the other schedule are unplanned.
+    store.withdraw_replica("c").await.expect("withdraw");
+    planner.tick().await.expect("tick");
+    let smaller = hash_of(EVERY_2S).min(hash_of(EVERY_3S));
+    assert_eq!(published_hash(&server, "x"), Some(smaller.clone()));
+    let period = if smaller == hash_of(EVERY_2S) { 2 } else { 3 };
+    let fires = planned_seconds(&server, "x");
+    assert!(
+        !fires.is_empty() && fires.iter().all(|second| second % period == 0),
+        "only the winner's fires are planned (every {period} s): {fires:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanish_is_held() {
+    let hold = Duration::from_secs(2);
+    let (server, store, mut planner) = leader(EVERY_2S, hold).await;
+    declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
+    planner.tick().await.expect("tick");
+    assert!(!planned_seconds(&server, "z").is_empty());
+
+    // b reloads without z: no one declares it, and b said so.
+    declare(&store, "b", EVERY_2S).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(planned_seconds(&server, "z"), Vec::<i64>::new());
+    assert_eq!(published_hash(&server, "z"), None);
+
+    // b declares it again, then vanishes (its declarations expire): z is held, then dropped.
+    declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
+    planner.tick().await.expect("tick");
+    let mut redis = server.connection();
+    let _: () = redis.del("{test}:replica-jobs:b").expect("DEL");
+    let _: () = redis.zrem("{test}:replicas", "b").expect("ZREM");
+    planner.tick().await.expect("tick");
+    assert!(
+        !planned_seconds(&server, "z").is_empty(),
+        "held while a replica that declares it may come back"
+    );
+    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
+    tokio::time::sleep(hold + Duration::from_millis(200)).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(
+        planned_seconds(&server, "z"),
+        Vec::<i64>::new(),
+        "dropped after the hold time"
+    );
+    assert_eq!(published_hash(&server, "x"), Some(hash_of(EVERY_2S)));
+}
+
+#[tokio::test]
+async fn a_new_leader_holds_the_jobs_its_predecessor_planned_for_replicas_it_cannot_see() {
+    let (server, store, mut first) = leader(EVERY_2S, Duration::from_secs(300)).await;
+    declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
+    first.tick().await.expect("tick");
+    // b's declarations expire (a long Redis stall, say) and the leadership changes.
+    let mut redis = server.connection();
+    let _: () = redis.del("{test}:replica-jobs:b").expect("DEL");
+    let _: () = redis.del("{test}:leader").expect("DEL");
+    let mut second = planner_of(&store, "c", EVERY_2S, Duration::from_secs(300)).await;
+    let before = planned_seconds(&server, "z");
+    second.tick().await.expect("tick");
+    assert_eq!(
+        published_hash(&server, "z"),
+        Some(hash_of(Z)),
+        "still planned"
+    );
+    let after = planned_seconds(&server, "z");
+    assert!(
+        after.len() >= before.len(),
+        "its fires are kept: {before:?} then {after:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_damaged_published_definition_defers_its_fires_and_is_repaired_at_the_next_tick() {
+    let (server, store, mut planner) = leader(Z, Duration::from_secs(300)).await;
+    planner.tick().await.expect("tick");
+    let mut redis = server.connection();
+    let intact: String = redis.hget("{test}:defs", "z").expect("HGET");
+    let _: () = redis.hset("{test}:defs", "z", "{not json").expect("HSET");
+
+    // Two seconds on, the first fires are due: they stay due, neither skipped nor dead.
+    let now = store.now_ms().await.expect("time");
+    let later = store.clone().with_frozen_clock(now + 2_000);
+    let promoted = later
+        .promote_due(100, Duration::from_secs(60), Duration::ZERO)
+        .await
+        .expect("promote");
+    assert_eq!((promoted.ready, promoted.skipped), (0, 0), "{promoted:?}");
+    assert!(promoted.deferred >= 1, "{promoted:?}");
+    let damaged: Vec<String> = redis.smembers("{test}:damaged-defs").expect("SMEMBERS");
+    assert_eq!(damaged, ["z"]);
+
+    planner.tick().await.expect("tick");
+    let repaired: String = redis.hget("{test}:defs", "z").expect("HGET");
+    assert_eq!(repaired, intact);
+    let damaged: Vec<String> = redis.smembers("{test}:damaged-defs").expect("SMEMBERS");
+    assert!(damaged.is_empty());
+    let promoted = later
+        .promote_due(100, Duration::from_secs(60), Duration::ZERO)
+        .await
+        .expect("promote");
+    assert_eq!(promoted.deferred, 0);
+    assert!(promoted.ready >= 1, "the deferred fires run: {promoted:?}");
+    assert_eq!(promoted.skipped, 0, "{promoted:?}");
+}
+
+#[tokio::test]
+async fn foreign_published_definitions_are_replaced_and_strays_removed_within_a_tick() {
+    let (server, _store, mut planner) = leader(Z, Duration::from_secs(300)).await;
+    planner.tick().await.expect("tick");
+    let mut redis = server.connection();
+    let intact: String = redis.hget("{test}:defs", "z").expect("HGET");
+    let foreign = intact.replace("\"queue\":\"default\"", "\"queue\":\"elsewhere\"");
+    assert_ne!(foreign, intact);
+    let _: () = redis.hset("{test}:defs", "z", &foreign).expect("HSET");
+    let _: () = redis.hset("{test}:defs", "ghost", &intact).expect("HSET");
+    let _: () = redis
+        .hset("{test}:def-hashes", "phantom", "0000")
+        .expect("HSET");
+
+    planner.tick().await.expect("tick");
+    let now: String = redis.hget("{test}:defs", "z").expect("HGET");
+    assert_eq!(now, intact, "written again");
+    let names: Vec<String> = redis.hkeys("{test}:defs").expect("HKEYS");
+    assert_eq!(names, ["z"]);
+    let names: Vec<String> = redis.hkeys("{test}:def-hashes").expect("HKEYS");
+    assert_eq!(names, ["z"]);
+}
+
+#[tokio::test]
+async fn definitions_no_replica_declares_are_forgotten_and_a_stopping_replica_withdraws() {
+    let (server, store, mut planner) = leader(EVERY_2S, Duration::from_secs(300)).await;
+    declare(&store, "b", &format!("{EVERY_3S}{Z}")).await;
+    planner.tick().await.expect("tick");
+    let mut redis = server.connection();
+    let stored: Vec<String> = redis.hkeys("{test}:declared-defs").expect("HKEYS");
+    assert_eq!(stored.len(), 2, "b's two definitions: {stored:?}");
+
+    // b restarts on other files: what it declared before is no longer kept.
+    declare(&store, "b", EVERY_2S).await;
+    planner.tick().await.expect("tick");
+    let mut stored: Vec<String> = redis.hkeys("{test}:declared-defs").expect("HKEYS");
+    stored.sort();
+    assert_eq!(stored, [hash_of(EVERY_2S)]);
+
+    store.withdraw_replica("b").await.expect("withdraw");
+    let exists: bool = redis.exists("{test}:replica-jobs:b").expect("EXISTS");
+    let live: Option<f64> = redis.zscore("{test}:replicas", "b").expect("ZSCORE");
+    assert!(!exists && live.is_none());
+}
