@@ -22,6 +22,9 @@ pub(super) const PUBLISHED_MARKER: &str = "";
 /// Most definitions removed by one call of the guarded removal script.
 const FORGET_BATCH: usize = 1_000;
 
+/// Most fields written by one command.
+const FIELD_BATCH: usize = 1_000;
+
 /// What the leader looks at every tick to know whether declarations may have changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeclarationsSignal {
@@ -63,10 +66,20 @@ impl Store {
             .ignore()
             .hset(&key, PUBLISHED_MARKER, "")
             .ignore();
-        for job in jobs {
-            let hash = job.content_hash();
-            pipe.hset(&declared, &hash, canonical_json(job)?).ignore();
-            pipe.hset(&key, &job.name, hash).ignore();
+        // A few commands of many fields rather than two per job: 100,000 small commands held
+        // at once would leave the replica's heap fragmented long after they are sent.
+        for batch in jobs.chunks(FIELD_BATCH) {
+            let mut hashes = Vec::with_capacity(batch.len());
+            let mut bodies = Vec::with_capacity(batch.len());
+            for job in batch {
+                let hash = job.content_hash();
+                bodies.push((hash.clone(), canonical_json(job)?));
+                hashes.push((job.name.as_str(), hash));
+            }
+            pipe.hset_multiple(&declared, &bodies)
+                .ignore()
+                .hset_multiple(&key, &hashes)
+                .ignore();
         }
         pipe.pexpire(&key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
             .ignore()
@@ -273,10 +286,22 @@ impl Store {
         let damaged = self.keys.damaged_definitions();
         let mut pipe = redis::pipe();
         pipe.atomic();
-        for (job, hash) in jobs {
-            pipe.hset(&defs, &job.name, canonical_json(job)?).ignore();
-            pipe.hset(&hashes, &job.name, hash).ignore();
-            pipe.srem(&damaged, &job.name).ignore();
+        let jobs: Vec<(&Job, &str)> = jobs.into_iter().collect();
+        for batch in jobs.chunks(FIELD_BATCH) {
+            let mut names = Vec::with_capacity(batch.len());
+            let mut bodies = Vec::with_capacity(batch.len());
+            let mut batch_hashes = Vec::with_capacity(batch.len());
+            for (job, hash) in batch {
+                names.push(job.name.as_str());
+                bodies.push((job.name.as_str(), canonical_json(job)?));
+                batch_hashes.push((job.name.as_str(), *hash));
+            }
+            pipe.hset_multiple(&defs, &bodies)
+                .ignore()
+                .hset_multiple(&hashes, &batch_hashes)
+                .ignore()
+                .srem(&damaged, &names)
+                .ignore();
         }
         if !stale.is_empty() {
             pipe.hdel(&defs, stale).ignore();

@@ -133,6 +133,11 @@ impl Declarations {
             .map(|index| hex::encode(self.planned[index].digest))
     }
 
+    /// The digest of the planned definition of `job`.
+    pub(super) fn digest_of(&self, job: &str) -> Option<[u8; 32]> {
+        self.position(job).map(|index| self.planned[index].digest)
+    }
+
     /// Whether `job` is planned.
     pub(super) fn plans(&self, job: &str) -> bool {
         self.position(job).is_some()
