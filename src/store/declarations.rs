@@ -179,8 +179,8 @@ impl Store {
             .await?)
     }
 
-    /// Removes the declared definitions that neither `own` nor the declarations of a replica
-    /// that beat within `recent` of `now_ms` reference, unless declarations changed since
+    /// Removes the declared definitions that neither `own` (content digests) nor the
+    /// declarations of a replica that beat within `recent` of `now_ms` reference, unless declarations changed since
     /// `version` was read: `false` then, and the rest is left for another time.
     ///
     /// # Errors
@@ -188,7 +188,7 @@ impl Store {
     pub async fn forget_declared_definitions(
         &self,
         version: &str,
-        own: &HashSet<String>,
+        own: &HashSet<[u8; 32]>,
         now_ms: i64,
         recent: Duration,
     ) -> Result<bool, StoreError> {
@@ -203,7 +203,6 @@ impl Store {
             .iter()
             .flatten()
             .flat_map(HashMap::values)
-            .chain(own)
             .map(String::as_str)
             .collect();
         let stored: Vec<String> = self
@@ -213,7 +212,12 @@ impl Store {
             .await?;
         let unreferenced: Vec<&String> = stored
             .iter()
-            .filter(|hash| !referenced.contains(hash.as_str()))
+            .filter(|hash| {
+                let mut digest = [0; 32];
+                let own_digest =
+                    hex::decode_to_slice(hash, &mut digest).is_ok() && own.contains(&digest);
+                !own_digest && !referenced.contains(hash.as_str())
+            })
             .collect();
         for batch in unreferenced.chunks(FORGET_BATCH) {
             let removed: i64 = scripts::FORGET_DECLARED_DEFINITIONS

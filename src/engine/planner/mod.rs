@@ -161,9 +161,15 @@ impl Planner {
         let own = self.jobs.borrow_and_update().clone();
         let now_ms = self.store.now_ms().await?;
         let fresh_lease = self.published_under.as_ref() != Some(&token);
+        // A new lease starts from what the previous leader published.
+        let inherited = if fresh_lease {
+            Some(self.store.published_hashes().await?)
+        } else {
+            None
+        };
         let Refreshed { jobs, damaged } = self
             .declarations
-            .refresh(&self.store, &own, fresh_lease, now_ms)
+            .refresh(&self.store, &own, inherited.as_ref(), now_ms)
             .await?;
         let jobs_changed = !self
             .published_jobs
@@ -173,16 +179,14 @@ impl Planner {
         if reconciling {
             // Unplanning resets cursors.
             self.cursors_under = None;
-            let published = self.store.published_hashes().await?;
+            let published = match inherited {
+                Some(published) => published,
+                None => self.store.published_hashes().await?,
+            };
             let declared: Vec<(&Job, String)> = jobs
                 .iter()
-                .map(|job| {
-                    let hash = self
-                        .declarations
-                        .hash_of(&job.name)
-                        .unwrap_or_else(|| job.content_hash());
-                    (job.as_ref(), hash)
-                })
+                .map(Arc::as_ref)
+                .zip(self.declarations.hashes())
                 .collect();
             if !self
                 .replan_changed_jobs(&token, &declared, &published, now_ms)
