@@ -14,7 +14,9 @@ use redcron::store::{Store, StoreSettings};
 use redis::Commands;
 use tokio::sync::watch;
 
+use crate::replicas::{Scenario, fire_ms};
 use crate::util::redis_server::RedisServer;
+use crate::util::wait_until;
 
 const EVERY_2S: &str = "[jobs.x]\nschedule = \"*/2 * * * * *\"\ncommand = \"true\"\n";
 const EVERY_3S: &str = "[jobs.x]\nschedule = \"*/3 * * * * *\"\ncommand = \"true\"\n";
@@ -287,4 +289,74 @@ async fn definitions_no_replica_declares_are_forgotten_and_a_stopping_replica_wi
     let exists: bool = redis.exists("{test}:replica-jobs:b").expect("EXISTS");
     let live: Option<f64> = redis.zscore("{test}:replicas", "b").expect("ZSCORE");
     assert!(!exists && live.is_none());
+}
+
+#[test]
+fn a_replica_heals_a_corrupt_published_definition_within_a_tick_and_loses_no_fire() {
+    let scenario = Scenario::new();
+    // Default settings: overlap forbid, misfire run-once.
+    scenario.write_jobs(&format!(
+        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"{}\"\n",
+        scenario.record("")
+    ));
+    let replica = scenario.replicas_with_a_leader(&["r1"], &[]).remove(0);
+    let mut redis = scenario.server.connection();
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            redis
+                .hexists::<_, _, bool>("{test}:defs", "tick")
+                .unwrap_or(false)
+        }),
+        "the definition is published"
+    );
+    let intact: String = redis.hget("{test}:defs", "tick").expect("HGET");
+    std::thread::sleep(Duration::from_secs(2));
+
+    let corrupted_at = scenario.redis_now_ms();
+    let _: () = redis
+        .hset("{test}:defs", "tick", "{not json")
+        .expect("HSET");
+    let healed = wait_until(Duration::from_millis(2_500), || {
+        redis
+            .hget::<_, _, String>("{test}:defs", "tick")
+            .ok()
+            .as_ref()
+            == Some(&intact)
+    });
+    let healed_after = scenario.redis_now_ms() - corrupted_at;
+    assert!(healed, "not written again within 2.5 s:\n{}", replica.log());
+    std::thread::sleep(Duration::from_secs(3));
+    let until = scenario.redis_now_ms() - 1_500;
+
+    // Every fire from before the damage to after it ran, once; none was skipped.
+    let fires: Vec<i64> = scenario
+        .ledger()
+        .iter()
+        .map(|(run, _, _)| fire_ms(run))
+        .collect();
+    let from = corrupted_at / 1000 * 1000 - 1_000;
+    for fire in (from..until).step_by(1000) {
+        let runs = fires.iter().filter(|ran| **ran == fire).count();
+        assert_eq!(
+            runs,
+            1,
+            "fire {fire} ran {runs} times (healed after {healed_after} ms): {fires:?}\n{}",
+            replica.log()
+        );
+    }
+    let events: Vec<redis::Value> = redis::cmd("XRANGE")
+        .arg("{test}:events")
+        .arg("-")
+        .arg("+")
+        .query(&mut redis)
+        .expect("XRANGE");
+    assert!(
+        !format!("{events:?}").contains("skipped"),
+        "no fire skipped: {events:?}"
+    );
+    assert!(
+        replica.log().contains("written again"),
+        "the repair is logged with the job's name:\n{}",
+        replica.log()
+    );
 }
