@@ -160,12 +160,9 @@ fn after_a_redis_stall_late_fires_run_one_at_a_time_and_the_misfire_policy_decid
     let first = scenario.redis_now_ms() + 3_000;
     sleep_until(&scenario, first);
     let stall_start = scenario.redis_now_ms();
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(STALL_MS)
-        .arg("ALL")
-        .query(&mut scenario.server.connection())
-        .expect("CLIENT PAUSE");
+    scenario
+        .server
+        .stall(Duration::from_millis(STALL_MS as u64));
     let stall_end = stall_start + STALL_MS;
     sleep_until(&scenario, stall_end + 4_000);
     let last = stall_end + 2_000;

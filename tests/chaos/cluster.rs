@@ -9,8 +9,8 @@ use tempfile::TempDir;
 
 use crate::ledger::Deploy;
 use crate::plan::{DEPLOY_STEP, DOWN};
+use crate::redis_server::{RedisServer, connect};
 use crate::replica::ReplicaProcess;
-use crate::server::{Redis, connect};
 
 /// The namespace the test replicas use.
 pub const NAMESPACE: &str = "test";
@@ -50,7 +50,7 @@ struct Slot {
 
 /// Redis, the replicas, and the directory that holds their schedules, logs and the ledger.
 pub struct Cluster {
-    pub server: Redis,
+    pub server: RedisServer,
     dir: TempDir,
     slots: Vec<Slot>,
     faketime_library: Option<PathBuf>,
@@ -80,7 +80,7 @@ impl Cluster {
             })
             .collect();
         let mut cluster = Self {
-            server: Redis::start(),
+            server: RedisServer::start_with_aof(),
             dir,
             slots,
             faketime_library: skewed.then(faketime_library),

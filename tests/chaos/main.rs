@@ -14,6 +14,9 @@
 //! (`--keep` keeps them anyway).
 
 #[allow(dead_code)] // Shared with the integration tests, which use the rest of it.
+#[path = "../util/redis_server.rs"]
+mod redis_server;
+#[allow(dead_code)] // Shared with the integration tests, which use the rest of it.
 #[path = "../util/replica.rs"]
 mod replica;
 
@@ -21,7 +24,6 @@ mod cluster;
 mod ledger;
 mod observe;
 mod plan;
-mod server;
 
 use std::collections::HashSet;
 use std::process::ExitCode;
@@ -380,23 +382,28 @@ fn inject(cluster: &mut Cluster, fault: Fault, faults: &mut Faults) -> String {
             "every client's commands held 12 s".to_owned()
         }
         Fault::RestoreRedis => {
-            let snapshot = cluster.server.snapshot();
+            // When writes were held off for the copy (what was written after is lost), and the
+            // leader epoch in it (a restore takes the epoch counter back to it).
+            let (copied_ms, epoch) = cluster.server.snapshot(|connection| {
+                let copied_ms = now_ms();
+                let epoch: Option<u64> = connection.get(key("epoch")).expect("GET the epoch");
+                (copied_ms, epoch.unwrap_or(0))
+            });
             std::thread::sleep(SNAPSHOT_AGE);
             let killed = now_ms();
-            cluster.server.restore(DOWN);
+            cluster.server.restore_snapshot(DOWN);
             let back = now_ms();
             // Every write since the snapshot is lost; a fire claimed ahead just before it, or
             // whose success was still being batched, counts as well.
             faults.timeline.losses.push(Loss {
                 kind: LossKind::Restore,
-                start_ms: snapshot.at_ms - 1_000,
+                start_ms: copied_ms - 1_000,
                 end_ms: back + 1_000,
             });
-            faults.restores.push((killed, snapshot.epoch));
+            faults.restores.push((killed, epoch));
             format!(
-                "back {:.1} s after a snapshot, with its data (epoch {})",
-                (back - snapshot.at_ms) as f64 / 1000.0,
-                snapshot.epoch
+                "back {:.1} s after a snapshot, with its data (epoch {epoch})",
+                (back - copied_ms) as f64 / 1000.0,
             )
         }
         Fault::RollingDeploy => {

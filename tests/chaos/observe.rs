@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::cluster::{NAMESPACE, now_ms};
-use crate::server::connect;
+use crate::redis_server::connect;
 
 /// How often Redis is read.
 const PERIOD: Duration = Duration::from_millis(100);

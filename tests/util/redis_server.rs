@@ -1,4 +1,6 @@
-//! A private `redis-server` per test: free port, own directory, killed on drop.
+//! A private `redis-server` per test: free port, own directory, killed on drop, and the ways
+//! to hurt it (restarts, crashes, freezes, stalls, a restore from an older copy) that the
+//! integration tests and the chaos runner inject.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -8,6 +10,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tempfile::TempDir;
+
+/// The RDB copy kept by [`RedisServer::snapshot`] for [`RedisServer::restore_snapshot`]: kept
+/// apart from `dump.rdb`, which nothing else may overwrite meanwhile.
+const SNAPSHOT_FILE: &str = "snapshot.rdb";
 
 /// A running `redis-server` that only this test uses.
 pub struct RedisServer {
@@ -79,7 +85,7 @@ impl RedisServer {
     /// Shuts the server down cleanly (it writes its AOF), leaves it down for `down`, and
     /// starts it again on the same port and directory.
     pub fn restart(&mut self, down: Duration) {
-        let _ = redis::cmd("SHUTDOWN").query::<()>(&mut self.connection());
+        let _ = redis::cmd("SHUTDOWN").query::<()>(&mut self.timed_connection());
         let _ = self.child.wait();
         self.start_again(down);
     }
@@ -93,10 +99,23 @@ impl RedisServer {
         self.start_again(down);
     }
 
-    /// Writes a snapshot (`dump.rdb`) of the data as it is now, with every write held off
-    /// meanwhile, and returns `read`'s answer, read in the same instant.
+    /// Holds every client's commands for `stall` (`CLIENT PAUSE ... ALL`), returning at once:
+    /// connections stay open and commands wait instead of failing, as behind a long fork or a
+    /// saturated host.
+    pub fn stall(&self, stall: Duration) {
+        let () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(stall.as_millis() as u64)
+            .arg("ALL")
+            .query(&mut self.timed_connection())
+            .expect("CLIENT PAUSE");
+    }
+
+    /// Copies the data as it is now to an RDB file kept for [`RedisServer::restore_snapshot`],
+    /// with every write held off meanwhile, and returns `read`'s answer, read in the same
+    /// instant.
     pub fn snapshot<T>(&self, read: impl FnOnce(&mut redis::Connection) -> T) -> T {
-        let mut connection = self.connection();
+        let mut connection = self.timed_connection();
         let () = redis::cmd("CLIENT")
             .arg("PAUSE")
             .arg(10_000)
@@ -109,18 +128,80 @@ impl RedisServer {
             .arg("UNPAUSE")
             .query(&mut connection)
             .expect("CLIENT UNPAUSE");
+        std::fs::copy(
+            self.dir.path().join("dump.rdb"),
+            self.dir.path().join(SNAPSHOT_FILE),
+        )
+        .expect("keep the snapshot");
         answer
     }
 
-    /// `kill -9`s the server and starts it again after `down` from the last snapshot
-    /// ([`RedisServer::snapshot`]): Redis restored from an older copy, as after a failover to
-    /// a replica that lagged or a restore from backup.
+    /// `kill -9`s the server and, after `down`, starts it from the last
+    /// [`RedisServer::snapshot`]: Redis restored from an older copy, as after a failover to a
+    /// replica that lagged or a restore from backup. Returns once it answers (with AOF on, once
+    /// its new AOF is written).
+    ///
+    /// A server started with AOF on loads its AOF, which holds every write up to the kill, and
+    /// with no AOF at all it starts empty rather than read an RDB file. So the copy is always
+    /// loaded with AOF off; a server that had AOF on gets it back live (`CONFIG SET appendonly
+    /// yes`, Redis's own way from RDB to AOF): Redis writes a new AOF from the data in memory,
+    /// the restored copy plus whatever clients wrote meanwhile, and a later crash or restart
+    /// loads that AOF.
     pub fn restore_snapshot(&mut self, down: Duration) {
-        assert!(
-            !self.appendonly,
-            "a server with AOF on would load its AOF rather than the snapshot"
-        );
-        self.crash_and_restart(down);
+        self.kill9();
+        std::thread::sleep(down);
+        std::fs::copy(
+            self.dir.path().join(SNAPSHOT_FILE),
+            self.dir.path().join("dump.rdb"),
+        )
+        .expect("put back the copy that a snapshot kept");
+        self.spawn_and_wait(false);
+        if self.appendonly {
+            self.switch_aof_on();
+        }
+    }
+
+    /// Turns AOF on in the running server and waits until Redis has written the AOF.
+    fn switch_aof_on(&self) {
+        let mut connection = self.timed_connection();
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("appendonly")
+            .arg("yes")
+            .query(&mut connection)
+            .expect("CONFIG SET appendonly yes");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info: String = redis::cmd("INFO")
+                .arg("persistence")
+                .query(&mut connection)
+                .expect("INFO persistence");
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                    .map(str::trim)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            if field("aof_enabled") == "1"
+                && field("aof_rewrite_in_progress") == "0"
+                && field("aof_rewrite_scheduled") == "0"
+            {
+                assert_eq!(
+                    field("aof_last_bgrewrite_status"),
+                    "ok",
+                    "the AOF rewrite after a restore failed:\n{}",
+                    self.log()
+                );
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "AOF was not on again within 10 s of a restore:\n{info}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// `kill -9`s the server and leaves it down.
@@ -131,12 +212,11 @@ impl RedisServer {
 
     fn start_again(&mut self, down: Duration) {
         std::thread::sleep(down);
-        self.child = spawn(
-            self.port,
-            self.dir.path(),
-            self.appendonly,
-            self.tls.as_ref(),
-        );
+        self.spawn_and_wait(self.appendonly);
+    }
+
+    fn spawn_and_wait(&mut self, appendonly: bool) {
+        self.child = spawn(self.port, self.dir.path(), appendonly, self.tls.as_ref());
         self.wait_until_ready();
     }
 
@@ -158,6 +238,13 @@ impl RedisServer {
             .unwrap_or_else(|error| panic!("connecting to {}: {error}\n{}", self.url(), self.log()))
     }
 
+    /// A connection for the harness's own commands, which gives up instead of hanging on a
+    /// server that is frozen or stalled.
+    fn timed_connection(&self) -> redis::Connection {
+        connect(&self.url(), Duration::from_secs(10))
+            .unwrap_or_else(|error| panic!("connecting to {}: {error}\n{}", self.url(), self.log()))
+    }
+
     /// The server's log, for failure messages.
     pub fn log(&self) -> String {
         let path = self.dir.path().join("redis.log");
@@ -167,8 +254,7 @@ impl RedisServer {
     fn wait_until_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let pong = redis::Client::open(self.url())
-                .and_then(|client| client.get_connection())
+            let pong = connect(&self.url(), Duration::from_secs(1))
                 .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
             if pong.is_ok() {
                 return;
@@ -191,6 +277,15 @@ impl Drop for RedisServer {
     }
 }
 
+/// A connection to `url` whose connecting, reading and writing give up after `timeout`, instead
+/// of hanging on a frozen or stalled server.
+pub fn connect(url: &str, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+    let connection = redis::Client::open(url)?.get_connection_with_timeout(timeout)?;
+    connection.set_read_timeout(Some(timeout))?;
+    connection.set_write_timeout(Some(timeout))?;
+    Ok(connection)
+}
+
 fn spawn(port: u16, dir: &Path, appendonly: bool, tls: Option<&(u16, Vec<String>)>) -> Child {
     let tls_arguments: Vec<String> = tls
         .map(|(port, arguments)| {
@@ -200,14 +295,9 @@ fn spawn(port: u16, dir: &Path, appendonly: bool, tls: Option<&(u16, Vec<String>
         })
         .unwrap_or_default();
     Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        // No RDB saves of its own: `dump.rdb` is only ever what a snapshot wrote.
+        .args(["--save", ""])
         .args(["--appendonly", if appendonly { "yes" } else { "no" }])
         .args(["--appendfsync", "everysec", "--logfile", "redis.log"])
         .args(&tls_arguments)
