@@ -13,7 +13,8 @@ use crate::plan::DEPLOY_SETTLE;
 pub enum Kind {
     /// Runs once; a run whose replica died runs again (at-least-once), and completes.
     AtLeastOnce,
-    /// Runs at most once; a run whose replica died goes to the dead letters as `lost`.
+    /// Runs at most once; a run whose replica died goes to the dead letters as `lost`, one a
+    /// replica shutting down stopped mid-run as `interrupted`.
     AtMostOnce,
     /// Crashes (`kill -9` of its own shell) on every attempt: dead after its 3 attempts.
     AlwaysCrashes,
@@ -39,6 +40,17 @@ enum Work {
     Sleep(u32),
     /// Sleeps 0.3 to 0.8 s, a length that follows from its fire time.
     Varying,
+}
+
+impl Work {
+    /// How long it takes at most, ms.
+    fn longest_ms(self) -> i64 {
+        match self {
+            Work::Nothing => 0,
+            Work::Sleep(seconds) => i64::from(seconds) * 1000,
+            Work::Varying => 800,
+        }
+    }
 }
 
 /// A job the runner declares: it fires when the epoch second is `offset_s` modulo `period_s`.
@@ -345,6 +357,9 @@ pub struct Verdict {
     /// At-most-once runs recorded dead as `lost` (their replica died, or Redis was away longer
     /// than their lease), as documented: never run twice.
     pub dead_lost: usize,
+    /// At-most-once runs recorded dead as `interrupted`: a replica shutting down in a deploy
+    /// stopped them mid-run, as documented: never run twice.
+    pub dead_interrupted: usize,
     /// Fires defined by one version only during a deploy, and how many of them ran.
     pub optional_fires: usize,
     pub optional_executed: usize,
@@ -417,6 +432,7 @@ pub fn judge(ledger: &[Entry], observed: &Observed, timeline: &Timeline) -> Verd
                 entries,
                 record: records.get(run.as_str()).cloned().unwrap_or_default(),
                 losses: &timeline.losses,
+                deploys: &timeline.deploys,
             };
             let before = verdict.tally();
             match expect(&job.name, fire, &timeline.deploys) {
@@ -448,6 +464,7 @@ struct FireJudge<'a> {
     entries: &'a [&'a Entry],
     record: RunRecord,
     losses: &'a [Loss],
+    deploys: &'a [Deploy],
 }
 
 impl FireJudge<'_> {
@@ -468,6 +485,17 @@ impl FireJudge<'_> {
                 && (loss.covers(self.fire)
                     || (kind == LossKind::Restore
                         && self.entries.iter().any(|entry| loss.covers(entry.at_ms))))
+        })
+    }
+
+    /// Whether a deploy may have stopped this fire's run mid-run: it started while the deploy
+    /// was stopping replicas, or early enough before to be running still when it began.
+    fn started_in_deploy(&self, starts: &[&Entry]) -> bool {
+        let longest = self.job.work.longest_ms();
+        starts.iter().any(|entry| {
+            self.deploys.iter().any(|deploy| {
+                (deploy.began_ms - longest..=deploy.last_up_ms).contains(&entry.at_ms)
+            })
         })
     }
 
@@ -526,10 +554,14 @@ impl FireJudge<'_> {
             Kind::AtLeastOnce => state == Some("succeeded") && (!has_end || ended),
             // Recorded dead as lost also when it did end: its lease expired while Redis was
             // away longer than the lease, and its success came too late (a documented case).
-            Kind::AtMostOnce => {
-                (ended && state == Some("succeeded"))
-                    || (state == Some("dead") && stored.reason.as_deref() == Some("lost"))
-            }
+            // Dead as interrupted when a replica that shut down in a deploy stopped it before
+            // its end: it may have done part of its work, so it does not run again.
+            Kind::AtMostOnce => match (state, stored.reason.as_deref()) {
+                (Some("succeeded"), _) => ended,
+                (Some("dead"), Some("lost")) => true,
+                (Some("dead"), Some("interrupted")) => !ended && self.started_in_deploy(&starts),
+                _ => false,
+            },
             Kind::AlwaysCrashes => {
                 state == Some("dead")
                     && (1..=CRASH_ATTEMPTS)
@@ -537,7 +569,11 @@ impl FireJudge<'_> {
             }
         };
         if self.job.kind == Kind::AtMostOnce && state == Some("dead") && outcome_ok {
-            verdict.dead_lost += 1;
+            if stored.reason.as_deref() == Some("interrupted") {
+                verdict.dead_interrupted += 1;
+            } else {
+                verdict.dead_lost += 1;
+            }
         }
         if !outcome_ok && !in_fsync && !in_restore {
             verdict.violations.push(format!(

@@ -268,7 +268,8 @@ fn run(options: &Options) -> Report {
         "chaos: seed={seed} scenarios={} faults={} leaders={} epochs={:?} \
          skipped_as_overlap={} stale_overlap_skips={} reruns_after_interrupt={} \
          fsync_window_missed={} fsync_window_duplicated={} restore_window_missed={} \
-         restore_window_duplicated={} dead_lost_at_most_once={} optional_fires_run={}/{} \
+         restore_window_duplicated={} dead_lost_at_most_once={} \
+         dead_interrupted_at_most_once={} optional_fires_run={}/{} \
          dead_unknown_job={unknown_job} default_settings=expected:{},executed:{},missed:{},\
          duplicated:{},skipped_as_overlap:{} stuck_active={stuck} memory_baseline={} \
          memory_end={}",
@@ -288,6 +289,7 @@ fn run(options: &Options) -> Report {
         verdict.restore_window_missed,
         verdict.restore_window_duplicated,
         verdict.dead_lost,
+        verdict.dead_interrupted,
         verdict.optional_executed,
         verdict.optional_fires,
         verdict.default_settings.expected,
