@@ -2,7 +2,9 @@
 -- live replica has declared that job for `grace` (while a live replica declares it, the job's
 -- clock starts again): a cron fire is skipped, as a fire of a job nobody declares any more; any
 -- other run (a task, a retry of a fire) goes to the dead letters, where it can be re-driven.
--- Both with reason 'undeclared'.
+-- Both with reason 'undeclared'. The fires of jobs a replica withdrew from its files (ARGV[7..],
+-- when no live replica declares them) are skipped at once; their other runs wait out the grace,
+-- as a replica may declare the job again.
 --
 -- KEYS[1] undeclared-jobs  zset    job -> ms since when no live replica declares it
 -- KEYS[2] replicas         zset    replica id -> last heartbeat ms
@@ -14,8 +16,9 @@
 -- ARGV[4] events stream MAXLEN (approximate)
 -- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[6] retention of finished run hashes, ms
+-- ARGV[7..] jobs withdrawn (see above)
 --
--- Returns {job, runs ended, ...} for each job whose runs were ended.
+-- Returns {job, runs ended, ...} for each job some of whose runs were ended.
 -- Cost: O(J × R + runs buried) for J jobs with runs put aside and R live replicas.
 local undeclared_jobs, replicas, dead, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, grace, live_for, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -24,6 +27,11 @@ if not grace or not live_for or not maxlen or not retention then
   return redis.error_reply('ERR bury_undeclared_runs: grace, live time, maxlen and retention must be numbers')
 end
 local now = now_ms(ARGV[5])
+
+local withdrawn = {}
+for i = 7, #ARGV do
+  withdrawn[ARGV[i]] = true
+end
 
 local live = redis.call('ZRANGEBYSCORE', replicas, now - live_for, '+inf')
 local buried = {}
@@ -35,27 +43,38 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
       break
     end
   end
+  local expired = not declared
+    and tonumber(redis.call('ZSCORE', undeclared_jobs, job)) <= now - grace
   if declared then
     redis.call('ZADD', undeclared_jobs, now, job)
-  elseif tonumber(redis.call('ZSCORE', undeclared_jobs, job)) <= now - grace then
+  elseif expired or withdrawn[job] then
     local aside = prefix .. 'undeclared:' .. job
     local run_ids = redis.call('LRANGE', aside, 0, -1)
+    local kept = {}
     for _, run_id in ipairs(run_ids) do
       local run_key = prefix .. 'run:' .. run_id
       local kind, attempt = unpack(redis.call('HMGET', run_key, 'kind', 'attempt'))
       if kind == 'cron' and (tonumber(attempt) or 0) == 0 then
         skip_run(run_key, run_id, job, 'undeclared', now, retention, events, maxlen)
-      else
+      elseif expired then
         redis.call('HSET', run_key, 'state', 'dead', 'reason', 'undeclared', 'finished_ms', now,
           'error', 'no live replica declares job "' .. job .. '"')
         redis.call('ZADD', dead, now, run_id)
         record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'undeclared')
+      else
+        kept[#kept + 1] = run_id
       end
     end
     redis.call('DEL', aside)
-    redis.call('ZREM', undeclared_jobs, job)
-    buried[#buried + 1] = job
-    buried[#buried + 1] = #run_ids
+    if #kept > 0 then
+      redis.call('RPUSH', aside, unpack(kept))
+    else
+      redis.call('ZREM', undeclared_jobs, job)
+    end
+    if #run_ids > #kept then
+      buried[#buried + 1] = job
+      buried[#buried + 1] = #run_ids - #kept
+    end
   end
 end
 return buried

@@ -7,7 +7,8 @@
 -- A replica claims only runs of the jobs it declares (KEYS[5], published by its heartbeat): a
 -- popped run of another job is put aside in undeclared:<job> (listed in KEYS[6]) until a
 -- replica that declares it and serves its queue claims, which puts such runs back at the head
--- of their ready lists first. When the replica's declarations are not in Redis (they expired
+-- of their ready lists first. The replicas that declare it are woken at once (wake-replica:<id>):
+-- the queue's wake marker this call consumed was meant for them. When the replica's declarations are not in Redis (they expired
 -- while Redis stalled), nothing is claimed: the replica publishes them and claims again.
 --
 -- A popped run is skipped (and recorded) when its job is paused or another run holds its
@@ -32,7 +33,8 @@
 -- KEYS[5] replica-jobs:<replica id>  hash  job -> content hash of the jobs this replica declares
 -- KEYS[6] undeclared-jobs            zset  job -> ms since when its put-aside runs wait
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
---         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>, undeclared:<job>
+--         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>, undeclared:<job>,
+--         replicas, replica-jobs:<replica id>, wake-replica:<replica id>
 -- ARGV[2] lease, ms
 -- ARGV[3] fingerprint ttl, ms
 -- ARGV[4] most runs popped by this call (skipped ones included)
@@ -54,7 +56,7 @@
 -- Status 'EMPTY': the ready lists ran dry; 'MORE': runs may be left (every worker got one,
 -- or the pop limit went to skipped runs); 'UNDECLARED' (alone): the replica's declarations
 -- are missing.
--- Cost: O(limit + queues + jobs with runs put aside).
+-- Cost: O(limit + queues + jobs with runs put aside + replicas x jobs put aside by this call).
 local active, events, paused, dead, declared, undeclared_jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
   KEYS[5], KEYS[6]
 local prefix = ARGV[1]
@@ -65,6 +67,8 @@ if not lease or not fingerprint_ttl or not limit or not maxlen or not retention 
     or not ahead_lease then
   return redis.error_reply('ERR claim_runs: lease, ttl, limit, maxlen, retention, ahead lease and worker count must be numbers')
 end
+-- A replica's wake marker outlives no replica: it expires if nothing consumes it.
+local WAKE_REPLICA_TTL_MS = 60000
 local now = now_ms(ARGV[7])
 local now_text, lease_deadline = tostring(now), tostring(now + lease)
 local workers, queues = {}, {}
@@ -184,6 +188,7 @@ local function attempt_text(attempt)
 end
 
 local run_prefix = prefix .. 'run:'
+local set_aside = {}
 local started = {}
 local leases = {}
 local pops = 0
@@ -221,6 +226,7 @@ while #started < #workers and pops < limit do
       -- Left for a replica that declares the job; since when, for the dead letters' grace.
       redis.call('RPUSH', prefix .. 'undeclared:' .. job, run_id)
       redis.call('ZADD', undeclared_jobs, 'NX', now, job)
+      set_aside[job] = true
     elseif paused_job(job) then
       skip(run_key, run_id, job, 'paused')
     elseif fingerprint and fingerprint ~= '' and not lock(prefix .. 'fp:' .. fingerprint, run_id .. '/' .. (created or ''), fingerprint_ttl) then
@@ -242,6 +248,21 @@ while #started < #workers and pops < limit do
         tonumber(fire_ms) or false, payload, wait, slot_pending, run_key}
       leases[#leases + 1] = wait == 0 and lease_deadline or tostring(now + held_for)
       leases[#leases + 1] = run_id
+    end
+  end
+end
+
+-- Wakes the replicas that declare a job whose runs this call put aside (a few replicas: one
+-- check each).
+if next(set_aside) then
+  local replicas = redis.call('ZRANGE', prefix .. 'replicas', 0, -1)
+  for job in pairs(set_aside) do
+    for _, replica in ipairs(replicas) do
+      if redis.call('HEXISTS', prefix .. 'replica-jobs:' .. replica, job) == 1 then
+        local marker = prefix .. 'wake-replica:' .. replica
+        redis.call('ZADD', marker, 0, 'ready')
+        redis.call('PEXPIRE', marker, WAKE_REPLICA_TTL_MS)
+      end
     end
   end
 end

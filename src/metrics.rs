@@ -61,6 +61,10 @@ pub struct Metrics {
     /// `redcron_unreadable_declarations_total`: definitions another replica declared that the
     /// leader could not read (damaged, or from a version with settings this one lacks).
     pub unreadable_declarations_total: IntCounter,
+    /// `redcron_declarations_republished_total`: times this replica found its published
+    /// declarations not what it declares (written over, restored from another copy) and
+    /// published them again.
+    pub declarations_republished_total: IntCounter,
     /// `redcron_workers_busy`.
     pub workers_busy: IntGauge,
     /// `redcron_workers_max`.
@@ -181,6 +185,10 @@ impl Metrics {
             unreadable_declarations_total: counter(
                 "redcron_unreadable_declarations_total",
                 "Definitions declared by another replica that the leader could not read",
+            ),
+            declarations_republished_total: counter(
+                "redcron_declarations_republished_total",
+                "Times this replica's published declarations were found damaged and published again",
             ),
             workers_busy: gauge("redcron_workers_busy", "Runs executing on this replica"),
             workers_max: gauge("redcron_workers_max", "Runs this replica executes at once"),

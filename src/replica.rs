@@ -27,7 +27,7 @@ use tokio::task::{JoinError, JoinSet};
 use tracing::{error, warn};
 
 use crate::engine::elector::{Elector, ElectorConfig};
-use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig};
+use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError, wait_for_replica_id};
 use crate::engine::planner::{DeclarationsConfig, Jobs, Planner, PlannerConfig, shared_jobs};
 use crate::engine::promoter::{Promoter, PromoterConfig};
 use crate::engine::reaper::{Reaper, ReaperConfig};
@@ -57,6 +57,9 @@ pub enum ReplicaError {
         /// What happened to it: the panic's message, or that it returned.
         how: String,
     },
+    /// Another process beats under this replica's id: the replica did not start, or stopped.
+    #[error(transparent)]
+    ReplicaIdInUse(HeartbeatError),
 }
 
 /// The components of a replica, by the names logs, errors and `/healthz` use.
@@ -245,6 +248,18 @@ impl Replica {
         HEALTH.starting();
         arm_fault_points();
         let config = self.config;
+        let id_free = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            free = wait_for_replica_id(&self.store, &config.replica_id, config.heartbeat_period) => free,
+        };
+        match id_free {
+            Ok(()) => {}
+            // Redis down at start: the heartbeat finds a second process later, if there is one.
+            Err(HeartbeatError::Store(error)) => {
+                warn!(%error, "cannot check that no other process uses this replica id");
+            }
+            Err(error) => return Err(ReplicaError::ReplicaIdInUse(error)),
+        }
         let leadership = Leadership::new();
 
         let elector = Elector::new(

@@ -62,6 +62,50 @@ async fn runs_of_a_job_a_replica_does_not_declare_wait_for_one_that_does() {
 }
 
 #[tokio::test]
+async fn a_replica_that_puts_runs_aside_wakes_the_replicas_that_declare_their_job() {
+    let (server, store, _token) = setup(JOBS).await;
+    declare(&store, "old", jobs("[jobs.x]\ncommand = \"true\"\n")).await;
+    let info = [("host", "test".to_owned())];
+    for replica in ["old", "replica"] {
+        store
+            .heartbeat(replica, &info, Duration::from_secs(3600))
+            .await
+            .expect("beat");
+    }
+    // Both replicas' workers wait on the queue; "old" takes its wake-up and finds only y.
+    let idle = Duration::from_secs(30);
+    let queues = ["default".to_owned()];
+    let mut declarer = store
+        .ready_waiter("replica", &queues, idle)
+        .await
+        .expect("waiter");
+    enqueue(&store, "y", None).await;
+    let mut other = store
+        .ready_waiter("old", &queues, idle)
+        .await
+        .expect("waiter");
+    assert!(other.wait().await.expect("wait"), "the queue's wake-up");
+    assert!(ids(&claim_as(&store, "old", 1).await.expect("claim")).is_empty());
+
+    // The declarer is woken at once, not at the end of its idle wait.
+    let woken = tokio::time::timeout(Duration::from_secs(5), declarer.wait())
+        .await
+        .expect("woken long before its idle wait ends")
+        .expect("wait");
+    assert!(woken);
+    let marker: bool = redis::Commands::exists(&mut server.connection(), "{test}:wake-replica:old")
+        .expect("EXISTS");
+    assert!(
+        !marker,
+        "a replica that does not declare y is not woken for it"
+    );
+    assert_eq!(
+        ids(&claim_as(&store, "replica", 1).await.expect("claim")).len(),
+        1
+    );
+}
+
+#[tokio::test]
 async fn a_replica_whose_declarations_are_gone_claims_nothing_until_it_publishes_them() {
     let (_server, store, _token) = setup(JOBS).await;
     enqueue(&store, "x", None).await;
@@ -97,7 +141,7 @@ async fn runs_go_to_the_dead_letters_only_once_no_live_replica_declares_their_jo
         .expect("beat");
     assert_eq!(
         later
-            .bury_undeclared_runs(grace, live_for)
+            .bury_undeclared_runs(grace, live_for, &[])
             .await
             .expect("bury"),
         []
@@ -108,7 +152,7 @@ async fn runs_go_to_the_dead_letters_only_once_no_live_replica_declares_their_jo
     let within = store.clone().with_frozen_clock(now + 170_000);
     assert_eq!(
         within
-            .bury_undeclared_runs(grace, live_for)
+            .bury_undeclared_runs(grace, live_for, &[])
             .await
             .expect("bury"),
         []
@@ -116,7 +160,7 @@ async fn runs_go_to_the_dead_letters_only_once_no_live_replica_declares_their_jo
     let after = store.clone().with_frozen_clock(now + 181_000);
     assert_eq!(
         after
-            .bury_undeclared_runs(grace, live_for)
+            .bury_undeclared_runs(grace, live_for, &[])
             .await
             .expect("bury"),
         [("y".to_owned(), 1)]

@@ -4,10 +4,12 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use redcron::engine::Leadership;
 use redcron::engine::elector::{Elector, ElectorConfig};
+use redcron::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError};
 use redcron::engine::planner::{DeclarationsConfig, Planner, PlannerConfig, shared_jobs};
 use redcron::schedule::{Job, parse_file};
 use redcron::store::{Store, StoreSettings};
@@ -157,17 +159,49 @@ async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanis
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
     assert!(!planned_seconds(&server, "z").is_empty());
+    // Fires of z come due and a, which does not declare z, puts them aside for b.
+    declare(&store, "a", EVERY_2S).await;
+    let now = store.now_ms().await.expect("time");
+    let later = store.clone().with_frozen_clock(now + 2_500);
+    later
+        .promote_due(100, Duration::from_secs(60), Duration::ZERO)
+        .await
+        .expect("promote");
+    later
+        .claim_runs(
+            &["a/0", "a/1", "a/2", "a/3"],
+            &["default".to_owned()],
+            Duration::from_secs(30),
+            100,
+        )
+        .await
+        .expect("claim");
+    let mut redis = server.connection();
+    let aside: Vec<String> = redis.lrange("{test}:undeclared:z", 0, -1).expect("LRANGE");
+    assert!(!aside.is_empty(), "fires of z put aside");
 
-    // b reloads without z: no one declares it, and b said so.
+    // b reloads without z: no one declares it, and b said so. The fires put aside are skipped
+    // at once rather than after the hold time.
     declare(&store, "b", EVERY_2S).await;
     planner.tick().await.expect("tick");
     assert_eq!(planned_seconds(&server, "z"), Vec::<i64>::new());
     assert_eq!(published_hash(&server, "z"), None);
+    for run_id in &aside {
+        let (state, reason): (Option<String>, Option<String>) = redis
+            .hmget(format!("{{test}}:run:{run_id}"), &["state", "reason"])
+            .expect("HMGET");
+        assert_eq!(
+            (state.as_deref(), reason.as_deref()),
+            (Some("skipped"), Some("undeclared")),
+            "{run_id}"
+        );
+    }
+    let left: usize = redis.llen("{test}:undeclared:z").expect("LLEN");
+    assert_eq!(left, 0);
 
     // b declares it again, then vanishes (its declarations expire): z is held, then dropped.
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
-    let mut redis = server.connection();
     let _: () = redis.del("{test}:replica-jobs:b").expect("DEL");
     let _: () = redis.zrem("{test}:replicas", "b").expect("ZREM");
     planner.tick().await.expect("tick");
@@ -359,4 +393,131 @@ fn a_replica_heals_a_corrupt_published_definition_within_a_tick_and_loses_no_fir
         "the repair is logged with the job's name:\n{}",
         replica.log()
     );
+}
+
+const Z_EVERY_2S: &str = "[jobs.z]\nschedule = \"*/2 * * * * *\"\ncommand = \"true\"\n";
+
+#[tokio::test]
+async fn a_job_whose_declared_definition_cannot_be_read_stays_planned_and_is_read_again() {
+    let hold = Duration::from_secs(1);
+    let (server, store, mut planner) = leader(EVERY_2S, hold).await;
+    declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
+
+    // b changes z, and the new definition is damaged in Redis before the leader reads it.
+    declare(&store, "b", &format!("{EVERY_2S}{Z_EVERY_2S}")).await;
+    let mut redis = server.connection();
+    let _: () = redis
+        .hset("{test}:declared-defs", hash_of(Z_EVERY_2S), "{not json")
+        .expect("HSET");
+    planner.tick().await.expect("tick");
+    tokio::time::sleep(hold + Duration::from_millis(200)).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(
+        published_hash(&server, "z"),
+        Some(hash_of(Z)),
+        "planned by its last definition read, not held and dropped"
+    );
+    assert!(!planned_seconds(&server, "z").is_empty());
+
+    // b's heartbeat finds its definition damaged and publishes it again: read this time.
+    declare(&store, "b", &format!("{EVERY_2S}{Z_EVERY_2S}")).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z_EVERY_2S)));
+}
+
+/// A heartbeat of replica `replica` declaring `toml`'s jobs.
+fn heartbeat_of(store: &Store, replica: &str, toml: &str) -> Heartbeat {
+    let (_jobs, own) = watch::channel(shared_jobs(jobs(toml)));
+    Heartbeat::new(
+        store.clone(),
+        HeartbeatConfig {
+            replica_id: replica.to_owned(),
+            period: Duration::from_secs(2),
+            max_workers: 1,
+        },
+        Arc::new(AtomicUsize::new(0)),
+        own,
+        Leadership::new(),
+    )
+}
+
+#[tokio::test]
+async fn a_heartbeat_publishes_its_declarations_again_when_they_are_damaged() {
+    let server = RedisServer::start();
+    let store = Store::connect(&server.url(), "test", StoreSettings::default())
+        .await
+        .expect("connect to the test redis");
+    let both = format!("{EVERY_2S}{Z}");
+    let mut heartbeat = heartbeat_of(&store, "b", &both);
+    heartbeat.tick().await.expect("beat");
+    let mut redis = server.connection();
+    let published = |redis: &mut redis::Connection| {
+        let jobs: std::collections::HashMap<String, String> =
+            redis.hgetall("{test}:replica-jobs:b").expect("HGETALL");
+        let body: Option<String> = redis
+            .hget("{test}:declared-defs", hash_of(Z))
+            .expect("HGET");
+        (jobs, body)
+    };
+    let intact = published(&mut redis);
+    assert_eq!(intact.0.get("z"), Some(&hash_of(Z)));
+
+    // Written over: a job's hash, a definition, a stray job.
+    let _: () = redis
+        .hset("{test}:replica-jobs:b", "z", "bogus")
+        .expect("HSET");
+    heartbeat.tick().await.expect("beat");
+    assert_eq!(published(&mut redis), intact, "a job's hash");
+    let _: () = redis
+        .hset("{test}:declared-defs", hash_of(Z), "{not json")
+        .expect("HSET");
+    heartbeat.tick().await.expect("beat");
+    assert_eq!(published(&mut redis), intact, "a definition");
+    let _: () = redis
+        .hset("{test}:replica-jobs:b", "stray", "abc")
+        .expect("HSET");
+    heartbeat.tick().await.expect("beat");
+    assert_eq!(published(&mut redis), intact, "a stray job");
+}
+
+#[tokio::test]
+async fn a_second_process_beating_under_a_replica_id_is_stopped_a_restored_record_is_not() {
+    let server = RedisServer::start();
+    let store = Store::connect(&server.url(), "test", StoreSettings::default())
+        .await
+        .expect("connect to the test redis");
+    let mut first = heartbeat_of(&store, "r", EVERY_2S);
+    first.tick().await.expect("beat");
+    // Redis comes back with an older record of the id, once: not a second process.
+    let mut redis = server.connection();
+    let _: () = redis
+        .hset("{test}:replica:r", "instance", "old-host/1/1")
+        .expect("HSET");
+    first
+        .tick()
+        .await
+        .expect("a record restored once is an older copy's");
+    first.tick().await.expect("beat");
+    first.tick().await.expect("beat");
+
+    // A second process beats under the same id (its start time tells it from the first).
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut second = heartbeat_of(&store, "r", EVERY_2S);
+    second
+        .tick()
+        .await
+        .expect("its first beat finds a predecessor's record");
+    first.tick().await.expect("one foreign record is tolerated");
+    second
+        .tick()
+        .await
+        .expect("one foreign record is tolerated");
+    let error = first.tick().await.expect_err("a second process");
+    assert!(
+        matches!(&error, HeartbeatError::ReplicaIdInUse { replica_id, .. } if replica_id == "r"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("--replica-id"), "{error}");
 }

@@ -772,3 +772,43 @@ fn watch_reloads_on_file_changes_and_logs_can_be_json() {
         "every problem is logged: {log}"
     );
 }
+
+#[test]
+fn a_second_process_with_a_replica_id_in_use_is_refused_and_the_first_runs_on() {
+    let scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
+    let mut first = scenario.replicas_with_a_leader(&["r1"], &[]);
+    let before = scenario.ledger().len();
+
+    let second_logs = tempfile::tempdir().expect("temp dir");
+    let mut second = ReplicaProcess::start(
+        "r1",
+        &scenario.server.url(),
+        &scenario.schedules(),
+        second_logs.path(),
+        &[],
+    );
+    let status = second
+        .wait_exit(Duration::from_secs(15))
+        .expect("the second process stops by itself");
+    assert!(!status.success(), "{status:?}\n{}", second.log());
+    assert!(
+        second
+            .log()
+            .contains("another process uses replica id \"r1\""),
+        "{}",
+        second.log()
+    );
+    assert!(second.log().contains("--replica-id"), "{}", second.log());
+
+    assert!(first[0].exited().is_none(), "{}", first[0].log());
+    let fired = wait_until(Duration::from_secs(5), || {
+        scenario.ledger().len() > before + 2
+    });
+    assert!(fired, "the first replica runs on\n{}", first[0].log());
+    assert!(
+        !first[0].log().contains("another process uses replica id"),
+        "{}",
+        first[0].log()
+    );
+}

@@ -1,12 +1,15 @@
 //! The heartbeat: every replica records itself (host, pid, version, start time, busy and max
-//! workers) every few seconds, so operators can see who is alive and how loaded.
+//! workers) every few seconds, so operators can see who is alive and how loaded. It keeps the
+//! replica's declarations published and checks them a part at a time, and it stops the replica
+//! when another process beats under the same replica id: two processes sharing an id would end
+//! each other's runs as lost.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tracing::warn;
+use tracing::{error, info, warn};
 
 use super::planner::Jobs;
 use super::{Leadership, Shutdown};
@@ -16,6 +19,31 @@ use crate::store::{Store, StoreError};
 /// The longest a stopping replica waits to withdraw its declarations: without an answer they
 /// expire with its heartbeats instead.
 const WITHDRAW_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How many of its jobs' declarations a heartbeat checks: all of them at every beat for most
+/// replicas, a full round every 100 beats at 100,000 jobs.
+const CHECK_BATCH: usize = 1_000;
+
+/// Why the heartbeat stopped the replica.
+#[derive(Debug, thiserror::Error)]
+pub enum HeartbeatError {
+    /// Another process beats under this replica id.
+    #[error(
+        "another process uses replica id {replica_id:?} (host {host}, pid {pid}): give each \
+         replica its own --replica-id"
+    )]
+    ReplicaIdInUse {
+        /// The shared id.
+        replica_id: String,
+        /// The other process's host.
+        host: String,
+        /// The other process's pid.
+        pid: String,
+    },
+    /// Redis failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// How the heartbeat behaves.
 #[derive(Debug, Clone)]
@@ -38,9 +66,19 @@ pub struct Heartbeat {
     jobs: watch::Receiver<Jobs>,
     /// The job list last published (compared by pointer: a reload replaces it whole).
     published_jobs: Option<Jobs>,
+    /// Where the next check of the published declarations starts in the job list.
+    check_from: usize,
     /// While this replica leads, its heartbeat also refreshes the gauges of shared state.
     leadership: Leadership,
     started_ms: i64,
+    /// Names this process among those that could beat under its replica id.
+    instance: String,
+    /// Whether a heartbeat went through: a record of another process found by the first one
+    /// is a predecessor's (see [`wait_for_replica_id`]).
+    beaten: bool,
+    /// Which of the last three heartbeats found another process's record, one bit each. Once
+    /// may be a Redis restored from an older copy; twice is a second process beating.
+    foreign_beats: u8,
 }
 
 impl Heartbeat {
@@ -52,6 +90,7 @@ impl Heartbeat {
         jobs: watch::Receiver<Jobs>,
         leadership: Leadership,
     ) -> Self {
+        let started_ms = chrono::Utc::now().timestamp_millis();
         Self {
             store,
             config,
@@ -59,32 +98,33 @@ impl Heartbeat {
             jobs,
             leadership,
             published_jobs: None,
-            started_ms: chrono::Utc::now().timestamp_millis(),
+            check_from: 0,
+            started_ms,
+            instance: format!("{}/{}/{started_ms}", host_name(), std::process::id()),
+            beaten: false,
+            foreign_beats: 0,
         }
     }
 
-    /// Records one heartbeat, and this replica's job hashes when they changed.
+    /// Records one heartbeat, publishes this replica's declarations when they changed or were
+    /// lost, and checks a part of them.
     ///
     /// # Errors
-    /// Redis errors.
-    pub async fn tick(&mut self) -> Result<(), StoreError> {
+    /// Redis errors; [`HeartbeatError::ReplicaIdInUse`] when another process beats under this
+    /// replica's id.
+    pub async fn tick(&mut self) -> Result<(), HeartbeatError> {
         let jobs = self.jobs.borrow_and_update().clone();
         if !self
             .published_jobs
             .as_ref()
             .is_some_and(|published| Arc::ptr_eq(published, &jobs))
         {
-            self.store
-                .publish_replica_jobs(&self.config.replica_id, &jobs, self.config.period * 3)
-                .await?;
-            self.published_jobs = Some(jobs.clone());
+            self.publish(&jobs).await?;
         }
-        let host = nix::unistd::gethostname()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
         let info = [
-            ("host", host),
+            ("host", host_name()),
             ("pid", std::process::id().to_string()),
+            ("instance", self.instance.clone()),
             ("version", env!("CARGO_PKG_VERSION").to_owned()),
             ("started_ms", self.started_ms.to_string()),
             (
@@ -97,20 +137,72 @@ impl Heartbeat {
                 self.config.period.as_millis().to_string(),
             ),
         ];
-        let declarations_kept = self
+        let beat = self
             .store
             .heartbeat(&self.config.replica_id, &info, self.config.period * 3)
             .await?;
-        if !declarations_kept {
-            self.store
-                .publish_replica_jobs(&self.config.replica_id, &jobs, self.config.period * 3)
-                .await?;
+        let foreign = beat
+            .previous_instance
+            .filter(|other| self.beaten && *other != self.instance);
+        self.foreign_beats = (self.foreign_beats << 1 | u8::from(foreign.is_some())) & 0b111;
+        if let Some(other) = foreign
+            && self.foreign_beats.count_ones() >= 2
+        {
+            let mut parts = other.splitn(3, '/');
+            return Err(HeartbeatError::ReplicaIdInUse {
+                replica_id: self.config.replica_id.clone(),
+                host: parts.next().unwrap_or_default().to_owned(),
+                pid: parts.next().unwrap_or_default().to_owned(),
+            });
+        }
+        self.beaten = true;
+        if !beat.declarations_kept {
+            self.publish(&jobs).await?;
+        } else {
+            self.check_declarations(&jobs).await?;
         }
         HEALTH.progressed();
         if self.leadership.token().is_some() {
             self.refresh_gauges().await?;
         }
         Ok(())
+    }
+
+    async fn publish(&mut self, jobs: &Jobs) -> Result<(), StoreError> {
+        self.store
+            .publish_replica_jobs(&self.config.replica_id, jobs, self.config.period * 3)
+            .await?;
+        self.published_jobs = Some(jobs.clone());
+        self.check_from = 0;
+        Ok(())
+    }
+
+    /// Checks the next part of the published declarations, and publishes them all again when
+    /// they are not what this replica declares.
+    async fn check_declarations(&mut self, jobs: &Jobs) -> Result<(), StoreError> {
+        if self.check_from >= jobs.len() {
+            self.check_from = 0;
+        }
+        let end = (self.check_from + CHECK_BATCH).min(jobs.len());
+        let intact = self
+            .store
+            .declarations_intact(
+                &self.config.replica_id,
+                &jobs[self.check_from..end],
+                jobs.len(),
+            )
+            .await?;
+        if intact {
+            self.check_from = end;
+            return Ok(());
+        }
+        warn!(
+            replica = self.config.replica_id,
+            "this replica's published declarations are not what it declares (written over or \
+             restored from another copy): published again"
+        );
+        METRICS.declarations_republished_total.inc();
+        self.publish(jobs).await
     }
 
     /// Sets the gauges of shared state from Redis: done by the leader only, so that the sum
@@ -144,8 +236,14 @@ impl Heartbeat {
     /// once that it no longer runs their jobs (it stops last: the workers have stopped by then).
     pub async fn run(mut self, shutdown: Shutdown) {
         loop {
-            if let Err(error) = self.tick().await {
-                warn!(%error, "heartbeat failed");
+            match self.tick().await {
+                Ok(()) => {}
+                Err(HeartbeatError::Store(error)) => warn!(%error, "heartbeat failed"),
+                Err(error @ HeartbeatError::ReplicaIdInUse { .. }) => {
+                    // The other process keeps the id: withdrawing would remove its record.
+                    error!(%error, "stopping this replica");
+                    return;
+                }
             }
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -162,5 +260,49 @@ impl Heartbeat {
             Ok(Err(error)) => warn!(%error, "could not withdraw this replica's declarations"),
             Err(_) => warn!("Redis did not answer: this replica's declarations expire instead"),
         }
+    }
+}
+
+fn host_name() -> String {
+    nix::unistd::gethostname()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Before a replica starts: when another process beat under `replica_id` lately, waits long
+/// enough for its next heartbeat (a bit more than one `period`); a replica restarted after a
+/// crash finds its predecessor silent and goes on, a second process with the same id is
+/// refused.
+///
+/// # Errors
+/// [`HeartbeatError::ReplicaIdInUse`]; Redis errors.
+pub async fn wait_for_replica_id(
+    store: &Store,
+    replica_id: &str,
+    period: Duration,
+) -> Result<(), HeartbeatError> {
+    let Some(seen) = store.replica_instance(replica_id).await? else {
+        return Ok(());
+    };
+    let period_ms = i64::try_from(period.as_millis()).unwrap_or(i64::MAX);
+    let next_beat_by = seen.beat_ms.saturating_add(period_ms + period_ms / 2);
+    if next_beat_by <= seen.now_ms {
+        return Ok(());
+    }
+    info!(
+        replica = replica_id,
+        host = seen.host,
+        pid = seen.pid,
+        "another process beat under this replica id lately: waiting for its next heartbeat"
+    );
+    let wait = u64::try_from(next_beat_by - seen.now_ms).unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+    match store.replica_instance(replica_id).await? {
+        Some(now) if now.beat_ms > seen.beat_ms => Err(HeartbeatError::ReplicaIdInUse {
+            replica_id: replica_id.to_owned(),
+            host: now.host,
+            pid: now.pid,
+        }),
+        _ => Ok(()),
     }
 }

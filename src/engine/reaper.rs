@@ -72,7 +72,11 @@ impl Reaper {
         let mut reaped = Reaped::default();
         for (job, runs) in self
             .store
-            .bury_undeclared_runs(self.config.undeclared_grace, self.config.replica_live_for)
+            .bury_undeclared_runs(
+                self.config.undeclared_grace,
+                self.config.replica_live_for,
+                &[],
+            )
             .await?
         {
             warn!(

@@ -456,7 +456,11 @@ impl Workers {
                     if waiter.is_none() {
                         waiter = self
                             .store
-                            .ready_waiter(&self.config.queues, self.config.idle_wait)
+                            .ready_waiter(
+                                &self.config.replica_id,
+                                &self.config.queues,
+                                self.config.idle_wait,
+                            )
                             .await
                             .inspect_err(|error| warn!(%error, "cannot wait for ready runs"))
                             .ok();

@@ -89,6 +89,55 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the declarations `replica_id` published are still what it declares, checked for
+    /// `batch`, a part of its `total` jobs: as many entries as it declares, each batch job's
+    /// content hash, and the definition under that hash. Something else writing to the
+    /// namespace (or a restore mixing copies) would otherwise leave a live replica's jobs
+    /// undeclared, or unreadable to the leader, until its job list changes.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn declarations_intact(
+        &self,
+        replica_id: &str,
+        batch: &[Arc<Job>],
+        total: usize,
+    ) -> Result<bool, StoreError> {
+        let key = self.keys.replica_jobs(replica_id);
+        let names: Vec<&str> = batch.iter().map(|job| job.name.as_str()).collect();
+        let hashes: Vec<String> = batch.iter().map(|job| job.content_hash()).collect();
+        let mut pipe = redis::pipe();
+        pipe.hlen(&key);
+        // HMGET with no field is an error: an empty batch reads the count alone.
+        if !batch.is_empty() {
+            pipe.cmd("HMGET").arg(&key).arg(&names);
+            pipe.cmd("HMGET")
+                .arg(self.keys.declared_definitions())
+                .arg(&hashes);
+        }
+        let (entries, published, bodies): (usize, Vec<Option<String>>, Vec<Option<String>>) =
+            if batch.is_empty() {
+                let (entries,): (usize,) = pipe.query_async(&mut self.connection.clone()).await?;
+                (entries, Vec::new(), Vec::new())
+            } else {
+                pipe.query_async(&mut self.connection.clone()).await?
+            };
+        // The published marker is one entry more than the jobs.
+        if entries != total + 1 {
+            return Ok(false);
+        }
+        for ((job, hash), (published, body)) in batch
+            .iter()
+            .zip(&hashes)
+            .zip(published.into_iter().zip(bodies))
+        {
+            if published.as_ref() != Some(hash) || body != Some(canonical_json(job)?) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Removes this replica's declarations and heartbeat, as it stops: the leader stops
     /// planning the jobs only it declared at once, instead of after a grace.
     ///

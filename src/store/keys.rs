@@ -4,7 +4,8 @@
 //! on Redis Cluster. Scripts that reach keys named after a run, job or queue build them from
 //! [`Keys::prefix`] with the same suffixes as the functions here (`run:<id>`,
 //! `ready:<queue>:<priority>`, `ready-fires:<queue>:<priority>`, `wake:<queue>`,
-//! `fp:<fingerprint>`, `running:<job>`, `waiting:<job>`, `undeclared:<job>`).
+//! `fp:<fingerprint>`, `running:<job>`, `waiting:<job>`, `undeclared:<job>`,
+//! `replica-jobs:<replica id>`, `wake-replica:<replica id>`).
 
 use crate::schedule::Priority;
 
@@ -90,6 +91,12 @@ impl Keys {
     /// on it instead of polling.
     pub fn wake(&self, queue: &str) -> String {
         self.key(&format!("wake:{queue}"))
+    }
+
+    /// Zset with at most one member, added when another replica put aside runs of a job this
+    /// replica declares: its idle workers block on it beside their queues' markers.
+    pub fn wake_replica(&self, replica_id: &str) -> String {
+        self.key(&format!("wake-replica:{replica_id}"))
     }
 
     /// Pub/sub channel telling promoters that a run became due earlier than they planned to look.

@@ -498,6 +498,31 @@ impl ReadyWaiter {
     }
 }
 
+/// What one heartbeat found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beat {
+    /// The replica's declarations were still in Redis (otherwise: publish them again).
+    pub declarations_kept: bool,
+    /// The `instance` the replica's record named before this heartbeat: another process's
+    /// means two processes beat under one replica id.
+    pub previous_instance: Option<String>,
+}
+
+/// The process a replica id's heartbeats come from, as [`Store::replica_instance`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaInstance {
+    /// What names the process: host, pid and start time.
+    pub instance: String,
+    /// Its host.
+    pub host: String,
+    /// Its pid.
+    pub pid: String,
+    /// Its last heartbeat, ms on Redis's clock.
+    pub beat_ms: i64,
+    /// Redis's clock when this was read, ms.
+    pub now_ms: i64,
+}
+
 /// A request for an ad-hoc run of a declared job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enqueue {
@@ -1510,12 +1535,14 @@ impl Store {
         }
     }
 
-    /// A waiter for runs becoming ready in `queues`, blocking up to `timeout` per wait.
+    /// A waiter for runs becoming ready in `queues`, or put aside by other replicas for
+    /// `replica_id` (runs of jobs only it declares), blocking up to `timeout` per wait.
     ///
     /// # Errors
     /// Redis errors while connecting.
     pub async fn ready_waiter(
         &self,
+        replica_id: &str,
         queues: &[String],
         timeout: Duration,
     ) -> Result<ReadyWaiter, StoreError> {
@@ -1526,17 +1553,23 @@ impl Store {
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
+        let markers = queues
+            .iter()
+            .map(|queue| self.keys.wake(queue))
+            .chain([self.keys.wake_replica(replica_id)])
+            .collect();
         Ok(ReadyWaiter {
             connection,
-            markers: queues.iter().map(|queue| self.keys.wake(queue)).collect(),
+            markers,
             timeout,
         })
     }
 
     /// Records this replica as alive: its heartbeat time (Redis's clock) and what it reports of
-    /// itself, which expires after `ttl` without a new heartbeat; its declarations are kept as
-    /// long. `false` when its declarations were no longer there to keep (expired while Redis
-    /// stalled, lost with an older copy): publish them again.
+    /// itself (`info`, which names this process in its `instance` field), which expires after
+    /// `ttl` without a new heartbeat; its declarations are kept as long. Says whether its
+    /// declarations were still there to keep (they expire while Redis stalls, and are lost with
+    /// an older copy: publish them again) and which process had beaten under this id before.
     ///
     /// # Errors
     /// Redis errors.
@@ -1545,24 +1578,54 @@ impl Store {
         replica_id: &str,
         info: &[(&str, String)],
         ttl: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Beat, StoreError> {
         let now = self.now_ms().await?;
         let replica = self.keys.replica(replica_id);
-        let (declarations_kept,): (bool,) = redis::pipe()
+        let ttl_ms = i64::try_from(millis(ttl)).unwrap_or(i64::MAX);
+        let (previous_instance, declarations_kept): (Option<String>, bool) = redis::pipe()
             .atomic()
+            .hget(&replica, "instance")
             .zadd(self.keys.replicas(), replica_id, now)
             .ignore()
             .hset_multiple(&replica, info)
             .ignore()
-            .pexpire(&replica, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
+            .pexpire(&replica, ttl_ms)
             .ignore()
-            .pexpire(
-                self.keys.replica_jobs(replica_id),
-                i64::try_from(millis(ttl)).unwrap_or(i64::MAX),
-            )
+            .pexpire(self.keys.replica_jobs(replica_id), ttl_ms)
             .query_async(&mut self.connection.clone())
             .await?;
-        Ok(declarations_kept)
+        Ok(Beat {
+            declarations_kept,
+            previous_instance,
+        })
+    }
+
+    /// The process that last beat as `replica_id` (its `instance`, host and pid) and when, on
+    /// Redis's clock, with Redis's time now; `None` when no replica beats under that id.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn replica_instance(
+        &self,
+        replica_id: &str,
+    ) -> Result<Option<ReplicaInstance>, StoreError> {
+        let now_ms = self.now_ms().await?;
+        let (fields, beat_ms): (Vec<Option<String>>, Option<i64>) = redis::pipe()
+            .hmget(self.keys.replica(replica_id), &["instance", "host", "pid"])
+            .zscore(self.keys.replicas(), replica_id)
+            .query_async(&mut self.connection.clone())
+            .await?;
+        let mut fields = fields.into_iter();
+        let (Some(Some(instance)), Some(beat_ms)) = (fields.next(), beat_ms) else {
+            return Ok(None);
+        };
+        Ok(Some(ReplicaInstance {
+            instance,
+            host: fields.next().flatten().unwrap_or_default(),
+            pid: fields.next().flatten().unwrap_or_default(),
+            beat_ms,
+            now_ms,
+        }))
     }
 
     /// What operators look at: leadership, replicas, counts, ready lengths, jobs, running runs.
@@ -1761,8 +1824,10 @@ impl Store {
 
     /// Ends (reason `undeclared`) the runs left for a replica that declares their job, once no
     /// replica whose last heartbeat is at most `live_for` old has declared the job for `grace`:
-    /// a cron fire never started is skipped, any other run goes to the dead letters. Returns
-    /// each such job with how many of its runs were ended.
+    /// a cron fire never started is skipped, any other run goes to the dead letters. The fires
+    /// of the `withdrawn` jobs (those a replica removed from its files, and no live replica
+    /// declares) are skipped at once; their other runs wait out the grace. Returns each job
+    /// with how many of its runs were ended.
     ///
     /// # Errors
     /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
@@ -1770,6 +1835,7 @@ impl Store {
         &self,
         grace: Duration,
         live_for: Duration,
+        withdrawn: &[&str],
     ) -> Result<Vec<(String, u64)>, StoreError> {
         let buried: Vec<(String, u64)> = scripts::BURY_UNDECLARED_RUNS
             .key(self.keys.undeclared_jobs())
@@ -1782,6 +1848,7 @@ impl Store {
             .arg(self.settings.events_maxlen)
             .arg(self.now_arg())
             .arg(millis(self.settings.retention))
+            .arg(withdrawn)
             .invoke_async(&mut self.connection.clone())
             .await?;
         Ok(buried)

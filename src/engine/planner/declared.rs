@@ -92,8 +92,11 @@ pub(super) struct Declarations {
     held_since: HashMap<String, i64>,
     /// Definitions read from Redis, by digest.
     bodies: HashMap<Digest, Arc<Job>>,
-    /// Digests whose definition could not be read (reported once each).
+    /// Digests whose definition could not be read (reported once each), until the
+    /// declarations version moves.
     unreadable: HashSet<Digest>,
+    /// Jobs planned by their last definition read, none of the declared ones being readable.
+    kept_unreadable: HashSet<String>,
     /// Jobs declared in more than one way, as last logged.
     drift: BTreeMap<String, Drift>,
     /// The declarations version at which definitions nobody references are to be removed, at
@@ -122,6 +125,7 @@ impl Declarations {
             held_since: HashMap::new(),
             bodies: HashMap::new(),
             unreadable: HashSet::new(),
+            kept_unreadable: HashSet::new(),
             drift: BTreeMap::new(),
             forget_at: None,
         }
@@ -188,6 +192,8 @@ impl Declarations {
             .is_none_or(|(version, _)| *version != signal.version)
         {
             self.forget_at = Some(signal.version.clone());
+            // A declarer that found its definition damaged published it again: read it again.
+            self.unreadable.clear();
         }
         let read_at = (signal.version.clone(), signal.live.clone());
         let reread = inherited.is_some()
@@ -275,6 +281,7 @@ impl Declarations {
 
         let mut planned = Vec::with_capacity(own.len());
         let mut drift = BTreeMap::new();
+        let mut kept_unreadable = HashSet::new();
         for group in candidates.by_job() {
             let chosen = group.iter().find_map(|entry| {
                 let job = own_job(entry.name, &entry.digest)
@@ -284,7 +291,27 @@ impl Declarations {
                     digest: entry.digest,
                 })
             });
-            let Some(chosen) = chosen else { continue };
+            let chosen = match chosen {
+                Some(chosen) => chosen,
+                // Live replicas declare the job, but none of their definitions can be read:
+                // planned as before rather than held and then dropped as if nobody declared it
+                // (the declarers check theirs and publish them again).
+                None => {
+                    let name = group[0].name;
+                    let Some(index) = self.position(name) else {
+                        continue;
+                    };
+                    if !self.kept_unreadable.contains(name) {
+                        warn!(
+                            job = name,
+                            "live replicas declare this job, but this leader cannot read their \
+                             definitions: planning the last definition it read"
+                        );
+                    }
+                    kept_unreadable.insert(name.to_owned());
+                    self.planned[index].clone()
+                }
+            };
             if group.len() > 1 {
                 let mut counts: Vec<(Digest, usize)> = group
                     .iter()
@@ -299,6 +326,7 @@ impl Declarations {
         self.hold_undeclared(store, own, &others, &mut planned, inherited, now_ms)
             .await?;
         self.log_drift(drift);
+        self.kept_unreadable = kept_unreadable;
 
         let unchanged = planned.len() == self.planned.len()
             && planned
@@ -382,8 +410,13 @@ impl Declarations {
             .iter()
             .map(|chosen| chosen.job.name.as_str())
             .collect();
-        self.held_since
-            .retain(|name, _| !declared.contains(name.as_str()));
+        self.held_since.retain(|name, _| {
+            let held = !declared.contains(name.as_str());
+            if !held {
+                info!(job = name, "a live replica declares this held job again");
+            }
+            held
+        });
         let mut undeclared: Vec<Chosen> = self
             .planned
             .iter()
@@ -427,6 +460,7 @@ impl Declarations {
             .collect();
         let hold_ms = i64::try_from(self.config.hold.as_millis()).unwrap_or(i64::MAX);
         let hold = humantime::format_duration(self.config.hold).to_string();
+        let mut withdrawn_jobs = Vec::new();
         for chosen in undeclared {
             let name = chosen.job.name.clone();
             let withdrawn = (own_before.contains(name.as_str())
@@ -440,9 +474,11 @@ impl Declarations {
             if withdrawn {
                 info!(
                     job = name,
-                    "no replica declares this job any more: no longer planned"
+                    "no replica declares this job any more: no longer planned, its fires \
+                     waiting for a replica that declares it skipped"
                 );
                 self.held_since.remove(&name);
+                withdrawn_jobs.push(name);
                 continue;
             }
             let since = *self.held_since.entry(name.clone()).or_insert_with(|| {
@@ -465,6 +501,14 @@ impl Declarations {
             planned.push(chosen);
         }
         planned.sort_unstable_by(|a, b| a.job.name.cmp(&b.job.name));
+        if !withdrawn_jobs.is_empty() {
+            // Their fires already put aside would otherwise wait out the hold to be skipped;
+            // other runs (tasks, retries) still wait for it, a replica may declare the job again.
+            let names: Vec<&str> = withdrawn_jobs.iter().map(String::as_str).collect();
+            store
+                .bury_undeclared_runs(self.config.hold, self.config.live_for, &names)
+                .await?;
+        }
         Ok(())
     }
 
