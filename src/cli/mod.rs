@@ -198,7 +198,8 @@ pub enum CliError {
     Store(#[from] crate::store::StoreError),
     /// Redis could not be reached at all.
     #[error(
-        "cannot reach Redis at {url}: {source}; pass --redis URL (or set REDIS_URL), or start          `redcron run` in this directory for its embedded Redis"
+        "cannot reach Redis at {url}: {source}; pass --redis URL (or set REDIS_URL), or start \
+         `redcron run` in this directory for its embedded Redis"
     )]
     Unreachable {
         /// Where it was looked for.
@@ -345,4 +346,26 @@ fn write_table(out: &mut impl io::Write, header: &[&str], rows: &[Vec<String>]) 
         writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreachable_redis_is_one_sentence_with_single_spaces() {
+        let error = CliError::Unreachable {
+            url: "redis://127.0.0.1:1/".to_owned(),
+            source: crate::store::StoreError::Reply {
+                operation: "PING",
+                detail: "refused".to_owned(),
+            },
+        };
+        assert_eq!(
+            error.to_string(),
+            "cannot reach Redis at redis://127.0.0.1:1/: unexpected reply from PING: refused; \
+             pass --redis URL (or set REDIS_URL), or start `redcron run` in this directory for \
+             its embedded Redis"
+        );
+    }
 }
