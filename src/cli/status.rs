@@ -143,6 +143,16 @@ fn last_outcomes(events: &[Event]) -> HashMap<String, (String, i64)> {
     last
 }
 
+/// What `status` and `jobs` say instead of an empty table: most often the namespace is not the
+/// one the replicas use.
+fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "no replica has published jobs in namespace \"{namespace}\" (is --namespace the one \
+         the replicas run with?)"
+    )
+}
+
 pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
     let (overview, events) = block_on(async {
         let store = args.redis.connect().await?;
@@ -250,11 +260,19 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 ]
             })
             .collect();
-        write_table(
-            out,
-            &["REPLICA", "HOST", "VERSION", "HEARTBEAT", "BUSY", "STATE"],
-            &replicas,
-        )?;
+        if replicas.is_empty() {
+            writeln!(
+                out,
+                "no replica has sent a heartbeat in namespace \"{}\"",
+                args.redis.namespace
+            )?;
+        } else {
+            write_table(
+                out,
+                &["REPLICA", "HOST", "VERSION", "HEARTBEAT", "BUSY", "STATE"],
+                &replicas,
+            )?;
+        }
         writeln!(out)?;
         let ready: Vec<Vec<String>> = overview
             .counts
@@ -292,6 +310,9 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 ]
             })
             .collect();
+        if rows.is_empty() {
+            return no_jobs(out, &args.redis.namespace);
+        }
         write_table(
             out,
             &["JOB", "PAUSED", "LAST", "WHEN", "NEXT FIRE", "RUNNING"],
@@ -318,6 +339,9 @@ pub(super) fn jobs(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliErr
             writeln!(out, "{line}").map_err(CliError::io("writing the jobs"))?;
         }
         return Ok(());
+    }
+    if jobs.is_empty() {
+        return no_jobs(out, &args.redis.namespace).map_err(CliError::io("writing the jobs"));
     }
     let rows: Vec<Vec<String>> = jobs
         .iter()

@@ -959,6 +959,10 @@ impl Store {
         calls: Vec<Vec<String>>,
     ) -> Result<Vec<T>, StoreError> {
         let mut connection = self.connection.clone();
+        // Nothing to send: an empty pipeline is an empty command, which Redis refuses.
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
         if let [only] = calls.as_slice() {
             let (keys, args) = only.split_at(key_count.min(only.len()));
             let mut invocation = script.prepare_invoke();
@@ -1608,7 +1612,13 @@ impl Store {
         for (run_id, _) in &running {
             pipe.hget(self.keys.run(run_id), "job");
         }
-        let mut answers: Vec<Value> = pipe.query_async(&mut connection).await?;
+        // An empty pipeline is an empty command to Redis, which refuses it: a namespace with
+        // no replica and no running run (a mistyped --namespace) must read as empty instead.
+        let mut answers: Vec<Value> = if replicas.is_empty() && running.is_empty() {
+            Vec::new()
+        } else {
+            pipe.query_async(&mut connection).await?
+        };
         let mut answers = answers.drain(..);
         let mut take = |operation| {
             answers
