@@ -1,11 +1,33 @@
 //! What the inspection commands (`status`, `jobs`, `history`, `dead list`) print for a given
 //! state of Redis, seeded through the store as replicas and leaders write it.
 
+use std::time::Duration;
+
 use redcron::store::Store;
 
-use crate::store::connect;
+use crate::store::{connect, declare, jobs};
 use crate::util::cli;
 use crate::util::redis_server::RedisServer;
+
+const NIGHTLY: &str = "[jobs.nightly]\nschedule = \"0 3 * * *\"\ncommand = \"true\"\n";
+const OTHER: &str = "[jobs.other]\ncommand = \"true\"\n";
+
+/// A live replica `id` that beat `ago_ms` ago, declaring the jobs of `toml` as its heartbeat
+/// publishes them.
+async fn replica(store: &Store, id: &str, toml: &str, ago_ms: i64) {
+    let info = [
+        ("host", "test".to_owned()),
+        ("heartbeat_period_ms", "2000".to_owned()),
+    ];
+    let now_ms = store.now_ms().await.expect("TIME");
+    store
+        .clone()
+        .with_frozen_clock(now_ms - ago_ms)
+        .heartbeat(id, &info, Duration::from_secs(3600))
+        .await
+        .expect("heartbeat");
+    declare(store, id, jobs(toml)).await;
+}
 
 /// The JSON document a `--json` command printed: exactly one, whatever its lines.
 #[track_caller]
@@ -59,4 +81,55 @@ async fn an_empty_namespace_reads_as_empty_not_as_an_error() {
     ] {
         cli(&server, dir.path(), args).success();
     }
+}
+
+#[tokio::test]
+async fn drift_names_replicas_with_another_definition_apart_from_those_without_the_job() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(&format!("{NIGHTLY}{OTHER}")))
+        .await
+        .expect("publish");
+    // Heartbeats in another order than the ids, which the output must not follow.
+    let at_four = NIGHTLY.replace("0 3", "0 4");
+    let at_five = NIGHTLY.replace("0 3", "0 5");
+    replica(&store, "r-d", &format!("{at_four}{OTHER}"), 400).await;
+    replica(&store, "r-c", OTHER, 300).await;
+    replica(&store, "r-a", &format!("{NIGHTLY}{OTHER}"), 200).await;
+    replica(&store, "r-b", &at_five, 100).await;
+
+    let listed = cli(&server, dir.path(), &["jobs"]).success();
+    let row = |job: &str| {
+        listed
+            .lines()
+            .find(|row| row.starts_with(job))
+            .unwrap_or_else(|| panic!("no {job} row in:\n{listed}"))
+            .to_owned()
+    };
+    assert!(
+        row("nightly").ends_with("DRIFT: differs on r-b, r-d; not declared by r-c"),
+        "{listed}"
+    );
+    assert!(row("other").ends_with("not declared by r-b"), "{listed}");
+    assert!(!row("other").contains("DRIFT"), "{listed}");
+
+    let json = cli(&server, dir.path(), &["jobs", "--json"]).success();
+    let nightly: serde_json::Value = json
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+        .find(|job| job["job"] == "nightly")
+        .expect("nightly");
+    assert_eq!(nightly["declared_by"], serde_json::json!(["r-a"]), "{json}");
+    assert_eq!(
+        nightly["drift"],
+        serde_json::json!(["r-b", "r-d"]),
+        "{json}"
+    );
+    assert_eq!(
+        nightly["not_declared_by"],
+        serde_json::json!(["r-c"]),
+        "{json}"
+    );
 }

@@ -47,7 +47,8 @@ pub(super) struct HistoryArgs {
 /// A published job definition, as `status` and `jobs` need it.
 struct Published {
     name: String,
-    hash: String,
+    /// Its content hash in `def-hashes`; `None` while that entry is missing (being repaired).
+    hash: Option<String>,
     schedule: Option<String>,
     timezone: String,
     enabled: bool,
@@ -58,7 +59,7 @@ impl Published {
         let job: Value = serde_json::from_str(json).unwrap_or_default();
         Self {
             name: name.to_owned(),
-            hash: hash.cloned().unwrap_or_default(),
+            hash: hash.cloned(),
             schedule: job["schedule"].as_str().map(str::to_owned),
             timezone: job["timezone"].as_str().unwrap_or("UTC").to_owned(),
             enabled: job["enabled"].as_bool().unwrap_or(true),
@@ -105,15 +106,60 @@ fn age(now_ms: i64, ms: i64) -> String {
     format!("{:.1}s ago", (now_ms - ms).max(0) as f64 / 1000.0)
 }
 
-/// The replicas whose declared hash of `job` differs from the leader's (or who lack it).
-fn drift(overview: &Overview, job: &Published) -> Vec<String> {
-    overview
-        .replicas
-        .iter()
-        .filter(|replica| !replica.info.is_empty())
-        .filter(|replica| replica.jobs.get(&job.name) != Some(&job.hash))
-        .map(|replica| replica.id.clone())
-        .collect()
+/// How the replicas declare one published job, each list sorted by replica id.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Declarers {
+    /// Replicas that declare the definition the leader published.
+    same: Vec<String>,
+    /// Replicas that declare the job with another definition (content hash): drift.
+    differs: Vec<String>,
+    /// Replicas that do not declare the job at all: not drift, but the usual state of a rolling
+    /// deploy that adds or removes it. They never run it.
+    undeclared: Vec<String>,
+}
+
+impl Declarers {
+    /// Sorts the replicas of `overview` by how they declare `job`. A replica whose record
+    /// expired is gone, and one whose declarations are not in Redis says nothing either way:
+    /// both are left out.
+    fn of(overview: &Overview, job: &Published) -> Self {
+        let mut declarers = Self::default();
+        for replica in overview
+            .replicas
+            .iter()
+            .filter(|replica| !replica.info.is_empty())
+        {
+            let Some(jobs) = &replica.jobs else {
+                continue;
+            };
+            let list = match jobs.get(&job.name) {
+                None => &mut declarers.undeclared,
+                Some(hash) if Some(hash) == job.hash.as_ref() => &mut declarers.same,
+                Some(_) => &mut declarers.differs,
+            };
+            list.push(replica.id.clone());
+        }
+        for list in [
+            &mut declarers.same,
+            &mut declarers.differs,
+            &mut declarers.undeclared,
+        ] {
+            list.sort();
+        }
+        declarers
+    }
+
+    /// The warning `jobs` shows: `DRIFT: differs on b, d; not declared by c`, or nothing.
+    fn warning(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.differs.is_empty() {
+            parts.push(format!("DRIFT: differs on {}", self.differs.join(", ")));
+        }
+        if !self.undeclared.is_empty() {
+            parts.push(format!("not declared by {}", self.undeclared.join(", ")));
+        }
+        parts.join("; ")
+    }
 }
 
 fn is_stale(overview: &Overview, heartbeat_ms: i64, info: &HashMap<String, String>) -> bool {
@@ -327,6 +373,7 @@ pub(super) fn jobs(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliErr
     let jobs = published(&overview);
     if args.json {
         for job in &jobs {
+            let declarers = Declarers::of(&overview, job);
             let line = json!({
                 "job": job.name,
                 "schedule": job.schedule,
@@ -334,7 +381,9 @@ pub(super) fn jobs(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliErr
                 "enabled": job.enabled,
                 "hash": job.hash,
                 "next_fires": job.next_fires(overview.now_ms, 3),
-                "drift": drift(&overview, job),
+                "declared_by": declarers.same,
+                "drift": declarers.differs,
+                "not_declared_by": declarers.undeclared,
             });
             writeln!(out, "{line}").map_err(CliError::io("writing the jobs"))?;
         }
@@ -346,7 +395,7 @@ pub(super) fn jobs(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliErr
     let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|job| {
-            let drifted = drift(&overview, job);
+            let warning = Declarers::of(&overview, job).warning();
             vec![
                 job.name.clone(),
                 job.schedule
@@ -358,11 +407,7 @@ pub(super) fn jobs(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliErr
                 } else {
                     "(disabled)".to_owned()
                 },
-                if drifted.is_empty() {
-                    String::new()
-                } else {
-                    format!("DRIFT: differs on {}", drifted.join(", "))
-                },
+                warning,
             ]
         })
         .collect();
@@ -486,4 +531,78 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
         &table,
     )
     .map_err(CliError::io("writing the history"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ReplicaInfo, RunCounts};
+
+    fn replica(id: &str, alive: bool, jobs: Option<&[(&str, &str)]>) -> ReplicaInfo {
+        ReplicaInfo {
+            id: id.to_owned(),
+            heartbeat_ms: 0,
+            info: if alive {
+                HashMap::from([("host".to_owned(), "h".to_owned())])
+            } else {
+                HashMap::new()
+            },
+            jobs: jobs.map(|jobs| {
+                jobs.iter()
+                    .map(|(job, hash)| ((*job).to_owned(), (*hash).to_owned()))
+                    .collect()
+            }),
+        }
+    }
+
+    #[test]
+    fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
+        let overview = Overview {
+            now_ms: 0,
+            leader: None,
+            counts: RunCounts {
+                due: 0,
+                active: 0,
+                dead: 0,
+                ready: Vec::new(),
+            },
+            paused: Vec::new(),
+            // Not in id order, as heartbeats would order them.
+            replicas: vec![
+                replica("d", true, Some(&[("nightly", "h2")])),
+                replica("c", true, Some(&[("other", "h9")])),
+                replica("a", true, Some(&[("nightly", "h1")])),
+                replica("b", true, Some(&[("nightly", "h3")])),
+                replica("e", true, None),
+                replica("f", false, Some(&[("nightly", "h2")])),
+                replica("g", true, Some(&[])),
+            ],
+            definitions: HashMap::new(),
+            definition_hashes: HashMap::new(),
+            running: Vec::new(),
+        };
+        let job = Published::parse(
+            "nightly",
+            r#"{"schedule": "0 3 * * *"}"#,
+            Some(&"h1".to_owned()),
+        );
+        let declarers = Declarers::of(&overview, &job);
+        assert_eq!(
+            declarers,
+            Declarers {
+                same: vec!["a".to_owned()],
+                differs: vec!["b".to_owned(), "d".to_owned()],
+                undeclared: vec!["c".to_owned(), "g".to_owned()],
+            }
+        );
+        assert_eq!(
+            declarers.warning(),
+            "DRIFT: differs on b, d; not declared by c, g"
+        );
+        let everywhere = Declarers {
+            same: vec!["a".to_owned()],
+            ..Declarers::default()
+        };
+        assert_eq!(everywhere.warning(), "");
+    }
 }

@@ -591,8 +591,9 @@ pub struct ReplicaInfo {
     /// What it reports: host, pid, version, started_ms, busy_workers, max_workers,
     /// heartbeat_period_ms (empty once its record expired).
     pub info: HashMap<String, String>,
-    /// Job -> content hash of what it declares.
-    pub jobs: HashMap<String, String>,
+    /// Job -> content hash of what it declares; `None` when its declarations are not in Redis
+    /// (not published yet, or expired while Redis stalled), which says nothing about any job.
+    pub jobs: Option<HashMap<String, String>>,
 }
 
 /// How many runs are where: what the gauges of shared state report.
@@ -619,7 +620,7 @@ pub struct Overview {
     pub counts: RunCounts,
     /// Paused jobs.
     pub paused: Vec<String>,
-    /// Every replica that has sent a heartbeat.
+    /// Every replica that has sent a heartbeat, sorted by id.
     pub replicas: Vec<ReplicaInfo>,
     /// Job -> published definition JSON.
     pub definitions: HashMap<String, String>,
@@ -1630,7 +1631,8 @@ impl Store {
             let info = HashMap::from_redis_value(take("overview")?).unwrap_or_default();
             let mut jobs: HashMap<String, String> =
                 HashMap::from_redis_value(take("overview")?).unwrap_or_default();
-            jobs.remove(PUBLISHED_MARKER);
+            // The marker is there whenever the declarations are, even when they are none.
+            let jobs = jobs.remove(PUBLISHED_MARKER).map(|_| jobs);
             replica_infos.push(ReplicaInfo {
                 id,
                 heartbeat_ms,
@@ -1638,6 +1640,8 @@ impl Store {
                 jobs,
             });
         }
+        // By id, not by heartbeat: the order stays put from one look to the next.
+        replica_infos.sort_by(|a, b| a.id.cmp(&b.id));
         let mut running_runs = Vec::new();
         for (run_id, deadline_ms) in running {
             let job: Option<String> =
