@@ -6,8 +6,8 @@ use std::time::Duration;
 use redcron::store::Store;
 
 use crate::store::{connect, declare, jobs};
-use crate::util::cli;
 use crate::util::redis_server::RedisServer;
+use crate::util::{cli, one_document};
 
 const NIGHTLY: &str = "[jobs.nightly]\nschedule = \"0 3 * * *\"\ncommand = \"true\"\n";
 const OTHER: &str = "[jobs.other]\ncommand = \"true\"\n";
@@ -27,21 +27,6 @@ async fn replica(store: &Store, id: &str, toml: &str, ago_ms: i64) {
         .await
         .expect("heartbeat");
     declare(store, id, jobs(toml)).await;
-}
-
-/// The JSON document a `--json` command printed: exactly one, whatever its lines.
-#[track_caller]
-fn one_document(out: &str) -> serde_json::Value {
-    let mut documents = serde_json::Deserializer::from_str(out).into_iter::<serde_json::Value>();
-    let document = documents
-        .next()
-        .unwrap_or_else(|| panic!("no JSON document in {out:?}"))
-        .unwrap_or_else(|error| panic!("not JSON ({error}): {out:?}"));
-    assert!(
-        documents.next().is_none(),
-        "more than one JSON document: {out:?}"
-    );
-    document
 }
 
 #[tokio::test]
@@ -72,15 +57,22 @@ async fn an_empty_namespace_reads_as_empty_not_as_an_error() {
     let status = one_document(&cli(&server, dir.path(), &["status", "--json"]).success());
     assert_eq!(status["replicas"], serde_json::json!([]), "{status}");
     assert_eq!(status["jobs"], serde_json::json!([]), "{status}");
-    for args in [
-        &["jobs", "--json"][..],
-        &["history"],
-        &["history", "--json"],
-        &["dead", "list"],
-        &["dead", "list", "--json"],
+    for (args, empty) in [
+        (&["jobs", "--json"][..], r#"{"jobs":[]}"#),
+        (&["history", "--json"], r#"{"runs":[]}"#),
+        (&["dead", "list", "--json"], r#"{"runs":[]}"#),
     ] {
-        cli(&server, dir.path(), args).success();
+        assert_eq!(
+            cli(&server, dir.path(), args).success(),
+            format!("{empty}\n"),
+            "{args:?}"
+        );
     }
+    assert_eq!(
+        cli(&server, dir.path(), &["history"]).success(),
+        "no runs recorded\n"
+    );
+    cli(&server, dir.path(), &["dead", "list"]).success();
 }
 
 #[tokio::test]
@@ -115,12 +107,21 @@ async fn drift_names_replicas_with_another_definition_apart_from_those_without_t
     assert!(row("other").ends_with("not declared by r-b"), "{listed}");
     assert!(!row("other").contains("DRIFT"), "{listed}");
 
-    let json = cli(&server, dir.path(), &["jobs", "--json"]).success();
-    let nightly: serde_json::Value = json
-        .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
-        .find(|job| job["job"] == "nightly")
-        .expect("nightly");
+    let json = one_document(&cli(&server, dir.path(), &["jobs", "--json"]).success());
+    let listed: Vec<&str> = json["jobs"]
+        .as_array()
+        .expect("a jobs array")
+        .iter()
+        .filter_map(|job| job["job"].as_str())
+        .collect();
+    assert_eq!(listed, ["nightly", "other"], "{json}");
+    let nightly = &json["jobs"][0];
+    assert_eq!(nightly["enabled"], true, "{json}");
+    assert_eq!(
+        nightly["next_fires"].as_array().map(Vec::len),
+        Some(3),
+        "{json}"
+    );
     assert_eq!(nightly["declared_by"], serde_json::json!(["r-a"]), "{json}");
     assert_eq!(
         nightly["drift"],

@@ -10,7 +10,7 @@ use redis::Commands;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
-use crate::util::{cli, free_port, http_get, redcron_in, sample};
+use crate::util::{cli, free_port, http_get, one_document, redcron_in, sample};
 
 const JOBS: &str = "[jobs.greet]\ncommand = \"cat >> ledger\"\nretries = 1\n\
                     [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> ticks\"\n";
@@ -311,6 +311,17 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
         assert!(listed.contains(id.as_str()), "{listed}");
     }
     assert!(listed.contains("exit status 2"), "{listed}");
+    let json = one_document(&cli(&server, dir.path(), &["dead", "list", "--json"]).success());
+    let ids: Vec<&str> = json["runs"]
+        .as_array()
+        .expect("a runs array")
+        .iter()
+        .filter_map(|run| run["id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 3, "{json}");
+    for id in &dead {
+        assert!(ids.contains(&id.as_str()), "{json}");
+    }
     let shown = cli(&server, dir.path(), &["dead", "show", &dead[0]]).success();
     assert!(
         shown.contains("output") && shown.contains("no such user"),
@@ -333,7 +344,7 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
     .success();
     assert_eq!(all.lines().count(), 2, "{all}");
     let json = cli(&server, dir.path(), &["dead", "list", "--json"]).success();
-    assert_eq!(json, "");
+    assert_eq!(json, "{\"runs\":[]}\n");
 
     // Fail one again, then purge it.
     later
@@ -380,7 +391,10 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
                 dir.path(),
                 &["history", "flaky", "--failed", "--json"],
             );
-            out.code == Some(0) && out.stdout.lines().count() >= 2
+            out.code == Some(0)
+                && one_document(&out.stdout)["runs"]
+                    .as_array()
+                    .is_some_and(|runs| runs.len() >= 2)
         }),
         "{}",
         first.log()
@@ -428,10 +442,13 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
         &["history", "flaky", "--failed", "-n", "2", "--json"],
     )
     .success();
-    assert_eq!(failures.lines().count(), 2, "{failures}");
-    for line in failures.lines() {
-        let run: serde_json::Value = serde_json::from_str(line).expect("JSON");
-        assert_eq!(run["exit_code"], "3");
+    let failures = one_document(&failures);
+    let runs = failures["runs"].as_array().expect("a runs array");
+    assert_eq!(runs.len(), 2, "{failures}");
+    for run in runs {
+        assert_eq!(run["exit_code"], 3);
+        assert_eq!(run["attempt"], 1);
+        assert!(run["duration_ms"].is_u64(), "{run}");
         assert_eq!(run["output"], "oops\n");
         assert_eq!(run["outcome"], "dead");
     }

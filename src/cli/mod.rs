@@ -64,7 +64,7 @@ enum Command {
     /// Leader, replicas, queues, counts and every job's state.
     Status(status::StatusArgs),
     /// The declared jobs as the leader published them, with drift between replicas.
-    Jobs(status::StatusArgs),
+    Jobs(status::JobsArgs),
     /// Recent runs from the events stream.
     History(status::HistoryArgs),
     /// Run a declared job now.

@@ -28,6 +28,15 @@ pub(super) struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
+pub(super) struct JobsArgs {
+    /// Print one JSON object, {"jobs": [...]}, instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+#[derive(Debug, Args)]
 pub(super) struct HistoryArgs {
     /// Only this job's runs.
     job: Option<String>,
@@ -37,7 +46,7 @@ pub(super) struct HistoryArgs {
     /// Only failed attempts and dead runs.
     #[arg(long)]
     failed: bool,
-    /// Print one JSON object per line.
+    /// Print one JSON object, {"runs": [...]}, newest first, instead of a table.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -368,26 +377,31 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
     written.map_err(CliError::io("writing the status"))
 }
 
-pub(super) fn jobs(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
+pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {
     let overview = block_on(async { Ok(args.redis.connect().await?.overview().await?) })?;
     let jobs = published(&overview);
     if args.json {
-        for job in &jobs {
-            let declarers = Declarers::of(&overview, job);
-            let line = json!({
-                "job": job.name,
-                "schedule": job.schedule,
-                "timezone": job.timezone,
-                "enabled": job.enabled,
-                "hash": job.hash,
-                "next_fires": job.next_fires(overview.now_ms, 3),
-                "declared_by": declarers.same,
-                "drift": declarers.differs,
-                "not_declared_by": declarers.undeclared,
-            });
-            writeln!(out, "{line}").map_err(CliError::io("writing the jobs"))?;
-        }
-        return Ok(());
+        // One document, as every --json: a reader parses it whole, and an empty namespace is
+        // an empty list rather than no output at all.
+        let jobs: Vec<Value> = jobs
+            .iter()
+            .map(|job| {
+                let declarers = Declarers::of(&overview, job);
+                json!({
+                    "job": job.name,
+                    "schedule": job.schedule,
+                    "timezone": job.timezone,
+                    "enabled": job.enabled,
+                    "hash": job.hash,
+                    "next_fires": job.next_fires(overview.now_ms, 3),
+                    "declared_by": declarers.same,
+                    "drift": declarers.differs,
+                    "not_declared_by": declarers.undeclared,
+                })
+            })
+            .collect();
+        return writeln!(out, "{}", json!({ "jobs": jobs }))
+            .map_err(CliError::io("writing the jobs"));
     }
     if jobs.is_empty() {
         return no_jobs(out, &args.redis.namespace).map_err(CliError::io("writing the jobs"));
@@ -442,87 +456,66 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
         }
         Ok(rows)
     })?;
-    if rows.is_empty() && !args.json {
+    if args.json {
+        // One document, as every --json; numbers are numbers and what a run lacks is null.
+        let runs: Vec<Value> = rows
+            .iter()
+            .map(|(event, run)| {
+                let entry = HistoryEntry::new(event, run);
+                json!({
+                    "run": entry.run_id,
+                    "job": entry.field("job"),
+                    "outcome": entry.field("state"),
+                    "at": time(event.at_ms),
+                    "fire": entry.fire_ms().map(time),
+                    "started": entry.started_ms().map(time),
+                    "duration_ms": entry.duration_ms(),
+                    "attempt": entry.number("attempt"),
+                    "exit_code": entry.number("exit_code"),
+                    "reason": entry.field("reason"),
+                    "error": entry.field("error"),
+                    "output": entry.field("output"),
+                })
+            })
+            .collect();
+        return writeln!(out, "{}", json!({ "runs": runs }))
+            .map_err(CliError::io("writing the history"));
+    }
+    if rows.is_empty() {
         return writeln!(out, "no runs recorded").map_err(CliError::io("writing the history"));
     }
-    let mut table = Vec::new();
-    for (event, run) in &rows {
-        let field = |name: &str| {
-            event
-                .fields
-                .get(name)
-                .or_else(|| run.get(name))
-                .cloned()
-                .unwrap_or_default()
-        };
-        let run_id = field("run");
-        let fire = run_id
-            .rsplit_once('@')
-            .and_then(|(_, ms)| ms.parse().ok())
-            .map_or_else(String::new, time);
-        let started = run.get("started_ms").and_then(|ms| ms.parse().ok());
-        let duration = field("duration_ms");
-        let duration = if duration.is_empty() {
-            match (
-                started,
-                run.get("finished_ms").and_then(|ms| ms.parse::<i64>().ok()),
-            ) {
-                (Some(start), Some(end))
-                    if event.fields.get("state").map(String::as_str) != Some("skipped") =>
-                {
-                    format!("{}ms", end - start)
-                }
-                _ => String::new(),
-            }
-        } else {
-            format!("{duration}ms")
-        };
-        let output = field("output");
-        if args.json {
-            let line = json!({
-                "run": run_id,
-                "job": field("job"),
-                "outcome": field("state"),
-                "at": time(event.at_ms),
-                "fire": fire,
-                "started": started.map(time),
-                "duration": duration,
-                "attempt": field("attempt"),
-                "exit_code": field("exit_code"),
-                "reason": field("reason"),
-                "error": field("error"),
-                "output": output,
-            });
-            writeln!(out, "{line}").map_err(CliError::io("writing the history"))?;
-            continue;
-        }
-        let failed = matches!(field("state").as_str(), "dead" | "retrying");
-        let tail = if failed {
-            output
-                .lines()
-                .last()
-                .unwrap_or_default()
-                .chars()
-                .take(60)
-                .collect()
-        } else {
-            String::new()
-        };
-        table.push(vec![
-            run_id,
-            field("state"),
-            fire,
-            started.map_or_else(String::new, time),
-            duration,
-            field("attempt"),
-            field("exit_code"),
-            field("reason"),
-            tail,
-        ]);
-    }
-    if args.json {
-        return Ok(());
-    }
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(event, run)| {
+            let entry = HistoryEntry::new(event, run);
+            let text = |name: &str| entry.field(name).unwrap_or_default().to_owned();
+            let failed = matches!(text("state").as_str(), "dead" | "retrying");
+            let tail = if failed {
+                text("output")
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(60)
+                    .collect()
+            } else {
+                String::new()
+            };
+            vec![
+                entry.run_id.clone(),
+                text("state"),
+                entry.fire_ms().map_or_else(String::new, time),
+                entry.started_ms().map_or_else(String::new, time),
+                entry
+                    .duration_ms()
+                    .map_or_else(String::new, |ms| format!("{ms}ms")),
+                text("attempt"),
+                text("exit_code"),
+                text("reason"),
+                tail,
+            ]
+        })
+        .collect();
     write_table(
         out,
         &[
@@ -531,6 +524,55 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
         &table,
     )
     .map_err(CliError::io("writing the history"))
+}
+
+/// One outcome of `history`: the event, and the run's hash for what the event does not carry.
+struct HistoryEntry<'a> {
+    event: &'a Event,
+    run: &'a HashMap<String, String>,
+    run_id: String,
+}
+
+impl<'a> HistoryEntry<'a> {
+    fn new(event: &'a Event, run: &'a HashMap<String, String>) -> Self {
+        let run_id = event.fields.get("run").cloned().unwrap_or_default();
+        Self { event, run, run_id }
+    }
+
+    /// A field of the event, else of the run; `None` when neither has it or it is empty.
+    fn field(&self, name: &str) -> Option<&'a str> {
+        self.event
+            .fields
+            .get(name)
+            .or_else(|| self.run.get(name))
+            .map(String::as_str)
+            .filter(|value| !value.is_empty())
+    }
+
+    fn number(&self, name: &str) -> Option<i64> {
+        self.field(name)?.parse().ok()
+    }
+
+    /// A cron fire's time, from its id (`<job>@<fire ms>`); `None` for an ad-hoc run.
+    fn fire_ms(&self) -> Option<i64> {
+        self.run_id.rsplit_once('@')?.1.parse().ok()
+    }
+
+    fn started_ms(&self) -> Option<i64> {
+        self.run.get("started_ms")?.parse().ok()
+    }
+
+    /// How long the attempt ran: as the event recorded it, else from the run's start and
+    /// finish (never for a skipped fire, which did not run).
+    fn duration_ms(&self) -> Option<i64> {
+        if let Some(ms) = self.number("duration_ms") {
+            return Some(ms);
+        }
+        if self.event.fields.get("state").map(String::as_str) == Some("skipped") {
+            return None;
+        }
+        Some(self.run.get("finished_ms")?.parse::<i64>().ok()? - self.started_ms()?)
+    }
 }
 
 #[cfg(test)]
