@@ -108,6 +108,8 @@ fn trigger_runs_a_declared_job_now_with_its_payload_on_stdin() {
     assert_eq!(fields["state"], "succeeded");
     assert_eq!(fields["kind"], "adhoc");
     assert_eq!(fields["job"], "greet");
+    assert_eq!(fields["attempt"], 1, "{fields}");
+    assert!(fields["finished_ms"].is_i64(), "{fields}");
 }
 
 #[tokio::test]
@@ -182,10 +184,7 @@ async fn enqueue_schedules_later_and_uniqueness_refuses_a_second_run() {
     )
     .expect("JSON");
     assert_eq!(fields["state"], "scheduled");
-    let due: i64 = fields["due_ms"]
-        .as_str()
-        .and_then(|due| due.parse().ok())
-        .expect("due_ms");
+    let due = fields["due_ms"].as_i64().expect("due_ms, a number");
     assert!(
         (before + 3_600_000..before + 3_660_000).contains(&due),
         "{due}"
@@ -319,6 +318,7 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
         .filter_map(|run| run["id"].as_str())
         .collect();
     assert_eq!(ids.len(), 3, "{json}");
+    assert_eq!(json["runs"][0]["exit_code"], 2, "{json}");
     for id in &dead {
         assert!(ids.contains(&id.as_str()), "{json}");
     }
@@ -419,6 +419,8 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
         serde_json::from_str(&cli(&server, dir.path(), &["status", "--json"]).success())
             .expect("JSON");
     assert_eq!(parsed["leader"]["id"], "r1");
+    assert_eq!(parsed["replicas"][0]["id"], "r1", "{parsed}");
+    assert_eq!(parsed["replicas"][0]["info"]["max_workers"], 4, "{parsed}");
     assert!(
         parsed["dead"].as_u64().is_some_and(|dead| dead >= 1),
         "{parsed}"

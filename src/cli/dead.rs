@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use clap::Subcommand;
 
 use super::runs::{ShowArgs, write_run};
-use super::{CliError, RedisArgs, block_on, write_table};
+use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum DeadCommand {
@@ -129,12 +129,9 @@ fn list(redis: &RedisArgs, count: usize, json: bool, out: &mut impl Write) -> Re
         let runs: Vec<serde_json::Value> = runs
             .into_iter()
             .map(|(run_id, died_ms, fields)| {
-                let mut object = serde_json::Map::new();
+                let mut object = typed_fields(fields);
                 object.insert("id".to_owned(), run_id.into());
                 object.insert("died".to_owned(), died(died_ms).into());
-                for (name, value) in fields {
-                    object.insert(name, value.into());
-                }
                 serde_json::Value::Object(object)
             })
             .collect();

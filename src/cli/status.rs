@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::{CliError, RedisArgs, block_on, write_table};
+use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::schedule::Schedule;
 use crate::store::{Event, Overview};
 
@@ -240,7 +240,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     "id": replica.id,
                     "heartbeat_age_ms": overview.now_ms - replica.heartbeat_ms,
                     "stale": is_stale(&overview, replica.heartbeat_ms, &replica.info),
-                    "info": replica.info,
+                    "info": typed_fields(replica.info.clone()),
                 })
             })
             .collect();
