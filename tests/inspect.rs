@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redcron::store::Store;
 
+use crate::slots::enqueue;
 use crate::store::{connect, declare, jobs};
 use crate::util::redis_server::RedisServer;
 use crate::util::{cli, one_document};
@@ -132,5 +133,72 @@ async fn drift_names_replicas_with_another_definition_apart_from_those_without_t
         nightly["not_declared_by"],
         serde_json::json!(["r-c"]),
         "{json}"
+    );
+}
+
+#[tokio::test]
+async fn status_shows_runs_set_aside_for_a_replica_that_declares_their_job() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(&format!("{NIGHTLY}{OTHER}")))
+        .await
+        .expect("publish");
+    replica(&store, "old", OTHER, 0).await;
+    for _ in 0..3 {
+        enqueue(&store, "nightly", None).await;
+    }
+    // The replica that does not declare nightly puts its runs aside, two minutes ago.
+    let since_ms = store.now_ms().await.expect("TIME") - 120_000;
+    let claimed = store
+        .clone()
+        .with_frozen_clock(since_ms)
+        .claim_runs(
+            &["old/0"],
+            &["default".to_owned()],
+            Duration::from_secs(30),
+            10,
+        )
+        .await
+        .expect("claim");
+    assert!(claimed.runs.is_empty(), "nothing it declares was ready");
+
+    let local = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .expect("in range")
+            .with_timezone(&chrono::Local)
+    };
+    let now = local(store.now_ms().await.expect("TIME"));
+    let since = if local(since_ms).date_naive() == now.date_naive() {
+        local(since_ms).format("%H:%M:%S").to_string()
+    } else {
+        local(since_ms).format("%Y-%m-%d %H:%M:%S").to_string()
+    };
+    let line =
+        format!("3 runs of nightly waiting since {since} (2 min) for a replica that declares it");
+    let status = cli(&server, dir.path(), &["status"]).success();
+    assert!(status.contains(&format!("\n{line}\n")), "{status}");
+
+    let json = one_document(&cli(&server, dir.path(), &["status", "--json"]).success());
+    let aside = &json["undeclared"];
+    assert_eq!(aside.as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(aside[0]["job"], "nightly", "{json}");
+    assert_eq!(aside[0]["runs"], 3, "{json}");
+    assert_eq!(aside[0]["since_ms"], since_ms, "{json}");
+    assert!(
+        aside[0]["waiting_ms"]
+            .as_i64()
+            .is_some_and(|waiting| waiting >= 120_000),
+        "{json}"
+    );
+    assert_eq!(aside[0]["declared_by"], serde_json::json!([]), "{json}");
+
+    // A replica that declares it, but has not claimed yet, is named.
+    replica(&store, "new", NIGHTLY, 0).await;
+    let status = cli(&server, dir.path(), &["status"]).success();
+    assert!(
+        status.contains(&format!("\n{line} (declared by new)\n")),
+        "{status}"
     );
 }

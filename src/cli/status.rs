@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Local, Utc};
 use clap::Args;
 use serde_json::{Value, json};
 
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::schedule::Schedule;
-use crate::store::{Event, Overview};
+use crate::store::{Event, Overview, UndeclaredRuns};
 
 /// How many events `status` and `history` look through.
 const EVENTS_SCANNED: usize = 10_000;
@@ -198,6 +198,74 @@ fn last_outcomes(events: &[Event]) -> HashMap<String, (String, i64)> {
     last
 }
 
+/// The replicas, by id, that declare `job` (in whatever definition) and have not gone away.
+fn declared_by(overview: &Overview, job: &str) -> Vec<String> {
+    overview
+        .replicas
+        .iter()
+        .filter(|replica| !replica.info.is_empty())
+        .filter(|replica| {
+            replica
+                .jobs
+                .as_ref()
+                .is_some_and(|jobs| jobs.contains_key(job))
+        })
+        .map(|replica| replica.id.clone())
+        .collect()
+}
+
+/// One line of `status` for runs put aside: `3 runs of nightly waiting since 14:02:11 (2 min)
+/// for a replica that declares it`. These runs are in no other count, so without this line
+/// they would be invisible until the reaper ends them.
+fn set_aside(overview: &Overview, aside: &UndeclaredRuns) -> String {
+    let mut line = format!(
+        "{} run{} of {} waiting since {} ({}) for a replica that declares it",
+        aside.runs,
+        if aside.runs == 1 { "" } else { "s" },
+        aside.job,
+        local_time(overview.now_ms, aside.since_ms),
+        elapsed(overview.now_ms - aside.since_ms),
+    );
+    // A live replica that declares the job takes them back at its next claim if it serves
+    // their queue: naming it says where to look when they stay.
+    let declarers = declared_by(overview, &aside.job);
+    if !declarers.is_empty() {
+        line.push_str(&format!(" (declared by {})", declarers.join(", ")));
+    }
+    line
+}
+
+/// `at_ms` on this machine's wall clock, as people read it: the time of day, with the date when
+/// it is not the day of `now_ms`.
+fn local_time(now_ms: i64, at_ms: i64) -> String {
+    let local = |ms: i64| DateTime::from_timestamp_millis(ms).map(|at| at.with_timezone(&Local));
+    match (local(now_ms), local(at_ms)) {
+        (Some(now), Some(at)) if now.date_naive() == at.date_naive() => {
+            at.format("%H:%M:%S").to_string()
+        }
+        (_, Some(at)) => at.format("%Y-%m-%d %H:%M:%S").to_string(),
+        (_, None) => at_ms.to_string(),
+    }
+}
+
+/// A duration in the largest units that matter: `45 s`, `2 min`, `3 h 5 min`, `2 d 4 h`.
+fn elapsed(ms: i64) -> String {
+    let seconds = ms.max(0) / 1000;
+    let (days, hours, minutes) = (
+        seconds / 86_400,
+        seconds % 86_400 / 3600,
+        seconds % 3600 / 60,
+    );
+    match seconds {
+        0..60 => format!("{seconds} s"),
+        60..3600 => format!("{minutes} min"),
+        3600..86_400 if minutes == 0 => format!("{hours} h"),
+        3600..86_400 => format!("{hours} h {minutes} min"),
+        _ if hours == 0 => format!("{days} d"),
+        _ => format!("{days} d {hours} h"),
+    }
+}
+
 /// What `status` and `jobs` say instead of an empty table: most often the namespace is not the
 /// one the replicas use.
 fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
@@ -263,6 +331,20 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 })
             })
             .collect();
+        let undeclared: Vec<Value> = overview
+            .undeclared
+            .iter()
+            .map(|aside| {
+                json!({
+                    "job": aside.job,
+                    "runs": aside.runs,
+                    "since": time(aside.since_ms),
+                    "since_ms": aside.since_ms,
+                    "waiting_ms": (overview.now_ms - aside.since_ms).max(0),
+                    "declared_by": declared_by(&overview, &aside.job),
+                })
+            })
+            .collect();
         let status = json!({
             "leader": leader,
             "replicas": replicas,
@@ -270,6 +352,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             "active": overview.counts.active,
             "dead": overview.counts.dead,
             "ready": ready,
+            "undeclared": undeclared,
             "jobs": job_states,
         });
         return writeln!(out, "{status}").map_err(CliError::io("writing the status"));
@@ -292,9 +375,13 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         }
         writeln!(
             out,
-            "runs: {} due, {} active, {} dead\n",
+            "runs: {} due, {} active, {} dead",
             overview.counts.due, overview.counts.active, overview.counts.dead
         )?;
+        for aside in &overview.undeclared {
+            writeln!(out, "{}", set_aside(&overview, aside))?;
+        }
+        writeln!(out)?;
         let replicas: Vec<Vec<String>> = overview
             .replicas
             .iter()
@@ -598,6 +685,47 @@ mod tests {
     }
 
     #[test]
+    fn durations_read_in_the_units_that_matter() {
+        for (ms, text) in [
+            (-5, "0 s"),
+            (999, "0 s"),
+            (45_000, "45 s"),
+            (120_400, "2 min"),
+            (3_599_999, "59 min"),
+            (3_600_000, "1 h"),
+            (11_100_000, "3 h 5 min"),
+            (86_400_000, "1 d"),
+            (187_200_000, "2 d 4 h"),
+        ] {
+            assert_eq!(elapsed(ms), text, "{ms} ms");
+        }
+    }
+
+    #[test]
+    fn a_time_of_today_is_shown_without_its_date() {
+        let now = DateTime::parse_from_rfc3339("2026-03-08T12:00:00Z")
+            .expect("time")
+            .timestamp_millis();
+        let local = |ms: i64| {
+            DateTime::from_timestamp_millis(ms)
+                .expect("in range")
+                .with_timezone(&Local)
+        };
+        let earlier = now - 90_000;
+        let expected = if local(earlier).date_naive() == local(now).date_naive() {
+            local(earlier).format("%H:%M:%S").to_string()
+        } else {
+            local(earlier).format("%Y-%m-%d %H:%M:%S").to_string()
+        };
+        assert_eq!(local_time(now, earlier), expected);
+        let long_ago = now - 3 * 86_400_000;
+        assert_eq!(
+            local_time(now, long_ago),
+            local(long_ago).format("%Y-%m-%d %H:%M:%S").to_string()
+        );
+    }
+
+    #[test]
     fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
         let overview = Overview {
             now_ms: 0,
@@ -622,6 +750,7 @@ mod tests {
             definitions: HashMap::new(),
             definition_hashes: HashMap::new(),
             running: Vec::new(),
+            undeclared: Vec::new(),
         };
         let job = Published::parse(
             "nightly",

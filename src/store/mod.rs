@@ -628,6 +628,23 @@ pub struct Overview {
     pub definition_hashes: HashMap<String, String>,
     /// Active runs: id, job, lease deadline ms.
     pub running: Vec<(String, String, i64)>,
+    /// Jobs whose ready runs were put aside by replicas that do not declare them, by job name.
+    /// These runs are in no count above: neither due, nor ready, nor active.
+    pub undeclared: Vec<UndeclaredRuns>,
+}
+
+/// The runs of one job put aside (`undeclared:<job>`) by replicas that do not declare it, until
+/// one that does claims them or the reaper ends them as `undeclared`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndeclaredRuns {
+    /// The job.
+    pub job: String,
+    /// How many runs wait.
+    pub runs: u64,
+    /// Its score in `undeclared-jobs`, ms on Redis's clock: since when they wait with no live
+    /// replica declaring the job (the reaper moves it to now while one does, so the grace before
+    /// they are ended counts from here).
+    pub since_ms: i64,
 }
 
 /// One entry of the events stream.
@@ -1585,8 +1602,9 @@ impl Store {
             HashMap<String, String>,
             HashMap<String, String>,
             Vec<(String, i64)>,
+            Vec<(String, i64)>,
         );
-        let (leader, lease_ms, paused, replicas, defs, def_hashes, running): Snapshot =
+        let (leader, lease_ms, paused, replicas, defs, def_hashes, running, undeclared): Snapshot =
             redis::pipe()
                 .get(self.keys.leader())
                 .pttl(self.keys.leader())
@@ -1595,6 +1613,7 @@ impl Store {
                 .hgetall(self.keys.defs())
                 .hgetall(self.keys.def_hashes())
                 .zrange_withscores(self.keys.active(), 0, -1)
+                .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
                 .query_async(&mut connection)
                 .await?;
         let queues: Vec<String> = defs
@@ -1613,13 +1632,17 @@ impl Store {
         for (run_id, _) in &running {
             pipe.hget(self.keys.run(run_id), "job");
         }
+        for (job, _) in &undeclared {
+            pipe.llen(self.keys.undeclared(job));
+        }
         // An empty pipeline is an empty command to Redis, which refuses it: a namespace with
-        // no replica and no running run (a mistyped --namespace) must read as empty instead.
-        let mut answers: Vec<Value> = if replicas.is_empty() && running.is_empty() {
-            Vec::new()
-        } else {
-            pipe.query_async(&mut connection).await?
-        };
+        // nothing in it (a mistyped --namespace) must read as empty instead.
+        let mut answers: Vec<Value> =
+            if replicas.is_empty() && running.is_empty() && undeclared.is_empty() {
+                Vec::new()
+            } else {
+                pipe.query_async(&mut connection).await?
+            };
         let mut answers = answers.drain(..);
         let mut take = |operation| {
             answers
@@ -1648,6 +1671,19 @@ impl Store {
                 Option::from_redis_value(take("overview")?).unwrap_or_default();
             running_runs.push((run_id, job.unwrap_or_default(), deadline_ms));
         }
+        let mut undeclared_runs = Vec::new();
+        for (job, since_ms) in undeclared {
+            let runs = u64::from_redis_value(take("overview")?).unwrap_or_default();
+            // Counted a round trip after the listing: a claim may have taken them all back.
+            if runs > 0 {
+                undeclared_runs.push(UndeclaredRuns {
+                    job,
+                    runs,
+                    since_ms,
+                });
+            }
+        }
+        undeclared_runs.sort_by(|a, b| a.job.cmp(&b.job));
         Ok(Overview {
             now_ms,
             leader: leader.map(|token| (token, lease_ms)),
@@ -1657,6 +1693,7 @@ impl Store {
             definitions: defs,
             definition_hashes: def_hashes,
             running: running_runs,
+            undeclared: undeclared_runs,
         })
     }
 
