@@ -10,7 +10,7 @@ use redis::Commands;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
-use crate::util::{cli, free_port, http_get, redcron_in, sample};
+use crate::util::{cli, free_port, http_get, one_document, redcron_in, sample};
 
 const JOBS: &str = "[jobs.greet]\ncommand = \"cat >> ledger\"\nretries = 1\n\
                     [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> ticks\"\n";
@@ -108,6 +108,8 @@ fn trigger_runs_a_declared_job_now_with_its_payload_on_stdin() {
     assert_eq!(fields["state"], "succeeded");
     assert_eq!(fields["kind"], "adhoc");
     assert_eq!(fields["job"], "greet");
+    assert_eq!(fields["attempt"], 1, "{fields}");
+    assert!(fields["finished_ms"].is_i64(), "{fields}");
 }
 
 #[tokio::test]
@@ -147,11 +149,13 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
         "",
     )
     .failure(2);
-    assert!(
-        unreachable.contains("cannot reach Redis at redis://127.0.0.1:1/"),
-        "{unreachable}"
+    // The whole line, so that a stray space or a broken sentence shows.
+    assert_eq!(
+        unreachable,
+        "redcron: cannot reach Redis at redis://127.0.0.1:1/: redis: Connection refused (os \
+         error 111); pass --redis URL (or set REDIS_URL), or start `redcron run` in this \
+         directory for its embedded Redis\n"
     );
-    assert!(!unreachable.contains("panicked"), "{unreachable}");
 }
 
 #[tokio::test]
@@ -180,10 +184,7 @@ async fn enqueue_schedules_later_and_uniqueness_refuses_a_second_run() {
     )
     .expect("JSON");
     assert_eq!(fields["state"], "scheduled");
-    let due: i64 = fields["due_ms"]
-        .as_str()
-        .and_then(|due| due.parse().ok())
-        .expect("due_ms");
+    let due = fields["due_ms"].as_i64().expect("due_ms, a number");
     assert!(
         (before + 3_600_000..before + 3_660_000).contains(&due),
         "{due}"
@@ -309,6 +310,18 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
         assert!(listed.contains(id.as_str()), "{listed}");
     }
     assert!(listed.contains("exit status 2"), "{listed}");
+    let json = one_document(&cli(&server, dir.path(), &["dead", "list", "--json"]).success());
+    let ids: Vec<&str> = json["runs"]
+        .as_array()
+        .expect("a runs array")
+        .iter()
+        .filter_map(|run| run["id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 3, "{json}");
+    assert_eq!(json["runs"][0]["exit_code"], 2, "{json}");
+    for id in &dead {
+        assert!(ids.contains(&id.as_str()), "{json}");
+    }
     let shown = cli(&server, dir.path(), &["dead", "show", &dead[0]]).success();
     assert!(
         shown.contains("output") && shown.contains("no such user"),
@@ -331,7 +344,7 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
     .success();
     assert_eq!(all.lines().count(), 2, "{all}");
     let json = cli(&server, dir.path(), &["dead", "list", "--json"]).success();
-    assert_eq!(json, "");
+    assert_eq!(json, "{\"runs\":[]}\n");
 
     // Fail one again, then purge it.
     later
@@ -378,7 +391,10 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
                 dir.path(),
                 &["history", "flaky", "--failed", "--json"],
             );
-            out.code == Some(0) && out.stdout.lines().count() >= 2
+            out.code == Some(0)
+                && one_document(&out.stdout)["runs"]
+                    .as_array()
+                    .is_some_and(|runs| runs.len() >= 2)
         }),
         "{}",
         first.log()
@@ -403,6 +419,8 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
         serde_json::from_str(&cli(&server, dir.path(), &["status", "--json"]).success())
             .expect("JSON");
     assert_eq!(parsed["leader"]["id"], "r1");
+    assert_eq!(parsed["replicas"][0]["id"], "r1", "{parsed}");
+    assert_eq!(parsed["replicas"][0]["info"]["max_workers"], 4, "{parsed}");
     assert!(
         parsed["dead"].as_u64().is_some_and(|dead| dead >= 1),
         "{parsed}"
@@ -426,10 +444,13 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
         &["history", "flaky", "--failed", "-n", "2", "--json"],
     )
     .success();
-    assert_eq!(failures.lines().count(), 2, "{failures}");
-    for line in failures.lines() {
-        let run: serde_json::Value = serde_json::from_str(line).expect("JSON");
-        assert_eq!(run["exit_code"], "3");
+    let failures = one_document(&failures);
+    let runs = failures["runs"].as_array().expect("a runs array");
+    assert_eq!(runs.len(), 2, "{failures}");
+    for run in runs {
+        assert_eq!(run["exit_code"], 3);
+        assert_eq!(run["attempt"], 1);
+        assert!(run["duration_ms"].is_u64(), "{run}");
         assert_eq!(run["output"], "oops\n");
         assert_eq!(run["outcome"], "dead");
     }

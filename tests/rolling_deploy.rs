@@ -220,7 +220,10 @@ fn a_rolling_deploy_runs_every_fire_of_every_job_once_and_none_dead() {
         &["dead", "list", "--json"],
     )
     .success();
-    assert_eq!(listed.trim(), "", "`dead list` lists dead runs\n{report}");
+    assert_eq!(
+        listed, "{\"runs\":[]}\n",
+        "`dead list` lists dead runs\n{report}"
+    );
     for replica in deploy.replicas() {
         assert!(
             !replica.log().contains("unknown job"),

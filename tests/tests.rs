@@ -11,6 +11,7 @@ mod engine;
 mod fuzz;
 mod hostile;
 mod import_crontab;
+mod inspect;
 mod lifecycle;
 mod next;
 mod operate;

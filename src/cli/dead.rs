@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use clap::Subcommand;
 
 use super::runs::{ShowArgs, write_run};
-use super::{CliError, RedisArgs, block_on, write_table};
+use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum DeadCommand {
@@ -16,7 +16,7 @@ pub(super) enum DeadCommand {
         /// How many at most.
         #[arg(short = 'n', long = "count", default_value_t = 100)]
         count: usize,
-        /// Print one JSON object per line.
+        /// Print one JSON object, {"runs": [...]}, instead of a table.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -125,17 +125,18 @@ fn list(redis: &RedisArgs, count: usize, json: bool, out: &mut impl Write) -> Re
         DateTime::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), |at| at.to_rfc3339())
     };
     if json {
-        for (run_id, died_ms, fields) in runs {
-            let mut object = serde_json::Map::new();
-            object.insert("id".to_owned(), run_id.into());
-            object.insert("died".to_owned(), died(died_ms).into());
-            for (name, value) in fields {
-                object.insert(name, value.into());
-            }
-            writeln!(out, "{}", serde_json::Value::Object(object))
-                .map_err(CliError::io("writing the dead runs"))?;
-        }
-        return Ok(());
+        // One document, as every --json: no dead runs is an empty list, not no output.
+        let runs: Vec<serde_json::Value> = runs
+            .into_iter()
+            .map(|(run_id, died_ms, fields)| {
+                let mut object = typed_fields(fields);
+                object.insert("id".to_owned(), run_id.into());
+                object.insert("died".to_owned(), died(died_ms).into());
+                serde_json::Value::Object(object)
+            })
+            .collect();
+        return writeln!(out, "{}", serde_json::json!({ "runs": runs }))
+            .map_err(CliError::io("writing the dead runs"));
     }
     let field = |fields: &std::collections::HashMap<String, String>, name: &str| {
         fields.get(name).cloned().unwrap_or_default()

@@ -64,7 +64,7 @@ enum Command {
     /// Leader, replicas, queues, counts and every job's state.
     Status(status::StatusArgs),
     /// The declared jobs as the leader published them, with drift between replicas.
-    Jobs(status::StatusArgs),
+    Jobs(status::JobsArgs),
     /// Recent runs from the events stream.
     History(status::HistoryArgs),
     /// Run a declared job now.
@@ -198,7 +198,8 @@ pub enum CliError {
     Store(#[from] crate::store::StoreError),
     /// Redis could not be reached at all.
     #[error(
-        "cannot reach Redis at {url}: {source}; pass --redis URL (or set REDIS_URL), or start          `redcron run` in this directory for its embedded Redis"
+        "cannot reach Redis at {url}: {source}; pass --redis URL (or set REDIS_URL), or start \
+         `redcron run` in this directory for its embedded Redis"
     )]
     Unreachable {
         /// Where it was looked for.
@@ -324,6 +325,39 @@ fn write_jobs(
     write_table(out, &["JOB", "SCHEDULE", "ZONE", "NEXT FIRES"], &rows)
 }
 
+/// The fields of a Redis hash (a run's, a replica's) as a JSON object: Redis stores every value
+/// as a string, but `--json` readers should not have to know which ones are numbers. Counts and
+/// times (`*_ms`) are numbers, or null when empty; a value that does not parse stays the string
+/// it is, so that foreign or damaged data is shown rather than hidden.
+fn typed_fields(
+    fields: impl IntoIterator<Item = (String, String)>,
+) -> serde_json::Map<String, serde_json::Value> {
+    const INTEGERS: [&str; 7] = [
+        "attempt",
+        "max_attempts",
+        "exit_code",
+        "max_concurrency",
+        "pid",
+        "busy_workers",
+        "max_workers",
+    ];
+    fields
+        .into_iter()
+        .map(|(name, value)| {
+            let typed = if !(INTEGERS.contains(&name.as_str()) || name.ends_with("_ms")) {
+                value.into()
+            } else if value.is_empty() {
+                serde_json::Value::Null
+            } else {
+                value
+                    .parse::<i64>()
+                    .map_or_else(|_| value.into(), serde_json::Value::from)
+            };
+            (name, typed)
+        })
+        .collect()
+}
+
 /// Writes a table: columns padded to their widest cell, two spaces apart.
 fn write_table(out: &mut impl io::Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
     let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
@@ -345,4 +379,50 @@ fn write_table(out: &mut impl io::Write, header: &[&str], rows: &[Vec<String>]) 
         writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_fields_become_typed_json_values() {
+        let fields = [
+            ("due_ms", "1767225600000"),
+            ("attempt", "2"),
+            ("exit_code", ""),
+            ("finished_ms", "soon"),
+            ("output", "42"),
+            ("job", "nightly"),
+        ]
+        .map(|(name, value)| (name.to_owned(), value.to_owned()));
+        assert_eq!(
+            serde_json::Value::Object(typed_fields(fields)),
+            serde_json::json!({
+                "due_ms": 1_767_225_600_000_i64,
+                "attempt": 2,
+                "exit_code": null,
+                "finished_ms": "soon",
+                "output": "42",
+                "job": "nightly",
+            })
+        );
+    }
+
+    #[test]
+    fn unreachable_redis_is_one_sentence_with_single_spaces() {
+        let error = CliError::Unreachable {
+            url: "redis://127.0.0.1:1/".to_owned(),
+            source: crate::store::StoreError::Reply {
+                operation: "PING",
+                detail: "refused".to_owned(),
+            },
+        };
+        assert_eq!(
+            error.to_string(),
+            "cannot reach Redis at redis://127.0.0.1:1/: unexpected reply from PING: refused; \
+             pass --redis URL (or set REDIS_URL), or start `redcron run` in this directory for \
+             its embedded Redis"
+        );
+    }
 }

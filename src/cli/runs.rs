@@ -5,7 +5,7 @@ use std::io::Write;
 
 use clap::Subcommand;
 
-use super::{CliError, RedisArgs, block_on};
+use super::{CliError, RedisArgs, block_on, typed_fields};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum RunsCommand {
@@ -31,7 +31,8 @@ pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(),
     write_run(out, id, fields.into_iter().collect(), *json)
 }
 
-/// Writes a run's fields, sorted by name: `name  value` lines, or one JSON object.
+/// Writes a run's fields, sorted by name: `name  value` lines, or one JSON object with numbers
+/// as numbers.
 pub(super) fn write_run(
     out: &mut impl Write,
     id: &str,
@@ -44,11 +45,8 @@ pub(super) fn write_run(
         )));
     }
     let written = if json {
-        let mut object = serde_json::Map::new();
+        let mut object = typed_fields(fields);
         object.insert("id".to_owned(), id.into());
-        for (name, value) in fields {
-            object.insert(name, value.into());
-        }
         writeln!(out, "{}", serde_json::Value::Object(object))
     } else {
         let width = fields.keys().map(String::len).max().unwrap_or(0);

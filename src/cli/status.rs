@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Local, Utc};
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::{CliError, RedisArgs, block_on, write_table};
+use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::schedule::Schedule;
-use crate::store::{Event, Overview};
+use crate::store::{Event, Overview, UndeclaredRuns};
 
 /// How many events `status` and `history` look through.
 const EVENTS_SCANNED: usize = 10_000;
@@ -28,6 +28,15 @@ pub(super) struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
+pub(super) struct JobsArgs {
+    /// Print one JSON object, {"jobs": [...]}, instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+#[derive(Debug, Args)]
 pub(super) struct HistoryArgs {
     /// Only this job's runs.
     job: Option<String>,
@@ -37,7 +46,7 @@ pub(super) struct HistoryArgs {
     /// Only failed attempts and dead runs.
     #[arg(long)]
     failed: bool,
-    /// Print one JSON object per line.
+    /// Print one JSON object, {"runs": [...]}, newest first, instead of a table.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -47,7 +56,8 @@ pub(super) struct HistoryArgs {
 /// A published job definition, as `status` and `jobs` need it.
 struct Published {
     name: String,
-    hash: String,
+    /// Its content hash in `def-hashes`; `None` while that entry is missing (being repaired).
+    hash: Option<String>,
     schedule: Option<String>,
     timezone: String,
     enabled: bool,
@@ -58,7 +68,7 @@ impl Published {
         let job: Value = serde_json::from_str(json).unwrap_or_default();
         Self {
             name: name.to_owned(),
-            hash: hash.cloned().unwrap_or_default(),
+            hash: hash.cloned(),
             schedule: job["schedule"].as_str().map(str::to_owned),
             timezone: job["timezone"].as_str().unwrap_or("UTC").to_owned(),
             enabled: job["enabled"].as_bool().unwrap_or(true),
@@ -105,15 +115,60 @@ fn age(now_ms: i64, ms: i64) -> String {
     format!("{:.1}s ago", (now_ms - ms).max(0) as f64 / 1000.0)
 }
 
-/// The replicas whose declared hash of `job` differs from the leader's (or who lack it).
-fn drift(overview: &Overview, job: &Published) -> Vec<String> {
-    overview
-        .replicas
-        .iter()
-        .filter(|replica| !replica.info.is_empty())
-        .filter(|replica| replica.jobs.get(&job.name) != Some(&job.hash))
-        .map(|replica| replica.id.clone())
-        .collect()
+/// How the replicas declare one published job, each list sorted by replica id.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Declarers {
+    /// Replicas that declare the definition the leader published.
+    same: Vec<String>,
+    /// Replicas that declare the job with another definition (content hash): drift.
+    differs: Vec<String>,
+    /// Replicas that do not declare the job at all: not drift, but the usual state of a rolling
+    /// deploy that adds or removes it. They never run it.
+    undeclared: Vec<String>,
+}
+
+impl Declarers {
+    /// Sorts the replicas of `overview` by how they declare `job`. A replica whose record
+    /// expired is gone, and one whose declarations are not in Redis says nothing either way:
+    /// both are left out.
+    fn of(overview: &Overview, job: &Published) -> Self {
+        let mut declarers = Self::default();
+        for replica in overview
+            .replicas
+            .iter()
+            .filter(|replica| !replica.info.is_empty())
+        {
+            let Some(jobs) = &replica.jobs else {
+                continue;
+            };
+            let list = match jobs.get(&job.name) {
+                None => &mut declarers.undeclared,
+                Some(hash) if Some(hash) == job.hash.as_ref() => &mut declarers.same,
+                Some(_) => &mut declarers.differs,
+            };
+            list.push(replica.id.clone());
+        }
+        for list in [
+            &mut declarers.same,
+            &mut declarers.differs,
+            &mut declarers.undeclared,
+        ] {
+            list.sort();
+        }
+        declarers
+    }
+
+    /// The warning `jobs` shows: `DRIFT: differs on b, d; not declared by c`, or nothing.
+    fn warning(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.differs.is_empty() {
+            parts.push(format!("DRIFT: differs on {}", self.differs.join(", ")));
+        }
+        if !self.undeclared.is_empty() {
+            parts.push(format!("not declared by {}", self.undeclared.join(", ")));
+        }
+        parts.join("; ")
+    }
 }
 
 fn is_stale(overview: &Overview, heartbeat_ms: i64, info: &HashMap<String, String>) -> bool {
@@ -141,6 +196,84 @@ fn last_outcomes(events: &[Event]) -> HashMap<String, (String, i64)> {
         }
     }
     last
+}
+
+/// The replicas, by id, that declare `job` (in whatever definition) and have not gone away.
+fn declared_by(overview: &Overview, job: &str) -> Vec<String> {
+    overview
+        .replicas
+        .iter()
+        .filter(|replica| !replica.info.is_empty())
+        .filter(|replica| {
+            replica
+                .jobs
+                .as_ref()
+                .is_some_and(|jobs| jobs.contains_key(job))
+        })
+        .map(|replica| replica.id.clone())
+        .collect()
+}
+
+/// One line of `status` for runs put aside: `3 runs of nightly waiting since 14:02:11 (2 min)
+/// for a replica that declares it`. These runs are in no other count, so without this line
+/// they would be invisible until the reaper ends them.
+fn set_aside(overview: &Overview, aside: &UndeclaredRuns) -> String {
+    let mut line = format!(
+        "{} run{} of {} waiting since {} ({}) for a replica that declares it",
+        aside.runs,
+        if aside.runs == 1 { "" } else { "s" },
+        aside.job,
+        local_time(overview.now_ms, aside.since_ms),
+        elapsed(overview.now_ms - aside.since_ms),
+    );
+    // A live replica that declares the job takes them back at its next claim if it serves
+    // their queue: naming it says where to look when they stay.
+    let declarers = declared_by(overview, &aside.job);
+    if !declarers.is_empty() {
+        line.push_str(&format!(" (declared by {})", declarers.join(", ")));
+    }
+    line
+}
+
+/// `at_ms` on this machine's wall clock, as people read it: the time of day, with the date when
+/// it is not the day of `now_ms`.
+fn local_time(now_ms: i64, at_ms: i64) -> String {
+    let local = |ms: i64| DateTime::from_timestamp_millis(ms).map(|at| at.with_timezone(&Local));
+    match (local(now_ms), local(at_ms)) {
+        (Some(now), Some(at)) if now.date_naive() == at.date_naive() => {
+            at.format("%H:%M:%S").to_string()
+        }
+        (_, Some(at)) => at.format("%Y-%m-%d %H:%M:%S").to_string(),
+        (_, None) => at_ms.to_string(),
+    }
+}
+
+/// A duration in the largest units that matter: `45 s`, `2 min`, `3 h 5 min`, `2 d 4 h`.
+fn elapsed(ms: i64) -> String {
+    let seconds = ms.max(0) / 1000;
+    let (days, hours, minutes) = (
+        seconds / 86_400,
+        seconds % 86_400 / 3600,
+        seconds % 3600 / 60,
+    );
+    match seconds {
+        0..60 => format!("{seconds} s"),
+        60..3600 => format!("{minutes} min"),
+        3600..86_400 if minutes == 0 => format!("{hours} h"),
+        3600..86_400 => format!("{hours} h {minutes} min"),
+        _ if hours == 0 => format!("{days} d"),
+        _ => format!("{days} d {hours} h"),
+    }
+}
+
+/// What `status` and `jobs` say instead of an empty table: most often the namespace is not the
+/// one the replicas use.
+fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "no replica has published jobs in namespace \"{namespace}\" (is --namespace the one \
+         the replicas run with?)"
+    )
 }
 
 pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -175,7 +308,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     "id": replica.id,
                     "heartbeat_age_ms": overview.now_ms - replica.heartbeat_ms,
                     "stale": is_stale(&overview, replica.heartbeat_ms, &replica.info),
-                    "info": replica.info,
+                    "info": typed_fields(replica.info.clone()),
                 })
             })
             .collect();
@@ -198,6 +331,20 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 })
             })
             .collect();
+        let undeclared: Vec<Value> = overview
+            .undeclared
+            .iter()
+            .map(|aside| {
+                json!({
+                    "job": aside.job,
+                    "runs": aside.runs,
+                    "since": time(aside.since_ms),
+                    "since_ms": aside.since_ms,
+                    "waiting_ms": (overview.now_ms - aside.since_ms).max(0),
+                    "declared_by": declared_by(&overview, &aside.job),
+                })
+            })
+            .collect();
         let status = json!({
             "leader": leader,
             "replicas": replicas,
@@ -205,6 +352,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             "active": overview.counts.active,
             "dead": overview.counts.dead,
             "ready": ready,
+            "undeclared": undeclared,
             "jobs": job_states,
         });
         return writeln!(out, "{status}").map_err(CliError::io("writing the status"));
@@ -227,9 +375,13 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         }
         writeln!(
             out,
-            "runs: {} due, {} active, {} dead\n",
+            "runs: {} due, {} active, {} dead",
             overview.counts.due, overview.counts.active, overview.counts.dead
         )?;
+        for aside in &overview.undeclared {
+            writeln!(out, "{}", set_aside(&overview, aside))?;
+        }
+        writeln!(out)?;
         let replicas: Vec<Vec<String>> = overview
             .replicas
             .iter()
@@ -250,11 +402,19 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 ]
             })
             .collect();
-        write_table(
-            out,
-            &["REPLICA", "HOST", "VERSION", "HEARTBEAT", "BUSY", "STATE"],
-            &replicas,
-        )?;
+        if replicas.is_empty() {
+            writeln!(
+                out,
+                "no replica has sent a heartbeat in namespace \"{}\"",
+                args.redis.namespace
+            )?;
+        } else {
+            write_table(
+                out,
+                &["REPLICA", "HOST", "VERSION", "HEARTBEAT", "BUSY", "STATE"],
+                &replicas,
+            )?;
+        }
         writeln!(out)?;
         let ready: Vec<Vec<String>> = overview
             .counts
@@ -292,6 +452,9 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 ]
             })
             .collect();
+        if rows.is_empty() {
+            return no_jobs(out, &args.redis.namespace);
+        }
         write_table(
             out,
             &["JOB", "PAUSED", "LAST", "WHEN", "NEXT FIRE", "RUNNING"],
@@ -301,28 +464,39 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
     written.map_err(CliError::io("writing the status"))
 }
 
-pub(super) fn jobs(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
+pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {
     let overview = block_on(async { Ok(args.redis.connect().await?.overview().await?) })?;
     let jobs = published(&overview);
     if args.json {
-        for job in &jobs {
-            let line = json!({
-                "job": job.name,
-                "schedule": job.schedule,
-                "timezone": job.timezone,
-                "enabled": job.enabled,
-                "hash": job.hash,
-                "next_fires": job.next_fires(overview.now_ms, 3),
-                "drift": drift(&overview, job),
-            });
-            writeln!(out, "{line}").map_err(CliError::io("writing the jobs"))?;
-        }
-        return Ok(());
+        // One document, as every --json: a reader parses it whole, and an empty namespace is
+        // an empty list rather than no output at all.
+        let jobs: Vec<Value> = jobs
+            .iter()
+            .map(|job| {
+                let declarers = Declarers::of(&overview, job);
+                json!({
+                    "job": job.name,
+                    "schedule": job.schedule,
+                    "timezone": job.timezone,
+                    "enabled": job.enabled,
+                    "hash": job.hash,
+                    "next_fires": job.next_fires(overview.now_ms, 3),
+                    "declared_by": declarers.same,
+                    "drift": declarers.differs,
+                    "not_declared_by": declarers.undeclared,
+                })
+            })
+            .collect();
+        return writeln!(out, "{}", json!({ "jobs": jobs }))
+            .map_err(CliError::io("writing the jobs"));
+    }
+    if jobs.is_empty() {
+        return no_jobs(out, &args.redis.namespace).map_err(CliError::io("writing the jobs"));
     }
     let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|job| {
-            let drifted = drift(&overview, job);
+            let warning = Declarers::of(&overview, job).warning();
             vec![
                 job.name.clone(),
                 job.schedule
@@ -334,11 +508,7 @@ pub(super) fn jobs(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliErr
                 } else {
                     "(disabled)".to_owned()
                 },
-                if drifted.is_empty() {
-                    String::new()
-                } else {
-                    format!("DRIFT: differs on {}", drifted.join(", "))
-                },
+                warning,
             ]
         })
         .collect();
@@ -373,87 +543,66 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
         }
         Ok(rows)
     })?;
-    if rows.is_empty() && !args.json {
+    if args.json {
+        // One document, as every --json; numbers are numbers and what a run lacks is null.
+        let runs: Vec<Value> = rows
+            .iter()
+            .map(|(event, run)| {
+                let entry = HistoryEntry::new(event, run);
+                json!({
+                    "run": entry.run_id,
+                    "job": entry.field("job"),
+                    "outcome": entry.field("state"),
+                    "at": time(event.at_ms),
+                    "fire": entry.fire_ms().map(time),
+                    "started": entry.started_ms().map(time),
+                    "duration_ms": entry.duration_ms(),
+                    "attempt": entry.number("attempt"),
+                    "exit_code": entry.number("exit_code"),
+                    "reason": entry.field("reason"),
+                    "error": entry.field("error"),
+                    "output": entry.field("output"),
+                })
+            })
+            .collect();
+        return writeln!(out, "{}", json!({ "runs": runs }))
+            .map_err(CliError::io("writing the history"));
+    }
+    if rows.is_empty() {
         return writeln!(out, "no runs recorded").map_err(CliError::io("writing the history"));
     }
-    let mut table = Vec::new();
-    for (event, run) in &rows {
-        let field = |name: &str| {
-            event
-                .fields
-                .get(name)
-                .or_else(|| run.get(name))
-                .cloned()
-                .unwrap_or_default()
-        };
-        let run_id = field("run");
-        let fire = run_id
-            .rsplit_once('@')
-            .and_then(|(_, ms)| ms.parse().ok())
-            .map_or_else(String::new, time);
-        let started = run.get("started_ms").and_then(|ms| ms.parse().ok());
-        let duration = field("duration_ms");
-        let duration = if duration.is_empty() {
-            match (
-                started,
-                run.get("finished_ms").and_then(|ms| ms.parse::<i64>().ok()),
-            ) {
-                (Some(start), Some(end))
-                    if event.fields.get("state").map(String::as_str) != Some("skipped") =>
-                {
-                    format!("{}ms", end - start)
-                }
-                _ => String::new(),
-            }
-        } else {
-            format!("{duration}ms")
-        };
-        let output = field("output");
-        if args.json {
-            let line = json!({
-                "run": run_id,
-                "job": field("job"),
-                "outcome": field("state"),
-                "at": time(event.at_ms),
-                "fire": fire,
-                "started": started.map(time),
-                "duration": duration,
-                "attempt": field("attempt"),
-                "exit_code": field("exit_code"),
-                "reason": field("reason"),
-                "error": field("error"),
-                "output": output,
-            });
-            writeln!(out, "{line}").map_err(CliError::io("writing the history"))?;
-            continue;
-        }
-        let failed = matches!(field("state").as_str(), "dead" | "retrying");
-        let tail = if failed {
-            output
-                .lines()
-                .last()
-                .unwrap_or_default()
-                .chars()
-                .take(60)
-                .collect()
-        } else {
-            String::new()
-        };
-        table.push(vec![
-            run_id,
-            field("state"),
-            fire,
-            started.map_or_else(String::new, time),
-            duration,
-            field("attempt"),
-            field("exit_code"),
-            field("reason"),
-            tail,
-        ]);
-    }
-    if args.json {
-        return Ok(());
-    }
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(event, run)| {
+            let entry = HistoryEntry::new(event, run);
+            let text = |name: &str| entry.field(name).unwrap_or_default().to_owned();
+            let failed = matches!(text("state").as_str(), "dead" | "retrying");
+            let tail = if failed {
+                text("output")
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(60)
+                    .collect()
+            } else {
+                String::new()
+            };
+            vec![
+                entry.run_id.clone(),
+                text("state"),
+                entry.fire_ms().map_or_else(String::new, time),
+                entry.started_ms().map_or_else(String::new, time),
+                entry
+                    .duration_ms()
+                    .map_or_else(String::new, |ms| format!("{ms}ms")),
+                text("attempt"),
+                text("exit_code"),
+                text("reason"),
+                tail,
+            ]
+        })
+        .collect();
     write_table(
         out,
         &[
@@ -462,4 +611,169 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
         &table,
     )
     .map_err(CliError::io("writing the history"))
+}
+
+/// One outcome of `history`: the event, and the run's hash for what the event does not carry.
+struct HistoryEntry<'a> {
+    event: &'a Event,
+    run: &'a HashMap<String, String>,
+    run_id: String,
+}
+
+impl<'a> HistoryEntry<'a> {
+    fn new(event: &'a Event, run: &'a HashMap<String, String>) -> Self {
+        let run_id = event.fields.get("run").cloned().unwrap_or_default();
+        Self { event, run, run_id }
+    }
+
+    /// A field of the event, else of the run; `None` when neither has it or it is empty.
+    fn field(&self, name: &str) -> Option<&'a str> {
+        self.event
+            .fields
+            .get(name)
+            .or_else(|| self.run.get(name))
+            .map(String::as_str)
+            .filter(|value| !value.is_empty())
+    }
+
+    fn number(&self, name: &str) -> Option<i64> {
+        self.field(name)?.parse().ok()
+    }
+
+    /// A cron fire's time, from its id (`<job>@<fire ms>`); `None` for an ad-hoc run.
+    fn fire_ms(&self) -> Option<i64> {
+        self.run_id.rsplit_once('@')?.1.parse().ok()
+    }
+
+    fn started_ms(&self) -> Option<i64> {
+        self.run.get("started_ms")?.parse().ok()
+    }
+
+    /// How long the attempt ran: as the event recorded it, else from the run's start and
+    /// finish (never for a skipped fire, which did not run).
+    fn duration_ms(&self) -> Option<i64> {
+        if let Some(ms) = self.number("duration_ms") {
+            return Some(ms);
+        }
+        if self.event.fields.get("state").map(String::as_str) == Some("skipped") {
+            return None;
+        }
+        Some(self.run.get("finished_ms")?.parse::<i64>().ok()? - self.started_ms()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ReplicaInfo, RunCounts};
+
+    fn replica(id: &str, alive: bool, jobs: Option<&[(&str, &str)]>) -> ReplicaInfo {
+        ReplicaInfo {
+            id: id.to_owned(),
+            heartbeat_ms: 0,
+            info: if alive {
+                HashMap::from([("host".to_owned(), "h".to_owned())])
+            } else {
+                HashMap::new()
+            },
+            jobs: jobs.map(|jobs| {
+                jobs.iter()
+                    .map(|(job, hash)| ((*job).to_owned(), (*hash).to_owned()))
+                    .collect()
+            }),
+        }
+    }
+
+    #[test]
+    fn durations_read_in_the_units_that_matter() {
+        for (ms, text) in [
+            (-5, "0 s"),
+            (999, "0 s"),
+            (45_000, "45 s"),
+            (120_400, "2 min"),
+            (3_599_999, "59 min"),
+            (3_600_000, "1 h"),
+            (11_100_000, "3 h 5 min"),
+            (86_400_000, "1 d"),
+            (187_200_000, "2 d 4 h"),
+        ] {
+            assert_eq!(elapsed(ms), text, "{ms} ms");
+        }
+    }
+
+    #[test]
+    fn a_time_of_today_is_shown_without_its_date() {
+        let now = DateTime::parse_from_rfc3339("2026-03-08T12:00:00Z")
+            .expect("time")
+            .timestamp_millis();
+        let local = |ms: i64| {
+            DateTime::from_timestamp_millis(ms)
+                .expect("in range")
+                .with_timezone(&Local)
+        };
+        let earlier = now - 90_000;
+        let expected = if local(earlier).date_naive() == local(now).date_naive() {
+            local(earlier).format("%H:%M:%S").to_string()
+        } else {
+            local(earlier).format("%Y-%m-%d %H:%M:%S").to_string()
+        };
+        assert_eq!(local_time(now, earlier), expected);
+        let long_ago = now - 3 * 86_400_000;
+        assert_eq!(
+            local_time(now, long_ago),
+            local(long_ago).format("%Y-%m-%d %H:%M:%S").to_string()
+        );
+    }
+
+    #[test]
+    fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
+        let overview = Overview {
+            now_ms: 0,
+            leader: None,
+            counts: RunCounts {
+                due: 0,
+                active: 0,
+                dead: 0,
+                ready: Vec::new(),
+            },
+            paused: Vec::new(),
+            // Not in id order, as heartbeats would order them.
+            replicas: vec![
+                replica("d", true, Some(&[("nightly", "h2")])),
+                replica("c", true, Some(&[("other", "h9")])),
+                replica("a", true, Some(&[("nightly", "h1")])),
+                replica("b", true, Some(&[("nightly", "h3")])),
+                replica("e", true, None),
+                replica("f", false, Some(&[("nightly", "h2")])),
+                replica("g", true, Some(&[])),
+            ],
+            definitions: HashMap::new(),
+            definition_hashes: HashMap::new(),
+            running: Vec::new(),
+            undeclared: Vec::new(),
+        };
+        let job = Published::parse(
+            "nightly",
+            r#"{"schedule": "0 3 * * *"}"#,
+            Some(&"h1".to_owned()),
+        );
+        let declarers = Declarers::of(&overview, &job);
+        assert_eq!(
+            declarers,
+            Declarers {
+                same: vec!["a".to_owned()],
+                differs: vec!["b".to_owned(), "d".to_owned()],
+                undeclared: vec!["c".to_owned(), "g".to_owned()],
+            }
+        );
+        assert_eq!(
+            declarers.warning(),
+            "DRIFT: differs on b, d; not declared by c, g"
+        );
+        let everywhere = Declarers {
+            same: vec!["a".to_owned()],
+            ..Declarers::default()
+        };
+        assert_eq!(everywhere.warning(), "");
+    }
 }

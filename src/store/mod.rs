@@ -616,8 +616,9 @@ pub struct ReplicaInfo {
     /// What it reports: host, pid, version, started_ms, busy_workers, max_workers,
     /// heartbeat_period_ms (empty once its record expired).
     pub info: HashMap<String, String>,
-    /// Job -> content hash of what it declares.
-    pub jobs: HashMap<String, String>,
+    /// Job -> content hash of what it declares; `None` when its declarations are not in Redis
+    /// (not published yet, or expired while Redis stalled), which says nothing about any job.
+    pub jobs: Option<HashMap<String, String>>,
 }
 
 /// How many runs are where: what the gauges of shared state report.
@@ -644,7 +645,7 @@ pub struct Overview {
     pub counts: RunCounts,
     /// Paused jobs.
     pub paused: Vec<String>,
-    /// Every replica that has sent a heartbeat.
+    /// Every replica that has sent a heartbeat, sorted by id.
     pub replicas: Vec<ReplicaInfo>,
     /// Job -> published definition JSON.
     pub definitions: HashMap<String, String>,
@@ -652,6 +653,23 @@ pub struct Overview {
     pub definition_hashes: HashMap<String, String>,
     /// Active runs: id, job, lease deadline ms.
     pub running: Vec<(String, String, i64)>,
+    /// Jobs whose ready runs were put aside by replicas that do not declare them, by job name.
+    /// These runs are in no count above: neither due, nor ready, nor active.
+    pub undeclared: Vec<UndeclaredRuns>,
+}
+
+/// The runs of one job put aside (`undeclared:<job>`) by replicas that do not declare it, until
+/// one that does claims them or the reaper ends them as `undeclared`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndeclaredRuns {
+    /// The job.
+    pub job: String,
+    /// How many runs wait.
+    pub runs: u64,
+    /// Its score in `undeclared-jobs`, ms on Redis's clock: since when they wait with no live
+    /// replica declaring the job (the reaper moves it to now while one does, so the grace before
+    /// they are ended counts from here).
+    pub since_ms: i64,
 }
 
 /// One entry of the events stream.
@@ -984,6 +1002,10 @@ impl Store {
         calls: Vec<Vec<String>>,
     ) -> Result<Vec<T>, StoreError> {
         let mut connection = self.connection.clone();
+        // Nothing to send: an empty pipeline is an empty command, which Redis refuses.
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
         if let [only] = calls.as_slice() {
             let (keys, args) = only.split_at(key_count.min(only.len()));
             let mut invocation = script.prepare_invoke();
@@ -1643,8 +1665,9 @@ impl Store {
             HashMap<String, String>,
             HashMap<String, String>,
             Vec<(String, i64)>,
+            Vec<(String, i64)>,
         );
-        let (leader, lease_ms, paused, replicas, defs, def_hashes, running): Snapshot =
+        let (leader, lease_ms, paused, replicas, defs, def_hashes, running, undeclared): Snapshot =
             redis::pipe()
                 .get(self.keys.leader())
                 .pttl(self.keys.leader())
@@ -1653,6 +1676,7 @@ impl Store {
                 .hgetall(self.keys.defs())
                 .hgetall(self.keys.def_hashes())
                 .zrange_withscores(self.keys.active(), 0, -1)
+                .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
                 .query_async(&mut connection)
                 .await?;
         let queues: Vec<String> = defs
@@ -1671,7 +1695,17 @@ impl Store {
         for (run_id, _) in &running {
             pipe.hget(self.keys.run(run_id), "job");
         }
-        let mut answers: Vec<Value> = pipe.query_async(&mut connection).await?;
+        for (job, _) in &undeclared {
+            pipe.llen(self.keys.undeclared(job));
+        }
+        // An empty pipeline is an empty command to Redis, which refuses it: a namespace with
+        // nothing in it (a mistyped --namespace) must read as empty instead.
+        let mut answers: Vec<Value> =
+            if replicas.is_empty() && running.is_empty() && undeclared.is_empty() {
+                Vec::new()
+            } else {
+                pipe.query_async(&mut connection).await?
+            };
         let mut answers = answers.drain(..);
         let mut take = |operation| {
             answers
@@ -1683,7 +1717,8 @@ impl Store {
             let info = HashMap::from_redis_value(take("overview")?).unwrap_or_default();
             let mut jobs: HashMap<String, String> =
                 HashMap::from_redis_value(take("overview")?).unwrap_or_default();
-            jobs.remove(PUBLISHED_MARKER);
+            // The marker is there whenever the declarations are, even when they are none.
+            let jobs = jobs.remove(PUBLISHED_MARKER).map(|_| jobs);
             replica_infos.push(ReplicaInfo {
                 id,
                 heartbeat_ms,
@@ -1691,12 +1726,27 @@ impl Store {
                 jobs,
             });
         }
+        // By id, not by heartbeat: the order stays put from one look to the next.
+        replica_infos.sort_by(|a, b| a.id.cmp(&b.id));
         let mut running_runs = Vec::new();
         for (run_id, deadline_ms) in running {
             let job: Option<String> =
                 Option::from_redis_value(take("overview")?).unwrap_or_default();
             running_runs.push((run_id, job.unwrap_or_default(), deadline_ms));
         }
+        let mut undeclared_runs = Vec::new();
+        for (job, since_ms) in undeclared {
+            let runs = u64::from_redis_value(take("overview")?).unwrap_or_default();
+            // Counted a round trip after the listing: a claim may have taken them all back.
+            if runs > 0 {
+                undeclared_runs.push(UndeclaredRuns {
+                    job,
+                    runs,
+                    since_ms,
+                });
+            }
+        }
+        undeclared_runs.sort_by(|a, b| a.job.cmp(&b.job));
         Ok(Overview {
             now_ms,
             leader: leader.map(|token| (token, lease_ms)),
@@ -1706,6 +1756,7 @@ impl Store {
             definitions: defs,
             definition_hashes: def_hashes,
             running: running_runs,
+            undeclared: undeclared_runs,
         })
     }
 

@@ -82,6 +82,21 @@ pub fn cli(server: &redis_server::RedisServer, dir: &Path, args: &[&str]) -> Run
     redcron_in(dir, &all, "")
 }
 
+/// The JSON document a `--json` command printed, which must be exactly one.
+#[track_caller]
+pub fn one_document(out: &str) -> serde_json::Value {
+    let mut documents = serde_json::Deserializer::from_str(out).into_iter::<serde_json::Value>();
+    let document = documents
+        .next()
+        .unwrap_or_else(|| panic!("no JSON document in {out:?}"))
+        .unwrap_or_else(|error| panic!("not JSON ({error}): {out:?}"));
+    assert!(
+        documents.next().is_none(),
+        "more than one JSON document: {out:?}"
+    );
+    document
+}
+
 /// Runs `redcron args...` in the repository root.
 pub fn redcron(args: &[&str]) -> Run {
     redcron_in(Path::new(env!("CARGO_MANIFEST_DIR")), args, "")

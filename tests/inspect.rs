@@ -1,0 +1,204 @@
+//! What the inspection commands (`status`, `jobs`, `history`, `dead list`) print for a given
+//! state of Redis, seeded through the store as replicas and leaders write it.
+
+use std::time::Duration;
+
+use redcron::store::Store;
+
+use crate::slots::enqueue;
+use crate::store::{connect, declare, jobs};
+use crate::util::redis_server::RedisServer;
+use crate::util::{cli, one_document};
+
+const NIGHTLY: &str = "[jobs.nightly]\nschedule = \"0 3 * * *\"\ncommand = \"true\"\n";
+const OTHER: &str = "[jobs.other]\ncommand = \"true\"\n";
+
+/// A live replica `id` that beat `ago_ms` ago, declaring the jobs of `toml` as its heartbeat
+/// publishes them.
+async fn replica(store: &Store, id: &str, toml: &str, ago_ms: i64) {
+    let info = [
+        ("host", "test".to_owned()),
+        ("heartbeat_period_ms", "2000".to_owned()),
+    ];
+    let now_ms = store.now_ms().await.expect("TIME");
+    store
+        .clone()
+        .with_frozen_clock(now_ms - ago_ms)
+        .heartbeat(id, &info, Duration::from_secs(3600))
+        .await
+        .expect("heartbeat");
+    declare(store, id, jobs(toml)).await;
+}
+
+#[tokio::test]
+async fn an_empty_namespace_reads_as_empty_not_as_an_error() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Store = connect(&server).await;
+    let overview = store.overview().await.expect("an overview of nothing");
+    assert!(overview.replicas.is_empty() && overview.definitions.is_empty());
+    assert_eq!(
+        store
+            .enqueue_many(&[])
+            .await
+            .expect("enqueue nothing")
+            .len(),
+        0
+    );
+
+    let hint = "no replica has published jobs in namespace \"test\" (is --namespace the one the \
+                replicas run with?)\n";
+    assert_eq!(cli(&server, dir.path(), &["jobs"]).success(), hint);
+    let status = cli(&server, dir.path(), &["status"]).success();
+    assert!(
+        status.contains("no replica has sent a heartbeat in namespace \"test\"\n"),
+        "{status}"
+    );
+    assert!(status.ends_with(hint), "{status}");
+    let status = one_document(&cli(&server, dir.path(), &["status", "--json"]).success());
+    assert_eq!(status["replicas"], serde_json::json!([]), "{status}");
+    assert_eq!(status["jobs"], serde_json::json!([]), "{status}");
+    for (args, empty) in [
+        (&["jobs", "--json"][..], r#"{"jobs":[]}"#),
+        (&["history", "--json"], r#"{"runs":[]}"#),
+        (&["dead", "list", "--json"], r#"{"runs":[]}"#),
+    ] {
+        assert_eq!(
+            cli(&server, dir.path(), args).success(),
+            format!("{empty}\n"),
+            "{args:?}"
+        );
+    }
+    assert_eq!(
+        cli(&server, dir.path(), &["history"]).success(),
+        "no runs recorded\n"
+    );
+    cli(&server, dir.path(), &["dead", "list"]).success();
+}
+
+#[tokio::test]
+async fn drift_names_replicas_with_another_definition_apart_from_those_without_the_job() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(&format!("{NIGHTLY}{OTHER}")))
+        .await
+        .expect("publish");
+    // Heartbeats in another order than the ids, which the output must not follow.
+    let at_four = NIGHTLY.replace("0 3", "0 4");
+    let at_five = NIGHTLY.replace("0 3", "0 5");
+    replica(&store, "r-d", &format!("{at_four}{OTHER}"), 400).await;
+    replica(&store, "r-c", OTHER, 300).await;
+    replica(&store, "r-a", &format!("{NIGHTLY}{OTHER}"), 200).await;
+    replica(&store, "r-b", &at_five, 100).await;
+
+    let listed = cli(&server, dir.path(), &["jobs"]).success();
+    let row = |job: &str| {
+        listed
+            .lines()
+            .find(|row| row.starts_with(job))
+            .unwrap_or_else(|| panic!("no {job} row in:\n{listed}"))
+            .to_owned()
+    };
+    assert!(
+        row("nightly").ends_with("DRIFT: differs on r-b, r-d; not declared by r-c"),
+        "{listed}"
+    );
+    assert!(row("other").ends_with("not declared by r-b"), "{listed}");
+    assert!(!row("other").contains("DRIFT"), "{listed}");
+
+    let json = one_document(&cli(&server, dir.path(), &["jobs", "--json"]).success());
+    let listed: Vec<&str> = json["jobs"]
+        .as_array()
+        .expect("a jobs array")
+        .iter()
+        .filter_map(|job| job["job"].as_str())
+        .collect();
+    assert_eq!(listed, ["nightly", "other"], "{json}");
+    let nightly = &json["jobs"][0];
+    assert_eq!(nightly["enabled"], true, "{json}");
+    assert_eq!(
+        nightly["next_fires"].as_array().map(Vec::len),
+        Some(3),
+        "{json}"
+    );
+    assert_eq!(nightly["declared_by"], serde_json::json!(["r-a"]), "{json}");
+    assert_eq!(
+        nightly["drift"],
+        serde_json::json!(["r-b", "r-d"]),
+        "{json}"
+    );
+    assert_eq!(
+        nightly["not_declared_by"],
+        serde_json::json!(["r-c"]),
+        "{json}"
+    );
+}
+
+#[tokio::test]
+async fn status_shows_runs_set_aside_for_a_replica_that_declares_their_job() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(&format!("{NIGHTLY}{OTHER}")))
+        .await
+        .expect("publish");
+    replica(&store, "old", OTHER, 0).await;
+    for _ in 0..3 {
+        enqueue(&store, "nightly", None).await;
+    }
+    // The replica that does not declare nightly puts its runs aside, two minutes ago.
+    let since_ms = store.now_ms().await.expect("TIME") - 120_000;
+    let claimed = store
+        .clone()
+        .with_frozen_clock(since_ms)
+        .claim_runs(
+            &["old/0"],
+            &["default".to_owned()],
+            Duration::from_secs(30),
+            10,
+        )
+        .await
+        .expect("claim");
+    assert!(claimed.runs.is_empty(), "nothing it declares was ready");
+
+    let local = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .expect("in range")
+            .with_timezone(&chrono::Local)
+    };
+    let now = local(store.now_ms().await.expect("TIME"));
+    let since = if local(since_ms).date_naive() == now.date_naive() {
+        local(since_ms).format("%H:%M:%S").to_string()
+    } else {
+        local(since_ms).format("%Y-%m-%d %H:%M:%S").to_string()
+    };
+    let line =
+        format!("3 runs of nightly waiting since {since} (2 min) for a replica that declares it");
+    let status = cli(&server, dir.path(), &["status"]).success();
+    assert!(status.contains(&format!("\n{line}\n")), "{status}");
+
+    let json = one_document(&cli(&server, dir.path(), &["status", "--json"]).success());
+    let aside = &json["undeclared"];
+    assert_eq!(aside.as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(aside[0]["job"], "nightly", "{json}");
+    assert_eq!(aside[0]["runs"], 3, "{json}");
+    assert_eq!(aside[0]["since_ms"], since_ms, "{json}");
+    assert!(
+        aside[0]["waiting_ms"]
+            .as_i64()
+            .is_some_and(|waiting| waiting >= 120_000),
+        "{json}"
+    );
+    assert_eq!(aside[0]["declared_by"], serde_json::json!([]), "{json}");
+
+    // A replica that declares it, but has not claimed yet, is named.
+    replica(&store, "new", NIGHTLY, 0).await;
+    let status = cli(&server, dir.path(), &["status"]).success();
+    assert!(
+        status.contains(&format!("\n{line} (declared by new)\n")),
+        "{status}"
+    );
+}
