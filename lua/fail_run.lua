@@ -2,7 +2,8 @@
 -- exponential, jittered, capped backoff while attempts are left (retrying), else the dead
 -- letters. Also how a replica that shuts down hands its runs back (reason 'interrupted' for a
 -- run stopped mid-run, which an at-most-once job must not run again, so it is dead; reason
--- 'not-started' for a run claimed ahead and never started, due again at once), and
+-- 'not-started' for a run claimed ahead and never started, or claimed by a replica that does not
+-- declare its job, due again at once or at its due time if later), and
 -- how the reaper ends runs whose worker died (reason 'lost'): an at-least-once run is run again
 -- at once, up to MAX_LOST times, an at-most-once run is dead. Neither uses up an attempt: the
 -- command did not fail, its worker went away.
@@ -40,8 +41,9 @@ local MAX_LOST = 3
 local run_key = prefix .. 'run:' .. run_id
 
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
-local holder, job, attempt, max_attempts, backoff, max_backoff, delivery = unpack(redis.call(
-  'HMGET', run_key, 'worker', 'job', 'attempt', 'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery'))
+local holder, job, attempt, max_attempts, backoff, max_backoff, delivery, due_ms = unpack(redis.call(
+  'HMGET', run_key, 'worker', 'job', 'attempt', 'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery',
+  'due_ms'))
 if not deadline or (worker == '' and deadline > now) or (worker ~= '' and holder ~= worker) then
   return {'GONE', 0}
 end
@@ -59,7 +61,8 @@ if reason == 'not-started'
     or (reason == 'lost' and delivery ~= 'at-most-once'
       and redis.call('HINCRBY', run_key, 'lost', 1) <= MAX_LOST) then
   redis.call('HSET', run_key, 'attempt', math.max(attempt - 1, 0))
-  retry_at = now
+  -- A run claimed ahead and never started is due again at its own time, not before.
+  retry_at = reason == 'not-started' and math.max(now, tonumber(due_ms) or now) or now
 elseif (reason == 'failed' or reason == 'timeout') and attempt < max_attempts then
   local delay = math.min((tonumber(backoff) or 30000) * 2 ^ (attempt - 1),
     tonumber(max_backoff) or 3600000)

@@ -14,6 +14,7 @@ fn main() -> ExitCode {
     drop(logs);
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.is_broken_pipe() => ExitCode::SUCCESS,
         Err(error) => {
             // Not `eprintln!`, which panics when standard error is closed or full: the exit
             // code must say what happened whatever became of the stream.

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use crate::replicas::{Scenario, fire_ms};
 use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
 
 const EVERY_2S: &str = "[jobs.x]\nschedule = \"*/2 * * * * *\"\ncommand = \"true\"\n";
@@ -480,6 +481,18 @@ async fn a_heartbeat_publishes_its_declarations_again_when_they_are_damaged() {
         .expect("HSET");
     heartbeat.tick().await.expect("beat");
     assert_eq!(published(&mut redis), intact, "a stray job");
+    let _: () = redis::pipe()
+        .atomic()
+        .hdel("{test}:replica-jobs:b", "")
+        .hset("{test}:replica-jobs:b", "stray", "abc")
+        .query(&mut redis)
+        .expect("swap");
+    heartbeat.tick().await.expect("beat");
+    assert_eq!(
+        published(&mut redis),
+        intact,
+        "a stray job in place of the marker: as many entries as before"
+    );
 }
 
 #[tokio::test]
@@ -502,7 +515,8 @@ async fn a_second_process_beating_under_a_replica_id_is_stopped_a_restored_recor
     first.tick().await.expect("beat");
     first.tick().await.expect("beat");
 
-    // A second process beats under the same id (its start time tells it from the first).
+    // A second process beats under the same id (its start time tells it from the first): the
+    // older one stops, the newer one goes on.
     tokio::time::sleep(Duration::from_millis(5)).await;
     let mut second = heartbeat_of(&store, "r", EVERY_2S);
     second
@@ -514,10 +528,118 @@ async fn a_second_process_beating_under_a_replica_id_is_stopped_a_restored_recor
         .tick()
         .await
         .expect("one foreign record is tolerated");
-    let error = first.tick().await.expect_err("a second process");
+    let error = first
+        .tick()
+        .await
+        .expect_err("the older of two processes stops");
     assert!(
         matches!(&error, HeartbeatError::ReplicaIdInUse { replica_id, .. } if replica_id == "r"),
         "{error}"
     );
     assert!(error.to_string().contains("--replica-id"), "{error}");
+    second
+        .tick()
+        .await
+        .expect("the newer one goes on, though it saw the other's record twice");
+    second.tick().await.expect("and on");
+}
+
+#[tokio::test]
+async fn declarations_written_over_are_not_taken_for_a_withdrawal() {
+    let hold = Duration::from_secs(1);
+    let (server, store, mut planner) = leader(EVERY_2S, hold).await;
+    declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
+
+    // Something deletes z from b's declarations, and another replica's publication makes the
+    // leader read them again: b did not withdraw z, its declarations were damaged.
+    let mut redis = server.connection();
+    let _: () = redis.hdel("{test}:replica-jobs:b", "z").expect("HDEL");
+    let _: () = redis.incr("{test}:declarations", 1).expect("INCR");
+    planner.tick().await.expect("tick");
+    assert_eq!(
+        published_hash(&server, "z"),
+        Some(hash_of(Z)),
+        "held, not dropped"
+    );
+    assert!(!planned_seconds(&server, "z").is_empty());
+
+    // b publishes them again (its heartbeat checks them): z is declared as before.
+    declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
+    tokio::time::sleep(hold + Duration::from_millis(200)).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
+}
+
+#[test]
+fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_loses_none() {
+    let scenario = Scenario::new();
+    let record = scenario.record("");
+    let job =
+        |name: &str| format!("[jobs.{name}]\nschedule = \"* * * * * *\"\ncommand = \"{record}\"\n");
+    // r1 declares x, r2 declares x and j; default settings.
+    let r2_files = scenario.dir.path().join("r2");
+    std::fs::create_dir(&r2_files).expect("r2's schedules");
+    std::fs::write(r2_files.join("jobs.toml"), job("x") + &job("j")).expect("write jobs");
+    scenario.write_jobs(&job("x"));
+    let r1 = scenario.replicas_with_a_leader(&["r1"], &[]).remove(0);
+    let r2 = ReplicaProcess::start(
+        "r2",
+        &scenario.server.url(),
+        &r2_files,
+        scenario.dir.path(),
+        &[],
+    );
+    let mut redis = scenario.server.connection();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            scenario
+                .ledger()
+                .iter()
+                .any(|(run, _, _)| run.starts_with("j@"))
+        }),
+        "j runs\n{}",
+        r2.log()
+    );
+    let j_hash: String = redis.hget("{test}:replica-jobs:r2", "j").expect("HGET");
+
+    // r1's declarations are written over, again and again for 6 s, so that they name j, with as
+    // many entries as before: its workers claim j's runs, which r1 cannot run.
+    let damaged_at = scenario.redis_now_ms();
+    for _ in 0..30 {
+        let _: () = redis::pipe()
+            .atomic()
+            .hdel("{test}:replica-jobs:r1", "")
+            .hset("{test}:replica-jobs:r1", "j", &j_hash)
+            .query(&mut redis)
+            .expect("damage r1's declarations");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let until = scenario.redis_now_ms() - 1_500;
+    assert!(
+        r1.log().contains("handed the run back"),
+        "r1 claimed none of j's runs: the test shows nothing\n{}",
+        r1.log()
+    );
+
+    let dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
+    assert!(dead.is_empty(), "{dead:?}\n{}\n{}", r1.log(), r2.log());
+    let fires: Vec<i64> = scenario
+        .ledger()
+        .iter()
+        .filter(|(run, _, _)| run.starts_with("j@"))
+        .map(|(run, _, _)| fire_ms(run))
+        .collect();
+    for fire in (damaged_at / 1000 * 1000..until).step_by(1000) {
+        let runs = fires.iter().filter(|ran| **ran == fire).count();
+        assert_eq!(
+            runs,
+            1,
+            "j's fire {fire} ran {runs} times\n{}\n{}",
+            r1.log(),
+            r2.log()
+        );
+    }
 }

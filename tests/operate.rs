@@ -597,3 +597,25 @@ fn bench_prints_exactly_its_six_figures_and_leaves_nothing_behind() {
     let kept: Option<String> = redis.get("{other}:keep").expect("GET");
     assert_eq!(kept.as_deref(), Some("1"), "nothing else is touched");
 }
+
+#[test]
+fn a_reader_that_stops_reading_is_no_error() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .args(["status", "--redis", &url, "--namespace", "test"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("redcron starts");
+    // As `redcron status | head -0` does: the reader is gone before anything is written.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("redcron exits");
+    assert!(
+        output.status.success(),
+        "{:?}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+}

@@ -802,6 +802,13 @@ fn a_second_process_with_a_replica_id_in_use_is_refused_and_the_first_runs_on() 
     assert!(second.log().contains("--replica-id"), "{}", second.log());
 
     assert!(first[0].exited().is_none(), "{}", first[0].log());
+    assert!(
+        first[0]
+            .log()
+            .contains("serving metrics, /healthz and /readyz address=127.0.0.1:"),
+        "the port chosen for --metrics-addr 127.0.0.1:0 is logged\n{}",
+        first[0].log()
+    );
     let fired = wait_until(Duration::from_secs(5), || {
         scenario.ledger().len() > before + 2
     });

@@ -227,6 +227,12 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// Whether the reader of standard output went away (`redcron status | head -1`): not a
+    /// failure, as for any Unix filter.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, CliError::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+    }
+
     /// The process exit code: 1 for invalid schedules (what `check` exists to find), 2 for
     /// everything else.
     pub fn exit_code(&self) -> ExitCode {

@@ -103,6 +103,11 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
     let serving = Shutdown::new();
     match tokio::net::TcpListener::bind(metrics_addr).await {
         Ok(listener) => {
+            // The port an operator or a probe needs, when the address asked for port 0.
+            match listener.local_addr() {
+                Ok(address) => info!(%address, "serving metrics, /healthz and /readyz"),
+                Err(error) => warn!(%error, "cannot read the metrics endpoint's address"),
+            }
             let serving = serving.clone();
             tokio::spawn(async move {
                 if let Err(error) = crate::metrics::serve(listener, serving).await {

@@ -66,6 +66,8 @@ pub struct Heartbeat {
     jobs: watch::Receiver<Jobs>,
     /// The job list last published (compared by pointer: a reload replaces it whole).
     published_jobs: Option<Jobs>,
+    /// The digest of the declarations last published, which the published marker names.
+    published_digest: String,
     /// Where the next check of the published declarations starts in the job list.
     check_from: usize,
     /// While this replica leads, its heartbeat also refreshes the gauges of shared state.
@@ -77,7 +79,8 @@ pub struct Heartbeat {
     /// is a predecessor's (see [`wait_for_replica_id`]).
     beaten: bool,
     /// Which of the last three heartbeats found another process's record, one bit each. Once
-    /// may be a Redis restored from an older copy; twice is a second process beating.
+    /// may be a Redis restored from an older copy; twice is a second process beating, and the
+    /// older of the two stops.
     foreign_beats: u8,
 }
 
@@ -98,6 +101,7 @@ impl Heartbeat {
             jobs,
             leadership,
             published_jobs: None,
+            published_digest: String::new(),
             check_from: 0,
             started_ms,
             instance: format!("{}/{}/{started_ms}", host_name(), std::process::id()),
@@ -149,11 +153,26 @@ impl Heartbeat {
             && self.foreign_beats.count_ones() >= 2
         {
             let mut parts = other.splitn(3, '/');
-            return Err(HeartbeatError::ReplicaIdInUse {
-                replica_id: self.config.replica_id.clone(),
-                host: parts.next().unwrap_or_default().to_owned(),
-                pid: parts.next().unwrap_or_default().to_owned(),
-            });
+            let (host, pid) = (
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            );
+            // The newer process stays: it is the one an operator just started (or that replaced
+            // one frozen meanwhile); the older one stops, and only one of them does.
+            let other_started: i64 = parts.next().and_then(|ms| ms.parse().ok()).unwrap_or(0);
+            if (other_started, other.as_str()) > (self.started_ms, self.instance.as_str()) {
+                return Err(HeartbeatError::ReplicaIdInUse {
+                    replica_id: self.config.replica_id.clone(),
+                    host: host.to_owned(),
+                    pid: pid.to_owned(),
+                });
+            }
+            warn!(
+                replica = self.config.replica_id,
+                host,
+                pid,
+                "another, older process beats under this replica id: it stops, this one goes on"
+            );
         }
         self.beaten = true;
         if !beat.declarations_kept {
@@ -169,7 +188,8 @@ impl Heartbeat {
     }
 
     async fn publish(&mut self, jobs: &Jobs) -> Result<(), StoreError> {
-        self.store
+        self.published_digest = self
+            .store
             .publish_replica_jobs(&self.config.replica_id, jobs, self.config.period * 3)
             .await?;
         self.published_jobs = Some(jobs.clone());
@@ -190,6 +210,7 @@ impl Heartbeat {
                 &self.config.replica_id,
                 &jobs[self.check_from..end],
                 jobs.len(),
+                &self.published_digest,
             )
             .await?;
         if intact {

@@ -268,17 +268,24 @@ impl Workers {
         // ahead starts at its due time on Redis's clock, however long starting the batch takes.
         let claimed_at = tokio::time::Instant::now();
         let mut started = 0;
+        let mut undeclared = Vec::new();
         for (claim, slot) in claimed.runs.into_iter().zip(slots) {
             match claim {
-                Ok(run) => {
-                    self.free.pop();
-                    self.held.hold(&run.id);
-                    let start_at = self.start_instant(&run, claimed_at, claimed.redis_now_ms);
-                    self.start(run, slot, start_at);
-                    started += 1;
-                }
+                Ok(run) => match self.declared.get(&run.job).cloned() {
+                    Some(job) => {
+                        self.free.pop();
+                        self.held.hold(&run.id);
+                        let start_at = self.start_instant(&run, claimed_at, claimed.redis_now_ms);
+                        self.start(run, job, slot, start_at);
+                        started += 1;
+                    }
+                    None => undeclared.push(run),
+                },
                 Err(corrupt) => self.bury(corrupt).await?,
             }
+        }
+        if !undeclared.is_empty() {
+            self.hand_back_undeclared(undeclared).await?;
         }
         self.backlog
             .send_replace(started == slots_asked && !claimed.drained);
@@ -355,8 +362,13 @@ impl Workers {
 
     /// Executes a claimed run in `slot` from `start_at`; the execution gives the slot back when
     /// it ends.
-    fn start(&mut self, run: ClaimedRun, slot: usize, start_at: tokio::time::Instant) {
-        let job = self.declared.get(&run.job).cloned();
+    fn start(
+        &mut self,
+        run: ClaimedRun,
+        job: Arc<Job>,
+        slot: usize,
+        start_at: tokio::time::Instant,
+    ) {
         let handler = self.handlers.for_job(&run.job);
         let execution = Execution {
             store: self.store.clone(),
@@ -393,6 +405,37 @@ impl Workers {
             METRICS.workers_busy.dec();
             slot
         });
+    }
+
+    /// Hands back, without using an attempt, runs claimed for jobs this replica does not declare:
+    /// Redis said it does, because its published declarations were damaged or a reload changed
+    /// them since. They are published again first, so that the next claim puts such runs aside
+    /// for a replica that declares their job.
+    async fn hand_back_undeclared(&self, runs: Vec<ClaimedRun>) -> Result<(), StoreError> {
+        let jobs = self.jobs.borrow().clone();
+        self.store
+            .publish_replica_jobs(&self.config.replica_id, &jobs, self.config.declarations_ttl)
+            .await?;
+        for run in runs {
+            warn!(
+                run = run.id,
+                job = run.job,
+                "claimed a run of a job this replica does not declare (its published \
+                 declarations were damaged, or changed by a reload meanwhile): published them \
+                 again and handed the run back"
+            );
+            let failure = Failure::without_output(
+                FailReason::NotStarted,
+                format!(
+                    "claimed by a replica that does not declare job \"{}\": handed back",
+                    run.job
+                ),
+            );
+            self.store
+                .fail_run(&run.id, Some(&run.worker), &failure, 0.0)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Sends a claimed run that cannot be decoded to the dead letters; its slot stays free.
@@ -577,27 +620,11 @@ struct Execution {
 }
 
 impl Execution {
-    async fn run<F, Fut>(self, run: ClaimedRun, job: Option<Arc<Job>>, handler: F) -> Ended
+    async fn run<F, Fut>(self, run: ClaimedRun, job: Arc<Job>, handler: F) -> Ended
     where
         F: FnOnce(RunContext) -> Fut,
         Fut: Future<Output = Outcome>,
     {
-        let Some(job) = job else {
-            warn!(
-                run = run.id,
-                job = run.job,
-                "unknown job: not declared here; dead"
-            );
-            let failure = Failure::without_output(
-                FailReason::Permanent,
-                format!(
-                    "unknown job: \"{}\" is not declared in this replica's schedule files",
-                    run.job
-                ),
-            );
-            self.record_failure(&run, &failure).await;
-            return Ended::Otherwise;
-        };
         if let Some(problem) = run.payload.as_deref().and_then(payload_problem) {
             warn!(run = run.id, job = run.job, problem, "bad payload: dead");
             let failure =

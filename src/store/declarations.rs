@@ -11,12 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
+use sha2::{Digest, Sha256};
 
 use super::{Store, StoreError, millis, reply, scripts};
 use crate::schedule::Job;
 
 /// The empty name (no job has it) in `replica-jobs:<id>`: the declarations are published even
-/// when there are none, and claims wait for them until they are.
+/// when there are none, and claims wait for them until they are. Its value is the
+/// [`declarations_digest`] of the rest, so that declarations written over since are told from
+/// those the replica published.
 pub(super) const PUBLISHED_MARKER: &str = "";
 
 /// Most definitions removed by one call of the guarded removal script.
@@ -48,7 +51,8 @@ pub struct PublishedDefinition {
 impl Store {
     /// Publishes what this replica declares: each job's content hash (which its claims read),
     /// and the job's definition under that hash for a leader that does not declare it. Kept
-    /// alive by [`Store::heartbeat`].
+    /// alive by [`Store::heartbeat`]. Returns the declarations' digest, which
+    /// [`Store::declarations_intact`] checks.
     ///
     /// # Errors
     /// Redis errors.
@@ -57,14 +61,18 @@ impl Store {
         replica_id: &str,
         jobs: &[Arc<Job>],
         ttl: Duration,
-    ) -> Result<(), StoreError> {
+    ) -> Result<String, StoreError> {
         let key = self.keys.replica_jobs(replica_id);
         let declared = self.keys.declared_definitions();
+        let digest = declarations_digest(
+            jobs.iter()
+                .map(|job| (job.name.clone(), job.content_hash())),
+        );
         let mut pipe = redis::pipe();
         pipe.atomic()
             .del(&key)
             .ignore()
-            .hset(&key, PUBLISHED_MARKER, "")
+            .hset(&key, PUBLISHED_MARKER, &digest)
             .ignore();
         // A few commands of many fields rather than two per job: 100,000 small commands held
         // at once would leave the replica's heap fragmented long after they are sent.
@@ -86,7 +94,7 @@ impl Store {
             .incr(self.keys.declarations_version(), 1)
             .ignore();
         let () = pipe.query_async(&mut self.connection.clone()).await?;
-        Ok(())
+        Ok(digest)
     }
 
     /// Whether the declarations `replica_id` published are still what it declares, checked for
@@ -102,28 +110,35 @@ impl Store {
         replica_id: &str,
         batch: &[Arc<Job>],
         total: usize,
+        digest: &str,
     ) -> Result<bool, StoreError> {
         let key = self.keys.replica_jobs(replica_id);
-        let names: Vec<&str> = batch.iter().map(|job| job.name.as_str()).collect();
+        let names: Vec<&str> = std::iter::once(PUBLISHED_MARKER)
+            .chain(batch.iter().map(|job| job.name.as_str()))
+            .collect();
         let hashes: Vec<String> = batch.iter().map(|job| job.content_hash()).collect();
         let mut pipe = redis::pipe();
         pipe.hlen(&key);
-        // HMGET with no field is an error: an empty batch reads the count alone.
+        pipe.cmd("HMGET").arg(&key).arg(&names);
+        // HMGET with no field is an error: an empty batch has no definitions to read.
         if !batch.is_empty() {
-            pipe.cmd("HMGET").arg(&key).arg(&names);
             pipe.cmd("HMGET")
                 .arg(self.keys.declared_definitions())
                 .arg(&hashes);
         }
-        let (entries, published, bodies): (usize, Vec<Option<String>>, Vec<Option<String>>) =
+        let (entries, mut published, bodies): (usize, Vec<Option<String>>, Vec<Option<String>>) =
             if batch.is_empty() {
-                let (entries,): (usize,) = pipe.query_async(&mut self.connection.clone()).await?;
-                (entries, Vec::new(), Vec::new())
+                let (entries, published): (usize, Vec<Option<String>>) =
+                    pipe.query_async(&mut self.connection.clone()).await?;
+                (entries, published, Vec::new())
             } else {
                 pipe.query_async(&mut self.connection.clone()).await?
             };
-        // The published marker is one entry more than the jobs.
-        if entries != total + 1 {
+        // The published marker is one entry more than the jobs, and names what was published.
+        let marker = (!published.is_empty())
+            .then(|| published.remove(0))
+            .flatten();
+        if entries != total + 1 || marker.as_deref() != Some(digest) {
             return Ok(false);
         }
         for ((job, hash), (published, body)) in batch
@@ -204,10 +219,7 @@ impl Store {
         }
         let answers: Vec<HashMap<String, String>> =
             pipe.query_async(&mut self.connection.clone()).await?;
-        Ok(answers
-            .into_iter()
-            .map(|mut jobs| jobs.remove(PUBLISHED_MARKER).map(|_| jobs))
-            .collect())
+        Ok(answers.into_iter().map(published_declarations).collect())
     }
 
     /// The declared definitions stored under `hashes`, by position.
@@ -425,4 +437,30 @@ impl Store {
 pub fn canonical_json(job: &Job) -> Result<String, StoreError> {
     serde_json::to_string(job)
         .map_err(|error| reply("publish_definitions", format!("{}: {error}", job.name)))
+}
+
+/// A digest of declarations (job name and content hash of each), whatever their order.
+pub(super) fn declarations_digest(declared: impl Iterator<Item = (String, String)>) -> String {
+    let mut declared: Vec<(String, String)> = declared.collect();
+    declared.sort_unstable();
+    let mut hasher = Sha256::new();
+    for (name, hash) in &declared {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(hash.as_bytes());
+        hasher.update([b'\n']);
+    }
+    hex::encode(hasher.finalize())
+}
+
+/// The declarations in a `replica-jobs:<id>` hash read whole, if they are what the replica
+/// published: `None` when they are missing (expired, withdrawn) or written over since (their
+/// digest no longer matches), so that nobody takes them for what the replica declares.
+pub(super) fn published_declarations(
+    mut jobs: HashMap<String, String>,
+) -> Option<HashMap<String, String>> {
+    let digest = jobs.remove(PUBLISHED_MARKER)?;
+    let matches =
+        declarations_digest(jobs.iter().map(|(name, hash)| (name.clone(), hash.clone()))) == digest;
+    matches.then_some(jobs)
 }

@@ -17,7 +17,7 @@ use thiserror::Error;
 
 use crate::metrics::{HEALTH, METRICS};
 use crate::schedule::Priority;
-use declarations::PUBLISHED_MARKER;
+use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
 pub use keys::Keys;
 
@@ -1715,10 +1715,10 @@ impl Store {
         let mut replica_infos = Vec::new();
         for (id, heartbeat_ms) in replicas {
             let info = HashMap::from_redis_value(take("overview")?).unwrap_or_default();
-            let mut jobs: HashMap<String, String> =
+            let jobs: HashMap<String, String> =
                 HashMap::from_redis_value(take("overview")?).unwrap_or_default();
             // The marker is there whenever the declarations are, even when they are none.
-            let jobs = jobs.remove(PUBLISHED_MARKER).map(|_| jobs);
+            let jobs = published_declarations(jobs);
             replica_infos.push(ReplicaInfo {
                 id,
                 heartbeat_ms,
