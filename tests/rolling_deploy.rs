@@ -224,13 +224,6 @@ fn a_rolling_deploy_runs_every_fire_of_every_job_once_and_none_dead() {
         listed, "{\"runs\":[]}\n",
         "`dead list` lists dead runs\n{report}"
     );
-    for replica in deploy.replicas() {
-        assert!(
-            !replica.log().contains("unknown job"),
-            "{} ran into a job it does not declare\n{report}",
-            replica.id
-        );
-    }
 
     let keep = fires(&ledger, "keep");
     let missing = missing_seconds(&keep, keep[0], last);

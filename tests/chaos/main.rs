@@ -215,7 +215,9 @@ fn run(options: &Options) -> Report {
     violations.extend(cluster.unexpected_exits());
     let logs = cluster.logs();
     let fenced_writes = logs.matches("planner write fenced").count();
-    let unknown_job = logs.matches("unknown job: not declared here").count();
+    let handed_back_undeclared = logs
+        .matches("claimed a run of a job this replica does not declare")
+        .count();
     if logs.contains("panicked") {
         violations.push("a replica panicked (see its log)".to_owned());
     }
@@ -272,8 +274,9 @@ fn run(options: &Options) -> Report {
          fsync_window_missed={} fsync_window_duplicated={} restore_window_missed={} \
          restore_window_duplicated={} dead_lost_at_most_once={} \
          dead_interrupted_at_most_once={} optional_fires_run={}/{} \
-         dead_unknown_job={unknown_job} default_settings=expected:{},executed:{},missed:{},\
-         duplicated:{},skipped_as_overlap:{} stuck_active={stuck} memory_baseline={} \
+         handed_back_undeclared={handed_back_undeclared} \
+         default_settings=expected:{},executed:{},missed:{},duplicated:{},skipped_as_overlap:{} \
+         stuck_active={stuck} memory_baseline={} \
          memory_end={}",
         names.join(","),
         steps.len(),
