@@ -604,10 +604,12 @@ fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_lose
     );
     let j_hash: String = redis.hget("{test}:replica-jobs:r2", "j").expect("HGET");
 
-    // r1's declarations are written over, again and again for 6 s, so that they name j, with as
-    // many entries as before: its workers claim j's runs, which r1 cannot run.
+    // r2 freezes (for less than its run lease), and r1's declarations are written over, again
+    // and again, so that they name j, with as many entries as before: r1's workers claim j's
+    // runs, which r1 cannot run.
+    r2.signal(nix::sys::signal::Signal::SIGSTOP);
     let damaged_at = scenario.redis_now_ms();
-    for _ in 0..30 {
+    for _ in 0..12 {
         let _: () = redis::pipe()
             .atomic()
             .hdel("{test}:replica-jobs:r1", "")
@@ -616,7 +618,8 @@ fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_lose
             .expect("damage r1's declarations");
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_secs(2));
+    r2.signal(nix::sys::signal::Signal::SIGCONT);
+    std::thread::sleep(Duration::from_secs(3));
     let until = scenario.redis_now_ms() - 1_500;
     assert!(
         r1.log().contains("handed the run back"),
