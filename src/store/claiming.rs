@@ -1,0 +1,434 @@
+//! Ready runs claimed by idle workers (`claim_runs.lua`), their leases and job slots
+//! (`extend_lease.lua`, `take_job_slot.lua`), and the wait for runs to become ready.
+
+use std::time::Duration;
+
+use redis::{AsyncCommands, FromRedisValue, Value};
+
+use super::{
+    CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Store, StoreError, millis, next_number, next_string,
+    reply, scripts, skip_pairs,
+};
+use crate::metrics::METRICS;
+
+/// A run a worker has claimed, with its lease recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedRun {
+    /// The run id.
+    pub id: String,
+    /// The worker that holds its lease, one of those that claimed.
+    pub worker: String,
+    /// The declared job it runs.
+    pub job: String,
+    /// This attempt's number, from 1.
+    pub attempt: u32,
+    /// Attempts allowed: retries + 1.
+    pub max_attempts: u32,
+    /// The fire time of a cron run, ms.
+    pub fire_ms: Option<i64>,
+    /// The payload of an ad-hoc run, for the command's standard input.
+    pub payload: Option<String>,
+    /// How long to wait before starting it: a run claimed ahead of its due time starts at that
+    /// time, measured on Redis's clock.
+    pub start_in: Duration,
+    /// Its job had no free slot when it was claimed ahead: take one
+    /// ([`Store::take_job_slot`]) before starting it.
+    pub pending_slot: Option<PendingSlot>,
+}
+
+/// What a run claimed ahead without a slot of its job becomes at its due time when no slot is
+/// free then either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingSlot {
+    /// Skipped as an overlap if a run of its job that started by its due time still runs (the
+    /// first claim of a cron fire of an `overlap = "forbid"` job); else it waits.
+    SkipIfRunning,
+    /// It waits for a slot.
+    Wait,
+}
+
+/// A claimed run whose stored fields are not what redcron writes (foreign or damaged data): it
+/// cannot be executed and should be failed with [`FailReason::Corrupt`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptRun {
+    /// The run id.
+    pub run_id: String,
+    /// The worker that holds its lease.
+    pub worker: String,
+    /// What is wrong.
+    pub detail: String,
+}
+
+/// The leases a claim gives its runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimLeases {
+    /// A run's lease, extended while it runs.
+    pub run: Duration,
+    /// The lease of a run claimed ahead, past its due time: short, so that a run whose replica
+    /// dies before it starts is reaped soon after its time; its worker extends it to
+    /// [`ClaimLeases::run`] when it starts the run.
+    pub ahead: Duration,
+}
+
+/// The lease past its due time of a run claimed `claim_ahead` before it: a few times the lead,
+/// at least [`MIN_AHEAD_LEASE`].
+pub fn ahead_lease(claim_ahead: Duration) -> Duration {
+    (claim_ahead * 5).max(MIN_AHEAD_LEASE)
+}
+
+/// The shortest lease a run claimed ahead holds past its due time: room for its worker's timer
+/// and the extension it sends when it starts the run.
+pub const MIN_AHEAD_LEASE: Duration = Duration::from_secs(1);
+
+impl From<Duration> for ClaimLeases {
+    /// `run` for running runs, [`MIN_AHEAD_LEASE`] for runs claimed ahead.
+    fn from(run: Duration) -> Self {
+        Self {
+            run,
+            ahead: MIN_AHEAD_LEASE,
+        }
+    }
+}
+
+/// What one claim for several idle workers did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claimed {
+    /// The runs claimed, at most one per worker, in the order of the workers given; those that
+    /// cannot be executed as errors.
+    pub runs: Vec<Result<ClaimedRun, CorruptRun>>,
+    /// Runs skipped (paused, duplicate, overlap) or buried (corrupt) on the way.
+    pub skipped: u64,
+    /// Every ready list of the served queues ran dry: nothing to claim until a wake-up.
+    pub drained: bool,
+    /// Redis's clock at the end of the call (ms), which the runs' waits count from; `None`
+    /// when no run was claimed.
+    pub redis_now_ms: Option<i64>,
+}
+
+/// The answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// A run to execute; `skipped` runs were recorded as skipped on the way.
+    Run {
+        /// The run.
+        run: ClaimedRun,
+        /// Runs skipped before it (paused, duplicate, overlap).
+        skipped: u64,
+    },
+    /// Every ready list of the served queues is empty.
+    Empty {
+        /// Runs skipped before finding that out.
+        skipped: u64,
+    },
+    /// The call's pop limit went to skipped runs: claim again.
+    More {
+        /// Runs skipped.
+        skipped: u64,
+    },
+    /// A run was claimed whose hash lacks what every run has (foreign or damaged data): it
+    /// cannot be executed and should be failed with [`FailReason::Corrupt`].
+    Corrupt {
+        /// The run id.
+        run_id: String,
+        /// What is missing or wrong.
+        detail: String,
+    },
+}
+
+/// Whether a run claimed ahead may start, see [`Store::take_job_slot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobSlot {
+    /// The slot is the run's: start it.
+    Taken,
+    /// Its job is still busy: the run was skipped as an overlap.
+    Busy,
+    /// Every slot is taken: the run waits in its job's queue until one is freed; it used no
+    /// attempt.
+    Waiting,
+    /// The run is no longer this worker's (reaped).
+    Gone,
+}
+
+/// Blocks until runs become ready in some queues, on a connection of its own (a blocking pop
+/// would hold up every command sharing a multiplexed connection).
+pub struct ReadyWaiter {
+    connection: redis::aio::MultiplexedConnection,
+    markers: Vec<String>,
+    timeout: Duration,
+}
+
+impl ReadyWaiter {
+    /// Waits until a queue's wake marker is set or the timeout passes; `true` when woken.
+    ///
+    /// # Errors
+    /// Redis errors: the caller should open a new waiter after a pause.
+    pub async fn wait(&mut self) -> Result<bool, StoreError> {
+        let woken: Option<(String, String, f64)> = self
+            .connection
+            .bzpopmin(&self.markers, self.timeout.as_secs_f64())
+            .await?;
+        Ok(woken.is_some())
+    }
+}
+
+/// How many values `claim_runs.lua` returns per claimed run.
+const CLAIMED_RUN_VALUES: usize = 9;
+
+impl ClaimedRun {
+    /// Reads one claimed run of `claim_runs.lua`'s reply: run id, worker, job, attempt, max
+    /// attempts, fire ms or nil, payload or nil. The script checked the numbers; what can still
+    /// be wrong is text that is not UTF-8.
+    ///
+    /// # Errors
+    /// A [`CorruptRun`] when a value is missing or not what the script writes.
+    pub fn from_reply(values: Vec<Value>) -> Result<Self, CorruptRun> {
+        let mut values = values.into_iter();
+        let mut text = || -> Option<String> { String::from_redis_value(values.next()?).ok() };
+        let id = text();
+        let worker = text().unwrap_or_default();
+        let job = text();
+        let mut number = || -> Option<i64> { i64::from_redis_value(values.next()?).ok() };
+        let attempt = number().and_then(|value| u32::try_from(value).ok());
+        let max_attempts = number().and_then(|value| u32::try_from(value).ok());
+        let fire_ms = values
+            .next()
+            .and_then(|value| i64::from_redis_value(value).ok());
+        let payload = match values.next() {
+            None | Some(Value::Nil) => Ok(None),
+            Some(value) => String::from_redis_value(value).map(Some),
+        };
+        let mut number = || -> Option<u64> { u64::from_redis_value(values.next()?).ok() };
+        let start_in = number().map(Duration::from_millis);
+        let pending_slot = number().and_then(|flag| match flag {
+            0 => Some(None),
+            1 => Some(Some(PendingSlot::SkipIfRunning)),
+            2 => Some(Some(PendingSlot::Wait)),
+            _ => None,
+        });
+        let Some(id) = id else {
+            return Err(CorruptRun {
+                run_id: String::new(),
+                worker,
+                detail: "its id is not text".to_owned(),
+            });
+        };
+        match (job, attempt, max_attempts, payload, start_in, pending_slot) {
+            (
+                Some(job),
+                Some(attempt),
+                Some(max_attempts),
+                Ok(payload),
+                Some(start_in),
+                Some(pending_slot),
+            ) => Ok(Self {
+                id,
+                worker,
+                job,
+                attempt,
+                max_attempts,
+                fire_ms,
+                payload,
+                start_in,
+                pending_slot,
+            }),
+            _ => Err(CorruptRun {
+                run_id: id,
+                worker,
+                detail: "its job, attempt, max_attempts or payload is not valid".to_owned(),
+            }),
+        }
+    }
+}
+
+impl Store {
+    /// Claims the next ready run for `worker` (see [`Store::claim_runs`], which serves every
+    /// idle worker of a replica in one call).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn claim_run(
+        &self,
+        worker: &str,
+        queues: &[String],
+        lease: impl Into<ClaimLeases>,
+        pop_limit: usize,
+    ) -> Result<Claim, StoreError> {
+        let claimed = self.claim_runs(&[worker], queues, lease, pop_limit).await?;
+        let skipped = claimed.skipped;
+        Ok(match claimed.runs.into_iter().next() {
+            Some(Ok(run)) => Claim::Run { run, skipped },
+            Some(Err(corrupt)) => Claim::Corrupt {
+                run_id: corrupt.run_id,
+                detail: corrupt.detail,
+            },
+            None if claimed.drained => Claim::Empty { skipped },
+            None => Claim::More { skipped },
+        })
+    }
+
+    /// Claims ready runs for several idle workers in one script call, one run each at most: strict
+    /// priority across `queues`, for the jobs the workers' replica declares (worker ids are
+    /// `<replica id>/<slot>`), skipping (and recording) paused, duplicate and overlapping runs,
+    /// popping at most `pop_limit` runs in all. Each claimed run's lease lasts `lease.run`, or
+    /// `lease.ahead` past its due time for a run claimed ahead.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn claim_runs(
+        &self,
+        workers: &[&str],
+        queues: &[String],
+        lease: impl Into<ClaimLeases>,
+        pop_limit: usize,
+    ) -> Result<Claimed, StoreError> {
+        const OPERATION: &str = "claim_runs";
+        let lease = lease.into();
+        // Worker ids are `<replica id>/<slot>`: the replica claims for the jobs it declares.
+        let Some((replica, _)) = workers.first().and_then(|worker| worker.rsplit_once('/')) else {
+            return Ok(Claimed::default());
+        };
+        let mut invocation = scripts::CLAIM_RUNS.prepare_invoke();
+        invocation
+            .key(self.keys.active())
+            .key(self.keys.events())
+            .key(self.keys.paused())
+            .key(self.keys.dead())
+            .key(self.keys.replica_jobs(replica))
+            .key(self.keys.undeclared_jobs())
+            .arg(self.keys.prefix())
+            .arg(millis(lease.run))
+            .arg(millis(self.settings.fingerprint_ttl))
+            .arg(pop_limit)
+            .arg(self.settings.events_maxlen)
+            .arg(millis(self.settings.retention))
+            .arg(self.now_arg())
+            .arg(millis(lease.ahead))
+            .arg(workers.len())
+            .arg(workers)
+            .arg(queues);
+        let reply_values: Vec<Value> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        let mut values = reply_values.into_iter();
+        let status = next_string(&mut values, OPERATION)?;
+        if status == "UNDECLARED" {
+            return Err(StoreError::Undeclared {
+                replica: replica.to_owned(),
+            });
+        }
+        let drained = status == "EMPTY";
+        let skipped = next_number(&mut values, OPERATION)?;
+        let skips = skip_pairs(&mut values.by_ref().take(2 * skipped as usize), OPERATION)?;
+        METRICS.record_skips(&skips);
+        let count = next_number(&mut values, OPERATION)?;
+        let redis_now_ms = if count > 0 {
+            let end = next_number(&mut values, OPERATION)?;
+            Some(i64::try_from(end).map_err(|error| reply(OPERATION, error.to_string()))?)
+        } else {
+            None
+        };
+        let mut claimed = Claimed {
+            runs: Vec::with_capacity(count as usize),
+            skipped,
+            drained,
+            redis_now_ms,
+        };
+        for _ in 0..count {
+            let run: Vec<Value> = values.by_ref().take(CLAIMED_RUN_VALUES).collect();
+            if run.len() < CLAIMED_RUN_VALUES {
+                return Err(reply(OPERATION, "reply too short".to_owned()));
+            }
+            claimed.runs.push(ClaimedRun::from_reply(run));
+        }
+        Ok(claimed)
+    }
+
+    /// Extends `worker`'s lease on a run; `false` means the run is no longer its own.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn extend_lease(
+        &self,
+        run_id: &str,
+        worker: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let extended: i64 = scripts::EXTEND_LEASE
+            .key(self.keys.active())
+            .arg(self.keys.prefix())
+            .arg(run_id)
+            .arg(worker)
+            .arg(millis(lease))
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(extended == 1)
+    }
+
+    /// Takes a slot of the job of a run claimed ahead while every slot was taken, once its due
+    /// time has come; when none is free, skips the run (reason `overlap`) or puts it aside to
+    /// wait for one, as `pending` says.
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
+    pub async fn take_job_slot(
+        &self,
+        run: &ClaimedRun,
+        pending: PendingSlot,
+        lease: Duration,
+    ) -> Result<JobSlot, StoreError> {
+        let answer: String = scripts::TAKE_JOB_SLOT
+            .key(self.keys.active())
+            .key(self.keys.events())
+            .arg(self.keys.prefix())
+            .arg(&run.id)
+            .arg(&run.worker)
+            .arg(millis(lease))
+            .arg(self.settings.events_maxlen)
+            .arg(millis(self.settings.retention))
+            .arg(self.now_arg())
+            .arg(u8::from(pending == PendingSlot::SkipIfRunning))
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        match answer.as_str() {
+            "TAKEN" => Ok(JobSlot::Taken),
+            "BUSY" => {
+                METRICS.record_skips(&[(run.job.clone(), "overlap".to_owned())]);
+                Ok(JobSlot::Busy)
+            }
+            "WAITING" => Ok(JobSlot::Waiting),
+            "GONE" => Ok(JobSlot::Gone),
+            other => Err(reply("take_job_slot", format!("unexpected {other:?}"))),
+        }
+    }
+
+    /// A waiter for runs becoming ready in `queues`, or put aside by other replicas for
+    /// `replica_id` (runs of jobs only it declares), blocking up to `timeout` per wait.
+    ///
+    /// # Errors
+    /// Redis errors while connecting.
+    pub async fn ready_waiter(
+        &self,
+        replica_id: &str,
+        queues: &[String],
+        timeout: Duration,
+    ) -> Result<ReadyWaiter, StoreError> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(timeout + RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECTION_TIMEOUT));
+        let connection = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        let markers = queues
+            .iter()
+            .map(|queue| self.keys.wake(queue))
+            .chain([self.keys.wake_replica(replica_id)])
+            .collect();
+        Ok(ReadyWaiter {
+            connection,
+            markers,
+            timeout,
+        })
+    }
+}

@@ -1,0 +1,99 @@
+//! The dead letters: listed, re-driven and purged, and the runs buried there (or skipped) when no
+//! live replica declares their job (`bury_undeclared_runs.lua`).
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use super::{Store, StoreError, millis, scripts};
+
+impl Store {
+    /// Up to `limit` dead runs, oldest death first: id and when it died, ms.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn dead_runs(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
+        let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
+        Ok(self
+            .connection
+            .clone()
+            .zrange_withscores(self.keys.dead(), 0, end)
+            .await?)
+    }
+
+    /// Takes a run out of the dead letters and makes it due now, attempts reset; `false` when it
+    /// is not dead.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn redrive_run(&self, run_id: &str) -> Result<bool, StoreError> {
+        let redriven: i64 = scripts::REDRIVE_RUN
+            .key(self.keys.dead())
+            .key(self.keys.due())
+            .key(self.keys.events())
+            .key(self.keys.wake_promoter())
+            .arg(self.keys.prefix())
+            .arg(run_id)
+            .arg(self.settings.events_maxlen)
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(redriven == 1)
+    }
+
+    /// Deletes dead runs that died at or before `cutoff_ms` (all of them for `None`); returns how
+    /// many.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn purge_dead(&self, cutoff_ms: Option<i64>) -> Result<u64, StoreError> {
+        const BATCH: u64 = 1_000;
+        let cutoff = cutoff_ms.map_or_else(|| "+inf".to_owned(), |cutoff| cutoff.to_string());
+        let mut purged = 0;
+        loop {
+            let deleted: u64 = scripts::PURGE_DEAD
+                .key(self.keys.dead())
+                .arg(self.keys.prefix())
+                .arg(&cutoff)
+                .arg(BATCH)
+                .invoke_async(&mut self.connection.clone())
+                .await?;
+            purged += deleted;
+            if deleted < BATCH {
+                return Ok(purged);
+            }
+        }
+    }
+
+    /// Ends (reason `undeclared`) the runs left for a replica that declares their job, once no
+    /// replica whose last heartbeat is at most `live_for` old has declared the job for `grace`:
+    /// a cron fire never started is skipped, any other run goes to the dead letters. The fires
+    /// of the `withdrawn` jobs (those a replica removed from its files, and no live replica
+    /// declares) are skipped at once; their other runs wait out the grace. Returns each job
+    /// with how many of its runs were ended.
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
+    pub async fn bury_undeclared_runs(
+        &self,
+        grace: Duration,
+        live_for: Duration,
+        withdrawn: &[&str],
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let buried: Vec<(String, u64)> = scripts::BURY_UNDECLARED_RUNS
+            .key(self.keys.undeclared_jobs())
+            .key(self.keys.replicas())
+            .key(self.keys.dead())
+            .key(self.keys.events())
+            .arg(self.keys.prefix())
+            .arg(millis(grace))
+            .arg(millis(live_for))
+            .arg(self.settings.events_maxlen)
+            .arg(self.now_arg())
+            .arg(millis(self.settings.retention))
+            .arg(withdrawn)
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        Ok(buried)
+    }
+}

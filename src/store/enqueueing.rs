@@ -1,0 +1,187 @@
+//! Ad-hoc and delayed runs of declared jobs (`enqueue_runs.lua`), their ids and fingerprints.
+
+use std::time::Duration;
+
+use redis::{FromRedisValue, Value};
+
+use super::{Store, StoreError, millis, next_string, reply, scripts};
+use crate::schedule::Priority;
+
+/// A request for an ad-hoc run of a declared job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enqueue {
+    /// The declared job.
+    pub job: String,
+    /// When it is due, ms; `None` for now.
+    pub due_ms: Option<i64>,
+    /// JSON text for the command's standard input.
+    pub payload: Option<String>,
+    /// Instead of the job's own priority.
+    pub priority: Option<Priority>,
+    /// A fingerprint and how long it stays reserved: a second run with it is refused.
+    pub unique: Option<(String, Duration)>,
+}
+
+impl Enqueue {
+    /// The run's 7 arguments to `enqueue_runs.lua`: run id, job, due ms or '', payload,
+    /// priority or '', fingerprint or '', uniqueness window ms.
+    pub fn script_arguments(&self, run_id: &str) -> [String; 7] {
+        let (fingerprint, window) = self
+            .unique
+            .as_ref()
+            .map_or((String::new(), 0), |(fingerprint, window)| {
+                (fingerprint.clone(), millis(*window))
+            });
+        let priority = self.priority.map_or("", |priority| match priority {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+            Priority::Low => "low",
+        });
+        [
+            run_id.to_owned(),
+            self.job.clone(),
+            self.due_ms.map_or_else(String::new, |due| due.to_string()),
+            self.payload.clone().unwrap_or_default(),
+            priority.to_owned(),
+            fingerprint,
+            window.to_string(),
+        ]
+    }
+}
+
+/// What became of an enqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// The run exists and is due at `due_ms`.
+    Scheduled {
+        /// The new run's id.
+        run_id: String,
+        /// When it is due, ms.
+        due_ms: i64,
+        /// Its job is paused: the run will be skipped unless the job is resumed first.
+        paused: bool,
+    },
+    /// No replica has published a job of that name.
+    UnknownJob,
+    /// Another run holds the fingerprint.
+    Duplicate {
+        /// That run's id.
+        holder: String,
+    },
+}
+
+/// The fingerprint of an ad-hoc run by its payload: SHA-256 of the job name and the payload's
+/// canonical JSON (keys sorted, no insignificant white space).
+pub fn payload_fingerprint(job: &str, payload: &serde_json::Value) -> String {
+    fingerprint(job, &payload.to_string())
+}
+
+/// The fingerprint of an ad-hoc run by an explicit unique key.
+pub fn key_fingerprint(job: &str, key: &str) -> String {
+    fingerprint(job, key)
+}
+
+fn fingerprint(job: &str, content: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(job.as_bytes());
+    hasher.update([0]);
+    hasher.update(content.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// A new ad-hoc run id: a UUIDv7, so ids sort by creation time to the millisecond. Its random
+/// bits come from the thread's generator rather than the OS, which costs a system call per id.
+fn new_run_id() -> String {
+    let millis = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default();
+    uuid::Builder::from_unix_timestamp_millis(millis, &rand::random())
+        .into_uuid()
+        .to_string()
+}
+
+/// Reads the next 3 values of `enqueue_runs.lua`'s reply: the answer for the run `run_id`.
+fn parse_enqueued(
+    run_id: String,
+    values: &mut impl Iterator<Item = Value>,
+    operation: &'static str,
+) -> Result<Enqueued, StoreError> {
+    let status = next_string(values, operation)?;
+    let (first, second) = (
+        values.next().unwrap_or(Value::Nil),
+        values.next().unwrap_or(Value::Nil),
+    );
+    let number =
+        |value| i64::from_redis_value(value).map_err(|error| reply(operation, error.to_string()));
+    match status.as_str() {
+        "OK" => Ok(Enqueued::Scheduled {
+            run_id,
+            due_ms: number(first)?,
+            paused: number(second)? == 1,
+        }),
+        "UNKNOWN" => Ok(Enqueued::UnknownJob),
+        "DUPLICATE" => Ok(Enqueued::Duplicate {
+            holder: String::from_redis_value(first)
+                .map_err(|error| reply(operation, error.to_string()))?,
+        }),
+        other => Err(reply(operation, format!("status {other:?}"))),
+    }
+}
+
+/// How many KEYS `enqueue_runs.lua` takes.
+const ENQUEUE_RUNS_KEYS: usize = 4;
+
+impl Store {
+    /// Creates an ad-hoc run of a declared job (see [`Enqueue`]).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn enqueue_run(&self, request: &Enqueue) -> Result<Enqueued, StoreError> {
+        let mut enqueued = self.enqueue_many(std::slice::from_ref(request)).await?;
+        enqueued
+            .pop()
+            .ok_or_else(|| reply("enqueue_runs", "no answer".to_owned()))
+    }
+
+    /// Creates many ad-hoc runs (bulk enqueue): a script call per thousand runs, all pipelined
+    /// in one round trip. Each run is created whole or not at all; the answers are in the order
+    /// of `requests`.
+    ///
+    /// # Errors
+    /// Redis errors; runs of the calls before the error exist.
+    pub async fn enqueue_many(&self, requests: &[Enqueue]) -> Result<Vec<Enqueued>, StoreError> {
+        const RUNS_PER_CALL: usize = 1_000;
+        let mut run_ids = Vec::with_capacity(requests.len());
+        let calls = requests
+            .chunks(RUNS_PER_CALL)
+            .map(|batch| self.enqueue_arguments(batch, &mut run_ids))
+            .collect();
+        let answers: Vec<Vec<Value>> = self
+            .invoke_batched(&scripts::ENQUEUE_RUNS, ENQUEUE_RUNS_KEYS, calls)
+            .await?;
+        let mut answers = answers.into_iter().flatten();
+        run_ids
+            .into_iter()
+            .map(|run_id| parse_enqueued(run_id, &mut answers, "enqueue_runs"))
+            .collect()
+    }
+
+    /// The KEYS then ARGV of one `enqueue_runs.lua` call creating `requests`; collects the new
+    /// runs' ids.
+    fn enqueue_arguments(&self, requests: &[Enqueue], run_ids: &mut Vec<String>) -> Vec<String> {
+        let mut arguments = Vec::with_capacity(ENQUEUE_RUNS_KEYS + 2 + 7 * requests.len());
+        arguments.extend([
+            self.keys.due(),
+            self.keys.defs(),
+            self.keys.paused(),
+            self.keys.wake_promoter(),
+            self.keys.prefix().to_owned(),
+            self.now_arg(),
+        ]);
+        for request in requests {
+            let run_id = new_run_id();
+            arguments.extend(request.script_arguments(&run_id));
+            run_ids.push(run_id);
+        }
+        arguments
+    }
+}

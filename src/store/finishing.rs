@@ -1,0 +1,252 @@
+//! A run's outcome recorded (`ack_runs.lua`, `fail_run.lua`), and the runs whose outcome is
+//! overdue: those a replica's workers hold, and those whose lease expired.
+
+use redis::AsyncCommands;
+
+use super::{ClaimedRun, Store, StoreError, millis, reply, scripts};
+
+/// An active run that Redis says a worker of a replica holds, see [`Store::held_runs`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldRun {
+    /// The run id.
+    pub run_id: String,
+    /// The worker that holds its lease, `<replica id>/<slot>`.
+    pub worker: String,
+    /// The attempt it runs; `None` when the hash does not say (damaged).
+    pub attempt: Option<u32>,
+}
+
+/// A run's success, as a worker reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ack {
+    /// The run id.
+    pub run_id: String,
+    /// The worker that claimed it.
+    pub worker: String,
+    /// The attempt it ran.
+    pub attempt: u32,
+    /// The command's exit code; `None` for a handler without one.
+    pub exit_code: Option<i32>,
+    /// The tail of its output.
+    pub output: String,
+}
+
+/// Why a run ended without success; decides whether it is tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailReason {
+    /// The command or handler failed: retried while attempts are left.
+    Failed,
+    /// It ran past its timeout: retried while attempts are left.
+    Timeout,
+    /// It failed in a way retrying cannot fix: dead at once.
+    Permanent,
+    /// Its worker died (lease expired), or its replica does not run it although Redis says it
+    /// does (the replica restarted, Redis was restored from an older copy): run again at once
+    /// for at-least-once jobs (a few times at most), dead for at-most-once jobs. Uses no
+    /// attempt.
+    Lost,
+    /// Its replica shut down while it ran and stopped it: run again at once for at-least-once
+    /// jobs, dead for at-most-once jobs (it may have done part of its work). Uses no attempt.
+    Interrupted,
+    /// Its replica shut down before starting it (it was claimed ahead): run again at once,
+    /// whatever its delivery. Uses no attempt.
+    NotStarted,
+    /// Its hash cannot be decoded: dead at once.
+    Corrupt,
+}
+
+impl FailReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            FailReason::Failed => "failed",
+            FailReason::Timeout => "timeout",
+            FailReason::Permanent => "permanent",
+            FailReason::Lost => "lost",
+            FailReason::Interrupted => "interrupted",
+            FailReason::NotStarted => "not-started",
+            FailReason::Corrupt => "corrupt",
+        }
+    }
+}
+
+/// How a run ended without success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Why: decides retry or dead.
+    pub reason: FailReason,
+    /// What went wrong, for people.
+    pub message: String,
+    /// The command's exit code, if it exited.
+    pub exit_code: Option<i32>,
+    /// The tail of its output.
+    pub output: String,
+}
+
+impl Failure {
+    /// A failure that happened outside the command (it produced no exit code or output).
+    pub fn without_output(reason: FailReason, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            exit_code: None,
+            output: String::new(),
+        }
+    }
+}
+
+/// What became of a failed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOutcome {
+    /// Back in the due set.
+    Retrying {
+        /// When it is due again, ms.
+        due_ms: i64,
+    },
+    /// In the dead letters.
+    Dead,
+    /// Not this worker's any more (reaped), or, for the reaper, alive again (lease extended).
+    Gone,
+}
+
+impl Store {
+    /// Records a claimed run's success; `false` means that attempt was no longer its worker's
+    /// (reaped).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn ack_run(
+        &self,
+        run: &ClaimedRun,
+        exit_code: Option<i32>,
+        output: &str,
+    ) -> Result<bool, StoreError> {
+        let ack = Ack {
+            run_id: run.id.clone(),
+            worker: run.worker.clone(),
+            attempt: run.attempt,
+            exit_code,
+            output: output.to_owned(),
+        };
+        let recorded = self.ack_runs(&[&ack]).await?;
+        Ok(recorded.first().copied().unwrap_or(false))
+    }
+
+    /// Records the success of several runs in one script call; for each, in order, `false`
+    /// means the run was no longer its worker's (reaped).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn ack_runs(&self, acks: &[&Ack]) -> Result<Vec<bool>, StoreError> {
+        let mut invocation = scripts::ACK_RUNS.prepare_invoke();
+        invocation
+            .key(self.keys.active())
+            .key(self.keys.events())
+            .arg(self.keys.prefix())
+            .arg(millis(self.settings.retention))
+            .arg(self.settings.events_maxlen)
+            .arg(self.now_arg());
+        for ack in acks {
+            invocation
+                .arg(&ack.run_id)
+                .arg(&ack.worker)
+                .arg(ack.attempt)
+                .arg(
+                    ack.exit_code
+                        .map_or_else(String::new, |code| code.to_string()),
+                )
+                .arg(&ack.output);
+        }
+        let recorded: Vec<i64> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        if recorded.len() != acks.len() {
+            return Err(reply(
+                "ack_runs",
+                format!("{} answers for {} runs", recorded.len(), acks.len()),
+            ));
+        }
+        Ok(recorded.into_iter().map(|answer| answer == 1).collect())
+    }
+
+    /// Records a run's failure. `worker` is `None` for the reaper, which may only fail runs whose
+    /// lease has expired. `jitter` in `[0, 1)` spreads retries: the delay is
+    /// `backoff * (1 + jitter) / 2`.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn fail_run(
+        &self,
+        run_id: &str,
+        worker: Option<&str>,
+        failure: &Failure,
+        jitter: f64,
+    ) -> Result<FailOutcome, StoreError> {
+        let (status, at): (String, i64) = scripts::FAIL_RUN
+            .key(self.keys.active())
+            .key(self.keys.due())
+            .key(self.keys.dead())
+            .key(self.keys.events())
+            .key(self.keys.wake_promoter())
+            .arg(self.keys.prefix())
+            .arg(run_id)
+            .arg(worker.unwrap_or(""))
+            .arg(failure.reason.as_str())
+            .arg(&failure.message)
+            .arg(
+                failure
+                    .exit_code
+                    .map_or_else(String::new, |code| code.to_string()),
+            )
+            .arg(&failure.output)
+            .arg(jitter.clamp(0.0, 1.0))
+            .arg(self.settings.events_maxlen)
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        match status.as_str() {
+            "RETRYING" => Ok(FailOutcome::Retrying { due_ms: at }),
+            "DEAD" => Ok(FailOutcome::Dead),
+            "GONE" => Ok(FailOutcome::Gone),
+            other => Err(reply("fail_run", format!("status {other:?}"))),
+        }
+    }
+
+    /// The active runs Redis says the workers of `replica_id` hold (`<replica id>/<slot>`), with
+    /// the worker and attempt of each: what the replica compares with the runs it really runs.
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
+    pub async fn held_runs(&self, replica_id: &str) -> Result<Vec<HeldRun>, StoreError> {
+        let values: Vec<Option<String>> = scripts::LIST_HELD_RUNS
+            .key(self.keys.active())
+            .arg(self.keys.prefix())
+            .arg(format!("{replica_id}/"))
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        values
+            .chunks(3)
+            .map(|held| match held {
+                [Some(run_id), Some(worker), attempt] => Ok(HeldRun {
+                    run_id: run_id.clone(),
+                    worker: worker.clone(),
+                    attempt: attempt.as_deref().and_then(|text| text.parse().ok()),
+                }),
+                _ => Err(reply("list_held_runs", format!("unexpected {held:?}"))),
+            })
+            .collect()
+    }
+
+    /// Up to `limit` runs whose lease deadline has passed on Redis's clock: their workers died.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn expired_leases(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        let now = self.now_ms().await?;
+        let expired: Vec<String> = self
+            .connection
+            .clone()
+            .zrangebyscore_limit(self.keys.active(), "-inf", now, 0, limit as isize)
+            .await?;
+        Ok(expired)
+    }
+}

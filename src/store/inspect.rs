@@ -1,0 +1,353 @@
+//! What operators read (`status`, `jobs`, `runs`, `history`) and their few writes (pause,
+//! clear a namespace): plain commands, no script the engine depends on.
+
+use std::collections::HashMap;
+
+use redis::{AsyncCommands, FromRedisValue, Value};
+
+use super::{Store, StoreError, published_declarations, reply};
+use crate::schedule::Priority;
+
+/// One replica as its heartbeat describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaInfo {
+    /// Its id.
+    pub id: String,
+    /// Its last heartbeat, ms on Redis's clock.
+    pub heartbeat_ms: i64,
+    /// What it reports: host, pid, version, started_ms, busy_workers, max_workers,
+    /// heartbeat_period_ms (empty once its record expired).
+    pub info: HashMap<String, String>,
+    /// Job -> content hash of what it declares; `None` when its declarations are not in Redis
+    /// (not published yet, or expired while Redis stalled), which says nothing about any job.
+    pub jobs: Option<HashMap<String, String>>,
+}
+
+/// How many runs are where: what the gauges of shared state report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCounts {
+    /// Runs in the due set.
+    pub due: u64,
+    /// Runs holding a lease.
+    pub active: u64,
+    /// Runs in the dead letters.
+    pub dead: u64,
+    /// Per queue: ready lengths at high, normal and low priority.
+    pub ready: Vec<(String, [u64; 3])>,
+}
+
+/// A snapshot of the shared state, for `redcron status` and `redcron jobs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overview {
+    /// Redis's time when it was taken, ms.
+    pub now_ms: i64,
+    /// The leader's token and the ms left on its lease.
+    pub leader: Option<(String, i64)>,
+    /// Runs due, active, dead and ready (per queue of the published jobs and `default`).
+    pub counts: RunCounts,
+    /// Paused jobs.
+    pub paused: Vec<String>,
+    /// Every replica that has sent a heartbeat, sorted by id.
+    pub replicas: Vec<ReplicaInfo>,
+    /// Job -> published definition JSON.
+    pub definitions: HashMap<String, String>,
+    /// Job -> content hash of its published definition.
+    pub definition_hashes: HashMap<String, String>,
+    /// Active runs: id, job, lease deadline ms.
+    pub running: Vec<(String, String, i64)>,
+    /// Jobs whose ready runs were put aside by replicas that do not declare them, by job name.
+    /// These runs are in no count above: neither due, nor ready, nor active.
+    pub undeclared: Vec<UndeclaredRuns>,
+}
+
+/// The runs of one job put aside (`undeclared:<job>`) by replicas that do not declare it, until
+/// one that does claims them or the reaper ends them as `undeclared`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndeclaredRuns {
+    /// The job.
+    pub job: String,
+    /// How many runs wait.
+    pub runs: u64,
+    /// Its score in `undeclared-jobs`, ms on Redis's clock: since when they wait with no live
+    /// replica declaring the job (the reaper moves it to now while one does, so the grace before
+    /// they are ended counts from here).
+    pub since_ms: i64,
+}
+
+/// One entry of the events stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// When it was recorded, ms (from the stream id).
+    pub at_ms: i64,
+    /// Its fields: run, state, job and whatever the change records (reason, attempt, exit_code,
+    /// duration_ms, worker, due_ms).
+    pub fields: HashMap<String, String>,
+}
+
+impl Store {
+    /// Deletes every key of this namespace (and nothing else); returns how many. For the
+    /// benchmark's own namespace: never call it on one that replicas use.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn clear_namespace(&self) -> Result<u64, StoreError> {
+        let mut connection = self.connection.clone();
+        // Braces are not special in Redis glob patterns; a namespace has no `*`, `?` or `[`.
+        let pattern = format!("{}*", self.keys.prefix());
+        let mut cursor = 0u64;
+        let mut deleted = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1_000)
+                .query_async(&mut connection)
+                .await?;
+            if !keys.is_empty() {
+                deleted += keys.len() as u64;
+                let () = redis::cmd("UNLINK")
+                    .arg(&keys)
+                    .query_async(&mut connection)
+                    .await?;
+            }
+            if next == 0 {
+                return Ok(deleted);
+            }
+            cursor = next;
+        }
+    }
+
+    /// How many runs hold a lease.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn active_runs(&self) -> Result<u64, StoreError> {
+        Ok(self.connection.clone().zcard(self.keys.active()).await?)
+    }
+
+    /// Whether some replica has published a job named `job`.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn is_declared(&self, job: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .connection
+            .clone()
+            .hexists(self.keys.defs(), job)
+            .await?)
+    }
+
+    /// Pauses (`true`) or resumes a job: a paused job's fires are skipped with reason `paused`.
+    /// Returns whether that changed anything.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn set_paused(&self, job: &str, paused: bool) -> Result<bool, StoreError> {
+        let mut connection = self.connection.clone();
+        let changed: i64 = if paused {
+            connection.sadd(self.keys.paused(), job).await?
+        } else {
+            connection.srem(self.keys.paused(), job).await?
+        };
+        Ok(changed == 1)
+    }
+
+    /// Every field of a run's hash; empty when there is no such run (or it expired).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn run_fields(&self, run_id: &str) -> Result<HashMap<String, String>, StoreError> {
+        Ok(self
+            .connection
+            .clone()
+            .hgetall(self.keys.run(run_id))
+            .await?)
+    }
+
+    /// What operators look at: leadership, replicas, counts, ready lengths, jobs, running runs.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn overview(&self) -> Result<Overview, StoreError> {
+        let mut connection = self.connection.clone();
+        let now_ms = self.now_ms().await?;
+        type Snapshot = (
+            Option<String>,
+            i64,
+            Vec<String>,
+            Vec<(String, i64)>,
+            HashMap<String, String>,
+            HashMap<String, String>,
+            Vec<(String, i64)>,
+            Vec<(String, i64)>,
+        );
+        let (leader, lease_ms, paused, replicas, defs, def_hashes, running, undeclared): Snapshot =
+            redis::pipe()
+                .get(self.keys.leader())
+                .pttl(self.keys.leader())
+                .smembers(self.keys.paused())
+                .zrange_withscores(self.keys.replicas(), 0, -1)
+                .hgetall(self.keys.defs())
+                .hgetall(self.keys.def_hashes())
+                .zrange_withscores(self.keys.active(), 0, -1)
+                .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
+                .query_async(&mut connection)
+                .await?;
+        let queues: Vec<String> = defs
+            .values()
+            .filter_map(|definition| {
+                let value: serde_json::Value = serde_json::from_str(definition).ok()?;
+                Some(value.get("queue")?.as_str()?.to_owned())
+            })
+            .collect();
+        let counts = self.run_counts(&queues).await?;
+        let mut pipe = redis::pipe();
+        for (replica, _) in &replicas {
+            pipe.hgetall(self.keys.replica(replica));
+            pipe.hgetall(self.keys.replica_jobs(replica));
+        }
+        for (run_id, _) in &running {
+            pipe.hget(self.keys.run(run_id), "job");
+        }
+        for (job, _) in &undeclared {
+            pipe.llen(self.keys.undeclared(job));
+        }
+        // An empty pipeline is an empty command to Redis, which refuses it: a namespace with
+        // nothing in it (a mistyped --namespace) must read as empty instead.
+        let mut answers: Vec<Value> =
+            if replicas.is_empty() && running.is_empty() && undeclared.is_empty() {
+                Vec::new()
+            } else {
+                pipe.query_async(&mut connection).await?
+            };
+        let mut answers = answers.drain(..);
+        let mut take = |operation| {
+            answers
+                .next()
+                .ok_or_else(|| reply(operation, "reply too short".to_owned()))
+        };
+        let mut replica_infos = Vec::new();
+        for (id, heartbeat_ms) in replicas {
+            let info = HashMap::from_redis_value(take("overview")?).unwrap_or_default();
+            let jobs: HashMap<String, String> =
+                HashMap::from_redis_value(take("overview")?).unwrap_or_default();
+            // The marker is there whenever the declarations are, even when they are none.
+            let jobs = published_declarations(jobs);
+            replica_infos.push(ReplicaInfo {
+                id,
+                heartbeat_ms,
+                info,
+                jobs,
+            });
+        }
+        // By id, not by heartbeat: the order stays put from one look to the next.
+        replica_infos.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut running_runs = Vec::new();
+        for (run_id, deadline_ms) in running {
+            let job: Option<String> =
+                Option::from_redis_value(take("overview")?).unwrap_or_default();
+            running_runs.push((run_id, job.unwrap_or_default(), deadline_ms));
+        }
+        let mut undeclared_runs = Vec::new();
+        for (job, since_ms) in undeclared {
+            let runs = u64::from_redis_value(take("overview")?).unwrap_or_default();
+            // Counted a round trip after the listing: a claim may have taken them all back.
+            if runs > 0 {
+                undeclared_runs.push(UndeclaredRuns {
+                    job,
+                    runs,
+                    since_ms,
+                });
+            }
+        }
+        undeclared_runs.sort_by(|a, b| a.job.cmp(&b.job));
+        Ok(Overview {
+            now_ms,
+            leader: leader.map(|token| (token, lease_ms)),
+            counts,
+            paused,
+            replicas: replica_infos,
+            definitions: defs,
+            definition_hashes: def_hashes,
+            running: running_runs,
+            undeclared: undeclared_runs,
+        })
+    }
+
+    /// How many runs are due, active and dead, and how many are ready in each of `queues` (and
+    /// `default`) at each priority: one round trip, cheap enough for every heartbeat.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn run_counts(&self, queues: &[String]) -> Result<RunCounts, StoreError> {
+        let mut queues: Vec<String> = queues
+            .iter()
+            .cloned()
+            .chain(std::iter::once("default".to_owned()))
+            .collect();
+        queues.sort();
+        queues.dedup();
+        let mut pipe = redis::pipe();
+        pipe.zcard(self.keys.due())
+            .zcard(self.keys.active())
+            .zcard(self.keys.dead());
+        for queue in &queues {
+            for priority in [Priority::High, Priority::Normal, Priority::Low] {
+                pipe.llen(self.keys.ready_fires(queue, priority));
+                pipe.llen(self.keys.ready(queue, priority));
+            }
+        }
+        let answers: Vec<u64> = pipe.query_async(&mut self.connection.clone()).await?;
+        let (counts, lengths) = answers.split_at(3.min(answers.len()));
+        let count = |index: usize| counts.get(index).copied().unwrap_or(0);
+        let ready = queues
+            .into_iter()
+            .zip(lengths.chunks(6))
+            .map(|(queue, lengths)| {
+                // Cron fires and ad-hoc runs of one priority wait in two lists.
+                let length = |index: usize| {
+                    lengths.get(2 * index).copied().unwrap_or(0)
+                        + lengths.get(2 * index + 1).copied().unwrap_or(0)
+                };
+                (queue, [length(0), length(1), length(2)])
+            })
+            .collect();
+        Ok(RunCounts {
+            due: count(0),
+            active: count(1),
+            dead: count(2),
+            ready,
+        })
+    }
+
+    /// The newest `count` events, newest first.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn recent_events(&self, count: usize) -> Result<Vec<Event>, StoreError> {
+        let reply: redis::streams::StreamRangeReply = self
+            .connection
+            .clone()
+            .xrevrange_count(self.keys.events(), "+", "-", count)
+            .await?;
+        Ok(reply
+            .ids
+            .into_iter()
+            .map(|entry| {
+                let at_ms = entry
+                    .id
+                    .split_once('-')
+                    .and_then(|(ms, _)| ms.parse().ok())
+                    .unwrap_or_default();
+                let fields = entry
+                    .map
+                    .into_iter()
+                    .filter_map(|(name, value)| Some((name, String::from_redis_value(value).ok()?)))
+                    .collect();
+                Event { at_ms, fields }
+            })
+            .collect())
+    }
+}

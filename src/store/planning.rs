@@ -1,0 +1,210 @@
+//! The leader's writes of planned fires, fenced by its token (`plan_fires.lua`,
+//! `unplan_job.lua`), and the cursors it plans from.
+
+use std::collections::HashMap;
+
+use redis::{AsyncCommands, FromRedisValue, Value};
+
+use super::{LeaderToken, Store, StoreError, reply, scripts};
+
+/// One fire the planner puts in the due set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedRun {
+    /// `<job>@<fire ms>`: planning the same fire twice is a no-op.
+    pub run_id: String,
+    /// When the schedule fires, ms since the epoch.
+    pub fire_ms: i64,
+    /// When the run may start: the fire time plus the job's jitter.
+    pub due_ms: i64,
+}
+
+/// A fire the planner decided not to run (missed, past its starting deadline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedFire {
+    /// `<job>@<fire ms>`.
+    pub run_id: String,
+    /// Why, as recorded in the events stream.
+    pub reason: &'static str,
+}
+
+/// One planner write for one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobPlan {
+    /// The job.
+    pub job: String,
+    /// The last fire considered (planned or skipped), ms: the job's new cursor.
+    pub cursor_ms: i64,
+    /// Fires to run.
+    pub runs: Vec<PlannedRun>,
+    /// Fires recorded as skipped.
+    pub skipped: Vec<SkippedFire>,
+}
+
+/// What a fenced planner write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanOutcome {
+    /// Written: how many runs were new.
+    Planned(u64),
+    /// Refused: another token holds the lease (or none does). The replica must step down.
+    Fenced(String),
+}
+
+/// The id of a cron fire: deterministic, so the same fire is only ever planned once.
+pub fn cron_run_id(job: &str, fire_ms: i64) -> String {
+    format!("{job}@{fire_ms}")
+}
+
+/// How many KEYS `plan_fires.lua` takes.
+const PLAN_FIRES_KEYS: usize = 6;
+
+impl Store {
+    /// Removes a job's planned runs that are not due yet, fenced by `token`, and moves its cursor
+    /// to `cursor_ms` (or forgets it, for a removed job): a changed schedule is planned afresh.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn unplan_job(
+        &self,
+        token: &LeaderToken,
+        job: &str,
+        cursor_ms: Option<i64>,
+    ) -> Result<PlanOutcome, StoreError> {
+        let (status, detail): (String, Value) = scripts::UNPLAN_JOB
+            .key(self.keys.leader())
+            .key(self.keys.due())
+            .key(self.keys.cursor())
+            .key(self.keys.planned())
+            .arg(token.as_str())
+            .arg(job)
+            .arg(cursor_ms.map_or_else(String::new, |cursor| cursor.to_string()))
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        match status.as_str() {
+            "OK" => Ok(PlanOutcome::Planned(
+                u64::from_redis_value(detail)
+                    .map_err(|error| reply("unplan_job", error.to_string()))?,
+            )),
+            "FENCED" => Ok(PlanOutcome::Fenced(
+                String::from_redis_value(detail).unwrap_or_default(),
+            )),
+            other => Err(reply("unplan_job", format!("status {other:?}"))),
+        }
+    }
+
+    /// Every job's cursor: the fire ms of the last fire planned or skipped.
+    ///
+    /// # Errors
+    /// Redis errors; a cursor that is not a number is an error (foreign data).
+    pub async fn cursors(&self) -> Result<HashMap<String, i64>, StoreError> {
+        let raw: HashMap<String, String> =
+            self.connection.clone().hgetall(self.keys.cursor()).await?;
+        raw.into_iter()
+            .map(|(job, cursor)| match cursor.parse() {
+                Ok(cursor) => Ok((job, cursor)),
+                Err(_) => Err(StoreError::Reply {
+                    operation: "cursors",
+                    detail: format!("cursor of job {job} is not a number: {cursor:?}"),
+                }),
+            })
+            .collect()
+    }
+
+    /// Writes one job's plan, fenced by `token`.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn plan_fires(
+        &self,
+        token: &LeaderToken,
+        plan: &JobPlan,
+    ) -> Result<PlanOutcome, StoreError> {
+        self.plan_jobs(token, std::slice::from_ref(plan)).await
+    }
+
+    /// Writes many jobs' plans, fenced by `token`: a script call per batch of jobs, all calls
+    /// pipelined in one round trip. Runs planned before a fenced call stay planned (planning is
+    /// idempotent, and the new leader plans the same ids).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn plan_jobs(
+        &self,
+        token: &LeaderToken,
+        plans: &[JobPlan],
+    ) -> Result<PlanOutcome, StoreError> {
+        // Bounded by Lua's stack (the script unpacks the job names) and by how long one call
+        // may hold Redis.
+        const JOBS_PER_CALL: usize = 1_000;
+        const RUNS_PER_CALL: usize = 5_000;
+        const OPERATION: &str = "plan_fires";
+        let mut calls: Vec<&[JobPlan]> = Vec::new();
+        let (mut first, mut runs) = (0, 0);
+        for (index, plan) in plans.iter().enumerate() {
+            let size = plan.runs.len() + plan.skipped.len();
+            if index > first && (index - first == JOBS_PER_CALL || runs + size > RUNS_PER_CALL) {
+                calls.push(&plans[first..index]);
+                (first, runs) = (index, 0);
+            }
+            runs += size;
+        }
+        if first < plans.len() {
+            calls.push(&plans[first..]);
+        }
+        let calls = calls
+            .into_iter()
+            .map(|plans| self.plan_arguments(token, plans))
+            .collect();
+        let answers: Vec<(String, Value)> = self
+            .invoke_batched(&scripts::PLAN_FIRES, PLAN_FIRES_KEYS, calls)
+            .await?;
+        let mut added = 0;
+        for (status, detail) in answers {
+            match status.as_str() {
+                "OK" => {
+                    added += u64::from_redis_value(detail)
+                        .map_err(|error| reply(OPERATION, error.to_string()))?;
+                }
+                "FENCED" => {
+                    return Ok(PlanOutcome::Fenced(
+                        String::from_redis_value(detail).unwrap_or_default(),
+                    ));
+                }
+                other => return Err(reply(OPERATION, format!("status {other:?}"))),
+            }
+        }
+        Ok(PlanOutcome::Planned(added))
+    }
+
+    /// The KEYS then ARGV of one `plan_fires.lua` call.
+    fn plan_arguments(&self, token: &LeaderToken, plans: &[JobPlan]) -> Vec<String> {
+        let mut arguments = vec![
+            self.keys.leader(),
+            self.keys.due(),
+            self.keys.cursor(),
+            self.keys.events(),
+            self.keys.wake_promoter(),
+            self.keys.planned(),
+            token.as_str().to_owned(),
+            self.settings.events_maxlen.to_string(),
+        ];
+        for plan in plans {
+            arguments.extend([
+                plan.job.clone(),
+                plan.cursor_ms.to_string(),
+                plan.runs.len().to_string(),
+                plan.skipped.len().to_string(),
+            ]);
+            for run in &plan.runs {
+                arguments.extend([
+                    run.run_id.clone(),
+                    run.fire_ms.to_string(),
+                    run.due_ms.to_string(),
+                ]);
+            }
+            for skipped in &plan.skipped {
+                arguments.extend([skipped.run_id.clone(), skipped.reason.to_owned()]);
+            }
+        }
+        arguments
+    }
+}

@@ -1,0 +1,84 @@
+//! Due runs made ready (`promote_due.lua`), and the wake-up that tells promoters to look sooner.
+
+use std::time::Duration;
+
+use redis::{FromRedisValue, Value};
+
+use super::{Store, StoreError, millis, reply, scripts, skip_pairs};
+use crate::metrics::METRICS;
+
+/// What one promotion pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Promoted {
+    /// Runs moved to their ready lists.
+    pub ready: u64,
+    /// Runs skipped (missed, past deadline, undeclared job) or dead (corrupt).
+    pub skipped: u64,
+    /// Fires left due because their job's published definition is damaged: the leader writes
+    /// it again at its next tick.
+    pub deferred: u64,
+    /// When the next run is due, ms; `None` when nothing is.
+    pub next_due_ms: Option<i64>,
+    /// Redis's time when the pass ran, ms: with `next_due_ms`, how long to sleep.
+    pub now_ms: i64,
+}
+
+impl Store {
+    /// Moves up to `limit` runs due within `lead` to their ready lists; a run later than
+    /// `misfire_threshold` is a missed fire, handled by its job's misfire policy. Runs moved
+    /// ahead of their due time are claimed ahead and started on time ([`ClaimedRun::start_in`]).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn promote_due(
+        &self,
+        limit: usize,
+        misfire_threshold: Duration,
+        lead: Duration,
+    ) -> Result<Promoted, StoreError> {
+        let answer: Vec<Value> = scripts::PROMOTE_DUE
+            .key(self.keys.due())
+            .key(self.keys.defs())
+            .key(self.keys.events())
+            .key(self.keys.dead())
+            .key(self.keys.planned())
+            .key(self.keys.damaged_definitions())
+            .arg(self.keys.prefix())
+            .arg(limit)
+            .arg(millis(misfire_threshold))
+            .arg(self.settings.events_maxlen)
+            .arg(millis(self.settings.retention))
+            .arg(self.now_arg())
+            .arg(millis(lead))
+            .invoke_async(&mut self.connection.clone())
+            .await?;
+        let mut values = answer.into_iter();
+        let mut number = || {
+            i64::from_redis_value(values.next().unwrap_or(Value::Nil))
+                .map_err(|error| reply("promote_due", error.to_string()))
+        };
+        let (ready, skipped, next_due_ms, now_ms, deferred) =
+            (number()?, number()?, number()?, number()?, number()?);
+        METRICS.record_skips(&skip_pairs(&mut values, "promote_due")?);
+        Ok(Promoted {
+            ready: u64::try_from(ready).unwrap_or(0),
+            skipped: u64::try_from(skipped).unwrap_or(0),
+            deferred: u64::try_from(deferred).unwrap_or(0),
+            next_due_ms: (next_due_ms >= 0).then_some(next_due_ms),
+            now_ms,
+        })
+    }
+
+    /// Messages on the channel that tells promoters a run became due earlier than they planned
+    /// to look: each carries that due time in ms. The stream ends when the connection drops.
+    ///
+    /// # Errors
+    /// Redis errors while subscribing.
+    pub async fn wake_promoter(
+        &self,
+    ) -> Result<impl futures_util::Stream<Item = redis::Msg> + use<>, StoreError> {
+        let mut pubsub = self.client.get_async_pubsub().await?;
+        pubsub.subscribe(self.keys.wake_promoter()).await?;
+        Ok(pubsub.into_on_message())
+    }
+}

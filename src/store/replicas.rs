@@ -1,0 +1,95 @@
+//! Heartbeats: which replicas are alive, and which process beats under each replica id.
+
+use std::time::Duration;
+
+use super::{Store, StoreError, millis};
+
+/// What one heartbeat found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beat {
+    /// The replica's declarations were still in Redis (otherwise: publish them again).
+    pub declarations_kept: bool,
+    /// The `instance` the replica's record named before this heartbeat: another process's
+    /// means two processes beat under one replica id.
+    pub previous_instance: Option<String>,
+}
+
+/// The process a replica id's heartbeats come from, as [`Store::replica_instance`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaInstance {
+    /// What names the process: host, pid and start time.
+    pub instance: String,
+    /// Its host.
+    pub host: String,
+    /// Its pid.
+    pub pid: String,
+    /// Its last heartbeat, ms on Redis's clock.
+    pub beat_ms: i64,
+    /// Redis's clock when this was read, ms.
+    pub now_ms: i64,
+}
+
+impl Store {
+    /// Records this replica as alive: its heartbeat time (Redis's clock) and what it reports of
+    /// itself (`info`, which names this process in its `instance` field), which expires after
+    /// `ttl` without a new heartbeat; its declarations are kept as long. Says whether its
+    /// declarations were still there to keep (they expire while Redis stalls, and are lost with
+    /// an older copy: publish them again) and which process had beaten under this id before.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn heartbeat(
+        &self,
+        replica_id: &str,
+        info: &[(&str, String)],
+        ttl: Duration,
+    ) -> Result<Beat, StoreError> {
+        let now = self.now_ms().await?;
+        let replica = self.keys.replica(replica_id);
+        let ttl_ms = i64::try_from(millis(ttl)).unwrap_or(i64::MAX);
+        let (previous_instance, declarations_kept): (Option<String>, bool) = redis::pipe()
+            .atomic()
+            .hget(&replica, "instance")
+            .zadd(self.keys.replicas(), replica_id, now)
+            .ignore()
+            .hset_multiple(&replica, info)
+            .ignore()
+            .pexpire(&replica, ttl_ms)
+            .ignore()
+            .pexpire(self.keys.replica_jobs(replica_id), ttl_ms)
+            .query_async(&mut self.connection.clone())
+            .await?;
+        Ok(Beat {
+            declarations_kept,
+            previous_instance,
+        })
+    }
+
+    /// The process that last beat as `replica_id` (its `instance`, host and pid) and when, on
+    /// Redis's clock, with Redis's time now; `None` when no replica beats under that id.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn replica_instance(
+        &self,
+        replica_id: &str,
+    ) -> Result<Option<ReplicaInstance>, StoreError> {
+        let now_ms = self.now_ms().await?;
+        let (fields, beat_ms): (Vec<Option<String>>, Option<i64>) = redis::pipe()
+            .hmget(self.keys.replica(replica_id), &["instance", "host", "pid"])
+            .zscore(self.keys.replicas(), replica_id)
+            .query_async(&mut self.connection.clone())
+            .await?;
+        let mut fields = fields.into_iter();
+        let (Some(Some(instance)), Some(beat_ms)) = (fields.next(), beat_ms) else {
+            return Ok(None);
+        };
+        Ok(Some(ReplicaInstance {
+            instance,
+            host: fields.next().flatten().unwrap_or_default(),
+            pid: fields.next().flatten().unwrap_or_default(),
+            beat_ms,
+            now_ms,
+        }))
+    }
+}
