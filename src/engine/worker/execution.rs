@@ -1,0 +1,360 @@
+//! One claimed run's execution: waiting for its due time when claimed ahead, taking its job's
+//! slot, running its handler under its lease and timeout, and recording how it ended.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::DateTime;
+use tokio::sync::mpsc;
+use tokio_util::task::AbortOnDropHandle;
+use tracing::{debug, info, warn};
+
+use super::acker::{PendingAck, RECORD_WINDOW};
+use crate::engine::{Backoff, Shutdown};
+use crate::handler::{Outcome, RunContext, payload_problem};
+use crate::metrics::METRICS;
+use crate::schedule::{Job, Overlap};
+use crate::store::{Ack, ClaimedRun, FailOutcome, FailReason, Failure, JobSlot, Store, StoreError};
+
+/// How an execution ended, for the runs the replica holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// Its success was handed to the task that records successes, which lets the run go.
+    SuccessHandedOver,
+    /// Anything else: its outcome is recorded (or left to the reaper), or it did not start.
+    Otherwise,
+}
+
+/// Why an execution stopped before its handler finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    Timeout,
+    Lost,
+    Interrupted,
+}
+
+/// One claimed run's execution: the handler, its lease, its timeout, and the record of how it
+/// ended.
+pub(super) struct Execution {
+    pub(super) store: Store,
+    pub(super) lease: Duration,
+    pub(super) interrupt: Shutdown,
+    pub(super) acks: mpsc::Sender<PendingAck>,
+    /// When the run may start: later than the claim for a run claimed ahead of its due time.
+    pub(super) start_at: tokio::time::Instant,
+}
+
+impl Execution {
+    pub(super) async fn run<F, Fut>(self, run: ClaimedRun, job: Arc<Job>, handler: F) -> Ended
+    where
+        F: FnOnce(RunContext) -> Fut,
+        Fut: Future<Output = Outcome>,
+    {
+        if let Some(problem) = run.payload.as_deref().and_then(payload_problem) {
+            warn!(run = run.id, job = run.job, problem, "bad payload: dead");
+            let failure =
+                Failure::without_output(FailReason::Permanent, format!("bad payload: {problem}"));
+            self.record_failure(&run, &failure).await;
+            return Ended::Otherwise;
+        }
+        if !self.wait_for_start(&run).await {
+            return Ended::Otherwise;
+        }
+        // Cron fires are logged as cron logs them; ad-hoc runs can come by the thousand a
+        // second, so theirs are debug lines (their history is in Redis either way).
+        let cron = run.fire_ms.is_some();
+        if cron {
+            info!(
+                run = run.id,
+                job = job.name,
+                attempt = run.attempt,
+                worker = run.worker,
+                "run started"
+            );
+        } else {
+            debug!(
+                run = run.id,
+                job = job.name,
+                attempt = run.attempt,
+                worker = run.worker,
+                "run started"
+            );
+        }
+        if let Some(fire_ms) = run.fire_ms {
+            let lag_ms = chrono::Utc::now().timestamp_millis() - fire_ms;
+            METRICS
+                .fire_lag_seconds
+                .with_label_values(&[job.name.as_str()])
+                .observe(lag_ms.max(0) as f64 / 1000.0);
+        }
+        let started = Instant::now();
+        let stop = Shutdown::new();
+        let lost = Shutdown::new();
+        // A run claimed ahead holds a short lease until it starts: extended at once now.
+        // Aborted when the execution ends, even by a panic.
+        let keeper = AbortOnDropHandle::new(tokio::spawn(keep_lease(
+            self.store.clone(),
+            run.id.clone(),
+            run.worker.clone(),
+            self.lease,
+            !run.start_in.is_zero(),
+            lost.clone(),
+        )));
+        let context = RunContext {
+            run_id: run.id.clone(),
+            job: job.clone(),
+            attempt: run.attempt,
+            fire_time: run.fire_ms.and_then(DateTime::from_timestamp_millis),
+            payload: run.payload.clone(),
+            stop: stop.clone(),
+        };
+        let execution = handler(context);
+        tokio::pin!(execution);
+        let stopped = tokio::select! {
+            outcome = &mut execution => Ok(outcome),
+            () = tokio::time::sleep(job.timeout) => Err(Stopped::Timeout),
+            () = lost.cancelled() => Err(Stopped::Lost),
+            () = self.interrupt.cancelled() => Err(Stopped::Interrupted),
+        };
+        let (outcome, stopped) = match stopped {
+            Ok(outcome) => (outcome, None),
+            Err(reason) => {
+                stop.cancel();
+                (execution.await, Some(reason))
+            }
+        };
+        drop(keeper);
+        let duration_ms = started.elapsed().as_millis();
+        METRICS
+            .run_duration_seconds
+            .with_label_values(&[job.name.as_str()])
+            .observe(started.elapsed().as_secs_f64());
+
+        let failure = match (stopped, outcome) {
+            (Some(Stopped::Lost), _) => {
+                warn!(
+                    run = run.id,
+                    "lease lost mid-run (reaped): stopped, the reaper decides"
+                );
+                return Ended::Otherwise;
+            }
+            (None, Ok(completed)) => {
+                if cron {
+                    info!(run = run.id, job = job.name, duration_ms, exit_code = ?completed.exit_code, "run succeeded");
+                } else {
+                    debug!(run = run.id, job = job.name, duration_ms, exit_code = ?completed.exit_code, "run succeeded");
+                }
+                let frees_slot = job.overlap == Overlap::Forbid || job.max_concurrency.is_some();
+                return self
+                    .record_success(run, completed.exit_code, completed.output, frees_slot)
+                    .await;
+            }
+            (None, Err(error)) => Failure {
+                reason: if error.retryable {
+                    FailReason::Failed
+                } else {
+                    FailReason::Permanent
+                },
+                message: error.message,
+                exit_code: error.exit_code,
+                output: error.output,
+            },
+            (Some(reason), outcome) => {
+                let (exit_code, output) = match outcome {
+                    Ok(completed) => (completed.exit_code, completed.output),
+                    Err(error) => (error.exit_code, error.output),
+                };
+                let (reason, message) = if reason == Stopped::Timeout {
+                    (
+                        FailReason::Timeout,
+                        format!(
+                            "timed out after {}",
+                            humantime::format_duration(job.timeout)
+                        ),
+                    )
+                } else {
+                    (
+                        FailReason::Interrupted,
+                        "interrupted by shutdown".to_owned(),
+                    )
+                };
+                Failure {
+                    reason,
+                    message,
+                    exit_code,
+                    output,
+                }
+            }
+        };
+        info!(run = run.id, job = job.name, duration_ms, reason = ?failure.reason, error = failure.message, "run failed");
+        self.record_failure(&run, &failure).await;
+        Ended::Otherwise
+    }
+
+    /// Waits until a run claimed ahead is due, and takes a slot of its job when it has to;
+    /// `false` when the run must not start (skipped as an overlap, waiting for a slot, reaped,
+    /// or handed back at shutdown).
+    async fn wait_for_start(&self, run: &ClaimedRun) -> bool {
+        // Only a run claimed ahead waits: tokio rounds a timer up to its next millisecond, so
+        // even a zero sleep would cost each run up to a millisecond.
+        if !run.start_in.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep_until(self.start_at) => {}
+                () = self.interrupt.cancelled() => {
+                    let failure = Failure::without_output(
+                        FailReason::NotStarted,
+                        "handed back by shutdown before it started".to_owned(),
+                    );
+                    self.record_failure(run, &failure).await;
+                    return false;
+                }
+            }
+        }
+        let Some(pending) = run.pending_slot else {
+            return true;
+        };
+        match retry_store(|| self.store.take_job_slot(run, pending, self.lease)).await {
+            Some(JobSlot::Taken) => true,
+            Some(JobSlot::Busy) => {
+                info!(
+                    run = run.id,
+                    job = run.job,
+                    "skipped: the job's previous run is still running (overlap forbidden)"
+                );
+                false
+            }
+            Some(JobSlot::Waiting) => {
+                debug!(
+                    run = run.id,
+                    job = run.job,
+                    "waiting: every slot of the job is taken; it starts when one is free"
+                );
+                false
+            }
+            Some(JobSlot::Gone) => {
+                warn!(run = run.id, "lease lost before the run started");
+                false
+            }
+            None => {
+                warn!(
+                    run = run.id,
+                    "cannot take a slot of the job: the lease will expire and the reaper decides"
+                );
+                false
+            }
+        }
+    }
+
+    /// Hands the success to the task that records successes in batches.
+    async fn record_success(
+        &self,
+        run: ClaimedRun,
+        exit_code: Option<i32>,
+        output: String,
+        frees_slot: bool,
+    ) -> Ended {
+        let pending = PendingAck {
+            ack: Ack {
+                run_id: run.id,
+                worker: run.worker,
+                attempt: run.attempt,
+                exit_code,
+                output,
+            },
+            job: run.job,
+            frees_slot,
+        };
+        match self.acks.send(pending).await {
+            Ok(()) => Ended::SuccessHandedOver,
+            Err(unsent) => {
+                warn!(
+                    run = unsent.0.ack.run_id,
+                    "cannot record the success: the lease will expire and the run may run again"
+                );
+                Ended::Otherwise
+            }
+        }
+    }
+
+    async fn record_failure(&self, run: &ClaimedRun, failure: &Failure) {
+        let (run_id, job) = (run.id.as_str(), run.job.as_str());
+        let jitter = rand::random::<f64>();
+        let recorded = retry_store(|| {
+            self.store
+                .fail_run(run_id, Some(&run.worker), failure, jitter)
+        })
+        .await;
+        match recorded {
+            Some(outcome) => {
+                info!(run = run_id, ?outcome, "failure recorded");
+                let outcome = match outcome {
+                    FailOutcome::Retrying { .. } => {
+                        METRICS.retries_total.with_label_values(&[job]).inc();
+                        "retrying"
+                    }
+                    FailOutcome::Dead => "dead",
+                    FailOutcome::Gone => "lost",
+                };
+                METRICS.runs_total.with_label_values(&[job, outcome]).inc();
+            }
+            None => warn!(
+                run = run_id,
+                "cannot record the failure: the lease will expire and the reaper will"
+            ),
+        }
+    }
+}
+
+/// Retries a store call with backoff for [`RECORD_WINDOW`] at most, the call under way
+/// included; `None` when the window passed without an answer.
+pub(super) async fn retry_store<T, F, Fut>(mut call: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let deadline = tokio::time::Instant::now() + RECORD_WINDOW;
+    let mut backoff = Backoff::default();
+    loop {
+        // A call abandoned at the deadline may still be carried out by Redis, as one that
+        // timed out may: each is one atomic script, and the run's lease settles the rest.
+        match tokio::time::timeout_at(deadline, call()).await {
+            Ok(Ok(value)) => return Some(value),
+            Ok(Err(error)) => warn!(%error, "store call failed; retrying"),
+            Err(_) => return None,
+        }
+        let pause = backoff.failed();
+        if tokio::time::Instant::now() + pause >= deadline {
+            return None;
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// Extends the run's lease every third of it, and at once when `now` (a run claimed ahead,
+/// whose lease was short until it started); cancels `lost` when the run is no longer this
+/// worker's. A failed extension is retried at the next period: if Redis stays away past the
+/// lease, the reaper hands the run to someone else (at-least-once).
+async fn keep_lease(
+    store: Store,
+    run_id: String,
+    worker: String,
+    lease: Duration,
+    now: bool,
+    lost: Shutdown,
+) {
+    let mut first = now;
+    loop {
+        if !std::mem::take(&mut first) {
+            tokio::time::sleep(lease / 3).await;
+        }
+        match store.extend_lease(&run_id, &worker, lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                lost.cancel();
+                return;
+            }
+            Err(error) => warn!(%error, run = run_id, "cannot extend the lease"),
+        }
+    }
+}
