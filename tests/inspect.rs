@@ -8,7 +8,7 @@ use redcron::store::Store;
 use crate::slots::enqueue;
 use crate::store::{connect, declare, jobs};
 use crate::util::redis_server::RedisServer;
-use crate::util::{cli, one_document};
+use crate::util::{cli, one_document, redcron_in};
 
 const NIGHTLY: &str = "[jobs.nightly]\nschedule = \"0 3 * * *\"\ncommand = \"true\"\n";
 const OTHER: &str = "[jobs.other]\ncommand = \"true\"\n";
@@ -201,4 +201,25 @@ async fn status_shows_runs_set_aside_for_a_replica_that_declares_their_job() {
         status.contains(&format!("\n{line} (declared by new)\n")),
         "{status}"
     );
+}
+
+#[tokio::test]
+async fn a_namespace_that_makes_no_hash_tag_is_refused_with_what_a_namespace_may_hold() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = server.url();
+    for namespace in ["", "a}b", "two words"] {
+        let args = ["status", "--redis", &url, "--namespace", namespace];
+        let error = redcron_in(dir.path(), &args, "").failure(2);
+        assert!(
+            error.contains(&format!("invalid namespace {namespace:?}"))
+                && error.contains("1 to 64 letters, digits"),
+            "{error}"
+        );
+    }
+    let error = Store::connect(&server.url(), "", redcron::store::StoreSettings::default())
+        .await
+        .err()
+        .expect("the library refuses it too");
+    assert!(error.to_string().contains("invalid namespace"), "{error}");
 }

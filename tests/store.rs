@@ -9,7 +9,7 @@ use redcron::schedule::{Job, parse_file};
 use redcron::store::{
     Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, JobPlan,
     JobSlot, LeaderToken, PendingSlot, PlanOutcome, PlannedRun, SkippedFire, Store, StoreSettings,
-    cron_run_id,
+    UnplanOutcome, cron_run_id,
 };
 use redis::Commands;
 
@@ -1201,7 +1201,7 @@ async fn unplanning_a_job_removes_its_due_runs_and_moves_its_cursor() {
             .unplan_job(&token, "tick", Some(1_500))
             .await
             .expect("unplan"),
-        PlanOutcome::Planned(2)
+        UnplanOutcome::Unplanned(2)
     );
     let mut redis = server.connection();
     let due: Vec<String> = redis.zrange("{test}:due", 0, -1).expect("ZRANGE");
@@ -1229,7 +1229,7 @@ async fn unplanning_a_job_removes_its_due_runs_and_moves_its_cursor() {
             .unplan_job(&stale, "tick", Some(0))
             .await
             .expect("unplan"),
-        PlanOutcome::Fenced(_)
+        UnplanOutcome::Fenced(_)
     ));
 }
 

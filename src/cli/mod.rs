@@ -90,8 +90,9 @@ struct RedisArgs {
     /// Redis that `redcron run` started in --data-dir].
     #[arg(long, env = "REDIS_URL", value_name = "URL")]
     redis: Option<String>,
-    /// Keys live under {NS}: replicas cooperate within one namespace.
-    #[arg(long, value_name = "NS", default_value = "redcron")]
+    /// Keys live under {NS}: replicas cooperate within one namespace (1 to 64 letters, digits,
+    /// '.', '_' or '-').
+    #[arg(long, value_name = "NS", default_value = "redcron", value_parser = namespace)]
     namespace: String,
     /// Where the embedded Redis keeps its data and socket.
     #[arg(long, value_name = "DIR", default_value = ".redcron")]
@@ -385,6 +386,12 @@ fn write_table(out: &mut impl io::Write, header: &[&str], rows: &[Vec<String>]) 
         writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
+}
+
+/// `--namespace`, checked as the store checks it, so that a bad one is refused with the usage.
+fn namespace(value: &str) -> Result<String, crate::store::InvalidNamespace> {
+    crate::store::validate_namespace(value)?;
+    Ok(value.to_owned())
 }
 
 #[cfg(test)]

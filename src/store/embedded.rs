@@ -13,12 +13,18 @@ use tracing::info;
 /// Why the embedded Redis could not be started.
 #[derive(Debug, Error)]
 pub enum EmbeddedError {
-    /// `redis-server` is not installed.
+    /// `redis-server` is not on the PATH.
     #[error(
-        "cannot start redis-server ({0}): install it (Debian/Ubuntu: `sudo apt-get install -y \
-         redis-server`) or pass --redis URL (or set REDIS_URL) to use a Redis you run"
+        "cannot start redis-server: it is not installed (Debian/Ubuntu: `sudo apt-get install -y \
+         redis-server`); or pass --redis URL (or set REDIS_URL) to use a Redis you run"
     )]
-    NotInstalled(std::io::Error),
+    NotInstalled,
+    /// `redis-server` is there but could not be started (permissions, resources).
+    #[error(
+        "cannot start redis-server: {0}; or pass --redis URL (or set REDIS_URL) to use a Redis \
+         you run"
+    )]
+    Spawn(std::io::Error),
     /// The data directory cannot be created.
     #[error("cannot create the data directory {path}: {source}")]
     DataDir {
@@ -44,6 +50,15 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long it has to write its AOF and exit after SIGTERM.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Only a program the system cannot find is "not installed": any other failure says itself.
+fn spawn_error(error: std::io::Error) -> EmbeddedError {
+    if error.kind() == std::io::ErrorKind::NotFound {
+        EmbeddedError::NotInstalled
+    } else {
+        EmbeddedError::Spawn(error)
+    }
+}
 
 /// The unix socket of the embedded Redis under `data_dir`.
 pub fn socket_path(data_dir: &Path) -> PathBuf {
@@ -103,7 +118,7 @@ impl EmbeddedRedis {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(EmbeddedError::NotInstalled)?;
+            .map_err(spawn_error)?;
         let started = Instant::now();
         while !answers(&url).await {
             if started.elapsed() > START_TIMEOUT {
@@ -159,4 +174,21 @@ async fn answers(url: &str) -> bool {
         .query_async::<String>(&mut connection)
         .await
         .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_missing_program_is_reported_as_not_installed() {
+        let missing = spawn_error(std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert!(matches!(missing, EmbeddedError::NotInstalled));
+        assert!(missing.to_string().contains("apt-get install"), "{missing}");
+        let denied = spawn_error(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        assert!(matches!(denied, EmbeddedError::Spawn(_)));
+        let message = denied.to_string();
+        assert!(!message.contains("not installed"), "{message}");
+        assert!(message.contains("permission denied"), "{message}");
+    }
 }

@@ -7,7 +7,37 @@
 //! `fp:<fingerprint>`, `running:<job>`, `waiting:<job>`, `undeclared:<job>`,
 //! `replica-jobs:<replica id>`, `wake-replica:<replica id>`).
 
+use thiserror::Error;
+
 use crate::schedule::Priority;
+
+/// The longest namespace: keys stay short, and a namespace is a name, not data.
+const MAX_NAMESPACE_LEN: usize = 64;
+
+/// A namespace that cannot be one.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "invalid namespace {0:?}: use 1 to 64 letters, digits, '.', '_' or '-' (it becomes the hash \
+     tag {{NS}} of every key)"
+)]
+pub struct InvalidNamespace(pub String);
+
+/// Checks that `namespace` makes a hash tag of its own: not empty (`{}` is no hash tag, so the
+/// keys would spread over a cluster's slots), no braces, no spaces or control characters.
+///
+/// # Errors
+/// [`InvalidNamespace`], which says what a namespace may hold.
+pub fn validate_namespace(namespace: &str) -> Result<(), InvalidNamespace> {
+    let valid = (1..=MAX_NAMESPACE_LEN).contains(&namespace.len())
+        && namespace
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(InvalidNamespace(namespace.to_owned()))
+    }
+}
 
 /// The key names of one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,6 +229,17 @@ fn priority_name(priority: Priority) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_namespace_is_a_short_name_that_makes_a_hash_tag() {
+        for valid in ["redcron", "prod.eu-1", "a_b", &"x".repeat(64)] {
+            assert_eq!(validate_namespace(valid), Ok(()), "{valid}");
+        }
+        for invalid in ["", "a}b", "{a", "a b", "ns\n", "é", &"x".repeat(65)] {
+            let error = validate_namespace(invalid).expect_err(invalid);
+            assert!(error.to_string().contains("1 to 64 letters"), "{error}");
+        }
+    }
 
     #[test]
     fn every_key_carries_the_namespace_hash_tag() {

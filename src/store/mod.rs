@@ -48,9 +48,9 @@ pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
 pub use enqueueing::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
 pub use finishing::{Ack, FailOutcome, FailReason, Failure, HeldRun};
 pub use inspect::{Event, Overview, ReplicaInfo, RunCounts, UndeclaredRuns};
-pub use keys::Keys;
+pub use keys::{InvalidNamespace, Keys, validate_namespace};
 pub use leadership::{Acquisition, LeaderToken};
-pub use planning::{JobPlan, PlanOutcome, PlannedRun, SkippedFire, cron_run_id};
+pub use planning::{JobPlan, PlanOutcome, PlannedRun, SkippedFire, UnplanOutcome, cron_run_id};
 pub use promotion::Promoted;
 pub use replicas::{Beat, ReplicaInstance};
 
@@ -68,6 +68,9 @@ pub enum StoreError {
         /// What was wrong with the reply.
         detail: String,
     },
+    /// The namespace cannot make the keys' hash tag.
+    #[error(transparent)]
+    Namespace(#[from] keys::InvalidNamespace),
     /// A claim found no declarations of this replica in Redis (they expired, Redis was
     /// restored): publish them ([`Store::publish_replica_jobs`]) and claim again.
     #[error("the declarations of replica {replica} are not in Redis")]
@@ -207,6 +210,7 @@ impl Store {
         namespace: &str,
         settings: StoreSettings,
     ) -> Result<Self, StoreError> {
+        keys::validate_namespace(namespace)?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_connection_timeout(Some(CONNECTION_TIMEOUT))

@@ -49,6 +49,15 @@ pub enum PlanOutcome {
     Fenced(String),
 }
 
+/// What a fenced removal of a job's planned fires did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnplanOutcome {
+    /// Removed: how many planned fires.
+    Unplanned(u64),
+    /// Refused: another token holds the lease (or none does). The replica must step down.
+    Fenced(String),
+}
+
 /// The id of a cron fire: deterministic, so the same fire is only ever planned once.
 pub fn cron_run_id(job: &str, fire_ms: i64) -> String {
     format!("{job}@{fire_ms}")
@@ -58,7 +67,7 @@ pub fn cron_run_id(job: &str, fire_ms: i64) -> String {
 const PLAN_FIRES_KEYS: usize = 6;
 
 impl Store {
-    /// Removes a job's planned runs that are not due yet, fenced by `token`, and moves its cursor
+    /// Removes a job's planned fires that are not due yet, fenced by `token`, and moves its cursor
     /// to `cursor_ms` (or forgets it, for a removed job): a changed schedule is planned afresh.
     ///
     /// # Errors
@@ -68,7 +77,7 @@ impl Store {
         token: &LeaderToken,
         job: &str,
         cursor_ms: Option<i64>,
-    ) -> Result<PlanOutcome, StoreError> {
+    ) -> Result<UnplanOutcome, StoreError> {
         let (status, detail): (String, Value) = scripts::UNPLAN_JOB
             .key(self.keys.leader())
             .key(self.keys.due())
@@ -80,11 +89,11 @@ impl Store {
             .invoke_async(&mut self.connection.clone())
             .await?;
         match status.as_str() {
-            "OK" => Ok(PlanOutcome::Planned(
+            "OK" => Ok(UnplanOutcome::Unplanned(
                 u64::from_redis_value(detail)
                     .map_err(|error| reply("unplan_job", error.to_string()))?,
             )),
-            "FENCED" => Ok(PlanOutcome::Fenced(
+            "FENCED" => Ok(UnplanOutcome::Fenced(
                 String::from_redis_value(detail).unwrap_or_default(),
             )),
             other => Err(reply("unplan_job", format!("status {other:?}"))),

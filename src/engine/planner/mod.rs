@@ -20,7 +20,8 @@ use super::{Backoff, Leadership, Shutdown};
 use crate::metrics::METRICS;
 use crate::schedule::{Job, Misfire};
 use crate::store::{
-    JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreError, cron_run_id,
+    JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreError, UnplanOutcome,
+    cron_run_id,
 };
 pub use declared::DeclarationsConfig;
 use declared::{Declarations, Refreshed};
@@ -325,13 +326,13 @@ impl Planner {
                 None => None,
             };
             match self.store.unplan_job(token, name, cursor).await? {
-                PlanOutcome::Planned(removed) => {
+                UnplanOutcome::Unplanned(removed) => {
                     info!(
                         job = name,
                         removed, "definition changed or removed: old fires unplanned"
                     );
                 }
-                PlanOutcome::Fenced(holder) => {
+                UnplanOutcome::Fenced(holder) => {
                     self.fenced(token, &holder);
                     return Ok(false);
                 }
