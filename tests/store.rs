@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use redcron::schedule::{Job, parse_file};
 use redcron::store::{
     Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, JobPlan,
-    JobSlot, LeaderToken, PendingSlot, PlanOutcome, PlannedRun, SkippedFire, Store, StoreSettings,
-    UnplanOutcome, cron_run_id,
+    JobSlot, LeaderToken, PendingSlot, PlanOutcome, PlannedRun, SkipReason, SkippedFire, Store,
+    StoreSettings, UnplanOutcome, cron_run_id,
 };
 use redis::Commands;
 
@@ -242,7 +242,7 @@ async fn planning_a_fire_twice_is_a_no_op_and_the_cursor_only_moves_forward() {
         runs: Vec::new(),
         skipped: vec![SkippedFire {
             run_id: cron_run_id("tick", 240_000),
-            reason: "missed",
+            reason: SkipReason::Missed,
         }],
     };
     assert_eq!(

@@ -8,6 +8,7 @@ use clap::Subcommand;
 
 use super::runs::{ShowArgs, write_run};
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
+use crate::store::RunState;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum DeadCommand {
@@ -59,7 +60,8 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
             let fields = block_on(async {
                 let store = redis.connect().await?;
                 let fields = store.run_fields(id).await?;
-                Ok((fields.get("state").map(String::as_str) == Some("dead")).then_some(fields))
+                let dead = fields.get("state").map(String::as_str) == Some(RunState::Dead.as_str());
+                Ok(dead.then_some(fields))
             })?
             .ok_or_else(|| CliError::Argument(format!("no dead run \"{id}\"")))?;
             write_run(out, id, fields.into_iter().collect(), *json)

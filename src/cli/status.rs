@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::schedule::Schedule;
-use crate::store::{Event, Overview, UndeclaredRuns};
+use crate::store::{Event, Overview, RunState, UndeclaredRuns};
 
 /// How many events `status` and `history` look through.
 const EVENTS_SCANNED: usize = 10_000;
@@ -186,13 +186,13 @@ fn last_outcomes(events: &[Event]) -> HashMap<String, (String, i64)> {
         let state = event
             .fields
             .get("state")
-            .map(String::as_str)
-            .unwrap_or_default();
-        if matches!(state, "succeeded" | "dead" | "retrying" | "skipped")
+            .and_then(|state| RunState::parse(state));
+        if let Some(state) =
+            state.filter(|state| state.is_finished() || *state == RunState::Retrying)
             && let Some(job) = event.fields.get("job")
         {
             last.entry(job.clone())
-                .or_insert_with(|| (state.to_owned(), event.at_ms));
+                .or_insert_with(|| (state.as_str().to_owned(), event.at_ms));
         }
     }
     last
@@ -526,9 +526,10 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
         let mut rows = Vec::new();
         for event in store.recent_events(EVENTS_SCANNED).await? {
             let field = |name: &str| event.fields.get(name).cloned().unwrap_or_default();
-            let state = field("state");
-            let failed = matches!(state.as_str(), "dead" | "retrying");
-            if !(failed || (!args.failed && matches!(state.as_str(), "succeeded" | "skipped"))) {
+            let state = RunState::parse(&field("state"));
+            let failed = matches!(state, Some(RunState::Dead | RunState::Retrying));
+            let ended_otherwise = matches!(state, Some(RunState::Succeeded | RunState::Skipped));
+            if !(failed || (!args.failed && ended_otherwise)) {
                 continue;
             }
             if args.job.as_ref().is_some_and(|job| *job != field("job")) {
@@ -576,7 +577,10 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
         .map(|(event, run)| {
             let entry = HistoryEntry::new(event, run);
             let text = |name: &str| entry.field(name).unwrap_or_default().to_owned();
-            let failed = matches!(text("state").as_str(), "dead" | "retrying");
+            let failed = matches!(
+                RunState::parse(&text("state")),
+                Some(RunState::Dead | RunState::Retrying)
+            );
             let tail = if failed {
                 text("output")
                     .lines()
@@ -655,7 +659,7 @@ impl<'a> HistoryEntry<'a> {
         if let Some(ms) = self.number("duration_ms") {
             return Some(ms);
         }
-        if self.event.fields.get("state").map(String::as_str) == Some("skipped") {
+        if self.event.fields.get("state").map(String::as_str) == Some(RunState::Skipped.as_str()) {
             return None;
         }
         Some(self.run.get("finished_ms")?.parse::<i64>().ok()? - self.started_ms()?)

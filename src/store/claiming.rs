@@ -6,8 +6,8 @@ use std::time::Duration;
 use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::{
-    CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Store, StoreError, millis, next_number, next_string,
-    reply, scripts, skip_pairs,
+    CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, SkipReason, Store, StoreError, millis, next_number,
+    next_string, reply, scripts, skip_pairs,
 };
 use crate::metrics::METRICS;
 
@@ -393,7 +393,7 @@ impl Store {
         match answer.as_str() {
             "TAKEN" => Ok(JobSlot::Taken),
             "BUSY" => {
-                METRICS.record_skips(&[(run.job.clone(), "overlap".to_owned())]);
+                METRICS.record_skips(&[(run.job.clone(), SkipReason::Overlap.as_str().to_owned())]);
                 Ok(JobSlot::Busy)
             }
             "WAITING" => Ok(JobSlot::Waiting),

@@ -3,7 +3,7 @@
 
 use redis::AsyncCommands;
 
-use super::{ClaimedRun, Store, StoreError, millis, reply, scripts};
+use super::{ClaimedRun, FailReason, Store, StoreError, millis, reply, scripts};
 
 /// An active run that Redis says a worker of a replica holds, see [`Store::held_runs`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,44 +29,6 @@ pub struct Ack {
     pub exit_code: Option<i32>,
     /// The tail of its output.
     pub output: String,
-}
-
-/// Why a run ended without success; decides whether it is tried again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailReason {
-    /// The command or handler failed: retried while attempts are left.
-    Failed,
-    /// It ran past its timeout: retried while attempts are left.
-    Timeout,
-    /// It failed in a way retrying cannot fix: dead at once.
-    Permanent,
-    /// Its worker died (lease expired), or its replica does not run it although Redis says it
-    /// does (the replica restarted, Redis was restored from an older copy): run again at once
-    /// for at-least-once jobs (a few times at most), dead for at-most-once jobs. Uses no
-    /// attempt.
-    Lost,
-    /// Its replica shut down while it ran and stopped it: run again at once for at-least-once
-    /// jobs, dead for at-most-once jobs (it may have done part of its work). Uses no attempt.
-    Interrupted,
-    /// Its replica shut down before starting it (it was claimed ahead): run again at once,
-    /// whatever its delivery. Uses no attempt.
-    NotStarted,
-    /// Its hash cannot be decoded: dead at once.
-    Corrupt,
-}
-
-impl FailReason {
-    fn as_str(self) -> &'static str {
-        match self {
-            FailReason::Failed => "failed",
-            FailReason::Timeout => "timeout",
-            FailReason::Permanent => "permanent",
-            FailReason::Lost => "lost",
-            FailReason::Interrupted => "interrupted",
-            FailReason::NotStarted => "not-started",
-            FailReason::Corrupt => "corrupt",
-        }
-    }
 }
 
 /// How a run ended without success.

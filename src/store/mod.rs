@@ -19,6 +19,7 @@
 //! - [`keys`] builds every key, [`embedded`] starts a local Redis.
 
 mod claiming;
+mod contract;
 mod dead;
 mod declarations;
 pub mod embedded;
@@ -43,10 +44,11 @@ pub use claiming::{
     Claim, ClaimLeases, Claimed, ClaimedRun, CorruptRun, JobSlot, MIN_AHEAD_LEASE, PendingSlot,
     ReadyWaiter, ahead_lease,
 };
+pub use contract::{FailReason, RunState, SkipReason};
 use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
 pub use enqueueing::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
-pub use finishing::{Ack, FailOutcome, FailReason, Failure, HeldRun};
+pub use finishing::{Ack, FailOutcome, Failure, HeldRun};
 pub use inspect::{Event, Overview, ReplicaInfo, RunCounts, UndeclaredRuns};
 pub use keys::{InvalidNamespace, Keys, validate_namespace};
 pub use leadership::{Acquisition, LeaderToken};

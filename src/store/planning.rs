@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use redis::{AsyncCommands, FromRedisValue, Value};
 
-use super::{LeaderToken, Store, StoreError, reply, scripts};
+use super::{LeaderToken, SkipReason, Store, StoreError, reply, scripts};
 
 /// One fire the planner puts in the due set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub struct SkippedFire {
     /// `<job>@<fire ms>`.
     pub run_id: String,
     /// Why, as recorded in the events stream.
-    pub reason: &'static str,
+    pub reason: SkipReason,
 }
 
 /// One planner write for one job.
@@ -211,7 +211,7 @@ impl Store {
                 ]);
             }
             for skipped in &plan.skipped {
-                arguments.extend([skipped.run_id.clone(), skipped.reason.to_owned()]);
+                arguments.extend([skipped.run_id.clone(), skipped.reason.as_str().to_owned()]);
             }
         }
         arguments

@@ -20,8 +20,8 @@ use super::{Backoff, Leadership, Shutdown};
 use crate::metrics::METRICS;
 use crate::schedule::{Job, Misfire};
 use crate::store::{
-    JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkippedFire, Store, StoreError, UnplanOutcome,
-    cron_run_id,
+    JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkipReason, SkippedFire, Store, StoreError,
+    UnplanOutcome, cron_run_id,
 };
 pub use declared::DeclarationsConfig;
 use declared::{Declarations, Refreshed};
@@ -263,7 +263,7 @@ impl Planner {
             for fire in &plan.skipped {
                 METRICS
                     .skipped_fires_total
-                    .with_label_values(&[plan.job.as_str(), fire.reason])
+                    .with_label_values(&[plan.job.as_str(), fire.reason.as_str()])
                     .inc();
             }
             self.cursors.insert(plan.job.clone(), plan.cursor_ms);
@@ -524,11 +524,13 @@ pub fn plan_job(
             .starting_deadline
             .is_some_and(|deadline| now_ms - fire > millis(deadline));
         let reason = if past_deadline {
-            Some("deadline")
+            Some(SkipReason::Deadline)
         } else {
             match job.misfire {
-                Misfire::Skip => Some("missed"),
-                Misfire::RunOnce if !(caught_up && Some(fire) == latest_missed) => Some("missed"),
+                Misfire::Skip => Some(SkipReason::Missed),
+                Misfire::RunOnce if !(caught_up && Some(fire) == latest_missed) => {
+                    Some(SkipReason::Missed)
+                }
                 Misfire::RunOnce | Misfire::RunAll => None,
             }
         };
@@ -603,7 +605,7 @@ mod tests {
             skipped: (0..skipped)
                 .map(|_| SkippedFire {
                     run_id: cron_run_id(job, 0),
-                    reason: "missed",
+                    reason: SkipReason::Missed,
                 })
                 .collect(),
         }
@@ -653,7 +655,7 @@ mod tests {
             .iter()
             .map(|fire| {
                 let ms: i64 = fire.run_id["tick@".len()..].parse().expect("a fire time");
-                (ms / 1000, fire.reason)
+                (ms / 1000, fire.reason.as_str())
             })
             .collect()
     }

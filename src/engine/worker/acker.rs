@@ -9,7 +9,7 @@ use tracing::warn;
 use super::execution::retry_store;
 use super::held::HeldRuns;
 use crate::metrics::METRICS;
-use crate::store::{Ack, Store};
+use crate::store::{Ack, RunState, Store};
 
 /// The most successes one ack call records.
 const MAX_ACK_BATCH: usize = 256;
@@ -93,7 +93,7 @@ async fn record_batch(store: &Store, batch: &[PendingAck], held: &HeldRuns) {
         if recorded {
             METRICS
                 .runs_total
-                .with_label_values(&[pending.job.as_str(), "succeeded"])
+                .with_label_values(&[pending.job.as_str(), RunState::Succeeded.as_str()])
                 .inc();
         } else {
             warn!(

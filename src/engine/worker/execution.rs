@@ -15,7 +15,9 @@ use crate::engine::{Backoff, Shutdown};
 use crate::handler::{Outcome, RunContext, payload_problem};
 use crate::metrics::METRICS;
 use crate::schedule::{Job, Overlap};
-use crate::store::{Ack, ClaimedRun, FailOutcome, FailReason, Failure, JobSlot, Store, StoreError};
+use crate::store::{
+    Ack, ClaimedRun, FailOutcome, FailReason, Failure, JobSlot, RunState, Store, StoreError,
+};
 
 /// How an execution ended, for the runs the replica holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,10 +293,10 @@ impl Execution {
                 let outcome = match outcome {
                     FailOutcome::Retrying { .. } => {
                         METRICS.retries_total.with_label_values(&[job]).inc();
-                        "retrying"
+                        RunState::Retrying.as_str()
                     }
-                    FailOutcome::Dead => "dead",
-                    FailOutcome::Gone => "lost",
+                    FailOutcome::Dead => RunState::Dead.as_str(),
+                    FailOutcome::Gone => FailReason::Lost.as_str(),
                 };
                 METRICS.runs_total.with_label_values(&[job, outcome]).inc();
             }
