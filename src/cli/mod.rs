@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod dead;
 mod enqueue;
+mod history;
 mod import;
 mod next;
 mod pause;
@@ -66,7 +67,7 @@ enum Command {
     /// The declared jobs as the leader published them, with drift between replicas.
     Jobs(status::JobsArgs),
     /// Recent runs from the events stream.
-    History(status::HistoryArgs),
+    History(history::HistoryArgs),
     /// Run a declared job now.
     Trigger(enqueue::TriggerArgs),
     /// Run a declared job once, later or now, optionally unique.
@@ -263,7 +264,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Bench(args) => bench::execute(&args, stdout),
         Command::Status(args) => status::status(&args, stdout),
         Command::Jobs(args) => status::jobs(&args, stdout),
-        Command::History(args) => status::history(&args, stdout),
+        Command::History(args) => history::history(&args, stdout),
         Command::Trigger(args) => enqueue::trigger(&args, stdout),
         Command::Enqueue(args) => enqueue::enqueue(&args, stdout),
         Command::Pause(args) => pause::execute(&args, true, stdout),

@@ -1,5 +1,4 @@
-//! `redcron status`, `redcron jobs` and `redcron history`: what the replicas are doing, read
-//! from Redis alone.
+//! `redcron status` and `redcron jobs`: what the replicas are doing, read from Redis alone.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -13,7 +12,7 @@ use crate::schedule::Schedule;
 use crate::store::{Event, Overview, RunState, UndeclaredRuns};
 
 /// How many events `status` and `history` look through.
-const EVENTS_SCANNED: usize = 10_000;
+pub(super) const EVENTS_SCANNED: usize = 10_000;
 
 /// A replica silent for this many heartbeat periods is stale.
 const STALE_PERIODS: i64 = 3;
@@ -30,23 +29,6 @@ pub(super) struct StatusArgs {
 #[derive(Debug, Args)]
 pub(super) struct JobsArgs {
     /// Print one JSON object, {"jobs": [...]}, instead of a table.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    redis: RedisArgs,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct HistoryArgs {
-    /// Only this job's runs.
-    job: Option<String>,
-    /// How many runs.
-    #[arg(short = 'n', long = "count", default_value_t = 20)]
-    count: usize,
-    /// Only failed attempts and dead runs.
-    #[arg(long)]
-    failed: bool,
-    /// Print one JSON object, {"runs": [...]}, newest first, instead of a table.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -107,7 +89,7 @@ fn published(overview: &Overview) -> Vec<Published> {
     jobs
 }
 
-fn time(ms: i64) -> String {
+pub(super) fn time(ms: i64) -> String {
     DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), |at| at.to_rfc3339())
 }
 
@@ -518,152 +500,6 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
         &rows,
     )
     .map_err(CliError::io("writing the jobs"))
-}
-
-pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let rows = block_on(async {
-        let store = args.redis.connect().await?;
-        let mut rows = Vec::new();
-        for event in store.recent_events(EVENTS_SCANNED).await? {
-            let field = |name: &str| event.fields.get(name).cloned().unwrap_or_default();
-            let state = RunState::parse(&field("state"));
-            let failed = matches!(state, Some(RunState::Dead | RunState::Retrying));
-            let ended_otherwise = matches!(state, Some(RunState::Succeeded | RunState::Skipped));
-            if !(failed || (!args.failed && ended_otherwise)) {
-                continue;
-            }
-            if args.job.as_ref().is_some_and(|job| *job != field("job")) {
-                continue;
-            }
-            let run_id = field("run");
-            let run = store.run_fields(&run_id).await?;
-            rows.push((event, run));
-            if rows.len() == args.count {
-                break;
-            }
-        }
-        Ok(rows)
-    })?;
-    if args.json {
-        // One document, as every --json; numbers are numbers and what a run lacks is null.
-        let runs: Vec<Value> = rows
-            .iter()
-            .map(|(event, run)| {
-                let entry = HistoryEntry::new(event, run);
-                json!({
-                    "run": entry.run_id,
-                    "job": entry.field("job"),
-                    "outcome": entry.field("state"),
-                    "at": time(event.at_ms),
-                    "fire": entry.fire_ms().map(time),
-                    "started": entry.started_ms().map(time),
-                    "duration_ms": entry.duration_ms(),
-                    "attempt": entry.number("attempt"),
-                    "exit_code": entry.number("exit_code"),
-                    "reason": entry.field("reason"),
-                    "error": entry.field("error"),
-                    "output": entry.field("output"),
-                })
-            })
-            .collect();
-        return writeln!(out, "{}", json!({ "runs": runs }))
-            .map_err(CliError::io("writing the history"));
-    }
-    if rows.is_empty() {
-        return writeln!(out, "no runs recorded").map_err(CliError::io("writing the history"));
-    }
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|(event, run)| {
-            let entry = HistoryEntry::new(event, run);
-            let text = |name: &str| entry.field(name).unwrap_or_default().to_owned();
-            let failed = matches!(
-                RunState::parse(&text("state")),
-                Some(RunState::Dead | RunState::Retrying)
-            );
-            let tail = if failed {
-                text("output")
-                    .lines()
-                    .last()
-                    .unwrap_or_default()
-                    .chars()
-                    .take(60)
-                    .collect()
-            } else {
-                String::new()
-            };
-            vec![
-                entry.run_id.clone(),
-                text("state"),
-                entry.fire_ms().map_or_else(String::new, time),
-                entry.started_ms().map_or_else(String::new, time),
-                entry
-                    .duration_ms()
-                    .map_or_else(String::new, |ms| format!("{ms}ms")),
-                text("attempt"),
-                text("exit_code"),
-                text("reason"),
-                tail,
-            ]
-        })
-        .collect();
-    write_table(
-        out,
-        &[
-            "RUN", "OUTCOME", "FIRE", "STARTED", "DURATION", "ATTEMPT", "EXIT", "REASON", "OUTPUT",
-        ],
-        &table,
-    )
-    .map_err(CliError::io("writing the history"))
-}
-
-/// One outcome of `history`: the event, and the run's hash for what the event does not carry.
-struct HistoryEntry<'a> {
-    event: &'a Event,
-    run: &'a HashMap<String, String>,
-    run_id: String,
-}
-
-impl<'a> HistoryEntry<'a> {
-    fn new(event: &'a Event, run: &'a HashMap<String, String>) -> Self {
-        let run_id = event.fields.get("run").cloned().unwrap_or_default();
-        Self { event, run, run_id }
-    }
-
-    /// A field of the event, else of the run; `None` when neither has it or it is empty.
-    fn field(&self, name: &str) -> Option<&'a str> {
-        self.event
-            .fields
-            .get(name)
-            .or_else(|| self.run.get(name))
-            .map(String::as_str)
-            .filter(|value| !value.is_empty())
-    }
-
-    fn number(&self, name: &str) -> Option<i64> {
-        self.field(name)?.parse().ok()
-    }
-
-    /// A cron fire's time, from its id (`<job>@<fire ms>`); `None` for an ad-hoc run.
-    fn fire_ms(&self) -> Option<i64> {
-        self.run_id.rsplit_once('@')?.1.parse().ok()
-    }
-
-    fn started_ms(&self) -> Option<i64> {
-        self.run.get("started_ms")?.parse().ok()
-    }
-
-    /// How long the attempt ran: as the event recorded it, else from the run's start and
-    /// finish (never for a skipped fire, which did not run).
-    fn duration_ms(&self) -> Option<i64> {
-        if let Some(ms) = self.number("duration_ms") {
-            return Some(ms);
-        }
-        if self.event.fields.get("state").map(String::as_str) == Some(RunState::Skipped.as_str()) {
-            return None;
-        }
-        Some(self.run.get("finished_ms")?.parse::<i64>().ok()? - self.started_ms()?)
-    }
 }
 
 #[cfg(test)]
