@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use redcron::engine::Shutdown;
 use redcron::engine::elector::{Elector, ElectorConfig, ElectorTick};
-use redcron::engine::planner::{Planner, PlannerConfig, PlannerTick, shared_jobs};
+use redcron::engine::planner::{Planner, PlannerConfig, PlannerTick};
 use redcron::handler::{Completed, RunContext};
 use redcron::replica::{Replica, ReplicaConfig};
-use redcron::schedule::{Job, parse_file};
+use redcron::schedule::{Job, parse_file, shared_jobs};
 use redcron::store::embedded::EmbeddedRedis;
 use redcron::store::{Store, StoreSettings};
 use tokio::sync::watch;

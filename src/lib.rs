@@ -52,4 +52,5 @@ pub mod logs;
 pub mod metrics;
 pub mod replica;
 pub mod schedule;
+pub mod shutdown;
 pub mod store;

@@ -16,7 +16,7 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::engine::Shutdown;
+use crate::shutdown::Shutdown;
 
 /// Every metric a replica exports.
 pub struct Metrics {

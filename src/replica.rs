@@ -28,7 +28,7 @@ use tracing::{error, warn};
 
 use crate::engine::elector::{Elector, ElectorConfig};
 use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError, wait_for_replica_id};
-use crate::engine::planner::{DeclarationsConfig, Jobs, Planner, PlannerConfig, shared_jobs};
+use crate::engine::planner::{DeclarationsConfig, Planner, PlannerConfig};
 use crate::engine::promoter::{Promoter, PromoterConfig};
 use crate::engine::reaper::{Reaper, ReaperConfig};
 use crate::engine::worker::{WorkerConfig, Workers};
@@ -36,7 +36,7 @@ use crate::engine::{Leadership, Shutdown, arm_fault_points};
 use crate::handler::{Handler, Handlers};
 use crate::logs::panic_message;
 use crate::metrics::HEALTH;
-use crate::schedule::Job;
+use crate::schedule::{Job, Jobs, shared_jobs};
 use crate::store::Store;
 
 /// How long a component may take to stop once its turn has come before it is abandoned: its

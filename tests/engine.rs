@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redcron::engine::elector::{Elector, ElectorConfig, ElectorTick};
-use redcron::engine::planner::{Jobs, Planner, PlannerConfig, PlannerTick, shared_jobs};
+use redcron::engine::planner::{Planner, PlannerConfig, PlannerTick};
 use redcron::engine::promoter::{Promoter, PromoterConfig};
 use redcron::engine::reaper::{Reaped, Reaper, ReaperConfig};
 use redcron::engine::{Leadership, Shutdown};
-use redcron::schedule::parse_file;
+use redcron::schedule::{Jobs, parse_file, shared_jobs};
 use redcron::store::{Acquisition, Claim, Store, StoreSettings};
 use redis::Commands;
 use tokio::sync::watch;

@@ -11,9 +11,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use super::planner::Jobs;
 use super::{Leadership, Shutdown};
 use crate::metrics::{HEALTH, METRICS};
+use crate::schedule::Jobs;
 use crate::store::{Store, StoreError};
 
 /// The longest a stopping replica waits to withdraw its declarations: without an answer they

@@ -20,8 +20,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
+pub use crate::shutdown::Shutdown;
 use tokio::sync::watch;
-pub use tokio_util::sync::CancellationToken as Shutdown;
 
 use crate::metrics::{HEALTH, METRICS};
 use crate::store::LeaderToken;

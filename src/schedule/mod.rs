@@ -18,6 +18,15 @@ pub use cron::{CronError, CronExpr};
 pub use file::{Diagnostic, LoadError, load_dir, parse_file};
 pub use job::{DefinitionError, Delivery, Job, Misfire, Overlap, Priority};
 
+/// The declared jobs as a replica currently knows them, one shared copy of each definition;
+/// replaced whole on reload, and watched by every component.
+pub type Jobs = std::sync::Arc<Vec<std::sync::Arc<Job>>>;
+
+/// `jobs` as every component holds them: one copy of each definition, shared.
+pub fn shared_jobs(jobs: Vec<Job>) -> Jobs {
+    std::sync::Arc::new(jobs.into_iter().map(std::sync::Arc::new).collect())
+}
+
 /// A job's schedule: a crontab expression or macro, or `@every <duration>`.
 ///
 /// ```

@@ -19,9 +19,8 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use super::Jobs;
 use crate::metrics::METRICS;
-use crate::schedule::Job;
+use crate::schedule::{Job, Jobs};
 use crate::store::{Store, StoreError};
 
 /// Most definitions read from Redis in one call.

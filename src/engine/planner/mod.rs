@@ -18,22 +18,13 @@ use tracing::{debug, info, warn};
 
 use super::{Backoff, Leadership, Shutdown};
 use crate::metrics::METRICS;
-use crate::schedule::{Job, Misfire};
+use crate::schedule::{Job, Jobs, Misfire};
 use crate::store::{
     JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkipReason, SkippedFire, Store, StoreError,
     UnplanOutcome, cron_run_id,
 };
 pub use declared::DeclarationsConfig;
 use declared::{Declarations, Refreshed};
-
-/// The declared jobs as the replica currently knows them, one shared copy of each definition;
-/// replaced whole on reload.
-pub type Jobs = Arc<Vec<Arc<Job>>>;
-
-/// `jobs` as every component holds them: one copy of each definition, shared.
-pub fn shared_jobs(jobs: Vec<Job>) -> Jobs {
-    Arc::new(jobs.into_iter().map(Arc::new).collect())
-}
 
 /// Most missed fires one job's catch-up looks at in one tick, so that a long outage of a
 /// frequent job is worked off over several ticks instead of stalling one.

@@ -30,11 +30,11 @@ use execution::{Ended, Execution};
 pub use held::Reconciled;
 use held::{HeldRuns, reconcile};
 
-use super::planner::Jobs;
 use super::{Backoff, Shutdown};
 use crate::handler::Handlers;
 use crate::metrics::METRICS;
 use crate::schedule::Job;
+use crate::schedule::Jobs;
 use crate::store::{
     ClaimLeases, ClaimedRun, CorruptRun, FailReason, Failure, MIN_AHEAD_LEASE, ReadyWaiter,
     RedisClock, Store, StoreError,
