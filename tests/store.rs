@@ -9,7 +9,7 @@ use redcron::schedule::{Job, parse_file};
 use redcron::store::{
     Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, JobPlan,
     JobSlot, LeaderToken, PendingSlot, PlanOutcome, PlannedRun, SkipReason, SkippedFire, Store,
-    StoreSettings, UnplanOutcome, cron_run_id,
+    StoreError, StoreSettings, UnplanOutcome, cron_run_id,
 };
 use redis::Commands;
 
@@ -1260,4 +1260,25 @@ async fn a_reading_of_redis_clock_maps_its_times_to_the_latest_local_instant_the
         frozen.latest_instant_of(1_250),
         frozen.received() + Duration::from_millis(250)
     );
+}
+
+#[tokio::test]
+async fn a_failed_redis_call_names_the_store_operation() {
+    let mut server = RedisServer::start();
+    let store = connect(&server).await;
+    server.kill9();
+    let error = store
+        .claim_runs(
+            &["r/0"],
+            &["default".to_owned()],
+            Duration::from_secs(30),
+            10,
+        )
+        .await
+        .expect_err("Redis is gone");
+    assert!(
+        matches!(&error, StoreError::Redis { operation, .. } if *operation == "claim_runs"),
+        "{error:?}"
+    );
+    assert!(error.to_string().starts_with("claim_runs: "), "{error}");
 }

@@ -170,7 +170,10 @@ impl RedisArgs {
         };
         opened.map_err(|error| CliError::Unreachable {
             url: url.to_owned(),
-            source: error.into(),
+            source: crate::store::StoreError::Redis {
+                operation: "connect",
+                source: error,
+            },
         })
     }
 }

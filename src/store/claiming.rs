@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::{AsyncCommands, FromRedisValue, Value};
 
+use super::During;
 use super::{
     CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, SkipReason, Store, StoreError, millis, next_number,
     next_string, reply, scripts, skip_pairs,
@@ -166,7 +167,8 @@ impl ReadyWaiter {
         let woken: Option<(String, String, f64)> = self
             .connection
             .bzpopmin(&self.markers, self.timeout.as_secs_f64())
-            .await?;
+            .await
+            .during("wait")?;
         Ok(woken.is_some())
     }
 }
@@ -308,7 +310,8 @@ impl Store {
             .arg(queues);
         let reply_values: Vec<Value> = invocation
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("claim_runs")?;
         let mut values = reply_values.into_iter();
         let status = next_string(&mut values, OPERATION)?;
         if status == "UNDECLARED" {
@@ -361,7 +364,8 @@ impl Store {
             .arg(millis(lease))
             .arg(self.now_arg())
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("extend_lease")?;
         Ok(extended == 1)
     }
 
@@ -389,7 +393,8 @@ impl Store {
             .arg(self.now_arg())
             .arg(u8::from(pending == PendingSlot::SkipIfRunning))
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("take_job_slot")?;
         match answer.as_str() {
             "TAKEN" => Ok(JobSlot::Taken),
             "BUSY" => {
@@ -419,7 +424,8 @@ impl Store {
         let connection = self
             .client
             .get_multiplexed_async_connection_with_config(&config)
-            .await?;
+            .await
+            .during("ready_waiter")?;
         let markers = queues
             .iter()
             .map(|queue| self.keys.wake(queue))

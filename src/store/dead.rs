@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
+use super::During;
 use super::{Store, StoreError, millis, scripts};
 
 impl Store {
@@ -14,11 +15,11 @@ impl Store {
     /// Redis errors.
     pub async fn dead_runs(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
         let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
-        Ok(self
-            .connection
+        self.connection
             .clone()
             .zrange_withscores(self.keys.dead(), 0, end)
-            .await?)
+            .await
+            .during("dead_runs")
     }
 
     /// Takes a run out of the dead letters and makes it due now, attempts reset; `false` when it
@@ -37,7 +38,8 @@ impl Store {
             .arg(self.settings.events_maxlen)
             .arg(self.now_arg())
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("redrive_run")?;
         Ok(redriven == 1)
     }
 
@@ -57,7 +59,8 @@ impl Store {
                 .arg(&cutoff)
                 .arg(BATCH)
                 .invoke_async(&mut self.connection.clone())
-                .await?;
+                .await
+                .during("purge_dead")?;
             purged += deleted;
             if deleted < BATCH {
                 return Ok(purged);
@@ -93,7 +96,8 @@ impl Store {
             .arg(millis(self.settings.retention))
             .arg(withdrawn)
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("bury_undeclared_runs")?;
         Ok(buried)
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use sha2::{Digest, Sha256};
 
+use super::During;
 use super::{Store, StoreError, millis, reply, scripts};
 use crate::schedule::Job;
 
@@ -93,7 +94,10 @@ impl Store {
             .ignore()
             .incr(self.keys.declarations_version(), 1)
             .ignore();
-        let () = pipe.query_async(&mut self.connection.clone()).await?;
+        let () = pipe
+            .query_async(&mut self.connection.clone())
+            .await
+            .during("publish_replica_jobs")?;
         Ok(digest)
     }
 
@@ -128,11 +132,15 @@ impl Store {
         }
         let (entries, mut published, bodies): (usize, Vec<Option<String>>, Vec<Option<String>>) =
             if batch.is_empty() {
-                let (entries, published): (usize, Vec<Option<String>>) =
-                    pipe.query_async(&mut self.connection.clone()).await?;
+                let (entries, published): (usize, Vec<Option<String>>) = pipe
+                    .query_async(&mut self.connection.clone())
+                    .await
+                    .during("declarations_intact")?;
                 (entries, published, Vec::new())
             } else {
-                pipe.query_async(&mut self.connection.clone()).await?
+                pipe.query_async(&mut self.connection.clone())
+                    .await
+                    .during("declarations_intact")?
             };
         // The published marker is one entry more than the jobs, and names what was published.
         let marker = (!published.is_empty())
@@ -170,7 +178,8 @@ impl Store {
             .incr(self.keys.declarations_version(), 1)
             .ignore()
             .query_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("withdraw_replica")?;
         Ok(())
     }
 
@@ -191,7 +200,8 @@ impl Store {
                 .zrangebyscore(self.keys.replicas(), since, "+inf")
                 .smembers(self.keys.damaged_definitions())
                 .query_async(&mut self.connection.clone())
-                .await?;
+                .await
+                .during("declarations_signal")?;
         live.sort();
         damaged.sort();
         Ok(DeclarationsSignal {
@@ -217,8 +227,10 @@ impl Store {
         for replica in replicas {
             pipe.hgetall(self.keys.replica_jobs(replica));
         }
-        let answers: Vec<HashMap<String, String>> =
-            pipe.query_async(&mut self.connection.clone()).await?;
+        let answers: Vec<HashMap<String, String>> = pipe
+            .query_async(&mut self.connection.clone())
+            .await
+            .during("replica_declarations")?;
         Ok(answers.into_iter().map(published_declarations).collect())
     }
 
@@ -233,11 +245,12 @@ impl Store {
         if hashes.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(redis::cmd("HMGET")
+        redis::cmd("HMGET")
             .arg(self.keys.declared_definitions())
             .arg(hashes)
             .query_async(&mut self.connection.clone())
-            .await?)
+            .await
+            .during("declared_definitions")
     }
 
     /// Removes the declared definitions that neither `own` (content digests) nor the
@@ -258,7 +271,8 @@ impl Store {
             .connection
             .clone()
             .zrangebyscore(self.keys.replicas(), since, "+inf")
-            .await?;
+            .await
+            .during("forget_declared_definitions")?;
         let declared = self.replica_declarations(&replicas).await?;
         let referenced: HashSet<&str> = declared
             .iter()
@@ -270,7 +284,8 @@ impl Store {
             .connection
             .clone()
             .hkeys(self.keys.declared_definitions())
-            .await?;
+            .await
+            .during("forget_declared_definitions")?;
         let unreferenced: Vec<&String> = stored
             .iter()
             .filter(|hash| {
@@ -287,7 +302,8 @@ impl Store {
                 .arg(version)
                 .arg(batch)
                 .invoke_async(&mut self.connection.clone())
-                .await?;
+                .await
+                .during("forget_declared_definitions")?;
             if removed < 0 {
                 return Ok(false);
             }
@@ -374,7 +390,10 @@ impl Store {
             pipe.srem(&damaged, stale).ignore();
         }
         pipe.publish(self.keys.wake_promoter(), "0").ignore();
-        let () = pipe.query_async(&mut self.connection.clone()).await?;
+        let () = pipe
+            .query_async(&mut self.connection.clone())
+            .await
+            .during("write_definitions")?;
         Ok(())
     }
 
@@ -383,11 +402,11 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn published_hashes(&self) -> Result<HashMap<String, String>, StoreError> {
-        Ok(self
-            .connection
+        self.connection
             .clone()
             .hgetall(self.keys.def_hashes())
-            .await?)
+            .await
+            .during("published_hashes")
     }
 
     /// The names in `defs` and in `def-hashes`: which published entries name no job.
@@ -395,11 +414,12 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn published_names(&self) -> Result<(Vec<String>, Vec<String>), StoreError> {
-        Ok(redis::pipe()
+        redis::pipe()
             .hkeys(self.keys.defs())
             .hkeys(self.keys.def_hashes())
             .query_async(&mut self.connection.clone())
-            .await?)
+            .await
+            .during("published_names")
     }
 
     /// The published definitions of `jobs`, by position.
@@ -421,7 +441,8 @@ impl Store {
             .arg(self.keys.def_hashes())
             .arg(jobs)
             .query_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("published_definitions")?;
         Ok(definitions
             .into_iter()
             .zip(hashes)

@@ -3,6 +3,7 @@
 
 use redis::AsyncCommands;
 
+use super::During;
 use super::{ClaimedRun, FailReason, Store, StoreError, millis, reply, scripts};
 
 /// An active run that Redis says a worker of a replica holds, see [`Store::held_runs`].
@@ -120,7 +121,8 @@ impl Store {
         }
         let recorded: Vec<i64> = invocation
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("ack_runs")?;
         if recorded.len() != acks.len() {
             return Err(reply(
                 "ack_runs",
@@ -164,7 +166,8 @@ impl Store {
             .arg(self.settings.events_maxlen)
             .arg(self.now_arg())
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("fail_run")?;
         match status.as_str() {
             "RETRYING" => Ok(FailOutcome::Retrying { due_ms: at }),
             "DEAD" => Ok(FailOutcome::Dead),
@@ -184,7 +187,8 @@ impl Store {
             .arg(self.keys.prefix())
             .arg(format!("{replica_id}/"))
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("held_runs")?;
         values
             .chunks(3)
             .map(|held| match held {
@@ -208,7 +212,8 @@ impl Store {
             .connection
             .clone()
             .zrangebyscore_limit(self.keys.active(), "-inf", now, 0, limit as isize)
-            .await?;
+            .await
+            .during("expired_leases")?;
         Ok(expired)
     }
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use redis::{AsyncCommands, FromRedisValue, Value};
 
+use super::During;
 use super::{Store, StoreError, published_declarations, reply};
 use crate::schedule::Priority;
 
@@ -104,13 +105,15 @@ impl Store {
                 .arg("COUNT")
                 .arg(1_000)
                 .query_async(&mut connection)
-                .await?;
+                .await
+                .during("clear_namespace")?;
             if !keys.is_empty() {
                 deleted += keys.len() as u64;
                 let () = redis::cmd("UNLINK")
                     .arg(&keys)
                     .query_async(&mut connection)
-                    .await?;
+                    .await
+                    .during("clear_namespace")?;
             }
             if next == 0 {
                 return Ok(deleted);
@@ -124,7 +127,11 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn active_runs(&self) -> Result<u64, StoreError> {
-        Ok(self.connection.clone().zcard(self.keys.active()).await?)
+        self.connection
+            .clone()
+            .zcard(self.keys.active())
+            .await
+            .during("active_runs")
     }
 
     /// Whether some replica has published a job named `job`.
@@ -132,11 +139,11 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn is_declared(&self, job: &str) -> Result<bool, StoreError> {
-        Ok(self
-            .connection
+        self.connection
             .clone()
             .hexists(self.keys.defs(), job)
-            .await?)
+            .await
+            .during("is_declared")
     }
 
     /// Pauses (`true`) or resumes a job: a paused job's fires are skipped with reason `paused`.
@@ -147,9 +154,15 @@ impl Store {
     pub async fn set_paused(&self, job: &str, paused: bool) -> Result<bool, StoreError> {
         let mut connection = self.connection.clone();
         let changed: i64 = if paused {
-            connection.sadd(self.keys.paused(), job).await?
+            connection
+                .sadd(self.keys.paused(), job)
+                .await
+                .during("set_paused")?
         } else {
-            connection.srem(self.keys.paused(), job).await?
+            connection
+                .srem(self.keys.paused(), job)
+                .await
+                .during("set_paused")?
         };
         Ok(changed == 1)
     }
@@ -159,11 +172,11 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn run_fields(&self, run_id: &str) -> Result<HashMap<String, String>, StoreError> {
-        Ok(self
-            .connection
+        self.connection
             .clone()
             .hgetall(self.keys.run(run_id))
-            .await?)
+            .await
+            .during("run_fields")
     }
 
     /// What operators look at: leadership, replicas, counts, ready lengths, jobs, running runs.
@@ -194,7 +207,8 @@ impl Store {
                 .zrange_withscores(self.keys.active(), 0, -1)
                 .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
                 .query_async(&mut connection)
-                .await?;
+                .await
+                .during("overview")?;
         let queues: Vec<String> = defs
             .values()
             .filter_map(|definition| {
@@ -220,7 +234,7 @@ impl Store {
             if replicas.is_empty() && running.is_empty() && undeclared.is_empty() {
                 Vec::new()
             } else {
-                pipe.query_async(&mut connection).await?
+                pipe.query_async(&mut connection).await.during("overview")?
             };
         let mut answers = answers.drain(..);
         let mut take = |operation| {
@@ -299,7 +313,10 @@ impl Store {
                 pipe.llen(self.keys.ready(queue, priority));
             }
         }
-        let answers: Vec<u64> = pipe.query_async(&mut self.connection.clone()).await?;
+        let answers: Vec<u64> = pipe
+            .query_async(&mut self.connection.clone())
+            .await
+            .during("run_counts")?;
         let (counts, lengths) = answers.split_at(3.min(answers.len()));
         let count = |index: usize| counts.get(index).copied().unwrap_or(0);
         let ready = queues
@@ -331,7 +348,8 @@ impl Store {
             .connection
             .clone()
             .xrevrange_count(self.keys.events(), "+", "-", count)
-            .await?;
+            .await
+            .during("recent_events")?;
         Ok(reply
             .ids
             .into_iter()

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::During;
 use super::{Store, StoreError, millis, scripts};
 
 /// The leader lease this replica holds: `<replica id>:<epoch>`. Every planner write presents it,
@@ -47,7 +48,8 @@ impl Store {
             .arg(replica)
             .arg(millis(ttl))
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("acquire_leader")?;
         Ok(if acquired == 1 {
             Acquisition::Acquired(LeaderToken(token))
         } else {
@@ -69,7 +71,8 @@ impl Store {
             .arg(token.as_str())
             .arg(millis(ttl))
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("renew_leader")?;
         Ok(renewed == 1)
     }
 
@@ -82,7 +85,8 @@ impl Store {
             .key(self.keys.leader())
             .arg(token.as_str())
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("release_leader")?;
         Ok(released == 1)
     }
 }

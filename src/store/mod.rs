@@ -60,8 +60,13 @@ pub use replicas::{Beat, ReplicaInstance};
 #[derive(Debug, Error)]
 pub enum StoreError {
     /// Redis could not be reached or refused the command; retry with backoff.
-    #[error("redis: {0}")]
-    Redis(#[source] redis::RedisError),
+    #[error("{operation}: {source}")]
+    Redis {
+        /// The store operation (script or command) that failed.
+        operation: &'static str,
+        /// What Redis or the connection said.
+        source: redis::RedisError,
+    },
     /// A script or command answered in a shape redcron does not write: foreign or corrupt data.
     #[error("unexpected reply from {operation}: {detail}")]
     Reply {
@@ -82,16 +87,28 @@ pub enum StoreError {
     },
 }
 
-/// Every failed Redis call of the store becomes a [`StoreError`] here (the `?` after each call),
-/// so this is where failures are counted, whichever component made the call and whether or not
-/// it goes on to swallow the error, and where a refusal to write is noticed for `/readyz`.
-impl From<redis::RedisError> for StoreError {
-    fn from(error: redis::RedisError) -> Self {
+impl StoreError {
+    /// A failed Redis call of `operation`. Every failed call of the store becomes one here (each
+    /// call names its operation with [`During::during`]), so this is where failures are
+    /// counted, whichever component made the call and whether or not it goes on to swallow the
+    /// error, and where a refusal to write is noticed for `/readyz`.
+    fn redis(operation: &'static str, source: redis::RedisError) -> Self {
         METRICS.redis_errors_total.inc();
-        if refuses_writes(&error) {
+        if refuses_writes(&source) {
             HEALTH.write_refused();
         }
-        StoreError::Redis(error)
+        StoreError::Redis { operation, source }
+    }
+}
+
+/// Names the store operation a Redis call was part of, in its error.
+trait During<T> {
+    fn during(self, operation: &'static str) -> Result<T, StoreError>;
+}
+
+impl<T> During<T> for Result<T, redis::RedisError> {
+    fn during(self, operation: &'static str) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::redis(operation, source))
     }
 }
 
@@ -199,7 +216,12 @@ impl Store {
         namespace: &str,
         settings: StoreSettings,
     ) -> Result<Self, StoreError> {
-        Self::connect_client(redis::Client::open(url)?, namespace, settings).await
+        Self::connect_client(
+            redis::Client::open(url).during("connect")?,
+            namespace,
+            settings,
+        )
+        .await
     }
 
     /// Like [`Store::connect`], with a client built by the caller: TLS with a private CA or a
@@ -217,7 +239,10 @@ impl Store {
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_connection_timeout(Some(CONNECTION_TIMEOUT))
             .set_max_delay(MAX_RECONNECT_DELAY);
-        let connection = client.get_connection_manager_with_config(config).await?;
+        let connection = client
+            .get_connection_manager_with_config(config)
+            .await
+            .during("connect")?;
         Ok(Self {
             client,
             connection,
@@ -300,14 +325,25 @@ impl Store {
             let (keys, args) = only.split_at(key_count.min(only.len()));
             let mut invocation = script.prepare_invoke();
             invocation.key(keys).arg(args);
-            return Ok(vec![invocation.invoke_async(&mut connection).await?]);
+            return Ok(vec![
+                invocation
+                    .invoke_async(&mut connection)
+                    .await
+                    .during("invoke_batched")?,
+            ]);
         }
-        let hash = script.prepare_invoke().load_async(&mut connection).await?;
+        let hash = script
+            .prepare_invoke()
+            .load_async(&mut connection)
+            .await
+            .during("invoke_batched")?;
         let mut pipe = redis::pipe();
         for arguments in &calls {
             pipe.cmd("EVALSHA").arg(&hash).arg(key_count).arg(arguments);
         }
-        Ok(pipe.query_async(&mut connection).await?)
+        pipe.query_async(&mut connection)
+            .await
+            .during("invoke_batched")
     }
 
     /// The time on Redis's clock, ms since the epoch: what every script decides with, so the
@@ -321,7 +357,8 @@ impl Store {
         }
         let (seconds, micros): (i64, i64) = redis::cmd("TIME")
             .query_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("now_ms")?;
         Ok(seconds * 1000 + micros / 1000)
     }
 
@@ -336,7 +373,8 @@ impl Store {
             None => {
                 let (seconds, micros): (i64, i64) = redis::cmd("TIME")
                     .query_async(&mut self.connection.clone())
-                    .await?;
+                    .await
+                    .during("clock")?;
                 seconds * 1_000_000 + micros
             }
         };

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use redis::{AsyncCommands, FromRedisValue, Value};
 
+use super::During;
 use super::{LeaderToken, SkipReason, Store, StoreError, reply, scripts};
 
 /// One fire the planner puts in the due set.
@@ -87,7 +88,8 @@ impl Store {
             .arg(job)
             .arg(cursor_ms.map_or_else(String::new, |cursor| cursor.to_string()))
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("unplan_job")?;
         match status.as_str() {
             "OK" => Ok(UnplanOutcome::Unplanned(
                 u64::from_redis_value(detail)
@@ -105,8 +107,12 @@ impl Store {
     /// # Errors
     /// Redis errors; a cursor that is not a number is an error (foreign data).
     pub async fn cursors(&self) -> Result<HashMap<String, i64>, StoreError> {
-        let raw: HashMap<String, String> =
-            self.connection.clone().hgetall(self.keys.cursor()).await?;
+        let raw: HashMap<String, String> = self
+            .connection
+            .clone()
+            .hgetall(self.keys.cursor())
+            .await
+            .during("cursors")?;
         raw.into_iter()
             .map(|(job, cursor)| match cursor.parse() {
                 Ok(cursor) => Ok((job, cursor)),

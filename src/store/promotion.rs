@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, Value};
 
+use super::During;
 use super::{Store, StoreError, millis, reply, scripts, skip_pairs};
 use crate::metrics::METRICS;
 
@@ -51,7 +52,8 @@ impl Store {
             .arg(self.now_arg())
             .arg(millis(lead))
             .invoke_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("promote_due")?;
         let mut values = answer.into_iter();
         let mut number = || {
             i64::from_redis_value(values.next().unwrap_or(Value::Nil))
@@ -77,8 +79,15 @@ impl Store {
     pub async fn wake_promoter(
         &self,
     ) -> Result<impl futures_util::Stream<Item = redis::Msg> + use<>, StoreError> {
-        let mut pubsub = self.client.get_async_pubsub().await?;
-        pubsub.subscribe(self.keys.wake_promoter()).await?;
+        let mut pubsub = self
+            .client
+            .get_async_pubsub()
+            .await
+            .during("wake_promoter")?;
+        pubsub
+            .subscribe(self.keys.wake_promoter())
+            .await
+            .during("wake_promoter")?;
         Ok(pubsub.into_on_message())
     }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::During;
 use super::{Store, StoreError, millis};
 
 /// What one heartbeat found.
@@ -58,7 +59,8 @@ impl Store {
             .ignore()
             .pexpire(self.keys.replica_jobs(replica_id), ttl_ms)
             .query_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("heartbeat")?;
         Ok(Beat {
             declarations_kept,
             previous_instance,
@@ -79,7 +81,8 @@ impl Store {
             .hmget(self.keys.replica(replica_id), &["instance", "host", "pid"])
             .zscore(self.keys.replicas(), replica_id)
             .query_async(&mut self.connection.clone())
-            .await?;
+            .await
+            .during("replica_instance")?;
         let mut fields = fields.into_iter();
         let (Some(Some(instance)), Some(beat_ms)) = (fields.next(), beat_ms) else {
             return Ok(None);
