@@ -26,7 +26,7 @@ local now_text = tostring(now)
 local recorded, finished = {}, {}
 for i = 5, #ARGV, 5 do
   local run_id, worker, attempt, exit_code, output = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local run_key = prefix .. 'run:' .. run_id
+  local run_key = key_run(prefix, run_id)
   local state, holder, held_attempt, job, started, overlap, max_concurrency = unpack(redis.call(
     'HMGET', run_key, 'state', 'worker', 'attempt', 'job', 'started_ms', 'overlap', 'max_concurrency'))
   -- The attempt tells a reaped run claimed again by the same worker from the one it ran.

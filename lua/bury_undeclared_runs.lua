@@ -38,7 +38,7 @@ local buried = {}
 for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
   local declared = false
   for _, replica in ipairs(live) do
-    if redis.call('HEXISTS', prefix .. 'replica-jobs:' .. replica, job) == 1 then
+    if redis.call('HEXISTS', key_replica_jobs(prefix, replica), job) == 1 then
       declared = true
       break
     end
@@ -48,11 +48,11 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
   if declared then
     redis.call('ZADD', undeclared_jobs, now, job)
   elseif expired or withdrawn[job] then
-    local aside = prefix .. 'undeclared:' .. job
+    local aside = key_undeclared(prefix, job)
     local run_ids = redis.call('LRANGE', aside, 0, -1)
     local kept = {}
     for _, run_id in ipairs(run_ids) do
-      local run_key = prefix .. 'run:' .. run_id
+      local run_key = key_run(prefix, run_id)
       local kind, attempt = unpack(redis.call('HMGET', run_key, 'kind', 'attempt'))
       if kind == 'cron' and (tonumber(attempt) or 0) == 0 then
         skip_run(run_key, run_id, job, 'undeclared', now, retention, events, maxlen)

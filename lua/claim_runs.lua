@@ -90,13 +90,13 @@ end
 -- Runs put aside for a replica that declares their job: this one declares it and serves its
 -- queue, so they go back to the head of their ready lists, oldest first, before any pop.
 for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
-  local aside = prefix .. 'undeclared:' .. job
+  local aside = key_undeclared(prefix, job)
   if redis.call('HEXISTS', declared, job) == 1 then
     local run_ids = redis.call('LRANGE', aside, 0, -1)
     local kept = {}
     for i = #run_ids, 1, -1 do
       local run_id = run_ids[i]
-      local kind, queue, priority = unpack(redis.call('HMGET', prefix .. 'run:' .. run_id, 'kind',
+      local kind, queue, priority = unpack(redis.call('HMGET', key_run(prefix, run_id), 'kind',
         'queue', 'priority'))
       if queue and priority and serves[queue] then
         redis.call('LPUSH', ready_list(prefix, kind, queue, priority), run_id)
@@ -187,7 +187,6 @@ local function attempt_text(attempt)
   return text
 end
 
-local run_prefix = prefix .. 'run:'
 local set_aside = {}
 local started = {}
 local leases = {}
@@ -199,7 +198,7 @@ while #started < #workers and pops < limit do
   end
   pops = pops + #run_ids
   for _, run_id in ipairs(run_ids) do
-    local run_key = run_prefix .. run_id
+    local run_key = key_run(prefix, run_id)
     local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload, due_ms, kind,
       max_concurrency, started_ms, redriven_ms =
       unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap', 'created_ms', 'attempt',
@@ -224,17 +223,17 @@ while #started < #workers and pops < limit do
       skips[#skips + 1] = 'corrupt'
     elseif not declares(job) then
       -- Left for a replica that declares the job; since when, for the dead letters' grace.
-      redis.call('RPUSH', prefix .. 'undeclared:' .. job, run_id)
+      redis.call('RPUSH', key_undeclared(prefix, job), run_id)
       redis.call('ZADD', undeclared_jobs, 'NX', now, job)
       set_aside[job] = true
     elseif paused_job(job) then
       skip(run_key, run_id, job, 'paused')
-    elseif fingerprint and fingerprint ~= '' and not lock(prefix .. 'fp:' .. fingerprint, run_id .. '/' .. (created or ''), fingerprint_ttl) then
+    elseif fingerprint and fingerprint ~= '' and not lock(key_fingerprint(prefix, fingerprint), run_id .. '/' .. (created or ''), fingerprint_ttl) then
       skip(run_key, run_id, job, 'duplicate')
-    elseif slots and not take_slot(prefix .. 'running:' .. job, job, run_id, slots, now + held_for) then
+    elseif slots and not take_slot(key_running(prefix, job), job, run_id, slots, now + held_for) then
       if wait > 0 then
         slot_pending = may_skip and 1 or 2
-      elseif may_skip and running_since(prefix, prefix .. 'running:' .. job, due) then
+      elseif may_skip and running_since(prefix, key_running(prefix, job), due) then
         skip(run_key, run_id, job, 'overlap')
       else
         wait_for_slot(prefix, run_key, run_id, job)
@@ -258,8 +257,8 @@ if next(set_aside) then
   local replicas = redis.call('ZRANGE', prefix .. 'replicas', 0, -1)
   for job in pairs(set_aside) do
     for _, replica in ipairs(replicas) do
-      if redis.call('HEXISTS', prefix .. 'replica-jobs:' .. replica, job) == 1 then
-        local marker = prefix .. 'wake-replica:' .. replica
+      if redis.call('HEXISTS', key_replica_jobs(prefix, replica), job) == 1 then
+        local marker = key_wake_replica(prefix, replica)
         redis.call('ZADD', marker, 0, 'ready')
         redis.call('PEXPIRE', marker, WAKE_REPLICA_TTL_MS)
       end
@@ -291,7 +290,7 @@ for _, queue in ipairs(queues) do
   for _, priority in ipairs({'high', 'normal', 'low'}) do
     if redis.call('LLEN', ready_list(prefix, 'cron', queue, priority)) > 0
         or redis.call('LLEN', ready_list(prefix, 'adhoc', queue, priority)) > 0 then
-      redis.call('ZADD', prefix .. 'wake:' .. queue, 0, 'ready')
+      redis.call('ZADD', key_wake(prefix, queue), 0, 'ready')
       break
     end
   end

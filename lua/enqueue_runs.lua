@@ -72,7 +72,7 @@ for i = 3, #ARGV, 7 do
   end
   -- The owner matches what claim_runs checks, so the run's own claim passes its reservation.
   local owner = run_id .. '/' .. now_text
-  local fingerprint_key = fingerprint ~= '' and prefix .. 'fp:' .. fingerprint
+  local fingerprint_key = fingerprint ~= '' and key_fingerprint(prefix, fingerprint)
   if not def then
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'UNKNOWN', 0, 0
   elseif fingerprint_key and not redis.call('SET', fingerprint_key, owner, 'NX', 'PX', math.max(window, 1)) then
@@ -83,7 +83,7 @@ for i = 3, #ARGV, 7 do
       priority = def.priority
     end
     local state = due_ms <= now and 'ready' or 'scheduled'
-    local run_key = prefix .. 'run:' .. run_id
+    local run_key = key_run(prefix, run_id)
     redis.call('HSET', run_key,
       'job', job, 'kind', 'adhoc', 'due_ms', due_text, 'created_ms', now_text,
       'attempt', '0', 'max_attempts', def.max_attempts, 'queue', def.queue, 'priority', priority,
@@ -100,7 +100,7 @@ for i = 3, #ARGV, 7 do
       local list = ready_list(prefix, 'adhoc', def.queue, priority)
       ready[list] = ready[list] or {}
       table.insert(ready[list], run_id)
-      woken[prefix .. 'wake:' .. def.queue] = true
+      woken[key_wake(prefix, def.queue)] = true
     else
       later[#later + 1] = due_ms
       later[#later + 1] = run_id

@@ -13,7 +13,7 @@
 local active = KEYS[1]
 local prefix, run_id, worker, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local now = now_ms(ARGV[5])
-local run_key = prefix .. 'run:' .. run_id
+local run_key = key_run(prefix, run_id)
 
 local holder, job = unpack(redis.call('HMGET', run_key, 'worker', 'job'))
 if holder ~= worker or not redis.call('ZSCORE', active, run_id) then
@@ -21,5 +21,5 @@ if holder ~= worker or not redis.call('ZSCORE', active, run_id) then
 end
 redis.call('ZADD', active, 'XX', now + lease, run_id)
 -- XX: a job without a limit keeps no slots, and a slot is never created here.
-redis.call('ZADD', prefix .. 'running:' .. job, 'XX', now + lease, run_id)
+redis.call('ZADD', key_running(prefix, job), 'XX', now + lease, run_id)
 return 1

@@ -38,7 +38,7 @@ end
 local now = now_ms(ARGV[10])
 -- A run whose worker died this many times is taken for a poison run and sent to the dead letters.
 local MAX_LOST = 3
-local run_key = prefix .. 'run:' .. run_id
+local run_key = key_run(prefix, run_id)
 
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
 local holder, job, attempt, max_attempts, backoff, max_backoff, delivery, due_ms = unpack(redis.call(

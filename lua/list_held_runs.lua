@@ -14,7 +14,7 @@ local prefix, workers = ARGV[1], ARGV[2]
 
 local held = {}
 for _, run_id in ipairs(redis.call('ZRANGE', active, 0, -1)) do
-  local worker, attempt = unpack(redis.call('HMGET', prefix .. 'run:' .. run_id, 'worker', 'attempt'))
+  local worker, attempt = unpack(redis.call('HMGET', key_run(prefix, run_id), 'worker', 'attempt'))
   if worker and string.sub(worker, 1, #workers) == workers then
     held[#held + 1] = run_id
     held[#held + 1] = worker

@@ -108,7 +108,7 @@ if #taken > 0 then
 end
 for i = 1, #run_ids, 2 do
   local run_id, due_ms = run_ids[i], tonumber(run_ids[i + 1])
-  local run_key = prefix .. 'run:' .. run_id
+  local run_key = key_run(prefix, run_id)
   local job, queue, priority, state, kind = unpack(redis.call('HMGET', run_key, 'job', 'queue', 'priority', 'state', 'kind'))
   local reason
   if job or state then
@@ -174,7 +174,7 @@ for i = 1, #run_ids, 2 do
     local list = ready_list(prefix, kind, queue, priority)
     ready_lists[list] = ready_lists[list] or {}
     table.insert(ready_lists[list], run_id)
-    woken[prefix .. 'wake:' .. queue] = true
+    woken[key_wake(prefix, queue)] = true
     ready = ready + 1
   end
   if reason and reason ~= 'deferred' then

@@ -11,7 +11,7 @@ local dead = KEYS[1]
 local prefix, cutoff, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local run_ids = redis.call('ZRANGEBYSCORE', dead, '-inf', cutoff, 'LIMIT', 0, limit)
 for _, run_id in ipairs(run_ids) do
-  redis.call('DEL', prefix .. 'run:' .. run_id)
+  redis.call('DEL', key_run(prefix, run_id))
   redis.call('ZREM', dead, run_id)
 end
 return #run_ids

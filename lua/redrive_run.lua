@@ -15,7 +15,7 @@
 local dead, due, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, run_id, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms(ARGV[4])
-local run_key = prefix .. 'run:' .. run_id
+local run_key = key_run(prefix, run_id)
 
 if redis.call('ZSCORE', dead, run_id) == false or redis.call('EXISTS', run_key) == 0 then
   return 0

@@ -27,7 +27,7 @@ if not lease or not maxlen or not retention then
   return redis.error_reply('ERR take_job_slot: lease, maxlen and retention must be numbers')
 end
 local now = now_ms(ARGV[7])
-local run_key = prefix .. 'run:' .. run_id
+local run_key = key_run(prefix, run_id)
 
 local holder, job, state, attempt, due_ms, overlap, max_concurrency = unpack(redis.call('HMGET',
   run_key, 'worker', 'job', 'state', 'attempt', 'due_ms', 'overlap', 'max_concurrency'))
@@ -35,7 +35,7 @@ if holder ~= worker or state ~= 'active' or not job or not redis.call('ZSCORE', 
   return 'GONE'
 end
 local slots = job_limit(overlap, max_concurrency)
-local running = prefix .. 'running:' .. job
+local running = key_running(prefix, job)
 fill_job_slots(prefix, job, now)
 if not slots or redis.call('ZSCORE', running, run_id) or redis.call('ZCARD', running) < slots then
   if slots then

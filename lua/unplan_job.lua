@@ -21,7 +21,7 @@ if holder ~= token then
 end
 local removed = 0
 for _, fire in ipairs(planned_fires(redis.call('HGET', planned, job))) do
-  removed = removed + redis.call('ZREM', due, job .. '@' .. fire)
+  removed = removed + redis.call('ZREM', due, cron_run_id(job, fire))
 end
 redis.call('HDEL', planned, job)
 -- The one place a cursor moves back: the old schedule's future fires are gone.

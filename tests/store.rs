@@ -1282,3 +1282,41 @@ async fn a_failed_redis_call_names_the_store_operation() {
     );
     assert!(error.to_string().starts_with("claim_runs: "), "{error}");
 }
+
+#[test]
+fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
+    let server = RedisServer::start();
+    let common = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/lua/include/common.lua"
+    ))
+    .expect("common.lua");
+    let script = format!(
+        "{common}\nlocal prefix = ARGV[1]\nreturn {{key_run(prefix, 'r@1'), \
+         key_running(prefix, 'j'), key_waiting(prefix, 'j'), key_undeclared(prefix, 'j'), \
+         key_wake(prefix, 'q'), key_fingerprint(prefix, 'f'), key_replica_jobs(prefix, 'r1'), \
+         key_wake_replica(prefix, 'r1'), cron_run_id('nightly', 1767225600000), \
+         ready_list(prefix, 'cron', 'q', 'high'), ready_list(prefix, 'adhoc', 'q', 'low')}}"
+    );
+    let keys = redcron::store::Keys::new("test");
+    let built: Vec<String> = redis::Script::new(&script)
+        .arg(keys.prefix())
+        .invoke(&mut server.connection())
+        .expect("the helpers run");
+    assert_eq!(
+        built,
+        [
+            keys.run("r@1"),
+            keys.running("j"),
+            keys.waiting("j"),
+            keys.undeclared("j"),
+            keys.wake("q"),
+            keys.fingerprint("f"),
+            keys.replica_jobs("r1"),
+            keys.wake_replica("r1"),
+            cron_run_id("nightly", 1_767_225_600_000),
+            keys.ready_fires("q", redcron::schedule::Priority::High),
+            keys.ready("q", redcron::schedule::Priority::Low),
+        ]
+    );
+}

@@ -1,6 +1,21 @@
 -- Helpers shared by every script: prepended to each script when it is loaded (see
 -- src/store/scripts.rs), so each .lua file stays one atomic operation.
 
+-- Keys named after a run, job, queue, fingerprint or replica, under the namespace's `prefix`
+-- ("{ns}:"): the same suffixes as src/store/keys.rs, which a test checks them against.
+local function key_run(prefix, run_id) return prefix .. 'run:' .. run_id end
+local function key_running(prefix, job) return prefix .. 'running:' .. job end
+local function key_waiting(prefix, job) return prefix .. 'waiting:' .. job end
+local function key_undeclared(prefix, job) return prefix .. 'undeclared:' .. job end
+local function key_wake(prefix, queue) return prefix .. 'wake:' .. queue end
+local function key_fingerprint(prefix, fingerprint) return prefix .. 'fp:' .. fingerprint end
+local function key_replica_jobs(prefix, replica) return prefix .. 'replica-jobs:' .. replica end
+local function key_wake_replica(prefix, replica) return prefix .. 'wake-replica:' .. replica end
+
+-- The id of a cron fire, as `cron_run_id` in src/store/planning.rs builds it: deterministic,
+-- so that one fire is only ever planned once.
+local function cron_run_id(job, fire_ms) return job .. '@' .. fire_ms end
+
 -- Milliseconds on Redis's own clock, so that replicas with skewed clocks agree on what is due
 -- and what has expired. `override` (a number of milliseconds, or '') exists for tests.
 --
@@ -73,14 +88,14 @@ local SLOT_HANDOVER_MS = 60000
 -- one at a time when the limit is 1. Slots whose deadline passed (a run whose replica died,
 -- a handover never claimed) are freed first. Cost: O(log N) per run handed a slot.
 local function fill_job_slots(prefix, job, now)
-  local running, waiting = prefix .. 'running:' .. job, prefix .. 'waiting:' .. job
+  local running, waiting = key_running(prefix, job), key_waiting(prefix, job)
   redis.call('ZREMRANGEBYSCORE', running, '-inf', now)
   while true do
     local run_id = redis.call('LINDEX', waiting, 0)
     if not run_id then
       return
     end
-    local run_key = prefix .. 'run:' .. run_id
+    local run_key = key_run(prefix, run_id)
     local state, kind, queue, priority, overlap, max_concurrency = unpack(redis.call('HMGET',
       run_key, 'state', 'kind', 'queue', 'priority', 'overlap', 'max_concurrency'))
     local limit = job_limit(overlap, max_concurrency)
@@ -96,7 +111,7 @@ local function fill_job_slots(prefix, job, now)
       end
       redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now)
       redis.call('LPUSH', ready_list(prefix, kind, queue, priority), run_id)
-      redis.call('ZADD', prefix .. 'wake:' .. queue, 0, 'ready')
+      redis.call('ZADD', key_wake(prefix, queue), 0, 'ready')
     end
   end
 end
@@ -104,7 +119,7 @@ end
 -- Frees the slot a run held in its job's limit (it ended, failed, was reaped or handed back)
 -- and hands it to the next waiting run.
 local function free_job_slot(prefix, job, run_id, now)
-  redis.call('ZREM', prefix .. 'running:' .. job, run_id)
+  redis.call('ZREM', key_running(prefix, job), run_id)
   fill_job_slots(prefix, job, now)
 end
 
@@ -113,7 +128,7 @@ end
 -- or one that started after the fire was due (late fires run one after another), does not count.
 local function running_since(prefix, running, due_ms)
   for _, run_id in ipairs(redis.call('ZRANGE', running, 0, -1)) do
-    local state, started = unpack(redis.call('HMGET', prefix .. 'run:' .. run_id, 'state', 'started_ms'))
+    local state, started = unpack(redis.call('HMGET', key_run(prefix, run_id), 'state', 'started_ms'))
     started = tonumber(started)
     if state == 'active' and started and started <= due_ms then
       return true
@@ -125,5 +140,5 @@ end
 -- Puts a run aside until a slot of its job is free (see fill_job_slots): neither skipped nor dead.
 local function wait_for_slot(prefix, run_key, run_id, job)
   redis.call('HSET', run_key, 'state', 'waiting')
-  redis.call('RPUSH', prefix .. 'waiting:' .. job, run_id)
+  redis.call('RPUSH', key_waiting(prefix, job), run_id)
 end

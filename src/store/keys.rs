@@ -1,11 +1,9 @@
 //! Every Redis key name redcron uses, built in one place.
 //!
 //! All keys share one hash tag, `{ns}`, so every script touches a single slot and runs unchanged
-//! on Redis Cluster. Scripts that reach keys named after a run, job or queue build them from
-//! [`Keys::prefix`] with the same suffixes as the functions here (`run:<id>`,
-//! `ready:<queue>:<priority>`, `ready-fires:<queue>:<priority>`, `wake:<queue>`,
-//! `fp:<fingerprint>`, `running:<job>`, `waiting:<job>`, `undeclared:<job>`,
-//! `replica-jobs:<replica id>`, `wake-replica:<replica id>`).
+//! on Redis Cluster. Scripts that reach keys named after a run, job, queue or replica build them
+//! from [`Keys::prefix`] with the helpers of `lua/include/common.lua` (`key_run`,
+//! `key_running`, `ready_list`...), which a test checks against the functions here.
 
 use thiserror::Error;
 
