@@ -202,15 +202,15 @@ impl Metrics {
         }
     }
 
-    /// Counts skipped fires reported by a script: `(job, reason)` pairs.
-    pub fn record_skips(&self, skipped: &[(String, String)]) {
-        for (job, reason) in skipped {
-            self.skipped_fires_total
-                .with_label_values(&[job, reason])
-                .inc();
-            if reason == "duplicate" {
-                self.dedup_skips_total.inc();
-            }
+    /// Counts one skipped (or, `corrupt`, buried) run under the labels the caller chose: a job
+    /// this replica declares and a reason the store knows, so that nothing written to Redis
+    /// makes new series (see `engine::count_skips`).
+    pub fn record_skip(&self, job: &str, reason: &str) {
+        self.skipped_fires_total
+            .with_label_values(&[job, reason])
+            .inc();
+        if reason == "duplicate" {
+            self.dedup_skips_total.inc();
         }
     }
 

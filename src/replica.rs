@@ -321,7 +321,8 @@ impl Replica {
         );
         supervisor.spawn(
             Component::Promoter,
-            Promoter::new(self.store.clone(), config.promoter).run(background.clone()),
+            Promoter::new(self.store.clone(), config.promoter, self.jobs.subscribe())
+                .run(background.clone()),
         );
         supervisor.spawn(
             Component::Reaper,

@@ -266,7 +266,8 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
     };
     let lead_ms = i64::try_from(config.lead.as_millis()).expect("lead");
     let shutdown = Shutdown::new();
-    let task = tokio::spawn(Promoter::new(store.clone(), config).run(shutdown.clone()));
+    let (_jobs, declared) = watch::channel(jobs(""));
+    let task = tokio::spawn(Promoter::new(store.clone(), config, declared).run(shutdown.clone()));
 
     // Wait until the promoter has subscribed, then plan a fire half a second ahead.
     let mut redis = server.connection();

@@ -24,7 +24,29 @@ pub use crate::shutdown::Shutdown;
 use tokio::sync::watch;
 
 use crate::metrics::{HEALTH, METRICS};
-use crate::store::LeaderToken;
+use crate::store::{FailReason, LeaderToken, SkipReason};
+
+/// The `job` label of runs of jobs this replica does not declare: job names read from Redis
+/// never become series of their own, whatever is written there.
+const UNDECLARED_JOB_LABEL: &str = "undeclared";
+
+/// Counts runs a script skipped (or buried), `(job, reason)` as it reported them, labelled by
+/// their job when `declares` it and by a reason the store knows: anything else is counted
+/// under one label value, so the number of series stays bounded.
+pub(crate) fn count_skips(skips: &[(String, String)], declares: impl Fn(&str) -> bool) {
+    for (job, reason) in skips {
+        let job = if declares(job) {
+            job.as_str()
+        } else {
+            UNDECLARED_JOB_LABEL
+        };
+        let reason = SkipReason::parse(reason)
+            .map(SkipReason::as_str)
+            .or_else(|| FailReason::parse(reason).map(FailReason::as_str))
+            .unwrap_or("other");
+        METRICS.record_skip(job, reason);
+    }
+}
 
 /// How long a component waits after a failed tick before trying again, doubling up to
 /// [`MAX_RETRY_DELAY`]: Redis restarts and network blips are ridden out, not fatal.
@@ -123,4 +145,54 @@ fn planner_fault_triggered() -> bool {
     PLANNER_PANIC_FILE
         .as_deref()
         .is_some_and(std::path::Path::exists)
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus::core::Collector;
+
+    use super::*;
+
+    #[test]
+    fn skips_of_jobs_not_declared_here_and_unknown_reasons_share_one_label_each() {
+        count_skips(
+            &[
+                ("mine".to_owned(), "overlap".to_owned()),
+                ("written-into-redis-42".to_owned(), "paused".to_owned()),
+                ("mine".to_owned(), "made-up-reason".to_owned()),
+            ],
+            |job| job == "mine",
+        );
+        let labels: Vec<(String, String)> = METRICS
+            .skipped_fires_total
+            .collect()
+            .iter()
+            .flat_map(|family| family.get_metric().iter())
+            .map(|metric| {
+                let label = |name: &str| {
+                    metric
+                        .get_label()
+                        .iter()
+                        .find(|pair| pair.name() == name)
+                        .map(|pair| pair.value().to_owned())
+                        .unwrap_or_default()
+                };
+                (label("job"), label("reason"))
+            })
+            .collect();
+        for expected in [("mine", "overlap"), ("undeclared", "paused"), ("mine", "other")] {
+            assert!(
+                labels
+                    .iter()
+                    .any(|(job, reason)| (job.as_str(), reason.as_str()) == expected),
+                "{expected:?} in {labels:?}"
+            );
+        }
+        assert!(
+            !labels
+                .iter()
+                .any(|(job, reason)| job.starts_with("written") || reason.starts_with("made-up")),
+            "{labels:?}"
+        );
+    }
 }

@@ -12,8 +12,10 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tracing::warn;
 
-use super::{Backoff, Shutdown};
+use super::{Backoff, Shutdown, count_skips};
+use crate::schedule::Jobs;
 use crate::store::{Promoted, Store, StoreError};
+use tokio::sync::watch;
 
 /// The promoter's default lead: enough to promote and claim a thousand runs due at the same
 /// instant on a small machine, short enough that a pause or a busy job is still seen at claim
@@ -49,12 +51,19 @@ impl Default for PromoterConfig {
 pub struct Promoter {
     store: Store,
     config: PromoterConfig,
+    /// The jobs this replica declares: the runs it skips are counted under their job's name only
+    /// for these.
+    jobs: watch::Receiver<Jobs>,
 }
 
 impl Promoter {
-    /// A promoter.
-    pub fn new(store: Store, config: PromoterConfig) -> Self {
-        Self { store, config }
+    /// A promoter on a replica that declares `jobs`.
+    pub fn new(store: Store, config: PromoterConfig, jobs: watch::Receiver<Jobs>) -> Self {
+        Self {
+            store,
+            config,
+            jobs,
+        }
     }
 
     /// Moves one batch of due runs.
@@ -62,13 +71,21 @@ impl Promoter {
     /// # Errors
     /// Redis errors; runs stay due and are moved by a later tick.
     pub async fn tick(&mut self) -> Result<Promoted, StoreError> {
-        self.store
+        let promoted = self
+            .store
             .promote_due(
                 self.config.batch,
                 self.config.misfire_threshold,
                 self.config.lead,
             )
-            .await
+            .await?;
+        if !promoted.skips.is_empty() {
+            let jobs = self.jobs.borrow();
+            count_skips(&promoted.skips, |name| {
+                jobs.iter().any(|job| job.name == name)
+            });
+        }
+        Ok(promoted)
     }
 
     /// How long to sleep after a pass: not at all after a full batch, else until the next run

@@ -7,10 +7,9 @@ use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
 use super::{
-    CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, SkipReason, Store, StoreError, millis, next_number,
-    next_string, reply, scripts, skip_pairs,
+    CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Store, StoreError, millis, next_number, next_string,
+    reply, scripts, skip_pairs,
 };
-use crate::metrics::METRICS;
 
 /// A run a worker has claimed, with its lease recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +98,8 @@ pub struct Claimed {
     pub runs: Vec<Result<ClaimedRun, CorruptRun>>,
     /// Runs skipped (paused, duplicate, overlap) or buried (corrupt) on the way.
     pub skipped: u64,
+    /// The job and reason of each of them, for the caller to count.
+    pub skips: Vec<(String, String)>,
     /// Every ready list of the served queues ran dry: nothing to claim until a wake-up.
     pub drained: bool,
     /// Redis's clock at the end of the call (ms), which the runs' waits count from; `None`
@@ -322,7 +323,6 @@ impl Store {
         let drained = status == "EMPTY";
         let skipped = next_number(&mut values, OPERATION)?;
         let skips = skip_pairs(&mut values.by_ref().take(2 * skipped as usize), OPERATION)?;
-        METRICS.record_skips(&skips);
         let count = next_number(&mut values, OPERATION)?;
         let redis_now_ms = if count > 0 {
             let end = next_number(&mut values, OPERATION)?;
@@ -333,6 +333,7 @@ impl Store {
         let mut claimed = Claimed {
             runs: Vec::with_capacity(count as usize),
             skipped,
+            skips,
             drained,
             redis_now_ms,
         };
@@ -397,10 +398,7 @@ impl Store {
             .during("take_job_slot")?;
         match answer.as_str() {
             "TAKEN" => Ok(JobSlot::Taken),
-            "BUSY" => {
-                METRICS.record_skips(&[(run.job.clone(), SkipReason::Overlap.as_str().to_owned())]);
-                Ok(JobSlot::Busy)
-            }
+            "BUSY" => Ok(JobSlot::Busy),
             "WAITING" => Ok(JobSlot::Waiting),
             "GONE" => Ok(JobSlot::Gone),
             other => Err(reply("take_job_slot", format!("unexpected {other:?}"))),

@@ -6,15 +6,16 @@ use redis::{FromRedisValue, Value};
 
 use super::During;
 use super::{Store, StoreError, millis, reply, scripts, skip_pairs};
-use crate::metrics::METRICS;
 
 /// What one promotion pass did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Promoted {
     /// Runs moved to their ready lists.
     pub ready: u64,
     /// Runs skipped (missed, past deadline, undeclared job) or dead (corrupt).
     pub skipped: u64,
+    /// The job and reason of each of them, for the caller to count.
+    pub skips: Vec<(String, String)>,
     /// Fires left due because their job's published definition is damaged: the leader writes
     /// it again at its next tick.
     pub deferred: u64,
@@ -61,10 +62,11 @@ impl Store {
         };
         let (ready, skipped, next_due_ms, now_ms, deferred) =
             (number()?, number()?, number()?, number()?, number()?);
-        METRICS.record_skips(&skip_pairs(&mut values, "promote_due")?);
+        let skips = skip_pairs(&mut values, "promote_due")?;
         Ok(Promoted {
             ready: u64::try_from(ready).unwrap_or(0),
             skipped: u64::try_from(skipped).unwrap_or(0),
+            skips,
             deferred: u64::try_from(deferred).unwrap_or(0),
             next_due_ms: (next_due_ms >= 0).then_some(next_due_ms),
             now_ms,

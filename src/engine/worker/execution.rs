@@ -16,7 +16,8 @@ use crate::handler::{Outcome, RunContext, payload_problem};
 use crate::metrics::METRICS;
 use crate::schedule::{Job, Overlap};
 use crate::store::{
-    Ack, ClaimedRun, FailOutcome, FailReason, Failure, JobSlot, RunState, Store, StoreError,
+    Ack, ClaimedRun, FailOutcome, FailReason, Failure, JobSlot, RunState, SkipReason, Store,
+    StoreError,
 };
 
 /// How an execution ended, for the runs the replica holds.
@@ -219,6 +220,8 @@ impl Execution {
         match retry_store(|| self.store.take_job_slot(run, pending, self.lease)).await {
             Some(JobSlot::Taken) => true,
             Some(JobSlot::Busy) => {
+                // A run of a job this replica declares: its name is a bounded label.
+                METRICS.record_skip(&run.job, SkipReason::Overlap.as_str());
                 info!(
                     run = run.id,
                     job = run.job,

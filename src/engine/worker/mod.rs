@@ -30,11 +30,10 @@ use execution::{Ended, Execution};
 pub use held::Reconciled;
 use held::{HeldRuns, reconcile};
 
-use super::{Backoff, Shutdown};
+use super::{Backoff, Shutdown, count_skips};
 use crate::handler::Handlers;
 use crate::metrics::METRICS;
-use crate::schedule::Job;
-use crate::schedule::Jobs;
+use crate::schedule::{Job, Jobs};
 use crate::store::{
     ClaimLeases, ClaimedRun, CorruptRun, FailReason, Failure, MIN_AHEAD_LEASE, ReadyWaiter,
     RedisClock, Store, StoreError,
@@ -258,6 +257,7 @@ impl Workers {
             }
             claimed => claimed?,
         };
+        count_skips(&claimed.skips, |job| self.declared.contains_key(job));
         // Waits count from the reply, never from a later poll of the run's task: a run claimed
         // ahead starts at its due time on Redis's clock, however long starting the batch takes.
         let claimed_at = tokio::time::Instant::now();
