@@ -28,28 +28,23 @@ end
 local now = now_ms(ARGV[2])
 local now_text = tostring(now)
 
-local function number_or(value, default)
-  return type(value) == 'number' and value or default
-end
-
 -- Each job's definition and pause, read once per call.
 local jobs = {}
 local function declared(job)
   if jobs[job] == nil then
-    local ok, decoded = pcall(cjson.decode, redis.call('HGET', defs, job) or '')
-    local def = ok and decoded
-    if type(def) ~= 'table' or type(def.queue) ~= 'string' or type(def.priority) ~= 'string' then
+    local def = decode_definition(redis.call('HGET', defs, job))
+    if not def then
       jobs[job] = false
     else
       jobs[job] = {
         queue = def.queue,
         priority = def.priority,
-        max_attempts = tostring(number_or(def.retries, 0) + 1),
-        backoff = tostring(number_or(def.backoff, 30000)),
-        max_backoff = tostring(number_or(def.max_backoff, 3600000)),
-        delivery = type(def.delivery) == 'string' and def.delivery or 'at-least-once',
-        overlap = type(def.overlap) == 'string' and def.overlap or 'forbid',
-        max_concurrency = type(def.max_concurrency) == 'number' and tostring(def.max_concurrency) or nil,
+        max_attempts = tostring(def.retries + 1),
+        backoff = tostring(def.backoff),
+        max_backoff = tostring(def.max_backoff),
+        delivery = def.delivery,
+        overlap = def.overlap,
+        max_concurrency = def.max_concurrency and tostring(def.max_concurrency) or nil,
         paused = redis.call('SISMEMBER', paused, job),
       }
     end

@@ -63,9 +63,11 @@ if reason == 'not-started'
   redis.call('HSET', run_key, 'attempt', math.max(attempt - 1, 0))
   -- A run claimed ahead and never started is due again at its own time, not before.
   retry_at = reason == 'not-started' and math.max(now, tonumber(due_ms) or now) or now
-elseif (reason == 'failed' or reason == 'timeout') and attempt < max_attempts then
-  local delay = math.min((tonumber(backoff) or 30000) * 2 ^ (attempt - 1),
-    tonumber(max_backoff) or 3600000)
+elseif (reason == 'failed' or reason == 'timeout') and attempt < max_attempts
+    -- Written into every run from its definition: a run without them was damaged, and goes to
+    -- the dead letters (where it can be re-driven) rather than retry on a made-up backoff.
+    and tonumber(backoff) and tonumber(max_backoff) then
+  local delay = math.min(tonumber(backoff) * 2 ^ (attempt - 1), tonumber(max_backoff))
   retry_at = now + math.floor(delay * (1 + jitter) / 2)
 end
 

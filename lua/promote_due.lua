@@ -36,38 +36,20 @@ end
 local now = now_ms(ARGV[6])
 local now_text = tostring(now)
 
--- Definitions are JSON written by the leader; a damaged one must not make a write fail
--- half-way, after the run left the due set.
-local function text_or(value, default)
-  if type(value) == 'string' then
-    return value
-  end
-  return default
-end
-
--- A job's definition: the decoded table, 'absent' (no replica declares the job any more), or
--- 'damaged' (there, but unreadable or without its routing).
+-- A job's definition (decode_definition in common.lua), 'absent' (no replica declares the job
+-- any more), or 'damaged' (there, but not a definition the scripts can read): a damaged one
+-- must not make a write fail half-way, after the run left the due set.
 local definitions = {}
 local function definition(job)
   if definitions[job] == nil then
     local raw = redis.call('HGET', defs, job)
-    local ok, decoded = pcall(cjson.decode, raw or '')
     if not raw then
       definitions[job] = 'absent'
-    elseif ok and type(decoded) == 'table' and text_or(decoded.queue) and text_or(decoded.priority) then
-      definitions[job] = decoded
     else
-      definitions[job] = 'damaged'
+      definitions[job] = decode_definition(raw) or 'damaged'
     end
   end
   return definitions[job]
-end
-
-local function number_or(value, default)
-  if value == nil or value == cjson.null then
-    return default
-  end
-  return tonumber(value) or default
 end
 
 
@@ -135,16 +117,16 @@ for i = 1, #run_ids, 2 do
       queue, priority, kind = def.queue, def.priority, 'cron'
       redis.call('HSET', run_key,
         'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', run_ids[i + 1], 'created_ms', now_text,
-        'attempt', 0, 'max_attempts', number_or(def.retries, 0) + 1,
+        'attempt', 0, 'max_attempts', def.retries + 1,
         'queue', queue, 'priority', priority,
-        'backoff_ms', number_or(def.backoff, 30000), 'max_backoff_ms', number_or(def.max_backoff, 3600000),
-        'delivery', text_or(def.delivery, 'at-least-once'), 'overlap', text_or(def.overlap, 'forbid'),
+        'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
+        'delivery', def.delivery, 'overlap', def.overlap,
         'fingerprint', run_id)
-      if type(def.max_concurrency) == 'number' then
+      if def.max_concurrency then
         redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
       end
       local lateness = now - due_ms
-      local deadline = number_or(def.starting_deadline, nil)
+      local deadline = def.starting_deadline
       if deadline and lateness > deadline then
         reason = 'deadline'
       elseif lateness > threshold then

@@ -9,7 +9,7 @@ use redcron::schedule::{Job, parse_file};
 use redcron::store::{
     Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, JobPlan,
     JobSlot, LeaderToken, PendingSlot, PlanOutcome, PlannedRun, SkipReason, SkippedFire, Store,
-    StoreError, StoreSettings, UnplanOutcome, cron_run_id,
+    StoreError, StoreSettings, UnplanOutcome, canonical_json, cron_run_id,
 };
 use redis::Commands;
 
@@ -1319,4 +1319,80 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
             keys.ready("q", redcron::schedule::Priority::Low),
         ]
     );
+}
+
+#[test]
+fn the_scripts_read_every_field_of_a_published_definition_and_refuse_one_that_lacks_any() {
+    let server = RedisServer::start();
+    let common = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/lua/include/common.lua"
+    ))
+    .expect("common.lua");
+    let script = redis::Script::new(&format!(
+        "{common}\nlocal d = decode_definition(ARGV[1])\nif not d then return 'refused' end\n\
+         return cjson.encode({{d.queue, d.priority, d.delivery, d.overlap, d.misfire, d.retries, \
+         d.backoff, d.max_backoff, d.max_concurrency, d.starting_deadline}})"
+    ));
+    let decode = |definition: &str| -> String {
+        script
+            .arg(definition)
+            .invoke(&mut server.connection())
+            .expect("the script runs")
+    };
+    let declared = jobs(
+        "[jobs.full]\nschedule = \"* * * * *\"\ncommand = \"true\"\nqueue = \"mail\"\n\
+         priority = \"high\"\nretries = 2\nbackoff = \"5s\"\nmax_backoff = \"1m\"\n\
+         overlap = \"allow\"\nmax_concurrency = 3\nstarting_deadline = \"30s\"\nmisfire = \"run-all\"\n\
+         delivery = \"at-most-once\"\n\
+         [jobs.plain]\ncommand = \"true\"\n",
+    );
+    let read: Vec<serde_json::Value> = declared
+        .iter()
+        .map(|job| {
+            let text = canonical_json(job).expect("canonical JSON");
+            serde_json::from_str(&decode(&text)).expect("the fields, as JSON")
+        })
+        .collect();
+    assert_eq!(
+        read[0],
+        serde_json::json!([
+            "mail",
+            "high",
+            "at-most-once",
+            "allow",
+            "run-all",
+            2,
+            5000,
+            60000,
+            3,
+            30000
+        ])
+    );
+    // No limit and no deadline read as false: none, not a made-up number.
+    assert_eq!(
+        read[1],
+        serde_json::json!([
+            "default",
+            "normal",
+            "at-least-once",
+            "allow",
+            "run-once",
+            0,
+            30000,
+            3600000,
+            false,
+            false
+        ])
+    );
+
+    // A definition without one of those fields is no definition: no default is made up.
+    let mut partial: serde_json::Value =
+        serde_json::from_str(&canonical_json(&declared[1]).expect("JSON")).expect("JSON");
+    partial
+        .as_object_mut()
+        .expect("an object")
+        .remove("backoff");
+    assert_eq!(decode(&partial.to_string()), "refused");
+    assert_eq!(decode("{not json"), "refused");
 }

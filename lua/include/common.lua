@@ -16,6 +16,44 @@ local function key_wake_replica(prefix, replica) return prefix .. 'wake-replica:
 -- so that one fire is only ever planned once.
 local function cron_run_id(job, fire_ms) return job .. '@' .. fire_ms end
 
+-- A published definition (a job's canonical JSON in `defs`, as src/schedule/job.rs writes it)
+-- decoded into the fields the scripts read, or nil when it is not one: text that does not
+-- decode, or one of those fields missing or of another type. Rust fills every default before
+-- it publishes, so the scripts have no default of their own.
+local function decode_definition(raw)
+  local ok, def = pcall(cjson.decode, raw or '')
+  if not ok or type(def) ~= 'table' then
+    return nil
+  end
+  local function text(value)
+    return type(value) == 'string' and value or nil
+  end
+  local function count(value)
+    return type(value) == 'number' and value >= 0 and value or nil
+  end
+  -- Absent (or JSON null) means none; anything else must be a count.
+  local function optional_count(value)
+    if value == nil or value == cjson.null then
+      return false
+    end
+    return count(value)
+  end
+  local definition = {
+    queue = text(def.queue), priority = text(def.priority), delivery = text(def.delivery),
+    overlap = text(def.overlap), misfire = text(def.misfire), retries = count(def.retries),
+    backoff = count(def.backoff), max_backoff = count(def.max_backoff),
+    max_concurrency = optional_count(def.max_concurrency),
+    starting_deadline = optional_count(def.starting_deadline),
+  }
+  for _, field in ipairs({'queue', 'priority', 'delivery', 'overlap', 'misfire', 'retries',
+      'backoff', 'max_backoff', 'max_concurrency', 'starting_deadline'}) do
+    if definition[field] == nil then
+      return nil
+    end
+  end
+  return definition
+end
+
 -- Milliseconds on Redis's own clock, so that replicas with skewed clocks agree on what is due
 -- and what has expired. `override` (a number of milliseconds, or '') exists for tests.
 --

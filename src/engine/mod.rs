@@ -180,7 +180,11 @@ mod tests {
                 (label("job"), label("reason"))
             })
             .collect();
-        for expected in [("mine", "overlap"), ("undeclared", "paused"), ("mine", "other")] {
+        for expected in [
+            ("mine", "overlap"),
+            ("undeclared", "paused"),
+            ("mine", "other"),
+        ] {
             assert!(
                 labels
                     .iter()
