@@ -16,10 +16,8 @@
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz`.
 //!
 //! The data model and the run state machine are in `DESIGN.md`. All keys live under one hash
-//! tag, `{ns}:` (leader, epoch, cursor, defs, def-hashes, due, planned, run:<id>,
-//! ready-fires:<queue>:<priority>, ready:<queue>:<priority>, wake:<queue>, active,
-//! fp:<fingerprint>, dead, events, replicas, replica:<id>, paused, running:<job>,
-//! waiting:<job>), built by [`store::keys::Keys`].
+//! tag, `{ns}:`, and are built by [`store::keys::Keys`] (the scripts use the same suffixes
+//! through `lua/include/common.lua`); DESIGN.md's data model lists them.
 //!
 //! # Library mode
 //!

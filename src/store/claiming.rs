@@ -48,7 +48,7 @@ pub enum PendingSlot {
 }
 
 /// A claimed run whose stored fields are not what redcron writes (foreign or damaged data): it
-/// cannot be executed and should be failed with [`FailReason::Corrupt`].
+/// cannot be executed and should be failed with [`FailReason::Corrupt`](super::FailReason::Corrupt).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CorruptRun {
     /// The run id.
@@ -128,7 +128,7 @@ pub enum Claim {
         skipped: u64,
     },
     /// A run was claimed whose hash lacks what every run has (foreign or damaged data): it
-    /// cannot be executed and should be failed with [`FailReason::Corrupt`].
+    /// cannot be executed and should be failed with [`FailReason::Corrupt`](super::FailReason::Corrupt).
     Corrupt {
         /// The run id.
         run_id: String,

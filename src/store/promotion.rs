@@ -28,7 +28,7 @@ pub struct Promoted {
 impl Store {
     /// Moves up to `limit` runs due within `lead` to their ready lists; a run later than
     /// `misfire_threshold` is a missed fire, handled by its job's misfire policy. Runs moved
-    /// ahead of their due time are claimed ahead and started on time ([`ClaimedRun::start_in`]).
+    /// ahead of their due time are claimed ahead and started on time ([`ClaimedRun::start_in`](super::ClaimedRun::start_in)).
     ///
     /// # Errors
     /// Redis errors.

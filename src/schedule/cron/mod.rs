@@ -4,7 +4,7 @@
 //! (Quartz's `L`, `W`, `#`, `?`, a year field) and names no field in its errors. What passes is
 //! handed to `croner` in a canonical numeric form, with its day-of-month/day-of-week mode chosen by
 //! crontab's rule, and `croner` finds the next matching wall-clock time. Turning wall-clock times
-//! into instants across DST changes is [`super::dst`]'s job.
+//! into instants across DST changes is the job of `schedule/dst.rs`.
 
 use chrono::NaiveDateTime;
 use std::collections::HashMap;
