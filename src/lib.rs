@@ -43,6 +43,7 @@
 //! # }
 //! ```
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod engine;
 pub mod handler;

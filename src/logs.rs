@@ -18,8 +18,6 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, fmt};
 
-use crate::cli::LogFormat;
-
 /// Most log lines waiting for the stream: a burst of a few thousand fires fits, and a stalled
 /// reader costs a few MiB at most before lines are dropped.
 const QUEUED_LINES: usize = 16_384;
@@ -54,6 +52,16 @@ impl Drop for LogGuard {
             let _ = std::panic::catch_unwind(AssertUnwindSafe(|| drop(guard)));
         }
     }
+}
+
+/// How log lines are written to standard error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
 }
 
 /// Sends log lines (at the level `RUST_LOG` sets, `info` by default) to standard error in

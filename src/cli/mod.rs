@@ -12,6 +12,7 @@ mod run;
 mod runs;
 mod status;
 
+use crate::logs::LogFormat;
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,15 +33,6 @@ pub struct Cli {
     log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
-}
-
-/// How log lines are written to standard error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line, for log collectors.
-    Json,
 }
 
 impl Cli {
