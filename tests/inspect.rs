@@ -30,6 +30,19 @@ async fn replica(store: &Store, id: &str, toml: &str, ago_ms: i64) {
     declare(store, id, jobs(toml)).await;
 }
 
+/// A Redis whose leader published the definitions of `nightly` and `other`, a directory to run
+/// the commands in, and a store.
+async fn published() -> (RedisServer, tempfile::TempDir, Store) {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(&format!("{NIGHTLY}{OTHER}")))
+        .await
+        .expect("publish");
+    (server, dir, store)
+}
+
 #[tokio::test]
 async fn an_empty_namespace_reads_as_empty_not_as_an_error() {
     let server = RedisServer::start();
@@ -78,13 +91,7 @@ async fn an_empty_namespace_reads_as_empty_not_as_an_error() {
 
 #[tokio::test]
 async fn drift_names_replicas_with_another_definition_apart_from_those_without_the_job() {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(&format!("{NIGHTLY}{OTHER}")))
-        .await
-        .expect("publish");
+    let (server, dir, store) = published().await;
     // Heartbeats in another order than the ids, which the output must not follow.
     let at_four = NIGHTLY.replace("0 3", "0 4");
     let at_five = NIGHTLY.replace("0 3", "0 5");
@@ -138,13 +145,7 @@ async fn drift_names_replicas_with_another_definition_apart_from_those_without_t
 
 #[tokio::test]
 async fn status_shows_runs_set_aside_for_a_replica_that_declares_their_job() {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(&format!("{NIGHTLY}{OTHER}")))
-        .await
-        .expect("publish");
+    let (server, dir, store) = published().await;
     replica(&store, "old", OTHER, 0).await;
     for _ in 0..3 {
         enqueue(&store, "nightly", None).await;

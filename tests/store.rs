@@ -1283,14 +1283,19 @@ async fn a_failed_redis_call_names_the_store_operation() {
     assert!(error.to_string().starts_with("claim_runs: "), "{error}");
 }
 
-#[test]
-fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
-    let server = RedisServer::start();
-    let common = std::fs::read_to_string(concat!(
+/// The helpers every script is loaded with, to run on their own.
+fn common_lua() -> String {
+    std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/lua/include/common.lua"
     ))
-    .expect("common.lua");
+    .expect("common.lua")
+}
+
+#[test]
+fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
+    let server = RedisServer::start();
+    let common = common_lua();
     let script = format!(
         "{common}\nlocal prefix = ARGV[1]\nreturn {{key_run(prefix, 'r@1'), \
          key_running(prefix, 'j'), key_waiting(prefix, 'j'), key_undeclared(prefix, 'j'), \
@@ -1324,11 +1329,7 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
 #[test]
 fn the_scripts_read_every_field_of_a_published_definition_and_refuse_one_that_lacks_any() {
     let server = RedisServer::start();
-    let common = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/lua/include/common.lua"
-    ))
-    .expect("common.lua");
+    let common = common_lua();
     let script = redis::Script::new(&format!(
         "{common}\nlocal d = decode_definition(ARGV[1])\nif not d then return 'refused' end\n\
          return cjson.encode({{d.queue, d.priority, d.delivery, d.overlap, d.misfire, d.retries, \
