@@ -776,7 +776,11 @@ fn watch_reloads_on_file_changes_and_logs_can_be_json() {
 #[test]
 fn a_second_process_with_a_replica_id_in_use_is_refused_and_the_first_runs_on() {
     let scenario = Scenario::new();
-    scenario.write_jobs(&scenario.every_second_job());
+    // Default settings: overlap forbid, misfire run-once.
+    scenario.write_jobs(&format!(
+        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"{}\"\n",
+        scenario.record("")
+    ));
     let mut first = scenario.replicas_with_a_leader(&["r1"], &[]);
     let before = scenario.ledger().len();
 

@@ -7,6 +7,7 @@
 //! Redis's clock. That is what lets a thousand fires of the same second start within
 //! milliseconds of it.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -81,9 +82,9 @@ impl Promoter {
             .await?;
         if !promoted.skips.is_empty() {
             let jobs = self.jobs.borrow();
-            count_skips(&promoted.skips, |name| {
-                jobs.iter().any(|job| job.name == name)
-            });
+            // One set per pass with skips, not a scan of every job per skip.
+            let declared: HashSet<&str> = jobs.iter().map(|job| job.name.as_str()).collect();
+            count_skips(&promoted.skips, |name| declared.contains(name));
         }
         Ok(promoted)
     }

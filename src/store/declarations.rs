@@ -65,9 +65,12 @@ impl Store {
     ) -> Result<String, StoreError> {
         let key = self.keys.replica_jobs(replica_id);
         let declared = self.keys.declared_definitions();
+        // Each hash once: hashing a definition serializes it.
+        let hashes: Vec<String> = jobs.iter().map(|job| job.content_hash()).collect();
         let digest = declarations_digest(
             jobs.iter()
-                .map(|job| (job.name.clone(), job.content_hash())),
+                .zip(&hashes)
+                .map(|(job, hash)| (job.name.as_str(), hash.as_str())),
         );
         let mut pipe = redis::pipe();
         pipe.atomic()
@@ -77,17 +80,16 @@ impl Store {
             .ignore();
         // A few commands of many fields rather than two per job: 100,000 small commands held
         // at once would leave the replica's heap fragmented long after they are sent.
-        for batch in jobs.chunks(FIELD_BATCH) {
-            let mut hashes = Vec::with_capacity(batch.len());
+        for (batch, batch_hashes) in jobs.chunks(FIELD_BATCH).zip(hashes.chunks(FIELD_BATCH)) {
+            let mut names = Vec::with_capacity(batch.len());
             let mut bodies = Vec::with_capacity(batch.len());
-            for job in batch {
-                let hash = job.content_hash();
-                bodies.push((hash.clone(), canonical_json(job)?));
-                hashes.push((job.name.as_str(), hash));
+            for (job, hash) in batch.iter().zip(batch_hashes) {
+                bodies.push((hash.as_str(), canonical_json(job)?));
+                names.push((job.name.as_str(), hash.as_str()));
             }
             pipe.hset_multiple(&declared, &bodies)
                 .ignore()
-                .hset_multiple(&key, &hashes)
+                .hset_multiple(&key, &names)
                 .ignore();
         }
         pipe.pexpire(&key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
@@ -461,8 +463,10 @@ pub fn canonical_json(job: &Job) -> Result<String, StoreError> {
 }
 
 /// A digest of declarations (job name and content hash of each), whatever their order.
-pub(super) fn declarations_digest(declared: impl Iterator<Item = (String, String)>) -> String {
-    let mut declared: Vec<(String, String)> = declared.collect();
+pub(super) fn declarations_digest<'a>(
+    declared: impl Iterator<Item = (&'a str, &'a str)>,
+) -> String {
+    let mut declared: Vec<(&str, &str)> = declared.collect();
     declared.sort_unstable();
     let mut hasher = Sha256::new();
     for (name, hash) in &declared {
@@ -481,7 +485,9 @@ pub(super) fn published_declarations(
     mut jobs: HashMap<String, String>,
 ) -> Option<HashMap<String, String>> {
     let digest = jobs.remove(PUBLISHED_MARKER)?;
-    let matches =
-        declarations_digest(jobs.iter().map(|(name, hash)| (name.clone(), hash.clone()))) == digest;
+    let matches = declarations_digest(
+        jobs.iter()
+            .map(|(name, hash)| (name.as_str(), hash.as_str())),
+    ) == digest;
     matches.then_some(jobs)
 }
