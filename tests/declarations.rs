@@ -50,7 +50,8 @@ async fn runs_of_a_job_a_replica_does_not_declare_wait_for_one_that_does() {
     let claimed = claim_as(&store, "old", 3).await.expect("claim");
     assert_eq!(ids(&claimed), [x1], "only the job it declares");
     assert_eq!(
-        claimed.skipped, 0,
+        claimed.skipped(),
+        0,
         "the others are neither skipped nor dead"
     );
     assert!(dead(&server).is_empty());

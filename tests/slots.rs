@@ -82,7 +82,7 @@ async fn late_fires_of_a_forbid_job_run_one_at_a_time_oldest_first_none_skipped(
         .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
-    assert_eq!((promoted.ready, promoted.skipped), (3, 0));
+    assert_eq!((promoted.ready, promoted.skipped()), (3, 0));
 
     let claimed = claim_for(&after_stall, 3).await;
     assert_eq!(claimed_ids(&claimed), ["tick@1000"]);
@@ -139,7 +139,7 @@ async fn ad_hoc_runs_of_a_forbid_job_wait_for_the_running_one_and_are_never_skip
     ];
     let claimed = claim_for(&now, 2).await;
     assert!(claimed.runs.is_empty(), "the fire still runs");
-    assert_eq!(claimed.skipped, 0);
+    assert_eq!(claimed.skipped(), 0);
     assert_eq!(waiting(&server, "tick"), triggered);
 
     // A delayed run claimed ahead finds the job busy at its due time: it waits as well.

@@ -380,7 +380,7 @@ async fn promote_moves_only_due_runs_and_creates_their_run_hashes() {
         .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
-    assert_eq!((promoted.ready, promoted.skipped), (2, 0));
+    assert_eq!((promoted.ready, promoted.skipped()), (2, 0));
     assert_eq!(promoted.next_due_ms, Some(180_000));
 
     let mut redis = server.connection();
@@ -436,7 +436,7 @@ async fn missed_fires_follow_the_jobs_misfire_policy() {
         .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
-    assert_eq!((promoted.ready, promoted.skipped), (6, 11));
+    assert_eq!((promoted.ready, promoted.skipped()), (6, 11));
     let ready: Vec<String> = server
         .connection()
         .lrange("{test}:ready-fires:default:normal", 0, -1)
@@ -606,7 +606,7 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
         .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
-    assert_eq!((promoted.ready, promoted.skipped), (0, 1));
+    assert_eq!((promoted.ready, promoted.skipped()), (0, 1));
     let () = redis.del("{test}:run:allow@1000").expect("DEL");
     let () = redis.hdel("{test}:cursor", "allow").expect("HDEL");
     plan(&store, &token, "allow", &[1_000]).await;
@@ -1111,7 +1111,7 @@ async fn corrupt_and_undeclared_runs_never_execute() {
         .await
         .expect("promote");
     assert_eq!(
-        (promoted.ready, promoted.skipped, promoted.next_due_ms),
+        (promoted.ready, promoted.skipped(), promoted.next_due_ms),
         (0, 2, None)
     );
     assert_eq!(promoted.now_ms, 1_000);
@@ -1173,7 +1173,7 @@ async fn damaged_runs_go_to_the_dead_letters_and_fires_of_damaged_definitions_wa
         .await
         .expect("promote");
     assert_eq!(
-        (promoted.ready, promoted.skipped, promoted.deferred),
+        (promoted.ready, promoted.skipped(), promoted.deferred),
         (0, 0, 1)
     );
     let due: Option<f64> = redis.zscore("{test}:due", "tick@500").expect("ZSCORE");

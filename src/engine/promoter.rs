@@ -92,7 +92,7 @@ impl Promoter {
     /// How long to sleep after a pass: not at all after a full batch, else until the next run
     /// is due within the lead, at most `max_sleep`.
     fn pause_after(&self, promoted: &Promoted) -> Duration {
-        if promoted.ready + promoted.skipped >= self.config.batch as u64 {
+        if promoted.ready + promoted.skipped() >= self.config.batch as u64 {
             return Duration::ZERO;
         }
         promoted

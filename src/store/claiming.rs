@@ -96,15 +96,21 @@ pub struct Claimed {
     /// The runs claimed, at most one per worker, in the order of the workers given; those that
     /// cannot be executed as errors.
     pub runs: Vec<Result<ClaimedRun, CorruptRun>>,
-    /// Runs skipped (paused, duplicate, overlap) or buried (corrupt) on the way.
-    pub skipped: u64,
-    /// The job and reason of each of them, for the caller to count.
+    /// The job and reason of each run skipped (paused, duplicate, overlap) or buried (corrupt)
+    /// on the way, for the caller to count.
     pub skips: Vec<(String, String)>,
     /// Every ready list of the served queues ran dry: nothing to claim until a wake-up.
     pub drained: bool,
     /// Redis's clock at the end of the call (ms), which the runs' waits count from; `None`
     /// when no run was claimed.
     pub redis_now_ms: Option<i64>,
+}
+
+impl Claimed {
+    /// How many runs were skipped or buried on the way.
+    pub fn skipped(&self) -> u64 {
+        u64::try_from(self.skips.len()).unwrap_or(u64::MAX)
+    }
 }
 
 /// The answer to a claim.
@@ -257,7 +263,7 @@ impl Store {
         pop_limit: usize,
     ) -> Result<Claim, StoreError> {
         let claimed = self.claim_runs(&[worker], queues, lease, pop_limit).await?;
-        let skipped = claimed.skipped;
+        let skipped = claimed.skipped();
         Ok(match claimed.runs.into_iter().next() {
             Some(Ok(run)) => Claim::Run { run, skipped },
             Some(Err(corrupt)) => Claim::Corrupt {
@@ -332,7 +338,6 @@ impl Store {
         };
         let mut claimed = Claimed {
             runs: Vec::with_capacity(count as usize),
-            skipped,
             skips,
             drained,
             redis_now_ms,

@@ -12,9 +12,8 @@ use super::{Store, StoreError, millis, reply, scripts, skip_pairs};
 pub struct Promoted {
     /// Runs moved to their ready lists.
     pub ready: u64,
-    /// Runs skipped (missed, past deadline, undeclared job) or dead (corrupt).
-    pub skipped: u64,
-    /// The job and reason of each of them, for the caller to count.
+    /// The job and reason of each run skipped (missed, past deadline, undeclared job) or dead
+    /// (corrupt), for the caller to count.
     pub skips: Vec<(String, String)>,
     /// Fires left due because their job's published definition is damaged: the leader writes
     /// it again at its next tick.
@@ -23,6 +22,13 @@ pub struct Promoted {
     pub next_due_ms: Option<i64>,
     /// Redis's time when the pass ran, ms: with `next_due_ms`, how long to sleep.
     pub now_ms: i64,
+}
+
+impl Promoted {
+    /// How many runs were skipped or sent to the dead letters.
+    pub fn skipped(&self) -> u64 {
+        u64::try_from(self.skips.len()).unwrap_or(u64::MAX)
+    }
 }
 
 impl Store {
@@ -60,12 +66,12 @@ impl Store {
             i64::from_redis_value(values.next().unwrap_or(Value::Nil))
                 .map_err(|error| reply("promote_due", error.to_string()))
         };
-        let (ready, skipped, next_due_ms, now_ms, deferred) =
+        // The count of skipped runs is the length of the pairs that end the reply.
+        let (ready, _skipped, next_due_ms, now_ms, deferred) =
             (number()?, number()?, number()?, number()?, number()?);
         let skips = skip_pairs(&mut values, "promote_due")?;
         Ok(Promoted {
             ready: u64::try_from(ready).unwrap_or(0),
-            skipped: u64::try_from(skipped).unwrap_or(0),
             skips,
             deferred: u64::try_from(deferred).unwrap_or(0),
             next_due_ms: (next_due_ms >= 0).then_some(next_due_ms),
