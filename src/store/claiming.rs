@@ -6,10 +6,8 @@ use std::time::Duration;
 use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
-use super::{
-    CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Store, StoreError, millis, next_number, next_string,
-    reply, scripts, skip_pairs,
-};
+use super::reply::{Reply, reply_error};
+use super::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Store, StoreError, millis, scripts};
 
 /// A run a worker has claimed, with its lease recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,13 +178,24 @@ impl ReadyWaiter {
     }
 }
 
-/// How many values `claim_runs.lua` returns per claimed run.
-const CLAIMED_RUN_VALUES: usize = 9;
-
 impl ClaimedRun {
-    /// Reads one claimed run of `claim_runs.lua`'s reply: run id, worker, job, attempt, max
-    /// attempts, fire ms or nil, payload or nil. The script checked the numbers; what can still
-    /// be wrong is text that is not UTF-8.
+    /// The values `claim_runs.lua` answers for each claimed run, in order.
+    pub const REPLY_FIELDS: [&'static str; 9] = [
+        "run_id",
+        "worker",
+        "job",
+        "attempt",
+        "max_attempts",
+        "fire_ms",
+        "payload",
+        "start_in_ms",
+        "pending_slot",
+    ];
+
+    /// Reads one claimed run of `claim_runs.lua`'s reply, its [`ClaimedRun::REPLY_FIELDS`]:
+    /// `fire_ms` and `payload` may be nil, `pending_slot` is 0 (none), 1 (skip if running) or 2
+    /// (wait). The script checked the numbers; what can still be wrong is text that is not
+    /// UTF-8.
     ///
     /// # Errors
     /// A [`CorruptRun`] when a value is missing or not what the script writes.
@@ -315,41 +324,33 @@ impl Store {
             .arg(workers.len())
             .arg(workers)
             .arg(queues);
-        let reply_values: Vec<Value> = invocation
+        let values: Vec<Value> = invocation
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("claim_runs")?;
-        let mut values = reply_values.into_iter();
-        let status = next_string(&mut values, OPERATION)?;
+            .during(OPERATION)?;
+        let mut reply = Reply::new(OPERATION, values);
+        let status: String = reply.next()?;
         if status == "UNDECLARED" {
             return Err(StoreError::Undeclared {
                 replica: replica.to_owned(),
             });
         }
-        let drained = status == "EMPTY";
-        let skipped = next_number(&mut values, OPERATION)?;
-        let skips = skip_pairs(&mut values.by_ref().take(2 * skipped as usize), OPERATION)?;
-        let count = next_number(&mut values, OPERATION)?;
-        let redis_now_ms = if count > 0 {
-            let end = next_number(&mut values, OPERATION)?;
-            Some(i64::try_from(end).map_err(|error| reply(OPERATION, error.to_string()))?)
-        } else {
-            None
-        };
-        let mut claimed = Claimed {
-            runs: Vec::with_capacity(count as usize),
+        let skipped = reply.next()?;
+        let skips = reply.skips(skipped)?;
+        let count: u64 = reply.next()?;
+        let redis_now_ms = if count > 0 { Some(reply.next()?) } else { None };
+        let runs = reply.records(
+            count,
+            ClaimedRun::REPLY_FIELDS.len(),
+            ClaimedRun::from_reply,
+        )?;
+        reply.finish()?;
+        Ok(Claimed {
+            runs,
             skips,
-            drained,
+            drained: status == "EMPTY",
             redis_now_ms,
-        };
-        for _ in 0..count {
-            let run: Vec<Value> = values.by_ref().take(CLAIMED_RUN_VALUES).collect();
-            if run.len() < CLAIMED_RUN_VALUES {
-                return Err(reply(OPERATION, "reply too short".to_owned()));
-            }
-            claimed.runs.push(ClaimedRun::from_reply(run));
-        }
-        Ok(claimed)
+        })
     }
 
     /// Extends `worker`'s lease on a run; `false` means the run is no longer its own.
@@ -406,7 +407,10 @@ impl Store {
             "BUSY" => Ok(JobSlot::Busy),
             "WAITING" => Ok(JobSlot::Waiting),
             "GONE" => Ok(JobSlot::Gone),
-            other => Err(reply("take_job_slot", format!("unexpected {other:?}"))),
+            other => Err(reply_error(
+                "take_job_slot",
+                format!("unexpected {other:?}"),
+            )),
         }
     }
 

@@ -14,7 +14,8 @@ use redis::AsyncCommands;
 use sha2::{Digest, Sha256};
 
 use super::During;
-use super::{Store, StoreError, millis, reply, scripts};
+use super::reply::reply_error;
+use super::{Store, StoreError, millis, scripts};
 use crate::schedule::Job;
 
 /// The empty name (no job has it) in `replica-jobs:<id>`: the declarations are published even
@@ -459,7 +460,7 @@ impl Store {
 /// Never for a parsed job; a reply error naming the job otherwise.
 pub fn canonical_json(job: &Job) -> Result<String, StoreError> {
     serde_json::to_string(job)
-        .map_err(|error| reply("publish_definitions", format!("{}: {error}", job.name)))
+        .map_err(|error| reply_error("publish_definitions", format!("{}: {error}", job.name)))
 }
 
 /// A digest of declarations (job name and content hash of each), whatever their order.

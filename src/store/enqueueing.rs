@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
-use redis::{FromRedisValue, Value};
+use redis::Value;
 
-use super::{Store, StoreError, millis, next_string, reply, scripts};
+use super::reply::{Reply, ScriptCall, decode, reply_error};
+use super::{Store, StoreError, millis, scripts};
 use crate::schedule::Priority;
 
 /// A request for an ad-hoc run of a declared job.
@@ -99,36 +100,25 @@ fn new_run_id() -> String {
         .to_string()
 }
 
-/// Reads the next 3 values of `enqueue_runs.lua`'s reply: the answer for the run `run_id`.
-fn parse_enqueued(
-    run_id: String,
-    values: &mut impl Iterator<Item = Value>,
-    operation: &'static str,
-) -> Result<Enqueued, StoreError> {
-    let status = next_string(values, operation)?;
-    let (first, second) = (
-        values.next().unwrap_or(Value::Nil),
-        values.next().unwrap_or(Value::Nil),
-    );
-    let number =
-        |value| i64::from_redis_value(value).map_err(|error| reply(operation, error.to_string()));
+/// Reads the answer for the run `run_id` in `enqueue_runs.lua`'s reply: a status and two values.
+fn read_enqueued(run_id: String, reply: &mut Reply) -> Result<Enqueued, StoreError> {
+    let status: String = reply.next()?;
+    let (first, second) = (reply.next_value()?, reply.next_value()?);
     match status.as_str() {
         "OK" => Ok(Enqueued::Scheduled {
             run_id,
-            due_ms: number(first)?,
-            paused: number(second)? == 1,
+            due_ms: decode(OPERATION, first)?,
+            paused: decode::<i64>(OPERATION, second)? == 1,
         }),
         "UNKNOWN" => Ok(Enqueued::UnknownJob),
         "DUPLICATE" => Ok(Enqueued::Duplicate {
-            holder: String::from_redis_value(first)
-                .map_err(|error| reply(operation, error.to_string()))?,
+            holder: decode(OPERATION, first)?,
         }),
-        other => Err(reply(operation, format!("status {other:?}"))),
+        other => Err(reply_error(OPERATION, format!("status {other:?}"))),
     }
 }
 
-/// How many KEYS `enqueue_runs.lua` takes.
-const ENQUEUE_RUNS_KEYS: usize = 4;
+const OPERATION: &str = "enqueue_runs";
 
 impl Store {
     /// Creates an ad-hoc run of a declared job (see [`Enqueue`]).
@@ -139,7 +129,7 @@ impl Store {
         let mut enqueued = self.enqueue_many(std::slice::from_ref(request)).await?;
         enqueued
             .pop()
-            .ok_or_else(|| reply("enqueue_runs", "no answer".to_owned()))
+            .ok_or_else(|| reply_error(OPERATION, "no answer"))
     }
 
     /// Creates many ad-hoc runs (bulk enqueue): a script call per thousand runs, all pipelined
@@ -153,35 +143,34 @@ impl Store {
         let mut run_ids = Vec::with_capacity(requests.len());
         let calls = requests
             .chunks(RUNS_PER_CALL)
-            .map(|batch| self.enqueue_arguments(batch, &mut run_ids))
+            .map(|batch| self.enqueue_call(batch, &mut run_ids))
             .collect();
         let answers: Vec<Vec<Value>> = self
-            .invoke_batched(&scripts::ENQUEUE_RUNS, ENQUEUE_RUNS_KEYS, calls)
+            .invoke_batched(&scripts::ENQUEUE_RUNS, OPERATION, calls)
             .await?;
-        let mut answers = answers.into_iter().flatten();
-        run_ids
+        let mut reply = Reply::new(OPERATION, answers.into_iter().flatten().collect());
+        let enqueued = run_ids
             .into_iter()
-            .map(|run_id| parse_enqueued(run_id, &mut answers, "enqueue_runs"))
-            .collect()
+            .map(|run_id| read_enqueued(run_id, &mut reply))
+            .collect();
+        reply.finish()?;
+        enqueued
     }
 
-    /// The KEYS then ARGV of one `enqueue_runs.lua` call creating `requests`; collects the new
-    /// runs' ids.
-    fn enqueue_arguments(&self, requests: &[Enqueue], run_ids: &mut Vec<String>) -> Vec<String> {
-        let mut arguments = Vec::with_capacity(ENQUEUE_RUNS_KEYS + 2 + 7 * requests.len());
-        arguments.extend([
+    /// One `enqueue_runs.lua` call creating `requests`; collects the new runs' ids.
+    fn enqueue_call(&self, requests: &[Enqueue], run_ids: &mut Vec<String>) -> ScriptCall {
+        let keys = vec![
             self.keys.due(),
             self.keys.defs(),
             self.keys.paused(),
             self.keys.wake_promoter(),
-            self.keys.prefix().to_owned(),
-            self.now_arg(),
-        ]);
+        ];
+        let mut args = vec![self.keys.prefix().to_owned(), self.now_arg()];
         for request in requests {
             let run_id = new_run_id();
-            arguments.extend(request.script_arguments(&run_id));
+            args.extend(request.script_arguments(&run_id));
             run_ids.push(run_id);
         }
-        arguments
+        ScriptCall { keys, args }
     }
 }

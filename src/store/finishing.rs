@@ -4,7 +4,8 @@
 use redis::AsyncCommands;
 
 use super::During;
-use super::{ClaimedRun, FailReason, Store, StoreError, millis, reply, scripts};
+use super::reply::reply_error;
+use super::{ClaimedRun, FailReason, Store, StoreError, millis, scripts};
 
 /// An active run that Redis says a worker of a replica holds, see [`Store::held_runs`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +125,7 @@ impl Store {
             .await
             .during("ack_runs")?;
         if recorded.len() != acks.len() {
-            return Err(reply(
+            return Err(reply_error(
                 "ack_runs",
                 format!("{} answers for {} runs", recorded.len(), acks.len()),
             ));
@@ -172,7 +173,7 @@ impl Store {
             "RETRYING" => Ok(FailOutcome::Retrying { due_ms: at }),
             "DEAD" => Ok(FailOutcome::Dead),
             "GONE" => Ok(FailOutcome::Gone),
-            other => Err(reply("fail_run", format!("status {other:?}"))),
+            other => Err(reply_error("fail_run", format!("status {other:?}"))),
         }
     }
 
@@ -197,7 +198,10 @@ impl Store {
                     worker: worker.clone(),
                     attempt: attempt.as_deref().and_then(|text| text.parse().ok()),
                 }),
-                _ => Err(reply("list_held_runs", format!("unexpected {held:?}"))),
+                _ => Err(reply_error(
+                    "list_held_runs",
+                    format!("unexpected {held:?}"),
+                )),
             })
             .collect()
     }

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
-use super::{Store, StoreError, published_declarations, reply};
+use super::reply::Reply;
+use super::{Store, StoreError, published_declarations};
 use crate::schedule::Priority;
 
 /// One replica as its heartbeat describes it.
@@ -230,23 +231,20 @@ impl Store {
         }
         // An empty pipeline is an empty command to Redis, which refuses it: a namespace with
         // nothing in it (a mistyped --namespace) must read as empty instead.
-        let mut answers: Vec<Value> =
+        let answers: Vec<Value> =
             if replicas.is_empty() && running.is_empty() && undeclared.is_empty() {
                 Vec::new()
             } else {
                 pipe.query_async(&mut connection).await.during("overview")?
             };
-        let mut answers = answers.drain(..);
-        let mut take = |operation| {
-            answers
-                .next()
-                .ok_or_else(|| reply(operation, "reply too short".to_owned()))
-        };
+        // Tolerant of values it cannot read (a foreign or half-written key reads as empty), but
+        // not of a reply of the wrong length.
+        let mut reply = Reply::new("overview", answers);
         let mut replica_infos = Vec::new();
         for (id, heartbeat_ms) in replicas {
-            let info = HashMap::from_redis_value(take("overview")?).unwrap_or_default();
+            let info = HashMap::from_redis_value(reply.next_value()?).unwrap_or_default();
             let jobs: HashMap<String, String> =
-                HashMap::from_redis_value(take("overview")?).unwrap_or_default();
+                HashMap::from_redis_value(reply.next_value()?).unwrap_or_default();
             // The marker is there whenever the declarations are, even when they are none.
             let jobs = published_declarations(jobs);
             replica_infos.push(ReplicaInfo {
@@ -261,12 +259,12 @@ impl Store {
         let mut running_runs = Vec::new();
         for (run_id, deadline_ms) in running {
             let job: Option<String> =
-                Option::from_redis_value(take("overview")?).unwrap_or_default();
+                Option::from_redis_value(reply.next_value()?).unwrap_or_default();
             running_runs.push((run_id, job.unwrap_or_default(), deadline_ms));
         }
         let mut undeclared_runs = Vec::new();
         for (job, since_ms) in undeclared {
-            let runs = u64::from_redis_value(take("overview")?).unwrap_or_default();
+            let runs = u64::from_redis_value(reply.next_value()?).unwrap_or_default();
             // Counted a round trip after the listing: a claim may have taken them all back.
             if runs > 0 {
                 undeclared_runs.push(UndeclaredRuns {
@@ -276,6 +274,7 @@ impl Store {
                 });
             }
         }
+        reply.finish()?;
         undeclared_runs.sort_by(|a, b| a.job.cmp(&b.job));
         Ok(Overview {
             now_ms,

@@ -16,6 +16,7 @@
 //! - `dead`: the dead letters;
 //! - `replicas`: heartbeats;
 //! - `inspect`: what operators read, and their few writes;
+//! - `reply`: what goes into a script call and the decoding of what comes back;
 //! - [`keys`] builds every key, [`embedded`] starts a local Redis.
 
 mod claiming;
@@ -31,12 +32,13 @@ mod leadership;
 mod planning;
 mod promotion;
 mod replicas;
+mod reply;
 mod scripts;
 
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use redis::{FromRedisValue, Script, Value};
+use redis::{FromRedisValue, Script};
 use thiserror::Error;
 
 use crate::metrics::{HEALTH, METRICS};
@@ -55,6 +57,7 @@ pub use leadership::{Acquisition, LeaderToken};
 pub use planning::{JobPlan, PlanOutcome, PlannedRun, SkippedFire, UnplanOutcome, cron_run_id};
 pub use promotion::Promoted;
 pub use replicas::{Beat, ReplicaInstance};
+use reply::ScriptCall;
 
 /// Why a store operation failed.
 #[derive(Debug, Error)]
@@ -307,14 +310,14 @@ impl Store {
         Ok(warnings)
     }
 
-    /// Runs `script` once per argument list (its `key_count` KEYS, then its ARGV). One call is
-    /// an ordinary invocation, which loads the script should Redis lack it; several are
-    /// pipelined in one round trip after loading it (a pipelined EVALSHA cannot load it).
+    /// Runs `script` once per call. One call is an ordinary invocation, which loads the script
+    /// should Redis lack it; several are pipelined in one round trip after loading it (a
+    /// pipelined EVALSHA cannot load it).
     async fn invoke_batched<T: FromRedisValue>(
         &self,
         script: &Script,
-        key_count: usize,
-        calls: Vec<Vec<String>>,
+        operation: &'static str,
+        calls: Vec<ScriptCall>,
     ) -> Result<Vec<T>, StoreError> {
         let mut connection = self.connection.clone();
         // Nothing to send: an empty pipeline is an empty command, which Redis refuses.
@@ -322,28 +325,29 @@ impl Store {
             return Ok(Vec::new());
         }
         if let [only] = calls.as_slice() {
-            let (keys, args) = only.split_at(key_count.min(only.len()));
             let mut invocation = script.prepare_invoke();
-            invocation.key(keys).arg(args);
+            invocation.key(&only.keys).arg(&only.args);
             return Ok(vec![
                 invocation
                     .invoke_async(&mut connection)
                     .await
-                    .during("invoke_batched")?,
+                    .during(operation)?,
             ]);
         }
         let hash = script
             .prepare_invoke()
             .load_async(&mut connection)
             .await
-            .during("invoke_batched")?;
+            .during(operation)?;
         let mut pipe = redis::pipe();
-        for arguments in &calls {
-            pipe.cmd("EVALSHA").arg(&hash).arg(key_count).arg(arguments);
+        for call in &calls {
+            pipe.cmd("EVALSHA")
+                .arg(&hash)
+                .arg(call.keys.len())
+                .arg(&call.keys)
+                .arg(&call.args);
         }
-        pipe.query_async(&mut connection)
-            .await
-            .during("invoke_batched")
+        pipe.query_async(&mut connection).await.during(operation)
     }
 
     /// The time on Redis's clock, ms since the epoch: what every script decides with, so the
@@ -388,40 +392,4 @@ impl Store {
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn reply(operation: &'static str, detail: String) -> StoreError {
-    StoreError::Reply { operation, detail }
-}
-
-/// The `job, reason` pairs of skipped runs at the end of a script's reply.
-fn skip_pairs(
-    values: &mut impl Iterator<Item = Value>,
-    operation: &'static str,
-) -> Result<Vec<(String, String)>, StoreError> {
-    let mut pairs = Vec::new();
-    while let Some(job) = values.next() {
-        let job =
-            String::from_redis_value(job).map_err(|error| reply(operation, error.to_string()))?;
-        pairs.push((job, next_string(values, operation)?));
-    }
-    Ok(pairs)
-}
-
-fn next_string(
-    values: &mut impl Iterator<Item = Value>,
-    operation: &'static str,
-) -> Result<String, StoreError> {
-    let value = values
-        .next()
-        .ok_or_else(|| reply(operation, "reply too short".to_owned()))?;
-    String::from_redis_value(value).map_err(|error| reply(operation, error.to_string()))
-}
-
-fn next_number(
-    values: &mut impl Iterator<Item = Value>,
-    operation: &'static str,
-) -> Result<u64, StoreError> {
-    u64::from_redis_value(values.next().unwrap_or(Value::Nil))
-        .map_err(|error| reply(operation, error.to_string()))
 }

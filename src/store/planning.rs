@@ -3,10 +3,11 @@
 
 use std::collections::HashMap;
 
-use redis::{AsyncCommands, FromRedisValue, Value};
+use redis::{AsyncCommands, Value};
 
 use super::During;
-use super::{LeaderToken, SkipReason, Store, StoreError, reply, scripts};
+use super::reply::{Fenced, ScriptCall, decode, reply_error};
+use super::{LeaderToken, SkipReason, Store, StoreError, scripts};
 
 /// One fire the planner puts in the due set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,9 +65,6 @@ pub fn cron_run_id(job: &str, fire_ms: i64) -> String {
     format!("{job}@{fire_ms}")
 }
 
-/// How many KEYS `plan_fires.lua` takes.
-const PLAN_FIRES_KEYS: usize = 6;
-
 impl Store {
     /// Removes a job's planned fires that are not due yet, fenced by `token`, and moves its cursor
     /// to `cursor_ms` (or forgets it, for a removed job): a changed schedule is planned afresh.
@@ -79,7 +77,7 @@ impl Store {
         job: &str,
         cursor_ms: Option<i64>,
     ) -> Result<UnplanOutcome, StoreError> {
-        let (status, detail): (String, Value) = scripts::UNPLAN_JOB
+        let answer: Value = scripts::UNPLAN_JOB
             .key(self.keys.leader())
             .key(self.keys.due())
             .key(self.keys.cursor())
@@ -90,16 +88,10 @@ impl Store {
             .invoke_async(&mut self.connection.clone())
             .await
             .during("unplan_job")?;
-        match status.as_str() {
-            "OK" => Ok(UnplanOutcome::Unplanned(
-                u64::from_redis_value(detail)
-                    .map_err(|error| reply("unplan_job", error.to_string()))?,
-            )),
-            "FENCED" => Ok(UnplanOutcome::Fenced(
-                String::from_redis_value(detail).unwrap_or_default(),
-            )),
-            other => Err(reply("unplan_job", format!("status {other:?}"))),
-        }
+        Ok(match decode("unplan_job", answer)? {
+            Fenced::Done(removed) => UnplanOutcome::Unplanned(removed),
+            Fenced::Fenced(leader) => UnplanOutcome::Fenced(leader),
+        })
     }
 
     /// Every job's cursor: the fire ms of the last fire planned or skipped.
@@ -116,10 +108,10 @@ impl Store {
         raw.into_iter()
             .map(|(job, cursor)| match cursor.parse() {
                 Ok(cursor) => Ok((job, cursor)),
-                Err(_) => Err(StoreError::Reply {
-                    operation: "cursors",
-                    detail: format!("cursor of job {job} is not a number: {cursor:?}"),
-                }),
+                Err(_) => Err(reply_error(
+                    "cursors",
+                    format!("cursor of job {job} is not a number: {cursor:?}"),
+                )),
             })
             .collect()
     }
@@ -167,59 +159,53 @@ impl Store {
         }
         let calls = calls
             .into_iter()
-            .map(|plans| self.plan_arguments(token, plans))
+            .map(|plans| self.plan_call(token, plans))
             .collect();
-        let answers: Vec<(String, Value)> = self
-            .invoke_batched(&scripts::PLAN_FIRES, PLAN_FIRES_KEYS, calls)
+        let answers: Vec<Value> = self
+            .invoke_batched(&scripts::PLAN_FIRES, OPERATION, calls)
             .await?;
         let mut added = 0;
-        for (status, detail) in answers {
-            match status.as_str() {
-                "OK" => {
-                    added += u64::from_redis_value(detail)
-                        .map_err(|error| reply(OPERATION, error.to_string()))?;
-                }
-                "FENCED" => {
-                    return Ok(PlanOutcome::Fenced(
-                        String::from_redis_value(detail).unwrap_or_default(),
-                    ));
-                }
-                other => return Err(reply(OPERATION, format!("status {other:?}"))),
+        for answer in answers {
+            match decode::<Fenced<u64>>(OPERATION, answer)? {
+                Fenced::Done(planned) => added += planned,
+                Fenced::Fenced(leader) => return Ok(PlanOutcome::Fenced(leader)),
             }
         }
         Ok(PlanOutcome::Planned(added))
     }
 
-    /// The KEYS then ARGV of one `plan_fires.lua` call.
-    fn plan_arguments(&self, token: &LeaderToken, plans: &[JobPlan]) -> Vec<String> {
-        let mut arguments = vec![
+    /// One `plan_fires.lua` call writing `plans`.
+    fn plan_call(&self, token: &LeaderToken, plans: &[JobPlan]) -> ScriptCall {
+        let keys = vec![
             self.keys.leader(),
             self.keys.due(),
             self.keys.cursor(),
             self.keys.events(),
             self.keys.wake_promoter(),
             self.keys.planned(),
+        ];
+        let mut args = vec![
             token.as_str().to_owned(),
             self.settings.events_maxlen.to_string(),
         ];
         for plan in plans {
-            arguments.extend([
+            args.extend([
                 plan.job.clone(),
                 plan.cursor_ms.to_string(),
                 plan.runs.len().to_string(),
                 plan.skipped.len().to_string(),
             ]);
             for run in &plan.runs {
-                arguments.extend([
+                args.extend([
                     run.run_id.clone(),
                     run.fire_ms.to_string(),
                     run.due_ms.to_string(),
                 ]);
             }
             for skipped in &plan.skipped {
-                arguments.extend([skipped.run_id.clone(), skipped.reason.as_str().to_owned()]);
+                args.extend([skipped.run_id.clone(), skipped.reason.as_str().to_owned()]);
             }
         }
-        arguments
+        ScriptCall { keys, args }
     }
 }

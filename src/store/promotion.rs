@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use redis::{FromRedisValue, Value};
+use redis::Value;
 
 use super::During;
-use super::{Store, StoreError, millis, reply, scripts, skip_pairs};
+use super::reply::Reply;
+use super::{Store, StoreError, millis, scripts};
 
 /// What one promotion pass did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,19 +62,18 @@ impl Store {
             .invoke_async(&mut self.connection.clone())
             .await
             .during("promote_due")?;
-        let mut values = answer.into_iter();
-        let mut number = || {
-            i64::from_redis_value(values.next().unwrap_or(Value::Nil))
-                .map_err(|error| reply("promote_due", error.to_string()))
-        };
-        // The count of skipped runs is the length of the pairs that end the reply.
-        let (ready, _skipped, next_due_ms, now_ms, deferred) =
-            (number()?, number()?, number()?, number()?, number()?);
-        let skips = skip_pairs(&mut values, "promote_due")?;
+        let mut reply = Reply::new("promote_due", answer);
+        let ready = reply.next()?;
+        let skipped = reply.next()?;
+        let next_due_ms: i64 = reply.next()?;
+        let now_ms = reply.next()?;
+        let deferred = reply.next()?;
+        let skips = reply.skips(skipped)?;
+        reply.finish()?;
         Ok(Promoted {
-            ready: u64::try_from(ready).unwrap_or(0),
+            ready,
             skips,
-            deferred: u64::try_from(deferred).unwrap_or(0),
+            deferred,
             next_due_ms: (next_due_ms >= 0).then_some(next_due_ms),
             now_ms,
         })
