@@ -1,11 +1,12 @@
 //! Prometheus metrics and the HTTP endpoint that serves them with the health checks.
 //!
-//! The metrics are process-wide (one replica per process): components update them where the
-//! thing counted happens. Gauges of shared state (due, active, dead, ready runs) are refreshed
+//! A replica's metrics and health are one [`Metrics`] handle, made by whoever runs the replica
+//! and passed in with its store ([`crate::store::Store::with_metrics`]): components update them
+//! where the thing counted happens, and two replicas in one process count apart. Gauges of shared state (due, active, dead, ready runs) are refreshed
 //! from Redis by the leader only, so that summing over replicas does not count them twice.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{LazyLock, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -71,6 +72,8 @@ pub struct Metrics {
     pub workers_max: IntGauge,
     /// `redcron_redis_errors_total`: failed Redis calls, whatever made them (all retried).
     pub redis_errors_total: IntCounter,
+    /// What `/healthz` and `/readyz` report.
+    pub health: Health,
     /// `redcron_log_lines_dropped_total`: log lines the log stream refused or was too slow
     /// for; kept in step with [`crate::logs::dropped_lines`] at each scrape.
     log_lines_dropped_total: IntCounter,
@@ -79,17 +82,21 @@ pub struct Metrics {
     log_lines_counted: Mutex<u64>,
 }
 
-/// The process's metrics.
-pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
-
 /// Buckets for durations and lags, in seconds: from a millisecond to an hour.
 const BUCKETS: [f64; 16] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0,
     3600.0,
 ];
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Metrics {
-    fn new() -> Self {
+    /// Every metric at zero, in a registry of its own, and a replica that has not started.
+    pub fn new() -> Self {
         let registry = Registry::new();
         // Names, labels and buckets are constants here: building or registering can only
         // fail on a programming error, which the metrics tests exercise.
@@ -198,6 +205,7 @@ impl Metrics {
                 "Log lines dropped: the log stream refused them or was too slow",
             ),
             log_lines_counted: Mutex::new(0),
+            health: Health::default(),
             registry,
         }
     }
@@ -366,28 +374,31 @@ impl Health {
     }
 }
 
-/// The process's health.
-pub static HEALTH: LazyLock<Health> = LazyLock::new(Health::default);
-
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown`.
+/// Serves `metrics` on `/metrics`, and its health on `/healthz` and `/readyz`, on `listener`
+/// until `shutdown`.
 ///
 /// # Errors
 /// The listener fails.
-pub async fn serve(listener: tokio::net::TcpListener, shutdown: Shutdown) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    shutdown: Shutdown,
+) -> std::io::Result<()> {
+    let (scraped, live, ready) = (metrics.clone(), metrics.clone(), metrics);
     let app = Router::new()
         .route(
             "/metrics",
-            get(|| async {
+            get(|| async move {
                 (
                     [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                    METRICS.encode(),
+                    scraped.encode(),
                 )
             }),
         )
         .route(
             "/healthz",
-            get(|| async {
-                match HEALTH.liveness() {
+            get(|| async move {
+                match live.health.liveness() {
                     Ok(()) => (StatusCode::OK, "ok\n".to_owned()),
                     Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
                 }
@@ -395,8 +406,8 @@ pub async fn serve(listener: tokio::net::TcpListener, shutdown: Shutdown) -> std
         )
         .route(
             "/readyz",
-            get(|| async {
-                match HEALTH.readiness() {
+            get(|| async move {
+                match ready.health.readiness() {
                     Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
                     Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
                 }
@@ -443,29 +454,30 @@ mod tests {
     /// Every `redcron_*` series that the contrib dashboard and alert rules query is exported.
     #[test]
     fn contrib_dashboard_and_alerts_use_exported_metrics() {
+        let metrics = Metrics::new();
         // Touch the labelled families so that they appear in the exposition.
-        METRICS
+        metrics
             .runs_total
             .with_label_values(&["j", "succeeded"])
             .inc();
-        METRICS
+        metrics
             .run_duration_seconds
             .with_label_values(&["j"])
             .observe(0.1);
-        METRICS
+        metrics
             .fire_lag_seconds
             .with_label_values(&["j"])
             .observe(0.1);
-        METRICS
+        metrics
             .skipped_fires_total
             .with_label_values(&["j", "paused"])
             .inc();
-        METRICS.retries_total.with_label_values(&["j"]).inc();
-        METRICS
+        metrics.retries_total.with_label_values(&["j"]).inc();
+        metrics
             .ready_runs
             .with_label_values(&["default", "high"])
             .set(0);
-        let exported = METRICS.encode();
+        let exported = metrics.encode();
         for (file, text) in [
             (
                 "grafana-dashboard.json",

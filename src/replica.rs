@@ -35,7 +35,6 @@ use crate::engine::worker::{WorkerConfig, Workers};
 use crate::engine::{Leadership, Shutdown, arm_fault_points};
 use crate::handler::{Handler, Handlers};
 use crate::logs::panic_message;
-use crate::metrics::HEALTH;
 use crate::schedule::{Job, Jobs, shared_jobs};
 use crate::store::Store;
 
@@ -245,7 +244,8 @@ impl Replica {
     /// # Errors
     /// A component panicked or returned while it should have run: the replica has stopped.
     pub async fn run(self, shutdown: Shutdown) -> Result<(), ReplicaError> {
-        HEALTH.starting();
+        let metrics = self.store.metrics().clone();
+        metrics.health.starting();
         arm_fault_points();
         let config = self.config;
         let id_free = tokio::select! {
@@ -345,7 +345,7 @@ impl Replica {
                 biased;
                 () = stopping.cancelled(), if !stopping_seen => {
                     stopping_seen = true;
-                    HEALTH.stopping();
+                    metrics.health.stopping();
                     continue;
                 }
                 () = sleep_until(stop_by) => {
@@ -386,7 +386,7 @@ impl Replica {
                      restarted",
                     component.name()
                 );
-                HEALTH.component_died(component.name());
+                metrics.health.component_died(component.name());
                 interrupt.cancel();
                 stopping.cancel();
                 failure = Some(ReplicaError::ComponentDied {

@@ -9,6 +9,7 @@ use redcron::engine::planner::{Planner, PlannerConfig, PlannerTick};
 use redcron::engine::promoter::{Promoter, PromoterConfig};
 use redcron::engine::reaper::{Reaped, Reaper, ReaperConfig};
 use redcron::engine::{Leadership, Shutdown};
+use redcron::metrics::Metrics;
 use redcron::schedule::{Jobs, parse_file, shared_jobs};
 use redcron::store::{Acquisition, Claim, Store, StoreSettings};
 use redis::Commands;
@@ -105,6 +106,30 @@ async fn one_elector_leads_and_steps_down_when_its_lease_is_taken() {
     );
     assert_eq!(a.token(), None);
     assert_eq!(b.token().and_then(|token| token.epoch()), Some(2));
+}
+
+/// Each replica counts in the metrics it was given with its store: two replicas in one process
+/// count apart, and a failed Redis call is counted by the store that made it.
+#[tokio::test]
+async fn components_and_the_store_count_in_the_metrics_they_were_given() {
+    let mut server = RedisServer::start();
+    let store = connect(&server).await;
+    let (metrics_a, metrics_b) = (Arc::new(Metrics::new()), Arc::new(Metrics::new()));
+    let (store_a, store_b) = (
+        store.clone().with_metrics(metrics_a.clone()),
+        store.with_metrics(metrics_b.clone()),
+    );
+    let (a, b) = (Leadership::new(), Leadership::new());
+    elector(&store_a, &a, "a").tick().await.expect("tick");
+    elector(&store_b, &b, "b").tick().await.expect("tick");
+    assert_eq!((metrics_a.leader.get(), metrics_b.leader.get()), (1, 0));
+    assert_eq!(metrics_a.leader_changes_total.get(), 1);
+    assert_eq!(metrics_b.leader_changes_total.get(), 0);
+
+    server.kill9();
+    assert!(store_b.now_ms().await.is_err(), "redis is gone");
+    assert!(metrics_b.redis_errors_total.get() >= 1);
+    assert_eq!(metrics_a.redis_errors_total.get(), 0);
 }
 
 #[tokio::test]

@@ -95,6 +95,7 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
         workers = config.workers.concurrency,
         "replica starting"
     );
+    let metrics = store.metrics().clone();
     let replica = Replica::builder(store).jobs(jobs).config(config).build();
     let metrics_addr = args.metrics_addr;
     // Serves until the replica has stopped, so /readyz says so during the shutdown grace. Not
@@ -110,7 +111,7 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
             }
             let serving = serving.clone();
             tokio::spawn(async move {
-                if let Err(error) = crate::metrics::serve(listener, serving).await {
+                if let Err(error) = crate::metrics::serve(listener, metrics, serving).await {
                     error!(%error, address = %metrics_addr, "metrics endpoint failed");
                 }
             });

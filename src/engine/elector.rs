@@ -68,7 +68,7 @@ impl Elector {
                 Acquisition::Acquired(token) => {
                     info!(token = token.as_str(), "acquired the leader lease");
                     self.renewed_at = Some(Instant::now());
-                    self.leadership.lead(token.clone());
+                    self.leadership.lead(token.clone(), self.store.metrics());
                     Ok(ElectorTick::Acquired(token))
                 }
                 Acquisition::Held(holder) => Ok(ElectorTick::Follower(holder)),
@@ -84,14 +84,14 @@ impl Elector {
                     token = token.as_str(),
                     "the leader lease was lost: stepping down"
                 );
-                self.leadership.step_down(&token);
+                self.leadership.step_down(&token, self.store.metrics());
                 Ok(ElectorTick::SteppedDown)
             }
             Err(error) => {
                 let lapsing = self
                     .renewed_at
                     .is_none_or(|at| at.elapsed() >= self.config.lease_ttl * 2 / 3);
-                if lapsing && self.leadership.step_down(&token) {
+                if lapsing && self.leadership.step_down(&token, self.store.metrics()) {
                     warn!(
                         token = token.as_str(),
                         "cannot renew the leader lease before it may lapse: stepping down"
@@ -115,7 +115,7 @@ impl Elector {
         while !shutdown.is_cancelled() {
             let pause = match self.tick().await {
                 Ok(_) => {
-                    backoff.succeeded();
+                    backoff.succeeded(&self.store.metrics().health);
                     period
                 }
                 Err(error) => {
@@ -132,7 +132,7 @@ impl Elector {
         if let Some(token) = self.leadership.token() {
             // Locally first: the planner stops planning before the lease is given up, and a
             // plan already on its way is refused by the fencing check once the lease is gone.
-            self.leadership.step_down(&token);
+            self.leadership.step_down(&token, self.store.metrics());
             let released =
                 tokio::time::timeout(self.config.lease_ttl, self.store.release_leader(&token))
                     .await;

@@ -12,7 +12,6 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use super::{Leadership, Shutdown};
-use crate::metrics::{HEALTH, METRICS};
 use crate::schedule::Jobs;
 use crate::store::{Store, StoreError};
 
@@ -180,7 +179,7 @@ impl Heartbeat {
         } else {
             self.check_declarations(&jobs).await?;
         }
-        HEALTH.progressed();
+        self.store.metrics().health.progressed();
         if self.leadership.token().is_some() {
             self.refresh_gauges().await?;
         }
@@ -222,7 +221,7 @@ impl Heartbeat {
             "this replica's published declarations are not what it declares (written over or \
              restored from another copy): published again"
         );
-        METRICS.declarations_republished_total.inc();
+        self.store.metrics().declarations_republished_total.inc();
         self.publish(jobs).await
     }
 
@@ -237,12 +236,13 @@ impl Heartbeat {
             .collect();
         let counts = self.store.run_counts(&queues).await?;
         let gauge = |count: u64| i64::try_from(count).unwrap_or(i64::MAX);
-        METRICS.due_runs.set(gauge(counts.due));
-        METRICS.active_runs.set(gauge(counts.active));
-        METRICS.dead_runs.set(gauge(counts.dead));
+        let metrics = self.store.metrics();
+        metrics.due_runs.set(gauge(counts.due));
+        metrics.active_runs.set(gauge(counts.active));
+        metrics.dead_runs.set(gauge(counts.dead));
         for (queue, lengths) in &counts.ready {
             for (priority, length) in ["high", "normal", "low"].iter().zip(lengths) {
-                METRICS
+                metrics
                     .ready_runs
                     .with_label_values(&[queue.as_str(), priority])
                     .set(gauge(*length));

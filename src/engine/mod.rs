@@ -23,7 +23,7 @@ use std::time::Duration;
 pub use crate::shutdown::Shutdown;
 use tokio::sync::watch;
 
-use crate::metrics::{HEALTH, METRICS};
+use crate::metrics::{Health, Metrics};
 use crate::store::{FailReason, LeaderToken, SkipReason};
 
 /// The `job` label of runs of jobs this replica does not declare: job names read from Redis
@@ -33,7 +33,11 @@ const UNDECLARED_JOB_LABEL: &str = "undeclared";
 /// Counts runs a script skipped (or buried), `(job, reason)` as it reported them, labelled by
 /// their job when `declares` it and by a reason the store knows: anything else is counted
 /// under one label value, so the number of series stays bounded.
-pub(crate) fn count_skips(skips: &[(String, String)], declares: impl Fn(&str) -> bool) {
+pub(crate) fn count_skips(
+    metrics: &Metrics,
+    skips: &[(String, String)],
+    declares: impl Fn(&str) -> bool,
+) {
     for (job, reason) in skips {
         let job = if declares(job) {
             job.as_str()
@@ -44,7 +48,7 @@ pub(crate) fn count_skips(skips: &[(String, String)], declares: impl Fn(&str) ->
             .map(SkipReason::as_str)
             .or_else(|| FailReason::parse(reason).map(FailReason::as_str))
             .unwrap_or("other");
-        METRICS.record_skip(job, reason);
+        metrics.record_skip(job, reason);
     }
 }
 
@@ -78,15 +82,15 @@ impl Leadership {
         self.current.subscribe()
     }
 
-    fn lead(&self, token: LeaderToken) {
+    fn lead(&self, token: LeaderToken, metrics: &Metrics) {
         self.current.send_replace(Some(token));
-        METRICS.leader.set(1);
-        METRICS.leader_changes_total.inc();
+        metrics.leader.set(1);
+        metrics.leader_changes_total.inc();
     }
 
     /// Stops leading if this replica still leads with `token`; returns whether it did. A newer
     /// token (re-acquired meanwhile) is left alone.
-    pub fn step_down(&self, token: &LeaderToken) -> bool {
+    pub fn step_down(&self, token: &LeaderToken, metrics: &Metrics) -> bool {
         let stepped_down = self.current.send_if_modified(|current| {
             if current.as_ref() == Some(token) {
                 *current = None;
@@ -96,8 +100,8 @@ impl Leadership {
             }
         });
         if stepped_down {
-            METRICS.leader.set(0);
-            METRICS.leader_changes_total.inc();
+            metrics.leader.set(0);
+            metrics.leader_changes_total.inc();
         }
         stepped_down
     }
@@ -112,8 +116,8 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     /// A tick succeeded (so Redis answered): the next failure waits the shortest delay again.
-    pub(crate) fn succeeded(&mut self) {
-        HEALTH.redis_ok();
+    pub(crate) fn succeeded(&mut self, health: &Health) {
+        health.redis_ok();
         self.last = None;
     }
 
@@ -155,7 +159,9 @@ mod tests {
 
     #[test]
     fn skips_of_jobs_not_declared_here_and_unknown_reasons_share_one_label_each() {
+        let metrics = Metrics::new();
         count_skips(
+            &metrics,
             &[
                 ("mine".to_owned(), "overlap".to_owned()),
                 ("written-into-redis-42".to_owned(), "paused".to_owned()),
@@ -163,7 +169,7 @@ mod tests {
             ],
             |job| job == "mine",
         );
-        let labels: Vec<(String, String)> = METRICS
+        let labels: Vec<(String, String)> = metrics
             .skipped_fires_total
             .collect()
             .iter()

@@ -84,7 +84,9 @@ impl Promoter {
             let jobs = self.jobs.borrow();
             // One set per pass with skips, not a scan of every job per skip.
             let declared: HashSet<&str> = jobs.iter().map(|job| job.name.as_str()).collect();
-            count_skips(&promoted.skips, |name| declared.contains(name));
+            count_skips(self.store.metrics(), &promoted.skips, |name| {
+                declared.contains(name)
+            });
         }
         Ok(promoted)
     }
@@ -120,7 +122,7 @@ impl Promoter {
             }
             let pause = match self.tick().await {
                 Ok(promoted) => {
-                    backoff.succeeded();
+                    backoff.succeeded(&self.store.metrics().health);
                     self.pause_after(&promoted)
                 }
                 Err(error) => {

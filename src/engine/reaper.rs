@@ -8,7 +8,6 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use super::{Backoff, Shutdown};
-use crate::metrics::METRICS;
 use crate::store::{FailOutcome, FailReason, Failure, Store, StoreError};
 
 /// How the reaper behaves.
@@ -92,12 +91,12 @@ impl Reaper {
             match self.store.fail_run(&run_id, None, &failure, 0.5).await? {
                 FailOutcome::Retrying { .. } => {
                     info!(run = run_id, "lost run: due again");
-                    METRICS.reaped_runs_total.inc();
+                    self.store.metrics().reaped_runs_total.inc();
                     reaped.retried += 1;
                 }
                 FailOutcome::Dead => {
                     info!(run = run_id, "lost run: dead");
-                    METRICS.reaped_runs_total.inc();
+                    self.store.metrics().reaped_runs_total.inc();
                     reaped.dead += 1;
                 }
                 FailOutcome::Gone => {}
@@ -112,7 +111,7 @@ impl Reaper {
         loop {
             let pause = match self.tick().await {
                 Ok(_) => {
-                    backoff.succeeded();
+                    backoff.succeeded(&self.store.metrics().health);
                     self.config.period
                 }
                 Err(error) => {

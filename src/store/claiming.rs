@@ -1,6 +1,7 @@
 //! Ready runs claimed by idle workers (`claim_runs.lua`), their leases and job slots
 //! (`extend_lease.lua`, `take_job_slot.lua`), and the wait for runs to become ready.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{AsyncCommands, FromRedisValue, Value};
@@ -8,6 +9,7 @@ use redis::{AsyncCommands, FromRedisValue, Value};
 use super::During;
 use super::reply::{Reply, reply_error};
 use super::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Store, StoreError, millis, scripts};
+use crate::metrics::Metrics;
 
 /// A run a worker has claimed, with its lease recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,6 +161,7 @@ pub enum JobSlot {
 /// would hold up every command sharing a multiplexed connection).
 pub struct ReadyWaiter {
     connection: redis::aio::MultiplexedConnection,
+    metrics: Arc<Metrics>,
     markers: Vec<String>,
     timeout: Duration,
 }
@@ -173,7 +176,7 @@ impl ReadyWaiter {
             .connection
             .bzpopmin(&self.markers, self.timeout.as_secs_f64())
             .await
-            .during("wait")?;
+            .during(&self.metrics, "wait")?;
         Ok(woken.is_some())
     }
 }
@@ -327,7 +330,7 @@ impl Store {
         let values: Vec<Value> = invocation
             .invoke_async(&mut self.connection.clone())
             .await
-            .during(OPERATION)?;
+            .during(&self.metrics, OPERATION)?;
         let mut reply = Reply::new(OPERATION, values);
         let status: String = reply.next()?;
         if status == "UNDECLARED" {
@@ -372,7 +375,7 @@ impl Store {
             .arg(self.now_arg())
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("extend_lease")?;
+            .during(&self.metrics, "extend_lease")?;
         Ok(extended == 1)
     }
 
@@ -401,7 +404,7 @@ impl Store {
             .arg(u8::from(pending == PendingSlot::SkipIfRunning))
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("take_job_slot")?;
+            .during(&self.metrics, "take_job_slot")?;
         match answer.as_str() {
             "TAKEN" => Ok(JobSlot::Taken),
             "BUSY" => Ok(JobSlot::Busy),
@@ -432,7 +435,7 @@ impl Store {
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await
-            .during("ready_waiter")?;
+            .during(&self.metrics, "ready_waiter")?;
         let markers = queues
             .iter()
             .map(|queue| self.keys.wake(queue))
@@ -440,6 +443,7 @@ impl Store {
             .collect();
         Ok(ReadyWaiter {
             connection,
+            metrics: self.metrics.clone(),
             markers,
             timeout,
         })

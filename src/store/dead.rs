@@ -19,7 +19,7 @@ impl Store {
             .clone()
             .zrange_withscores(self.keys.dead(), 0, end)
             .await
-            .during("dead_runs")
+            .during(&self.metrics, "dead_runs")
     }
 
     /// Takes a run out of the dead letters and makes it due now, attempts reset; `false` when it
@@ -39,7 +39,7 @@ impl Store {
             .arg(self.now_arg())
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("redrive_run")?;
+            .during(&self.metrics, "redrive_run")?;
         Ok(redriven == 1)
     }
 
@@ -60,7 +60,7 @@ impl Store {
                 .arg(BATCH)
                 .invoke_async(&mut self.connection.clone())
                 .await
-                .during("purge_dead")?;
+                .during(&self.metrics, "purge_dead")?;
             purged += deleted;
             if deleted < BATCH {
                 return Ok(purged);
@@ -97,7 +97,7 @@ impl Store {
             .arg(withdrawn)
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("bury_undeclared_runs")?;
+            .during(&self.metrics, "bury_undeclared_runs")?;
         Ok(buried)
     }
 }

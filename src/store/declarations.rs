@@ -100,7 +100,7 @@ impl Store {
         let () = pipe
             .query_async(&mut self.connection.clone())
             .await
-            .during("publish_replica_jobs")?;
+            .during(&self.metrics, "publish_replica_jobs")?;
         Ok(digest)
     }
 
@@ -138,12 +138,12 @@ impl Store {
                 let (entries, published): (usize, Vec<Option<String>>) = pipe
                     .query_async(&mut self.connection.clone())
                     .await
-                    .during("declarations_intact")?;
+                    .during(&self.metrics, "declarations_intact")?;
                 (entries, published, Vec::new())
             } else {
                 pipe.query_async(&mut self.connection.clone())
                     .await
-                    .during("declarations_intact")?
+                    .during(&self.metrics, "declarations_intact")?
             };
         // The published marker is one entry more than the jobs, and names what was published.
         let marker = (!published.is_empty())
@@ -182,7 +182,7 @@ impl Store {
             .ignore()
             .query_async(&mut self.connection.clone())
             .await
-            .during("withdraw_replica")?;
+            .during(&self.metrics, "withdraw_replica")?;
         Ok(())
     }
 
@@ -204,7 +204,7 @@ impl Store {
                 .smembers(self.keys.damaged_definitions())
                 .query_async(&mut self.connection.clone())
                 .await
-                .during("declarations_signal")?;
+                .during(&self.metrics, "declarations_signal")?;
         live.sort();
         damaged.sort();
         Ok(DeclarationsSignal {
@@ -233,7 +233,7 @@ impl Store {
         let answers: Vec<HashMap<String, String>> = pipe
             .query_async(&mut self.connection.clone())
             .await
-            .during("replica_declarations")?;
+            .during(&self.metrics, "replica_declarations")?;
         Ok(answers.into_iter().map(published_declarations).collect())
     }
 
@@ -253,7 +253,7 @@ impl Store {
             .arg(hashes)
             .query_async(&mut self.connection.clone())
             .await
-            .during("declared_definitions")
+            .during(&self.metrics, "declared_definitions")
     }
 
     /// Removes the declared definitions that neither `own` (content digests) nor the
@@ -275,7 +275,7 @@ impl Store {
             .clone()
             .zrangebyscore(self.keys.replicas(), since, "+inf")
             .await
-            .during("forget_declared_definitions")?;
+            .during(&self.metrics, "forget_declared_definitions")?;
         let declared = self.replica_declarations(&replicas).await?;
         let referenced: HashSet<&str> = declared
             .iter()
@@ -288,7 +288,7 @@ impl Store {
             .clone()
             .hkeys(self.keys.declared_definitions())
             .await
-            .during("forget_declared_definitions")?;
+            .during(&self.metrics, "forget_declared_definitions")?;
         let unreferenced: Vec<&String> = stored
             .iter()
             .filter(|hash| {
@@ -306,7 +306,7 @@ impl Store {
                 .arg(batch)
                 .invoke_async(&mut self.connection.clone())
                 .await
-                .during("forget_declared_definitions")?;
+                .during(&self.metrics, "forget_declared_definitions")?;
             if removed < 0 {
                 return Ok(false);
             }
@@ -396,7 +396,7 @@ impl Store {
         let () = pipe
             .query_async(&mut self.connection.clone())
             .await
-            .during("write_definitions")?;
+            .during(&self.metrics, "write_definitions")?;
         Ok(())
     }
 
@@ -409,7 +409,7 @@ impl Store {
             .clone()
             .hgetall(self.keys.def_hashes())
             .await
-            .during("published_hashes")
+            .during(&self.metrics, "published_hashes")
     }
 
     /// The names in `defs` and in `def-hashes`: which published entries name no job.
@@ -422,7 +422,7 @@ impl Store {
             .hkeys(self.keys.def_hashes())
             .query_async(&mut self.connection.clone())
             .await
-            .during("published_names")
+            .during(&self.metrics, "published_names")
     }
 
     /// The published definitions of `jobs`, by position.
@@ -445,7 +445,7 @@ impl Store {
             .arg(jobs)
             .query_async(&mut self.connection.clone())
             .await
-            .during("published_definitions")?;
+            .during(&self.metrics, "published_definitions")?;
         Ok(definitions
             .into_iter()
             .zip(hashes)

@@ -123,7 +123,7 @@ impl Store {
         let recorded: Vec<i64> = invocation
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("ack_runs")?;
+            .during(&self.metrics, "ack_runs")?;
         if recorded.len() != acks.len() {
             return Err(reply_error(
                 "ack_runs",
@@ -168,7 +168,7 @@ impl Store {
             .arg(self.now_arg())
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("fail_run")?;
+            .during(&self.metrics, "fail_run")?;
         match status.as_str() {
             "RETRYING" => Ok(FailOutcome::Retrying { due_ms: at }),
             "DEAD" => Ok(FailOutcome::Dead),
@@ -189,7 +189,7 @@ impl Store {
             .arg(format!("{replica_id}/"))
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("held_runs")?;
+            .during(&self.metrics, "held_runs")?;
         values
             .chunks(3)
             .map(|held| match held {
@@ -217,7 +217,7 @@ impl Store {
             .clone()
             .zrangebyscore_limit(self.keys.active(), "-inf", now, 0, limit as isize)
             .await
-            .during("expired_leases")?;
+            .during(&self.metrics, "expired_leases")?;
         Ok(expired)
     }
 }

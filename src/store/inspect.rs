@@ -107,14 +107,14 @@ impl Store {
                 .arg(1_000)
                 .query_async(&mut connection)
                 .await
-                .during("clear_namespace")?;
+                .during(&self.metrics, "clear_namespace")?;
             if !keys.is_empty() {
                 deleted += keys.len() as u64;
                 let () = redis::cmd("UNLINK")
                     .arg(&keys)
                     .query_async(&mut connection)
                     .await
-                    .during("clear_namespace")?;
+                    .during(&self.metrics, "clear_namespace")?;
             }
             if next == 0 {
                 return Ok(deleted);
@@ -132,7 +132,7 @@ impl Store {
             .clone()
             .zcard(self.keys.active())
             .await
-            .during("active_runs")
+            .during(&self.metrics, "active_runs")
     }
 
     /// Whether some replica has published a job named `job`.
@@ -144,7 +144,7 @@ impl Store {
             .clone()
             .hexists(self.keys.defs(), job)
             .await
-            .during("is_declared")
+            .during(&self.metrics, "is_declared")
     }
 
     /// Pauses (`true`) or resumes a job: a paused job's fires are skipped with reason `paused`.
@@ -158,12 +158,12 @@ impl Store {
             connection
                 .sadd(self.keys.paused(), job)
                 .await
-                .during("set_paused")?
+                .during(&self.metrics, "set_paused")?
         } else {
             connection
                 .srem(self.keys.paused(), job)
                 .await
-                .during("set_paused")?
+                .during(&self.metrics, "set_paused")?
         };
         Ok(changed == 1)
     }
@@ -177,7 +177,7 @@ impl Store {
             .clone()
             .hgetall(self.keys.run(run_id))
             .await
-            .during("run_fields")
+            .during(&self.metrics, "run_fields")
     }
 
     /// What operators look at: leadership, replicas, counts, ready lengths, jobs, running runs.
@@ -209,7 +209,7 @@ impl Store {
                 .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
                 .query_async(&mut connection)
                 .await
-                .during("overview")?;
+                .during(&self.metrics, "overview")?;
         let queues: Vec<String> = defs
             .values()
             .filter_map(|definition| {
@@ -235,7 +235,9 @@ impl Store {
             if replicas.is_empty() && running.is_empty() && undeclared.is_empty() {
                 Vec::new()
             } else {
-                pipe.query_async(&mut connection).await.during("overview")?
+                pipe.query_async(&mut connection)
+                    .await
+                    .during(&self.metrics, "overview")?
             };
         // Tolerant of values it cannot read (a foreign or half-written key reads as empty), but
         // not of a reply of the wrong length.
@@ -315,7 +317,7 @@ impl Store {
         let answers: Vec<u64> = pipe
             .query_async(&mut self.connection.clone())
             .await
-            .during("run_counts")?;
+            .during(&self.metrics, "run_counts")?;
         let (counts, lengths) = answers.split_at(3.min(answers.len()));
         let count = |index: usize| counts.get(index).copied().unwrap_or(0);
         let ready = queues
@@ -348,7 +350,7 @@ impl Store {
             .clone()
             .xrevrange_count(self.keys.events(), "+", "-", count)
             .await
-            .during("recent_events")?;
+            .during(&self.metrics, "recent_events")?;
         Ok(reply
             .ids
             .into_iter()

@@ -49,7 +49,7 @@ impl Store {
             .arg(millis(ttl))
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("acquire_leader")?;
+            .during(&self.metrics, "acquire_leader")?;
         Ok(if acquired == 1 {
             Acquisition::Acquired(LeaderToken(token))
         } else {
@@ -72,7 +72,7 @@ impl Store {
             .arg(millis(ttl))
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("renew_leader")?;
+            .during(&self.metrics, "renew_leader")?;
         Ok(renewed == 1)
     }
 
@@ -86,7 +86,7 @@ impl Store {
             .arg(token.as_str())
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("release_leader")?;
+            .during(&self.metrics, "release_leader")?;
         Ok(released == 1)
     }
 }

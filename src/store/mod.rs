@@ -35,13 +35,14 @@ mod replicas;
 mod reply;
 mod scripts;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, Script};
 use thiserror::Error;
 
-use crate::metrics::{HEALTH, METRICS};
+use crate::metrics::Metrics;
 pub use claiming::{
     Claim, ClaimLeases, Claimed, ClaimedRun, CorruptRun, JobSlot, MIN_AHEAD_LEASE, PendingSlot,
     ReadyWaiter, ahead_lease,
@@ -95,23 +96,24 @@ impl StoreError {
     /// call names its operation with [`During::during`]), so this is where failures are
     /// counted, whichever component made the call and whether or not it goes on to swallow the
     /// error, and where a refusal to write is noticed for `/readyz`.
-    fn redis(operation: &'static str, source: redis::RedisError) -> Self {
-        METRICS.redis_errors_total.inc();
+    fn redis(metrics: &Metrics, operation: &'static str, source: redis::RedisError) -> Self {
+        metrics.redis_errors_total.inc();
         if refuses_writes(&source) {
-            HEALTH.write_refused();
+            metrics.health.write_refused();
         }
         StoreError::Redis { operation, source }
     }
 }
 
-/// Names the store operation a Redis call was part of, in its error.
+/// Names the store operation a Redis call was part of, in its error, and counts the failure in
+/// the replica's metrics.
 trait During<T> {
-    fn during(self, operation: &'static str) -> Result<T, StoreError>;
+    fn during(self, metrics: &Metrics, operation: &'static str) -> Result<T, StoreError>;
 }
 
 impl<T> During<T> for Result<T, redis::RedisError> {
-    fn during(self, operation: &'static str) -> Result<T, StoreError> {
-        self.map_err(|source| StoreError::redis(operation, source))
+    fn during(self, metrics: &Metrics, operation: &'static str) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::redis(metrics, operation, source))
     }
 }
 
@@ -194,6 +196,8 @@ pub struct Store {
     connection: ConnectionManager,
     keys: Keys,
     settings: StoreSettings,
+    /// Where the failures of its Redis calls are counted: the replica's metrics.
+    metrics: Arc<Metrics>,
     /// A fixed "now" passed to every script instead of Redis's clock: for tests of time-based
     /// decisions only.
     frozen_now_ms: Option<i64>,
@@ -220,7 +224,10 @@ impl Store {
         settings: StoreSettings,
     ) -> Result<Self, StoreError> {
         Self::connect_client(
-            redis::Client::open(url).during("connect")?,
+            redis::Client::open(url).map_err(|source| StoreError::Redis {
+                operation: "connect",
+                source,
+            })?,
             namespace,
             settings,
         )
@@ -242,12 +249,14 @@ impl Store {
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_connection_timeout(Some(CONNECTION_TIMEOUT))
             .set_max_delay(MAX_RECONNECT_DELAY);
+        let metrics = Arc::new(Metrics::new());
         let connection = client
             .get_connection_manager_with_config(config)
             .await
-            .during("connect")?;
+            .during(&metrics, "connect")?;
         Ok(Self {
             client,
+            metrics,
             connection,
             keys: Keys::new(namespace),
             settings,
@@ -260,6 +269,20 @@ impl Store {
     pub fn with_frozen_clock(mut self, now_ms: i64) -> Self {
         self.frozen_now_ms = Some(now_ms);
         self
+    }
+
+    /// Counts in `metrics` what this store sees (failed calls, writes Redis refuses) and what
+    /// the components given this store do: a replica's metrics travel with its store, which
+    /// every component is given. Without this, a store counts in metrics of its own, which
+    /// nothing serves.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics this store and the components given it count in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The key names of this namespace.
@@ -331,14 +354,14 @@ impl Store {
                 invocation
                     .invoke_async(&mut connection)
                     .await
-                    .during(operation)?,
+                    .during(&self.metrics, operation)?,
             ]);
         }
         let hash = script
             .prepare_invoke()
             .load_async(&mut connection)
             .await
-            .during(operation)?;
+            .during(&self.metrics, operation)?;
         let mut pipe = redis::pipe();
         for call in &calls {
             pipe.cmd("EVALSHA")
@@ -347,7 +370,9 @@ impl Store {
                 .arg(&call.keys)
                 .arg(&call.args);
         }
-        pipe.query_async(&mut connection).await.during(operation)
+        pipe.query_async(&mut connection)
+            .await
+            .during(&self.metrics, operation)
     }
 
     /// The time on Redis's clock, ms since the epoch: what every script decides with, so the
@@ -362,7 +387,7 @@ impl Store {
         let (seconds, micros): (i64, i64) = redis::cmd("TIME")
             .query_async(&mut self.connection.clone())
             .await
-            .during("now_ms")?;
+            .during(&self.metrics, "now_ms")?;
         Ok(seconds * 1000 + micros / 1000)
     }
 
@@ -378,7 +403,7 @@ impl Store {
                 let (seconds, micros): (i64, i64) = redis::cmd("TIME")
                     .query_async(&mut self.connection.clone())
                     .await
-                    .during("clock")?;
+                    .during(&self.metrics, "clock")?;
                 seconds * 1_000_000 + micros
             }
         };

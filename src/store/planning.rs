@@ -87,7 +87,7 @@ impl Store {
             .arg(cursor_ms.map_or_else(String::new, |cursor| cursor.to_string()))
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("unplan_job")?;
+            .during(&self.metrics, "unplan_job")?;
         Ok(match decode("unplan_job", answer)? {
             Fenced::Done(removed) => UnplanOutcome::Unplanned(removed),
             Fenced::Fenced(leader) => UnplanOutcome::Fenced(leader),
@@ -104,7 +104,7 @@ impl Store {
             .clone()
             .hgetall(self.keys.cursor())
             .await
-            .during("cursors")?;
+            .during(&self.metrics, "cursors")?;
         raw.into_iter()
             .map(|(job, cursor)| match cursor.parse() {
                 Ok(cursor) => Ok((job, cursor)),

@@ -61,7 +61,7 @@ impl Store {
             .arg(millis(lead))
             .invoke_async(&mut self.connection.clone())
             .await
-            .during("promote_due")?;
+            .during(&self.metrics, "promote_due")?;
         let mut reply = Reply::new("promote_due", answer);
         let ready = reply.next()?;
         let skipped = reply.next()?;
@@ -91,11 +91,11 @@ impl Store {
             .client
             .get_async_pubsub()
             .await
-            .during("wake_promoter")?;
+            .during(&self.metrics, "wake_promoter")?;
         pubsub
             .subscribe(self.keys.wake_promoter())
             .await
-            .during("wake_promoter")?;
+            .during(&self.metrics, "wake_promoter")?;
         Ok(pubsub.into_on_message())
     }
 }

@@ -60,7 +60,7 @@ impl Store {
             .pexpire(self.keys.replica_jobs(replica_id), ttl_ms)
             .query_async(&mut self.connection.clone())
             .await
-            .during("heartbeat")?;
+            .during(&self.metrics, "heartbeat")?;
         Ok(Beat {
             declarations_kept,
             previous_instance,
@@ -82,7 +82,7 @@ impl Store {
             .zscore(self.keys.replicas(), replica_id)
             .query_async(&mut self.connection.clone())
             .await
-            .during("replica_instance")?;
+            .during(&self.metrics, "replica_instance")?;
         let mut fields = fields.into_iter();
         let (Some(Some(instance)), Some(beat_ms)) = (fields.next(), beat_ms) else {
             return Ok(None);

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use super::candidates::{Candidates, Digest};
-use crate::metrics::METRICS;
+use crate::metrics::Metrics;
 use crate::schedule::{Job, Jobs};
 use crate::store::{Store, StoreError};
 
@@ -322,7 +322,7 @@ impl Declarations {
         // `by_job` goes in name order: `planned` is sorted until held jobs are added.
         self.hold_undeclared(store, own, &others, &mut planned, inherited, now_ms)
             .await?;
-        self.log_drift(drift);
+        self.log_drift(drift, store.metrics());
         self.kept_unreadable = kept_unreadable;
 
         let unchanged = planned.len() == self.planned.len()
@@ -381,7 +381,7 @@ impl Declarations {
                             "a replica declares a definition this leader cannot read: planning \
                              another definition of the job, if any"
                         );
-                        METRICS.unreadable_declarations_total.inc();
+                        store.metrics().unreadable_declarations_total.inc();
                         self.unreadable.insert(*digest);
                     }
                 }
@@ -510,7 +510,7 @@ impl Declarations {
     }
 
     /// Logs each job whose drift began, changed or ended, and sets the gauge.
-    fn log_drift(&mut self, drift: BTreeMap<String, Drift>) {
+    fn log_drift(&mut self, drift: BTreeMap<String, Drift>, metrics: &Metrics) {
         for (job, now) in &drift {
             if self.drift.get(job) != Some(now) {
                 warn!(
@@ -528,7 +528,7 @@ impl Declarations {
                 "live replicas declare one definition of this job again"
             );
         }
-        METRICS
+        metrics
             .drifted_jobs
             .set(i64::try_from(drift.len()).unwrap_or(i64::MAX));
         self.drift = drift;

@@ -18,7 +18,6 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::{Backoff, Leadership, Shutdown};
-use crate::metrics::METRICS;
 use crate::schedule::{Job, Jobs, Misfire};
 use crate::store::{
     JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkipReason, SkippedFire, Store, StoreError,
@@ -253,7 +252,8 @@ impl Planner {
         for plan in &plans {
             skipped += plan.skipped.len() as u64;
             for fire in &plan.skipped {
-                METRICS
+                self.store
+                    .metrics()
                     .skipped_fires_total
                     .with_label_values(&[plan.job.as_str(), fire.reason.as_str()])
                     .inc();
@@ -403,7 +403,8 @@ impl Planner {
                 &stale,
             )
             .await?;
-        METRICS
+        self.store
+            .metrics()
             .definitions_repaired_total
             .inc_by((suspects.len() + stale.len()) as u64);
         Ok(())
@@ -411,12 +412,12 @@ impl Planner {
 
     /// A write was refused: another replica leads (`holder`). Stops leading at once.
     fn fenced(&mut self, token: &LeaderToken, holder: &str) {
-        METRICS.fenced_writes_total.inc();
+        self.store.metrics().fenced_writes_total.inc();
         warn!(
             token = token.as_str(),
             holder, "planner write fenced: another replica leads; stepping down"
         );
-        self.leadership.step_down(token);
+        self.leadership.step_down(token, self.store.metrics());
         self.published_under = None;
     }
 
@@ -430,7 +431,7 @@ impl Planner {
             }
             let pause = match self.tick().await {
                 Ok(tick) => {
-                    backoff.succeeded();
+                    backoff.succeeded(&self.store.metrics().health);
                     if tick == PlannerTick::Fenced {
                         info!("planner stopped: not the leader any more");
                     }

@@ -8,7 +8,6 @@ use tracing::warn;
 
 use super::execution::retry_store;
 use super::held::HeldRuns;
-use crate::metrics::METRICS;
 use crate::store::{Ack, RunState, Store};
 
 /// The most successes one ack call records.
@@ -91,7 +90,8 @@ async fn record_batch(store: &Store, batch: &[PendingAck], held: &HeldRuns) {
     };
     for (pending, recorded) in batch.iter().zip(recorded) {
         if recorded {
-            METRICS
+            store
+                .metrics()
                 .runs_total
                 .with_label_values(&[pending.job.as_str(), RunState::Succeeded.as_str()])
                 .inc();

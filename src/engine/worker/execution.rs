@@ -13,7 +13,6 @@ use tracing::{debug, info, warn};
 use super::acker::{PendingAck, RECORD_WINDOW};
 use crate::engine::{Backoff, Shutdown};
 use crate::handler::{Outcome, RunContext, payload_problem};
-use crate::metrics::METRICS;
 use crate::schedule::{Job, Overlap};
 use crate::store::{
     Ack, ClaimedRun, FailOutcome, FailReason, Failure, JobSlot, RunState, SkipReason, Store,
@@ -86,7 +85,8 @@ impl Execution {
         }
         if let Some(fire_ms) = run.fire_ms {
             let lag_ms = chrono::Utc::now().timestamp_millis() - fire_ms;
-            METRICS
+            self.store
+                .metrics()
                 .fire_lag_seconds
                 .with_label_values(&[job.name.as_str()])
                 .observe(lag_ms.max(0) as f64 / 1000.0);
@@ -129,7 +129,8 @@ impl Execution {
         };
         drop(keeper);
         let duration_ms = started.elapsed().as_millis();
-        METRICS
+        self.store
+            .metrics()
             .run_duration_seconds
             .with_label_values(&[job.name.as_str()])
             .observe(started.elapsed().as_secs_f64());
@@ -221,7 +222,9 @@ impl Execution {
             Some(JobSlot::Taken) => true,
             Some(JobSlot::Busy) => {
                 // A run of a job this replica declares: its name is a bounded label.
-                METRICS.record_skip(&run.job, SkipReason::Overlap.as_str());
+                self.store
+                    .metrics()
+                    .record_skip(&run.job, SkipReason::Overlap.as_str());
                 info!(
                     run = run.id,
                     job = run.job,
@@ -295,13 +298,21 @@ impl Execution {
                 info!(run = run_id, ?outcome, "failure recorded");
                 let outcome = match outcome {
                     FailOutcome::Retrying { .. } => {
-                        METRICS.retries_total.with_label_values(&[job]).inc();
+                        self.store
+                            .metrics()
+                            .retries_total
+                            .with_label_values(&[job])
+                            .inc();
                         RunState::Retrying.as_str()
                     }
                     FailOutcome::Dead => RunState::Dead.as_str(),
                     FailOutcome::Gone => FailReason::Lost.as_str(),
                 };
-                METRICS.runs_total.with_label_values(&[job, outcome]).inc();
+                self.store
+                    .metrics()
+                    .runs_total
+                    .with_label_values(&[job, outcome])
+                    .inc();
             }
             None => warn!(
                 run = run_id,

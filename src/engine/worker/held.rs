@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use tracing::warn;
 
-use crate::metrics::METRICS;
 use crate::store::{Ack, FailOutcome, FailReason, Failure, Store, StoreError};
 
 /// How long a recorded success is remembered: a Redis restored from a copy older than this
@@ -168,7 +167,7 @@ pub(crate) async fn reconcile(
             became,
             "a run Redis said this replica runs is not running here: lost"
         );
-        METRICS.orphaned_runs_total.inc();
+        store.metrics().orphaned_runs_total.inc();
         reconciled.lost += 1;
     }
     Ok(reconciled)

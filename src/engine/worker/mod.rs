@@ -32,7 +32,6 @@ use held::{HeldRuns, reconcile};
 
 use super::{Backoff, Shutdown, count_skips};
 use crate::handler::Handlers;
-use crate::metrics::METRICS;
 use crate::schedule::{Job, Jobs};
 use crate::store::{
     ClaimLeases, ClaimedRun, CorruptRun, FailReason, Failure, MIN_AHEAD_LEASE, ReadyWaiter,
@@ -153,7 +152,8 @@ impl Workers {
         handlers: Handlers,
     ) -> Self {
         let slots = config.concurrency.max(1);
-        METRICS
+        store
+            .metrics()
             .workers_max
             .set(i64::try_from(slots).unwrap_or(i64::MAX));
         let worker_ids = (0..slots)
@@ -257,7 +257,9 @@ impl Workers {
             }
             claimed => claimed?,
         };
-        count_skips(&claimed.skips, |job| self.declared.contains_key(job));
+        count_skips(self.store.metrics(), &claimed.skips, |job| {
+            self.declared.contains_key(job)
+        });
         // Waits count from the reply, never from a later poll of the run's task: a run claimed
         // ahead starts at its due time on Redis's clock, however long starting the batch takes.
         let claimed_at = tokio::time::Instant::now();
@@ -376,7 +378,8 @@ impl Workers {
         // lags behind a tick.
         let busy = self.busy.clone();
         busy.fetch_add(1, Ordering::Relaxed);
-        METRICS.workers_busy.inc();
+        let metrics = self.store.metrics().clone();
+        metrics.workers_busy.inc();
         self.running.spawn(async move {
             let run_id = run.id.clone();
             // A panicking handler must not take the slot with it.
@@ -396,7 +399,7 @@ impl Workers {
                 );
             }
             busy.fetch_sub(1, Ordering::Relaxed);
-            METRICS.workers_busy.dec();
+            metrics.workers_busy.dec();
             slot
         });
     }
@@ -457,12 +460,12 @@ impl Workers {
         while !shutdown.is_cancelled() {
             let idle = match self.tick().await {
                 Ok(WorkerTick::Started(_) | WorkerTick::More) => {
-                    backoff.succeeded();
+                    backoff.succeeded(&self.store.metrics().health);
                     continue;
                 }
                 Ok(WorkerTick::Full) => Idle::Full,
                 Ok(WorkerTick::Empty) => {
-                    backoff.succeeded();
+                    backoff.succeeded(&self.store.metrics().health);
                     Idle::Empty
                 }
                 Err(error) => {
