@@ -8,6 +8,7 @@ use redcron::store::{Claimed, Store, StoreError};
 
 use crate::slots::enqueue;
 use crate::store::{declare, jobs, setup};
+use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 
 const JOBS: &str = "[jobs.x]\ncommand = \"true\"\n[jobs.y]\ncommand = \"true\"\n";
@@ -36,7 +37,7 @@ fn ids(claimed: &Claimed) -> Vec<String> {
 }
 
 fn dead(server: &RedisServer) -> Vec<String> {
-    redis::Commands::zrange(&mut server.connection(), "{test}:dead", 0, -1).expect("ZRANGE")
+    redis::Commands::zrange(&mut server.connection(), keys().dead(), 0, -1).expect("ZRANGE")
 }
 
 #[tokio::test]
@@ -94,8 +95,9 @@ async fn a_replica_that_puts_runs_aside_wakes_the_replicas_that_declare_their_jo
         .expect("woken long before its idle wait ends")
         .expect("wait");
     assert!(woken);
-    let marker: bool = redis::Commands::exists(&mut server.connection(), "{test}:wake-replica:old")
-        .expect("EXISTS");
+    let marker: bool =
+        redis::Commands::exists(&mut server.connection(), keys().wake_replica("old"))
+            .expect("EXISTS");
     assert!(
         !marker,
         "a replica that does not declare y is not woken for it"
@@ -167,11 +169,7 @@ async fn runs_go_to_the_dead_letters_only_once_no_live_replica_declares_their_jo
         [("y".to_owned(), 1)]
     );
     assert_eq!(dead(&server), std::slice::from_ref(&y));
-    let reason: Option<String> = redis::Commands::hget(
-        &mut server.connection(),
-        format!("{{test}}:run:{y}"),
-        "reason",
-    )
-    .expect("HGET");
+    let reason: Option<String> =
+        redis::Commands::hget(&mut server.connection(), keys().run(&y), "reason").expect("HGET");
     assert_eq!(reason.as_deref(), Some("undeclared"));
 }

@@ -7,10 +7,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use redcron::schedule::Priority;
 use redcron::store::{Enqueue, Store, StoreSettings};
 use redis::Commands;
 
 use crate::replicas::{Scenario, fire_ms, percentile, sleep_until};
+use crate::util::{NAMESPACE, keys};
 use crate::util::{cli, wait_until};
 
 /// A command that records its start and end around `work`.
@@ -55,7 +57,7 @@ pub(crate) fn skipped_events(scenario: &Scenario) -> Vec<(String, String)> {
     let reply: redis::streams::StreamRangeReply = scenario
         .server
         .connection()
-        .xrange_all("{test}:events")
+        .xrange_all(keys().events())
         .expect("XRANGE");
     reply
         .ids
@@ -321,7 +323,7 @@ fn every_ad_hoc_run_runs_and_max_concurrency_holds_them_back_without_dropping_an
     let dead: usize = scenario
         .server
         .connection()
-        .zcard("{test}:dead")
+        .zcard(keys().dead())
         .expect("ZCARD");
     assert_eq!(dead, 0);
 }
@@ -336,7 +338,7 @@ async fn a_backlog_of_tasks_does_not_delay_cron_fires() {
         recorded(&scenario, "true")
     ));
     let _replica = scenario.replica("r1", &[]);
-    let store = Store::connect(&scenario.server.url(), "test", StoreSettings::default())
+    let store = Store::connect(&scenario.server.url(), NAMESPACE, StoreSettings::default())
         .await
         .expect("connect");
     let published = Instant::now();
@@ -364,7 +366,7 @@ async fn a_backlog_of_tasks_does_not_delay_cron_fires() {
     let waiting: usize = scenario
         .server
         .connection()
-        .llen("{test}:ready:default:normal")
+        .llen(keys().ready("default", Priority::Normal))
         .expect("LLEN");
     assert!(
         waiting > BACKLOG / 2,

@@ -12,7 +12,7 @@ use redcron::engine::elector::{Elector, ElectorConfig};
 use redcron::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError};
 use redcron::engine::planner::{DeclarationsConfig, Planner, PlannerConfig};
 use redcron::schedule::{Job, parse_file, shared_jobs};
-use redcron::store::{Store, StoreSettings};
+use redcron::store::{ManualClock, Store, StoreSettings};
 use redis::Commands;
 use tokio::sync::watch;
 
@@ -20,6 +20,7 @@ use crate::replicas::{Scenario, fire_ms};
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
+use crate::util::{NAMESPACE, keys};
 
 const EVERY_2S: &str = "[jobs.x]\nschedule = \"*/2 * * * * *\"\ncommand = \"true\"\n";
 const EVERY_3S: &str = "[jobs.x]\nschedule = \"*/3 * * * * *\"\ncommand = \"true\"\n";
@@ -29,15 +30,17 @@ fn jobs(toml: &str) -> Vec<Job> {
     parse_file(Path::new("test.toml"), toml).expect("valid test jobs")
 }
 
-/// A Redis, a store, and a planner for replica "a" that leads and declares `own`, holding jobs
-/// whose declarers vanished for `hold`.
-async fn leader(own: &str, hold: Duration) -> (RedisServer, Store, Planner) {
+/// A Redis, a store on a clock that moves only when the test moves it, and a planner for
+/// replica "a" that leads and declares `own`, holding jobs whose declarers vanished for `hold`.
+async fn leader(own: &str, hold: Duration) -> (RedisServer, Store, Planner, ManualClock) {
     let server = RedisServer::start();
-    let store = Store::connect(&server.url(), "test", StoreSettings::default())
+    let store = Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
         .await
         .expect("connect to the test redis");
+    let clock = ManualClock::at(store.now_ms().await.expect("time"));
+    let store = store.with_clock(&clock);
     let planner = planner_of(&store, "a", own, hold).await;
-    (server, store, planner)
+    (server, store, planner, clock)
 }
 
 /// A planner for `replica`, which takes the leader lease and declares `own`.
@@ -87,7 +90,7 @@ async fn declare(store: &Store, replica: &str, toml: &str) {
 fn published_hash(server: &RedisServer, job: &str) -> Option<String> {
     server
         .connection()
-        .hget("{test}:def-hashes", job)
+        .hget(keys().def_hashes(), job)
         .expect("HGET")
 }
 
@@ -99,7 +102,7 @@ fn hash_of(toml: &str) -> String {
 fn planned_seconds(server: &RedisServer, job: &str) -> Vec<i64> {
     let list: Option<String> = server
         .connection()
-        .hget("{test}:planned", job)
+        .hget(keys().planned(), job)
         .expect("HGET");
     list.unwrap_or_default()
         .split(',')
@@ -110,7 +113,7 @@ fn planned_seconds(server: &RedisServer, job: &str) -> Vec<i64> {
 
 #[tokio::test]
 async fn the_leader_plans_the_jobs_only_a_follower_declares() {
-    let (server, store, mut planner) = leader(EVERY_2S, Duration::from_secs(300)).await;
+    let (server, store, mut planner, _clock) = leader(EVERY_2S, Duration::from_secs(300)).await;
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
     assert!(
@@ -124,7 +127,7 @@ async fn the_leader_plans_the_jobs_only_a_follower_declares() {
 
 #[tokio::test]
 async fn with_drift_the_definition_most_live_replicas_declare_is_planned_ties_by_hash() {
-    let (server, store, mut planner) = leader(EVERY_2S, Duration::from_secs(300)).await;
+    let (server, store, mut planner, _clock) = leader(EVERY_2S, Duration::from_secs(300)).await;
     declare(&store, "b", EVERY_3S).await;
     declare(&store, "c", EVERY_3S).await;
     planner.tick().await.expect("tick");
@@ -156,7 +159,7 @@ async fn with_drift_the_definition_most_live_replicas_declare_is_planned_ties_by
 #[tokio::test]
 async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanish_is_held() {
     let hold = Duration::from_secs(2);
-    let (server, store, mut planner) = leader(EVERY_2S, hold).await;
+    let (server, store, mut planner, clock) = leader(EVERY_2S, hold).await;
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
     assert!(!planned_seconds(&server, "z").is_empty());
@@ -178,7 +181,7 @@ async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanis
         .await
         .expect("claim");
     let mut redis = server.connection();
-    let aside: Vec<String> = redis.lrange("{test}:undeclared:z", 0, -1).expect("LRANGE");
+    let aside: Vec<String> = redis.lrange(keys().undeclared("z"), 0, -1).expect("LRANGE");
     assert!(!aside.is_empty(), "fires of z put aside");
 
     // b reloads without z: no one declares it, and b said so. The fires put aside are skipped
@@ -189,7 +192,7 @@ async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanis
     assert_eq!(published_hash(&server, "z"), None);
     for run_id in &aside {
         let (state, reason): (Option<String>, Option<String>) = redis
-            .hmget(format!("{{test}}:run:{run_id}"), &["state", "reason"])
+            .hmget(keys().run(run_id), &["state", "reason"])
             .expect("HMGET");
         assert_eq!(
             (state.as_deref(), reason.as_deref()),
@@ -197,21 +200,21 @@ async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanis
             "{run_id}"
         );
     }
-    let left: usize = redis.llen("{test}:undeclared:z").expect("LLEN");
+    let left: usize = redis.llen(keys().undeclared("z")).expect("LLEN");
     assert_eq!(left, 0);
 
     // b declares it again, then vanishes (its declarations expire): z is held, then dropped.
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
-    let _: () = redis.del("{test}:replica-jobs:b").expect("DEL");
-    let _: () = redis.zrem("{test}:replicas", "b").expect("ZREM");
+    let _: () = redis.del(keys().replica_jobs("b")).expect("DEL");
+    let _: () = redis.zrem(keys().replicas(), "b").expect("ZREM");
     planner.tick().await.expect("tick");
     assert!(
         !planned_seconds(&server, "z").is_empty(),
         "held while a replica that declares it may come back"
     );
     assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
-    tokio::time::sleep(hold + Duration::from_millis(200)).await;
+    clock.advance(hold + Duration::from_millis(200));
     planner.tick().await.expect("tick");
     assert_eq!(
         planned_seconds(&server, "z"),
@@ -223,13 +226,13 @@ async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanis
 
 #[tokio::test]
 async fn a_new_leader_holds_the_jobs_its_predecessor_planned_for_replicas_it_cannot_see() {
-    let (server, store, mut first) = leader(EVERY_2S, Duration::from_secs(300)).await;
+    let (server, store, mut first, _clock) = leader(EVERY_2S, Duration::from_secs(300)).await;
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     first.tick().await.expect("tick");
     // b's declarations expire (a long Redis stall, say) and the leadership changes.
     let mut redis = server.connection();
-    let _: () = redis.del("{test}:replica-jobs:b").expect("DEL");
-    let _: () = redis.del("{test}:leader").expect("DEL");
+    let _: () = redis.del(keys().replica_jobs("b")).expect("DEL");
+    let _: () = redis.del(keys().leader()).expect("DEL");
     let mut second = planner_of(&store, "c", EVERY_2S, Duration::from_secs(300)).await;
     let before = planned_seconds(&server, "z");
     second.tick().await.expect("tick");
@@ -247,11 +250,11 @@ async fn a_new_leader_holds_the_jobs_its_predecessor_planned_for_replicas_it_can
 
 #[tokio::test]
 async fn a_damaged_published_definition_defers_its_fires_and_is_repaired_at_the_next_tick() {
-    let (server, store, mut planner) = leader(Z, Duration::from_secs(300)).await;
+    let (server, store, mut planner, _clock) = leader(Z, Duration::from_secs(300)).await;
     planner.tick().await.expect("tick");
     let mut redis = server.connection();
-    let intact: String = redis.hget("{test}:defs", "z").expect("HGET");
-    let _: () = redis.hset("{test}:defs", "z", "{not json").expect("HSET");
+    let intact: String = redis.hget(keys().defs(), "z").expect("HGET");
+    let _: () = redis.hset(keys().defs(), "z", "{not json").expect("HSET");
 
     // Two seconds on, the first fires are due: they stay due, neither skipped nor dead.
     let now = store.now_ms().await.expect("time");
@@ -262,13 +265,17 @@ async fn a_damaged_published_definition_defers_its_fires_and_is_repaired_at_the_
         .expect("promote");
     assert_eq!((promoted.ready, promoted.skipped()), (0, 0), "{promoted:?}");
     assert!(promoted.deferred >= 1, "{promoted:?}");
-    let damaged: Vec<String> = redis.smembers("{test}:damaged-defs").expect("SMEMBERS");
+    let damaged: Vec<String> = redis
+        .smembers(keys().damaged_definitions())
+        .expect("SMEMBERS");
     assert_eq!(damaged, ["z"]);
 
     planner.tick().await.expect("tick");
-    let repaired: String = redis.hget("{test}:defs", "z").expect("HGET");
+    let repaired: String = redis.hget(keys().defs(), "z").expect("HGET");
     assert_eq!(repaired, intact);
-    let damaged: Vec<String> = redis.smembers("{test}:damaged-defs").expect("SMEMBERS");
+    let damaged: Vec<String> = redis
+        .smembers(keys().damaged_definitions())
+        .expect("SMEMBERS");
     assert!(damaged.is_empty());
     let promoted = later
         .promote_due(100, Duration::from_secs(60), Duration::ZERO)
@@ -281,34 +288,34 @@ async fn a_damaged_published_definition_defers_its_fires_and_is_repaired_at_the_
 
 #[tokio::test]
 async fn foreign_published_definitions_are_replaced_and_strays_removed_within_a_tick() {
-    let (server, _store, mut planner) = leader(Z, Duration::from_secs(300)).await;
+    let (server, _store, mut planner, _clock) = leader(Z, Duration::from_secs(300)).await;
     planner.tick().await.expect("tick");
     let mut redis = server.connection();
-    let intact: String = redis.hget("{test}:defs", "z").expect("HGET");
+    let intact: String = redis.hget(keys().defs(), "z").expect("HGET");
     let foreign = intact.replace("\"queue\":\"default\"", "\"queue\":\"elsewhere\"");
     assert_ne!(foreign, intact);
-    let _: () = redis.hset("{test}:defs", "z", &foreign).expect("HSET");
-    let _: () = redis.hset("{test}:defs", "ghost", &intact).expect("HSET");
+    let _: () = redis.hset(keys().defs(), "z", &foreign).expect("HSET");
+    let _: () = redis.hset(keys().defs(), "ghost", &intact).expect("HSET");
     let _: () = redis
-        .hset("{test}:def-hashes", "phantom", "0000")
+        .hset(keys().def_hashes(), "phantom", "0000")
         .expect("HSET");
 
     planner.tick().await.expect("tick");
-    let now: String = redis.hget("{test}:defs", "z").expect("HGET");
+    let now: String = redis.hget(keys().defs(), "z").expect("HGET");
     assert_eq!(now, intact, "written again");
-    let names: Vec<String> = redis.hkeys("{test}:defs").expect("HKEYS");
+    let names: Vec<String> = redis.hkeys(keys().defs()).expect("HKEYS");
     assert_eq!(names, ["z"]);
-    let names: Vec<String> = redis.hkeys("{test}:def-hashes").expect("HKEYS");
+    let names: Vec<String> = redis.hkeys(keys().def_hashes()).expect("HKEYS");
     assert_eq!(names, ["z"]);
 }
 
 #[tokio::test]
 async fn definitions_no_replica_declares_are_forgotten_and_a_stopping_replica_withdraws() {
-    let (server, store, mut planner) = leader(EVERY_2S, Duration::from_secs(300)).await;
+    let (server, store, mut planner, _clock) = leader(EVERY_2S, Duration::from_secs(300)).await;
     declare(&store, "b", &format!("{EVERY_3S}{Z}")).await;
     planner.tick().await.expect("tick");
     let mut redis = server.connection();
-    let stored: Vec<String> = redis.hkeys("{test}:declared-defs").expect("HKEYS");
+    let stored: Vec<String> = redis.hkeys(keys().declared_definitions()).expect("HKEYS");
     assert_eq!(stored.len(), 2, "b's two definitions: {stored:?}");
 
     // b restarts on other files: what it declared before is no longer kept, once the leader
@@ -316,13 +323,13 @@ async fn definitions_no_replica_declares_are_forgotten_and_a_stopping_replica_wi
     declare(&store, "b", EVERY_2S).await;
     planner.tick().await.expect("tick");
     planner.tick().await.expect("a quiet tick");
-    let mut stored: Vec<String> = redis.hkeys("{test}:declared-defs").expect("HKEYS");
+    let mut stored: Vec<String> = redis.hkeys(keys().declared_definitions()).expect("HKEYS");
     stored.sort();
     assert_eq!(stored, [hash_of(EVERY_2S)]);
 
     store.withdraw_replica("b").await.expect("withdraw");
-    let exists: bool = redis.exists("{test}:replica-jobs:b").expect("EXISTS");
-    let live: Option<f64> = redis.zscore("{test}:replicas", "b").expect("ZSCORE");
+    let exists: bool = redis.exists(keys().replica_jobs("b")).expect("EXISTS");
+    let live: Option<f64> = redis.zscore(keys().replicas(), "b").expect("ZSCORE");
     assert!(!exists && live.is_none());
 }
 
@@ -339,21 +346,21 @@ fn a_replica_heals_a_corrupt_published_definition_within_a_tick_and_loses_no_fir
     assert!(
         wait_until(Duration::from_secs(5), || {
             redis
-                .hexists::<_, _, bool>("{test}:defs", "tick")
+                .hexists::<_, _, bool>(keys().defs(), "tick")
                 .unwrap_or(false)
         }),
         "the definition is published"
     );
-    let intact: String = redis.hget("{test}:defs", "tick").expect("HGET");
+    let intact: String = redis.hget(keys().defs(), "tick").expect("HGET");
     std::thread::sleep(Duration::from_secs(2));
 
     let corrupted_at = scenario.redis_now_ms();
     let _: () = redis
-        .hset("{test}:defs", "tick", "{not json")
+        .hset(keys().defs(), "tick", "{not json")
         .expect("HSET");
     let healed = wait_until(Duration::from_millis(2_500), || {
         redis
-            .hget::<_, _, String>("{test}:defs", "tick")
+            .hget::<_, _, String>(keys().defs(), "tick")
             .ok()
             .as_ref()
             == Some(&intact)
@@ -380,7 +387,7 @@ fn a_replica_heals_a_corrupt_published_definition_within_a_tick_and_loses_no_fir
         );
     }
     let events: Vec<redis::Value> = redis::cmd("XRANGE")
-        .arg("{test}:events")
+        .arg(keys().events())
         .arg("-")
         .arg("+")
         .query(&mut redis)
@@ -401,7 +408,7 @@ const Z_EVERY_2S: &str = "[jobs.z]\nschedule = \"*/2 * * * * *\"\ncommand = \"tr
 #[tokio::test]
 async fn a_job_whose_declared_definition_cannot_be_read_stays_planned_and_is_read_again() {
     let hold = Duration::from_secs(1);
-    let (server, store, mut planner) = leader(EVERY_2S, hold).await;
+    let (server, store, mut planner, clock) = leader(EVERY_2S, hold).await;
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
     assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
@@ -410,10 +417,14 @@ async fn a_job_whose_declared_definition_cannot_be_read_stays_planned_and_is_rea
     declare(&store, "b", &format!("{EVERY_2S}{Z_EVERY_2S}")).await;
     let mut redis = server.connection();
     let _: () = redis
-        .hset("{test}:declared-defs", hash_of(Z_EVERY_2S), "{not json")
+        .hset(
+            keys().declared_definitions(),
+            hash_of(Z_EVERY_2S),
+            "{not json",
+        )
         .expect("HSET");
     planner.tick().await.expect("tick");
-    tokio::time::sleep(hold + Duration::from_millis(200)).await;
+    clock.advance(hold + Duration::from_millis(200));
     planner.tick().await.expect("tick");
     assert_eq!(
         published_hash(&server, "z"),
@@ -447,7 +458,7 @@ fn heartbeat_of(store: &Store, replica: &str, toml: &str) -> Heartbeat {
 #[tokio::test]
 async fn a_heartbeat_publishes_its_declarations_again_when_they_are_damaged() {
     let server = RedisServer::start();
-    let store = Store::connect(&server.url(), "test", StoreSettings::default())
+    let store = Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
         .await
         .expect("connect to the test redis");
     let both = format!("{EVERY_2S}{Z}");
@@ -456,9 +467,9 @@ async fn a_heartbeat_publishes_its_declarations_again_when_they_are_damaged() {
     let mut redis = server.connection();
     let published = |redis: &mut redis::Connection| {
         let jobs: std::collections::HashMap<String, String> =
-            redis.hgetall("{test}:replica-jobs:b").expect("HGETALL");
+            redis.hgetall(keys().replica_jobs("b")).expect("HGETALL");
         let body: Option<String> = redis
-            .hget("{test}:declared-defs", hash_of(Z))
+            .hget(keys().declared_definitions(), hash_of(Z))
             .expect("HGET");
         (jobs, body)
     };
@@ -467,24 +478,24 @@ async fn a_heartbeat_publishes_its_declarations_again_when_they_are_damaged() {
 
     // Written over: a job's hash, a definition, a stray job.
     let _: () = redis
-        .hset("{test}:replica-jobs:b", "z", "bogus")
+        .hset(keys().replica_jobs("b"), "z", "bogus")
         .expect("HSET");
     heartbeat.tick().await.expect("beat");
     assert_eq!(published(&mut redis), intact, "a job's hash");
     let _: () = redis
-        .hset("{test}:declared-defs", hash_of(Z), "{not json")
+        .hset(keys().declared_definitions(), hash_of(Z), "{not json")
         .expect("HSET");
     heartbeat.tick().await.expect("beat");
     assert_eq!(published(&mut redis), intact, "a definition");
     let _: () = redis
-        .hset("{test}:replica-jobs:b", "stray", "abc")
+        .hset(keys().replica_jobs("b"), "stray", "abc")
         .expect("HSET");
     heartbeat.tick().await.expect("beat");
     assert_eq!(published(&mut redis), intact, "a stray job");
     let _: () = redis::pipe()
         .atomic()
-        .hdel("{test}:replica-jobs:b", "")
-        .hset("{test}:replica-jobs:b", "stray", "abc")
+        .hdel(keys().replica_jobs("b"), "")
+        .hset(keys().replica_jobs("b"), "stray", "abc")
         .query(&mut redis)
         .expect("swap");
     heartbeat.tick().await.expect("beat");
@@ -498,7 +509,7 @@ async fn a_heartbeat_publishes_its_declarations_again_when_they_are_damaged() {
 #[tokio::test]
 async fn a_second_process_beating_under_a_replica_id_is_stopped_a_restored_record_is_not() {
     let server = RedisServer::start();
-    let store = Store::connect(&server.url(), "test", StoreSettings::default())
+    let store = Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
         .await
         .expect("connect to the test redis");
     let mut first = heartbeat_of(&store, "r", EVERY_2S);
@@ -506,7 +517,7 @@ async fn a_second_process_beating_under_a_replica_id_is_stopped_a_restored_recor
     // Redis comes back with an older record of the id, once: not a second process.
     let mut redis = server.connection();
     let _: () = redis
-        .hset("{test}:replica:r", "instance", "old-host/1/1")
+        .hset(keys().replica("r"), "instance", "old-host/1/1")
         .expect("HSET");
     first
         .tick()
@@ -547,7 +558,7 @@ async fn a_second_process_beating_under_a_replica_id_is_stopped_a_restored_recor
 #[tokio::test]
 async fn declarations_written_over_are_not_taken_for_a_withdrawal() {
     let hold = Duration::from_secs(1);
-    let (server, store, mut planner) = leader(EVERY_2S, hold).await;
+    let (server, store, mut planner, clock) = leader(EVERY_2S, hold).await;
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
     assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
@@ -555,8 +566,8 @@ async fn declarations_written_over_are_not_taken_for_a_withdrawal() {
     // Something deletes z from b's declarations, and another replica's publication makes the
     // leader read them again: b did not withdraw z, its declarations were damaged.
     let mut redis = server.connection();
-    let _: () = redis.hdel("{test}:replica-jobs:b", "z").expect("HDEL");
-    let _: () = redis.incr("{test}:declarations", 1).expect("INCR");
+    let _: () = redis.hdel(keys().replica_jobs("b"), "z").expect("HDEL");
+    let _: () = redis.incr(keys().declarations_version(), 1).expect("INCR");
     planner.tick().await.expect("tick");
     assert_eq!(
         published_hash(&server, "z"),
@@ -567,7 +578,7 @@ async fn declarations_written_over_are_not_taken_for_a_withdrawal() {
 
     // b publishes them again (its heartbeat checks them): z is declared as before.
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
-    tokio::time::sleep(hold + Duration::from_millis(200)).await;
+    clock.advance(hold + Duration::from_millis(200));
     planner.tick().await.expect("tick");
     assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
 }
@@ -602,7 +613,7 @@ fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_lose
         "j runs\n{}",
         r2.log()
     );
-    let j_hash: String = redis.hget("{test}:replica-jobs:r2", "j").expect("HGET");
+    let j_hash: String = redis.hget(keys().replica_jobs("r2"), "j").expect("HGET");
 
     // r2 freezes (for less than its run lease), and r1's declarations are written over, again
     // and again, so that they name j, with as many entries as before: r1's workers claim j's
@@ -612,8 +623,8 @@ fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_lose
     for _ in 0..12 {
         let _: () = redis::pipe()
             .atomic()
-            .hdel("{test}:replica-jobs:r1", "")
-            .hset("{test}:replica-jobs:r1", "j", &j_hash)
+            .hdel(keys().replica_jobs("r1"), "")
+            .hset(keys().replica_jobs("r1"), "j", &j_hash)
             .query(&mut redis)
             .expect("damage r1's declarations");
         std::thread::sleep(Duration::from_millis(200));
@@ -627,7 +638,7 @@ fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_lose
         r1.log()
     );
 
-    let dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
+    let dead: Vec<String> = redis.zrange(keys().dead(), 0, -1).expect("ZRANGE");
     assert!(dead.is_empty(), "{dead:?}\n{}\n{}", r1.log(), r2.log());
     let fires: Vec<i64> = scenario
         .ledger()

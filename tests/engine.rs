@@ -10,17 +10,19 @@ use redcron::engine::promoter::{Promoter, PromoterConfig};
 use redcron::engine::reaper::{Reaped, Reaper, ReaperConfig};
 use redcron::engine::{Leadership, Shutdown};
 use redcron::metrics::Metrics;
+use redcron::schedule::Priority;
 use redcron::schedule::{Jobs, parse_file, shared_jobs};
-use redcron::store::{Acquisition, Claim, Store, StoreSettings};
+use redcron::store::{Acquisition, Claim, ManualClock, Store, StoreSettings};
 use redis::Commands;
 use tokio::sync::watch;
 
 use crate::util::redis_server::RedisServer;
+use crate::util::{NAMESPACE, keys};
 
 const TTL: Duration = Duration::from_secs(5);
 
 async fn connect(server: &RedisServer) -> Store {
-    Store::connect(&server.url(), "test", StoreSettings::default())
+    Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
         .await
         .expect("connect to the test redis")
 }
@@ -54,7 +56,7 @@ async fn leading() -> (RedisServer, Store, Leadership) {
 
 /// The fires of `job` planned and not promoted yet, ms, in order.
 fn planned_fires(redis: &mut redis::Connection, job: &str) -> Vec<i64> {
-    let list: Option<String> = redis.hget("{test}:planned", job).expect("HGET");
+    let list: Option<String> = redis.hget(keys().planned(), job).expect("HGET");
     let mut fires: Vec<i64> = list
         .unwrap_or_default()
         .split(',')
@@ -95,7 +97,7 @@ async fn one_elector_leads_and_steps_down_when_its_lease_is_taken() {
     assert_eq!(elector_a.tick().await.expect("tick"), ElectorTick::Renewed);
 
     // The lease ran out while "a" was frozen and "b" took it.
-    let () = server.connection().del("{test}:leader").expect("DEL");
+    let () = server.connection().del(keys().leader()).expect("DEL");
     assert!(matches!(
         elector_b.tick().await.expect("tick"),
         ElectorTick::Acquired(_)
@@ -143,7 +145,7 @@ async fn elector_releases_the_lease_on_shutdown() {
     shutdown.cancel();
     task.await.expect("elector task");
     assert_eq!(leadership.token(), None);
-    let holder: Option<String> = server.connection().get("{test}:leader").expect("GET");
+    let holder: Option<String> = server.connection().get(keys().leader()).expect("GET");
     assert_eq!(holder, None, "the lease is free for a successor at once");
 }
 
@@ -185,11 +187,11 @@ async fn planner_plans_only_while_leading_and_stops_when_fenced() {
         }
     );
     let mut redis = server.connection();
-    let defs: Vec<String> = redis.hkeys("{test}:defs").expect("HKEYS");
+    let defs: Vec<String> = redis.hkeys(keys().defs()).expect("HKEYS");
     assert_eq!(defs.len(), 3, "every declared job is published: {defs:?}");
 
     // Another replica takes over while this one still believes it leads.
-    let () = redis.del("{test}:leader").expect("DEL");
+    let () = redis.del(keys().leader()).expect("DEL");
     let successor = store.acquire_leader("b", TTL).await.expect("acquire");
     assert!(matches!(successor, Acquisition::Acquired(_)));
     // A reload on the old leader gives it fires to plan: the write is refused.
@@ -204,6 +206,8 @@ async fn planner_plans_only_while_leading_and_stops_when_fenced() {
 #[tokio::test]
 async fn a_job_left_for_a_later_tick_is_planned_from_when_it_was_first_seen() {
     let (server, store, leadership) = leading().await;
+    let clock = ManualClock::at(store.now_ms().await.expect("time"));
+    let store = store.with_clock(&clock);
     let (_jobs_tx, jobs_rx) = watch::channel(jobs(
         "[jobs.first]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n\
          [jobs.second]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n",
@@ -226,7 +230,7 @@ async fn a_job_left_for_a_later_tick_is_planned_from_when_it_was_first_seen() {
         "over the tick's budget"
     );
 
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    clock.advance(Duration::from_millis(1_100));
     planner.tick().await.expect("second tick");
     assert_eq!(
         earliest(&mut redis, "second"),
@@ -238,6 +242,8 @@ async fn a_job_left_for_a_later_tick_is_planned_from_when_it_was_first_seen() {
 #[tokio::test]
 async fn idle_ticks_plan_each_fire_as_the_horizon_reaches_it() {
     let (server, store, leadership) = leading().await;
+    let clock = ManualClock::at(store.now_ms().await.expect("time"));
+    let store = store.with_clock(&clock);
     let (_jobs_tx, jobs_rx) = watch::channel(jobs(
         "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n\
          [jobs.rare]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n",
@@ -264,7 +270,7 @@ async fn idle_ticks_plan_each_fire_as_the_horizon_reaches_it() {
         "at most the fire of a second that began meanwhile: {idle:?}"
     );
 
-    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    clock.advance(Duration::from_millis(2_100));
     planner.tick().await.expect("later tick");
     let later = planned(&mut redis);
     let (last_before, last_now) = (first.last().copied(), later.last().copied());
@@ -300,7 +306,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
         wait_until(Duration::from_secs(5), || {
             let subscribers: Vec<(String, u64)> = redis::cmd("PUBSUB")
                 .arg("NUMSUB")
-                .arg("{test}:wake-promoter")
+                .arg(keys().wake_promoter())
                 .query(&mut server.connection())
                 .expect("PUBSUB NUMSUB");
             subscribers.first().is_some_and(|(_, count)| *count == 1)
@@ -332,7 +338,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
     assert!(
         wait_until(Duration::from_secs(5), || {
             redis
-                .llen::<_, usize>("{test}:ready-fires:default:normal")
+                .llen::<_, usize>(keys().ready_fires("default", Priority::Normal))
                 .unwrap_or(0)
                 == 1
         })
@@ -340,7 +346,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
         "the run was not promoted"
     );
     let ready_ms: i64 = redis
-        .hget(format!("{{test}}:run:once@{due_ms}"), "ready_ms")
+        .hget(keys().run(&format!("once@{due_ms}")), "ready_ms")
         .expect("HGET");
     assert!(
         ready_ms >= due_ms - lead_ms,
@@ -449,18 +455,16 @@ async fn a_replica_runs_registered_rust_handlers_and_reports_its_heartbeat() {
     );
 
     let mut redis = server.connection();
-    let heartbeat: Option<i64> = redis.zscore("{test}:replicas", "library").expect("ZSCORE");
+    let heartbeat: Option<i64> = redis.zscore(keys().replicas(), "library").expect("ZSCORE");
     assert!(heartbeat.is_some(), "no heartbeat");
     let max_workers: Option<String> = redis
-        .hget("{test}:replica:library", "max_workers")
+        .hget(keys().replica("library"), "max_workers")
         .expect("HGET");
     assert_eq!(max_workers.as_deref(), Some("4"));
     for (run_id, attempt) in seen.lock().expect("not poisoned").iter() {
         assert!(run_id.starts_with("resize@"), "{run_id}");
         assert_eq!(*attempt, 1);
-        let state: Option<String> = redis
-            .hget(format!("{{test}}:run:{run_id}"), "state")
-            .expect("HGET");
+        let state: Option<String> = redis.hget(keys().run(run_id), "state").expect("HGET");
         assert!(
             matches!(state.as_deref(), Some("succeeded" | "active")),
             "{state:?}"
@@ -471,7 +475,7 @@ async fn a_replica_runs_registered_rust_handlers_and_reports_its_heartbeat() {
     task.await
         .expect("replica task")
         .expect("the replica stops cleanly");
-    let leader: Option<String> = redis.get("{test}:leader").expect("GET");
+    let leader: Option<String> = redis.get(keys().leader()).expect("GET");
     assert_eq!(leader, None, "the lease is released on shutdown");
 }
 
@@ -531,9 +535,7 @@ async fn fires_claimed_ahead_start_at_their_fire_time_never_before() {
             "{run_id} started {} ms early",
             fire_ms - started_ms
         );
-        let ready_ms: i64 = redis
-            .hget(format!("{{test}}:run:{run_id}"), "ready_ms")
-            .expect("HGET");
+        let ready_ms: i64 = redis.hget(keys().run(run_id), "ready_ms").expect("HGET");
         if ready_ms < *fire_ms {
             claimed_ahead += 1;
         }

@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use redis::Commands;
 
+use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::{cli, wait_until};
+
+use redcron::schedule::Priority;
 
 /// Writes a run of `job` straight into Redis, ready in the default queue, as a program with
 /// access to Redis could, and wakes the queue's workers.
@@ -29,18 +32,16 @@ fn forge_run(redis: &mut redis::Connection, run_id: &str, job: &str, payload: Op
         fields.push(("payload", payload.to_owned()));
     }
     let () = redis
-        .hset_multiple(format!("{{test}}:run:{run_id}"), &fields)
+        .hset_multiple(keys().run(run_id), &fields)
         .expect("HSET");
     let () = redis
-        .rpush("{test}:ready:default:normal", run_id)
+        .rpush(keys().ready("default", Priority::Normal), run_id)
         .expect("RPUSH");
-    let () = redis.zadd("{test}:wake:default", "1", 1).expect("ZADD");
+    let () = redis.zadd(keys().wake("default"), "1", 1).expect("ZADD");
 }
 
 fn run_hash(redis: &mut redis::Connection, run_id: &str) -> HashMap<String, String> {
-    redis
-        .hgetall(format!("{{test}}:run:{run_id}"))
-        .expect("HGETALL")
+    redis.hgetall(keys().run(run_id)).expect("HGETALL")
 }
 
 fn state(redis: &mut redis::Connection, run_id: &str) -> Option<String> {
@@ -66,7 +67,7 @@ fn forged_runs_and_bad_payloads_never_execute() {
     let mut redis = server.connection();
     assert!(
         wait_until(Duration::from_secs(10), || {
-            redis.hexists("{test}:defs", "echo").unwrap_or(false)
+            redis.hexists(keys().defs(), "echo").unwrap_or(false)
         }),
         "the replica did not publish its jobs:\n{}",
         replica.log()
@@ -99,7 +100,7 @@ fn forged_runs_and_bad_payloads_never_execute() {
     assert!(
         wait_until(Duration::from_secs(15), || {
             let aside: Vec<String> = redis
-                .lrange("{test}:undeclared:evil", 0, -1)
+                .lrange(keys().undeclared("evil"), 0, -1)
                 .unwrap_or_default();
             dead_ids
                 .iter()
@@ -207,7 +208,7 @@ fn a_key_of_the_wrong_type_is_logged_and_the_replica_serves_again_once_it_is_gon
 
     // The paused-jobs set, which every claim reads, replaced by a string.
     let mut redis = server.connection();
-    let () = redis.set("{test}:paused", "not a set").expect("SET");
+    let () = redis.set(keys().paused(), "not a set").expect("SET");
     assert!(
         wait_until(Duration::from_secs(10), || replica
             .log()
@@ -217,7 +218,7 @@ fn a_key_of_the_wrong_type_is_logged_and_the_replica_serves_again_once_it_is_gon
     );
     assert!(replica.exited().is_none(), "the replica exited");
 
-    let () = redis.del("{test}:paused").expect("DEL");
+    let () = redis.del(keys().paused()).expect("DEL");
     let before = runs();
     assert!(
         wait_until(Duration::from_secs(10), || runs() >= before + 2),
@@ -238,9 +239,9 @@ fn damaged_planner_state_neither_stops_nor_doubles_fires() {
 
     // The job's cursor and planned fires overwritten with text that is not numbers.
     let mut redis = server.connection();
-    let () = redis.hset("{test}:cursor", "tick", "soon").expect("HSET");
+    let () = redis.hset(keys().cursor(), "tick", "soon").expect("HSET");
     let () = redis
-        .hset("{test}:planned", "tick", "12x,,later")
+        .hset(keys().planned(), "tick", "12x,,later")
         .expect("HSET");
 
     let before = runs();

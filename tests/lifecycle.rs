@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use redis::Commands;
 use tempfile::TempDir;
 
+use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::{free_port, http_get, sample, wait_until};
@@ -85,7 +86,7 @@ impl Setup {
     fn leader(&self) -> Option<String> {
         self.server
             .connection()
-            .get("{test}:leader")
+            .get(keys().leader())
             .expect("GET leader")
     }
 

@@ -4,19 +4,21 @@
 use std::path::Path;
 use std::time::Duration;
 
+use redcron::schedule::Priority;
 use redcron::store::{Claim, FailReason, Failure, Store, StoreSettings};
 use redis::Commands;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
+use crate::util::{NAMESPACE, keys};
 use crate::util::{cli, free_port, http_get, one_document, redcron_in, sample};
 
 const JOBS: &str = "[jobs.greet]\ncommand = \"cat >> ledger\"\nretries = 1\n\
                     [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> ticks\"\n";
 
 async fn store(server: &RedisServer) -> Store {
-    Store::connect(&server.url(), "test", StoreSettings::default())
+    Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
         .await
         .expect("connect to the test redis")
 }
@@ -83,7 +85,7 @@ fn trigger_runs_a_declared_job_now_with_its_payload_on_stdin() {
     assert!(wait_until(Duration::from_secs(10), || {
         server
             .connection()
-            .hexists("{test}:defs", "greet")
+            .hexists(keys().defs(), "greet")
             .unwrap_or(false)
     }));
 
@@ -214,9 +216,11 @@ async fn enqueue_schedules_later_and_uniqueness_refuses_a_second_run() {
     assert!(refused.contains("refused"), "{refused}");
     // Runs due now go straight to their ready list; later ones wait in the due set.
     let mut redis = server.connection();
-    let due: usize = redis.zcard("{test}:due").expect("ZCARD");
+    let due: usize = redis.zcard(keys().due()).expect("ZCARD");
     assert_eq!(due, 2);
-    let ready: usize = redis.llen("{test}:ready:default:normal").expect("LLEN");
+    let ready: usize = redis
+        .llen(keys().ready("default", Priority::Normal))
+        .expect("LLEN");
     assert_eq!(ready, 1);
 }
 
@@ -257,7 +261,7 @@ fn a_paused_job_records_skipped_fires_and_runs_none_until_resumed() {
 
     let events: redis::streams::StreamRangeReply = server
         .connection()
-        .xrange_all("{test}:events")
+        .xrange_all(keys().events())
         .expect("XRANGE");
     let skipped = events
         .ids
@@ -380,7 +384,7 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
     }
     let first = ReplicaProcess::start("r1", &server.url(), &dir.path().join("a"), dir.path(), &[]);
     assert!(wait_until(Duration::from_secs(10), || {
-        server.connection().exists("{test}:leader").unwrap_or(false)
+        server.connection().exists(keys().leader()).unwrap_or(false)
     }));
     let mut second =
         ReplicaProcess::start("r2", &server.url(), &dir.path().join("b"), dir.path(), &[]);
@@ -491,7 +495,7 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     assert!(wait_until(Duration::from_secs(10), || {
         server
             .connection()
-            .hexists("{test}:defs", "bad")
+            .hexists(keys().defs(), "bad")
             .unwrap_or(false)
             && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     }));

@@ -12,6 +12,7 @@ use nix::sys::signal::Signal;
 use redis::Commands;
 use tempfile::TempDir;
 
+use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
@@ -123,7 +124,7 @@ impl Scenario {
     pub(crate) fn leader(&self) -> Option<String> {
         self.server
             .connection()
-            .get("{test}:leader")
+            .get(keys().leader())
             .expect("GET leader")
     }
 
@@ -141,7 +142,7 @@ impl Scenario {
     pub(crate) fn run_field(&self, run_id: &str, field: &str) -> Option<String> {
         self.server
             .connection()
-            .hget(format!("{{test}}:run:{run_id}"), field)
+            .hget(keys().run(run_id), field)
             .expect("HGET")
     }
 }
@@ -393,7 +394,7 @@ fn overlap_forbid_skips_fires_while_the_previous_run_is_still_running() {
     let events: redis::streams::StreamRangeReply = scenario
         .server
         .connection()
-        .xrange_all("{test}:events")
+        .xrange_all(keys().events())
         .expect("XRANGE");
     let overlaps = events
         .ids
@@ -446,7 +447,7 @@ fn sighup_reload_applies_the_new_schedule_and_drops_the_old_fires() {
     let due: Vec<String> = scenario
         .server
         .connection()
-        .zrange("{test}:due", 0, -1)
+        .zrange(keys().due(), 0, -1)
         .expect("ZRANGE");
     assert!(
         due.iter().all(|run| fire_ms(run) % 5_000 == 0),

@@ -12,6 +12,7 @@ use redis::Commands;
 use crate::defaults::{assert_overlaps_were_real, intervals, recorded, skipped_events};
 use crate::replicas::{Scenario, fire_ms, sleep_until};
 use crate::store::{FORBID_TICK, THRESHOLD, claim_run, plan, run_hash, setup};
+use crate::util::keys;
 use crate::util::wait_until;
 
 #[tokio::test]
@@ -51,7 +52,7 @@ async fn runs_a_replica_is_said_to_hold_are_listed_and_ended_as_lost_by_their_wo
     );
     let slot: bool = server
         .connection()
-        .exists("{test}:running:tick")
+        .exists(keys().running("tick"))
         .expect("EXISTS");
     assert!(!slot, "the job's slot is freed with it");
 }
@@ -89,7 +90,7 @@ fn after_redis_is_restored_from_an_older_copy_fires_resume_at_once() {
     sleep_until(&scenario, scenario.redis_now_ms() + 3_500);
     let active_in_copy: Vec<String> = scenario
         .server
-        .snapshot(|redis| redis.zrange("{test}:active", 0, -1).expect("ZRANGE"));
+        .snapshot(|redis| redis.zrange(keys().active(), 0, -1).expect("ZRANGE"));
     assert!(!active_in_copy.is_empty(), "the copy holds active runs");
     // Runs go on for a few seconds, then Redis comes back with the copy.
     std::thread::sleep(Duration::from_secs(3));
@@ -143,7 +144,7 @@ fn a_run_claimed_ahead_by_a_replica_that_died_runs_elsewhere_within_seconds() {
     // Kill the replica in the moment between claiming a fire ahead and starting it.
     let mut redis = scenario.server.connection();
     let claimed_ahead = wait_until(Duration::from_secs(12), || {
-        let active: Vec<String> = redis.zrange("{test}:active", 0, -1).unwrap_or_default();
+        let active: Vec<String> = redis.zrange(keys().active(), 0, -1).unwrap_or_default();
         active.iter().any(|run| {
             fire_ms(run) > scenario.redis_now_ms()
                 && scenario.run_field(run, "state").as_deref() == Some("active")
@@ -151,7 +152,7 @@ fn a_run_claimed_ahead_by_a_replica_that_died_runs_elsewhere_within_seconds() {
     });
     first.kill9();
     assert!(claimed_ahead, "no fire was claimed ahead:\n{}", first.log());
-    let active: Vec<String> = redis.zrange("{test}:active", 0, -1).expect("ZRANGE");
+    let active: Vec<String> = redis.zrange(keys().active(), 0, -1).expect("ZRANGE");
     let [run] = &active[..] else {
         panic!("one run claimed ahead: {active:?}");
     };

@@ -13,6 +13,7 @@ use std::time::Duration;
 use redis::Commands;
 
 use crate::replicas::{Scenario, fire_ms};
+use crate::util::keys;
 use crate::util::replica::ReplicaProcess;
 use crate::util::{cli, wait_until};
 
@@ -211,7 +212,7 @@ fn a_rolling_deploy_runs_every_fire_of_every_job_once_and_none_dead() {
     let dead: Vec<String> = scenario
         .server
         .connection()
-        .zrange("{test}:dead", 0, -1)
+        .zrange(keys().dead(), 0, -1)
         .expect("ZRANGE");
     assert!(dead.is_empty(), "runs are dead: {dead:?}\n{report}");
     let listed = cli(

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use nix::unistd::{Group, User, getgrouplist, getuid};
 
+use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::{cli, redcron_in, wait_until};
@@ -119,7 +120,7 @@ fn as_root_a_command_runs_as_its_user_with_that_users_groups() {
     let mut redis = server.connection();
     assert!(wait_until(Duration::from_secs(10), || {
         redis::cmd("HEXISTS")
-            .arg("{test}:defs")
+            .arg(keys().defs())
             .arg("as-nobody")
             .query::<bool>(&mut redis)
             .unwrap_or(false)

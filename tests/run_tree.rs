@@ -10,6 +10,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::{Pid, getuid};
 use redis::Commands;
 
+use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::{cli, wait_until};
@@ -185,7 +186,7 @@ fn killing_a_replica_kills_every_process_of_its_runs() {
         cases.iter().all(|case| {
             server
                 .connection()
-                .hexists("{test}:defs", case.job)
+                .hexists(keys().defs(), case.job)
                 .unwrap_or(false)
         })
     });

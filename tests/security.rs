@@ -55,7 +55,7 @@ fn an_acl_user_limited_to_the_namespace_runs_the_whole_engine() {
         .arg(acl_line_from_security_md("test"))
         .query(&mut admin)
         .expect("ACL SETUSER");
-    let url = server.url().replace("redis://", "redis://redcron:s3cret@");
+    let url = server.url_as("redcron", "s3cret");
 
     let dir = tempfile::tempdir().expect("temp dir");
     let ledger = dir.path().join("ledger");

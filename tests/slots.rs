@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use redcron::schedule::Priority;
 use redcron::store::{
     Claimed, ClaimedRun, Enqueue, Enqueued, FailReason, Failure, JobSlot, PendingSlot, Store,
 };
@@ -11,6 +12,7 @@ use redis::Commands;
 use crate::store::{
     FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, events, plan, run_hash, setup,
 };
+use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 
 /// Claims for `workers` idle workers at once, as a replica does.
@@ -34,7 +36,7 @@ fn claimed_ids(claimed: &Claimed) -> Vec<String> {
 fn waiting(server: &RedisServer, job: &str) -> Vec<String> {
     server
         .connection()
-        .lrange(format!("{{test}}:waiting:{job}"), 0, -1)
+        .lrange(keys().waiting(job), 0, -1)
         .expect("LRANGE")
 }
 
@@ -118,7 +120,7 @@ async fn late_fires_of_a_forbid_job_run_one_at_a_time_oldest_first_none_skipped(
     }
     let slots: bool = server
         .connection()
-        .exists("{test}:running:tick")
+        .exists(keys().running("tick"))
         .expect("EXISTS");
     assert!(!slots, "every slot is freed");
 }
@@ -170,7 +172,7 @@ async fn ad_hoc_runs_of_a_forbid_job_wait_for_the_running_one_and_are_never_skip
     );
     let active: Option<i64> = server
         .connection()
-        .zscore("{test}:active", &delayed)
+        .zscore(keys().active(), &delayed)
         .expect("ZSCORE");
     assert_eq!(active, None, "a waiting run holds no lease");
 
@@ -244,7 +246,7 @@ async fn cron_fires_are_claimed_before_a_backlog_of_ad_hoc_runs() {
     assert_eq!(run.id, "tick@5000", "the fire goes before the 100 tasks");
     let tasks: usize = server
         .connection()
-        .llen("{test}:ready:default:normal")
+        .llen(keys().ready("default", Priority::Normal))
         .expect("LLEN");
     assert_eq!(tasks, 100);
 }

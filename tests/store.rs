@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use redcron::schedule::Priority;
 use redcron::schedule::{Job, parse_file};
 use redcron::store::{
     Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, JobPlan,
@@ -14,6 +15,7 @@ use redcron::store::{
 use redis::Commands;
 
 use crate::util::redis_server::RedisServer;
+use crate::util::{NAMESPACE, keys};
 
 pub(crate) const LEASE: Duration = Duration::from_secs(30);
 pub(crate) const THRESHOLD: Duration = Duration::from_secs(60);
@@ -23,7 +25,7 @@ pub(crate) const THRESHOLD: Duration = Duration::from_secs(60);
 pub(crate) const FORBID_TICK: &str = "[jobs.tick]\ncommand = \"true\"\noverlap = \"forbid\"\n";
 
 pub(crate) async fn connect(server: &RedisServer) -> Store {
-    Store::connect(&server.url(), "test", StoreSettings::default())
+    Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
         .await
         .expect("connect to the test redis")
 }
@@ -114,7 +116,7 @@ fn failure(reason: FailReason) -> Failure {
 pub(crate) fn run_hash(server: &RedisServer, run_id: &str) -> HashMap<String, String> {
     server
         .connection()
-        .hgetall(format!("{{test}}:run:{run_id}"))
+        .hgetall(keys().run(run_id))
         .expect("HGETALL")
 }
 
@@ -122,7 +124,7 @@ pub(crate) fn run_hash(server: &RedisServer, run_id: &str) -> HashMap<String, St
 pub(crate) fn events(server: &RedisServer) -> Vec<(String, String, String)> {
     let reply: redis::streams::StreamRangeReply = server
         .connection()
-        .xrange_all("{test}:events")
+        .xrange_all(keys().events())
         .expect("XRANGE");
     reply
         .ids
@@ -204,8 +206,8 @@ async fn stale_leader_is_fenced_and_writes_nothing() {
         PlanOutcome::Fenced(successor.as_str().to_owned())
     );
     let mut redis = server.connection();
-    let due: usize = redis.zcard("{test}:due").expect("ZCARD");
-    let cursor: Option<String> = redis.hget("{test}:cursor", "tick").expect("HGET");
+    let due: usize = redis.zcard(keys().due()).expect("ZCARD");
+    let cursor: Option<String> = redis.hget(keys().cursor(), "tick").expect("HGET");
     assert_eq!((due, cursor), (0, None), "a fenced plan wrote something");
 
     assert_eq!(
@@ -298,9 +300,11 @@ async fn bulk_enqueue_answers_each_run_in_order_across_pipelined_calls() {
     assert_eq!(answers[2_503], Enqueued::UnknownJob);
 
     let mut redis = server.connection();
-    let ready: usize = redis.llen("{test}:ready:default:normal").expect("LLEN");
+    let ready: usize = redis
+        .llen(keys().ready("default", Priority::Normal))
+        .expect("LLEN");
     assert_eq!(ready, 2_501, "runs due now are ready at once");
-    let due: usize = redis.zcard("{test}:due").expect("ZCARD");
+    let due: usize = redis.zcard(keys().due()).expect("ZCARD");
     assert_eq!(due, 1, "a later run waits in the due set");
 }
 
@@ -342,7 +346,7 @@ async fn many_jobs_are_planned_in_pipelined_calls_and_fenced_together() {
     assert!(cursors.values().all(|&cursor| cursor == 180_000));
 
     let mut redis = server.connection();
-    let () = redis.del("{test}:leader").expect("DEL");
+    let () = redis.del(keys().leader()).expect("DEL");
     let successor = store.acquire_leader("other", LEASE).await.expect("acquire");
     assert!(matches!(successor, Acquisition::Acquired(_)));
     let later: Vec<JobPlan> = plans
@@ -361,7 +365,7 @@ async fn many_jobs_are_planned_in_pipelined_calls_and_fenced_together() {
         store.plan_jobs(&token, &later).await.expect("plan"),
         PlanOutcome::Fenced(holder) if holder.starts_with("other:")
     ));
-    let due: usize = redis.zcard("{test}:due").expect("ZCARD");
+    let due: usize = redis.zcard(keys().due()).expect("ZCARD");
     assert_eq!(due, 7_500, "a fenced leader writes nothing");
 }
 
@@ -385,16 +389,16 @@ async fn promote_moves_only_due_runs_and_creates_their_run_hashes() {
 
     let mut redis = server.connection();
     let ready: Vec<String> = redis
-        .lrange("{test}:ready-fires:reports:high", 0, -1)
+        .lrange(keys().ready_fires("reports", Priority::High), 0, -1)
         .expect("LRANGE");
     assert_eq!(ready, ["report@60000", "report@120000"]);
-    let planned: Option<String> = redis.hget("{test}:planned", "report").expect("HGET");
+    let planned: Option<String> = redis.hget(keys().planned(), "report").expect("HGET");
     assert_eq!(
         planned.as_deref(),
         Some("180000"),
         "promoted fires leave the index"
     );
-    let woken: usize = redis.zcard("{test}:wake:reports").expect("ZCARD");
+    let woken: usize = redis.zcard(keys().wake("reports")).expect("ZCARD");
     assert_eq!(woken, 1);
     let run = run_hash(&server, "report@60000");
     for (field, value) in [
@@ -439,7 +443,7 @@ async fn missed_fires_follow_the_jobs_misfire_policy() {
     assert_eq!((promoted.ready, promoted.skipped()), (6, 11));
     let ready: Vec<String> = server
         .connection()
-        .lrange("{test}:ready-fires:default:normal", 0, -1)
+        .lrange(keys().ready_fires("default", Priority::Normal), 0, -1)
         .expect("LRANGE");
     let mut ready_sorted = ready.clone();
     ready_sorted.sort();
@@ -499,12 +503,12 @@ async fn run_once_keeps_the_latest_missed_fire_across_promotion_calls() {
     }
     let ready: Vec<String> = server
         .connection()
-        .lrange("{test}:ready-fires:default:normal", 0, -1)
+        .lrange(keys().ready_fires("default", Priority::Normal), 0, -1)
         .expect("LRANGE");
     assert_eq!(ready, ["once@60000"]);
     let planned: Option<String> = server
         .connection()
-        .hget("{test}:planned", "once")
+        .hget(keys().planned(), "once")
         .expect("HGET");
     assert_eq!(planned.as_deref(), Some("180000"));
 }
@@ -557,7 +561,7 @@ async fn claim_records_the_lease_and_counts_the_attempt() {
     assert_eq!(run.fire_ms, Some(5_000));
     let deadline: Option<i64> = server
         .connection()
-        .zscore("{test}:active", "tick@5000")
+        .zscore(keys().active(), "tick@5000")
         .expect("ZSCORE");
     assert_eq!(deadline, Some(35_000));
     let hash = run_hash(&server, "tick@5000");
@@ -574,7 +578,7 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
     .await;
     let store = store.with_frozen_clock(10_000);
     let mut redis = server.connection();
-    let () = redis.sadd("{test}:paused", "paused").expect("SADD");
+    let () = redis.sadd(keys().paused(), "paused").expect("SADD");
     plan(&store, &token, "paused", &[1_000]).await;
     // A fire is skipped as an overlap only when a run of its job that started by its due time
     // still runs: forbid@1000 starts at 10,000 (late), the time forbid@10000 is due.
@@ -600,15 +604,15 @@ async fn claim_skips_paused_duplicate_and_overlapping_runs() {
     // The same fire planned again (a lost cursor, say) does not run twice: promotion catches it
     // while its hash is kept, its fingerprint once the hash has expired.
     assert!(store.ack_run(&first, Some(0), "").await.expect("ack"));
-    let () = redis.hdel("{test}:cursor", "allow").expect("HDEL");
+    let () = redis.hdel(keys().cursor(), "allow").expect("HDEL");
     plan(&store, &token, "allow", &[1_000]).await;
     let promoted = store
         .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
     assert_eq!((promoted.ready, promoted.skipped()), (0, 1));
-    let () = redis.del("{test}:run:allow@1000").expect("DEL");
-    let () = redis.hdel("{test}:cursor", "allow").expect("HDEL");
+    let () = redis.del(keys().run("allow@1000")).expect("DEL");
+    let () = redis.hdel(keys().cursor(), "allow").expect("HDEL");
     plan(&store, &token, "allow", &[1_000]).await;
     let later = store.clone().with_frozen_clock(20_000);
     assert_eq!(
@@ -656,7 +660,7 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_a_slot_of_their_job
     assert_eq!(first.pending_slot, None, "the job was not busy");
     let deadline: Option<i64> = server
         .connection()
-        .zscore("{test}:active", "tick@10000")
+        .zscore(keys().active(), "tick@10000")
         .expect("ZSCORE");
     assert_eq!(
         deadline,
@@ -723,7 +727,7 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_a_slot_of_their_job
     );
     let active: Option<i64> = server
         .connection()
-        .zscore("{test}:active", "tick@10300")
+        .zscore(keys().active(), "tick@10300")
         .expect("ZSCORE");
     assert_eq!(active, None, "a skipped run holds no lease");
 
@@ -749,7 +753,7 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_a_slot_of_their_job
     );
     let holders: Vec<String> = server
         .connection()
-        .zrange("{test}:running:tick", 0, -1)
+        .zrange(keys().running("tick"), 0, -1)
         .expect("ZRANGE");
     assert_eq!(holders, ["tick@10500"]);
 }
@@ -789,11 +793,9 @@ async fn ack_records_success_and_frees_the_jobs_slot() {
     );
 
     let mut redis = server.connection();
-    let active: usize = redis.zcard("{test}:active").expect("ZCARD");
-    let busy: bool = redis.exists("{test}:running:tick").expect("EXISTS");
-    let ttl: i64 = redis
-        .pttl(format!("{{test}}:run:{}", run.id))
-        .expect("PTTL");
+    let active: usize = redis.zcard(keys().active()).expect("ZCARD");
+    let busy: bool = redis.exists(keys().running("tick")).expect("EXISTS");
+    let ttl: i64 = redis.pttl(keys().run(&run.id)).expect("PTTL");
     assert_eq!((active, busy), (0, false));
     assert!(ttl > 0, "a finished run's hash expires after the retention");
     let hash = run_hash(&server, &run.id);
@@ -837,12 +839,12 @@ async fn failures_retry_with_capped_exponential_backoff_then_go_to_the_dead_lett
     }
     assert_eq!(delays, [10_000, 20_000, 25_000]);
     let mut redis = server.connection();
-    let dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
+    let dead: Vec<String> = redis.zrange(keys().dead(), 0, -1).expect("ZRANGE");
     assert_eq!(dead, ["flaky@0"]);
     let hash = run_hash(&server, "flaky@0");
     assert_eq!(hash.get("state").map(String::as_str), Some("dead"));
     assert_eq!(hash.get("error").map(String::as_str), Some("exit status 1"));
-    let ttl: i64 = redis.pttl("{test}:run:flaky@0").expect("PTTL");
+    let ttl: i64 = redis.pttl(keys().run("flaky@0")).expect("PTTL");
     assert_eq!(ttl, -1, "dead runs are kept until purged");
 }
 
@@ -1081,10 +1083,10 @@ async fn only_the_holder_extends_a_lease() {
             .expect("extend")
     );
     let mut redis = server.connection();
-    let deadline: Option<i64> = redis.zscore("{test}:active", "long@0").expect("ZSCORE");
+    let deadline: Option<i64> = redis.zscore(keys().active(), "long@0").expect("ZSCORE");
     assert_eq!(deadline, Some(50_000));
     let slot: Option<i64> = redis
-        .zscore("{test}:running:long", "long@0")
+        .zscore(keys().running("long"), "long@0")
         .expect("ZSCORE");
     assert_eq!(slot, Some(50_000), "the job's slot follows the lease");
     // Extended past the first deadline: the reaper leaves it alone.
@@ -1099,10 +1101,10 @@ async fn corrupt_and_undeclared_runs_never_execute() {
     store.publish_definitions(&[]).await.expect("publish");
     declare(&store, "replica", Vec::new()).await;
     let mut redis = server.connection();
-    let () = redis.zadd("{test}:due", "no-fire-time", 0).expect("ZADD");
-    let () = redis.zadd("{test}:due", "ghost@0", 0).expect("ZADD");
+    let () = redis.zadd(keys().due(), "no-fire-time", 0).expect("ZADD");
+    let () = redis.zadd(keys().due(), "ghost@0", 0).expect("ZADD");
     let () = redis
-        .rpush("{test}:ready:default:normal", "nohash")
+        .rpush(keys().ready("default", Priority::Normal), "nohash")
         .expect("RPUSH");
     let store = store.with_frozen_clock(1_000);
 
@@ -1120,7 +1122,7 @@ async fn corrupt_and_undeclared_runs_never_execute() {
         Claim::Empty { skipped: 1 }
     );
 
-    let mut dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
+    let mut dead: Vec<String> = redis.zrange(keys().dead(), 0, -1).expect("ZRANGE");
     dead.sort();
     assert_eq!(dead, ["no-fire-time", "nohash"]);
     assert_eq!(
@@ -1139,12 +1141,12 @@ async fn damaged_runs_go_to_the_dead_letters_and_fires_of_damaged_definitions_wa
     let mut redis = server.connection();
     let () = redis
         .hset_multiple(
-            "{test}:run:forged",
+            keys().run("forged"),
             &[("job", "tick"), ("state", "ready"), ("attempt", "many")],
         )
         .expect("HSET");
     let () = redis
-        .rpush("{test}:ready:default:normal", "forged")
+        .rpush(keys().ready("default", Priority::Normal), "forged")
         .expect("RPUSH");
 
     // Its attempt count is not a number: the claim buries it instead of failing half-way,
@@ -1153,7 +1155,7 @@ async fn damaged_runs_go_to_the_dead_letters_and_fires_of_damaged_definitions_wa
         claim(&store, &["default"]).await,
         Claim::Empty { skipped: 1 }
     );
-    let dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
+    let dead: Vec<String> = redis.zrange(keys().dead(), 0, -1).expect("ZRANGE");
     assert_eq!(dead, ["forged"]);
     assert_eq!(
         run_hash(&server, "forged")
@@ -1165,9 +1167,9 @@ async fn damaged_runs_go_to_the_dead_letters_and_fires_of_damaged_definitions_wa
     // A damaged definition is caught where a cron run is created: the fire is not the one
     // damaged, so it stays due, neither skipped nor dead, for the leader to repair the job.
     let () = redis
-        .hset("{test}:defs", "tick", r#"{"queue": 7}"#)
+        .hset(keys().defs(), "tick", r#"{"queue": 7}"#)
         .expect("HSET");
-    let () = redis.zadd("{test}:due", "tick@500", 500).expect("ZADD");
+    let () = redis.zadd(keys().due(), "tick@500", 500).expect("ZADD");
     let promoted = store
         .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
@@ -1176,11 +1178,13 @@ async fn damaged_runs_go_to_the_dead_letters_and_fires_of_damaged_definitions_wa
         (promoted.ready, promoted.skipped(), promoted.deferred),
         (0, 0, 1)
     );
-    let due: Option<f64> = redis.zscore("{test}:due", "tick@500").expect("ZSCORE");
+    let due: Option<f64> = redis.zscore(keys().due(), "tick@500").expect("ZSCORE");
     assert_eq!(due, Some(500.0), "still due at its time");
-    let damaged: Vec<String> = redis.smembers("{test}:damaged-defs").expect("SMEMBERS");
+    let damaged: Vec<String> = redis
+        .smembers(keys().damaged_definitions())
+        .expect("SMEMBERS");
     assert_eq!(damaged, ["tick"]);
-    let dead: Vec<String> = redis.zrange("{test}:dead", 0, -1).expect("ZRANGE");
+    let dead: Vec<String> = redis.zrange(keys().dead(), 0, -1).expect("ZRANGE");
     assert_eq!(dead, ["forged"]);
 }
 
@@ -1204,10 +1208,10 @@ async fn unplanning_a_job_removes_its_due_runs_and_moves_its_cursor() {
         UnplanOutcome::Unplanned(2)
     );
     let mut redis = server.connection();
-    let due: Vec<String> = redis.zrange("{test}:due", 0, -1).expect("ZRANGE");
-    let planned: bool = redis.hexists("{test}:planned", "tick").expect("HEXISTS");
+    let due: Vec<String> = redis.zrange(keys().due(), 0, -1).expect("ZRANGE");
+    let planned: bool = redis.hexists(keys().planned(), "tick").expect("HEXISTS");
     let ready: Vec<String> = redis
-        .lrange("{test}:ready-fires:default:normal", 0, -1)
+        .lrange(keys().ready_fires("default", Priority::Normal), 0, -1)
         .expect("LRANGE");
     assert!(due.is_empty() && !planned, "{due:?}");
     assert_eq!(
@@ -1223,7 +1227,7 @@ async fn unplanning_a_job_removes_its_due_runs_and_moves_its_cursor() {
     assert!(store.unplan_job(&token, "tick", None).await.is_ok());
     assert_eq!(store.cursors().await.expect("cursors").get("tick"), None);
 
-    let () = redis.del("{test}:leader").expect("DEL");
+    let () = redis.del(keys().leader()).expect("DEL");
     assert!(matches!(
         store
             .unplan_job(&stale, "tick", Some(0))

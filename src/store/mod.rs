@@ -3,9 +3,10 @@
 //! Every state change of a run is one Lua script (`lua/`), so no crash between two commands can
 //! lose or duplicate a run; see `DESIGN.md` for the data model and the run state machine.
 //!
-//! This module holds the connection, the errors and Redis's clock; the rest is in rooms, one
-//! per family of scripts, each an `impl Store` block beside the types it returns:
+//! This module holds the connection and the errors; the rest is in rooms, one per family of
+//! scripts, each an `impl Store` block beside the types it returns:
 //!
+//! - `clock`: Redis's clock, or a manual one for tests;
 //! - `leadership`: the fenced leader lease;
 //! - `planning`: the leader's planned fires and cursors;
 //! - `declarations`: what replicas declare and the definitions the leader publishes;
@@ -20,6 +21,7 @@
 //! - [`keys`] builds every key, [`embedded`] starts a local Redis.
 
 mod claiming;
+mod clock;
 mod contract;
 mod dead;
 mod declarations;
@@ -47,6 +49,7 @@ pub use claiming::{
     Claim, ClaimLeases, Claimed, ClaimedRun, CorruptRun, JobSlot, MIN_AHEAD_LEASE, PendingSlot,
     ReadyWaiter, ahead_lease,
 };
+pub use clock::{ManualClock, RedisClock};
 pub use contract::{FailReason, RunState, SkipReason};
 use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
@@ -155,38 +158,6 @@ impl Default for StoreSettings {
     }
 }
 
-/// A reading of Redis's clock, with when it was asked and answered on this machine's monotonic
-/// clock: it maps a time on Redis's clock to the latest local instant it can be, so a run
-/// started then never starts before its time on Redis's clock.
-#[derive(Debug, Clone, Copy)]
-pub struct RedisClock {
-    sent: tokio::time::Instant,
-    received: tokio::time::Instant,
-    redis_micros: i64,
-}
-
-impl RedisClock {
-    /// Time between asking and the answer: the reading's uncertainty.
-    pub fn round_trip(&self) -> Duration {
-        self.received - self.sent
-    }
-
-    /// When the reading was answered.
-    pub fn received(&self) -> tokio::time::Instant {
-        self.received
-    }
-
-    /// The latest local instant at which Redis's clock can read `redis_ms`: Redis read its
-    /// clock before the answer arrived, so its time then is at most the time of the answer.
-    pub fn latest_instant_of(&self, redis_ms: i64) -> tokio::time::Instant {
-        let ahead_micros = redis_ms.saturating_mul(1000) - self.redis_micros;
-        match u64::try_from(ahead_micros) {
-            Ok(micros) => self.received + Duration::from_micros(micros),
-            Err(_) => self.received,
-        }
-    }
-}
-
 /// A connection to redcron's keys in one namespace.
 #[derive(Clone)]
 pub struct Store {
@@ -198,9 +169,9 @@ pub struct Store {
     settings: StoreSettings,
     /// Where the failures of its Redis calls are counted: the replica's metrics.
     metrics: Arc<Metrics>,
-    /// A fixed "now" passed to every script instead of Redis's clock: for tests of time-based
-    /// decisions only.
-    frozen_now_ms: Option<i64>,
+    /// A clock read instead of Redis's, by every script and by [`Store::now_ms`]: for tests of
+    /// time-based decisions only.
+    manual_clock: Option<ManualClock>,
 }
 
 /// How long a command or script may take to answer: a promotion or a catch-up plan of thousands
@@ -260,15 +231,8 @@ impl Store {
             connection,
             keys: Keys::new(namespace),
             settings,
-            frozen_now_ms: None,
+            manual_clock: None,
         })
-    }
-
-    /// Makes every script read `now_ms` as the current time instead of Redis's clock, so tests
-    /// can put runs in the past or the future without waiting.
-    pub fn with_frozen_clock(mut self, now_ms: i64) -> Self {
-        self.frozen_now_ms = Some(now_ms);
-        self
     }
 
     /// Counts in `metrics` what this store sees (failed calls, writes Redis refuses) and what
@@ -288,11 +252,6 @@ impl Store {
     /// The key names of this namespace.
     pub fn keys(&self) -> &Keys {
         &self.keys
-    }
-
-    fn now_arg(&self) -> String {
-        self.frozen_now_ms
-            .map_or_else(String::new, |now| now.to_string())
     }
 
     /// What is wrong with this Redis's settings for redcron: AOF off (a restart loses recent
@@ -373,45 +332,6 @@ impl Store {
         pipe.query_async(&mut connection)
             .await
             .during(&self.metrics, operation)
-    }
-
-    /// The time on Redis's clock, ms since the epoch: what every script decides with, so the
-    /// planner's misfire decisions agree with theirs whatever the local clock says.
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn now_ms(&self) -> Result<i64, StoreError> {
-        if let Some(now) = self.frozen_now_ms {
-            return Ok(now);
-        }
-        let (seconds, micros): (i64, i64) = redis::cmd("TIME")
-            .query_async(&mut self.connection.clone())
-            .await
-            .during(&self.metrics, "now_ms")?;
-        Ok(seconds * 1000 + micros / 1000)
-    }
-
-    /// Reads Redis's clock, noting when it was asked and answered (see [`RedisClock`]).
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn clock(&self) -> Result<RedisClock, StoreError> {
-        let sent = tokio::time::Instant::now();
-        let redis_micros = match self.frozen_now_ms {
-            Some(now) => now.saturating_mul(1000),
-            None => {
-                let (seconds, micros): (i64, i64) = redis::cmd("TIME")
-                    .query_async(&mut self.connection.clone())
-                    .await
-                    .during(&self.metrics, "clock")?;
-                seconds * 1_000_000 + micros
-            }
-        };
-        Ok(RedisClock {
-            sent,
-            received: tokio::time::Instant::now(),
-            redis_micros,
-        })
     }
 }
 

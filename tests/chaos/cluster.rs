@@ -257,7 +257,7 @@ impl Cluster {
     pub fn leader(&self) -> Option<(String, u64)> {
         let mut connection = self.connection(Duration::from_millis(500)).ok()?;
         let token: Option<String> = redis::cmd("GET")
-            .arg(format!("{{{NAMESPACE}}}:leader"))
+            .arg(redcron::store::Keys::new(NAMESPACE).leader())
             .query(&mut connection)
             .ok()?;
         parse_token(&token?)

@@ -8,6 +8,14 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The namespace the tests' stores and replicas use.
+pub const NAMESPACE: &str = "test";
+
+/// The keys of the tests' namespace, built as redcron builds them.
+pub fn keys() -> redcron::store::Keys {
+    redcron::store::Keys::new(NAMESPACE)
+}
+
 /// What one `redcron` invocation did.
 pub struct Run {
     pub code: Option<i32>,

@@ -1,4 +1,5 @@
-//! A private `redis-server` per test: free port, own directory, killed on drop, and the ways
+//! A private `redis-server` per test: on a unix socket in its own directory (no port to race
+//! other tests for, the same address after a restart), killed on drop, and the ways
 //! to hurt it (restarts, crashes, freezes, stalls, a restore from an older copy) that the
 //! integration tests and the chaos runner inject.
 
@@ -15,10 +16,12 @@ use tempfile::TempDir;
 /// apart from `dump.rdb`, which nothing else may overwrite meanwhile.
 const SNAPSHOT_FILE: &str = "snapshot.rdb";
 
+/// The server's socket, in its directory.
+const SOCKET_FILE: &str = "redis.sock";
+
 /// A running `redis-server` that only this test uses.
 pub struct RedisServer {
     child: Child,
-    port: u16,
     dir: TempDir,
     appendonly: bool,
     /// The TLS port and the server's TLS arguments, when it speaks TLS too.
@@ -26,8 +29,8 @@ pub struct RedisServer {
 }
 
 impl RedisServer {
-    /// Starts `redis-server` on a free loopback port, without persistence, and waits until it
-    /// answers PING.
+    /// Starts `redis-server` on a unix socket, without persistence, and waits until it answers
+    /// PING.
     ///
     /// # Panics
     /// When `redis-server` is not installed (the message says how to install it) or does not
@@ -42,7 +45,7 @@ impl RedisServer {
         Self::start_with(true)
     }
 
-    /// Like [`RedisServer::start`], also listening for TLS on another port with the PEM files
+    /// Like [`RedisServer::start`], also listening for TLS on a loopback port with the PEM files
     /// `certificate`, `key` and `ca` (which client certificates must be signed by).
     pub fn start_with_tls(certificate: &Path, key: &Path, ca: &Path) -> Self {
         let arguments = [
@@ -63,11 +66,9 @@ impl RedisServer {
 
     fn start_with_tls_arguments(appendonly: bool, tls: Option<(u16, Vec<String>)>) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory for redis-server");
-        let port = free_port();
-        let child = spawn(port, dir.path(), appendonly, tls.as_ref());
+        let child = spawn(dir.path(), appendonly, tls.as_ref());
         let server = Self {
             child,
-            port,
             dir,
             appendonly,
             tls,
@@ -83,7 +84,7 @@ impl RedisServer {
     }
 
     /// Shuts the server down cleanly (it writes its AOF), leaves it down for `down`, and
-    /// starts it again on the same port and directory.
+    /// starts it again on the same socket and directory.
     pub fn restart(&mut self, down: Duration) {
         let _ = redis::cmd("SHUTDOWN").query::<()>(&mut self.timed_connection());
         let _ = self.child.wait();
@@ -91,7 +92,7 @@ impl RedisServer {
     }
 
     /// `kill -9`s the server: it loses the writes its AOF had not synced yet (up to a second
-    /// with `appendfsync everysec`). It starts again after `down`, on the same port and
+    /// with `appendfsync everysec`). It starts again after `down`, on the same socket and
     /// directory.
     pub fn crash_and_restart(&mut self, down: Duration) {
         let _ = self.child.kill();
@@ -216,7 +217,7 @@ impl RedisServer {
     }
 
     fn spawn_and_wait(&mut self, appendonly: bool) {
-        self.child = spawn(self.port, self.dir.path(), appendonly, self.tls.as_ref());
+        self.child = spawn(self.dir.path(), appendonly, self.tls.as_ref());
         self.wait_until_ready();
     }
 
@@ -228,7 +229,15 @@ impl RedisServer {
 
     /// The URL to connect to it.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        format!(
+            "redis+unix://{}",
+            self.dir.path().join(SOCKET_FILE).display()
+        )
+    }
+
+    /// The URL to connect to it as the ACL user `user` with `password`.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        format!("{}?user={user}&pass={password}", self.url())
     }
 
     /// A plain synchronous connection, for seeding and inspecting state.
@@ -261,8 +270,8 @@ impl RedisServer {
             }
             assert!(
                 Instant::now() < deadline,
-                "redis-server on port {} did not answer PING within 10 s: {pong:?}\n{}",
-                self.port,
+                "redis-server at {} did not answer PING within 10 s: {pong:?}\n{}",
+                self.url(),
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(20));
@@ -286,7 +295,7 @@ pub fn connect(url: &str, timeout: Duration) -> redis::RedisResult<redis::Connec
     Ok(connection)
 }
 
-fn spawn(port: u16, dir: &Path, appendonly: bool, tls: Option<&(u16, Vec<String>)>) -> Child {
+fn spawn(dir: &Path, appendonly: bool, tls: Option<&(u16, Vec<String>)>) -> Child {
     let tls_arguments: Vec<String> = tls
         .map(|(port, arguments)| {
             let mut all = vec!["--tls-port".to_owned(), port.to_string()];
@@ -295,7 +304,11 @@ fn spawn(port: u16, dir: &Path, appendonly: bool, tls: Option<&(u16, Vec<String>
         })
         .unwrap_or_default();
     Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        // No TCP port but the TLS one, when asked for.
+        .args(["--port", "0", "--bind", "127.0.0.1"])
+        .arg("--unixsocket")
+        .arg(dir.join(SOCKET_FILE))
+        .args(["--unixsocketperm", "700"])
         // No RDB saves of its own: `dump.rdb` is only ever what a snapshot wrote.
         .args(["--save", ""])
         .args(["--appendonly", if appendonly { "yes" } else { "no" }])
@@ -316,7 +329,8 @@ fn spawn(port: u16, dir: &Path, appendonly: bool, tls: Option<&(u16, Vec<String>
         })
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now: for the TLS port only, which a unix socket
+/// cannot carry.
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
