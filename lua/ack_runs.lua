@@ -45,7 +45,5 @@ for i = 5, #ARGV, 5 do
     finished[#finished + 1] = run_id
   end
 end
-if #finished > 0 then
-  redis.call('ZREM', active, unpack(finished))
-end
+in_slices('ZREM', active, finished)
 return recorded

@@ -67,7 +67,7 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
     end
     redis.call('DEL', aside)
     if #kept > 0 then
-      redis.call('RPUSH', aside, unpack(kept))
+      in_slices('RPUSH', aside, kept)
     else
       redis.call('ZREM', undeclared_jobs, job)
     end

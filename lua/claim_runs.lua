@@ -32,6 +32,7 @@
 -- KEYS[4] dead    zset    run id -> ms it died
 -- KEYS[5] replica-jobs:<replica id>  hash  job -> content hash of the jobs this replica declares
 -- KEYS[6] undeclared-jobs            zset  job -> ms since when its put-aside runs wait
+-- KEYS[7] replicas                   zset  replica id -> last heartbeat ms
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>, undeclared:<job>,
 --         replicas, replica-jobs:<replica id>, wake-replica:<replica id>
@@ -57,8 +58,14 @@
 -- or the pop limit went to skipped runs); 'UNDECLARED' (alone): the replica's declarations
 -- are missing.
 -- Cost: O(limit + queues + jobs with runs put aside + replicas x jobs put aside by this call).
-local active, events, paused, dead, declared, undeclared_jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
-  KEYS[5], KEYS[6]
+-- What a worker does before starting a run claimed ahead (the last value of each claimed run).
+local SLOT_NONE, SLOT_TAKE_OR_SKIP, SLOT_TAKE_OR_WAIT = 0, 1, 2
+-- How many values each claimed run is answered with: ClaimedRun::REPLY_FIELDS on the Rust side,
+-- which a test compares with this.
+local REPLY_FIELDS = 9
+
+local active, events, paused, dead, declared, undeclared_jobs, replicas_key = KEYS[1], KEYS[2],
+  KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local prefix = ARGV[1]
 local lease, fingerprint_ttl, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local maxlen, retention, worker_count = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[9])
@@ -93,20 +100,23 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
   local aside = key_undeclared(prefix, job)
   if redis.call('HEXISTS', declared, job) == 1 then
     local run_ids = redis.call('LRANGE', aside, 0, -1)
-    local kept = {}
-    for i = #run_ids, 1, -1 do
-      local run_id = run_ids[i]
+    local kept, back = {}, {}
+    for _, run_id in ipairs(run_ids) do
       local kind, queue, priority = unpack(redis.call('HMGET', key_run(prefix, run_id), 'kind',
         'queue', 'priority'))
       if queue and priority and serves[queue] then
-        redis.call('LPUSH', ready_list(prefix, kind, queue, priority), run_id)
+        back[#back + 1] = {ready_list(prefix, kind, queue, priority), run_id}
       elseif queue and priority then
-        table.insert(kept, 1, run_id)
+        kept[#kept + 1] = run_id
       end
+    end
+    -- Pushed to the heads newest first, so that the oldest ends up first.
+    for i = #back, 1, -1 do
+      redis.call('LPUSH', back[i][1], back[i][2])
     end
     redis.call('DEL', aside)
     if #kept > 0 then
-      redis.call('RPUSH', aside, unpack(kept))
+      in_slices('RPUSH', aside, kept)
     else
       redis.call('ZREM', undeclared_jobs, job)
     end
@@ -212,7 +222,7 @@ while #started < #workers and pops < limit do
     -- Only a fire's own first claim may be skipped as an overlap: retries, runs handed back and
     -- re-driven runs are due at another time than their fire, and ad-hoc runs are never skipped.
     local may_skip = overlap == 'forbid' and kind == 'cron' and not started_ms and not redriven_ms
-    local slot_pending, admitted = 0, false
+    local slot_pending, admitted = SLOT_NONE, false
     -- The fingerprint's owner is this run as created (its retries included), not just its id: a
     -- cron fire planned again after its hash expired has the same id but is a duplicate.
     if not job or not attempt or not max_attempts then
@@ -232,13 +242,13 @@ while #started < #workers and pops < limit do
       skip(run_key, run_id, job, 'duplicate')
     elseif slots and not take_slot(key_running(prefix, job), job, run_id, slots, now + held_for) then
       if wait > 0 then
-        slot_pending = may_skip and 1 or 2
+        slot_pending = may_skip and SLOT_TAKE_OR_SKIP or SLOT_TAKE_OR_WAIT
       elseif may_skip and running_since(prefix, key_running(prefix, job), due) then
         skip(run_key, run_id, job, 'overlap')
       else
         wait_for_slot(prefix, run_key, run_id, job)
       end
-      admitted = slot_pending > 0
+      admitted = slot_pending ~= SLOT_NONE
     else
       admitted = true
     end
@@ -254,7 +264,7 @@ end
 -- Wakes the replicas that declare a job whose runs this call put aside (a few replicas: one
 -- check each).
 if next(set_aside) then
-  local replicas = redis.call('ZRANGE', prefix .. 'replicas', 0, -1)
+  local replicas = redis.call('ZRANGE', replicas_key, 0, -1)
   for job in pairs(set_aside) do
     for _, replica in ipairs(replicas) do
       if redis.call('HEXISTS', key_replica_jobs(prefix, replica), job) == 1 then
@@ -277,7 +287,7 @@ end
 
 -- Starting is not an event: the run hash says who runs which attempt since when, and the
 -- outcome's event names the worker.
-redis.call('ZADD', active, unpack(leases))
+in_slices('ZADD', active, leases)
 local claimed_ahead = false
 for _, run in ipairs(started) do
   local wait = run[8]
@@ -303,7 +313,7 @@ local elapsed = end_ms - now
 reply[#reply + 1] = end_ms
 for _, run in ipairs(started) do
   run[8] = math.max(run[8] - elapsed, 0)
-  for i = 1, 9 do
+  for i = 1, REPLY_FIELDS do
     reply[#reply + 1] = run[i]
   end
 end

@@ -105,13 +105,6 @@ for i = 3, #ARGV, 7 do
   end
 end
 
--- Bulk writes in slices: unpack() is bounded by Lua's stack.
-local SLICE = 1000
-local function in_slices(command, key, values)
-  for first = 1, #values, SLICE do
-    redis.call(command, key, unpack(values, first, math.min(first + SLICE - 1, #values)))
-  end
-end
 for list, run_ids in pairs(ready) do
   in_slices('RPUSH', list, run_ids)
 end

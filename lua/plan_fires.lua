@@ -82,9 +82,7 @@ for index, job in ipairs(jobs) do
     moved[#moved + 1] = string.format('%d', cursors[index])
   end
 end
-if #moved > 0 then
-  redis.call('HSET', cursor, unpack(moved))
-end
+in_slices('HSET', cursor, moved)
 
 local planned_jobs = {}
 for job in pairs(new_fires) do
@@ -101,7 +99,7 @@ if #planned_jobs > 0 then
     updates[#updates + 1] = job
     updates[#updates + 1] = list
   end
-  redis.call('HSET', planned, unpack(updates))
+  in_slices('HSET', planned, updates)
 end
 if earliest_added and (not earliest_before or earliest_added < earliest_before) then
   redis.call('PUBLISH', wake, string.format('%d', earliest_added))

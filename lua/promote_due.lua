@@ -85,9 +85,7 @@ local taken = {}
 for i = 1, #run_ids, 2 do
   taken[#taken + 1] = run_ids[i]
 end
-if #taken > 0 then
-  redis.call('ZREM', due, unpack(taken))
-end
+in_slices('ZREM', due, taken)
 for i = 1, #run_ids, 2 do
   local run_id, due_ms = run_ids[i], tonumber(run_ids[i + 1])
   local run_key = key_run(prefix, run_id)
@@ -166,7 +164,7 @@ for i = 1, #run_ids, 2 do
   end
 end
 for list, ids in pairs(ready_lists) do
-  redis.call('RPUSH', list, unpack(ids))
+  in_slices('RPUSH', list, ids)
 end
 for job, plan in pairs(plans) do
   local left = {}
@@ -189,9 +187,7 @@ end
 -- The next due time leaves out the fires put back: they wait for the leader's repair, which
 -- wakes the promoters, not for a busy loop.
 local next_due = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2]
-if #deferred > 0 then
-  redis.call('ZADD', due, unpack(deferred))
-end
+in_slices('ZADD', due, deferred)
 local reply = {ready, skipped, tonumber(next_due) or -1, now, #deferred / 2}
 for _, value in ipairs(skips) do
   reply[#reply + 1] = value

@@ -217,9 +217,6 @@ impl Metrics {
         self.skipped_fires_total
             .with_label_values(&[job, reason])
             .inc();
-        if reason == "duplicate" {
-            self.dedup_skips_total.inc();
-        }
     }
 
     /// The text exposition format.

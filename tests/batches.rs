@@ -23,11 +23,16 @@ const TASK: &str = "[jobs.task]\ncommand = \"true\"\noverlap = \"allow\"\nretrie
 /// A store on `server` in namespace `namespace`, with the task job published and declared by
 /// replica "w" (whose workers are `w/<slot>`), reading `now_ms` as the time.
 async fn namespace(server: &RedisServer, namespace: &str, now_ms: i64) -> Store {
+    namespace_with(server, namespace, now_ms, TASK).await
+}
+
+/// Like [`namespace`], with `toml`'s jobs.
+async fn namespace_with(server: &RedisServer, namespace: &str, now_ms: i64, toml: &str) -> Store {
     let store = Store::connect(&server.url(), namespace, StoreSettings::default())
         .await
         .expect("connect to the test redis")
         .with_frozen_clock(now_ms);
-    let jobs: Vec<Job> = parse_file(Path::new("test.toml"), TASK).expect("valid test jobs");
+    let jobs: Vec<Job> = parse_file(Path::new("test.toml"), toml).expect("valid test jobs");
     store.publish_definitions(&jobs).await.expect("publish");
     let declared: Vec<Arc<Job>> = jobs.into_iter().map(Arc::new).collect();
     store
@@ -39,8 +44,13 @@ async fn namespace(server: &RedisServer, namespace: &str, now_ms: i64) -> Store 
 
 /// Enqueues `count` runs of the task job, due now; returns their ids.
 async fn ready_runs(store: &Store, count: usize) -> Vec<String> {
+    ready_runs_of(store, "task", count).await
+}
+
+/// Enqueues `count` runs of `job`, due now; returns their ids in order.
+async fn ready_runs_of(store: &Store, job: &str, count: usize) -> Vec<String> {
     let request = Enqueue {
-        job: "task".to_owned(),
+        job: job.to_owned(),
         due_ms: None,
         payload: None,
         priority: None,
@@ -350,4 +360,72 @@ async fn purge_deletes_the_dead_runs_that_died_by_the_cutoff() {
             .count();
         assert_eq!(hashes, left, "a purged run's hash goes with it");
     }
+}
+
+/// Runs set aside for a replica that declares their job can outnumber what one Lua call can
+/// unpack (about 8,000 values): every script that keeps or returns them writes them in slices,
+/// in their order.
+#[tokio::test]
+async fn a_backlog_set_aside_larger_than_luas_stack_is_kept_and_returned_in_order() {
+    const BACKLOG: usize = 20_000;
+    let server = RedisServer::start();
+    let store = namespace_with(
+        &server,
+        "aside",
+        1_000,
+        &format!("{TASK}[jobs.report]\ncommand = \"true\"\nqueue = \"reports\"\n"),
+    )
+    .await;
+    let runs = ready_runs_of(&store, "report", BACKLOG).await;
+    // Set aside, as a replica that does not declare the job leaves them.
+    let keys = store.keys();
+    let ready = keys.ready("reports", Priority::Normal);
+    let aside = keys.undeclared("report");
+    let mut redis = server.connection();
+    let () = redis::pipe()
+        .del(&ready)
+        .rpush(&aside, &runs)
+        .zadd(keys.undeclared_jobs(), "report", 1_000)
+        .query(&mut redis)
+        .expect("set aside");
+    let aside_now = |redis: &mut redis::Connection| -> Vec<String> {
+        redis.lrange(&aside, 0, -1).expect("LRANGE")
+    };
+
+    // A claim for a queue the job does not use keeps them aside.
+    let (claimed, _) = claim_for(&store, 2, 100).await;
+    assert!(claimed.is_empty(), "nothing ready in default");
+    assert_eq!(aside_now(&mut redis), runs, "kept aside, in order");
+
+    // Withdrawn before its grace ran out: its ad-hoc runs wait out the grace, still aside.
+    let buried = store
+        .bury_undeclared_runs(
+            Duration::from_secs(3600),
+            Duration::from_secs(6),
+            &["report"],
+        )
+        .await
+        .expect("bury");
+    assert_eq!(buried, vec![], "no run ended");
+    assert_eq!(aside_now(&mut redis), runs, "kept aside, in order");
+
+    // A claim for its queue takes them all back, the oldest first.
+    let claimed = store
+        .claim_runs(&["w/0"], &["reports".to_owned()], LEASE, 100)
+        .await
+        .expect("claim");
+    let first = claimed
+        .runs
+        .into_iter()
+        .next()
+        .expect("a run")
+        .expect("decodes");
+    assert_eq!(first.id, runs[0], "the oldest run first");
+    let back: Vec<String> = redis.lrange(&ready, 0, -1).expect("LRANGE");
+    assert_eq!(
+        back,
+        runs[1..],
+        "the rest back in their ready list, in order"
+    );
+    assert!(aside_now(&mut redis).is_empty());
 }

@@ -8,11 +8,12 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use redcron::schedule::Priority;
-use redcron::store::{Enqueue, Store, StoreSettings};
+use redcron::store::Enqueue;
 use redis::Commands;
 
 use crate::replicas::{Scenario, fire_ms, percentile, sleep_until};
-use crate::util::{NAMESPACE, keys};
+use crate::store::connect;
+use crate::util::keys;
 use crate::util::{cli, wait_until};
 
 /// A command that records its start and end around `work`.
@@ -338,9 +339,7 @@ async fn a_backlog_of_tasks_does_not_delay_cron_fires() {
         recorded(&scenario, "true")
     ));
     let _replica = scenario.replica("r1", &[]);
-    let store = Store::connect(&scenario.server.url(), NAMESPACE, StoreSettings::default())
-        .await
-        .expect("connect");
+    let store = connect(&scenario.server).await;
     let published = Instant::now();
     while !store.is_declared("task").await.expect("declared") {
         assert!(

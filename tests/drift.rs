@@ -12,15 +12,16 @@ use redcron::engine::elector::{Elector, ElectorConfig};
 use redcron::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError};
 use redcron::engine::planner::{DeclarationsConfig, Planner, PlannerConfig};
 use redcron::schedule::{Job, parse_file, shared_jobs};
-use redcron::store::{ManualClock, Store, StoreSettings};
+use redcron::store::{ManualClock, Store};
 use redis::Commands;
 use tokio::sync::watch;
 
 use crate::replicas::{Scenario, fire_ms};
+use crate::store::connect;
+use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
-use crate::util::{NAMESPACE, keys};
 
 const EVERY_2S: &str = "[jobs.x]\nschedule = \"*/2 * * * * *\"\ncommand = \"true\"\n";
 const EVERY_3S: &str = "[jobs.x]\nschedule = \"*/3 * * * * *\"\ncommand = \"true\"\n";
@@ -34,9 +35,7 @@ fn jobs(toml: &str) -> Vec<Job> {
 /// replica "a" that leads and declares `own`, holding jobs whose declarers vanished for `hold`.
 async fn leader(own: &str, hold: Duration) -> (RedisServer, Store, Planner, ManualClock) {
     let server = RedisServer::start();
-    let store = Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
-        .await
-        .expect("connect to the test redis");
+    let store = connect(&server).await;
     let clock = ManualClock::at(store.now_ms().await.expect("time"));
     let store = store.with_clock(&clock);
     let planner = planner_of(&store, "a", own, hold).await;
@@ -458,9 +457,7 @@ fn heartbeat_of(store: &Store, replica: &str, toml: &str) -> Heartbeat {
 #[tokio::test]
 async fn a_heartbeat_publishes_its_declarations_again_when_they_are_damaged() {
     let server = RedisServer::start();
-    let store = Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
-        .await
-        .expect("connect to the test redis");
+    let store = connect(&server).await;
     let both = format!("{EVERY_2S}{Z}");
     let mut heartbeat = heartbeat_of(&store, "b", &both);
     heartbeat.tick().await.expect("beat");
@@ -509,9 +506,7 @@ async fn a_heartbeat_publishes_its_declarations_again_when_they_are_damaged() {
 #[tokio::test]
 async fn a_second_process_beating_under_a_replica_id_is_stopped_a_restored_record_is_not() {
     let server = RedisServer::start();
-    let store = Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
-        .await
-        .expect("connect to the test redis");
+    let store = connect(&server).await;
     let mut first = heartbeat_of(&store, "r", EVERY_2S);
     first.tick().await.expect("beat");
     // Redis comes back with an older record of the id, once: not a second process.

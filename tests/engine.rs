@@ -12,20 +12,15 @@ use redcron::engine::{Leadership, Shutdown};
 use redcron::metrics::Metrics;
 use redcron::schedule::Priority;
 use redcron::schedule::{Jobs, parse_file, shared_jobs};
-use redcron::store::{Acquisition, Claim, ManualClock, Store, StoreSettings};
+use redcron::store::{Acquisition, Claim, ManualClock, Store, cron_run_id};
 use redis::Commands;
 use tokio::sync::watch;
 
+use crate::store::connect;
+use crate::util::keys;
 use crate::util::redis_server::RedisServer;
-use crate::util::{NAMESPACE, keys};
 
 const TTL: Duration = Duration::from_secs(5);
-
-async fn connect(server: &RedisServer) -> Store {
-    Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
-        .await
-        .expect("connect to the test redis")
-}
 
 fn jobs(toml: &str) -> Jobs {
     shared_jobs(parse_file(Path::new("test.toml"), toml).expect("valid test jobs"))
@@ -327,7 +322,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
         job: "once".to_owned(),
         cursor_ms: due_ms,
         runs: vec![redcron::store::PlannedRun {
-            run_id: format!("once@{due_ms}"),
+            run_id: cron_run_id("once", due_ms),
             fire_ms: due_ms,
             due_ms,
         }],
@@ -346,7 +341,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
         "the run was not promoted"
     );
     let ready_ms: i64 = redis
-        .hget(keys().run(&format!("once@{due_ms}")), "ready_ms")
+        .hget(keys().run(&cron_run_id("once", due_ms)), "ready_ms")
         .expect("HGET");
     assert!(
         ready_ms >= due_ms - lead_ms,

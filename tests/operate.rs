@@ -5,29 +5,24 @@ use std::path::Path;
 use std::time::Duration;
 
 use redcron::schedule::Priority;
-use redcron::store::{Claim, FailReason, Failure, Store, StoreSettings};
+use redcron::store::{Claim, FailReason, Failure, Keys, Store};
 use redis::Commands;
 
+use crate::store::connect;
+use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
-use crate::util::{NAMESPACE, keys};
 use crate::util::{cli, free_port, http_get, one_document, redcron_in, sample};
 
 const JOBS: &str = "[jobs.greet]\ncommand = \"cat >> ledger\"\nretries = 1\n\
                     [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> ticks\"\n";
 
-async fn store(server: &RedisServer) -> Store {
-    Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
-        .await
-        .expect("connect to the test redis")
-}
-
 /// A Redis with `JOBS` published as a leader would, and a directory to run commands in.
 async fn published() -> (RedisServer, tempfile::TempDir, Store) {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = store(&server).await;
+    let store = connect(&server).await;
     let jobs = redcron::schedule::parse_file(Path::new("jobs.toml"), JOBS).expect("valid jobs");
     store.publish_definitions(&jobs).await.expect("publish");
     let declared: Vec<std::sync::Arc<redcron::schedule::Job>> =
@@ -569,7 +564,8 @@ fn bench_prints_exactly_its_six_figures_and_leaves_nothing_behind() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let url = server.url();
-    let () = server.connection().set("{other}:keep", "1").expect("SET");
+    let other = Keys::new("other").prefix().to_owned() + "keep";
+    let () = server.connection().set(&other, "1").expect("SET");
     let out = redcron_in(dir.path(), &["bench", "--redis", &url, "--jobs", "500"], "").success();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 6, "{out}");
@@ -593,12 +589,14 @@ fn bench_prints_exactly_its_six_figures_and_leaves_nothing_behind() {
         }
     }
     let mut redis = server.connection();
-    let bench_keys: Vec<String> = redis.keys("{bench}:*").expect("KEYS");
+    let bench_keys: Vec<String> = redis
+        .keys(format!("{}*", Keys::new("bench").prefix()))
+        .expect("KEYS");
     assert!(
         bench_keys.is_empty(),
         "the bench namespace is deleted: {bench_keys:?}"
     );
-    let kept: Option<String> = redis.get("{other}:keep").expect("GET");
+    let kept: Option<String> = redis.get(&other).expect("GET");
     assert_eq!(kept.as_deref(), Some("1"), "nothing else is touched");
 }
 
@@ -622,4 +620,28 @@ fn a_reader_that_stops_reading_is_no_error() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+}
+
+/// A local Redis that cannot start (here: a socket path longer than a unix socket allows) is
+/// reported at once, with how it exited and where its log is, not after the start timeout.
+#[tokio::test]
+async fn an_embedded_redis_that_exits_at_start_is_reported_at_once_with_its_log() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("d".repeat(120));
+    let started = std::time::Instant::now();
+    let error = redcron::store::embedded::EmbeddedRedis::start(&data_dir)
+        .await
+        .err()
+        .expect("no redis-server binds a socket path that long");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "reported after {:?}",
+        started.elapsed()
+    );
+    let message = error.to_string();
+    assert!(
+        message.starts_with("redis-server exited at start (exit status: 1); see ")
+            && message.ends_with("redis.log"),
+        "{message}"
+    );
 }

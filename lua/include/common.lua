@@ -77,6 +77,19 @@ local function planned_fires(list)
   return fires
 end
 
+-- Runs `command key values...` over `values` in slices: unpack() is bounded by Lua's stack
+-- (about 8,000 values), and a list of runs can be longer. The slice is even, so pairs (ZADD's
+-- score and member, HSET's field and value) stay whole. Returns the sum of the replies (how
+-- many ZREM or HDEL removed).
+local SLICE = 1000
+local function in_slices(command, key, values)
+  local total = 0
+  for first = 1, #values, SLICE do
+    total = total + redis.call(command, key, unpack(values, first, math.min(first + SLICE - 1, #values)))
+  end
+  return total
+end
+
 -- Appends one state change of a run to the capped events stream.
 local function record_event(events, maxlen, run_id, state, ...)
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'run', run_id, 'state', state, ...)

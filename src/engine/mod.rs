@@ -44,7 +44,11 @@ pub(crate) fn count_skips(
         } else {
             UNDECLARED_JOB_LABEL
         };
-        let reason = SkipReason::parse(reason)
+        let skip = SkipReason::parse(reason);
+        if skip == Some(SkipReason::Duplicate) {
+            metrics.dedup_skips_total.inc();
+        }
+        let reason = skip
             .map(SkipReason::as_str)
             .or_else(|| FailReason::parse(reason).map(FailReason::as_str))
             .unwrap_or("other");

@@ -316,6 +316,7 @@ impl Store {
             .key(self.keys.dead())
             .key(self.keys.replica_jobs(replica))
             .key(self.keys.undeclared_jobs())
+            .key(self.keys.replicas())
             .arg(self.keys.prefix())
             .arg(millis(lease.run))
             .arg(millis(self.settings.fingerprint_ttl))
@@ -447,5 +448,23 @@ impl Store {
             markers,
             timeout,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClaimedRun;
+
+    #[test]
+    fn claim_runs_lua_answers_as_many_values_per_run_as_the_decoder_reads() {
+        let script = include_str!("../../lua/claim_runs.lua");
+        let answered = script
+            .lines()
+            .find_map(|line| line.strip_prefix("local REPLY_FIELDS = "))
+            .expect("claim_runs.lua names how many values it answers per run");
+        assert_eq!(
+            answered.trim().parse::<usize>(),
+            Ok(ClaimedRun::REPLY_FIELDS.len())
+        );
     }
 }

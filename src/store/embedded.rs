@@ -33,6 +33,14 @@ pub enum EmbeddedError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// It exited before it answered (a bad data directory, an AOF it cannot load).
+    #[error("redis-server exited at start ({status}); see {log}")]
+    Exited {
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// Its log file.
+        log: PathBuf,
+    },
     /// It started but never answered.
     #[error("redis-server did not answer on {socket} within {seconds} s; see {log}")]
     NotReady {
@@ -99,7 +107,7 @@ impl EmbeddedRedis {
         })?;
         let dir = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_owned());
         let socket = socket_path(&dir);
-        let child = Command::new("redis-server")
+        let mut child = Command::new("redis-server")
             .args(["--port", "0", "--unixsocket"])
             .arg(&socket)
             .args(["--unixsocketperm", "700", "--dir"])
@@ -121,6 +129,12 @@ impl EmbeddedRedis {
             .map_err(spawn_error)?;
         let started = Instant::now();
         while !answers(&url).await {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(EmbeddedError::Exited {
+                    status,
+                    log: dir.join("redis.log"),
+                });
+            }
             if started.elapsed() > START_TIMEOUT {
                 return Err(EmbeddedError::NotReady {
                     socket,

@@ -304,38 +304,38 @@ impl Store {
             .collect();
         queues.sort();
         queues.dedup();
+        /// Highest first, as `RunCounts::ready` lists them.
+        const PRIORITIES: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
         let mut pipe = redis::pipe();
         pipe.zcard(self.keys.due())
             .zcard(self.keys.active())
             .zcard(self.keys.dead());
         for queue in &queues {
-            for priority in [Priority::High, Priority::Normal, Priority::Low] {
+            for priority in PRIORITIES {
                 pipe.llen(self.keys.ready_fires(queue, priority));
                 pipe.llen(self.keys.ready(queue, priority));
             }
         }
-        let answers: Vec<u64> = pipe
+        let answers = pipe
             .query_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "run_counts")?;
-        let (counts, lengths) = answers.split_at(3.min(answers.len()));
-        let count = |index: usize| counts.get(index).copied().unwrap_or(0);
-        let ready = queues
-            .into_iter()
-            .zip(lengths.chunks(6))
-            .map(|(queue, lengths)| {
+        let mut reply = Reply::new("run_counts", answers);
+        let (due, active, dead) = (reply.next()?, reply.next()?, reply.next()?);
+        let mut ready = Vec::with_capacity(queues.len());
+        for queue in queues {
+            let mut lengths = [0; PRIORITIES.len()];
+            for length in &mut lengths {
                 // Cron fires and ad-hoc runs of one priority wait in two lists.
-                let length = |index: usize| {
-                    lengths.get(2 * index).copied().unwrap_or(0)
-                        + lengths.get(2 * index + 1).copied().unwrap_or(0)
-                };
-                (queue, [length(0), length(1), length(2)])
-            })
-            .collect();
+                *length = reply.next::<u64>()? + reply.next::<u64>()?;
+            }
+            ready.push((queue, lengths));
+        }
+        reply.finish()?;
         Ok(RunCounts {
-            due: count(0),
-            active: count(1),
-            dead: count(2),
+            due,
+            active,
+            dead,
             ready,
         })
     }

@@ -17,6 +17,8 @@
 //! - `dead`: the dead letters;
 //! - `replicas`: heartbeats;
 //! - `inspect`: what operators read, and their few writes;
+//! - `contract`: the run states and reasons the scripts and the Rust side share;
+//! - `scripts`: the scripts, each loaded with the helpers of `lua/include/common.lua`;
 //! - `reply`: what goes into a script call and the decoding of what comes back;
 //! - [`keys`] builds every key, [`embedded`] starts a local Redis.
 

@@ -15,6 +15,11 @@ use crate::replica::ReplicaProcess;
 /// The namespace the test replicas use.
 pub const NAMESPACE: &str = "test";
 
+/// The keys of that namespace, built as redcron builds them.
+pub fn keys() -> redcron::store::Keys {
+    redcron::store::Keys::new(NAMESPACE)
+}
+
 /// How long finished runs are kept: short, so that the memory check sees them expire.
 const RETENTION: &str = "10s";
 
@@ -257,7 +262,7 @@ impl Cluster {
     pub fn leader(&self) -> Option<(String, u64)> {
         let mut connection = self.connection(Duration::from_millis(500)).ok()?;
         let token: Option<String> = redis::cmd("GET")
-            .arg(redcron::store::Keys::new(NAMESPACE).leader())
+            .arg(keys().leader())
             .query(&mut connection)
             .ok()?;
         parse_token(&token?)

@@ -32,7 +32,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use redis::Commands;
 
-use cluster::{Cluster, NAMESPACE, now_ms, sleep_until_ms, wait_for};
+use cluster::{Cluster, keys, now_ms, sleep_until_ms, wait_for};
 use ledger::{Loss, LossKind, Timeline};
 use observe::Observer;
 use plan::{DOWN, Fault, LEADER_PAUSE, REDIS_FREEZE, REDIS_STALL, SNAPSHOT_AGE, Scenario};
@@ -393,7 +393,7 @@ fn inject(cluster: &mut Cluster, fault: Fault, faults: &mut Faults) -> String {
             // leader epoch in it (a restore takes the epoch counter back to it).
             let (copied_ms, epoch) = cluster.server.snapshot(|connection| {
                 let copied_ms = now_ms();
-                let epoch: Option<u64> = connection.get(key("epoch")).expect("GET the epoch");
+                let epoch: Option<u64> = connection.get(keys().epoch()).expect("GET the epoch");
                 (copied_ms, epoch.unwrap_or(0))
             });
             std::thread::sleep(SNAPSHOT_AGE);
@@ -430,10 +430,6 @@ fn inject(cluster: &mut Cluster, fault: Fault, faults: &mut Faults) -> String {
     }
 }
 
-fn key(suffix: &str) -> String {
-    format!("{{{NAMESPACE}}}:{suffix}")
-}
-
 /// A replica running one of the long jobs right now (started, per the ledger, and not ended),
 /// and that run.
 fn busy_replica(cluster: &Cluster) -> Option<(String, String)> {
@@ -446,13 +442,11 @@ fn busy_replica(cluster: &Cluster) -> Option<(String, String)> {
                 .any(|other| other.run == entry.run && other.tag == "end")
     });
     let mut connection = cluster.connection(Duration::from_millis(500)).ok()?;
-    let active: Vec<String> = connection.zrange(key("active"), 0, -1).ok()?;
+    let active: Vec<String> = connection.zrange(keys().active(), 0, -1).ok()?;
     running
         .filter(|entry| active.contains(&entry.run))
         .find_map(|entry| {
-            let worker: Option<String> = connection
-                .hget(key(&format!("run:{}", entry.run)), "worker")
-                .ok()?;
+            let worker: Option<String> = connection.hget(keys().run(&entry.run), "worker").ok()?;
             let worker = worker?;
             let (replica, _) = worker.split_once('/')?;
             Some((replica.to_owned(), entry.run.clone()))
@@ -484,7 +478,7 @@ fn epoch_violations(seen: &[(i64, String, u64)], restores: &[(i64, u64)]) -> Vec
 fn stuck_active(cluster: &Cluster) -> usize {
     cluster
         .connection(Duration::from_secs(5))
-        .and_then(|mut connection| connection.zcard(key("active")))
+        .and_then(|mut connection| connection.zcard(keys().active()))
         .unwrap_or(usize::MAX)
 }
 
@@ -494,20 +488,20 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
     let Ok(mut connection) = cluster.connection(Duration::from_secs(5)) else {
         return vec!["(Redis did not answer)".to_owned()];
     };
-    let keys: Vec<String> = match connection
-        .scan_match::<_, String>(key("*"))
-        .and_then(|keys| keys.collect())
+    let names: Vec<String> = match connection
+        .scan_match::<_, String>(format!("{}*", keys().prefix()))
+        .and_then(|names| names.collect())
     {
-        Ok(keys) => keys,
+        Ok(names) => names,
         Err(error) => return vec![format!("(SCAN failed: {error})")],
     };
     let mut held: HashSet<String> = HashSet::new();
-    for set in ["due", "active", "dead"] {
-        let runs: Vec<String> = connection.zrange(key(set), 0, -1).unwrap_or_default();
+    for set in [keys().due(), keys().active(), keys().dead()] {
+        let runs: Vec<String> = connection.zrange(set, 0, -1).unwrap_or_default();
         held.extend(runs);
     }
     // Ready runs, cron fires and ad-hoc alike, and runs waiting for a slot of their job.
-    for list in keys.iter().filter(|name| {
+    for list in names.iter().filter(|name| {
         name.contains(":ready:")
             || name.contains(":ready-fires:")
             || name.contains(":waiting:")
@@ -533,9 +527,10 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         "paused",
         "undeclared-jobs",
     ];
-    keys.into_iter()
+    names
+        .into_iter()
         .filter(|name| {
-            let suffix = &name[key("").len()..];
+            let suffix = &name[keys().prefix().len()..];
             let ttl: i64 = connection.ttl(name).unwrap_or(-1);
             ttl == -1
                 && !structural.contains(&suffix)
@@ -576,13 +571,13 @@ fn retained_memory(cluster: &Cluster) -> Option<i64> {
             .flatten()
             .unwrap_or(0)
     };
-    let mut kept = usage(&mut connection, key("events")) + usage(&mut connection, key("dead"));
-    let dead: Vec<String> = connection.zrange(key("dead"), 0, -1).ok()?;
+    let mut kept = usage(&mut connection, keys().events()) + usage(&mut connection, keys().dead());
+    let dead: Vec<String> = connection.zrange(keys().dead(), 0, -1).ok()?;
     for run in dead {
-        kept += usage(&mut connection, key(&format!("run:{run}")));
+        kept += usage(&mut connection, keys().run(&run));
     }
     let fingerprints: Vec<String> = connection
-        .scan_match::<_, String>(key("fp:*"))
+        .scan_match::<_, String>(keys().fingerprint("*"))
         .and_then(|keys| keys.collect())
         .ok()?;
     for fingerprint in fingerprints {

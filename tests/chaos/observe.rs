@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::cluster::{NAMESPACE, now_ms};
+use crate::cluster::{keys, now_ms};
 use crate::redis_server::connect;
 
 /// How often Redis is read.
@@ -90,10 +90,6 @@ struct Reader {
 /// A run's state and `started_ms`, and its score in `running:<job>` when it holds a slot.
 type SlotReading = ((Option<String>, Option<i64>), Option<f64>);
 
-fn key(suffix: &str) -> String {
-    format!("{{{NAMESPACE}}}:{suffix}")
-}
-
 impl Reader {
     fn read(&mut self, connection: &mut redis::Connection) -> redis::RedisResult<()> {
         self.read_leader(connection)?;
@@ -103,7 +99,7 @@ impl Reader {
     }
 
     fn read_leader(&mut self, connection: &mut redis::Connection) -> redis::RedisResult<()> {
-        let token: Option<String> = redis::cmd("GET").arg(key("leader")).query(connection)?;
+        let token: Option<String> = redis::cmd("GET").arg(keys().leader()).query(connection)?;
         let Some((id, epoch)) = token.as_deref().and_then(crate::cluster::parse_token) else {
             return Ok(());
         };
@@ -130,7 +126,7 @@ impl Reader {
                 .arg("COUNT")
                 .arg(PAGE)
                 .arg("STREAMS")
-                .arg(key("events"))
+                .arg(keys().events())
                 .arg(&from)
                 .query(connection)?;
             let entries = reply
@@ -182,7 +178,7 @@ impl Reader {
         for run in runs {
             pipeline
                 .cmd("HMGET")
-                .arg(key(&format!("run:{run}")))
+                .arg(keys().run(run))
                 .arg("started_ms")
                 .arg("finished_ms");
         }
@@ -201,7 +197,7 @@ impl Reader {
     /// decides an overlap: in `running:<job>`, state `active`, with a start.
     fn read_holds(&mut self, connection: &mut redis::Connection) -> redis::RedisResult<()> {
         let active: Vec<String> = redis::cmd("ZRANGE")
-            .arg(key("active"))
+            .arg(keys().active())
             .arg(0)
             .arg(-1)
             .query(connection)?;
@@ -210,11 +206,11 @@ impl Reader {
             let job = run.split_once('@').map_or(run.as_str(), |(job, _)| job);
             pipeline
                 .cmd("HMGET")
-                .arg(key(&format!("run:{run}")))
+                .arg(keys().run(run))
                 .arg("state")
                 .arg("started_ms")
                 .cmd("ZSCORE")
-                .arg(key(&format!("running:{job}")))
+                .arg(keys().running(job))
                 .arg(run);
         }
         let replies: Vec<SlotReading> = if active.is_empty() {

@@ -155,10 +155,4 @@ pub fn sample(metrics: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// A loopback port nobody listens on right now, for a replica's `--metrics-addr`.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free loopback port")
-}
+pub use redis_server::free_port;

@@ -329,9 +329,9 @@ fn spawn(dir: &Path, appendonly: bool, tls: Option<&(u16, Vec<String>)>) -> Chil
         })
 }
 
-/// A loopback port nobody listens on right now: for the TLS port only, which a unix socket
-/// cannot carry.
-fn free_port() -> u16 {
+/// A loopback port nobody listens on right now: for what a unix socket cannot carry (a TLS
+/// port, a replica's metrics endpoint).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())

@@ -252,11 +252,10 @@ impl Planner {
         for plan in &plans {
             skipped += plan.skipped.len() as u64;
             for fire in &plan.skipped {
+                // The leader plans only jobs a live replica declares: a bounded set of series.
                 self.store
                     .metrics()
-                    .skipped_fires_total
-                    .with_label_values(&[plan.job.as_str(), fire.reason.as_str()])
-                    .inc();
+                    .record_skip(&plan.job, fire.reason.as_str());
             }
             self.cursors.insert(plan.job.clone(), plan.cursor_ms);
         }

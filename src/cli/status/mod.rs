@@ -5,6 +5,7 @@ use std::io::Write;
 
 use chrono::{DateTime, Local, Utc};
 use clap::Args;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
@@ -40,6 +41,15 @@ struct Published {
     name: String,
     /// Its content hash in `def-hashes`; `None` while that entry is missing (being repaired).
     hash: Option<String>,
+    /// What `status` and `jobs` show of it; `None` when the entry is not a definition (damaged:
+    /// the leader writes it again), which is said rather than shown with made-up values.
+    summary: Option<Summary>,
+}
+
+/// The fields of a published definition (its canonical JSON, every default filled in) that
+/// `status` and `jobs` show.
+#[derive(Deserialize)]
+struct Summary {
     schedule: Option<String>,
     timezone: String,
     enabled: bool,
@@ -47,30 +57,42 @@ struct Published {
 
 impl Published {
     fn parse(name: &str, json: &str, hash: Option<&String>) -> Self {
-        let job: Value = serde_json::from_str(json).unwrap_or_default();
         Self {
             name: name.to_owned(),
             hash: hash.cloned(),
-            schedule: job["schedule"].as_str().map(str::to_owned),
-            timezone: job["timezone"].as_str().unwrap_or("UTC").to_owned(),
-            enabled: job["enabled"].as_bool().unwrap_or(true),
+            summary: serde_json::from_str(json).ok(),
         }
+    }
+
+    fn schedule(&self) -> Option<&str> {
+        self.summary.as_ref()?.schedule.as_deref()
+    }
+
+    fn timezone(&self) -> Option<&str> {
+        self.summary
+            .as_ref()
+            .map(|summary| summary.timezone.as_str())
+    }
+
+    fn enabled(&self) -> Option<bool> {
+        self.summary.as_ref().map(|summary| summary.enabled)
     }
 
     /// The next `count` fires after `now_ms`, RFC 3339 in the job's zone.
     fn next_fires(&self, now_ms: i64, count: usize) -> Vec<String> {
+        let Some(summary) = self.summary.as_ref().filter(|summary| summary.enabled) else {
+            return Vec::new();
+        };
         let (Some(schedule), Ok(zone), Some(now)) = (
-            self.schedule
+            summary
+                .schedule
                 .as_deref()
                 .and_then(|text| Schedule::parse(text).ok()),
-            self.timezone.parse::<chrono_tz::Tz>(),
+            summary.timezone.parse::<chrono_tz::Tz>(),
             DateTime::from_timestamp_millis(now_ms),
         ) else {
             return Vec::new();
         };
-        if !self.enabled {
-            return Vec::new();
-        }
         schedule
             .fires_after(now, zone)
             .take(count)
@@ -458,9 +480,10 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
                 let declarers = Declarers::of(&overview, job);
                 json!({
                     "job": job.name,
-                    "schedule": job.schedule,
-                    "timezone": job.timezone,
-                    "enabled": job.enabled,
+                    "schedule": job.schedule(),
+                    "timezone": job.timezone(),
+                    "enabled": job.enabled(),
+                    "damaged": job.summary.is_none(),
                     "hash": job.hash,
                     "next_fires": job.next_fires(overview.now_ms, 3),
                     "declared_by": declarers.same,
@@ -481,14 +504,16 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
             let warning = Declarers::of(&overview, job).warning();
             vec![
                 job.name.clone(),
-                job.schedule
-                    .clone()
-                    .unwrap_or_else(|| "(on demand)".to_owned()),
-                job.timezone.clone(),
-                if job.enabled {
-                    job.next_fires(overview.now_ms, 3).join(", ")
-                } else {
-                    "(disabled)".to_owned()
+                match (&job.summary, job.schedule()) {
+                    (None, _) => "(damaged: the leader writes it again)".to_owned(),
+                    (Some(_), None) => "(on demand)".to_owned(),
+                    (Some(_), Some(schedule)) => schedule.to_owned(),
+                },
+                job.timezone().unwrap_or_default().to_owned(),
+                match job.enabled() {
+                    Some(true) => job.next_fires(overview.now_ms, 3).join(", "),
+                    Some(false) => "(disabled)".to_owned(),
+                    None => String::new(),
                 },
                 warning,
             ]
@@ -503,117 +528,4 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::{ReplicaInfo, RunCounts};
-
-    fn replica(id: &str, alive: bool, jobs: Option<&[(&str, &str)]>) -> ReplicaInfo {
-        ReplicaInfo {
-            id: id.to_owned(),
-            heartbeat_ms: 0,
-            info: if alive {
-                HashMap::from([("host".to_owned(), "h".to_owned())])
-            } else {
-                HashMap::new()
-            },
-            jobs: jobs.map(|jobs| {
-                jobs.iter()
-                    .map(|(job, hash)| ((*job).to_owned(), (*hash).to_owned()))
-                    .collect()
-            }),
-        }
-    }
-
-    #[test]
-    fn durations_read_in_the_units_that_matter() {
-        for (ms, text) in [
-            (-5, "0 s"),
-            (999, "0 s"),
-            (45_000, "45 s"),
-            (120_400, "2 min"),
-            (3_599_999, "59 min"),
-            (3_600_000, "1 h"),
-            (11_100_000, "3 h 5 min"),
-            (86_400_000, "1 d"),
-            (187_200_000, "2 d 4 h"),
-        ] {
-            assert_eq!(elapsed(ms), text, "{ms} ms");
-        }
-    }
-
-    #[test]
-    fn a_time_of_today_is_shown_without_its_date() {
-        let now = DateTime::parse_from_rfc3339("2026-03-08T12:00:00Z")
-            .expect("time")
-            .timestamp_millis();
-        let local = |ms: i64| {
-            DateTime::from_timestamp_millis(ms)
-                .expect("in range")
-                .with_timezone(&Local)
-        };
-        let earlier = now - 90_000;
-        let expected = if local(earlier).date_naive() == local(now).date_naive() {
-            local(earlier).format("%H:%M:%S").to_string()
-        } else {
-            local(earlier).format("%Y-%m-%d %H:%M:%S").to_string()
-        };
-        assert_eq!(local_time(now, earlier), expected);
-        let long_ago = now - 3 * 86_400_000;
-        assert_eq!(
-            local_time(now, long_ago),
-            local(long_ago).format("%Y-%m-%d %H:%M:%S").to_string()
-        );
-    }
-
-    #[test]
-    fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
-        let overview = Overview {
-            now_ms: 0,
-            leader: None,
-            counts: RunCounts {
-                due: 0,
-                active: 0,
-                dead: 0,
-                ready: Vec::new(),
-            },
-            paused: Vec::new(),
-            // Not in id order, as heartbeats would order them.
-            replicas: vec![
-                replica("d", true, Some(&[("nightly", "h2")])),
-                replica("c", true, Some(&[("other", "h9")])),
-                replica("a", true, Some(&[("nightly", "h1")])),
-                replica("b", true, Some(&[("nightly", "h3")])),
-                replica("e", true, None),
-                replica("f", false, Some(&[("nightly", "h2")])),
-                replica("g", true, Some(&[])),
-            ],
-            definitions: HashMap::new(),
-            definition_hashes: HashMap::new(),
-            running: Vec::new(),
-            undeclared: Vec::new(),
-        };
-        let job = Published::parse(
-            "nightly",
-            r#"{"schedule": "0 3 * * *"}"#,
-            Some(&"h1".to_owned()),
-        );
-        let declarers = Declarers::of(&overview, &job);
-        assert_eq!(
-            declarers,
-            Declarers {
-                same: vec!["a".to_owned()],
-                differs: vec!["b".to_owned(), "d".to_owned()],
-                undeclared: vec!["c".to_owned(), "g".to_owned()],
-            }
-        );
-        assert_eq!(
-            declarers.warning(),
-            "DRIFT: differs on b, d; not declared by c, g"
-        );
-        let everywhere = Declarers {
-            same: vec!["a".to_owned()],
-            ..Declarers::default()
-        };
-        assert_eq!(everywhere.warning(), "");
-    }
-}
+mod tests;
