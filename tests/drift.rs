@@ -12,7 +12,7 @@ use redcron::engine::elector::{Elector, ElectorConfig};
 use redcron::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError};
 use redcron::engine::planner::{DeclarationsConfig, Planner, PlannerConfig};
 use redcron::schedule::{Job, parse_file, shared_jobs};
-use redcron::store::{ManualClock, Store};
+use redcron::store::{ManualClock, Store, cron_run_id};
 use redis::Commands;
 use tokio::sync::watch;
 
@@ -643,10 +643,13 @@ fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_lose
         .collect();
     for fire in (damaged_at / 1000 * 1000..until).step_by(1000) {
         let runs = fires.iter().filter(|ran| **ran == fire).count();
+        let run_id = cron_run_id("j", fire);
+        let hash: std::collections::HashMap<String, String> =
+            redis.hgetall(keys().run(&run_id)).expect("HGETALL");
         assert_eq!(
             runs,
             1,
-            "j's fire {fire} ran {runs} times\n{}\n{}",
+            "j's fire {fire} ran {runs} times; its hash: {hash:?}\n{}\n{}",
             r1.log(),
             r2.log()
         );
