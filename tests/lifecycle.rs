@@ -391,3 +391,57 @@ fn sigterm_with_redis_gone_exits_within_grace_and_recording_window_and_never_lea
         "the run was given up after the recording window:\n{log}"
     );
 }
+
+/// The metrics endpoint is part of what a replica promises its probes: an address it cannot
+/// bind stops it at start with what to do; `none` runs it without one.
+#[test]
+fn a_metrics_address_in_use_stops_the_replica_at_start_and_none_runs_without_one() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to hold");
+    let address = taken.local_addr().expect("its address").to_string();
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("schedules")).expect("an empty schedule directory");
+    let started = Instant::now();
+    let error = crate::util::redcron_in(
+        dir.path(),
+        &[
+            "run",
+            "--redis",
+            "redis://127.0.0.1:1/",
+            "--metrics-addr",
+            &address,
+        ],
+        "",
+    )
+    .failure(2);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        error.contains(&format!(
+            "redcron: cannot serve metrics on {address}: Address already in use"
+        )) && error.contains(
+            "pass another --metrics-addr (port 0 picks a free one) or --metrics-addr none"
+        ),
+        "{error}"
+    );
+    let bad = crate::util::redcron_in(dir.path(), &["run", "--metrics-addr", "everywhere"], "")
+        .failure(2);
+    assert!(
+        bad.contains("\"everywhere\" is not an address like 127.0.0.1:9464"),
+        "{bad}"
+    );
+
+    let setup = Setup::new();
+    let mut replica = setup.replica("r1", &["--metrics-addr", "none"]);
+    assert!(
+        wait_until(Duration::from_secs(10), || setup.leads("r1")),
+        "{}",
+        replica.log()
+    );
+    assert!(
+        replica
+            .log()
+            .contains("no metrics endpoint (--metrics-addr none)"),
+        "{}",
+        replica.log()
+    );
+    assert_eq!(replica.terminate(Duration::from_secs(5)), Some(0));
+}

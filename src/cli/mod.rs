@@ -213,6 +213,17 @@ pub enum CliError {
     /// A command-line value that is not what it should be.
     #[error("{0}")]
     Argument(String),
+    /// `--metrics-addr` cannot be bound.
+    #[error(
+        "cannot serve metrics on {address}: {source}; pass another --metrics-addr (port 0 picks \
+         a free one) or --metrics-addr none"
+    )]
+    MetricsAddress {
+        /// The address asked for.
+        address: std::net::SocketAddr,
+        /// Why it cannot be bound.
+        source: io::Error,
+    },
     /// Reading or writing a file or a stream.
     #[error("{context}: {source}")]
     Io {

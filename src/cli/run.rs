@@ -45,9 +45,10 @@ pub(super) struct RunArgs {
     /// Reload the schedule directory whenever a file in it changes (as SIGHUP does).
     #[arg(long)]
     watch: bool,
-    /// Where /metrics, /healthz and /readyz are served.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
-    metrics_addr: std::net::SocketAddr,
+    /// Where /metrics, /healthz and /readyz are served (port 0: a free port, logged), or
+    /// `none`. An address that cannot be bound stops the replica at start.
+    #[arg(long, value_name = "ADDR|none", default_value = "127.0.0.1:9464", value_parser = metrics_address)]
+    metrics_addr: MetricsAddress,
     /// A fire that cannot start within this long is missed: its job's misfire policy decides.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     misfire_threshold: Duration,
@@ -71,8 +72,34 @@ pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
     stopped
 }
 
+/// `--metrics-addr`: where the endpoint listens, or `None` for no endpoint.
+#[derive(Debug, Clone, Copy)]
+struct MetricsAddress(Option<std::net::SocketAddr>);
+
+/// Reads `--metrics-addr`: a socket address, or `none`.
+fn metrics_address(text: &str) -> Result<MetricsAddress, String> {
+    if text == "none" {
+        return Ok(MetricsAddress(None));
+    }
+    text.parse()
+        .map(|address| MetricsAddress(Some(address)))
+        .map_err(|_| {
+            format!("{text:?} is not an address like 127.0.0.1:9464 (port 0 picks one), or none")
+        })
+}
+
 async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
     let shutdown = Shutdown::new();
+    // Bound first: the endpoint is part of what a replica promises its probes, so an address
+    // in use stops it before it touches Redis.
+    let listener = match args.metrics_addr.0 {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|source| CliError::MetricsAddress { address, source })?,
+        ),
+        None => None,
+    };
     let embedded = match &args.redis.redis {
         Some(_) => None,
         None => Some(EmbeddedRedis::start(&args.redis.data_dir).await?),
@@ -97,28 +124,24 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
     );
     let metrics = store.metrics().clone();
     let replica = Replica::builder(store).jobs(jobs).config(config).build();
-    let metrics_addr = args.metrics_addr;
     // Serves until the replica has stopped, so /readyz says so during the shutdown grace. Not
     // a supervised component: fires do not depend on it, and a probe that cannot reach it
     // reports the replica anyway.
     let serving = Shutdown::new();
-    match tokio::net::TcpListener::bind(metrics_addr).await {
-        Ok(listener) => {
-            // The port an operator or a probe needs, when the address asked for port 0.
-            match listener.local_addr() {
-                Ok(address) => info!(%address, "serving metrics, /healthz and /readyz"),
-                Err(error) => warn!(%error, "cannot read the metrics endpoint's address"),
+    if let Some(listener) = listener {
+        // The port an operator or a probe needs, when the address asked for port 0.
+        match listener.local_addr() {
+            Ok(address) => info!(%address, "serving metrics, /healthz and /readyz"),
+            Err(error) => warn!(%error, "cannot read the metrics endpoint's address"),
+        }
+        let serving = serving.clone();
+        tokio::spawn(async move {
+            if let Err(error) = crate::metrics::serve(listener, metrics, serving).await {
+                error!(%error, "metrics endpoint failed");
             }
-            let serving = serving.clone();
-            tokio::spawn(async move {
-                if let Err(error) = crate::metrics::serve(listener, metrics, serving).await {
-                    error!(%error, address = %metrics_addr, "metrics endpoint failed");
-                }
-            });
-        }
-        Err(error) => {
-            warn!(%error, address = %metrics_addr, "cannot serve metrics; running without");
-        }
+        });
+    } else {
+        info!("no metrics endpoint (--metrics-addr none)");
     }
     tokio::spawn(handle_signals(
         shutdown.clone(),
