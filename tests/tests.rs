@@ -5,6 +5,7 @@ mod util;
 
 mod batches;
 mod check;
+mod completions;
 mod declarations;
 mod defaults;
 mod drift;

@@ -3,6 +3,7 @@
 mod bench;
 mod check;
 mod dead;
+mod docs;
 mod enqueue;
 mod history;
 mod import;
@@ -74,6 +75,10 @@ enum Command {
     /// List, inspect, re-drive or delete dead runs.
     #[command(subcommand)]
     Dead(dead::DeadCommand),
+    /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(docs::CompletionsArgs),
+    /// Print the man page, or write every page into a directory.
+    Man(docs::ManArgs),
 }
 
 /// Where the shared state is: every command that reads or steers runs takes these.
@@ -277,6 +282,8 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Resume(args) => pause::execute(&args, false, stdout),
         Command::Runs(command) => runs::execute(&command, stdout),
         Command::Dead(command) => dead::execute(&command, stdout),
+        Command::Completions(args) => docs::completions(&args, stdout),
+        Command::Man(args) => docs::man(&args, stdout),
     }
 }
 

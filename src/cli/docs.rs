@@ -1,0 +1,67 @@
+//! `redcron completions SHELL` and `redcron man`: shell completions and man pages, made from the
+//! same definition of the command line as its parsing, so that they never drift from it.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::CommandFactory;
+
+use super::{Cli, CliError};
+
+#[derive(Debug, clap::Args)]
+pub(super) struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct ManArgs {
+    /// Write redcron.1 and a page per command (redcron-run.1, ...) into this directory instead
+    /// of printing redcron.1.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// Prints the completion script of `args.shell`.
+pub(super) fn completions(args: &CompletionsArgs, out: &mut impl Write) -> Result<(), CliError> {
+    // Generated into memory first: the generator panics on a failed write (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut Cli::command(), "redcron", &mut script);
+    out.write_all(&script)
+        .map_err(CliError::io("writing the completions"))
+}
+
+/// Prints the man page, or writes every page into `args.dir`, listing what it wrote.
+pub(super) fn man(args: &ManArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let command = Cli::command();
+    let Some(dir) = &args.dir else {
+        let page = render(command)?;
+        return out
+            .write_all(&page)
+            .map_err(CliError::io("writing the man page"));
+    };
+    std::fs::create_dir_all(dir).map_err(CliError::io(format!("creating {}", dir.display())))?;
+    let pages = command
+        .get_subcommands()
+        .map(|sub| {
+            let name = format!("redcron-{}", sub.get_name());
+            (name.clone(), sub.clone().name(name))
+        })
+        .collect::<Vec<_>>();
+    for (name, page) in std::iter::once(("redcron".to_owned(), command)).chain(pages) {
+        let path = dir.join(format!("{name}.1"));
+        std::fs::write(&path, render(page)?)
+            .map_err(CliError::io(format!("writing {}", path.display())))?;
+        writeln!(out, "{}", path.display()).map_err(CliError::io("listing the man pages"))?;
+    }
+    Ok(())
+}
+
+fn render(command: clap::Command) -> Result<Vec<u8>, CliError> {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(command)
+        .render(&mut page)
+        .map_err(CliError::io("rendering a man page"))?;
+    Ok(page)
+}

@@ -1,0 +1,80 @@
+//! Shell completions and man pages, as a package installs them.
+
+use std::process::Command;
+
+use crate::util::redcron;
+
+/// Every command, as `redcron --help` lists them.
+const COMMANDS: [&str; 16] = [
+    "run",
+    "check",
+    "next",
+    "import-crontab",
+    "bench",
+    "status",
+    "jobs",
+    "history",
+    "trigger",
+    "enqueue",
+    "pause",
+    "resume",
+    "runs",
+    "dead",
+    "completions",
+    "man",
+];
+
+#[test]
+fn completions_are_valid_scripts_that_know_every_command() {
+    let bash = redcron(&["completions", "bash"]).success();
+    let checked = Command::new("bash")
+        .args(["-n", "-c", &bash])
+        .output()
+        .expect("bash runs");
+    assert!(
+        checked.status.success(),
+        "bash -n: {}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    for command in COMMANDS {
+        assert!(
+            bash.contains(&format!("redcron,{command})")),
+            "bash completes {command}"
+        );
+    }
+    let zsh = redcron(&["completions", "zsh"]).success();
+    assert!(zsh.starts_with("#compdef redcron"), "{}", &zsh[..40]);
+    let fish = redcron(&["completions", "fish"]).success();
+    assert!(fish.contains("complete -c redcron"), "fish completions");
+    let error = redcron(&["completions", "tcsh"]).failure(2);
+    assert!(error.contains("invalid value 'tcsh'"), "{error}");
+}
+
+#[test]
+fn the_man_pages_cover_every_command() {
+    let page = redcron(&["man"]).success();
+    assert!(page.contains(".TH redcron 1"), "a section 1 page");
+    for command in COMMANDS {
+        let reference = format!("redcron\\-{}(1)", command.replace('-', "\\-"));
+        assert!(page.contains(&reference), "redcron.1 refers to {reference}");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let target = dir.path().join("man1");
+    let listed = redcron(&["man", "--dir", target.to_str().expect("a UTF-8 path")]).success();
+    assert_eq!(listed.lines().count(), COMMANDS.len() + 1, "{listed}");
+    for name in std::iter::once("redcron".to_owned())
+        .chain(COMMANDS.iter().map(|command| format!("redcron-{command}")))
+    {
+        let text = std::fs::read_to_string(target.join(format!("{name}.1")))
+            .unwrap_or_else(|error| panic!("{name}.1: {error}"));
+        assert!(
+            text.contains(&format!(".TH {name} 1")),
+            "{name}.1 is its own page"
+        );
+    }
+    let run = std::fs::read_to_string(target.join("redcron-run.1")).expect("redcron-run.1");
+    assert!(
+        run.contains("metrics\\-addr"),
+        "the options of run are on its page"
+    );
+}
