@@ -23,5 +23,6 @@ mod rolling_deploy;
 mod run_as;
 mod run_tree;
 mod security;
+mod service;
 mod slots;
 mod store;

@@ -11,6 +11,7 @@ mod next;
 mod pause;
 mod run;
 mod runs;
+mod service;
 mod status;
 
 use crate::logs::LogFormat;

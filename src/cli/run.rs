@@ -9,7 +9,7 @@ use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info, warn};
 
-use super::{CliError, RedisArgs, default_schedules};
+use super::{CliError, RedisArgs, default_schedules, service};
 use crate::engine::Shutdown;
 use crate::replica::{JobsHandle, Replica, ReplicaConfig};
 use crate::schedule::{Job, load_dir};
@@ -122,8 +122,12 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
         workers = config.workers.concurrency,
         "replica starting"
     );
+    // A first round trip, before the service manager hears that the replica is ready.
+    store.now_ms().await?;
     let metrics = store.metrics().clone();
+    let watched = metrics.clone();
     let replica = Replica::builder(store).jobs(jobs).config(config).build();
+    service::ready();
     // Serves until the replica has stopped, so /readyz says so during the shutdown grace. Not
     // a supervised component: fires do not depend on it, and a probe that cannot reach it
     // reports the replica anyway.
@@ -154,6 +158,7 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
             args.schedules.clone(),
         ));
     }
+    tokio::spawn(service::watchdog(watched, serving.clone()));
     let stopped = replica.run(shutdown).await;
     serving.cancel();
     if let Some(embedded) = embedded {
@@ -272,6 +277,7 @@ async fn handle_signals(shutdown: Shutdown, jobs: JobsHandle, schedules: PathBuf
             std::process::exit(130);
         }
         info!("shutting down: no new runs; running runs get the shutdown grace");
+        service::stopping();
         shutdown.cancel();
     }
 }

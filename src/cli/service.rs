@@ -1,0 +1,64 @@
+//! What a service manager is told, when a replica runs under one: systemd's readiness and
+//! watchdog protocol (`sd_notify`), spoken only when systemd set `NOTIFY_SOCKET`.
+//!
+//! `READY=1` once Redis has answered; `WATCHDOG=1` at half the unit's `WatchdogSec`, sent by a
+//! task that first asks the replica's health, so a replica whose heartbeat stopped, or one of
+//! whose components died, or whose runtime hung (then the task does not run at all) misses its
+//! pings and is restarted; `STOPPING=1` when shutdown begins.
+
+use std::sync::Arc;
+
+use sd_notify::NotifyState;
+use tracing::warn;
+
+use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
+
+/// Tells the service manager the replica is ready.
+pub(super) fn ready() {
+    send(&[NotifyState::Ready, NotifyState::Status("running")]);
+}
+
+/// Tells the service manager the replica is stopping.
+pub(super) fn stopping() {
+    send(&[
+        NotifyState::Stopping,
+        NotifyState::Status("stopping: running runs get the shutdown grace"),
+    ]);
+}
+
+/// Pings the service manager's watchdog, when the unit has one, while the replica is healthy,
+/// until `shutdown`.
+pub(super) async fn watchdog(metrics: Arc<Metrics>, shutdown: Shutdown) {
+    let Some(timeout) = sd_notify::watchdog_enabled() else {
+        return;
+    };
+    let mut ticks = tokio::time::interval(timeout / 2);
+    let mut unhealthy = false;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        match metrics.health.liveness() {
+            Ok(()) => {
+                unhealthy = false;
+                send(&[NotifyState::Watchdog]);
+            }
+            Err(reason) if !unhealthy => {
+                unhealthy = true;
+                warn!(
+                    reason = reason.trim_end(),
+                    "not pinging the service manager's watchdog: the replica is not healthy"
+                );
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+fn send(states: &[NotifyState]) {
+    if let Err(error) = sd_notify::notify(states) {
+        warn!(%error, "cannot notify the service manager");
+    }
+}
