@@ -4,7 +4,7 @@
 //! ledger with the fires the schedule defines.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -669,23 +669,23 @@ fn replicas_ride_out_a_redis_restart_without_losing_a_planned_run() {
     assert_each_fire_ran_once(&scenario, from, to);
 }
 
-#[test]
-fn without_a_redis_url_run_starts_and_stops_its_own_redis() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ledger = dir.path().join("ledger");
-    std::fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
+/// `redcron run` without a Redis URL in a directory of its own, with a job firing every second
+/// that appends its run id to the ledger; returns once two runs are in it.
+fn embedded_replica(dir: &Path) -> std::process::Child {
+    let ledger = dir.join("ledger");
+    std::fs::create_dir(dir.join("schedules")).expect("schedules dir");
     std::fs::write(
-        dir.path().join("schedules/jobs.toml"),
+        dir.join("schedules/jobs.toml"),
         format!(
             "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> {}\"\n",
             ledger.display()
         ),
     )
     .expect("write jobs");
-    let log = std::fs::File::create(dir.path().join("replica.log")).expect("log");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
-        .arg("run")
-        .current_dir(dir.path())
+    let log = std::fs::File::create(dir.join("replica.log")).expect("log");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .args(["run", "--metrics-addr", "none"])
+        .current_dir(dir)
         .env_remove("REDIS_URL")
         .env("NO_COLOR", "1")
         .stderr(log)
@@ -694,24 +694,56 @@ fn without_a_redis_url_run_starts_and_stops_its_own_redis() {
     let ran = wait_until(Duration::from_secs(15), || {
         std::fs::read_to_string(&ledger).is_ok_and(|text| text.lines().count() >= 2)
     });
+    assert!(
+        ran,
+        "no run with the embedded Redis:\n{}",
+        embedded_log(dir)
+    );
+    child
+}
+
+fn embedded_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("replica.log")).unwrap_or_default()
+}
+
+/// Whether the embedded Redis of `dir` still answers on its socket.
+fn embedded_redis_runs(dir: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(dir.join(".redcron/redis.sock")).is_ok()
+}
+
+#[test]
+fn without_a_redis_url_run_starts_and_stops_its_own_redis() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = embedded_replica(dir.path());
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid")),
         Signal::SIGTERM,
     );
     let status = child.wait().expect("redcron exits");
-    let log = std::fs::read_to_string(dir.path().join("replica.log")).unwrap_or_default();
-    assert!(ran, "no run with the embedded Redis:\n{log}");
+    let log = embedded_log(dir.path());
     assert!(status.success(), "{status:?}\n{log}");
-    let data = dir.path().join(".redcron");
     assert!(
-        data.join("appendonlydir").is_dir(),
+        dir.path().join(".redcron/appendonlydir").is_dir(),
         "AOF is on in the data directory"
     );
     assert!(
-        std::os::unix::net::UnixStream::connect(data.join("redis.sock")).is_err(),
+        !embedded_redis_runs(dir.path()),
         "the embedded redis-server still runs after redcron exited"
     );
     assert!(log.contains("stopped the embedded redis-server"), "{log}");
+}
+
+#[test]
+fn a_replica_killed_with_sigkill_leaves_no_embedded_redis_behind() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = embedded_replica(dir.path());
+    child.kill().expect("SIGKILL");
+    child.wait().expect("redcron exits");
+    assert!(
+        wait_until(Duration::from_secs(5), || !embedded_redis_runs(dir.path())),
+        "the embedded redis-server outlived its replica\n{}",
+        embedded_log(dir.path())
+    );
 }
 
 #[test]

@@ -107,7 +107,20 @@ impl EmbeddedRedis {
         })?;
         let dir = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_owned());
         let socket = socket_path(&dir);
-        let mut child = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        // A replica killed with SIGKILL must not leave its Redis running: the kernel sends
+        // the server SIGTERM (it writes its AOF and exits) when the thread that started it
+        // ends. That thread is the one awaiting this call: `redcron run`'s main thread, or a
+        // runtime worker, which lives as long as its runtime.
+        // SAFETY: between fork and exec the closure only makes one system call, prctl, which is
+        // async-signal-safe, and allocates nothing.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command
             .args(["--port", "0", "--unixsocket"])
             .arg(&socket)
             .args(["--unixsocketperm", "700", "--dir"])
