@@ -542,7 +542,7 @@ fn failing_runs_retry_with_backoff_and_timeouts_kill_the_process_group() {
     let pid_file = scenario.dir.path().join("stuck.pid");
     scenario.write_jobs(&format!(
         "[jobs.flaky]\nschedule = \"{at}\"\nretries = 2\nbackoff = \"1s\"\nmax_backoff = \"1s\"\n\
-         command = \"{record}; exit 1\"\n\
+         command = \"{record}; echo out of disk; exit 1\"\n\
          [jobs.stuck]\nschedule = \"{at}\"\ntimeout = \"1s\"\n\
          command = \"sh -c 'trap \\\"\\\" TERM; echo $$ > {pid}; sleep 60' & wait\"\n",
         at = once_at(at),
@@ -574,6 +574,30 @@ fn failing_runs_retry_with_backoff_and_timeouts_kill_the_process_group() {
     assert_eq!(
         scenario.run_field(&stuck, "reason").as_deref(),
         Some("timeout")
+    );
+    // Each failed attempt is a warning that says what an operator needs, values as values.
+    let log = replica.log();
+    let last_attempt = log
+        .lines()
+        .find(|line| {
+            line.contains("run failed")
+                && line.contains(&format!("run=\"{flaky}\""))
+                && line.contains("attempt=3")
+        })
+        .unwrap_or_else(|| panic!("no log line of the last attempt:\n{log}"));
+    for field in [
+        " WARN ",
+        "run failed",
+        "job=\"flaky\"",
+        "reason=\"failed\"",
+        "exit_code=1",
+        "output=\"out of disk\"",
+    ] {
+        assert!(last_attempt.contains(field), "{field} in {last_attempt}");
+    }
+    assert!(
+        !log.contains("Some("),
+        "no Rust debug forms in the log:\n{log}"
     );
     let child: i32 = std::fs::read_to_string(&pid_file)
         .expect("the stuck job's child wrote its pid")

@@ -145,9 +145,21 @@ impl Execution {
             }
             (None, Ok(completed)) => {
                 if cron {
-                    info!(run = run.id, job = job.name, duration_ms, exit_code = ?completed.exit_code, "run succeeded");
+                    info!(
+                        run = run.id,
+                        job = job.name,
+                        duration_ms,
+                        exit_code = completed.exit_code,
+                        "run succeeded"
+                    );
                 } else {
-                    debug!(run = run.id, job = job.name, duration_ms, exit_code = ?completed.exit_code, "run succeeded");
+                    debug!(
+                        run = run.id,
+                        job = job.name,
+                        duration_ms,
+                        exit_code = completed.exit_code,
+                        "run succeeded"
+                    );
                 }
                 let frees_slot = job.overlap == Overlap::Forbid || job.max_concurrency.is_some();
                 return self
@@ -191,7 +203,17 @@ impl Execution {
                 }
             }
         };
-        info!(run = run.id, job = job.name, duration_ms, reason = ?failure.reason, error = failure.message, "run failed");
+        warn!(
+            run = run.id,
+            job = job.name,
+            attempt = run.attempt,
+            duration_ms,
+            reason = failure.reason.as_str(),
+            exit_code = failure.exit_code,
+            error = failure.message,
+            output = output_tail(&failure.output),
+            "run failed"
+        );
         self.record_failure(&run, &failure).await;
         Ended::Otherwise
     }
@@ -372,5 +394,42 @@ async fn keep_lease(
             }
             Err(error) => warn!(%error, run = run_id, "cannot extend the lease"),
         }
+    }
+}
+
+/// The last lines of a run's output, for the log line of its failure: up to 5 lines and 500
+/// bytes, cut at a character boundary.
+fn output_tail(output: &str) -> &str {
+    const LINES: usize = 5;
+    const BYTES: usize = 500;
+    let trimmed = output.trim_end();
+    let from_lines = trimmed
+        .rmatch_indices('\n')
+        .nth(LINES - 1)
+        .map_or(0, |(index, _)| index + 1);
+    let mut from = from_lines.max(trimmed.len().saturating_sub(BYTES));
+    while !trimmed.is_char_boundary(from) {
+        from += 1;
+    }
+    &trimmed[from..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::output_tail;
+
+    #[test]
+    fn a_failure_logs_the_last_lines_of_its_output() {
+        assert_eq!(output_tail(""), "");
+        assert_eq!(output_tail("one\ntwo\n"), "one\ntwo");
+        let many: String = (1..=8).map(|line| format!("line {line}\n")).collect();
+        assert_eq!(output_tail(&many), "line 4\nline 5\nline 6\nline 7\nline 8");
+        let long = "é".repeat(400);
+        let tail = output_tail(&long);
+        assert!(
+            tail.len() <= 500 && tail.chars().all(|c| c == 'é'),
+            "{}",
+            tail.len()
+        );
     }
 }
