@@ -598,12 +598,21 @@ fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_lose
         &[],
     );
     let mut redis = scenario.server.connection();
+    // r2 is frozen once a run of j is recorded as succeeded and holds no slot of j: a run whose
+    // command ended but whose success r2 had not recorded yet would hold j's only slot through
+    // the freeze, and the next fire would rightly be skipped as an overlap.
     assert!(
         wait_until(Duration::from_secs(10), || {
-            scenario
+            let succeeded = scenario
                 .ledger()
                 .iter()
-                .any(|(run, _, _)| run.starts_with("j@"))
+                .filter(|(run, _, _)| run.starts_with("j@"))
+                .any(|(run, _, _)| {
+                    let state: Option<String> = redis.hget(keys().run(run), "state").expect("HGET");
+                    state.as_deref() == Some("succeeded")
+                });
+            let slots: usize = redis.zcard(keys().running("j")).expect("ZCARD");
+            succeeded && slots == 0
         }),
         "j runs\n{}",
         r2.log()
