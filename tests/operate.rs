@@ -115,7 +115,7 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
     let big = dir.path().join("big.json");
     std::fs::write(&big, format!("\"{}\"", "x".repeat(1024 * 1024))).expect("write");
     let big_arg = format!("@{}", big.display());
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["trigger", "nope"], "unknown job \"nope\""),
         (
             &["trigger", "greet", "--payload", "{bad"],
@@ -135,6 +135,22 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
         ),
         (&["pause", "nope"], "unknown job \"nope\""),
         (&["runs", "show", "nope"], "unknown run \"nope\""),
+        (
+            &["enqueue", "greet", "--at", "2020-01-01T00:00:00Z"],
+            "--at 2020-01-01T00:00:00+00:00 is in the past (Redis's clock reads ",
+        ),
+        (
+            &["enqueue", "greet", "--allow-past"],
+            "the following required arguments were not provided",
+        ),
+        (
+            &["run", "--workers", "0"],
+            "\"0\" is not a number of workers from 1 to 4096",
+        ),
+        (
+            &["bench", "--concurrency", "5000"],
+            "\"5000\" is not a number of workers from 1 to 4096",
+        ),
     ];
     for (args, expected) in cases {
         let errors = cli(&server, dir.path(), args).failure(2);
@@ -644,4 +660,42 @@ async fn an_embedded_redis_that_exits_at_start_is_reported_at_once_with_its_log(
             && message.ends_with("redis.log"),
         "{message}"
     );
+}
+
+/// `--payload -` reads the payload from standard input, and `--allow-past` takes an `--at` in
+/// the past as "now".
+#[tokio::test]
+async fn a_payload_comes_from_standard_input_and_a_past_time_is_taken_when_allowed() {
+    let (server, dir, _store) = published().await;
+    let url = server.url();
+    let with_redis = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--redis", &url, "--namespace", "test"]);
+        all.iter()
+            .map(|arg| (*arg).to_owned())
+            .collect::<Vec<String>>()
+    };
+    let args = with_redis(&["trigger", "greet", "--payload", "-"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = redcron_in(dir.path(), &args, "{\"to\": \"ops\"}\n").success();
+    let run_id = out.split_whitespace().next().expect("a run id");
+    let payload: Option<String> = server
+        .connection()
+        .hget(keys().run(run_id), "payload")
+        .expect("HGET");
+    assert_eq!(payload.as_deref(), Some("{\"to\": \"ops\"}\n"));
+
+    let past = cli(
+        &server,
+        dir.path(),
+        &[
+            "enqueue",
+            "greet",
+            "--at",
+            "2020-01-01T00:00:00Z",
+            "--allow-past",
+        ],
+    )
+    .success();
+    assert!(past.contains(" due 2020-01-01T00:00:00+00:00"), "{past}");
 }

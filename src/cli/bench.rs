@@ -34,8 +34,8 @@ pub(super) struct BenchArgs {
     /// How many runs to enqueue and process.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     jobs: usize,
-    /// How many runs the one replica executes at once.
-    #[arg(long, value_name = "C", default_value_t = 50)]
+    /// How many runs the one replica executes at once (1 to 4096).
+    #[arg(long, value_name = "C", default_value_t = 50, value_parser = super::worker_count)]
     concurrency: usize,
 }
 
@@ -163,7 +163,7 @@ fn bench_config(concurrency: usize) -> ReplicaConfig {
         shutdown_grace: Duration::from_secs(5),
         ..ReplicaConfig::default()
     };
-    config.workers.concurrency = concurrency.max(1);
+    config.workers.concurrency = concurrency;
     config
 }
 

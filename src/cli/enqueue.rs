@@ -1,6 +1,6 @@
 //! `redcron trigger` and `redcron enqueue`: ad-hoc runs of declared jobs.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::time::Duration;
 
 use chrono::DateTime;
@@ -35,8 +35,9 @@ impl From<PriorityArg> for Priority {
 struct RunArgs {
     /// The declared job.
     job: String,
-    /// JSON for the command's standard input, or @FILE to read it from a file (at most 1 MiB).
-    #[arg(long, value_name = "JSON|@FILE")]
+    /// JSON for the command's standard input, @FILE to read it from a file, or - to read it
+    /// from standard input (at most 1 MiB).
+    #[arg(long, value_name = "JSON|@FILE|-")]
     payload: Option<String>,
     /// Instead of the job's own priority.
     #[arg(long, value_enum)]
@@ -63,6 +64,9 @@ pub(super) struct EnqueueArgs {
     /// Due at this RFC 3339 time.
     #[arg(long, value_name = "RFC3339", group = "when")]
     at: Option<String>,
+    /// Accept an --at time in the past (on Redis's clock): the run is due at once.
+    #[arg(long, requires = "at")]
+    allow_past: bool,
     /// Refuse a second run of the job with the same payload within --unique-for.
     #[arg(long, group = "uniqueness")]
     unique: bool,
@@ -85,7 +89,7 @@ pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), Cl
         priority: args.run.priority.map(Priority::from),
         unique: None,
     };
-    submit(&args.redis, request, None, out)
+    submit(&args.redis, request, None, true, out)
 }
 
 pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -120,14 +124,22 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
         priority: args.run.priority.map(Priority::from),
         unique,
     };
-    submit(&args.redis, request, args.delay, out)
+    submit(
+        &args.redis,
+        request,
+        args.delay,
+        args.at.is_none() || args.allow_past,
+        out,
+    )
 }
 
-/// Enqueues `request`, due `delay` from now on Redis's clock when given.
+/// Enqueues `request`, due `delay` from now on Redis's clock when given. A due time in the
+/// past is refused unless `past_ok`: a mistyped date must not run a job at once.
 fn submit(
     redis: &RedisArgs,
     mut request: Enqueue,
     delay: Option<Duration>,
+    past_ok: bool,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
     let enqueued = block_on(async {
@@ -135,6 +147,17 @@ fn submit(
         if let Some(delay) = delay {
             let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
             request.due_ms = Some(store.now_ms().await?.saturating_add(delay_ms));
+        }
+        if let Some(due_ms) = request.due_ms.filter(|_| !past_ok) {
+            let now_ms = store.now_ms().await?;
+            if due_ms < now_ms {
+                return Err(CliError::Argument(format!(
+                    "--at {} is in the past (Redis's clock reads {}): pass --allow-past to run \
+                     the job at once",
+                    super::status::time(due_ms),
+                    super::status::time(now_ms)
+                )));
+            }
         }
         Ok(store.enqueue_run(&request).await?)
     })?;
@@ -176,6 +199,13 @@ fn read_payload(argument: Option<&str>) -> Result<Option<(String, serde_json::Va
     let text = match argument.strip_prefix('@') {
         Some(path) => std::fs::read_to_string(path)
             .map_err(CliError::io(format!("reading the payload from {path}")))?,
+        None if argument == "-" => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(CliError::io("reading the payload from standard input"))?;
+            text
+        }
         None => argument.to_owned(),
     };
     if let Some(problem) = payload_problem(&text) {

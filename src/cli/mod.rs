@@ -176,6 +176,18 @@ impl RedisArgs {
     }
 }
 
+/// Reads a count of workers: 1 to 4096, what one replica can hold open at once (each run is a
+/// process, a lease and a Lua slot in every claim).
+fn worker_count(text: &str) -> Result<usize, String> {
+    const MAX: usize = 4096;
+    match text.parse::<usize>() {
+        Ok(count @ 1..=MAX) => Ok(count),
+        _ => Err(format!(
+            "{text:?} is not a number of workers from 1 to {MAX}"
+        )),
+    }
+}
+
 /// Runs `future` on a runtime of its own: the commands are synchronous, the store is not.
 fn block_on<T>(
     future: impl std::future::Future<Output = Result<T, CliError>>,

@@ -27,8 +27,8 @@ pub(super) struct RunArgs {
     /// The queues this replica serves, comma-separated [default: every queue its jobs use].
     #[arg(long, value_name = "Q,...", value_delimiter = ',')]
     queues: Vec<String>,
-    /// How many runs execute at once.
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    /// How many runs execute at once (1 to 4096).
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = super::worker_count)]
     workers: usize,
     /// This replica's id, unique among the replicas [default: <host>-<pid>].
     #[arg(long, value_name = "ID")]
@@ -195,7 +195,7 @@ fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
         ..defaults
     };
     config.workers.queues = queues;
-    config.workers.concurrency = args.workers.max(1);
+    config.workers.concurrency = args.workers;
     config.workers.lease = args.run_lease;
     config.workers.ahead_lease = crate::store::ahead_lease(args.claim_ahead);
     config.planner.misfire_threshold = args.misfire_threshold;
