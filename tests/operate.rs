@@ -115,7 +115,7 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
     let big = dir.path().join("big.json");
     std::fs::write(&big, format!("\"{}\"", "x".repeat(1024 * 1024))).expect("write");
     let big_arg = format!("@{}", big.display());
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 14] = [
         (&["trigger", "nope"], "unknown job \"nope\""),
         (
             &["trigger", "greet", "--payload", "{bad"],
@@ -134,6 +134,12 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
             "required arguments were not provided",
         ),
         (&["pause", "nope"], "unknown job \"nope\""),
+        (&["resume", "nope"], "unknown job \"nope\""),
+        (&["history", "nope"], "unknown job \"nope\""),
+        (
+            &["dead", "retry", "--all", "--job", "nope"],
+            "unknown job \"nope\": no replica has declared it",
+        ),
         (&["runs", "show", "nope"], "unknown run \"nope\""),
         (
             &["enqueue", "greet", "--at", "2020-01-01T00:00:00Z"],
@@ -156,6 +162,14 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
         let errors = cli(&server, dir.path(), args).failure(2);
         assert!(errors.contains(expected), "{args:?}: {errors}");
     }
+    // A declared job with nothing to show is not a mistake.
+    cli(&server, dir.path(), &["history", "greet"]).success();
+    cli(
+        &server,
+        dir.path(),
+        &["dead", "retry", "--all", "--job", "greet"],
+    )
+    .success();
     let unreachable = redcron_in(
         dir.path(),
         &["trigger", "greet", "--redis", "redis://127.0.0.1:1/"],

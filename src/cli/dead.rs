@@ -79,6 +79,12 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                                 ids.push(run_id);
                             }
                         }
+                        if let Some(job) = job
+                            && ids.is_empty()
+                            && !store.is_declared(job).await?
+                        {
+                            return Err(CliError::UnknownJob(job.clone()));
+                        }
                         ids
                     }
                 };

@@ -179,11 +179,7 @@ fn submit(
             }
             Ok(())
         }
-        Enqueued::UnknownJob => Err(CliError::Argument(format!(
-            "unknown job \"{}\": no replica has declared it (see `redcron check` on the \
-             replicas' schedule directory)",
-            request.job
-        ))),
+        Enqueued::UnknownJob => Err(CliError::UnknownJob(request.job)),
         Enqueued::Duplicate { holder } => Err(CliError::Argument(format!(
             "refused: run {holder} of job \"{}\" already holds this uniqueness key",
             request.job

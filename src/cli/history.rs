@@ -49,6 +49,14 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
                 break;
             }
         }
+        // A job no longer declared may still have a past to show; a name with neither is a
+        // mistake to say, not an empty history.
+        if let Some(job) = &args.job
+            && rows.is_empty()
+            && !store.is_declared(job).await?
+        {
+            return Err(CliError::UnknownJob(job.clone()));
+        }
         Ok(rows)
     })?;
     if args.json {

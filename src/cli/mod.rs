@@ -231,6 +231,13 @@ pub enum CliError {
     /// A command-line value that is not what it should be.
     #[error("{0}")]
     Argument(String),
+    /// A job name no replica declares (and, for the commands that read the past, that left no
+    /// trace either).
+    #[error(
+        "unknown job \"{0}\": no replica has declared it (see `redcron jobs`, or `redcron check` \
+         on the replicas' schedule directory)"
+    )]
+    UnknownJob(String),
     /// `--metrics-addr` cannot be bound.
     #[error(
         "cannot serve metrics on {address}: {source}; pass another --metrics-addr (port 0 picks \

@@ -18,10 +18,7 @@ pub(super) fn execute(args: &PauseArgs, pause: bool, out: &mut impl Write) -> Re
     let changed = block_on(async {
         let store = args.redis.connect().await?;
         if !store.is_declared(&args.job).await? {
-            return Err(CliError::Argument(format!(
-                "unknown job \"{}\": no replica has declared it",
-                args.job
-            )));
+            return Err(CliError::UnknownJob(args.job.clone()));
         }
         Ok(store.set_paused(&args.job, pause).await?)
     })?;
