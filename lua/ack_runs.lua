@@ -40,7 +40,8 @@ for i = 5, #ARGV, 5 do
       'output', output)
     redis.call('PEXPIRE', run_key, retention)
     record_event(events, maxlen, run_id, 'succeeded', 'job', job or '', 'worker', worker,
-      'exit_code', exit_code, 'duration_ms', now - (tonumber(started) or now))
+      'attempt', attempt, 'exit_code', exit_code, 'started_ms', started or '',
+      'duration_ms', now - (tonumber(started) or now))
     recorded[#recorded + 1] = 1
     finished[#finished + 1] = run_id
   end

@@ -41,9 +41,9 @@ local MAX_LOST = 3
 local run_key = key_run(prefix, run_id)
 
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
-local holder, job, attempt, max_attempts, backoff, max_backoff, delivery, due_ms = unpack(redis.call(
+local holder, job, attempt, max_attempts, backoff, max_backoff, delivery, due_ms, started = unpack(redis.call(
   'HMGET', run_key, 'worker', 'job', 'attempt', 'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery',
-  'due_ms'))
+  'due_ms', 'started_ms'))
 if not deadline or (worker == '' and deadline > now) or (worker ~= '' and holder ~= worker) then
   return {'GONE', 0}
 end
@@ -55,6 +55,12 @@ redis.call('HSET', run_key, 'error', message, 'exit_code', exit_code, 'output', 
   'reason', reason, 'finished_ms', now)
 
 attempt, max_attempts = tonumber(attempt) or 1, tonumber(max_attempts) or 1
+-- What this attempt did, in its event: the run's hash keeps only its last attempt's. A run
+-- handed back before it started ran nothing.
+local ran = {}
+if reason ~= 'not-started' and tonumber(started) then
+  ran = {'started_ms', started, 'duration_ms', now - tonumber(started), 'exit_code', exit_code}
+end
 local retry_at
 if reason == 'not-started'
     or (reason == 'interrupted' and delivery ~= 'at-most-once')
@@ -75,12 +81,12 @@ if retry_at then
   redis.call('ZADD', due, retry_at, run_id)
   redis.call('HSET', run_key, 'state', 'retrying', 'due_ms', retry_at)
   record_event(events, maxlen, run_id, 'retrying', 'job', job or '', 'reason', reason,
-    'attempt', attempt, 'worker', holder or '', 'due_ms', retry_at)
+    'attempt', attempt, 'worker', holder or '', 'due_ms', retry_at, 'error', message, unpack(ran))
   redis.call('PUBLISH', wake, retry_at)
   return {'RETRYING', retry_at}
 end
 redis.call('ZADD', dead, now, run_id)
 redis.call('HSET', run_key, 'state', 'dead')
 record_event(events, maxlen, run_id, 'dead', 'job', job or '', 'reason', reason,
-  'attempt', attempt, 'worker', holder or '')
+  'attempt', attempt, 'worker', holder or '', 'error', message, unpack(ran))
 return {'DEAD', now}

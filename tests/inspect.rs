@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use redcron::store::Store;
+use redcron::store::{FailReason, Failure, Store};
 
 use crate::slots::enqueue;
-use crate::store::{connect, declare, jobs};
+use crate::store::{claim_run, connect, declare, jobs};
 use crate::util::redis_server::RedisServer;
 use crate::util::{cli, one_document, redcron_in};
 
@@ -223,4 +223,68 @@ async fn a_namespace_that_makes_no_hash_tag_is_refused_with_what_a_namespace_may
         .err()
         .expect("the library refuses it too");
     assert!(error.to_string().contains("invalid namespace"), "{error}");
+}
+
+/// Each attempt of a run is a row of its own, with its own start, duration, exit code and
+/// error: not the last attempt's, which is all the run's hash keeps.
+#[tokio::test]
+async fn history_shows_each_attempt_with_its_own_start_and_outcome() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = connect(&server).await;
+    let flaky = jobs("[jobs.flaky]\ncommand = \"false\"\nretries = 1\nbackoff = \"1s\"\n");
+    store.publish_definitions(&flaky).await.expect("publish");
+    declare(&store, "replica", flaky).await;
+    let run_id = enqueue(&store.clone().with_frozen_clock(1_000), "flaky", None).await;
+    let at = |now_ms: i64| store.clone().with_frozen_clock(now_ms);
+
+    let first = claim_run(&at(1_000), &["default"]).await;
+    let failure = Failure {
+        reason: FailReason::Failed,
+        message: "exit status 3".to_owned(),
+        exit_code: Some(3),
+        output: "first attempt's output".to_owned(),
+    };
+    at(1_400)
+        .fail_run(&first.id, Some(&first.worker), &failure, 0.0)
+        .await
+        .expect("fail");
+    at(5_000)
+        .promote_due(100, Duration::from_secs(60), Duration::ZERO)
+        .await
+        .expect("promote");
+    let second = claim_run(&at(5_000), &["default"]).await;
+    assert_eq!(second.attempt, 2);
+    assert!(
+        at(5_250)
+            .ack_run(&second, Some(0), "second attempt's output")
+            .await
+            .expect("ack")
+    );
+
+    let history =
+        one_document(&cli(&server, dir.path(), &["history", "flaky", "--json"]).success());
+    let rows = history["runs"].as_array().expect("runs");
+    let row = |attempt: i64| {
+        rows.iter()
+            .find(|row| row["attempt"] == attempt)
+            .unwrap_or_else(|| panic!("no row of attempt {attempt}: {history}"))
+    };
+    let (retried, succeeded) = (row(1), row(2));
+    assert_eq!(retried["run"], run_id.as_str());
+    assert_eq!(retried["outcome"], "retrying");
+    assert_eq!(retried["started"], "1970-01-01T00:00:01+00:00");
+    assert_eq!(retried["duration_ms"], 400);
+    assert_eq!(retried["exit_code"], 3);
+    assert_eq!(retried["error"], "exit status 3");
+    assert_eq!(
+        retried["output"],
+        serde_json::Value::Null,
+        "the output kept is the last attempt's"
+    );
+    assert_eq!(succeeded["outcome"], "succeeded");
+    assert_eq!(succeeded["started"], "1970-01-01T00:00:05+00:00");
+    assert_eq!(succeeded["duration_ms"], 250);
+    assert_eq!(succeeded["exit_code"], 0);
+    assert_eq!(succeeded["output"], "second attempt's output");
 }

@@ -137,20 +137,38 @@ struct HistoryEntry<'a> {
     event: &'a Event,
     run: &'a HashMap<String, String>,
     run_id: String,
+    /// Whether the event is of the attempt the run's hash describes (its last): only then does
+    /// the hash stand in for what the event lacks (an earlier attempt's output is gone).
+    latest: bool,
 }
 
 impl<'a> HistoryEntry<'a> {
     fn new(event: &'a Event, run: &'a HashMap<String, String>) -> Self {
         let run_id = event.fields.get("run").cloned().unwrap_or_default();
-        Self { event, run, run_id }
+        let latest = match (event.fields.get("attempt"), run.get("attempt")) {
+            (Some(event_attempt), Some(run_attempt)) => event_attempt == run_attempt,
+            _ => true,
+        };
+        Self {
+            event,
+            run,
+            run_id,
+            latest,
+        }
     }
 
-    /// A field of the event, else of the run; `None` when neither has it or it is empty.
+    /// A field of the event, else of the run when the event is of its last attempt (the job,
+    /// always); `None` when neither has it or it is empty.
     fn field(&self, name: &str) -> Option<&'a str> {
+        let from_run = || {
+            (self.latest || name == "job")
+                .then(|| self.run.get(name))
+                .flatten()
+        };
         self.event
             .fields
             .get(name)
-            .or_else(|| self.run.get(name))
+            .or_else(from_run)
             .map(String::as_str)
             .filter(|value| !value.is_empty())
     }
@@ -164,8 +182,10 @@ impl<'a> HistoryEntry<'a> {
         self.run_id.rsplit_once('@')?.1.parse().ok()
     }
 
+    /// When the event's attempt started: as the event recorded it, else (events written before
+    /// they carried it) the run's start, for its last attempt only.
     fn started_ms(&self) -> Option<i64> {
-        self.run.get("started_ms")?.parse().ok()
+        self.number("started_ms")
     }
 
     /// How long the attempt ran: as the event recorded it, else from the run's start and
@@ -175,6 +195,9 @@ impl<'a> HistoryEntry<'a> {
             return Some(ms);
         }
         if self.event.fields.get("state").map(String::as_str) == Some(RunState::Skipped.as_str()) {
+            return None;
+        }
+        if !self.latest {
             return None;
         }
         Some(self.run.get("finished_ms")?.parse::<i64>().ok()? - self.started_ms()?)
