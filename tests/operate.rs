@@ -407,7 +407,8 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
         std::fs::create_dir(dir.path().join(name)).expect("mkdir");
         std::fs::write(dir.path().join(name).join("jobs.toml"), jobs(tick)).expect("write");
     }
-    let first = ReplicaProcess::start("r1", &server.url(), &dir.path().join("a"), dir.path(), &[]);
+    let mut first =
+        ReplicaProcess::start("r1", &server.url(), &dir.path().join("a"), dir.path(), &[]);
     assert!(wait_until(Duration::from_secs(10), || {
         server.connection().exists(keys().leader()).unwrap_or(false)
     }));
@@ -484,15 +485,57 @@ fn status_jobs_and_history_show_what_the_replicas_do() {
         assert_eq!(run["outcome"], "dead");
     }
 
+    // A replica killed is lost; one stopped cleanly says so; with neither beating, status says
+    // that nothing runs.
     second.kill9();
     assert!(
         wait_until(Duration::from_secs(15), || {
             cli(&server, dir.path(), &["status"])
                 .stdout
                 .lines()
-                .any(|row| row.starts_with("r2 ") && row.ends_with("stale"))
+                .any(|row| row.starts_with("r2 ") && row.ends_with("lost"))
         }),
-        "a silent replica is shown stale"
+        "a silent replica is shown lost"
+    );
+    assert_eq!(first.terminate(Duration::from_secs(10)), Some(0));
+    let status = cli(&server, dir.path(), &["status"]).success();
+    let row = |id: &str| {
+        status
+            .lines()
+            .find(|row| row.starts_with(id))
+            .unwrap_or_else(|| panic!("no row of {id}: {status}"))
+    };
+    assert!(row("r1 ").ends_with("stopped"), "{status}");
+    assert!(row("r2 ").ends_with("lost"), "{status}");
+    assert!(
+        status.contains("no live replica: no fire is planned or run until one starts"),
+        "{status}"
+    );
+    let json = one_document(&cli(&server, dir.path(), &["status", "--json"]).success());
+    let states: Vec<(&str, &str)> = json["replicas"]
+        .as_array()
+        .expect("replicas")
+        .iter()
+        .map(|replica| {
+            (
+                replica["id"].as_str().unwrap_or_default(),
+                replica["state"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(states, [("r1", "stopped"), ("r2", "lost")]);
+
+    // Back again, it beats and is alive.
+    let again = ReplicaProcess::start("r1", &server.url(), &dir.path().join("a"), dir.path(), &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            cli(&server, dir.path(), &["status"])
+                .stdout
+                .lines()
+                .any(|row| row.starts_with("r1 ") && row.ends_with("alive"))
+        }),
+        "{}",
+        again.log()
     );
 }
 

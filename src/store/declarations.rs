@@ -165,18 +165,30 @@ impl Store {
     }
 
     /// Removes this replica's declarations and heartbeat, as it stops: the leader stops
-    /// planning the jobs only it declared at once, instead of after a grace.
+    /// planning the jobs only it declared at once, instead of after a grace. Its record stays a
+    /// day, marked stopped, for `status`.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn withdraw_replica(&self, replica_id: &str) -> Result<(), StoreError> {
+        const KEPT_MS: i64 = 24 * 3600 * 1000;
+        let now_ms = self.now_ms().await?;
+        let stopped = self.keys.stopped_replicas();
         let () = redis::pipe()
             .atomic()
             .del(self.keys.replica_jobs(replica_id))
             .ignore()
-            .del(self.keys.replica(replica_id))
+            .hset(self.keys.replica(replica_id), "stopped_ms", now_ms)
+            .ignore()
+            .pexpire(self.keys.replica(replica_id), KEPT_MS)
             .ignore()
             .zrem(self.keys.replicas(), replica_id)
+            .ignore()
+            .zadd(&stopped, replica_id, now_ms)
+            .ignore()
+            .zrembyscore(&stopped, "-inf", now_ms - KEPT_MS)
+            .ignore()
+            .pexpire(&stopped, KEPT_MS)
             .ignore()
             .incr(self.keys.declarations_version(), 1)
             .ignore()

@@ -23,6 +23,9 @@ pub struct ReplicaInfo {
     /// Job -> content hash of what it declares; `None` when its declarations are not in Redis
     /// (not published yet, or expired while Redis stalled), which says nothing about any job.
     pub jobs: Option<HashMap<String, String>>,
+    /// When it stopped cleanly (its last heartbeat is then this time too); `None` for a replica
+    /// that beats, or did until it was lost.
+    pub stopped_ms: Option<i64>,
 }
 
 /// How many runs are where: what the gauges of shared state report.
@@ -49,7 +52,8 @@ pub struct Overview {
     pub counts: RunCounts,
     /// Paused jobs.
     pub paused: Vec<String>,
-    /// Every replica that has sent a heartbeat, sorted by id.
+    /// Every replica that has sent a heartbeat, and those that stopped cleanly within a day,
+    /// sorted by id.
     pub replicas: Vec<ReplicaInfo>,
     /// Job -> published definition JSON.
     pub definitions: HashMap<String, String>,
@@ -196,8 +200,9 @@ impl Store {
             HashMap<String, String>,
             Vec<(String, i64)>,
             Vec<(String, i64)>,
+            Vec<(String, i64)>,
         );
-        let (leader, lease_ms, paused, replicas, defs, def_hashes, running, undeclared): Snapshot =
+        let (leader, lease_ms, paused, replicas, defs, def_hashes, running, undeclared, stopped): Snapshot =
             redis::pipe()
                 .get(self.keys.leader())
                 .pttl(self.keys.leader())
@@ -207,6 +212,7 @@ impl Store {
                 .hgetall(self.keys.def_hashes())
                 .zrange_withscores(self.keys.active(), 0, -1)
                 .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
+                .zrange_withscores(self.keys.stopped_replicas(), 0, -1)
                 .query_async(&mut connection)
                 .await
                 .during(&self.metrics, "overview")?;
@@ -229,16 +235,27 @@ impl Store {
         for (job, _) in &undeclared {
             pipe.llen(self.keys.undeclared(job));
         }
+        // One that beats again since it stopped is listed once, as beating.
+        let stopped: Vec<(String, i64)> = stopped
+            .into_iter()
+            .filter(|(id, _)| !replicas.iter().any(|(live, _)| live == id))
+            .collect();
+        for (replica, _) in &stopped {
+            pipe.hgetall(self.keys.replica(replica));
+        }
         // An empty pipeline is an empty command to Redis, which refuses it: a namespace with
         // nothing in it (a mistyped --namespace) must read as empty instead.
-        let answers: Vec<Value> =
-            if replicas.is_empty() && running.is_empty() && undeclared.is_empty() {
-                Vec::new()
-            } else {
-                pipe.query_async(&mut connection)
-                    .await
-                    .during(&self.metrics, "overview")?
-            };
+        let answers: Vec<Value> = if replicas.is_empty()
+            && running.is_empty()
+            && undeclared.is_empty()
+            && stopped.is_empty()
+        {
+            Vec::new()
+        } else {
+            pipe.query_async(&mut connection)
+                .await
+                .during(&self.metrics, "overview")?
+        };
         // Tolerant of values it cannot read (a foreign or half-written key reads as empty), but
         // not of a reply of the wrong length.
         let mut reply = Reply::new("overview", answers);
@@ -254,10 +271,9 @@ impl Store {
                 heartbeat_ms,
                 info,
                 jobs,
+                stopped_ms: None,
             });
         }
-        // By id, not by heartbeat: the order stays put from one look to the next.
-        replica_infos.sort_by(|a, b| a.id.cmp(&b.id));
         let mut running_runs = Vec::new();
         for (run_id, deadline_ms) in running {
             let job: Option<String> =
@@ -276,7 +292,19 @@ impl Store {
                 });
             }
         }
+        for (id, stopped_ms) in stopped {
+            let info = HashMap::from_redis_value(reply.next_value()?).unwrap_or_default();
+            replica_infos.push(ReplicaInfo {
+                id,
+                heartbeat_ms: stopped_ms,
+                info,
+                jobs: None,
+                stopped_ms: Some(stopped_ms),
+            });
+        }
         reply.finish()?;
+        // By id, not by heartbeat: the order stays put from one look to the next.
+        replica_infos.sort_by(|a, b| a.id.cmp(&b.id));
         undeclared_runs.sort_by(|a, b| a.job.cmp(&b.job));
         Ok(Overview {
             now_ms,

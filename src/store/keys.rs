@@ -157,8 +157,14 @@ impl Keys {
         self.key("replicas")
     }
 
+    /// Zset replica id -> ms it stopped cleanly, for a day: `status` tells a replica that was
+    /// stopped from one that was lost.
+    pub fn stopped_replicas(&self) -> String {
+        self.key("stopped-replicas")
+    }
+
     /// Hash describing one replica (host, pid, version, start time, busy and max workers),
-    /// expiring when its heartbeats stop.
+    /// expiring when its heartbeats stop (a day after it stopped cleanly).
     pub fn replica(&self, replica_id: &str) -> String {
         self.key(&format!("replica:{replica_id}"))
     }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::schedule::Schedule;
-use crate::store::{Event, Overview, RunState, UndeclaredRuns};
+use crate::store::{Event, Overview, ReplicaInfo, RunState, UndeclaredRuns};
 
 /// How many events `status` and `history` look through.
 pub(super) const EVENTS_SCANNED: usize = 10_000;
@@ -175,6 +175,18 @@ impl Declarers {
     }
 }
 
+/// What `status` says of a replica: beating, stopped cleanly (it withdrew), or lost (its
+/// heartbeats stopped without a word: killed, crashed, cut off, frozen).
+fn replica_state(overview: &Overview, replica: &ReplicaInfo) -> &'static str {
+    if replica.stopped_ms.is_some() {
+        "stopped"
+    } else if is_stale(overview, replica.heartbeat_ms, &replica.info) {
+        "lost"
+    } else {
+        "alive"
+    }
+}
+
 fn is_stale(overview: &Overview, heartbeat_ms: i64, info: &HashMap<String, String>) -> bool {
     let period = info
         .get("heartbeat_period_ms")
@@ -311,7 +323,8 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 json!({
                     "id": replica.id,
                     "heartbeat_age_ms": overview.now_ms - replica.heartbeat_ms,
-                    "stale": is_stale(&overview, replica.heartbeat_ms, &replica.info),
+                    "state": replica_state(&overview, replica),
+                    "stale": replica_state(&overview, replica) != "alive",
                     "info": typed_fields(replica.info.clone()),
                 })
             })
@@ -391,11 +404,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             .iter()
             .map(|replica| {
                 let field = |name: &str| replica.info.get(name).cloned().unwrap_or_default();
-                let state = if is_stale(&overview, replica.heartbeat_ms, &replica.info) {
-                    "stale"
-                } else {
-                    "alive"
-                };
+                let state = replica_state(&overview, replica);
                 vec![
                     replica.id.clone(),
                     field("host"),
@@ -418,6 +427,16 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 &["REPLICA", "HOST", "VERSION", "HEARTBEAT", "BUSY", "STATE"],
                 &replicas,
             )?;
+            if overview
+                .replicas
+                .iter()
+                .all(|replica| replica_state(&overview, replica) != "alive")
+            {
+                writeln!(
+                    out,
+                    "no live replica: no fire is planned or run until one starts"
+                )?;
+            }
         }
         writeln!(out)?;
         let ready: Vec<Vec<String>> = overview

@@ -17,6 +17,7 @@ fn replica(id: &str, alive: bool, jobs: Option<&[(&str, &str)]>) -> ReplicaInfo 
                 .map(|(job, hash)| ((*job).to_owned(), (*hash).to_owned()))
                 .collect()
         }),
+        stopped_ms: None,
     }
 }
 
