@@ -176,12 +176,42 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
         "",
     )
     .failure(2);
+    // A port that takes connections but never answers, as a hung server or a black hole does:
+    // the command gives up within the connection timeout (2 s), not after retrying.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a silent port");
+    let silent_url = format!("redis://{}/", silent.local_addr().expect("its address"));
+    let started = std::time::Instant::now();
+    let hung = redcron_in(dir.path(), &["status", "--redis", &silent_url], "").failure(2);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "gave up after {:?}: {hung}",
+        started.elapsed()
+    );
+    assert_eq!(hung.lines().count(), 1, "{hung}");
     // The whole line, so that a stray space or a broken sentence shows.
     assert_eq!(
         unreachable,
         "redcron: cannot reach Redis at redis://127.0.0.1:1/: connect: Connection refused (os \
-         error 111); pass --redis URL (or set REDIS_URL), or start `redcron run` in this \
-         directory for its embedded Redis\n"
+         error 111); check the URL and that Redis is up\n"
+    );
+    let with_password = redcron_in(
+        dir.path(),
+        &["status", "--redis", "redis://ops:s3cret@127.0.0.1:1/"],
+        "",
+    )
+    .failure(2);
+    assert!(
+        with_password.contains("redis://ops:***@127.0.0.1:1/") && !with_password.contains("s3cret"),
+        "{with_password}"
+    );
+    // No URL: the embedded Redis of a `redcron run` here was the one looked for.
+    let embedded = redcron_in(dir.path(), &["status"], "").failure(2);
+    assert!(
+        embedded.ends_with(
+            "no --redis URL (or REDIS_URL) was given, and no `redcron run` in this --data-dir \
+             has started its embedded Redis\n"
+        ),
+        "{embedded}"
     );
 }
 

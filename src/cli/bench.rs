@@ -71,8 +71,9 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
     let store = Store::connect(&args.redis, NAMESPACE, StoreSettings::default())
         .await
         .map_err(|source| CliError::Unreachable {
-            url: args.redis.clone(),
+            url: super::without_password(&args.redis),
             source,
+            hint: "check the URL and that Redis is up",
         })?;
     store.clear_namespace().await?;
     let jobs = parse_file(

@@ -139,7 +139,20 @@ impl RedisArgs {
         let client = self.client(&url)?;
         crate::store::Store::connect_client(client, &self.namespace, settings)
             .await
-            .map_err(|source| CliError::Unreachable { url, source })
+            .map_err(|source| self.unreachable(&url, source))
+    }
+
+    fn unreachable(&self, url: &str, source: crate::store::StoreError) -> CliError {
+        CliError::Unreachable {
+            url: without_password(url),
+            source,
+            hint: if self.redis.is_some() {
+                "check the URL and that Redis is up"
+            } else {
+                "no --redis URL (or REDIS_URL) was given, and no `redcron run` in this \
+                 --data-dir has started its embedded Redis"
+            },
+        }
     }
 
     /// A client for `url`, with the TLS certificates given.
@@ -166,14 +179,41 @@ impl RedisArgs {
                 },
             )
         };
-        opened.map_err(|error| CliError::Unreachable {
-            url: url.to_owned(),
-            source: crate::store::StoreError::Redis {
-                operation: "connect",
-                source: error,
-            },
+        opened.map_err(|error| {
+            self.unreachable(
+                url,
+                crate::store::StoreError::Redis {
+                    operation: "connect",
+                    source: error,
+                },
+            )
         })
     }
+}
+
+/// `text` on one line: whatever answered in Redis's place may put line breaks in an error.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `url` as it can be shown: a password in it (`redis://user:secret@host`, `?pass=secret`) is
+/// replaced by `***`.
+fn without_password(url: &str) -> String {
+    let mut shown = url.to_owned();
+    if let Some((scheme, rest)) = shown.split_once("://")
+        && let Some((userinfo, host)) = rest.split_once('@')
+        && let Some((user, _)) = userinfo.split_once(':')
+    {
+        shown = format!("{scheme}://{user}:***@{host}");
+    }
+    if let Some(start) = shown.find("pass=") {
+        let value = start + "pass=".len();
+        let end = shown[value..]
+            .find('&')
+            .map_or(shown.len(), |end| value + end);
+        shown.replace_range(value..end, "***");
+    }
+    shown
 }
 
 /// Reads a count of workers: 1 to 4096, what one replica can hold open at once (each run is a
@@ -212,15 +252,14 @@ pub enum CliError {
     #[error("{0}")]
     Store(#[from] crate::store::StoreError),
     /// Redis could not be reached at all.
-    #[error(
-        "cannot reach Redis at {url}: {source}; pass --redis URL (or set REDIS_URL), or start \
-         `redcron run` in this directory for its embedded Redis"
-    )]
+    #[error("cannot reach Redis at {url}: {}; {hint}", one_line(&.source.to_string()))]
     Unreachable {
-        /// Where it was looked for.
+        /// Where it was looked for, its password hidden.
         url: String,
         /// Why it failed.
         source: crate::store::StoreError,
+        /// What to do about it: it depends on whether a URL was given.
+        hint: &'static str,
     },
     /// The embedded Redis could not be started.
     #[error("{0}")]
@@ -457,19 +496,24 @@ mod tests {
     }
 
     #[test]
-    fn unreachable_redis_is_one_sentence_with_single_spaces() {
-        let error = CliError::Unreachable {
-            url: "redis://127.0.0.1:1/".to_owned(),
-            source: crate::store::StoreError::Reply {
-                operation: "PING",
-                detail: "refused".to_owned(),
-            },
-        };
-        assert_eq!(
-            error.to_string(),
-            "cannot reach Redis at redis://127.0.0.1:1/: unexpected reply from PING: refused; \
-             pass --redis URL (or set REDIS_URL), or start `redcron run` in this directory for \
-             its embedded Redis"
-        );
+    fn a_password_in_a_redis_url_is_never_shown() {
+        for (url, shown) in [
+            ("redis://127.0.0.1:6379/", "redis://127.0.0.1:6379/"),
+            (
+                "redis://user:s3cret@host:6379/0",
+                "redis://user:***@host:6379/0",
+            ),
+            ("rediss://:s3cret@host/", "rediss://:***@host/"),
+            (
+                "redis+unix:///run/redis.sock?user=u&pass=s3cret&db=1",
+                "redis+unix:///run/redis.sock?user=u&pass=***&db=1",
+            ),
+            (
+                "redis+unix:///run/redis.sock?pass=s3cret",
+                "redis+unix:///run/redis.sock?pass=***",
+            ),
+        ] {
+            assert_eq!(without_password(url), shown);
+        }
     }
 }

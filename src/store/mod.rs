@@ -223,6 +223,19 @@ impl Store {
             .set_connection_timeout(Some(CONNECTION_TIMEOUT))
             .set_max_delay(MAX_RECONNECT_DELAY);
         let metrics = Arc::new(Metrics::new());
+        // The connection manager retries its first connection for about 10 s; a Redis that is
+        // not there at all is said within the connection timeout instead.
+        let probe = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+            .set_response_timeout(Some(CONNECTION_TIMEOUT));
+        let mut probe = client
+            .get_multiplexed_async_connection_with_config(&probe)
+            .await
+            .during(&metrics, "connect")?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut probe)
+            .await
+            .during(&metrics, "connect")?;
         let connection = client
             .get_connection_manager_with_config(config)
             .await
