@@ -17,6 +17,7 @@ mod inspect;
 mod lifecycle;
 mod next;
 mod operate;
+mod output;
 mod replicas;
 mod restore;
 mod rolling_deploy;

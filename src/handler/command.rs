@@ -1,6 +1,6 @@
 //! The built-in handler: a job's command under `/bin/sh -c`, in its own process group under a
 //! supervisor that takes it down with the replica, with the payload on standard input (never on
-//! the command line) and the tail of its output kept.
+//! the command line), the tail of its output kept, and its lines sent where its job's `output` says.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
@@ -13,6 +13,7 @@ use nix::unistd::{Pid, getpid};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
+use super::output::{Lines, Sink};
 use super::supervisor;
 use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
 use crate::schedule::run_as::Identity;
@@ -143,16 +144,19 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
             let _ = stdin.write_all(payload.as_bytes()).await;
         });
     }
-    let tail = Arc::new(Mutex::new(Tail::default()));
+    let captured = Arc::new(Mutex::new(Captured {
+        tail: Tail::default(),
+        sink: Sink::new(&job.output, &run.run_id, &job.name),
+    }));
     let readers = [
         child
             .stdout
             .take()
-            .map(|out| tokio::spawn(collect(out, tail.clone()))),
+            .map(|out| tokio::spawn(collect(out, captured.clone()))),
         child
             .stderr
             .take()
-            .map(|err| tokio::spawn(collect(err, tail.clone()))),
+            .map(|err| tokio::spawn(collect(err, captured.clone()))),
     ];
 
     let status = tokio::select! {
@@ -164,7 +168,15 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
             // Still held open by a background process: keep what was read.
         }
     }
-    let output = tail.lock().map(|tail| tail.text()).unwrap_or_default();
+    let output = captured
+        .lock()
+        .map(|mut captured| {
+            if let Some(sink) = &mut captured.sink {
+                sink.finish();
+            }
+            captured.tail.text()
+        })
+        .unwrap_or_default();
     outcome(status, output)
 }
 
@@ -241,15 +253,31 @@ impl Tail {
     }
 }
 
-async fn collect(mut stream: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
+/// What is kept of a run's output while it runs: its tail, and where else its lines go.
+struct Captured {
+    tail: Tail,
+    sink: Option<Sink>,
+}
+
+async fn collect(mut stream: impl AsyncRead + Unpin, captured: Arc<Mutex<Captured>>) {
     let mut buffer = [0u8; 4096];
+    let mut lines = Lines::default();
     while let Ok(read) = stream.read(&mut buffer).await {
         if read == 0 {
             break;
         }
-        if let Ok(mut tail) = tail.lock() {
+        if let Ok(mut captured) = captured.lock() {
+            let Captured { tail, sink } = &mut *captured;
             tail.push(&buffer[..read]);
+            if let Some(sink) = sink {
+                lines.push(&buffer[..read], sink);
+            }
         }
+    }
+    if let Ok(mut captured) = captured.lock()
+        && let Some(sink) = &mut captured.sink
+    {
+        lines.end(sink);
     }
 }
 

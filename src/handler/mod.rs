@@ -2,6 +2,7 @@
 //! `command`, or a Rust handler registered by job name (library mode).
 
 mod command;
+mod output;
 mod supervisor;
 
 use std::collections::HashMap;

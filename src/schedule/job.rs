@@ -58,6 +58,66 @@ pub enum Delivery {
     AtMostOnce,
 }
 
+/// Where a run's output goes besides the tail kept with the run (which `history` and `runs
+/// show` print): its lines, stdout and stderr interleaved, each with the run id.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Output {
+    /// Nowhere else (`"kept"`).
+    #[default]
+    Kept,
+    /// The replica's log, at INFO (`"log"`), up to a cap per run.
+    Log,
+    /// Appended to a file (`"file:/var/log/redcron/{job}.log"`, `{job}` the job's name),
+    /// opened again when it is rotated.
+    File(String),
+}
+
+impl Output {
+    /// Reads the text form of a schedule file's `output`.
+    ///
+    /// # Errors
+    /// What is wrong with it, for the file's diagnostics.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "kept" => Ok(Output::Kept),
+            "log" => Ok(Output::Log),
+            _ => match text.strip_prefix("file:") {
+                Some(path) if path.starts_with('/') => Ok(Output::File(path.to_owned())),
+                Some(path) => Err(format!(
+                    "\"{path}\" is not an absolute path: replicas run commands from anywhere"
+                )),
+                None => Err(format!(
+                    "\"{text}\": expected \"kept\", \"log\" or \"file:/absolute/path\" ({{job}} \
+                     in the path is the job's name)"
+                )),
+            },
+        }
+    }
+
+    fn is_kept(&self) -> bool {
+        *self == Output::Kept
+    }
+}
+
+impl From<Output> for String {
+    fn from(output: Output) -> Self {
+        match output {
+            Output::Kept => "kept".to_owned(),
+            Output::Log => "log".to_owned(),
+            Output::File(path) => format!("file:{path}"),
+        }
+    }
+}
+
+impl TryFrom<String> for Output {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        Output::parse(&text)
+    }
+}
+
 /// Where a job was declared, for messages. Not part of the definition's hash.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Source {
@@ -130,6 +190,10 @@ pub struct Job {
     /// The group the command runs with instead of its user's primary group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// Where its runs' output goes besides the kept tail. Left out of the canonical form when
+    /// kept, so that the hash of a job without it is what it was before the setting existed.
+    #[serde(skip_serializing_if = "Output::is_kept")]
+    pub output: Output,
     /// Where it was declared.
     #[serde(skip)]
     pub source: Source,
@@ -190,6 +254,7 @@ impl Job {
             enabled: wire.enabled,
             user: wire.user,
             group: wire.group,
+            output: wire.output,
             source: Source::default(),
         };
         let found = job.content_hash();
@@ -261,6 +326,8 @@ struct CanonicalJob {
     user: Option<String>,
     #[serde(default)]
     group: Option<String>,
+    #[serde(default)]
+    output: Output,
 }
 
 /// Feeds what is written to it to a SHA-256 hasher.
@@ -313,7 +380,9 @@ mod tests {
              priority = \"high\"\nqueue = \"ops\"\ntimeout = \"5m\"\nretries = 2\n\
              backoff = \"10s\"\nmax_backoff = \"1h\"\nmisfire = \"run-all\"\n\
              starting_deadline = \"2m\"\njitter = \"3s\"\ndelivery = \"at-most-once\"\n\
-             [jobs.mail]\ncommand = \"send\"\nmax_concurrency = 4\nenabled = false\n",
+             output = \"file:/var/log/redcron/{job}.log\"\n\
+             [jobs.mail]\ncommand = \"send\"\nmax_concurrency = 4\nenabled = false\n\
+             output = \"log\"\n",
         );
         for job in declared {
             let text = serde_json::to_string(&job).expect("serializes");
@@ -326,6 +395,29 @@ mod tests {
                 read
             );
             assert_eq!(serde_json::to_string(&read).expect("serializes"), text);
+        }
+    }
+
+    /// A job that keeps its output only as the tail has the canonical form (and so the hash) it
+    /// had before `output` existed: a rolling deploy of this version shows no drift for it.
+    #[test]
+    fn output_is_in_the_definition_only_when_it_goes_somewhere() {
+        let declared = jobs(
+            "[jobs.plain]\ncommand = \"true\"\n[jobs.kept]\ncommand = \"true\"\noutput = \"kept\"\n\
+             [jobs.logged]\ncommand = \"true\"\noutput = \"log\"\n",
+        );
+        let text = |index: usize| serde_json::to_string(&declared[index]).expect("serializes");
+        assert!(!text(0).contains("output") && !text(1).contains("output"));
+        assert!(text(2).contains(r#""output":"log""#), "{}", text(2));
+        for (bad, problem) in [
+            (
+                "logs",
+                "expected \"kept\", \"log\" or \"file:/absolute/path\"",
+            ),
+            ("file:logs/{job}.log", "is not an absolute path"),
+        ] {
+            let error = Output::parse(bad).expect_err(bad);
+            assert!(error.contains(problem), "{bad}: {error}");
         }
     }
 

@@ -16,7 +16,7 @@ use serde::{Serialize, Serializer};
 
 pub use cron::{CronError, CronExpr};
 pub use file::{Diagnostic, LoadError, load_dir, parse_file};
-pub use job::{DefinitionError, Delivery, Job, Misfire, Overlap, Priority};
+pub use job::{DefinitionError, Delivery, Job, Misfire, Output, Overlap, Priority};
 
 /// The declared jobs as a replica currently knows them, one shared copy of each definition;
 /// replaced whole on reload, and watched by every component.

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use thiserror::Error;
 use toml::{Spanned, Value};
 
-use super::job::{Delivery, Job, Misfire, Overlap, Priority, Source};
+use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
 use super::{Schedule, run_as};
 
 /// One problem found in a schedule file.
@@ -71,7 +71,7 @@ impl fmt::Display for LoadError {
 }
 
 /// The fields a job table may have, for the unknown-field message.
-const FIELDS: [&str; 20] = [
+const FIELDS: [&str; 21] = [
     "schedule",
     "timezone",
     "command",
@@ -92,6 +92,7 @@ const FIELDS: [&str; 20] = [
     "enabled",
     "user",
     "group",
+    "output",
 ];
 
 /// A job table as written: field name -> value, each with its byte span.
@@ -432,6 +433,7 @@ impl JobReader<'_> {
             let group = typed::<String>(value)?;
             run_as::check_group(&group).map(|()| group)
         });
+        let output = self.take("output", |value| Output::parse(&typed::<String>(value)?));
 
         let unknown: Vec<_> = std::mem::take(&mut self.fields).into_keys().collect();
         for field in unknown {
@@ -515,6 +517,7 @@ impl JobReader<'_> {
             enabled: enabled.unwrap_or(true),
             user,
             group,
+            output: output.unwrap_or_default(),
         })
     }
 
