@@ -40,7 +40,8 @@ fn the_unit_file_passes_systemd_analyze_verify_and_its_documentation_exists() {
         "NotifyAccess=main",
         "WatchdogSec=",
         "KillMode=control-group",
-        "ExecStart=/usr/bin/redcron run --schedules /etc/redcron/schedules --data-dir /var/lib/redcron",
+        "ExecStart=/usr/bin/redcron run --schedules /etc/redcron/schedules --data-dir /var/lib/redcron \
+         --replica-id %H",
     ] {
         assert!(
             UNIT.lines().any(|line| line.starts_with(setting)),
