@@ -329,6 +329,11 @@ impl Health {
         let _ = self.died.set(component.to_owned());
     }
 
+    /// The component that died, if one did.
+    pub fn dead_component(&self) -> Option<&str> {
+        self.died.get().map(String::as_str)
+    }
+
     /// `Ok` while the replica lives and progresses, else why not (for `/healthz`).
     ///
     /// # Errors

@@ -39,8 +39,8 @@ fn the_unit_file_passes_systemd_analyze_verify_and_its_documentation_exists() {
         "Type=notify",
         "NotifyAccess=main",
         "WatchdogSec=",
-        "KillMode=control-group",
-        "ExecStart=/usr/bin/redcron run --schedules /etc/redcron/schedules --data-dir /var/lib/redcron \
+        "KillMode=mixed",
+        "ExecStart=/usr/bin/redcron run --schedules /etc/redcron/schedules --data-dir /var/lib/redcron/redis \
          --replica-id %H",
     ] {
         assert!(
@@ -88,9 +88,13 @@ fn a_replica_tells_the_service_manager_it_is_ready_pings_its_watchdog_and_says_i
     let dir = tempfile::tempdir().expect("temp dir");
     let schedules = dir.path().join("schedules");
     std::fs::create_dir(&schedules).expect("schedules");
+    let job_env = dir.path().join("job.env");
     std::fs::write(
         schedules.join("jobs.toml"),
-        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n",
+        format!(
+            "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"env > {}\"\n",
+            job_env.display()
+        ),
     )
     .expect("write jobs");
     let socket_path = dir.path().join("notify.sock");
@@ -109,6 +113,7 @@ fn a_replica_tells_the_service_manager_it_is_ready_pings_its_watchdog_and_says_i
         &[
             ("NOTIFY_SOCKET", notify_socket),
             ("WATCHDOG_USEC", "1000000"),
+            ("REDIS_URL", "redis://ops:s3cret@127.0.0.1:1/"),
         ],
     );
     let mut messages = Vec::new();
@@ -132,6 +137,17 @@ fn a_replica_tells_the_service_manager_it_is_ready_pings_its_watchdog_and_says_i
             .all(|message| !message.contains("WATCHDOG=1")),
         "no ping before ready: {messages:?}"
     );
+
+    // What the replica was given for itself does not reach its jobs: the Redis password, the
+    // service manager's socket.
+    let env = std::fs::read_to_string(&job_env).expect("a run wrote its environment");
+    for name in ["REDIS_URL=", "NOTIFY_SOCKET=", "WATCHDOG_USEC="] {
+        assert!(
+            !env.lines().any(|line| line.starts_with(name)),
+            "{name} in {env}"
+        );
+    }
+    assert!(env.contains("REDCRON_JOB=tick"), "{env}");
 
     replica.signal(Signal::SIGTERM);
     let mut stopping = Vec::new();

@@ -87,7 +87,7 @@ enum Command {
 struct RedisArgs {
     /// The Redis the replicas share (redis://, rediss://, redis+unix://) [default: the embedded
     /// Redis that `redcron run` started in --data-dir].
-    #[arg(long, env = "REDIS_URL", value_name = "URL")]
+    #[arg(long, env = "REDIS_URL", value_name = "URL", hide_env_values = true)]
     redis: Option<String>,
     /// Keys live under {NS}: replicas cooperate within one namespace (1 to 64 letters, digits,
     /// '.', '_' or '-').
@@ -206,12 +206,14 @@ fn without_password(url: &str) -> String {
     {
         shown = format!("{scheme}://{user}:***@{host}");
     }
-    if let Some(start) = shown.find("pass=") {
-        let value = start + "pass=".len();
-        let end = shown[value..]
-            .find('&')
-            .map_or(shown.len(), |end| value + end);
-        shown.replace_range(value..end, "***");
+    for key in ["?pass=", "&pass=", "?password=", "&password="] {
+        if let Some(start) = shown.find(key) {
+            let value = start + key.len();
+            let end = shown[value..]
+                .find('&')
+                .map_or(shown.len(), |end| value + end);
+            shown.replace_range(value..end, "***");
+        }
     }
     shown
 }
@@ -511,6 +513,10 @@ mod tests {
             (
                 "redis+unix:///run/redis.sock?pass=s3cret",
                 "redis+unix:///run/redis.sock?pass=***",
+            ),
+            (
+                "redis://host/?password=s3cret",
+                "redis://host/?password=***",
             ),
         ] {
             assert_eq!(without_password(url), shown);

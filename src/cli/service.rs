@@ -2,9 +2,10 @@
 //! watchdog protocol (`sd_notify`), spoken only when systemd set `NOTIFY_SOCKET`.
 //!
 //! `READY=1` once Redis has answered; `WATCHDOG=1` at half the unit's `WatchdogSec`, sent by a
-//! task that first asks the replica's health, so a replica whose heartbeat stopped, or one of
-//! whose components died, or whose runtime hung (then the task does not run at all) misses its
-//! pings and is restarted; `STOPPING=1` when shutdown begins.
+//! task on the replica's runtime while none of its components died, so a replica whose runtime
+//! hung (the task does not run) or whose component died misses its pings and is restarted;
+//! `STOPPING=1` when shutdown begins. A Redis outage does not stop the pings: every replica
+//! would be killed at once, with its running jobs, and would wait for Redis again anyway.
 
 use std::sync::Arc;
 
@@ -27,8 +28,8 @@ pub(super) fn stopping() {
     ]);
 }
 
-/// Pings the service manager's watchdog, when the unit has one, while the replica is healthy,
-/// until `shutdown`.
+/// Pings the service manager's watchdog, when the unit has one, while no component of the
+/// replica died, until `shutdown`.
 pub(super) async fn watchdog(metrics: Arc<Metrics>, shutdown: Shutdown) {
     let Some(timeout) = sd_notify::watchdog_enabled() else {
         return;
@@ -40,19 +41,16 @@ pub(super) async fn watchdog(metrics: Arc<Metrics>, shutdown: Shutdown) {
             () = shutdown.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        match metrics.health.liveness() {
-            Ok(()) => {
-                unhealthy = false;
-                send(&[NotifyState::Watchdog]);
-            }
-            Err(reason) if !unhealthy => {
+        match metrics.health.dead_component() {
+            None => send(&[NotifyState::Watchdog]),
+            Some(component) if !unhealthy => {
                 unhealthy = true;
                 warn!(
-                    reason = reason.trim_end(),
-                    "not pinging the service manager's watchdog: the replica is not healthy"
+                    component,
+                    "not pinging the service manager's watchdog: a component died"
                 );
             }
-            Err(_) => {}
+            Some(_) => {}
         }
     }
 }

@@ -85,6 +85,12 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
     command
         .arg("-c")
         .arg(&job.command)
+        // What the replica was given for itself is not the job's: the Redis URL carries its
+        // password, and the service manager's socket answers to the replica alone.
+        .env_remove("REDIS_URL")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
         .envs(&job.env)
         .env("REDCRON_JOB", &job.name)
         .env("REDCRON_RUN_ID", &run.run_id)

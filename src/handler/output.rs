@@ -16,6 +16,10 @@ use crate::schedule::Output;
 /// The most lines of one run that go to the replica's log: a chatty command must not drown it.
 pub const MAX_LOGGED_LINES: usize = 1_000;
 
+/// The longest line handed on whole: a command that writes without line ends (binary data)
+/// must not make the replica buffer it all. Longer lines are handed on in pieces this long.
+pub const MAX_LINE_BYTES: usize = 16 * 1024;
+
 /// How often an open file is checked for a rotation (renamed or removed).
 const ROTATION_CHECK: Duration = Duration::from_secs(1);
 
@@ -158,6 +162,10 @@ impl Lines {
             rest = &rest[end + 1..];
         }
         self.partial.extend_from_slice(rest);
+        while self.partial.len() >= MAX_LINE_BYTES {
+            let piece: Vec<u8> = self.partial.drain(..MAX_LINE_BYTES).collect();
+            sink.line(&piece);
+        }
     }
 
     /// The stream ended: a last line without its line end is still a line.
@@ -191,6 +199,22 @@ mod tests {
             written,
             "tick@1000 hello\ntick@1000 world\ntick@1000 last\n"
         );
+    }
+
+    #[test]
+    fn output_without_line_ends_is_handed_on_in_pieces_not_buffered() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let template = format!("{}/{{job}}.log", dir.path().display());
+        let mut sink = Sink::new(&Output::File(template), "r", "j").expect("a sink");
+        let mut lines = Lines::default();
+        for _ in 0..100 {
+            lines.push(&[b'x'; 1000], &mut sink);
+            assert!(lines.partial.len() < MAX_LINE_BYTES);
+        }
+        lines.end(&mut sink);
+        let written = std::fs::read_to_string(dir.path().join("j.log")).expect("the file");
+        assert_eq!(written.lines().count(), 100_000 / MAX_LINE_BYTES + 1);
+        assert_eq!(written.matches('x').count(), 100_000);
     }
 
     #[test]

@@ -317,7 +317,13 @@ impl Execution {
         .await;
         match recorded {
             Some(outcome) => {
-                info!(run = run_id, ?outcome, "failure recorded");
+                match outcome {
+                    FailOutcome::Retrying { due_ms } => {
+                        info!(run = run_id, due_ms, "failure recorded: due again");
+                    }
+                    FailOutcome::Dead => info!(run = run_id, "failure recorded: dead"),
+                    FailOutcome::Gone => info!(run = run_id, "failure not recorded: run gone"),
+                }
                 let outcome = match outcome {
                     FailOutcome::Retrying { .. } => {
                         self.store
