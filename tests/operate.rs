@@ -115,7 +115,7 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
     let big = dir.path().join("big.json");
     std::fs::write(&big, format!("\"{}\"", "x".repeat(1024 * 1024))).expect("write");
     let big_arg = format!("@{}", big.display());
-    let cases: [(&[&str], &str); 14] = [
+    let cases: [(&[&str], &str); 18] = [
         (&["trigger", "nope"], "unknown job \"nope\""),
         (
             &["trigger", "greet", "--payload", "{bad"],
@@ -152,6 +152,19 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
         (
             &["run", "--workers", "0"],
             "\"0\" is not a number of workers from 1 to 4096",
+        ),
+        (
+            &["run", "--run-lease", "0s"],
+            "\"0s\" is shorter than the shortest lease, 1s",
+        ),
+        (
+            &["run", "--leader-ttl", "1ms"],
+            "\"1ms\" is shorter than the shortest lease, 1s",
+        ),
+        (&["run", "--queues", "ops,Bad"], "\"Bad\" does not match"),
+        (
+            &["run", "--replica-id", "a b"],
+            "\"a b\" is not a replica id: 1 to 64 letters, digits and . _ - @",
         ),
         (
             &["bench", "--concurrency", "5000"],

@@ -25,22 +25,22 @@ pub(super) struct RunArgs {
     #[command(flatten)]
     redis: RedisArgs,
     /// The queues this replica serves, comma-separated [default: every queue its jobs use].
-    #[arg(long, value_name = "Q,...", value_delimiter = ',')]
+    #[arg(long, value_name = "Q,...", value_delimiter = ',', value_parser = queue_name)]
     queues: Vec<String>,
     /// How many runs execute at once (1 to 4096).
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = super::worker_count)]
     workers: usize,
     /// This replica's id, unique among the replicas [default: <host>-<pid>].
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = replica_id)]
     replica_id: Option<String>,
     /// How long running runs may finish after SIGTERM before they are stopped and handed back.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
     /// The leader lease: a dead leader is replaced within about this long.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = lease)]
     leader_ttl: Duration,
     /// A running run's lease: a run whose replica died is retried about this long after.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = lease)]
     run_lease: Duration,
     /// Reload the schedule directory whenever a file in it changes (as SIGHUP does).
     #[arg(long)]
@@ -70,6 +70,34 @@ pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
     // went away, say) must not hold up the exit.
     runtime.shutdown_timeout(Duration::from_secs(1));
     stopped
+}
+
+/// Reads `--leader-ttl` and `--run-lease`: a lease under a second would lapse between two of
+/// its renewals, and every run or leader would be taken over while it works.
+fn lease(text: &str) -> Result<Duration, String> {
+    let lease = humantime::parse_duration(text).map_err(|error| format!("{text:?}: {error}"))?;
+    if lease < Duration::from_secs(1) {
+        return Err(format!("{text:?} is shorter than the shortest lease, 1s"));
+    }
+    Ok(lease)
+}
+
+/// Reads a queue of `--queues`, named as queues are in schedule files.
+fn queue_name(text: &str) -> Result<String, String> {
+    crate::schedule::check_name(text).map(|()| text.to_owned())
+}
+
+/// Reads `--replica-id`: it names keys and metrics, and appears in status and logs.
+fn replica_id(text: &str) -> Result<String, String> {
+    let valid =
+        |byte: u8| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-' | b'@');
+    if (1..=64).contains(&text.len()) && text.bytes().all(valid) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{text:?} is not a replica id: 1 to 64 letters, digits and . _ - @"
+        ))
+    }
 }
 
 /// `--metrics-addr`: where the endpoint listens, or `None` for no endpoint.

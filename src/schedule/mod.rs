@@ -15,7 +15,7 @@ use chrono_tz::Tz;
 use serde::{Serialize, Serializer};
 
 pub use cron::{CronError, CronExpr};
-pub use file::{Diagnostic, LoadError, load_dir, parse_file};
+pub use file::{Diagnostic, LoadError, check_name, load_dir, parse_file};
 pub use job::{DefinitionError, Delivery, Job, Misfire, Output, Overlap, Priority};
 
 /// The declared jobs as a replica currently knows them, one shared copy of each definition;
