@@ -2,7 +2,6 @@
 //! replicas declare, ties by content hash), holds a job whose declarers vanished, drops one a
 //! declarer withdrew, and repairs published definitions that are damaged or foreign.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
@@ -11,13 +10,13 @@ use redcron::engine::Leadership;
 use redcron::engine::elector::{Elector, ElectorConfig};
 use redcron::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError};
 use redcron::engine::planner::{DeclarationsConfig, Planner, PlannerConfig};
-use redcron::schedule::{Job, parse_file, shared_jobs};
+use redcron::schedule::{Job, shared_jobs};
 use redcron::store::{ManualClock, Store, cron_run_id};
 use redis::Commands;
 use tokio::sync::watch;
 
 use crate::replicas::{Scenario, fire_ms};
-use crate::store::connect;
+use crate::store::{connect, jobs};
 use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
@@ -26,10 +25,6 @@ use crate::util::wait_until;
 const EVERY_2S: &str = "[jobs.x]\nschedule = \"*/2 * * * * *\"\ncommand = \"true\"\n";
 const EVERY_3S: &str = "[jobs.x]\nschedule = \"*/3 * * * * *\"\ncommand = \"true\"\n";
 const Z: &str = "[jobs.z]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n";
-
-fn jobs(toml: &str) -> Vec<Job> {
-    parse_file(Path::new("test.toml"), toml).expect("valid test jobs")
-}
 
 /// A Redis, a store on a clock that moves only when the test moves it, and a planner for
 /// replica "a" that leads and declares `own`, holding jobs whose declarers vanished for `hold`.

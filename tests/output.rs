@@ -14,7 +14,7 @@ fn output_goes_to_the_log_or_to_a_file_that_survives_a_rotation() {
     scenario.write_jobs(&format!(
         "[jobs.logged]\nschedule = \"* * * * * *\"\noutput = \"log\"\n\
          command = \"echo to stdout; echo to stderr >&2\"\n\
-         [jobs.filed]\nschedule = \"* * * * * *\"\noverlap = \"allow\"\n\
+         [jobs.filed]\nschedule = \"* * * * * *\"\n\
          output = \"file:{logs}/{{job}}.log\"\n\
          command = \"for i in 1 2 3 4 5 6; do echo line $i; sleep 0.4; done\"\n",
         logs = logs.display()
