@@ -27,8 +27,9 @@ local recorded, finished = {}, {}
 for i = 5, #ARGV, 5 do
   local run_id, worker, attempt, exit_code, output = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local run_key = key_run(prefix, run_id)
-  local state, holder, held_attempt, job, started, overlap, max_concurrency = unpack(redis.call(
-    'HMGET', run_key, 'state', 'worker', 'attempt', 'job', 'started_ms', 'overlap', 'max_concurrency'))
+  local state, holder, held_attempt, job, started, overlap, max_concurrency, notify, notify_on =
+    unpack(redis.call('HMGET', run_key, 'state', 'worker', 'attempt', 'job', 'started_ms', 'overlap',
+      'max_concurrency', 'notify', 'notify_on'))
   -- The attempt tells a reaped run claimed again by the same worker from the one it ran.
   if state ~= 'active' or holder ~= worker or held_attempt ~= attempt then
     recorded[#recorded + 1] = 0
@@ -44,6 +45,16 @@ for i = 5, #ARGV, 5 do
       'duration_ms', now - (tonumber(started) or now))
     recorded[#recorded + 1] = 1
     finished[#finished + 1] = run_id
+    if notify then
+      -- The first success after a dead run tells that the job recovered.
+      if job and string.find(notify_on or '', ',recovered,', 1, true)
+          and redis.call('HDEL', key_dead_jobs(prefix), job) == 1 then
+        add_notice(prefix, run_key, run_id, 'recovered', now, notify, notify_on, replica_of(worker))
+      end
+      if output ~= '' then
+        add_notice(prefix, run_key, run_id, 'output', now, notify, notify_on, replica_of(worker))
+      end
+    end
   end
 end
 in_slices('ZREM', active, finished)

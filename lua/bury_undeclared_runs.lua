@@ -55,7 +55,7 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
       local run_key = key_run(prefix, run_id)
       local kind, attempt = unpack(redis.call('HMGET', run_key, 'kind', 'attempt'))
       if kind == 'cron' and (tonumber(attempt) or 0) == 0 then
-        skip_run(run_key, run_id, job, 'undeclared', now, retention, events, maxlen)
+        skip_run(prefix, run_key, run_id, job, 'undeclared', now, retention, events, maxlen)
       elseif expired then
         redis.call('HSET', run_key, 'state', 'dead', 'reason', 'undeclared', 'finished_ms', now,
           'error', 'no live replica declares job "' .. job .. '"')

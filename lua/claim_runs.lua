@@ -155,7 +155,7 @@ end
 
 local skips = {}
 local function skip(run_key, run_id, job, reason)
-  skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
+  skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen)
   skips[#skips + 1] = job
   skips[#skips + 1] = reason
 end
@@ -210,10 +210,10 @@ while #started < #workers and pops < limit do
   for _, run_id in ipairs(run_ids) do
     local run_key = key_run(prefix, run_id)
     local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload, due_ms, kind,
-      max_concurrency, started_ms, redriven_ms =
+      max_concurrency, started_ms, redriven_ms, notify, notify_on, late_after =
       unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap', 'created_ms', 'attempt',
         'max_attempts', 'fire_ms', 'payload', 'due_ms', 'kind', 'max_concurrency', 'started_ms',
-        'redriven_ms'))
+        'redriven_ms', 'notify', 'notify_on', 'late_after_ms'))
     attempt, max_attempts = tonumber(attempt), tonumber(max_attempts)
     local due = tonumber(due_ms) or now
     local wait = math.max(due - now, 0)
@@ -254,7 +254,8 @@ while #started < #workers and pops < limit do
     end
     if admitted then
       started[#started + 1] = {run_id, workers[#started + 1], job, attempt + 1, max_attempts,
-        tonumber(fire_ms) or false, payload, wait, slot_pending, run_key}
+        tonumber(fire_ms) or false, payload, wait, slot_pending, run_key,
+        notify and {notify, notify_on, tonumber(late_after) or 0, due}}
       leases[#leases + 1] = wait == 0 and lease_deadline or tostring(now + held_for)
       leases[#leases + 1] = run_id
     end
@@ -294,6 +295,11 @@ for _, run in ipairs(started) do
   claimed_ahead = claimed_ahead or wait > 0
   redis.call('HSET', run[10], 'attempt', attempt_text(run[4]), 'state', 'active', 'worker', run[2],
     'started_ms', wait == 0 and now_text or tostring(now + wait))
+  -- A late start is told now, by the replica that starts it, not when the run ends.
+  local notices = run[11]
+  if notices and now + wait - notices[4] > notices[3] then
+    add_notice(prefix, run[10], run[1], 'late', now, notices[1], notices[2], replica_of(run[2]))
+  end
 end
 -- Runs may be left behind the ones claimed: wake other replicas' idle workers for them.
 for _, queue in ipairs(queues) do

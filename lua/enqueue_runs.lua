@@ -46,6 +46,7 @@ local function declared(job)
         overlap = def.overlap,
         max_concurrency = def.max_concurrency and tostring(def.max_concurrency) or nil,
         paused = redis.call('SISMEMBER', paused, job),
+        notify = def.notify,
       }
     end
   end
@@ -91,6 +92,7 @@ for i = 3, #ARGV, 7 do
     if def.max_concurrency then
       redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
     end
+    set_run_notices(run_key, def.notify)
     if state == 'ready' then
       local list = ready_list(prefix, 'adhoc', def.queue, priority)
       ready[list] = ready[list] or {}

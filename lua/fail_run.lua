@@ -41,9 +41,9 @@ local MAX_LOST = 3
 local run_key = key_run(prefix, run_id)
 
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
-local holder, job, attempt, max_attempts, backoff, max_backoff, delivery, due_ms, started = unpack(redis.call(
-  'HMGET', run_key, 'worker', 'job', 'attempt', 'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery',
-  'due_ms', 'started_ms'))
+local holder, job, attempt, max_attempts, backoff, max_backoff, delivery, due_ms, started, notify,
+  notify_on = unpack(redis.call('HMGET', run_key, 'worker', 'job', 'attempt', 'max_attempts',
+    'backoff_ms', 'max_backoff_ms', 'delivery', 'due_ms', 'started_ms', 'notify', 'notify_on'))
 if not deadline or (worker == '' and deadline > now) or (worker ~= '' and holder ~= worker) then
   return {'GONE', 0}
 end
@@ -77,16 +77,45 @@ elseif (reason == 'failed' or reason == 'timeout') and attempt < max_attempts
   retry_at = now + math.floor(delay * (1 + jitter) / 2)
 end
 
+-- Notices are told by the replica that recorded the outcome (none for the reaper's: any
+-- replica then). A failing attempt that makes the run dead sends `dead` when the job asks for
+-- both: one notice says it all.
+local notifier = worker ~= '' and replica_of(worker) or nil
+local command_failed = reason == 'failed' or reason == 'timeout' or reason == 'permanent'
+local function notice(event)
+  add_notice(prefix, run_key, run_id, event, now, notify, notify_on, notifier)
+end
+local function subscribed(event)
+  return notify_on and string.find(notify_on, ',' .. event .. ',', 1, true)
+end
+
 if retry_at then
   redis.call('ZADD', due, retry_at, run_id)
   redis.call('HSET', run_key, 'state', 'retrying', 'due_ms', retry_at)
   record_event(events, maxlen, run_id, 'retrying', 'job', job or '', 'reason', reason,
     'attempt', attempt, 'worker', holder or '', 'due_ms', retry_at, 'error', message, unpack(ran))
   redis.call('PUBLISH', wake, retry_at)
+  if command_failed then
+    notice('failed')
+  end
+  if output ~= '' and reason ~= 'not-started' then
+    notice('output')
+  end
   return {'RETRYING', retry_at}
 end
 redis.call('ZADD', dead, now, run_id)
 redis.call('HSET', run_key, 'state', 'dead')
 record_event(events, maxlen, run_id, 'dead', 'job', job or '', 'reason', reason,
   'attempt', attempt, 'worker', holder or '', 'error', message, unpack(ran))
+if subscribed('dead') then
+  notice('dead')
+elseif command_failed then
+  notice('failed')
+end
+if output ~= '' and reason ~= 'not-started' then
+  notice('output')
+end
+if job and subscribed('recovered') then
+  redis.call('HSET', key_dead_jobs(prefix), job, run_id)
+end
 return {'DEAD', now}

@@ -123,6 +123,7 @@ for i = 1, #run_ids, 2 do
       if def.max_concurrency then
         redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
       end
+      set_run_notices(run_key, def.notify)
       local lateness = now - due_ms
       local deadline = def.starting_deadline
       if deadline and lateness > deadline then
@@ -147,7 +148,7 @@ for i = 1, #run_ids, 2 do
     reason = 'corrupt'
     bury_corrupt_run(run_key, run_id, job or '', now, dead, events, maxlen)
   elseif reason then
-    skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
+    skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen)
   else
     -- Becoming ready is not an event: the run hash records when.
     redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now_text)

@@ -44,12 +44,13 @@ if not slots or redis.call('ZSCORE', running, run_id) or redis.call('ZCARD', run
   return 'TAKEN'
 end
 redis.call('ZREM', active, run_id)
-if may_skip and running_since(prefix, running, tonumber(due_ms) or now) then
-  skip_run(run_key, run_id, job, 'overlap', now, retention, events, maxlen)
-  return 'BUSY'
-end
--- Not started: the claim's attempt, worker and start are taken back.
+-- Not started: the claim's attempt, worker and start are taken back, whether the run is
+-- skipped (it never ran an attempt) or waits.
 redis.call('HSET', run_key, 'attempt', math.max((tonumber(attempt) or 1) - 1, 0))
 redis.call('HDEL', run_key, 'worker', 'started_ms')
+if may_skip and running_since(prefix, running, tonumber(due_ms) or now) then
+  skip_run(prefix, run_key, run_id, job, 'overlap', now, retention, events, maxlen)
+  return 'BUSY'
+end
 wait_for_slot(prefix, run_key, run_id, job)
 return 'WAITING'

@@ -49,6 +49,7 @@ pub mod engine;
 pub mod handler;
 pub mod logs;
 pub mod metrics;
+pub mod notify;
 pub mod replica;
 pub mod schedule;
 pub mod shutdown;

@@ -32,6 +32,9 @@ pub struct Metrics {
     pub skipped_fires_total: IntCounterVec,
     /// `redcron_retries_total{job}`.
     pub retries_total: IntCounterVec,
+    /// `redcron_notices_total{target,result}`: deliveries of notices by kind of target (mail,
+    /// webhook, exec) and result (sent, failed: to be tried again, given_up).
+    pub notices_total: IntCounterVec,
     /// `redcron_dead_runs`.
     pub dead_runs: IntGauge,
     /// `redcron_ready_runs{queue,priority}`.
@@ -142,6 +145,11 @@ impl Metrics {
             fire_lag_seconds: histogram_vec(
                 "redcron_fire_lag_seconds",
                 "Start minus fire time of cron runs",
+            ),
+            notices_total: counter_vec(
+                "redcron_notices_total",
+                "Deliveries of notices, by kind of target and result",
+                &["target", "result"],
             ),
             skipped_fires_total: counter_vec(
                 "redcron_skipped_fires_total",

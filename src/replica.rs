@@ -1,8 +1,8 @@
 //! One replica: the engine's components wired together, supervised, and stopped in order.
 //!
-//! Supervision: every component (elector, planner, promoter, reaper, heartbeat, workers) runs as
-//! a task of one [`JoinSet`]. One that panics or returns while it should still run stops the
-//! replica at once: the error is logged with the component's name, `/healthz` and `/readyz`
+//! Supervision: every component (elector, planner, promoter, reaper, heartbeat, notifier,
+//! workers) runs as a task of one [`JoinSet`]. One that panics or returns while it should still
+//! run stops the replica at once: the error is logged with the component's name, `/healthz` and `/readyz`
 //! answer 503, running runs are stopped and handed back without a grace, leadership is released,
 //! and [`Replica::run`] returns the error, so that the process exits non-zero and its service
 //! manager restarts it while another replica leads.
@@ -12,7 +12,8 @@
 //! (2) running runs get the grace period, after which the rest are stopped and handed back
 //! without using an attempt, and outcomes are recorded within the recording window
 //! ([`RECORD_WINDOW`](crate::engine::worker::RECORD_WINDOW)); (3) once the workers have stopped,
-//! the promoter, reaper and heartbeat stop, so the replica is seen alive while its runs finish.
+//! the promoter, reaper, heartbeat and notifier stop, so the replica is seen alive while its runs
+//! finish, and the notices of their outcomes go out.
 //! A component that has not stopped [`STOP_TIMEOUT`] after that (waiting on a Redis that does
 //! not answer) is abandoned.
 
@@ -28,6 +29,7 @@ use tracing::{error, warn};
 
 use crate::engine::elector::{Elector, ElectorConfig};
 use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError, wait_for_replica_id};
+use crate::engine::notifier::{Notifier, NotifierConfig};
 use crate::engine::planner::{DeclarationsConfig, Planner, PlannerConfig};
 use crate::engine::promoter::{Promoter, PromoterConfig};
 use crate::engine::reaper::{Reaper, ReaperConfig};
@@ -70,6 +72,7 @@ enum Component {
     Promoter,
     Reaper,
     Heartbeat,
+    Notifier,
 }
 
 impl Component {
@@ -81,6 +84,7 @@ impl Component {
             Component::Promoter => "promoter",
             Component::Reaper => "reaper",
             Component::Heartbeat => "heartbeat",
+            Component::Notifier => "notifier",
         }
     }
 
@@ -147,6 +151,8 @@ pub struct ReplicaConfig {
     pub reaper: ReaperConfig,
     /// Time between heartbeats.
     pub heartbeat_period: Duration,
+    /// Sending notices.
+    pub notifier: NotifierConfig,
 }
 
 impl Default for ReplicaConfig {
@@ -160,6 +166,7 @@ impl Default for ReplicaConfig {
             promoter: PromoterConfig::default(),
             reaper: ReaperConfig::default(),
             heartbeat_period: Duration::from_secs(2),
+            notifier: NotifierConfig::default(),
         }
     }
 }
@@ -336,6 +343,17 @@ impl Replica {
             .run(background.clone()),
         );
         supervisor.spawn(Component::Heartbeat, heartbeat.run(background.clone()));
+        supervisor.spawn(
+            Component::Notifier,
+            Notifier::new(
+                self.store.clone(),
+                NotifierConfig {
+                    replica_id: config.replica_id.clone(),
+                    ..config.notifier
+                },
+            )
+            .run(background.clone()),
+        );
 
         let mut failure = None;
         let mut stop_by = None;

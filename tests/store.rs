@@ -1305,7 +1305,9 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
          key_running(prefix, 'j'), key_waiting(prefix, 'j'), key_undeclared(prefix, 'j'), \
          key_wake(prefix, 'q'), key_fingerprint(prefix, 'f'), key_replica_jobs(prefix, 'r1'), \
          key_wake_replica(prefix, 'r1'), cron_run_id('nightly', 1767225600000), \
-         ready_list(prefix, 'cron', 'q', 'high'), ready_list(prefix, 'adhoc', 'q', 'low')}}"
+         ready_list(prefix, 'cron', 'q', 'high'), ready_list(prefix, 'adhoc', 'q', 'low'), \
+         key_notices(prefix), key_notice(prefix, 'r@1:1:dead'), key_notices_of(prefix, 'r1'), \
+         key_dead_jobs(prefix)}}"
     );
     let keys = redcron::store::Keys::new("test");
     let built: Vec<String> = redis::Script::new(&script)
@@ -1326,6 +1328,10 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
             cron_run_id("nightly", 1_767_225_600_000),
             keys.ready_fires("q", redcron::schedule::Priority::High),
             keys.ready("q", redcron::schedule::Priority::Low),
+            keys.notices(),
+            keys.notice("r@1:1:dead"),
+            keys.notices_of("r1"),
+            keys.dead_jobs(),
         ]
     );
 }

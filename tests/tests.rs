@@ -16,6 +16,7 @@ mod import_crontab;
 mod inspect;
 mod lifecycle;
 mod next;
+mod notices;
 mod operate;
 mod output;
 mod replicas;

@@ -11,6 +11,10 @@ local function key_wake(prefix, queue) return prefix .. 'wake:' .. queue end
 local function key_fingerprint(prefix, fingerprint) return prefix .. 'fp:' .. fingerprint end
 local function key_replica_jobs(prefix, replica) return prefix .. 'replica-jobs:' .. replica end
 local function key_wake_replica(prefix, replica) return prefix .. 'wake-replica:' .. replica end
+local function key_notices(prefix) return prefix .. 'notices' end
+local function key_notice(prefix, id) return prefix .. 'notice:' .. id end
+local function key_notices_of(prefix, replica) return prefix .. 'notices-of:' .. replica end
+local function key_dead_jobs(prefix) return prefix .. 'dead-jobs' end
 
 -- The id of a cron fire, as `cron_run_id` in src/store/planning.rs builds it: deterministic,
 -- so that one fire is only ever planned once.
@@ -38,7 +42,24 @@ local function decode_definition(raw)
     end
     return count(value)
   end
+  -- A job's notices: its targets as JSON text and its outcomes as ',dead,late,' (what
+  -- add_notice looks for), copied into each of its runs.
+  local notify = false
+  if type(def.notify) == 'table' then
+    local targets, on, late_after = def.notify.targets, def.notify.on, count(def.notify.late_after)
+    if type(targets) ~= 'table' or type(on) ~= 'table' or not late_after then
+      return nil
+    end
+    for _, event in ipairs(on) do
+      if type(event) ~= 'string' then
+        return nil
+      end
+    end
+    notify = {targets = cjson.encode(targets), on = ',' .. table.concat(on, ',') .. ',',
+      late_after = tostring(late_after)}
+  end
   local definition = {
+    notify = notify,
     queue = text(def.queue), priority = text(def.priority), delivery = text(def.delivery),
     overlap = text(def.overlap), misfire = text(def.misfire), retries = count(def.retries),
     backoff = count(def.backoff), max_backoff = count(def.max_backoff),
@@ -90,6 +111,59 @@ local function in_slices(command, key, values)
   return total
 end
 
+-- Copies a job's notices (see decode_definition) into one of its runs.
+local function set_run_notices(run_key, notify)
+  if notify then
+    redis.call('HSET', run_key, 'notify', notify.targets, 'notify_on', notify.on,
+      'late_after_ms', notify.late_after)
+  end
+end
+
+-- The fields of a run a notice keeps, as src/notify reads them.
+local NOTICE_RUN_FIELDS = {'job', 'kind', 'queue', 'attempt', 'state', 'reason', 'exit_code',
+  'error', 'output', 'fire_ms', 'due_ms', 'started_ms', 'finished_ms', 'worker'}
+
+-- Records that a notice of `event` is owed for a run's current attempt, if the run's job asks
+-- for one (`notify` and `notify_on`, the run's own fields, passed in by callers that read them
+-- anyway): one per run, attempt and event, however often this is called. The notice keeps its
+-- own copy of the run's fields, so that it says what happened even after the run moved on.
+-- `replica`, when given, is the replica that recorded the outcome: it sends the notice (see
+-- take_notices.lua), which every other replica may take over NOTICE_HANDOFF_MS later, when
+-- that replica died first; without one, any replica may take it at once.
+local NOTICE_HANDOFF_MS = 15000
+local function add_notice(prefix, run_key, run_id, event, now, notify, notify_on, replica)
+  if not notify or not notify_on or not string.find(notify_on, ',' .. event .. ',', 1, true) then
+    return
+  end
+  local fields = redis.call('HMGET', run_key, unpack(NOTICE_RUN_FIELDS))
+  local id = run_id .. ':' .. (fields[4] or '0') .. ':' .. event
+  local takeable = now
+  if replica then
+    takeable = now + NOTICE_HANDOFF_MS
+  end
+  if redis.call('ZADD', key_notices(prefix), 'NX', takeable, id) == 0 then
+    return
+  end
+  local values = {'event', event, 'run', run_id, 'targets', notify, 'created_ms', now}
+  for index, name in ipairs(NOTICE_RUN_FIELDS) do
+    if fields[index] then
+      values[#values + 1] = name
+      values[#values + 1] = fields[index]
+    end
+  end
+  if replica then
+    values[#values + 1] = 'owner'
+    values[#values + 1] = replica
+    redis.call('ZADD', key_notices_of(prefix, replica), now, id)
+  end
+  redis.call('HSET', key_notice(prefix, id), unpack(values))
+end
+
+-- The replica of a worker id, `<replica id>/<slot>`.
+local function replica_of(worker)
+  return worker and string.match(worker, '^(.*)/[^/]*$') or nil
+end
+
 -- Appends one state change of a run to the capped events stream.
 local function record_event(events, maxlen, run_id, state, ...)
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'run', run_id, 'state', state, ...)
@@ -97,10 +171,16 @@ end
 
 -- Ends a run that will not run (paused, duplicate, overlap, missed...), keeping its hash for
 -- `retention` ms.
-local function skip_run(run_key, run_id, job, reason, now, retention, events, maxlen)
+-- A fire skipped because the job's previous run still ran, because it was missed or because
+-- it could not start by its deadline sends a `skipped` notice; pausing is the operator's doing.
+local function skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen)
   redis.call('HSET', run_key, 'state', 'skipped', 'reason', reason, 'finished_ms', now)
   redis.call('PEXPIRE', run_key, retention)
   record_event(events, maxlen, run_id, 'skipped', 'job', job, 'reason', reason)
+  if reason == 'overlap' or reason == 'missed' or reason == 'deadline' then
+    local notify, notify_on = unpack(redis.call('HMGET', run_key, 'notify', 'notify_on'))
+    add_notice(prefix, run_key, run_id, 'skipped', now, notify, notify_on)
+  end
 end
 
 -- Sends a run nothing can execute (its id or hash is damaged) to the dead letters.

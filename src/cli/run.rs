@@ -56,6 +56,14 @@ pub(super) struct RunArgs {
     /// a pause or a busy job is checked at claim. 0s claims runs only once due.
     #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = humantime::parse_duration)]
     claim_ahead: Duration,
+    /// How long a webhook notice may take (a `sendmail` or `exec:` notice: three times as long)
+    /// before it is tried again.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = lease)]
+    notice_timeout: Duration,
+    /// The wait before a notice that a target did not take is tried again, tripled with each
+    /// try (five tries, at most 10 minutes apart).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    notice_backoff: Duration,
     /// How long a finished run's record (its hash: state, attempts, outcome) is kept.
     #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
     retention: Duration,
@@ -229,6 +237,11 @@ fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
     config.planner.misfire_threshold = args.misfire_threshold;
     config.promoter.misfire_threshold = args.misfire_threshold;
     config.promoter.lead = args.claim_ahead;
+    // A notice whose sender died is sent by another replica as soon as a run would be.
+    config.notifier.lease = args.run_lease;
+    config.notifier.retry_backoff = args.notice_backoff;
+    config.notifier.limits.webhook_timeout = args.notice_timeout;
+    config.notifier.limits.command_timeout = args.notice_timeout * 3;
     config
 }
 

@@ -8,9 +8,11 @@
 //! - [`worker`]: claims ready runs, executes them with their handler, records the outcome.
 //! - [`reaper`]: fails runs whose lease expired (their worker died) with reason `lost`.
 //! - [`heartbeat`]: records the replica as alive, with its load.
+//! - [`notifier`]: sends the notices owed to people (mail, webhooks, commands).
 
 pub mod elector;
 pub mod heartbeat;
+pub mod notifier;
 pub mod planner;
 pub mod promoter;
 pub mod reaper;

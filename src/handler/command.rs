@@ -47,27 +47,48 @@ impl Handler for CommandHandler {
     }
 }
 
-/// Sets up the child between fork and exec: it becomes the run's supervisor (see
-/// [`supervisor`]), whose own child takes `identity` (groups, then group, then user, as cron
-/// does) and execs the shell. A replica killed outright (`kill -9`, the OOM killer) would
-/// otherwise leave its commands running while their leases expire and other replicas run them
-/// again, twice at once; with the supervisor, the run's whole tree dies with the replica:
-/// every command of a list or a pipeline, background processes, and those that left the
-/// process group.
-fn prepare_child(command: &mut Command, identity: Option<Identity>) {
+/// Starts `command` under a supervisor (see [`supervisor`]), whose own child takes `identity`
+/// (groups, then group, then user, as cron does) and execs the program, in a process group of
+/// its own and without what the replica keeps to itself ([`REPLICA_ONLY_ENV`]). A replica
+/// killed outright (`kill -9`, the OOM killer) would otherwise leave its commands running while
+/// their leases expire and other replicas run them again, twice at once; with the supervisor,
+/// the whole tree dies with the replica: every command of a list or a pipeline, background
+/// processes, and those that left the process group. Runs and `exec:` notices start this way.
+///
+/// # Errors
+/// When the program cannot be started.
+pub(crate) fn spawn_supervised(
+    command: &mut Command,
+    identity: Option<Identity>,
+) -> std::io::Result<Supervised> {
+    for name in REPLICA_ONLY_ENV {
+        command.env_remove(name);
+    }
+    // Its own group, so a timeout reaches every process the command started. Set before the
+    // pre-exec closure runs, so the supervisor leads that group.
+    command.process_group(0);
     let replica = getpid();
     // SAFETY: between fork and exec the closure only makes system calls and allocates nothing
     // (the identity was resolved before the fork); `split` is called where it must be.
     unsafe {
         command.pre_exec(move || supervisor::split(replica, identity.as_ref()));
     }
+    command.spawn().map(|child| Supervised { child })
 }
 
-/// The spawned supervisor: when it is dropped before it was waited for to its end (the run's
-/// task dropped half-way, its runtime shut down), it is asked to kill the run's whole tree. A
-/// SIGKILL (`kill_on_drop`) would take the supervisor alone, and leave the tree to live on.
-struct Supervised {
+/// A spawned supervisor: when it is dropped before it was waited for to its end (a run's task
+/// dropped half-way, its runtime shut down, a notice's sending given up), it is asked to kill
+/// the whole tree. A SIGKILL (`kill_on_drop`) would take the supervisor alone, and leave the
+/// tree to live on.
+pub(crate) struct Supervised {
     child: Child,
+}
+
+impl Supervised {
+    /// The supervisor's process: its pipes, its pid, its exit status (the program's).
+    pub(crate) fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
 }
 
 impl Drop for Supervised {
@@ -79,28 +100,30 @@ impl Drop for Supervised {
     }
 }
 
+/// What the replica was given for itself and no command it starts may see: the Redis URL
+/// carries its password, the webhook secret signs its notices, and the service manager's
+/// socket answers to the replica alone.
+const REPLICA_ONLY_ENV: [&str; 5] = [
+    "REDIS_URL",
+    "REDCRON_WEBHOOK_SECRET",
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+];
+
 async fn execute(run: RunContext, grace: Duration) -> Outcome {
     let job = &run.job;
     let mut command = Command::new("/bin/sh");
     command
         .arg("-c")
         .arg(&job.command)
-        // What the replica was given for itself is not the job's: the Redis URL carries its
-        // password, and the service manager's socket answers to the replica alone.
-        .env_remove("REDIS_URL")
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("WATCHDOG_USEC")
-        .env_remove("WATCHDOG_PID")
         .envs(&job.env)
         .env("REDCRON_JOB", &job.name)
         .env("REDCRON_RUN_ID", &run.run_id)
         .env("REDCRON_ATTEMPT", run.attempt.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own group, so a timeout reaches every process the command started. Set before
-        // the pre-exec closure runs, so the supervisor leads that group.
-        .process_group(0);
+        .stderr(Stdio::piped());
     if let Some(fire) = run.fire_time {
         command.env(
             "REDCRON_FIRE_TIME",
@@ -129,15 +152,13 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
             }
         }
     }
-    prepare_child(&mut command, identity);
-    let child = command.spawn().map_err(|error| {
+    let mut supervised = spawn_supervised(&mut command, identity).map_err(|error| {
         RunError::retryable(format!(
             "cannot start `/bin/sh -c` for job {}: {error}",
             job.name
         ))
     })?;
-    let mut supervised = Supervised { child };
-    let child = &mut supervised.child;
+    let child = supervised.child();
     let group = child
         .id()
         .and_then(|pid| i32::try_from(pid).ok())

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 pub use command::CommandHandler;
+pub(crate) use command::spawn_supervised;
 use tokio_util::sync::CancellationToken;
 
 use crate::schedule::Job;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
+use super::notice::Notices;
 use super::{CronError, Schedule};
 
 /// Which ready list a run waits in: workers always take high before normal before low.
@@ -194,6 +195,10 @@ pub struct Job {
     /// kept, so that the hash of a job without it is what it was before the setting existed.
     #[serde(skip_serializing_if = "Output::is_kept")]
     pub output: Output,
+    /// Who hears of its runs' outcomes, and of which; `None` without a target. Left out of the
+    /// canonical form when `None`, as `output` is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Notices>,
     /// Where it was declared.
     #[serde(skip)]
     pub source: Source,
@@ -255,6 +260,7 @@ impl Job {
             user: wire.user,
             group: wire.group,
             output: wire.output,
+            notify: wire.notify,
             source: Source::default(),
         };
         let found = job.content_hash();
@@ -328,6 +334,8 @@ struct CanonicalJob {
     group: Option<String>,
     #[serde(default)]
     output: Output,
+    #[serde(default)]
+    notify: Option<Notices>,
 }
 
 /// Feeds what is written to it to a SHA-256 hasher.
@@ -382,7 +390,9 @@ mod tests {
              starting_deadline = \"2m\"\njitter = \"3s\"\ndelivery = \"at-most-once\"\n\
              output = \"file:/var/log/redcron/{job}.log\"\n\
              [jobs.mail]\ncommand = \"send\"\nmax_concurrency = 4\nenabled = false\n\
-             output = \"log\"\n",
+             output = \"log\"\n\
+             [jobs.told]\ncommand = \"true\"\nnotify = [\"mailto:ops@example.com\", \"exec:page\"]\n\
+             notify_on = [\"late\", \"dead\"]\nlate_after = \"90s\"\n",
         );
         for job in declared {
             let text = serde_json::to_string(&job).expect("serializes");

@@ -5,6 +5,7 @@ pub mod crontab;
 mod dst;
 pub mod file;
 pub mod job;
+pub mod notice;
 pub mod run_as;
 
 use std::fmt;
@@ -17,6 +18,7 @@ use serde::{Serialize, Serializer};
 pub use cron::{CronError, CronExpr};
 pub use file::{Diagnostic, LoadError, check_name, load_dir, parse_file};
 pub use job::{DefinitionError, Delivery, Job, Misfire, Output, Overlap, Priority};
+pub use notice::{Event, Notices, Target};
 
 /// The declared jobs as a replica currently knows them, one shared copy of each definition;
 /// replaced whole on reload, and watched by every component.

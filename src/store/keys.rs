@@ -220,6 +220,30 @@ impl Keys {
     pub fn waiting(&self, job: &str) -> String {
         self.key(&format!("waiting:{job}"))
     }
+
+    /// Zset notice id -> ms from which any replica may take it: the notices owed and not yet
+    /// sent (while one is being sent, the end of its sender's lease).
+    pub fn notices(&self) -> String {
+        self.key("notices")
+    }
+
+    /// Hash of one notice owed: the run's fields when it was recorded, its targets, who sends
+    /// it and which targets have it already.
+    pub fn notice(&self, notice_id: &str) -> String {
+        self.key(&format!("notice:{notice_id}"))
+    }
+
+    /// Zset notice id -> ms recorded: the notices of outcomes one replica recorded, which it
+    /// sends itself.
+    pub fn notices_of(&self, replica_id: &str) -> String {
+        self.key(&format!("notices-of:{replica_id}"))
+    }
+
+    /// Hash job -> run id of its latest dead run, for jobs told of their recovery: the next
+    /// success removes it and sends `recovered`.
+    pub fn dead_jobs(&self) -> String {
+        self.key("dead-jobs")
+    }
 }
 
 fn priority_name(priority: Priority) -> &'static str {

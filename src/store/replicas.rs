@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use redis::AsyncCommands;
+
 use super::During;
 use super::{Store, StoreError, millis};
 
@@ -98,5 +100,18 @@ impl Store {
             beat_ms,
             now_ms,
         }))
+    }
+
+    /// The host `replica_id` last said it runs on; `None` when its hash is gone (a day after it
+    /// stopped, or its heartbeats long expired).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn replica_host(&self, replica_id: &str) -> Result<Option<String>, StoreError> {
+        self.connection
+            .clone()
+            .hget(self.keys.replica(replica_id), "host")
+            .await
+            .during(&self.metrics, "replica_host")
     }
 }

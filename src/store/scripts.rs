@@ -41,3 +41,5 @@ script!(
     FORGET_DECLARED_DEFINITIONS,
     "forget_declared_definitions.lua"
 );
+script!(TAKE_NOTICES, "take_notices.lua");
+script!(SETTLE_NOTICE, "settle_notice.lua");

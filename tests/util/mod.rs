@@ -2,6 +2,7 @@
 
 pub mod redis_server;
 pub mod replica;
+pub mod webhook;
 
 use std::io::Write;
 use std::path::Path;

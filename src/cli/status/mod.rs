@@ -293,11 +293,12 @@ fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
 }
 
 pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let (overview, events) = block_on(async {
+    let (overview, events, owed_notices) = block_on(async {
         let store = args.redis.connect().await?;
         Ok((
             store.overview().await?,
             store.recent_events(EVENTS_SCANNED).await?,
+            store.owed_notices().await?,
         ))
     })?;
     let jobs = published(&overview);
@@ -368,6 +369,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             "due": overview.counts.due,
             "active": overview.counts.active,
             "dead": overview.counts.dead,
+            "notices_owed": owed_notices,
             "ready": ready,
             "undeclared": undeclared,
             "jobs": job_states,
@@ -395,6 +397,13 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             "runs: {} due, {} active, {} dead",
             overview.counts.due, overview.counts.active, overview.counts.dead
         )?;
+        if owed_notices > 0 {
+            writeln!(
+                out,
+                "notices: {owed_notices} owed, not yet sent (being sent, or waiting to be tried \
+                 again: see the replicas' logs)"
+            )?;
+        }
         for aside in &overview.undeclared {
             writeln!(out, "{}", set_aside(&overview, aside))?;
         }

@@ -352,7 +352,7 @@ impl Execution {
 
 /// Retries a store call with backoff for [`RECORD_WINDOW`] at most, the call under way
 /// included; `None` when the window passed without an answer.
-pub(super) async fn retry_store<T, F, Fut>(mut call: F) -> Option<T>
+pub(crate) async fn retry_store<T, F, Fut>(mut call: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,

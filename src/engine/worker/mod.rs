@@ -26,6 +26,7 @@ mod held;
 
 pub use acker::RECORD_WINDOW;
 use acker::{PendingAck, record_successes};
+pub(crate) use execution::retry_store;
 use execution::{Ended, Execution};
 pub use held::Reconciled;
 use held::{HeldRuns, reconcile};

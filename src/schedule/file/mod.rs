@@ -17,6 +17,7 @@ use thiserror::Error;
 use toml::{Spanned, Value};
 
 use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
+use super::notice::{self, DEFAULT_LATE_AFTER, Event, Notices, Target};
 use super::{Schedule, run_as};
 
 /// One problem found in a schedule file.
@@ -71,7 +72,7 @@ impl fmt::Display for LoadError {
 }
 
 /// The fields a job table may have, for the unknown-field message.
-const FIELDS: [&str; 21] = [
+const FIELDS: [&str; 24] = [
     "schedule",
     "timezone",
     "command",
@@ -93,7 +94,13 @@ const FIELDS: [&str; 21] = [
     "user",
     "group",
     "output",
+    "notify",
+    "notify_on",
+    "late_after",
 ];
+
+/// The fields `[defaults]` may not give: each job has its own.
+const OWN_FIELDS: [&str; 2] = ["schedule", "command"];
 
 /// A job table as written: field name -> value, each with its byte span.
 type RawJob = BTreeMap<Spanned<String>, Spanned<Value>>;
@@ -102,6 +109,9 @@ type RawJob = BTreeMap<Spanned<String>, Spanned<Value>>;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
+    /// Fields every job of the file has unless it sets them itself.
+    #[serde(default)]
+    defaults: Option<Spanned<RawJob>>,
     #[serde(default)]
     jobs: BTreeMap<Spanned<String>, Spanned<RawJob>>,
 }
@@ -161,11 +171,44 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
     // Names are compared whether or not their jobs are valid, so fixing one problem never
     // reveals another that could have been reported with it.
     diagnostics.extend(duplicate_names(&declared));
+    diagnostics.extend(mail_without_sendmail(&jobs));
     if diagnostics.is_empty() {
         Ok(jobs)
     } else {
         Err(LoadError { diagnostics })
     }
+}
+
+/// A job that mails its notices on a machine with no `sendmail`: refused when the schedules
+/// load, not found out when the first notice cannot go.
+fn mail_without_sendmail(jobs: &[Job]) -> Vec<Diagnostic> {
+    let mailing = jobs
+        .iter()
+        .filter(|job| job.notify.as_ref().is_some_and(Notices::mails));
+    if mailing.clone().next().is_none() || notice::find_sendmail().is_some() {
+        return Vec::new();
+    }
+    mailing
+        .map(|job| Diagnostic {
+            path: job.source.path.clone(),
+            position: Some((job.source.line, job.source.column)),
+            job: Some(job.name.clone()),
+            field: Some("notify".to_owned()),
+            message: match std::env::var_os(notice::SENDMAIL_ENV).filter(|named| !named.is_empty())
+            {
+                Some(named) => format!(
+                    "a mailto: target needs sendmail, and {} ({}) is not a program that can be \
+                     run",
+                    notice::SENDMAIL_ENV,
+                    named.to_string_lossy()
+                ),
+                None => "a mailto: target needs sendmail, and there is none on PATH, at \
+                         /usr/sbin/sendmail or at /usr/lib/sendmail: install a mail transfer \
+                         agent (for example the msmtp-mta or postfix package)"
+                    .to_owned(),
+            },
+        })
+        .collect()
 }
 
 /// What one file declares: every job name with its place, valid or not, and either the jobs or
@@ -246,6 +289,26 @@ fn read_file(path: &Path, text: &str) -> FileContents {
             ));
         }
     };
+    let mut diagnostics = Vec::new();
+    let defaults = raw.defaults.map(|defaults| {
+        let defaults = defaults.into_inner();
+        for field in defaults.keys() {
+            let message = if OWN_FIELDS.contains(&field.get_ref().as_str()) {
+                "each job has its own: it cannot be a default".to_owned()
+            } else if !FIELDS.contains(&field.get_ref().as_str()) {
+                format!("unknown field: expected one of {}", FIELDS.join(", "))
+            } else {
+                continue;
+            };
+            diagnostics.push(file.diagnostic(
+                Some(field.span().start),
+                None,
+                Some(&format!("defaults.{}", field.get_ref())),
+                message,
+            ));
+        }
+        defaults
+    });
     let mut tables: Vec<_> = raw.jobs.into_iter().collect();
     tables.sort_by_key(|(name, _)| name.span().start);
     let declared = tables
@@ -254,12 +317,20 @@ fn read_file(path: &Path, text: &str) -> FileContents {
         .collect();
 
     let mut jobs = Vec::new();
-    let mut diagnostics = Vec::new();
     for (name, table) in tables {
+        let mut fields = table.into_inner();
+        // A default's problems are reported once, at `[defaults]`, not with every job.
+        if let Some(defaults) = defaults.as_ref().filter(|_| diagnostics.is_empty()) {
+            for (field, value) in defaults {
+                if !fields.contains_key(field.get_ref().as_str()) {
+                    fields.insert(field.clone(), value.clone());
+                }
+            }
+        }
         let reader = JobReader {
             file: &file,
             name: &name,
-            fields: table.into_inner(),
+            fields,
             diagnostics: Vec::new(),
         };
         match reader.read() {
@@ -434,6 +505,31 @@ impl JobReader<'_> {
             run_as::check_group(&group).map(|()| group)
         });
         let output = self.take("output", |value| Output::parse(&typed::<String>(value)?));
+        let notify_offset = self.offset_of("notify");
+        let targets = self.take("notify", |value| {
+            typed::<Vec<String>>(value)?
+                .iter()
+                .map(|target| Target::parse(target))
+                .collect::<Result<Vec<_>, _>>()
+        });
+        let notify_on_offset = self.offset_of("notify_on");
+        let notify_on = self.take("notify_on", |value| {
+            let mut events = Vec::new();
+            for name in typed::<Vec<String>>(value)? {
+                let event = Event::parse(&name).ok_or_else(|| {
+                    let names: Vec<_> = Event::ALL.iter().map(|event| event.as_str()).collect();
+                    format!(
+                        "\"{name}\" is not an outcome: expected {}",
+                        names.join(", ")
+                    )
+                })?;
+                events.push(event);
+            }
+            events.sort_unstable();
+            events.dedup();
+            Ok(events)
+        });
+        let late_after = self.take("late_after", duration);
 
         let unknown: Vec<_> = std::mem::take(&mut self.fields).into_keys().collect();
         for field in unknown {
@@ -491,6 +587,34 @@ impl JobReader<'_> {
             }
             return Err(self.diagnostics);
         };
+        let notify = match (targets, notify_on) {
+            (Some(targets), _) if targets.is_empty() => None,
+            (Some(targets), on) => Some(Notices {
+                targets,
+                on: on.unwrap_or_else(|| vec![Event::Dead]),
+                late_after: late_after.unwrap_or(DEFAULT_LATE_AFTER),
+            }),
+            (None, Some(_)) if !self.has_reported("notify") => {
+                self.report(
+                    notify_on_offset.unwrap_or(self.name.span().start),
+                    Some("notify_on"),
+                    "there is no target to notify: add notify = [\"mailto:...\"] (or a web \
+                     address, or exec:COMMAND)"
+                        .to_owned(),
+                );
+                None
+            }
+            (None, _) => None,
+        };
+        if notify.as_ref().is_some_and(|notices| notices.on.is_empty()) {
+            self.report(
+                notify_on_offset
+                    .or(notify_offset)
+                    .unwrap_or(self.name.span().start),
+                Some("notify_on"),
+                "no outcome is chosen: leave notify_on out for [\"dead\"], or name some".to_owned(),
+            );
+        }
         if !self.diagnostics.is_empty() {
             return Err(self.diagnostics);
         }
@@ -518,6 +642,7 @@ impl JobReader<'_> {
             user,
             group,
             output: output.unwrap_or_default(),
+            notify,
         })
     }
 

@@ -136,7 +136,7 @@ env = { 1BAD = \"x\" }
             "jobs.toml:6:1: job \"one\", field \"priorty\": unknown field: expected one of \
              schedule, timezone, command, workdir, env, priority, queue, timeout, retries, \
              backoff, max_backoff, overlap, max_concurrency, misfire, starting_deadline, jitter, delivery, \
-             enabled, user, group, output",
+             enabled, user, group, output, notify, notify_on, late_after",
             "jobs.toml:8:7: job \"two\", field \"command\": missing: every job needs a command",
             "jobs.toml:10:11: job \"two\", field \"timeout\": \"soon\" is not a duration \
              (expected number at 0): expected a string like \"30s\", \"15m\" or \"2h\"",
@@ -171,7 +171,7 @@ fn names_and_structure_are_checked() {
     );
     let found = errors("[job.x]\ncommand = \"true\"\n");
     assert!(
-        found[0].contains("unknown field `job`, expected `jobs`"),
+        found[0].contains("unknown field `job`, expected `defaults` or `jobs`"),
         "{found:?}"
     );
     assert!(found[0].starts_with("jobs.toml:1:2:"), "{found:?}");
@@ -241,4 +241,55 @@ proptest::proptest! {
     ) {
         let _ = parse_file(Path::new("fuzz.toml"), &text);
     }
+}
+
+#[test]
+fn defaults_apply_to_every_job_of_the_file_unless_it_sets_its_own() {
+    let jobs = parse(
+        "[defaults]\nnotify = [\"exec:cat\"]\nretries = 2\n\n\
+         [jobs.a]\ncommand = \"true\"\n\n\
+         [jobs.b]\ncommand = \"true\"\nretries = 0\nnotify = []\n\n\
+         [jobs.c]\ncommand = \"true\"\nnotify_on = [\"late\", \"dead\", \"late\"]\n\
+         late_after = \"5m\"\n",
+    )
+    .expect("valid");
+    let notify = |index: usize| jobs[index].notify.clone();
+    assert_eq!(jobs[0].retries, 2);
+    let a = notify(0).expect("a has the file's notices");
+    assert_eq!(a.targets, [Target::Exec("cat".into())]);
+    assert_eq!(a.on, [Event::Dead], "dead only, unless told");
+    assert_eq!(a.late_after, DEFAULT_LATE_AFTER);
+    assert_eq!(jobs[1].retries, 0);
+    assert_eq!(notify(1), None, "notify = [] turns the file's notices off");
+    let c = notify(2).expect("c has notices");
+    assert_eq!(c.on, [Event::Dead, Event::Late], "sorted, each once");
+    assert_eq!(c.late_after, Duration::from_secs(300));
+}
+
+#[test]
+fn bad_notices_and_defaults_are_reported_where_they_are_written() {
+    assert_eq!(
+        errors("[defaults]\nschedule = \"@daily\"\n\n[jobs.a]\ncommand = \"true\"\n"),
+        [
+            "jobs.toml:2:1: field \"defaults.schedule\": each job has its own: it cannot be a default"
+        ]
+    );
+    assert_eq!(
+        errors(
+            "[jobs.a]\ncommand = \"true\"\nnotify = [\"ftp://x\"]\n\n\
+             [jobs.b]\ncommand = \"true\"\nnotify = [\"exec:cat\"]\nnotify_on = [\"boom\"]\n\n\
+             [jobs.c]\ncommand = \"true\"\nnotify_on = [\"dead\"]\n\n\
+             [jobs.d]\ncommand = \"true\"\nnotify = [\"mailto:-oQ/tmp\"]\n"
+        ),
+        [
+            "jobs.toml:3:10: job \"a\", field \"notify\": \"ftp://x\": expected \
+             \"mailto:ADDRESS\", \"https://...\", \"http://...\" or \"exec:COMMAND\"",
+            "jobs.toml:8:13: job \"b\", field \"notify_on\": \"boom\" is not an outcome: \
+             expected dead, failed, recovered, skipped, late, output",
+            "jobs.toml:12:13: job \"c\", field \"notify_on\": there is no target to notify: add \
+             notify = [\"mailto:...\"] (or a web address, or exec:COMMAND)",
+            "jobs.toml:16:10: job \"d\", field \"notify\": \"-oQ/tmp\" is not a mail address: \
+             expected user@host (or a local user name)",
+        ]
+    );
 }

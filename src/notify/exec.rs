@@ -1,0 +1,137 @@
+//! `exec:` targets, and the child processes notices are fed to (`sendmail` too).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+use super::{DeliveryError, Document};
+use crate::handler::spawn_supervised;
+
+/// The most of a failed command's output that its error keeps.
+const ERROR_OUTPUT: usize = 300;
+
+/// How long the output of a command that failed is waited for once it exited.
+const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+
+/// Runs `command` with `/bin/sh -c`, the document as JSON on its standard input and the
+/// notice's identity in its environment; delivered when it exits 0.
+pub(super) async fn run(
+    command: &str,
+    document: &Document,
+    timeout: Duration,
+) -> Result<(), DeliveryError> {
+    let mut shell = Command::new("/bin/sh");
+    shell
+        .arg("-c")
+        .arg(command)
+        .env("REDCRON_NOTICE", &document.notice)
+        .env("REDCRON_NOTICE_EVENT", document.event)
+        .env("REDCRON_JOB", &document.job)
+        .env("REDCRON_RUN_ID", &document.run);
+    let mut input = document.to_json();
+    input.push('\n');
+    feed(shell, input.as_bytes(), timeout).await
+}
+
+/// Starts `command` under a supervisor, writes `input` to its standard input and waits for it
+/// to exit 0 within `timeout`. Its whole process tree dies with the replica (a notice half sent
+/// by a replica that died is sent again by another, and must not also arrive late from an
+/// orphan), when it times out, and when the notice stops being this replica's (the future is
+/// dropped).
+pub(super) async fn feed(
+    mut command: Command,
+    input: &[u8],
+    timeout: Duration,
+) -> Result<(), DeliveryError> {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let program = command
+        .as_std()
+        .get_program()
+        .to_string_lossy()
+        .into_owned();
+    let mut supervised = spawn_supervised(&mut command, None)
+        .map_err(|error| DeliveryError::Transient(format!("cannot start {program}: {error}")))?;
+    let child = supervised.child();
+    let stdin = child.stdin.take();
+    let readers = [
+        child.stdout.take().map(|out| tokio::spawn(read_start(out))),
+        child.stderr.take().map(|err| tokio::spawn(read_start(err))),
+    ];
+    let finished = tokio::time::timeout(timeout, async {
+        let writing = async {
+            if let Some(mut stdin) = stdin {
+                // A command that does not read its input is its own business: its exit status
+                // says.
+                let _ = stdin.write_all(input).await;
+            }
+        };
+        let ((), status) = tokio::join!(writing, child.wait());
+        status
+    })
+    .await;
+    let status = match finished {
+        Err(_) => {
+            return Err(DeliveryError::Transient(format!(
+                "{program} did not exit within {}",
+                humantime::format_duration(timeout)
+            )));
+        }
+        Ok(Err(error)) => {
+            return Err(DeliveryError::Transient(format!(
+                "cannot wait for {program}: {error}"
+            )));
+        }
+        Ok(Ok(status)) => status,
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let [stdout, stderr] = readers;
+    let mut said = String::new();
+    for reader in [stderr, stdout].into_iter().flatten() {
+        // A background process may hold the pipe open: what was read by then will do.
+        if let Ok(Ok(text)) = tokio::time::timeout(OUTPUT_DRAIN, reader).await {
+            said = text.trim().to_owned();
+        }
+        if !said.is_empty() {
+            break;
+        }
+    }
+    if said.len() > ERROR_OUTPUT {
+        let mut end = ERROR_OUTPUT;
+        while !said.is_char_boundary(end) {
+            end -= 1;
+        }
+        said.truncate(end);
+        said.push('…');
+    }
+    let status = status.code().map_or_else(
+        || "was killed by a signal".to_owned(),
+        |code| format!("exited with {code}"),
+    );
+    Err(DeliveryError::Transient(if said.is_empty() {
+        format!("{program} {status}")
+    } else {
+        format!("{program} {status}: {said}")
+    }))
+}
+
+/// Reads `stream` to its end, keeping only what an error message may quote of it (the rest is
+/// read and dropped, so the command never blocks on a full pipe).
+async fn read_start(mut stream: impl AsyncRead + Unpin) -> String {
+    let mut kept = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(read) = stream.read(&mut chunk).await {
+        if read == 0 {
+            break;
+        }
+        let room = (ERROR_OUTPUT * 4).saturating_sub(kept.len());
+        kept.extend_from_slice(&chunk[..read.min(room)]);
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}

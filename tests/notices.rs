@@ -1,0 +1,438 @@
+//! Notices: a job's `notify` targets (mail through `sendmail`, webhooks, `exec:` commands) told
+//! of the outcomes its `notify_on` names, each notice once, by the replica that recorded the
+//! outcome, or by another when that one died first.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::replicas::Scenario;
+use crate::util::replica::ReplicaProcess;
+use crate::util::webhook::WebhookReceiver;
+use crate::util::{cli, one_document, wait_until};
+
+/// A directory with a `sendmail` that appends its arguments and its input to `mail.log` beside
+/// it, as a mail transfer agent would queue the mail.
+fn fake_sendmail(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin dir");
+    let sendmail = bin.join("sendmail");
+    std::fs::write(
+        &sendmail,
+        format!(
+            "#!/bin/sh\n{{ echo \"ARGS: $*\"; cat; echo '--END--'; }} >> {}\n",
+            dir.join("mail.log").display()
+        ),
+    )
+    .expect("write sendmail");
+    let mut permissions = std::fs::metadata(&sendmail)
+        .expect("sendmail")
+        .permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&sendmail, permissions).expect("chmod sendmail");
+    bin
+}
+
+/// The JSON documents an `exec:` target appended to `path`, one per line.
+fn documents(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON document a line"))
+        .collect()
+}
+
+/// `redcron trigger job`, once a replica has declared it: the run id.
+fn trigger(scenario: &Scenario, job: &str) -> String {
+    let mut out = String::new();
+    let declared = wait_until(Duration::from_secs(10), || {
+        let run = cli(&scenario.server, scenario.dir.path(), &["trigger", job]);
+        out = format!("{}{}", run.stdout, run.stderr);
+        run.code == Some(0)
+    });
+    assert!(declared, "cannot trigger {job}: {out}");
+    out.split_whitespace()
+        .next()
+        .expect("the run id")
+        .to_owned()
+}
+
+/// How many notices are owed and not sent.
+fn owed(scenario: &Scenario) -> u64 {
+    redis::cmd("ZCARD")
+        .arg(crate::util::keys().notices())
+        .query(&mut scenario.server.connection())
+        .expect("ZCARD notices")
+}
+
+fn logs(replicas: &[&ReplicaProcess]) -> String {
+    replicas
+        .iter()
+        .map(|replica| format!("log of {}:\n{}", replica.id, replica.log()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_dead_run_is_told_once_to_mail_a_webhook_and_a_command() {
+    let scenario = Scenario::new();
+    let dir = scenario.dir.path();
+    let bin = fake_sendmail(dir);
+    let receiver = WebhookReceiver::start();
+    let exec_log = dir.join("exec.jsonl");
+    scenario.write_jobs(&format!(
+        "[jobs.backup]\ncommand = \"echo disk full; exit 3\"\n\
+         notify = [\"mailto:ops@example.com\", \"{}\", \"exec:cat >> {}\"]\n",
+        receiver.url("/hooks/redcron"),
+        exec_log.display()
+    ));
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let replica = ReplicaProcess::start_with_env(
+        "r1",
+        &scenario.server.url(),
+        &scenario.schedules(),
+        dir,
+        &[],
+        &[("PATH", &path), ("REDCRON_WEBHOOK_SECRET", "s3cret")],
+    );
+    let run_id = trigger(&scenario, "backup");
+    let mail_log = dir.join("mail.log");
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            documents(&exec_log).len() == 1
+                && receiver.received().len() == 1
+                && std::fs::read_to_string(&mail_log).is_ok_and(|mail| mail.contains("--END--"))
+        }),
+        "the notice did not reach every target:\n{}",
+        replica.log()
+    );
+
+    let told = &documents(&exec_log)[0];
+    for (field, expected) in [
+        ("event", serde_json::json!("dead")),
+        ("job", serde_json::json!("backup")),
+        ("run", serde_json::json!(run_id)),
+        ("attempt", serde_json::json!(1)),
+        ("outcome", serde_json::json!("dead")),
+        ("reason", serde_json::json!("failed")),
+        ("exit_code", serde_json::json!(3)),
+        ("replica", serde_json::json!("r1")),
+        ("kind", serde_json::json!("adhoc")),
+        ("notice", serde_json::json!(format!("{run_id}:1:dead"))),
+    ] {
+        assert_eq!(told[field], expected, "{field} in {told}");
+    }
+    assert!(
+        told["output"]
+            .as_str()
+            .is_some_and(|output| output.contains("disk full")),
+        "{told}"
+    );
+    assert!(
+        told["host"].as_str().is_some_and(|host| !host.is_empty()),
+        "{told}"
+    );
+    assert!(told["duration_ms"].as_i64().is_some(), "{told}");
+    assert!(
+        told["fire_time"].is_null(),
+        "an enqueued run has no fire: {told}"
+    );
+
+    let hook = &receiver.received()[0];
+    assert_eq!(
+        hook.json(),
+        *told,
+        "the webhook and the command get the same document"
+    );
+    assert_eq!(
+        hook.header("x-redcron-notice"),
+        Some(told["notice"].as_str().expect("id"))
+    );
+    assert_eq!(hook.header("content-type"), Some("application/json"));
+    assert_eq!(
+        hook.header("x-redcron-signature"),
+        Some(redcron::notify::signature(b"s3cret", hook.body.as_bytes()).as_str()),
+        "the body is signed with the replica's secret"
+    );
+
+    let mail = std::fs::read_to_string(&mail_log).expect("the mail");
+    assert!(mail.starts_with("ARGS: -i -- ops@example.com\n"), "{mail}");
+    assert!(mail.contains("To: ops@example.com\n"), "{mail}");
+    assert!(
+        mail.contains("Subject: redcron: backup dead (failed, exit 3) on "),
+        "{mail}"
+    );
+    assert!(mail.contains("disk full"), "{mail}");
+
+    // Once each, and nothing left owed.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(documents(&exec_log).len(), 1);
+    assert_eq!(receiver.received().len(), 1);
+    let mail = std::fs::read_to_string(&mail_log).expect("the mail");
+    assert_eq!(mail.matches("--END--").count(), 1, "{mail}");
+    assert_eq!(owed(&scenario), 0);
+    let log = replica.log();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("notice sent") && line.contains("target=\"webhook\"")),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_failing_target_is_tried_again_and_a_refusing_one_is_given_up() {
+    let scenario = Scenario::new();
+    let flaky = WebhookReceiver::start();
+    flaky.answer(&[Some(503)]);
+    let refusing = WebhookReceiver::start();
+    refusing.answer(&[Some(404)]);
+    scenario.write_jobs(&format!(
+        "[jobs.report]\ncommand = \"exit 1\"\nnotify = [\"{}\", \"{}\"]\n",
+        flaky.url("/"),
+        refusing.url("/")
+    ));
+    let replica = scenario.replica("r1", &["--notice-backoff", "1s"]);
+    trigger(&scenario, "report");
+    assert!(
+        wait_until(Duration::from_secs(15), || flaky.received().len() == 2),
+        "the failed delivery was not tried again:\n{}",
+        replica.log()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let tries = flaky.received();
+    assert_eq!(tries.len(), 2, "tried until it was taken, then no more");
+    assert_eq!(tries[0].answered, Some(503));
+    assert_eq!(tries[1].answered, Some(200));
+    assert_eq!(
+        tries[0].header("x-redcron-notice"),
+        tries[1].header("x-redcron-notice")
+    );
+    assert_eq!(
+        tries[0].header("x-redcron-signature"),
+        None,
+        "no secret, no signature"
+    );
+    assert_eq!(
+        refusing.received().len(),
+        1,
+        "a receiver that refuses a notice (404) is not asked again"
+    );
+    assert_eq!(owed(&scenario), 0);
+    let log = replica.log();
+    assert!(log.contains("a notice could not be sent"), "{log}");
+    assert!(log.contains("a notice is given up"), "{log}");
+}
+
+#[test]
+fn status_counts_the_notices_owed_until_their_targets_take_them() {
+    let scenario = Scenario::new();
+    scenario.write_jobs("[jobs.report]\ncommand = \"exit 1\"\nnotify = [\"exec:exit 7\"]\n");
+    let replica = scenario.replica("r1", &["--notice-backoff", "1h"]);
+    let status = || cli(&scenario.server, scenario.dir.path(), &["status"]).success();
+    assert!(!status().contains("notices:"), "nothing owed yet");
+    trigger(&scenario, "report");
+    assert!(
+        wait_until(Duration::from_secs(10), || replica
+            .log()
+            .contains("a notice could not be sent")),
+        "{}",
+        replica.log()
+    );
+    let log = replica.log();
+    assert!(log.contains("exited with 7"), "{log}");
+    assert!(
+        status().contains("notices: 1 owed, not yet sent"),
+        "{}",
+        status()
+    );
+    let json =
+        one_document(&cli(&scenario.server, scenario.dir.path(), &["status", "--json"]).success());
+    assert_eq!(json["notices_owed"], 1, "{json}");
+}
+
+/// The sender of a notice is `kill -9`ed while its `exec:` target runs: the target dies with it
+/// before it records the notice, and the other replica sends it once the lease expires.
+#[test]
+fn a_notice_is_sent_once_when_its_sender_is_killed_mid_send() {
+    let scenario = Scenario::new();
+    let dir = scenario.dir.path();
+    let started = dir.join("started.jsonl");
+    let ledger = dir.join("told.jsonl");
+    let script = dir.join("page.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "body=$(cat)\necho \"$body\" >> {started}\nsleep 4\necho \"$body\" >> {ledger}\n",
+            started = started.display(),
+            ledger = ledger.display()
+        ),
+    )
+    .expect("write the target");
+    scenario.write_jobs(&format!(
+        "[jobs.sync]\ncommand = \"exit 1\"\nnotify = [\"exec:sh {}\"]\n",
+        script.display()
+    ));
+    let mut replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &["--run-lease", "2s"]);
+    trigger(&scenario, "sync");
+    assert!(
+        wait_until(Duration::from_secs(15), || documents(&started).len() == 1),
+        "the notice was not sent:\n{}",
+        logs(&replicas.iter().collect::<Vec<_>>())
+    );
+    let first = documents(&started).remove(0);
+    let sender = first["replica"]
+        .as_str()
+        .expect("the replica that ran it")
+        .to_owned();
+    let sender_index = replicas
+        .iter()
+        .position(|replica| replica.id == sender)
+        .expect("one of ours");
+    replicas[sender_index].kill9();
+    assert!(
+        wait_until(Duration::from_secs(20), || documents(&ledger).len() == 1),
+        "the other replica did not send the notice:\n{}",
+        logs(&replicas.iter().collect::<Vec<_>>())
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    let told = documents(&ledger);
+    assert_eq!(
+        told.len(),
+        1,
+        "sent once: {told:?}\nbegun: {:?}\n{}",
+        documents(&started),
+        logs(&replicas.iter().collect::<Vec<_>>())
+    );
+    assert_eq!(told[0]["notice"], first["notice"]);
+    assert_eq!(
+        told[0]["replica"], first["replica"],
+        "it says which replica ran the job"
+    );
+    assert_eq!(documents(&started).len(), 2, "begun twice, finished once");
+    assert_eq!(owed(&scenario), 0);
+}
+
+#[test]
+fn skipped_late_failed_recovered_and_output_notices_with_the_default_settings() {
+    let scenario = Scenario::new();
+    let dir = scenario.dir.path();
+    let told = dir.join("told.jsonl");
+    let ok = dir.join("ok");
+    // Defaults for the whole file; each job chooses its outcomes.
+    scenario.write_jobs(&format!(
+        "[defaults]\nnotify = [\"exec:cat >> {told}\"]\n\
+         [jobs.slow]\nschedule = \"* * * * * *\"\ncommand = \"sleep 2.5\"\nnotify_on = [\"skipped\"]\n\
+         [jobs.flaky]\ncommand = \"test -f {ok}\"\nnotify_on = [\"failed\", \"recovered\"]\n\
+         [jobs.chatty]\ncommand = \"echo hello\"\nnotify_on = [\"output\"]\n\
+         [jobs.quiet]\ncommand = \"true\"\nnotify_on = [\"output\", \"failed\"]\n\
+         [jobs.lateish]\ncommand = \"true\"\nnotify_on = [\"late\"]\nlate_after = \"2s\"\n",
+        told = told.display(),
+        ok = ok.display()
+    ));
+    let replica = scenario.replica("r1", &[]);
+    let of = |event: &str, job: &str| {
+        documents(&told)
+            .into_iter()
+            .filter(|document| document["event"] == event && document["job"] == job)
+            .collect::<Vec<_>>()
+    };
+
+    let failed_run = trigger(&scenario, "flaky");
+    assert!(
+        wait_until(Duration::from_secs(10), || !of("failed", "flaky")
+            .is_empty()),
+        "{}",
+        replica.log()
+    );
+    std::fs::write(&ok, "").expect("fix flaky");
+    let recovered_run = trigger(&scenario, "flaky");
+    trigger(&scenario, "chatty");
+    trigger(&scenario, "quiet");
+    let ten_seconds_ago = (chrono::Utc::now() - chrono::Duration::seconds(10)).to_rfc3339();
+    cli(
+        &scenario.server,
+        dir,
+        &[
+            "enqueue",
+            "lateish",
+            "--at",
+            &ten_seconds_ago,
+            "--allow-past",
+        ],
+    )
+    .success();
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            !of("recovered", "flaky").is_empty()
+                && !of("output", "chatty").is_empty()
+                && !of("late", "lateish").is_empty()
+                && !of("skipped", "slow").is_empty()
+        }),
+        "missing notices in {:?}:\n{}",
+        documents(&told),
+        replica.log()
+    );
+    let failed = &of("failed", "flaky")[0];
+    assert_eq!(failed["run"], serde_json::json!(failed_run));
+    assert_eq!(failed["exit_code"], 1);
+    let recovered = &of("recovered", "flaky")[0];
+    assert_eq!(recovered["run"], serde_json::json!(recovered_run));
+    assert_eq!(recovered["outcome"], "succeeded");
+    assert_eq!(of("output", "chatty")[0]["output"], "hello\n");
+    let late = &of("late", "lateish")[0];
+    assert_eq!(late["outcome"], "started");
+    assert!(
+        late["late_ms"].as_i64().is_some_and(|ms| ms >= 9_000),
+        "{late}"
+    );
+    let skipped = &of("skipped", "slow")[0];
+    assert_eq!(skipped["reason"], "overlap");
+    assert_eq!(skipped["attempt"], 0);
+    assert!(skipped["fire_time"].is_string(), "{skipped}");
+    // A run that printed nothing and succeeded tells nothing; a success is not a recovery
+    // twice.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(of("output", "quiet").is_empty() && of("failed", "quiet").is_empty());
+    assert_eq!(of("recovered", "flaky").len(), 1);
+    assert_eq!(of("failed", "flaky").len(), 1);
+}
+
+#[test]
+fn a_mail_target_without_sendmail_is_refused_at_load_with_the_file_and_job() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let schedules = dir.path().join("schedules");
+    std::fs::create_dir(&schedules).expect("schedules");
+    std::fs::write(
+        schedules.join("mail.toml"),
+        "[defaults]\nnotify = [\"mailto:ops@example.com\"]\n\n[jobs.backup]\ncommand = \"true\"\n",
+    )
+    .expect("write");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .args(["check", "--schedules"])
+        .arg(&schedules)
+        .env("REDCRON_SENDMAIL", "/nonexistent/sendmail")
+        .output()
+        .expect("redcron check");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("mail.toml:4:7: job \"backup\", field \"notify\": a mailto: target needs sendmail, and REDCRON_SENDMAIL (/nonexistent/sendmail)"),
+        "{stderr}"
+    );
+    let bin = fake_sendmail(dir.path());
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .args(["check", "--schedules"])
+        .arg(&schedules)
+        .env("REDCRON_SENDMAIL", bin.join("sendmail"))
+        .output()
+        .expect("redcron check");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
