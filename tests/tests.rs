@@ -14,6 +14,7 @@ mod fuzz;
 mod hostile;
 mod import_crontab;
 mod inspect;
+mod journal;
 mod lifecycle;
 mod next;
 mod notices;

@@ -8,6 +8,8 @@
 //! (`redcron_log_lines_dropped_total`). Nothing else writes to standard error while a replica
 //! runs: `eprintln!` panics when the write fails, and a direct write blocks on a stalled stream.
 
+mod journal;
+
 use std::io::{self, IsTerminal, Write};
 use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
@@ -65,13 +67,20 @@ pub enum LogFormat {
 }
 
 /// Sends log lines (at the level `RUST_LOG` sets, `info` by default) to standard error in
-/// `format`, and panic messages with them; keep the guard until the process exits.
+/// `format`, and panic messages with them; keep the guard until the process exits. Text lines
+/// whose standard error is the journal (a systemd service) go to the journal as entries instead,
+/// with each value as a field (`JOB`, `RUN`, `ATTEMPT`, ...); JSON lines stay lines.
 pub fn init(format: LogFormat) -> LogGuard {
-    let (writer, guard) = NonBlockingBuilder::default()
+    let to_journal = format == LogFormat::Text && journal::connected();
+    let builder = NonBlockingBuilder::default()
         .lossy(true)
         .buffered_lines_limit(QUEUED_LINES)
-        .thread_name("redcron-logs")
-        .finish(Stderr);
+        .thread_name("redcron-logs");
+    let (writer, guard) = if to_journal {
+        builder.finish(Box::new(journal::Journal) as Box<dyn Write + Send>)
+    } else {
+        builder.finish(Box::new(Stderr) as Box<dyn Write + Send>)
+    };
     let _ = QUEUE_DROPS.set(writer.error_counter());
     let layer = fmt::layer()
         .with_writer(writer)
@@ -81,6 +90,8 @@ pub fn init(format: LogFormat) -> LogGuard {
         // stream; this writer never fails, and dropped lines are counted instead.
         .log_internal_errors(false);
     let layer = match format {
+        // The journal's entries are read back from JSON on the writing thread.
+        _ if to_journal => layer.json().flatten_event(true).boxed(),
         LogFormat::Text => layer.boxed(),
         LogFormat::Json => layer.json().boxed(),
     };
