@@ -121,9 +121,15 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
         .env("REDCRON_JOB", &job.name)
         .env("REDCRON_RUN_ID", &run.run_id)
         .env("REDCRON_ATTEMPT", run.attempt.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stdin(Stdio::piped());
+    // One pipe for stdout and stderr, as cron gives a job: its lines are kept, logged and
+    // mailed in the order the command wrote them.
+    let output = std::io::pipe()
+        .and_then(|(reader, writer)| {
+            command.stderr(writer.try_clone()?).stdout(writer);
+            tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())
+        })
+        .map_err(|error| RunError::retryable(format!("cannot make the output pipe: {error}")))?;
     if let Some(fire) = run.fire_time {
         command.env(
             "REDCRON_FIRE_TIME",
@@ -152,7 +158,11 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
             }
         }
     }
-    let mut supervised = spawn_supervised(&mut command, identity).map_err(|error| {
+    let spawned = spawn_supervised(&mut command, identity);
+    // The command keeps its copies of the pipe's writing end until it is dropped: the output
+    // ends only once no process but the command's own holds one.
+    drop(command);
+    let mut supervised = spawned.map_err(|error| {
         RunError::retryable(format!(
             "cannot start `/bin/sh -c` for job {}: {error}",
             job.name
@@ -175,25 +185,14 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
         tail: Tail::default(),
         sink: Sink::new(&job.output, &run.run_id, &job.name),
     }));
-    let readers = [
-        child
-            .stdout
-            .take()
-            .map(|out| tokio::spawn(collect(out, captured.clone()))),
-        child
-            .stderr
-            .take()
-            .map(|err| tokio::spawn(collect(err, captured.clone()))),
-    ];
+    let reader = tokio::spawn(collect(output, captured.clone()));
 
     let status = tokio::select! {
         status = child.wait() => status,
         () = run.stop.cancelled() => terminate(child, group, grace).await,
     };
-    for reader in readers.into_iter().flatten() {
-        if tokio::time::timeout(OUTPUT_DRAIN, reader).await.is_err() {
-            // Still held open by a background process: keep what was read.
-        }
+    if tokio::time::timeout(OUTPUT_DRAIN, reader).await.is_err() {
+        // Still held open by a background process: keep what was read.
     }
     let output = captured
         .lock()
@@ -248,7 +247,7 @@ async fn terminate(
         if status.is_none() {
             status = child.try_wait()?;
         }
-        if status.is_some() && killpg(group, None).is_err() {
+        if status.is_some() && !group_lives(group) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -258,6 +257,11 @@ async fn terminate(
         Some(status) => Ok(status),
         None => child.wait().await,
     }
+}
+
+/// Whether a process of `group` still lives: zombies left for PID 1 to reap do not count.
+fn group_lives(group: Pid) -> bool {
+    killpg(group, None).is_ok() && supervisor::group_lives(group.as_raw()).unwrap_or(true)
 }
 
 /// The last [`OUTPUT_TAIL_BYTES`] of output.
@@ -376,6 +380,17 @@ mod tests {
         assert_eq!(error.message, "exit status 3");
         assert_eq!(error.output, "oops\n");
         assert!(error.retryable);
+    }
+
+    #[tokio::test]
+    async fn stdout_and_stderr_are_kept_in_the_order_they_were_written() {
+        let command = "for i in 1 2 3 4 5 6 7 8; do echo out $i; echo err $i >&2; done";
+        let completed = CommandHandler::default()
+            .call(context(command, None))
+            .await
+            .expect("it succeeds");
+        let expected: String = (1..=8).map(|i| format!("out {i}\nerr {i}\n")).collect();
+        assert_eq!(completed.output, expected);
     }
 
     #[tokio::test]

@@ -1,12 +1,15 @@
 //! Where a command's output goes besides its kept tail, as its job's `output` says: the
 //! replica's log, a line per log line with the run id, or a file, a line per line prefixed by
 //! the run id, appended, and opened again when a rotation moved it away. Output never fails a
-//! run: a file that cannot be written is said once in the log and left alone.
+//! run: a file that cannot be written is left alone for the rest of the run, and said in the
+//! log once every [`UNWRITABLE_REMINDER`] while it stays so, not at every run.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
@@ -22,6 +25,28 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024;
 
 /// How often an open file is checked for a rotation (renamed or removed).
 const ROTATION_CHECK: Duration = Duration::from_secs(1);
+
+/// How often a file that cannot be written is said again in the log while it stays so.
+pub const UNWRITABLE_REMINDER: Duration = Duration::from_secs(600);
+
+/// When each output file that could not be written was last said so in the log.
+static UNWRITABLE_SAID: OnceLock<Mutex<HashMap<PathBuf, Instant>>> = OnceLock::new();
+
+/// Whether a failure to write `path` is to be logged now: the first time, then once every
+/// [`UNWRITABLE_REMINDER`]; an every-minute job must not log the same failure every minute.
+fn say_unwritable(path: &Path) -> bool {
+    let Ok(mut said) = UNWRITABLE_SAID.get_or_init(Mutex::default).lock() else {
+        return true;
+    };
+    let now = Instant::now();
+    match said.get(path) {
+        Some(last) if now.duration_since(*last) < UNWRITABLE_REMINDER => false,
+        _ => {
+            said.insert(path.to_owned(), now);
+            true
+        }
+    }
+}
 
 /// One run's output destination.
 pub(super) struct Sink {
@@ -79,14 +104,16 @@ impl Sink {
             }
             Target::File(file) => {
                 if let Err(error) = file.append(&format!("{} {text}\n", self.run_id)) {
-                    warn!(
-                        run = self.run_id,
-                        job = self.job,
-                        path = %file.path.display(),
-                        %error,
-                        "cannot write the run's output to its file: the rest of it is kept \
-                         only as its tail"
-                    );
+                    if say_unwritable(&file.path) {
+                        warn!(
+                            run = self.run_id,
+                            job = self.job,
+                            path = %file.path.display(),
+                            %error,
+                            "cannot write the run's output to its file: the rest of it is kept \
+                             only as its tail (said again in 10 minutes if it lasts)"
+                        );
+                    }
                     self.target = Target::Nowhere;
                 }
             }
@@ -183,6 +210,17 @@ fn trim_cr(line: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_that_cannot_be_written_is_said_once_then_every_ten_minutes() {
+        let path = Path::new("/nonexistent/redcron-said-once.log");
+        assert!(say_unwritable(path), "the first failure is said");
+        assert!(!say_unwritable(path), "the next run's is not");
+        assert!(
+            say_unwritable(Path::new("/nonexistent/another.log")),
+            "per file"
+        );
+    }
 
     #[test]
     fn lines_split_over_chunks_reach_the_file_whole_with_the_run_id() {

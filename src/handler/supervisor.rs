@@ -245,6 +245,27 @@ fn kill_members(me: pid_t) -> Option<usize> {
     Some(signalled)
 }
 
+/// Whether a process of group `group` lives (not a zombie); `None` when /proc cannot tell. A
+/// run's process killed after its parent, the supervisor, exited is reparented to PID 1, which
+/// may take its time to reap it: in a container, seconds. Until then the group exists, and a
+/// timed-out run would wait for it as for a process that ignores SIGTERM.
+pub(super) fn group_lives(group: pid_t) -> Option<bool> {
+    let proc = Dir::open(c"/proc")?;
+    if read_stat(proc.fd, b"self")?.pid != getpid().as_raw() {
+        return None;
+    }
+    let mut lives = false;
+    proc.for_each(|name| {
+        if lives || parse_pid(name).is_none() {
+            return;
+        }
+        if let Some(stat) = read_stat(proc.fd, name) {
+            lives = stat.pgrp == group && !matches!(stat.state, b'Z' | b'X');
+        }
+    })?;
+    Some(lives)
+}
+
 /// Reaps every child that has ended; whether any child is left.
 fn reap_ended() -> bool {
     loop {

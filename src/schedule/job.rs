@@ -84,7 +84,15 @@ impl Output {
             "kept" => Ok(Output::Kept),
             "log" => Ok(Output::Log),
             _ => match text.strip_prefix("file:") {
-                Some(path) if path.starts_with('/') => Ok(Output::File(path.to_owned())),
+                Some(path) if path.starts_with('/') => {
+                    if let Some(unknown) = placeholders(path).find(|name| *name != "{job}") {
+                        return Err(format!(
+                            "\"{unknown}\" is not replaced in output paths: only {{job}}, the \
+                             job's name, is"
+                        ));
+                    }
+                    Ok(Output::File(path.to_owned()))
+                }
                 Some(path) => Err(format!(
                     "\"{path}\" is not an absolute path: replicas run commands from anywhere"
                 )),
@@ -99,6 +107,15 @@ impl Output {
     fn is_kept(&self) -> bool {
         *self == Output::Kept
     }
+}
+
+/// The `{...}` words of an output path.
+fn placeholders(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('{').filter_map(|(start, _)| {
+        path[start..]
+            .find('}')
+            .map(|end| &path[start..=start + end])
+    })
 }
 
 impl From<Output> for String {

@@ -504,7 +504,18 @@ impl JobReader<'_> {
             let group = typed::<String>(value)?;
             run_as::check_group(&group).map(|()| group)
         });
-        let output = self.take("output", |value| Output::parse(&typed::<String>(value)?));
+        let job_name = self.name.get_ref().clone();
+        let output = self.take("output", |value| {
+            let output = Output::parse(&typed::<String>(value)?)?;
+            // A directory cannot be appended to: said here rather than at every run.
+            if let Output::File(template) = &output {
+                let path = template.replace("{job}", &job_name);
+                if Path::new(&path).is_dir() {
+                    return Err(format!("{path} is a directory: name a file in it"));
+                }
+            }
+            Ok(output)
+        });
         let notify_offset = self.offset_of("notify");
         let targets = self.take("notify", |value| {
             typed::<Vec<String>>(value)?

@@ -293,3 +293,31 @@ fn bad_notices_and_defaults_are_reported_where_they_are_written() {
         ]
     );
 }
+
+#[test]
+fn an_output_file_is_a_file_named_with_job_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let found = errors(&format!(
+        "[jobs.a]\ncommand = \"true\"\noutput = \"file:/var/log/{{name}}.log\"\n\n\
+         [jobs.b]\ncommand = \"true\"\noutput = \"file:{}\"\n",
+        dir.path().display()
+    ));
+    assert_eq!(
+        found,
+        [
+            "jobs.toml:3:10: job \"a\", field \"output\": \"{name}\" is not replaced in output \
+             paths: only {job}, the job's name, is"
+                .to_owned(),
+            format!(
+                "jobs.toml:7:10: job \"b\", field \"output\": {} is a directory: name a file in it",
+                dir.path().display()
+            ),
+        ]
+    );
+    let jobs = parse(&format!(
+        "[jobs.c]\ncommand = \"true\"\noutput = \"file:{}/{{job}}.log\"\n",
+        dir.path().display()
+    ))
+    .expect("a file in a directory is fine");
+    assert!(matches!(&jobs[0].output, Output::File(path) if path.ends_with("/{job}.log")));
+}
