@@ -1,12 +1,14 @@
 //! `redcron import-crontab`: every imported job fires exactly when its crontab line would.
 
-use std::path::Path;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use redcron::schedule::{Delivery, Job, Misfire, Overlap, Schedule, parse_file};
+use redcron::schedule::{Delivery, Event, Job, Misfire, Overlap, Schedule, Target, parse_file};
 
-use crate::util::{redcron, redcron_in};
+use crate::util::{Run, redcron, redcron_in};
 
 /// An entry of a crontab as cron reads it: the expression and the zone in force on its line.
 struct Entry {
@@ -50,7 +52,14 @@ fn import(fixture: &str, extra: &[&str]) -> (String, Vec<Job>, String) {
         .join("tests/fixtures")
         .join(fixture);
     let input = input.to_str().expect("UTF-8 path");
-    let mut args = vec!["import-crontab", input, "-o", "imported.toml"];
+    // The fixtures hold an `@reboot` line, a problem that would make the import exit 1.
+    let mut args = vec![
+        "import-crontab",
+        input,
+        "-o",
+        "imported.toml",
+        "--keep-going",
+    ];
     args.extend_from_slice(extra);
     let run = redcron_in(dir.path(), &args, "");
     let stderr = run.stderr.clone();
@@ -129,10 +138,13 @@ fn commands_environment_and_names_carry_over() {
         backup.command,
         "/usr/local/bin/backup.sh --incremental >> /var/log/backup.log 2>&1"
     );
+    assert!(!backup.env.contains_key("MAILTO"), "MAILTO is a notice");
+    let notices = backup.notify.as_ref().expect("MAILTO gives a notice");
     assert_eq!(
-        backup.env.get("MAILTO").map(String::as_str),
-        Some("ops@example.com")
+        notices.targets,
+        [Target::Mail(vec!["ops@example.com".to_owned()])]
     );
+    assert_eq!(notices.on, [Event::Output]);
     assert_eq!(backup.env.get("SHELL").map(String::as_str), Some("/bin/sh"));
     assert!(backup.env.contains_key("PATH"));
     assert!(job("backup-sh-full").command.contains("--full"));
@@ -182,7 +194,7 @@ fn reads_standard_input_and_writes_standard_output() {
     );
     assert!(
         run.stderr
-            .contains("line 1: unknown time zone \"Bad/Zone\""),
+            .contains("<stdin>:1: unknown time zone \"Bad/Zone\""),
         "{}",
         run.stderr
     );
@@ -192,8 +204,20 @@ fn reads_standard_input_and_writes_standard_output() {
         "{}",
         run.stderr
     );
-    let toml = run.success();
-    let jobs = parse_file(Path::new("-"), &toml).expect("output loads");
+    assert!(
+        run.stderr
+            .contains("the schedule file went to standard output anyway"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.code, Some(1), "a bad CRON_TZ is a problem");
+    assert!(
+        run.stdout
+            .contains("# redcron: line 1: unknown time zone \"Bad/Zone\""),
+        "{}",
+        run.stdout
+    );
+    let jobs = parse_file(Path::new("-"), &run.stdout).expect("output loads");
     assert_eq!(jobs[0].timezone, chrono_tz::Europe::Berlin);
 }
 
@@ -259,5 +283,459 @@ fn a_crontab_of_100000_lines_is_imported_whole() {
     assert_eq!(toml.matches("\n[jobs.").count(), 100_000);
     assert!(
         toml.contains("command = \"/usr/local/bin/task-99999 >> /var/log/task-99999.log 2>&1\"")
+    );
+}
+
+/// Runs `redcron args...` in `dir` with `env` added to its environment.
+fn redcron_with_env(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("REDIS_URL")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("the redcron binary runs");
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+    }
+}
+
+/// A `sendmail` in `dir` that appends its arguments and message to `dir/mail.log`.
+fn fake_sendmail(dir: &Path) -> PathBuf {
+    let sendmail = dir.join("sendmail");
+    std::fs::write(
+        &sendmail,
+        format!(
+            "#!/bin/sh\n{{ echo \"ARGS: $*\"; cat; }} >> {}\n",
+            dir.join("mail.log").display()
+        ),
+    )
+    .expect("write sendmail");
+    let mut permissions = std::fs::metadata(&sendmail)
+        .expect("sendmail")
+        .permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&sendmail, permissions).expect("chmod sendmail");
+    sendmail
+}
+
+/// Imports `crontab` given on standard input in `dir`; the run and the jobs of the schedule
+/// file it printed.
+fn import_text(dir: &Path, crontab: &str, extra: &[&str]) -> (Run, Vec<Job>) {
+    let mut args = vec!["import-crontab", "--tz", "UTC"];
+    args.extend_from_slice(extra);
+    let run = redcron_in(dir, &args, crontab);
+    let jobs = parse_file(Path::new("-"), &without_users(&run.stdout))
+        .unwrap_or_else(|errors| panic!("imported file does not load: {errors:#?}"));
+    (run, jobs)
+}
+
+fn mail_targets(job: &Job) -> Option<(Vec<Target>, Vec<Event>)> {
+    job.notify
+        .as_ref()
+        .map(|notices| (notices.targets.clone(), notices.on.clone()))
+}
+
+#[test]
+fn mailto_becomes_an_output_notice_of_the_jobs_below_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let crontab = "\
+0 1 * * * /srv/bin/unset
+MAILTO=\"ops@example.com\"
+0 2 * * * /srv/bin/one
+MAILTO=ops@example.com,dev@example.com
+0 3 * * * /srv/bin/list
+MAILTO=\"\"
+0 4 * * * /srv/bin/quiet
+";
+    let (run, jobs) = import_text(dir.path(), crontab, &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let names: Vec<&str> = jobs.iter().map(|job| job.name.as_str()).collect();
+    assert_eq!(names, ["unset", "one", "list", "quiet"]);
+    let job = |name: &str| {
+        jobs.iter()
+            .find(|job| job.name == name)
+            .expect("an imported job")
+    };
+    assert_eq!(mail_targets(job("unset")), None);
+    assert_eq!(
+        mail_targets(job("one")),
+        Some((
+            vec![Target::Mail(vec!["ops@example.com".to_owned()])],
+            vec![Event::Output]
+        ))
+    );
+    assert_eq!(
+        mail_targets(job("list")),
+        Some((
+            vec![Target::Mail(vec![
+                "ops@example.com".to_owned(),
+                "dev@example.com".to_owned()
+            ])],
+            vec![Event::Output]
+        ))
+    );
+    assert_eq!(mail_targets(job("quiet")), None);
+    assert!(jobs.iter().all(|job| !job.env.contains_key("MAILTO")));
+    let header: Vec<&str> = run
+        .stdout
+        .lines()
+        .take_while(|line| line.starts_with('#'))
+        .collect();
+    assert!(
+        header
+            .iter()
+            .any(|line| line.contains("no MAILTO above them send no notice")),
+        "the job before any MAILTO is told about in the header: {header:#?}"
+    );
+}
+
+#[test]
+fn a_mailto_a_schedule_file_refuses_is_marked_and_sends_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (run, jobs) = import_text(
+        dir.path(),
+        "MAILTO=-oQ/tmp/x\n0 1 * * * /srv/bin/job\n",
+        &["--keep-going"],
+    );
+    assert_eq!(run.code, Some(0), "--keep-going: {}", run.stderr);
+    assert!(
+        run.stderr.contains("<stdin>:1: bad MAILTO: \"-oQ/tmp/x\""),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stdout
+            .contains("# redcron: line 1: bad MAILTO: \"-oQ/tmp/x\""),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(mail_targets(&jobs[0]), None);
+}
+
+/// A cron directory with `backup` and `php` (which Debian's cron reads) and files it skips.
+fn cron_dir(root: &Path) -> PathBuf {
+    let cron_d = root.join("cron.d");
+    std::fs::create_dir(&cron_d).expect("mkdir cron.d");
+    let backup = "MAILTO=ops@example.com\n15 2 * * * root /usr/local/bin/backup.sh\n";
+    std::fs::write(cron_d.join("backup"), backup).expect("write backup");
+    std::fs::write(
+        cron_d.join("php"),
+        "09,39 * * * * root /usr/local/bin/backup.sh --sessions\n",
+    )
+    .expect("write php");
+    for skipped in ["backup.dpkg-old", ".placeholder", "php~"] {
+        std::fs::write(cron_d.join(skipped), "* * * * * root /bin/skipped\n")
+            .expect("write a skipped file");
+    }
+    cron_d
+}
+
+fn names_in(path: &Path) -> Vec<String> {
+    let toml = std::fs::read_to_string(path).expect("a schedule file");
+    parse_file(path, &without_users(&toml))
+        .unwrap_or_else(|errors| panic!("{} does not load: {errors:#?}", path.display()))
+        .into_iter()
+        .map(|job| job.name)
+        .collect()
+}
+
+#[test]
+fn a_cron_directory_becomes_one_schedule_file_per_crontab_cron_reads() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let cron_d = cron_dir(root.path());
+    let out = root.path().join("schedules/imported");
+    let run = redcron(&[
+        "import-crontab",
+        "--dir",
+        cron_d.to_str().expect("UTF-8 path"),
+        "-o",
+        out.to_str().expect("UTF-8 path"),
+        "--tz",
+        "UTC",
+    ]);
+    assert!(
+        run.stderr.contains("imported 2 jobs from 2 files into"),
+        "{}",
+        run.stderr
+    );
+    for skipped in ["backup.dpkg-old", ".placeholder", "php~"] {
+        assert!(
+            run.stderr
+                .contains(&format!("skipping {}", cron_d.join(skipped).display())),
+            "{skipped}: {}",
+            run.stderr
+        );
+    }
+    run.success();
+    let mut written: Vec<String> = std::fs::read_dir(&out)
+        .expect("the output directory was created")
+        .map(|entry| {
+            entry
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    written.sort();
+    assert_eq!(written, ["backup.toml", "php.toml"]);
+    let backup = std::fs::read_to_string(out.join("backup.toml")).expect("backup.toml");
+    assert!(
+        backup.contains("\nuser = \"root\"\n"),
+        "system format: {backup}"
+    );
+    assert!(
+        backup.contains("\nnotify = [\"mailto:ops@example.com\"]\n"),
+        "{backup}"
+    );
+    assert_eq!(names_in(&out.join("backup.toml")), ["backup-sh"]);
+    assert_eq!(names_in(&out.join("php.toml")), ["backup-sh-sessions"]);
+}
+
+#[test]
+fn dir_needs_an_output_directory() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let cron_d = cron_dir(root.path());
+    let errors = redcron(&[
+        "import-crontab",
+        "--dir",
+        cron_d.to_str().expect("UTF-8 path"),
+    ])
+    .failure(2);
+    assert!(errors.contains("--dir needs -o DIR"), "{errors}");
+    let file = root.path().join("file.toml");
+    std::fs::write(&file, "").expect("write a file");
+    let errors = redcron(&[
+        "import-crontab",
+        "--dir",
+        cron_d.to_str().expect("UTF-8 path"),
+        "-o",
+        file.to_str().expect("UTF-8 path"),
+    ])
+    .failure(2);
+    assert!(errors.contains("is not a directory"), "{errors}");
+}
+
+#[test]
+fn names_are_unique_across_the_files_written_and_the_schedules_already_there() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let cron_d = root.path().join("cron.d");
+    std::fs::create_dir(&cron_d).expect("mkdir cron.d");
+    for name in ["a", "b"] {
+        std::fs::write(
+            cron_d.join(name),
+            "@daily root /usr/local/bin/backup.sh >/dev/null 2>&1\n",
+        )
+        .expect("write a crontab");
+    }
+    let out = root.path().join("schedules");
+    std::fs::create_dir(&out).expect("mkdir schedules");
+    std::fs::write(
+        out.join("mine.toml"),
+        "[jobs.backup-sh]\ncommand = \"/usr/local/bin/backup.sh\"\n",
+    )
+    .expect("write an existing schedule file");
+    let import = || {
+        redcron(&[
+            "import-crontab",
+            "--dir",
+            cron_d.to_str().expect("UTF-8 path"),
+            "-o",
+            out.to_str().expect("UTF-8 path"),
+            "--tz",
+            "UTC",
+        ])
+        .success()
+    };
+    import();
+    assert_eq!(names_in(&out.join("a.toml")), ["backup-sh-2"]);
+    assert_eq!(names_in(&out.join("b.toml")), ["backup-sh-3"]);
+    // Importing again rewrites the same files: their own names are not taken by themselves.
+    import();
+    assert_eq!(names_in(&out.join("a.toml")), ["backup-sh-2"]);
+    assert_eq!(names_in(&out.join("b.toml")), ["backup-sh-3"]);
+}
+
+#[test]
+fn a_single_file_avoids_the_names_of_the_schedules_beside_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("mine.toml"),
+        "[jobs.true]\ncommand = \"true\"\n",
+    )
+    .expect("write an existing schedule file");
+    redcron_in(
+        dir.path(),
+        &["import-crontab", "--tz", "UTC", "-o", "imported.toml"],
+        "@daily true\n",
+    )
+    .success();
+    assert_eq!(names_in(&dir.path().join("imported.toml")), ["true-2"]);
+}
+
+#[test]
+fn prefix_starts_every_job_name() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (run, jobs) = import_text(
+        dir.path(),
+        "@daily /srv/bin/poll || exit 1\n@hourly exit 1\n",
+        &["--prefix", "web1"],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let names: Vec<&str> = jobs.iter().map(|job| job.name.as_str()).collect();
+    assert_eq!(names, ["web1-poll", "web1-exit"]);
+    let errors = redcron_in(
+        dir.path(),
+        &["import-crontab", "--prefix", "Web 1"],
+        "@daily true\n",
+    )
+    .failure(2);
+    assert!(errors.contains("bad prefix"), "{errors}");
+}
+
+#[test]
+fn problems_exit_1_unless_keep_going_and_the_files_are_written_with_marks() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let crontab = "\
+CRON_TZ=Mars/Olympus
+0 1 * * * /srv/bin/first
+@reboot /srv/bin/start
+61 * * * * /srv/bin/bad-minute
+0 2 * * * /srv/bin/second
+";
+    std::fs::write(dir.path().join("crontab"), crontab).expect("write the crontab");
+    let args = ["import-crontab", "crontab", "--tz", "UTC", "-o", "out.toml"];
+    let errors = redcron_in(dir.path(), &args, "").failure(1);
+    for expected in [
+        "crontab:1: unknown time zone \"Mars/Olympus\"; the jobs below keep UTC",
+        "crontab:3: not imported: @reboot is not supported",
+        "crontab:4: not imported: minute field \"61\"",
+        "3 crontab lines need attention: the schedule file was written anyway",
+        "--keep-going",
+    ] {
+        assert!(errors.contains(expected), "{expected}: {errors}");
+    }
+    let toml = std::fs::read_to_string(dir.path().join("out.toml")).expect("written anyway");
+    for (mark, line) in [
+        (
+            "# redcron: line 1: unknown time zone \"Mars/Olympus\"",
+            "# CRON_TZ=Mars/Olympus",
+        ),
+        (
+            "# redcron: line 3: not imported: @reboot",
+            "# @reboot /srv/bin/start",
+        ),
+        (
+            "# redcron: line 4: not imported: minute field \"61\"",
+            "# 61 * * * * /srv/bin/bad-minute",
+        ),
+    ] {
+        let at = toml
+            .lines()
+            .position(|text| text.starts_with(mark))
+            .unwrap_or_else(|| panic!("no mark {mark:?} in:\n{toml}"));
+        assert_eq!(
+            toml.lines().nth(at + 1),
+            Some(line),
+            "the mark is right above its line:\n{toml}"
+        );
+    }
+    let jobs = parse_file(Path::new("out.toml"), &toml).expect("the file loads");
+    assert_eq!(jobs.len(), 2);
+    assert!(jobs.iter().all(|job| job.timezone == chrono_tz::UTC));
+
+    std::fs::remove_file(dir.path().join("out.toml")).expect("remove the output");
+    let mut keep_going = args.to_vec();
+    keep_going.push("--keep-going");
+    let run = redcron_in(dir.path(), &keep_going, "");
+    assert!(
+        run.stderr.contains("3 lines need attention (see above)"),
+        "{}",
+        run.stderr
+    );
+    run.success();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.toml")).expect("written"),
+        toml
+    );
+}
+
+#[test]
+fn a_user_missing_here_is_reported_and_its_job_kept() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("crontab"),
+        "@daily root /bin/a\n@daily no-such-user-4711 /srv/bin/b\n",
+    )
+    .expect("write the crontab");
+    let errors = redcron_in(
+        dir.path(),
+        &[
+            "import-crontab",
+            "crontab",
+            "--system",
+            "--tz",
+            "UTC",
+            "-o",
+            "out.toml",
+        ],
+        "",
+    )
+    .failure(1);
+    assert!(
+        errors.contains("crontab:2: no user \"no-such-user-4711\" on this machine"),
+        "{errors}"
+    );
+    assert!(!errors.contains("crontab:1:"), "root exists: {errors}");
+    let toml = std::fs::read_to_string(dir.path().join("out.toml")).expect("written anyway");
+    assert!(
+        toml.contains("# redcron: line 2: no user \"no-such-user-4711\"")
+            && toml.contains("\nuser = \"no-such-user-4711\"\n"),
+        "{toml}"
+    );
+    assert_eq!(names_in(&dir.path().join("out.toml")), ["a", "b"]);
+}
+
+#[test]
+fn an_imported_crontab_that_mails_passes_check_where_sendmail_exists() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let schedules = dir.path().join("schedules");
+    std::fs::create_dir(&schedules).expect("mkdir schedules");
+    let crontab = "MAILTO=ops@example.com\n*/5 * * * * echo disk full; exit 3\n";
+    redcron_in(
+        dir.path(),
+        &[
+            "import-crontab",
+            "--tz",
+            "UTC",
+            "-o",
+            "schedules/crontab.toml",
+        ],
+        crontab,
+    )
+    .success();
+    let sendmail = fake_sendmail(dir.path());
+    let check = |sendmail: &Path| {
+        redcron_with_env(
+            dir.path(),
+            &["check", "--schedules", "schedules"],
+            &[("REDCRON_SENDMAIL", sendmail.as_os_str())],
+        )
+    };
+    let out = check(&sendmail).success();
+    assert!(out.contains("1 job in schedules: all valid"), "{out}");
+    assert!(
+        out.contains("echo"),
+        "the job is named for its program: {out}"
+    );
+    // The same directory without a sendmail is refused: the check above saw the mail target.
+    let errors = check(&dir.path().join("no-sendmail")).failure(1);
+    assert!(
+        errors.contains("a mailto: target needs sendmail"),
+        "{errors}"
     );
 }

@@ -1,13 +1,16 @@
-//! `redcron import-crontab`: turn a crontab into a schedule file.
+//! `redcron import-crontab`: turn a crontab, or every crontab of a directory, into schedule
+//! files.
 
+use std::collections::HashSet;
+use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use chrono_tz::Tz;
 use clap::Args;
 
 use super::{CliError, parse_zone};
-use crate::schedule::crontab::{ImportOptions, import};
+use crate::schedule::crontab::{ImportOptions, Importer, JobNames, user_exists_here};
 
 #[derive(Debug, Args)]
 pub(super) struct ImportArgs {
@@ -18,29 +21,42 @@ pub(super) struct ImportArgs {
     /// schedule.
     #[arg(long)]
     system: bool,
+    /// Import every crontab of this directory (/etc/cron.d) in the system format, each to
+    /// <NAME>.toml in the -o directory; files cron skips (names with characters other than
+    /// letters, digits, '_' and '-') are skipped.
+    #[arg(long, value_name = "DIR", conflicts_with = "input")]
+    dir: Option<PathBuf>,
     /// The time zone the crontab's machine runs in, for lines before any CRON_TZ [default: this
     /// machine's zone].
     #[arg(long, value_name = "ZONE")]
     tz: Option<String>,
-    /// Write the schedule file here instead of to standard output.
-    #[arg(short, long, value_name = "FILE")]
+    /// Write the schedule file here instead of to standard output; with --dir, the directory
+    /// to write the schedule files in (created if missing).
+    #[arg(short, long, value_name = "FILE|DIR")]
     output: Option<PathBuf>,
+    /// Start every job name with NAME- (names are unique across the files written and the
+    /// schedule files already beside them either way).
+    #[arg(long, value_name = "NAME")]
+    prefix: Option<String>,
+    /// Exit 0 even when lines need attention; they are reported and marked in the files
+    /// either way.
+    #[arg(long)]
+    keep_going: bool,
+}
+
+/// One crontab to import, and where its schedule file goes.
+struct Crontab {
+    /// Where it came from, for the schedule file's header.
+    source: String,
+    /// How messages about its lines name it: its path, or `<stdin>`.
+    label: String,
+    /// Its text, as cron reads it.
+    text: String,
+    /// The schedule file to write; `None` for standard output.
+    destination: Option<PathBuf>,
 }
 
 pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let (bytes, source) = if args.input == "-" {
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .map_err(CliError::io("reading the crontab from standard input"))?;
-        (bytes, "standard input".to_owned())
-    } else {
-        let bytes =
-            std::fs::read(&args.input).map_err(CliError::io(format!("reading {}", args.input)))?;
-        (bytes, args.input.clone())
-    };
-    // cron reads bytes; a stray non-UTF-8 byte in a comment must not stop the import.
-    let text = String::from_utf8_lossy(&bytes);
     let zone = match &args.tz {
         Some(name) => parse_zone(name)?,
         None => {
@@ -52,33 +68,212 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
             zone
         }
     };
-    let options = ImportOptions {
-        system: args.system,
-        zone,
-        source,
+    let mut names = JobNames::new(args.prefix.as_deref()).map_err(CliError::Argument)?;
+    let (crontabs, schedule_dir) = match (&args.dir, &args.output) {
+        (Some(dir), Some(output)) => (directory(dir, output)?, Some(output.clone())),
+        (Some(_), None) => {
+            return Err(CliError::Argument(
+                "--dir needs -o DIR, the directory to write the schedule files in".to_owned(),
+            ));
+        }
+        (None, output) => {
+            let schedule_dir = output.as_ref().map(|path| match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+                _ => PathBuf::from("."),
+            });
+            (vec![single(&args.input, output.clone())?], schedule_dir)
+        }
     };
-    let imported = import(&text, &options);
-    for warning in &imported.warnings {
-        eprintln!("redcron: {warning}");
+    if let Some(schedule_dir) = schedule_dir {
+        let rewritten: HashSet<OsString> = crontabs
+            .iter()
+            .filter_map(|crontab| crontab.destination.as_ref()?.file_name())
+            .map(ToOwned::to_owned)
+            .collect();
+        reserve_declared(&mut names, &schedule_dir, &rewritten);
     }
-    match &args.output {
-        Some(path) => std::fs::write(path, &imported.toml)
-            .map_err(CliError::io(format!("writing {}", path.display())))?,
-        None => out
-            .write_all(imported.toml.as_bytes())
-            .map_err(CliError::io("writing the schedule file"))?,
+
+    let system = args.system || args.dir.is_some();
+    let mut importer = Importer::new(names);
+    if system {
+        importer = importer.checking_users(user_exists_here);
     }
+    let (mut jobs, mut problems) = (0, 0);
+    for crontab in &crontabs {
+        let options = ImportOptions {
+            system,
+            zone,
+            source: crontab.source.clone(),
+        };
+        let imported = importer.import(&crontab.text, &options);
+        for problem in &imported.problems {
+            eprintln!(
+                "redcron: {}:{}: {}",
+                crontab.label, problem.line, problem.message
+            );
+        }
+        match &crontab.destination {
+            Some(path) => std::fs::write(path, &imported.toml)
+                .map_err(CliError::io(format!("writing {}", path.display())))?,
+            None => out
+                .write_all(imported.toml.as_bytes())
+                .map_err(CliError::io("writing the schedule file"))?,
+        }
+        jobs += imported.jobs;
+        problems += imported.problems.len();
+    }
+
     eprintln!(
-        "redcron: imported {} job{}{}",
-        imported.jobs,
-        if imported.jobs == 1 { "" } else { "s" },
-        match imported.warnings.len() {
+        "redcron: imported {jobs} job{}{}{}",
+        plural(jobs),
+        match (&args.dir, &args.output) {
+            (Some(_), Some(output)) => format!(
+                " from {} file{} into {}",
+                crontabs.len(),
+                plural(crontabs.len()),
+                output.display()
+            ),
+            _ => String::new(),
+        },
+        match problems {
             0 => String::new(),
             1 => ", 1 line needs attention (see above)".to_owned(),
             n => format!(", {n} lines need attention (see above)"),
         }
     );
+    if problems > 0 && !args.keep_going {
+        let written = match (&args.dir, &args.output) {
+            (Some(_), _) => "the schedule files were written anyway",
+            (None, Some(_)) => "the schedule file was written anyway",
+            (None, None) => "the schedule file went to standard output anyway",
+        };
+        return Err(CliError::ImportNeedsAttention(format!(
+            "{problems} crontab line{} need{} attention: {written}, with a \"# redcron:\" \
+             comment above each; fix them, or pass --keep-going to accept the files as they are",
+            plural(problems),
+            if problems == 1 { "s" } else { "" },
+        )));
+    }
     Ok(())
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}
+
+/// The crontab named on the command line, or standard input.
+fn single(input: &str, destination: Option<PathBuf>) -> Result<Crontab, CliError> {
+    let (bytes, source, label) = if input == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .map_err(CliError::io("reading the crontab from standard input"))?;
+        (bytes, "standard input".to_owned(), "<stdin>".to_owned())
+    } else {
+        let bytes = std::fs::read(input).map_err(CliError::io(format!("reading {input}")))?;
+        (bytes, input.to_owned(), input.to_owned())
+    };
+    Ok(Crontab {
+        source,
+        label,
+        text: lossy(bytes),
+        destination,
+    })
+}
+
+/// The crontabs cron reads in `dir`, in name order, each to `<name>.toml` in `output`, which is
+/// created if missing.
+fn directory(dir: &Path, output: &Path) -> Result<Vec<Crontab>, CliError> {
+    if output.exists() && !output.is_dir() {
+        return Err(CliError::Argument(format!(
+            "{} is not a directory: with --dir, -o names the directory to write the schedule \
+             files in",
+            output.display()
+        )));
+    }
+    let reading = || format!("reading {}", dir.display());
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(CliError::io(reading()))? {
+        entries.push(entry.map_err(CliError::io(reading()))?.path());
+    }
+    entries.sort();
+    let mut crontabs = Vec::new();
+    for path in entries {
+        let name = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .filter(|name| cron_reads_name(name));
+        let Some(name) = name else {
+            eprintln!(
+                "redcron: skipping {}: cron reads only files named with letters, digits, '_' \
+                 and '-'",
+                path.display()
+            );
+            continue;
+        };
+        if !path.is_file() {
+            eprintln!("redcron: skipping {}: not a file", path.display());
+            continue;
+        }
+        let bytes =
+            std::fs::read(&path).map_err(CliError::io(format!("reading {}", path.display())))?;
+        crontabs.push(Crontab {
+            source: path.display().to_string(),
+            label: path.display().to_string(),
+            text: lossy(bytes),
+            destination: Some(output.join(format!("{name}.toml"))),
+        });
+    }
+    std::fs::create_dir_all(output)
+        .map_err(CliError::io(format!("creating {}", output.display())))?;
+    Ok(crontabs)
+}
+
+/// Whether cron reads a file of a cron directory: Debian's cron takes the names run-parts
+/// takes, so editor backups (`job~`), package leftovers (`job.dpkg-old`) and hidden files are
+/// not crontabs.
+fn cron_reads_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-'))
+}
+
+/// Takes the job names of the schedule files already in `dir`, but those about to be
+/// rewritten: job names are unique across all files of a schedule directory.
+fn reserve_declared(names: &mut JobNames, dir: &Path, rewritten: &HashSet<OsString>) {
+    // A directory not there yet declares nothing.
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for path in entries.filter_map(|entry| Some(entry.ok()?.path())) {
+        let is_schedule = path
+            .extension()
+            .is_some_and(|extension| extension == "toml")
+            && path.is_file()
+            && !path
+                .file_name()
+                .is_some_and(|name| rewritten.contains(name));
+        if !is_schedule {
+            continue;
+        }
+        let declared = std::fs::read_to_string(&path)
+            .map_err(|error| error.to_string())
+            .and_then(|text| names.reserve_declared(&text));
+        if let Err(error) = declared {
+            eprintln!(
+                "redcron: cannot read the job names of {} ({error}); imported names may clash \
+                 with them",
+                path.display()
+            );
+        }
+    }
+}
+
+/// cron reads bytes; a stray non-UTF-8 byte in a comment must not stop the import.
+fn lossy(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes)
+        .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
 }
 
 /// The zone this machine's clock runs in, as cron would read it; UTC when it cannot be told.
@@ -88,4 +283,28 @@ fn machine_zone() -> Tz {
         .and_then(|name| name.trim_start_matches(':').parse().ok())
         .or_else(|| iana_time_zone::get_timezone().ok()?.parse().ok())
         .unwrap_or(chrono_tz::UTC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cron_skips_the_names_run_parts_skips() {
+        for name in ["backup", "php8_3", "e2scrub_all", "Job-1"] {
+            assert!(cron_reads_name(name), "{name}");
+        }
+        for name in [
+            "",
+            ".placeholder",
+            "backup~",
+            "backup.dpkg-old",
+            "backup.dpkg-dist",
+            "backup.rpmsave",
+            "backup.swp",
+            "a b",
+        ] {
+            assert!(!cron_reads_name(name), "{name}");
+        }
+    }
 }

@@ -290,6 +290,10 @@ pub enum CliError {
         /// Why it cannot be bound.
         source: io::Error,
     },
+    /// An import wrote its schedule files, with crontab lines that need attention (marked in
+    /// the files and listed before).
+    #[error("{0}")]
+    ImportNeedsAttention(String),
     /// Reading or writing a file or a stream.
     #[error("{context}: {source}")]
     Io {
@@ -307,11 +311,11 @@ impl CliError {
         matches!(self, CliError::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
     }
 
-    /// The process exit code: 1 for invalid schedules (what `check` exists to find), 2 for
-    /// everything else.
+    /// The process exit code: 1 for invalid schedules (what `check` exists to find) and
+    /// imports with lines that need attention, 2 for everything else.
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            CliError::Schedules(_) => ExitCode::from(1),
+            CliError::Schedules(_) | CliError::ImportNeedsAttention(_) => ExitCode::from(1),
             _ => ExitCode::from(2),
         }
     }

@@ -3,17 +3,21 @@
 //! What cron does with a line is kept: the expression and zone (`CRON_TZ`), the environment set
 //! by the variable lines above it, `%` as the start of standard input, a `SHELL` other than
 //! `/bin/sh`, and cron's delivery (no retries, at most one run per fire, overlapping runs allowed,
-//! missed fires skipped). Comments stay where they were. Lines that cannot be converted become
-//! comments that say why, and are returned as warnings.
+//! missed fires skipped), and `MAILTO` becomes an `output` notice. Comments stay where they
+//! were. Lines that cannot be converted, or need a look, are marked with a comment that says
+//! why, and returned as problems.
 
-use std::collections::{BTreeMap, HashSet};
-use std::fmt::Write as _;
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
 
 use chrono_tz::Tz;
 use toml::Value;
 
-use super::Schedule;
-use super::file::check_name;
+use super::{Schedule, Target};
+
+mod names;
+
+pub use names::JobNames;
 
 /// How to read the crontab.
 #[derive(Debug, Clone)]
@@ -34,52 +38,144 @@ pub struct Import {
     pub toml: String,
     /// How many jobs it declares.
     pub jobs: usize,
-    /// One message per crontab line left out or changed in a way the user should know about.
-    pub warnings: Vec<String>,
+    /// One per crontab line left out or changed in a way the user should know about; each is
+    /// also marked in `toml`, above the line.
+    pub problems: Vec<Problem>,
 }
 
-/// The longest name derived from a command, before a `-2` style suffix.
-const MAX_DERIVED_NAME: usize = 48;
+/// A crontab line that needs attention.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The line's number in the crontab, from 1.
+    pub line: usize,
+    /// What is wrong, and what the importer did about it.
+    pub message: String,
+}
 
-/// Converts a crontab's text.
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// Tells whether a user exists, or why it cannot be told.
+pub type UserCheck = fn(&str) -> Result<(), String>;
+
+/// Imports crontabs one after another, so that the names of all their jobs are unique.
+#[derive(Debug, Clone)]
+pub struct Importer {
+    /// The names taken so far, across every crontab imported and the files declared beside.
+    names: JobNames,
+    /// Checks the user field of system-format lines; `None` leaves them unchecked (the file may
+    /// be meant for another machine).
+    check_user: Option<UserCheck>,
+}
+
+impl Importer {
+    /// An importer that hands out names from `names`, users unchecked.
+    pub fn new(names: JobNames) -> Self {
+        Self {
+            names,
+            check_user: None,
+        }
+    }
+
+    /// Reports the user fields that `check` refuses, next to their lines. The jobs are still
+    /// imported.
+    #[must_use]
+    pub fn checking_users(mut self, check: UserCheck) -> Self {
+        self.check_user = Some(check);
+        self
+    }
+
+    /// Converts a crontab's text.
+    pub fn import(&mut self, text: &str, options: &ImportOptions) -> Import {
+        let mut converter = Converter {
+            options,
+            check_user: self.check_user,
+            names: &mut self.names,
+            zone: options.zone,
+            env: BTreeMap::new(),
+            mail_to: MailTo::Unset,
+            out: String::new(),
+            jobs: 0,
+            jobs_without_mail_to: 0,
+            problems: Vec::new(),
+        };
+        for (index, line) in text.lines().enumerate() {
+            converter.line(index + 1, line);
+        }
+        let mut toml = format!(
+            "# Imported by `redcron import-crontab` from {}.\n\
+             # Each job keeps cron's behaviour: no retries, at most one run per fire, overlapping\n\
+             # runs allowed, missed fires skipped.\n",
+            comment_text(&options.source)
+        );
+        if converter.jobs_without_mail_to > 0 {
+            toml.push_str(
+                "# Jobs with no MAILTO above them send no notice (cron mailed their output to the \
+                 user they ran as): add notify = [\"mailto:ADDRESS\"] and notify_on = [\"output\"].\n",
+            );
+        }
+        toml.push('\n');
+        toml.push_str(&converter.out);
+        Import {
+            toml,
+            jobs: converter.jobs,
+            problems: converter.problems,
+        }
+    }
+}
+
+/// Converts a crontab's text on its own: names unique within it, users unchecked.
 pub fn import(text: &str, options: &ImportOptions) -> Import {
-    let mut converter = Converter {
-        options,
-        zone: options.zone,
-        env: BTreeMap::new(),
-        names: HashSet::new(),
-        out: String::new(),
-        jobs: 0,
-        warnings: Vec::new(),
-    };
-    let _ = writeln!(
-        converter.out,
-        "# Imported by `redcron import-crontab` from {}.\n\
-         # Each job keeps cron's behaviour: no retries, at most one run per fire, overlapping\n\
-         # runs allowed, missed fires skipped.\n",
-        options.source
-    );
-    for (index, line) in text.lines().enumerate() {
-        converter.line(index + 1, line);
+    Importer::new(JobNames::default()).import(text, options)
+}
+
+/// Whether `user` exists on this machine, for [`Importer::checking_users`].
+///
+/// # Errors
+/// When there is no such user, or the user database cannot be read.
+pub fn user_exists_here(user: &str) -> Result<(), String> {
+    match nix::unistd::User::from_name(user) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(format!(
+            "no user \"{user}\" on this machine: the job is imported, but a replica here \
+             cannot run it"
+        )),
+        Err(error) => Err(format!("cannot look up user \"{user}\": {error}")),
     }
-    Import {
-        toml: converter.out,
-        jobs: converter.jobs,
-        warnings: converter.warnings,
-    }
+}
+
+/// Where the output of the jobs below a line is mailed, as cron's `MAILTO` says.
+#[derive(Debug, Clone)]
+enum MailTo {
+    /// No `MAILTO` yet: cron mails the user the job runs as, which has no equivalent here.
+    Unset,
+    /// `MAILTO=""`, or one that cannot be used: no mail.
+    Off,
+    /// The addresses, as a notice target.
+    To(Target),
 }
 
 struct Converter<'a> {
     options: &'a ImportOptions,
+    /// See [`Importer::checking_users`].
+    check_user: Option<UserCheck>,
+    /// Shared with the other crontabs of the import: names are unique across them.
+    names: &'a mut JobNames,
     /// The zone of the lines read so far (`CRON_TZ`).
     zone: Tz,
     /// The variables set by the lines read so far: cron gives each entry the environment in
     /// force where it stands.
     env: BTreeMap<String, String>,
-    names: HashSet<String>,
+    /// The `MAILTO` in force, which becomes a notice instead of a variable.
+    mail_to: MailTo,
     out: String,
     jobs: usize,
-    warnings: Vec<String>,
+    /// The jobs imported with no `MAILTO` in force, which the header tells about.
+    jobs_without_mail_to: usize,
+    problems: Vec<Problem>,
 }
 
 impl Converter<'_> {
@@ -90,32 +186,59 @@ impl Converter<'_> {
         } else if trimmed.starts_with('#') {
             let _ = writeln!(self.out, "{}", comment_text(trimmed));
         } else if let Some((name, value)) = assignment(trimmed) {
-            self.assignment(number, trimmed, name, value);
+            self.assignment(number, trimmed, name, &value);
         } else if let Err(reason) = self.entry(number, trimmed) {
-            self.skip(number, trimmed, &reason);
+            self.problem(number, &format!("not imported: {reason}"));
+            let _ = writeln!(self.out, "# {}", comment_text(trimmed));
         }
     }
 
-    fn assignment(&mut self, number: usize, line: &str, name: &str, value: String) {
-        let _ = writeln!(self.out, "# {}", comment_text(line));
-        if name == "CRON_TZ" {
+    fn assignment(&mut self, number: usize, line: &str, name: &str, value: &str) {
+        let problem = if name == "CRON_TZ" {
             match value.parse::<Tz>() {
-                Ok(zone) => self.zone = zone,
-                Err(_) => self.warn(
-                    number,
-                    &format!(
-                        "unknown time zone \"{value}\"; the jobs below keep {}",
-                        self.zone
-                    ),
-                ),
+                Ok(zone) => {
+                    self.zone = zone;
+                    None
+                }
+                Err(_) => Some(format!(
+                    "unknown time zone \"{value}\"; the jobs below keep {}",
+                    self.zone
+                )),
             }
+        } else if name == "MAILTO" {
+            self.set_mail_to(value)
         } else if is_variable_name(name) {
-            self.env.insert(name.to_owned(), value);
+            self.env.insert(name.to_owned(), value.to_owned());
+            None
         } else {
-            self.warn(
-                number,
-                &format!("\"{name}\" cannot be passed as an environment variable; left out"),
-            );
+            Some(format!(
+                "\"{name}\" cannot be passed as an environment variable; left out"
+            ))
+        };
+        if let Some(problem) = problem {
+            self.problem(number, &problem);
+        }
+        let _ = writeln!(self.out, "# {}", comment_text(line));
+    }
+
+    /// cron mails a job's output to `MAILTO` whenever the job prints anything, failed or not:
+    /// an `output` notice. Returns the problem with the value, if any.
+    fn set_mail_to(&mut self, value: &str) -> Option<String> {
+        if value.trim().is_empty() {
+            self.mail_to = MailTo::Off;
+            return None;
+        }
+        match Target::parse(&format!("mailto:{value}")) {
+            Ok(target) => {
+                self.mail_to = MailTo::To(target);
+                None
+            }
+            Err(error) => {
+                self.mail_to = MailTo::Off;
+                Some(format!(
+                    "bad MAILTO: {error}; the jobs below send no notice"
+                ))
+            }
         }
     }
 
@@ -132,8 +255,13 @@ impl Converter<'_> {
             return Err("no command after the schedule".to_owned());
         }
         let schedule = Schedule::parse(&expression).map_err(|error| error.to_string())?;
+        if let (Some(user), Some(check_user)) = (&user, self.check_user)
+            && let Err(problem) = check_user(user)
+        {
+            self.problem(number, &problem);
+        }
         let (command, input) = split_input(command);
-        let name = self.unique_name(&command);
+        let name = self.names.unique(&command);
         let command = self.wrap_for_shell(&command);
         let command = match input {
             Some(input) => format!("printf '%s' {} | (\n{command}\n)", shell_quote(&input)),
@@ -159,6 +287,17 @@ impl Converter<'_> {
                 .collect();
             let _ = writeln!(out, "env = {{ {} }}", pairs.join(", "));
         }
+        match &self.mail_to {
+            MailTo::To(target) => {
+                let _ = writeln!(
+                    out,
+                    "notify = [{}]\nnotify_on = [\"output\"]",
+                    toml_string(&target.to_string())
+                );
+            }
+            MailTo::Off => {}
+            MailTo::Unset => self.jobs_without_mail_to += 1,
+        }
         let _ = writeln!(
             out,
             "retries = 0\ndelivery = \"at-most-once\"\noverlap = \"allow\"\nmisfire = \"skip\"\n"
@@ -177,34 +316,17 @@ impl Converter<'_> {
         }
     }
 
-    fn unique_name(&mut self, command: &str) -> String {
-        let base = derived_name(command);
-        let mut name = base.clone();
-        let mut suffix = 2;
-        while self.names.contains(&name) {
-            name = format!("{base}-{suffix}");
-            suffix += 1;
-        }
-        debug_assert!(
-            check_name(&name).is_ok(),
-            "derived name {name:?} must be valid"
-        );
-        self.names.insert(name.clone());
-        name
-    }
-
-    fn skip(&mut self, number: usize, line: &str, reason: &str) {
+    /// Marks the problem in the file, above the line it is about, and records it.
+    fn problem(&mut self, number: usize, message: &str) {
         let _ = writeln!(
             self.out,
-            "# redcron: line {number} was not imported: {}\n# {}",
-            comment_text(reason),
-            comment_text(line)
+            "# redcron: line {number}: {}",
+            comment_text(message)
         );
-        self.warn(number, &format!("not imported: {reason}"));
-    }
-
-    fn warn(&mut self, number: usize, message: &str) {
-        self.warnings.push(format!("line {number}: {message}"));
+        self.problems.push(Problem {
+            line: number,
+            message: message.to_owned(),
+        });
     }
 }
 
@@ -274,60 +396,6 @@ fn split_input(command: &str) -> (String, Option<String>) {
     (head.trim_end().to_owned(), input)
 }
 
-/// A readable name from the command: the file name of the program that does the work and its
-/// first arguments, up to a redirection. In `cd dir && prog`, `[ test ] && prog` or `a | b`,
-/// that program is `prog` or `a`: the last command of a list, the first of a pipeline.
-fn derived_name(command: &str) -> String {
-    let segment = command
-        .split([';', '{', '}', '(', ')', '\n'])
-        .flat_map(|part| part.split("&&"))
-        .flat_map(|part| part.split("||"))
-        .map(|part| part.split('|').next().unwrap_or("").trim())
-        .filter(|segment| {
-            let first = segment.split_whitespace().next().unwrap_or("");
-            !first.is_empty() && !matches!(first, "cd" | "test" | "[" | "[[")
-        })
-        .last()
-        .unwrap_or("");
-    let words: Vec<&str> = segment
-        .split_whitespace()
-        .skip_while(|word| word.contains('='))
-        .take_while(|word| !is_redirection(word))
-        .take(3)
-        .collect();
-    let mut name = String::new();
-    for (index, word) in words.iter().enumerate() {
-        let word = if index == 0 {
-            word.rsplit('/').next().unwrap_or(word)
-        } else {
-            word
-        };
-        for c in word.chars() {
-            if c.is_ascii_alphanumeric() {
-                name.push(c.to_ascii_lowercase());
-            } else if !name.ends_with('-') && !name.is_empty() {
-                name.push('-');
-            }
-        }
-        if !name.is_empty() && !name.ends_with('-') {
-            name.push('-');
-        }
-    }
-    name.truncate(MAX_DERIVED_NAME);
-    let name = name.trim_matches('-');
-    if name.is_empty() {
-        "job".to_owned()
-    } else {
-        name.to_owned()
-    }
-}
-
-/// `>file`, `2>&1`, `<in` and the like.
-fn is_redirection(word: &str) -> bool {
-    word.trim_start_matches(|c: char| c.is_ascii_digit())
-        .starts_with(['>', '<'])
-}
-
 /// Text for a TOML comment, which may not hold control characters.
 fn comment_text(text: &str) -> String {
     text.replace(|c: char| c.is_control() && c != '\t', "\u{fffd}")
@@ -343,182 +411,4 @@ fn toml_string(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::schedule::parse_file;
-    use std::path::Path;
-
-    fn options(system: bool) -> ImportOptions {
-        ImportOptions {
-            system,
-            zone: chrono_tz::UTC,
-            source: "crontab".to_owned(),
-        }
-    }
-
-    /// The jobs of the imported file, loaded without their `user` lines: the users must
-    /// exist and need root, which is checked apart (see `check_user`).
-    fn jobs(text: &str, system: bool) -> Vec<crate::schedule::Job> {
-        let import = import(text, &options(system));
-        parse_file(Path::new("imported.toml"), &without_users(&import.toml)).unwrap_or_else(
-            |errors| panic!("imported file does not load: {errors:?}\n{}", import.toml),
-        )
-    }
-
-    fn without_users(toml: &str) -> String {
-        toml.lines()
-            .filter(|line| !line.starts_with("user = "))
-            .map(|line| format!("{line}\n"))
-            .collect()
-    }
-
-    #[test]
-    fn percent_starts_standard_input_and_later_ones_are_newlines() {
-        assert_eq!(
-            split_input("mail -s hi root%line one%line two"),
-            (
-                "mail -s hi root".to_owned(),
-                Some("line one\nline two".to_owned())
-            )
-        );
-        assert_eq!(
-            split_input(r"date +\%Y-\%m-\%d >> /tmp/d"),
-            ("date +%Y-%m-%d >> /tmp/d".to_owned(), None)
-        );
-        assert_eq!(
-            split_input(r"cat%100\% sure%"),
-            ("cat".to_owned(), Some("100% sure\n".to_owned()))
-        );
-    }
-
-    #[test]
-    fn input_is_piped_to_the_command_unexpanded() {
-        let job = jobs("0 9 * * * mail -s 'it''s $HOME' root%Hi $USER%bye\n", false).remove(0);
-        assert_eq!(
-            job.command,
-            "printf '%s' 'Hi $USER\nbye' | (\nmail -s 'it''s $HOME' root\n)"
-        );
-    }
-
-    #[test]
-    fn names_are_readable_stable_and_unique() {
-        assert_eq!(
-            derived_name("/usr/local/bin/backup.sh --full >/dev/null 2>&1"),
-            "backup-sh-full"
-        );
-        assert_eq!(
-            derived_name("cd /srv/app && ./manage.py clearsessions"),
-            "manage-py-clearsessions"
-        );
-        assert_eq!(
-            derived_name("LANG=C run-parts /etc/cron.hourly"),
-            "run-parts-etc-cron-hourly"
-        );
-        assert_eq!(derived_name("%%%"), "job");
-        assert_eq!(derived_name("echo 2>/dev/null"), "echo");
-        assert_eq!(derived_name("[ -x /bin/x ] && /bin/x --now"), "x-now");
-        assert_eq!(derived_name("pg_dump db | gzip > /b/db.gz"), "pg-dump-db");
-        assert_eq!(
-            derived_name("test -x /usr/sbin/anacron || { cd / && run-parts /etc/cron.daily; }"),
-            "run-parts-etc-cron-daily"
-        );
-        let names: Vec<String> = jobs("* * * * * true\n* * * * * true\n@daily true\n", false)
-            .into_iter()
-            .map(|job| job.name)
-            .collect();
-        assert_eq!(names, ["true", "true-2", "true-3"]);
-    }
-
-    #[test]
-    fn environment_zone_and_shell_apply_to_the_lines_below() {
-        let text = "\
-* * * * * first
-SHELL=/bin/bash
-MAILTO = \"ops@example.com\"
-CRON_TZ=Europe/Paris
-30 2 * * * second
-";
-        let jobs = jobs(text, false);
-        assert!(jobs[0].env.is_empty());
-        assert_eq!(jobs[0].timezone, chrono_tz::UTC);
-        assert_eq!(jobs[1].timezone, chrono_tz::Europe::Paris);
-        assert_eq!(
-            jobs[1].env.get("MAILTO").map(String::as_str),
-            Some("ops@example.com")
-        );
-        assert_eq!(
-            jobs[1].env.get("SHELL").map(String::as_str),
-            Some("/bin/bash")
-        );
-        assert_eq!(jobs[1].command, "exec '/bin/bash' -c 'second'");
-        assert!(!jobs[1].env.contains_key("CRON_TZ"));
-    }
-
-    #[test]
-    fn imported_jobs_keep_crons_delivery() {
-        use crate::schedule::{Delivery, Misfire, Overlap};
-        let job = jobs("*/5 * * * * true\n", false).remove(0);
-        assert_eq!(job.retries, 0);
-        assert_eq!(job.delivery, Delivery::AtMostOnce);
-        assert_eq!(job.overlap, Overlap::Allow);
-        assert_eq!(job.misfire, Misfire::Skip);
-    }
-
-    #[test]
-    fn system_crontab_reads_the_user_field() {
-        let text = "17 * * * * root cd / && run-parts --report /etc/cron.hourly\n@daily www-data php /srv/cron.php\n";
-        let import = import(text, &options(true));
-        assert!(
-            import.toml.contains("\nuser = \"root\"\n"),
-            "{}",
-            import.toml
-        );
-        assert!(
-            import.toml.contains("\nuser = \"www-data\"\n"),
-            "{}",
-            import.toml
-        );
-        let jobs = jobs(text, true);
-        assert_eq!(
-            jobs[0].command,
-            "cd / && run-parts --report /etc/cron.hourly"
-        );
-        assert_eq!(jobs[1].command, "php /srv/cron.php");
-        assert_eq!(
-            jobs[1].schedule.as_ref().map(|s| s.as_str()),
-            Some("@daily")
-        );
-    }
-
-    #[test]
-    fn unconvertible_lines_become_comments_and_warnings() {
-        let text = "@reboot /usr/bin/startup\n61 * * * * bad\n* * * * *\nCRON_TZ=Nowhere/City\n0 0 * * * ok\n";
-        let import = import(text, &options(false));
-        assert_eq!(import.jobs, 1);
-        assert_eq!(import.warnings.len(), 4, "{:?}", import.warnings);
-        assert!(import.warnings[0].starts_with("line 1: not imported: @reboot is not supported"));
-        assert!(import.warnings[1].contains("minute field \"61\""));
-        assert!(import.warnings[2].contains("no command"));
-        assert!(import.warnings[3].contains("unknown time zone \"Nowhere/City\""));
-        assert!(import.toml.contains("# @reboot /usr/bin/startup"));
-        assert_eq!(jobs(text, false).len(), 1);
-    }
-
-    proptest::proptest! {
-        /// Whatever the crontab holds, the importer does not panic and its output loads.
-        #[test]
-        fn output_always_loads(
-            lines in proptest::collection::vec(
-                "([0-9*/,-]{1,4} ){5}[ -~]{0,20}|@[a-z]{4,8} [ -~]{0,12}|[A-Z_]{1,6} ?= ?[ -~]{0,10}|#[ -~]{0,10}|[ -~]{0,30}",
-                0..12,
-            ),
-            system in proptest::bool::ANY,
-        ) {
-            let text = lines.join("\n");
-            let import = import(&text, &options(system));
-            let loaded = parse_file(Path::new("fuzz.toml"), &without_users(&import.toml));
-            proptest::prop_assert!(loaded.is_ok(), "{:?}\n{}", loaded.err(), import.toml);
-            proptest::prop_assert_eq!(loaded.map(|jobs| jobs.len()).unwrap_or(0), import.jobs);
-        }
-    }
-}
+mod tests;

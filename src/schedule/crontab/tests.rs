@@ -1,0 +1,305 @@
+//! The importer on crontabs written for it: what each line becomes, and what is reported.
+
+use super::*;
+use crate::schedule::parse_file;
+use std::path::Path;
+
+fn options(system: bool) -> ImportOptions {
+    ImportOptions {
+        system,
+        zone: chrono_tz::UTC,
+        source: "crontab".to_owned(),
+    }
+}
+
+/// The jobs of the imported file, loaded without their `user` lines: the users must
+/// exist and need root, which is checked apart (see `check_user`).
+fn jobs(text: &str, system: bool) -> Vec<crate::schedule::Job> {
+    let import = import(text, &options(system));
+    parse_file(Path::new("imported.toml"), &without_users(&import.toml))
+        .unwrap_or_else(|errors| panic!("imported file does not load: {errors:?}\n{}", import.toml))
+}
+
+fn without_users(toml: &str) -> String {
+    toml.lines()
+        .filter(|line| !line.starts_with("user = "))
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
+#[test]
+fn percent_starts_standard_input_and_later_ones_are_newlines() {
+    assert_eq!(
+        split_input("mail -s hi root%line one%line two"),
+        (
+            "mail -s hi root".to_owned(),
+            Some("line one\nline two".to_owned())
+        )
+    );
+    assert_eq!(
+        split_input(r"date +\%Y-\%m-\%d >> /tmp/d"),
+        ("date +%Y-%m-%d >> /tmp/d".to_owned(), None)
+    );
+    assert_eq!(
+        split_input(r"cat%100\% sure%"),
+        ("cat".to_owned(), Some("100% sure\n".to_owned()))
+    );
+}
+
+#[test]
+fn input_is_piped_to_the_command_unexpanded() {
+    let job = jobs("0 9 * * * mail -s 'it''s $HOME' root%Hi $USER%bye\n", false).remove(0);
+    assert_eq!(
+        job.command,
+        "printf '%s' 'Hi $USER\nbye' | (\nmail -s 'it''s $HOME' root\n)"
+    );
+}
+
+#[test]
+fn names_are_unique_within_a_crontab() {
+    let names: Vec<String> = jobs("* * * * * true\n* * * * * true\n@daily true\n", false)
+        .into_iter()
+        .map(|job| job.name)
+        .collect();
+    assert_eq!(names, ["true", "true-2", "true-3"]);
+}
+
+#[test]
+fn names_are_unique_across_the_crontabs_of_one_importer() {
+    let mut names = JobNames::new(Some("db")).expect("a valid prefix");
+    names
+        .reserve_declared("[jobs.db-backup-sh]\ncommand = \"x\"\n")
+        .expect("a schedule file");
+    let mut importer = Importer::new(names);
+    let first = importer.import("@daily /bin/backup.sh\n", &options(false));
+    let second = importer.import("@daily /bin/backup.sh\n", &options(false));
+    assert!(
+        first.toml.contains("[jobs.db-backup-sh-2]"),
+        "{}",
+        first.toml
+    );
+    assert!(
+        second.toml.contains("[jobs.db-backup-sh-3]"),
+        "{}",
+        second.toml
+    );
+}
+
+#[test]
+fn environment_zone_and_shell_apply_to_the_lines_below() {
+    let text = "\
+* * * * * first
+SHELL=/bin/bash
+MAILTO = \"ops@example.com\"
+CRON_TZ=Europe/Paris
+30 2 * * * second
+";
+    let jobs = jobs(text, false);
+    assert!(jobs[0].env.is_empty());
+    assert_eq!(jobs[0].timezone, chrono_tz::UTC);
+    assert_eq!(jobs[1].timezone, chrono_tz::Europe::Paris);
+    assert!(!jobs[1].env.contains_key("MAILTO"), "MAILTO is a notice");
+    assert_eq!(
+        jobs[1].env.get("SHELL").map(String::as_str),
+        Some("/bin/bash")
+    );
+    assert_eq!(jobs[1].command, "exec '/bin/bash' -c 'second'");
+    assert!(!jobs[1].env.contains_key("CRON_TZ"));
+}
+
+#[test]
+fn imported_jobs_keep_crons_delivery() {
+    use crate::schedule::{Delivery, Misfire, Overlap};
+    let job = jobs("*/5 * * * * true\n", false).remove(0);
+    assert_eq!(job.retries, 0);
+    assert_eq!(job.delivery, Delivery::AtMostOnce);
+    assert_eq!(job.overlap, Overlap::Allow);
+    assert_eq!(job.misfire, Misfire::Skip);
+}
+
+#[test]
+fn system_crontab_reads_the_user_field() {
+    let text = "17 * * * * root cd / && run-parts --report /etc/cron.hourly\n@daily www-data php /srv/cron.php\n";
+    let import = import(text, &options(true));
+    assert!(
+        import.toml.contains("\nuser = \"root\"\n"),
+        "{}",
+        import.toml
+    );
+    assert!(
+        import.toml.contains("\nuser = \"www-data\"\n"),
+        "{}",
+        import.toml
+    );
+    let jobs = jobs(text, true);
+    assert_eq!(
+        jobs[0].command,
+        "cd / && run-parts --report /etc/cron.hourly"
+    );
+    assert_eq!(jobs[1].command, "php /srv/cron.php");
+    assert_eq!(
+        jobs[1].schedule.as_ref().map(|s| s.as_str()),
+        Some("@daily")
+    );
+}
+
+#[test]
+fn unconvertible_lines_become_comments_and_problems() {
+    let text =
+        "@reboot /usr/bin/startup\n61 * * * * bad\n* * * * *\nCRON_TZ=Nowhere/City\n0 0 * * * ok\n";
+    let import = import(text, &options(false));
+    assert_eq!(import.jobs, 1);
+    let problems: Vec<String> = import.problems.iter().map(Problem::to_string).collect();
+    assert_eq!(problems.len(), 4, "{problems:?}");
+    assert!(problems[0].starts_with("line 1: not imported: @reboot is not supported"));
+    assert!(problems[1].contains("minute field \"61\""));
+    assert!(problems[2].contains("no command"));
+    assert!(problems[3].starts_with("line 4: unknown time zone \"Nowhere/City\""));
+    assert!(
+        import
+            .toml
+            .contains("# redcron: line 1: not imported: @reboot is not supported"),
+        "{}",
+        import.toml
+    );
+    assert!(import.toml.contains("# @reboot /usr/bin/startup"));
+    assert!(
+        import.toml.contains(
+            "# redcron: line 4: unknown time zone \"Nowhere/City\"; the jobs below keep \
+             UTC\n# CRON_TZ=Nowhere/City\n"
+        ),
+        "{}",
+        import.toml
+    );
+    assert_eq!(jobs(text, false).len(), 1);
+}
+
+#[test]
+fn mailto_becomes_an_output_notice_for_the_jobs_below() {
+    let text = "\
+* * * * * before
+MAILTO=\"ops@example.com\"
+* * * * * one
+MAILTO=ops@example.com, dev@example.com
+* * * * * two
+MAILTO=\"\"
+* * * * * three
+MAILTO=
+* * * * * four
+";
+    let import = import(text, &options(false));
+    assert!(import.problems.is_empty(), "{:?}", import.problems);
+    let jobs = jobs(text, false);
+    let notices = |index: usize| {
+        jobs[index]
+            .notify
+            .as_ref()
+            .map(|notices| (notices.targets.clone(), notices.on.clone()))
+    };
+    assert_eq!(notices(0), None);
+    assert_eq!(
+        notices(1),
+        Some((
+            vec![Target::Mail(vec!["ops@example.com".into()])],
+            vec![crate::schedule::Event::Output]
+        ))
+    );
+    assert_eq!(
+        notices(2).map(|(targets, _)| targets),
+        Some(vec![Target::Mail(vec![
+            "ops@example.com".into(),
+            "dev@example.com".into()
+        ])])
+    );
+    assert_eq!(notices(3), None);
+    assert_eq!(notices(4), None);
+    assert!(jobs.iter().all(|job| !job.env.contains_key("MAILTO")));
+    assert_eq!(
+        import.toml.matches("\nnotify_on = [\"output\"]\n").count(),
+        2
+    );
+    assert!(
+        import
+            .toml
+            .contains("# Jobs with no MAILTO above them send no notice"),
+        "one job ran before any MAILTO:\n{}",
+        import.toml
+    );
+}
+
+#[test]
+fn the_header_says_nothing_of_mailto_when_every_job_has_one() {
+    let import = import("MAILTO=\"\"\n* * * * * one\n", &options(false));
+    assert!(!import.toml.contains("no MAILTO"), "{}", import.toml);
+}
+
+#[test]
+fn a_mailto_the_schedule_file_would_refuse_is_a_problem_and_sends_nothing() {
+    let text = "MAILTO=-oQ/tmp\n* * * * * one\nMAILTO=a b@example.com\n* * * * * two\n";
+    let import = import(text, &options(false));
+    let lines: Vec<usize> = import.problems.iter().map(|problem| problem.line).collect();
+    assert_eq!(lines, [1, 3], "{:?}", import.problems);
+    assert!(
+        import.problems[0]
+            .message
+            .starts_with("bad MAILTO: \"-oQ/tmp\" is not a mail address"),
+        "{:?}",
+        import.problems
+    );
+    assert!(
+        import.toml.contains("# redcron: line 3: bad MAILTO"),
+        "{}",
+        import.toml
+    );
+    assert!(jobs(text, false).iter().all(|job| job.notify.is_none()));
+}
+
+#[test]
+fn users_the_check_refuses_are_problems_and_their_jobs_are_kept() {
+    let mut importer = Importer::new(JobNames::default()).checking_users(|user| {
+        if user == "root" {
+            Ok(())
+        } else {
+            Err(format!("no user \"{user}\""))
+        }
+    });
+    let import = importer.import(
+        "@daily root /bin/a\n@daily nobody-here /bin/b\n",
+        &options(true),
+    );
+    assert_eq!(import.jobs, 2);
+    assert_eq!(
+        import.problems,
+        [Problem {
+            line: 2,
+            message: "no user \"nobody-here\"".to_owned()
+        }]
+    );
+    assert!(
+        import
+            .toml
+            .contains("# redcron: line 2: no user \"nobody-here\"\n[jobs.b]\n"),
+        "{}",
+        import.toml
+    );
+    assert!(user_exists_here("root").is_ok());
+    assert!(user_exists_here("no-such-user-here").is_err());
+}
+
+proptest::proptest! {
+    /// Whatever the crontab holds, the importer does not panic and its output loads.
+    #[test]
+    fn output_always_loads(
+        lines in proptest::collection::vec(
+            "([0-9*/,-]{1,4} ){5}[ -~]{0,20}|@[a-z]{4,8} [ -~]{0,12}|[A-Z_]{1,6} ?= ?[ -~]{0,10}|#[ -~]{0,10}|[ -~]{0,30}",
+            0..12,
+        ),
+        system in proptest::bool::ANY,
+    ) {
+        let text = lines.join("\n");
+        let import = import(&text, &options(system));
+        let loaded = parse_file(Path::new("fuzz.toml"), &without_users(&import.toml));
+        proptest::prop_assert!(loaded.is_ok(), "{:?}\n{}", loaded.err(), import.toml);
+        proptest::prop_assert_eq!(loaded.map(|jobs| jobs.len()).unwrap_or(0), import.jobs);
+    }
+}
