@@ -3,23 +3,24 @@
 use std::io::Write;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use clap::Subcommand;
 
-use super::runs::{ShowArgs, write_run};
-use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
+use super::output::ListFormat;
+use super::runs::{ShowArgs, run_document, write_run};
+use super::times::rfc3339;
+use super::{CliError, RedisArgs, block_on, list_count, write_table};
 use crate::store::RunState;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum DeadCommand {
     /// Dead runs, oldest first.
     List {
-        /// How many at most.
-        #[arg(short = 'n', long = "count", default_value_t = 100)]
+        /// How many at most (at least 1).
+        #[arg(short = 'n', long = "count", default_value_t = 100, value_parser = list_count)]
         count: usize,
-        /// Print one JSON object, {"runs": [...]}, instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        format: ListFormat,
         #[command(flatten)]
         redis: RedisArgs,
     },
@@ -55,7 +56,11 @@ const RETRY_ALL_LIMIT: usize = 100_000;
 
 pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(), CliError> {
     match command {
-        DeadCommand::List { count, json, redis } => list(redis, *count, *json, out),
+        DeadCommand::List {
+            count,
+            format,
+            redis,
+        } => list(redis, *count, *format, out),
         DeadCommand::Show(ShowArgs { id, json, redis }) => {
             let fields = block_on(async {
                 let store = redis.connect().await?;
@@ -64,7 +69,7 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                 Ok(dead.then_some(fields))
             })?
             .ok_or_else(|| CliError::Argument(format!("no dead run \"{id}\"")))?;
-            write_run(out, id, fields.into_iter().collect(), *json)
+            write_run(out, id, fields, *json)
         }
         DeadCommand::Retry { id, job, redis, .. } => {
             let redriven = block_on(async {
@@ -119,7 +124,12 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
     }
 }
 
-fn list(redis: &RedisArgs, count: usize, json: bool, out: &mut impl Write) -> Result<(), CliError> {
+fn list(
+    redis: &RedisArgs,
+    count: usize,
+    format: ListFormat,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
     let runs = block_on(async {
         let store = redis.connect().await?;
         let mut runs = Vec::new();
@@ -129,21 +139,18 @@ fn list(redis: &RedisArgs, count: usize, json: bool, out: &mut impl Write) -> Re
         }
         Ok(runs)
     })?;
-    let died = |ms: i64| {
-        DateTime::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), |at| at.to_rfc3339())
-    };
-    if json {
-        // One document, as every --json: no dead runs is an empty list, not no output.
+    if format.is_json() {
         let runs: Vec<serde_json::Value> = runs
             .into_iter()
             .map(|(run_id, died_ms, fields)| {
-                let mut object = typed_fields(fields);
-                object.insert("id".to_owned(), run_id.into());
-                object.insert("died".to_owned(), died(died_ms).into());
+                let mut object = run_document(&run_id, fields);
+                object.insert("died".to_owned(), rfc3339(died_ms).into());
+                object.insert("died_ms".to_owned(), died_ms.into());
                 serde_json::Value::Object(object)
             })
             .collect();
-        return writeln!(out, "{}", serde_json::json!({ "runs": runs }))
+        return format
+            .write(out, "runs", runs)
             .map_err(CliError::io("writing the dead runs"));
     }
     let field = |fields: &std::collections::HashMap<String, String>, name: &str| {
@@ -155,7 +162,7 @@ fn list(redis: &RedisArgs, count: usize, json: bool, out: &mut impl Write) -> Re
             vec![
                 run_id.clone(),
                 field(fields, "job"),
-                died(*died_ms),
+                rfc3339(*died_ms),
                 field(fields, "attempt"),
                 field(fields, "reason"),
                 field(fields, "error"),

@@ -5,13 +5,17 @@ use std::time::Duration;
 
 use chrono::DateTime;
 use clap::{Args, ValueEnum};
+use serde_json::json;
 
+use super::times::{elapsed, relative, rfc3339};
 use super::{CliError, RedisArgs, block_on};
 use crate::handler::payload_problem;
 use crate::schedule::Priority;
 use crate::store::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
 
-/// The largest payload accepted.
+/// The longest `--in`: a run due further out is more likely a typo (`--in 30d` for `30m`) than
+/// a plan, and a plan that far ahead belongs in a schedule file.
+const LONGEST_DELAY: Duration = Duration::from_secs(366 * 86_400);
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum PriorityArg {
@@ -42,6 +46,9 @@ struct RunArgs {
     /// Instead of the job's own priority.
     #[arg(long, value_enum)]
     priority: Option<PriorityArg>,
+    /// Print the new run as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -58,8 +65,8 @@ pub(super) struct TriggerArgs {
 pub(super) struct EnqueueArgs {
     #[command(flatten)]
     run: RunArgs,
-    /// Due after this long (30s, 15m, 2h); 0s for now.
-    #[arg(long = "in", value_name = "DURATION", group = "when", value_parser = humantime::parse_duration)]
+    /// Due after this long (30s, 15m, 2h; at most a year); 0s for now.
+    #[arg(long = "in", value_name = "DURATION", group = "when", value_parser = delay)]
     delay: Option<Duration>,
     /// Due at this RFC 3339 time.
     #[arg(long, value_name = "RFC3339", group = "when")]
@@ -89,7 +96,7 @@ pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), Cl
         priority: args.run.priority.map(Priority::from),
         unique: None,
     };
-    submit(&args.redis, request, None, true, out)
+    submit(&args.redis, request, None, true, args.run.json, out)
 }
 
 pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -129,8 +136,23 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
         request,
         args.delay,
         args.at.is_none() || args.allow_past,
+        args.run.json,
         out,
     )
+}
+
+/// Reads `--in`: a duration of at most [`LONGEST_DELAY`].
+fn delay(text: &str) -> Result<Duration, String> {
+    let delay = humantime::parse_duration(text).map_err(|error| error.to_string())?;
+    if delay > LONGEST_DELAY {
+        let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX);
+        return Err(format!(
+            "{text:?} is more than {}: enqueue a run at most that far ahead, or give the job a \
+             schedule",
+            elapsed(longest_ms)
+        ));
+    }
+    Ok(delay)
 }
 
 /// Enqueues `request`, due `delay` from now on Redis's clock when given. A due time in the
@@ -140,26 +162,27 @@ fn submit(
     mut request: Enqueue,
     delay: Option<Duration>,
     past_ok: bool,
+    json: bool,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let enqueued = block_on(async {
+    let (enqueued, now_ms) = block_on(async {
         let store = redis.connect().await?;
+        let now_ms = store.now_ms().await?;
         if let Some(delay) = delay {
             let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
-            request.due_ms = Some(store.now_ms().await?.saturating_add(delay_ms));
+            request.due_ms = Some(now_ms.saturating_add(delay_ms));
         }
-        if let Some(due_ms) = request.due_ms.filter(|_| !past_ok) {
-            let now_ms = store.now_ms().await?;
-            if due_ms < now_ms {
-                return Err(CliError::Argument(format!(
-                    "--at {} is in the past (Redis's clock reads {}): pass --allow-past to run \
-                     the job at once",
-                    super::status::time(due_ms),
-                    super::status::time(now_ms)
-                )));
-            }
+        if let Some(due_ms) = request.due_ms.filter(|_| !past_ok)
+            && due_ms < now_ms
+        {
+            return Err(CliError::Argument(format!(
+                "--at {} is in the past (Redis's clock reads {}): pass --allow-past to run the \
+                 job at once",
+                rfc3339(due_ms),
+                rfc3339(now_ms)
+            )));
         }
-        Ok(store.enqueue_run(&request).await?)
+        Ok((store.enqueue_run(&request).await?, now_ms))
     })?;
     match enqueued {
         Enqueued::Scheduled {
@@ -167,9 +190,21 @@ fn submit(
             due_ms,
             paused,
         } => {
-            let due = DateTime::from_timestamp_millis(due_ms)
-                .map_or_else(|| due_ms.to_string(), |due| due.to_rfc3339());
-            writeln!(out, "{run_id} due {due}").map_err(CliError::io("writing the run id"))?;
+            let written = if json {
+                let run = json!({
+                    "id": run_id,
+                    "job": request.job,
+                    "due": rfc3339(due_ms),
+                    "due_ms": due_ms,
+                    "paused": paused,
+                });
+                writeln!(out, "{run}")
+            } else {
+                // Relative to Redis's clock, which decides when the run is due.
+                let due = rfc3339(due_ms);
+                writeln!(out, "{run_id} due {due} ({})", relative(now_ms, due_ms))
+            };
+            written.map_err(CliError::io("writing the run id"))?;
             if paused {
                 eprintln!(
                     "redcron: job \"{}\" is paused: this run is skipped unless it is resumed \

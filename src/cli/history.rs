@@ -6,23 +6,24 @@ use std::io::Write;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::status::{EVENTS_SCANNED, time};
-use super::{CliError, RedisArgs, block_on, write_table};
+use super::output::ListFormat;
+use super::status::EVENTS_SCANNED;
+use super::times::{duration, rfc3339};
+use super::{CliError, RedisArgs, block_on, list_count, write_table};
 use crate::store::{Event, RunState};
 
 #[derive(Debug, Args)]
 pub(super) struct HistoryArgs {
     /// Only this job's runs.
     job: Option<String>,
-    /// How many runs.
-    #[arg(short = 'n', long = "count", default_value_t = 20)]
+    /// How many outcomes, newest first (at least 1).
+    #[arg(short = 'n', long = "count", default_value_t = 20, value_parser = list_count)]
     count: usize,
     /// Only failed attempts and dead runs.
     #[arg(long)]
     failed: bool,
-    /// Print one JSON object, {"runs": [...]}, newest first, instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    format: ListFormat,
     #[command(flatten)]
     redis: RedisArgs,
 }
@@ -59,8 +60,9 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
         }
         Ok(rows)
     })?;
-    if args.json {
-        // One document, as every --json; numbers are numbers and what a run lacks is null.
+    if args.format.is_json() {
+        // Numbers are numbers and what a run lacks is null; each instant is RFC 3339 for people
+        // and `_ms` for arithmetic.
         let runs: Vec<Value> = rows
             .iter()
             .map(|(event, run)| {
@@ -69,9 +71,12 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
                     "run": entry.run_id,
                     "job": entry.field("job"),
                     "outcome": entry.field("state"),
-                    "at": time(event.at_ms),
-                    "fire": entry.fire_ms().map(time),
-                    "started": entry.started_ms().map(time),
+                    "at": rfc3339(event.at_ms),
+                    "at_ms": event.at_ms,
+                    "fire": entry.fire_ms().map(rfc3339),
+                    "fire_ms": entry.fire_ms(),
+                    "started": entry.started_ms().map(rfc3339),
+                    "started_ms": entry.started_ms(),
                     "duration_ms": entry.duration_ms(),
                     "attempt": entry.number("attempt"),
                     "exit_code": entry.number("exit_code"),
@@ -81,7 +86,9 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
                 })
             })
             .collect();
-        return writeln!(out, "{}", json!({ "runs": runs }))
+        return args
+            .format
+            .write(out, "runs", runs)
             .map_err(CliError::io("writing the history"));
     }
     if rows.is_empty() {
@@ -110,11 +117,9 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
             vec![
                 entry.run_id.clone(),
                 text("state"),
-                entry.fire_ms().map_or_else(String::new, time),
-                entry.started_ms().map_or_else(String::new, time),
-                entry
-                    .duration_ms()
-                    .map_or_else(String::new, |ms| format!("{ms}ms")),
+                entry.fire_ms().map_or_else(String::new, rfc3339),
+                entry.started_ms().map_or_else(String::new, rfc3339),
+                entry.duration_ms().map_or_else(String::new, duration),
                 text("attempt"),
                 text("exit_code"),
                 text("reason"),
@@ -145,10 +150,17 @@ struct HistoryEntry<'a> {
 impl<'a> HistoryEntry<'a> {
     fn new(event: &'a Event, run: &'a HashMap<String, String>) -> Self {
         let run_id = event.fields.get("run").cloned().unwrap_or_default();
-        let latest = match (event.fields.get("attempt"), run.get("attempt")) {
+        let same_attempt = match (event.fields.get("attempt"), run.get("attempt")) {
             (Some(event_attempt), Some(run_attempt)) => event_attempt == run_attempt,
             _ => true,
         };
+        // A re-driven run counts its attempts from 1 again: attempt 2 of the drive before
+        // `dead retry` is not attempt 2 of this one, and the hash holds only this drive's.
+        let redriven_after = run
+            .get("redriven_ms")
+            .and_then(|ms| ms.parse::<i64>().ok())
+            .is_some_and(|redriven_ms| event.at_ms < redriven_ms);
+        let latest = same_attempt && !redriven_after;
         Self {
             event,
             run,

@@ -8,11 +8,13 @@ mod enqueue;
 mod history;
 mod import;
 mod next;
+mod output;
 mod pause;
 mod run;
 mod runs;
 mod service;
 mod status;
+mod times;
 
 use crate::logs::LogFormat;
 use std::io;
@@ -227,6 +229,15 @@ fn worker_count(text: &str) -> Result<usize, String> {
         _ => Err(format!(
             "{text:?} is not a number of workers from 1 to {MAX}"
         )),
+    }
+}
+
+/// Reads how many entries a list shows: at least 1, since a list of none would say nothing and
+/// a limit of 0 reads in Redis as "no limit".
+fn list_count(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(count @ 1..) => Ok(count),
+        _ => Err(format!("{text:?} is not a count of at least 1")),
     }
 }
 

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use clap::Args;
+use serde_json::json;
 
+use super::output::ListFormat;
 use super::{CliError, default_schedules, format_fire, parse_zone};
 use crate::schedule::{Schedule, load_dir};
 
@@ -35,6 +37,8 @@ pub(super) struct NextArgs {
     /// How many fires to print.
     #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 5)]
     count: usize,
+    #[command(flatten)]
+    format: ListFormat,
 }
 
 pub(super) fn execute(args: &NextArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -70,7 +74,17 @@ pub(super) fn execute(args: &NextArgs, out: &mut impl Write) -> Result<(), CliEr
             (schedule, job.timezone)
         }
     };
-    for fire in schedule.fires_after(after, zone).take(args.count) {
+    let fires = schedule.fires_after(after, zone).take(args.count);
+    if args.format.is_json() {
+        let fires = fires
+            .map(|fire| json!({ "fire": format_fire(fire, zone), "fire_ms": fire.timestamp_millis() }))
+            .collect();
+        return args
+            .format
+            .write(out, "fires", fires)
+            .map_err(CliError::io("writing the fires"));
+    }
+    for fire in fires {
         writeln!(out, "{}", format_fire(fire, zone)).map_err(CliError::io("writing the fires"))?;
     }
     Ok(())

@@ -3,11 +3,13 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use chrono::{DateTime, Local, Utc};
+use chrono::DateTime;
 use clap::Args;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::output::ListFormat;
+use super::times::{ago, elapsed, local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::schedule::Schedule;
 use crate::store::{Event, Overview, ReplicaInfo, RunState, UndeclaredRuns};
@@ -29,9 +31,8 @@ pub(super) struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub(super) struct JobsArgs {
-    /// Print one JSON object, {"jobs": [...]}, instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    format: ListFormat,
     #[command(flatten)]
     redis: RedisArgs,
 }
@@ -109,14 +110,6 @@ fn published(overview: &Overview) -> Vec<Published> {
         .collect();
     jobs.sort_by(|a, b| a.name.cmp(&b.name));
     jobs
-}
-
-pub(super) fn time(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), |at| at.to_rfc3339())
-}
-
-fn age(now_ms: i64, ms: i64) -> String {
-    format!("{:.1}s ago", (now_ms - ms).max(0) as f64 / 1000.0)
 }
 
 /// How the replicas declare one published job, each list sorted by replica id.
@@ -251,37 +244,6 @@ fn set_aside(overview: &Overview, aside: &UndeclaredRuns) -> String {
     line
 }
 
-/// `at_ms` on this machine's wall clock, as people read it: the time of day, with the date when
-/// it is not the day of `now_ms`.
-fn local_time(now_ms: i64, at_ms: i64) -> String {
-    let local = |ms: i64| DateTime::from_timestamp_millis(ms).map(|at| at.with_timezone(&Local));
-    match (local(now_ms), local(at_ms)) {
-        (Some(now), Some(at)) if now.date_naive() == at.date_naive() => {
-            at.format("%H:%M:%S").to_string()
-        }
-        (_, Some(at)) => at.format("%Y-%m-%d %H:%M:%S").to_string(),
-        (_, None) => at_ms.to_string(),
-    }
-}
-
-/// A duration in the largest units that matter: `45 s`, `2 min`, `3 h 5 min`, `2 d 4 h`.
-fn elapsed(ms: i64) -> String {
-    let seconds = ms.max(0) / 1000;
-    let (days, hours, minutes) = (
-        seconds / 86_400,
-        seconds % 86_400 / 3600,
-        seconds % 3600 / 60,
-    );
-    match seconds {
-        0..60 => format!("{seconds} s"),
-        60..3600 => format!("{minutes} min"),
-        3600..86_400 if minutes == 0 => format!("{hours} h"),
-        3600..86_400 => format!("{hours} h {minutes} min"),
-        _ if hours == 0 => format!("{days} d"),
-        _ => format!("{days} d {hours} h"),
-    }
-}
-
 /// What `status` and `jobs` say instead of an empty table: most often the namespace is not the
 /// one the replicas use.
 fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
@@ -343,7 +305,8 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     "job": job.name,
                     "paused": overview.paused.contains(&job.name),
                     "last_outcome": last.map(|(state, _)| state),
-                    "last_at": last.map(|(_, at)| time(*at)),
+                    "last_at": last.map(|(_, at)| rfc3339(*at)),
+                    "last_at_ms": last.map(|(_, at)| at),
                     "next_fire": job.next_fires(overview.now_ms, 1).first(),
                     "running": running(&job.name),
                 })
@@ -356,7 +319,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 json!({
                     "job": aside.job,
                     "runs": aside.runs,
-                    "since": time(aside.since_ms),
+                    "since": rfc3339(aside.since_ms),
                     "since_ms": aside.since_ms,
                     "waiting_ms": (overview.now_ms - aside.since_ms).max(0),
                     "declared_by": declared_by(&overview, &aside.job),
@@ -418,7 +381,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     replica.id.clone(),
                     field("host"),
                     field("version"),
-                    age(overview.now_ms, replica.heartbeat_ms),
+                    ago(overview.now_ms, replica.heartbeat_ms),
                     format!("{}/{}", field("busy_workers"), field("max_workers")),
                     state.to_owned(),
                 ]
@@ -465,7 +428,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             .map(|job| {
                 let (last, when) = outcomes.get(&job.name).map_or_else(
                     || ("-".to_owned(), "-".to_owned()),
-                    |(state, at)| (state.clone(), age(overview.now_ms, *at)),
+                    |(state, at)| (state.clone(), ago(overview.now_ms, *at)),
                 );
                 vec![
                     job.name.clone(),
@@ -499,9 +462,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
 pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {
     let overview = block_on(async { Ok(args.redis.connect().await?.overview().await?) })?;
     let jobs = published(&overview);
-    if args.json {
-        // One document, as every --json: a reader parses it whole, and an empty namespace is
-        // an empty list rather than no output at all.
+    if args.format.is_json() {
         let jobs: Vec<Value> = jobs
             .iter()
             .map(|job| {
@@ -520,7 +481,9 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
                 })
             })
             .collect();
-        return writeln!(out, "{}", json!({ "jobs": jobs }))
+        return args
+            .format
+            .write(out, "jobs", jobs)
             .map_err(CliError::io("writing the jobs"));
     }
     if jobs.is_empty() {

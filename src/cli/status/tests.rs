@@ -22,47 +22,6 @@ fn replica(id: &str, alive: bool, jobs: Option<&[(&str, &str)]>) -> ReplicaInfo 
 }
 
 #[test]
-fn durations_read_in_the_units_that_matter() {
-    for (ms, text) in [
-        (-5, "0 s"),
-        (999, "0 s"),
-        (45_000, "45 s"),
-        (120_400, "2 min"),
-        (3_599_999, "59 min"),
-        (3_600_000, "1 h"),
-        (11_100_000, "3 h 5 min"),
-        (86_400_000, "1 d"),
-        (187_200_000, "2 d 4 h"),
-    ] {
-        assert_eq!(elapsed(ms), text, "{ms} ms");
-    }
-}
-
-#[test]
-fn a_time_of_today_is_shown_without_its_date() {
-    let now = DateTime::parse_from_rfc3339("2026-03-08T12:00:00Z")
-        .expect("time")
-        .timestamp_millis();
-    let local = |ms: i64| {
-        DateTime::from_timestamp_millis(ms)
-            .expect("in range")
-            .with_timezone(&Local)
-    };
-    let earlier = now - 90_000;
-    let expected = if local(earlier).date_naive() == local(now).date_naive() {
-        local(earlier).format("%H:%M:%S").to_string()
-    } else {
-        local(earlier).format("%Y-%m-%d %H:%M:%S").to_string()
-    };
-    assert_eq!(local_time(now, earlier), expected);
-    let long_ago = now - 3 * 86_400_000;
-    assert_eq!(
-        local_time(now, long_ago),
-        local(long_ago).format("%Y-%m-%d %H:%M:%S").to_string()
-    );
-}
-
-#[test]
 fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
     let overview = Overview {
         now_ms: 0,

@@ -1,0 +1,148 @@
+//! How the commands show instants and durations: RFC 3339 or relative for people, never raw
+//! epoch milliseconds (those are for `--json`, beside the RFC 3339 form).
+
+use chrono::{DateTime, Local, Utc};
+
+/// `ms` since the epoch as RFC 3339 in UTC, to the millisecond when it has any:
+/// `2026-03-08T07:00:00+00:00`, `2026-03-08T07:00:00.250+00:00`. A value out of chrono's range
+/// (damaged data) is shown as the number it is rather than hidden.
+pub(super) fn rfc3339(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), |at| at.to_rfc3339())
+}
+
+/// How long before `now_ms` the instant `at_ms` was, to a tenth of a second: `1.2s ago`. For
+/// heartbeats and outcomes, where a second matters.
+pub(super) fn ago(now_ms: i64, at_ms: i64) -> String {
+    format!("{:.1}s ago", (now_ms - at_ms).max(0) as f64 / 1000.0)
+}
+
+/// `at_ms` from `now_ms`'s point of view, coarse: `in 2 h 5 min`, `3 min ago`, or `now` within
+/// a second either way.
+pub(super) fn relative(now_ms: i64, at_ms: i64) -> String {
+    let offset = at_ms - now_ms;
+    if offset.abs() < 1000 {
+        "now".to_owned()
+    } else if offset > 0 {
+        format!("in {}", elapsed(offset))
+    } else {
+        format!("{} ago", elapsed(-offset))
+    }
+}
+
+/// `at_ms` on this machine's wall clock, as people read it: the time of day, with the date when
+/// it is not the day of `now_ms`.
+pub(super) fn local_time(now_ms: i64, at_ms: i64) -> String {
+    let local = |ms: i64| DateTime::from_timestamp_millis(ms).map(|at| at.with_timezone(&Local));
+    match (local(now_ms), local(at_ms)) {
+        (Some(now), Some(at)) if now.date_naive() == at.date_naive() => {
+            at.format("%H:%M:%S").to_string()
+        }
+        (_, Some(at)) => at.format("%Y-%m-%d %H:%M:%S").to_string(),
+        (_, None) => at_ms.to_string(),
+    }
+}
+
+/// A span in the largest units that matter, for how long something has waited or will:
+/// `45 s`, `2 min`, `3 h 5 min`, `2 d 4 h`.
+pub(super) fn elapsed(ms: i64) -> String {
+    let seconds = ms.max(0) / 1000;
+    let (days, hours, minutes) = (
+        seconds / 86_400,
+        seconds % 86_400 / 3600,
+        seconds % 3600 / 60,
+    );
+    match seconds {
+        0..60 => format!("{seconds} s"),
+        60..3600 => format!("{minutes} min"),
+        3600..86_400 if minutes == 0 => format!("{hours} h"),
+        3600..86_400 => format!("{hours} h {minutes} min"),
+        _ if hours == 0 => format!("{days} d"),
+        _ => format!("{days} d {hours} h"),
+    }
+}
+
+/// How long a run took, precise where runs usually are: `0.25 s`, `1.2 s`, `45 s`, `3 min 5 s`,
+/// then as [`elapsed`] from an hour on.
+pub(super) fn duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    match ms {
+        0..1000 => format!("{:.2} s", ms as f64 / 1000.0),
+        1000..10_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        10_000..60_000 => format!("{} s", ms / 1000),
+        60_000..3_600_000 if ms / 1000 % 60 == 0 => elapsed(ms),
+        60_000..3_600_000 => format!("{} min {} s", ms / 60_000, ms / 1000 % 60),
+        _ => elapsed(ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_in_the_units_that_matter() {
+        for (ms, shown) in [
+            (250, "0.25 s"),
+            (1_234, "1.2 s"),
+            (45_900, "45 s"),
+            (120_000, "2 min"),
+            (185_000, "3 min 5 s"),
+            (3_600_000, "1 h"),
+            (11_100_000, "3 h 5 min"),
+            (-5, "0.00 s"),
+        ] {
+            assert_eq!(duration(ms), shown, "{ms}");
+        }
+    }
+
+    #[test]
+    fn instants_read_as_rfc3339_or_relative_to_now() {
+        assert_eq!(rfc3339(1_000), "1970-01-01T00:00:01+00:00");
+        assert_eq!(rfc3339(1_250), "1970-01-01T00:00:01.250+00:00");
+        assert_eq!(relative(10_000, 10_400), "now");
+        assert_eq!(relative(0, 7_500_000), "in 2 h 5 min");
+        assert_eq!(relative(200_000, 20_000), "3 min ago");
+        assert_eq!(ago(2_500, 1_300), "1.2s ago");
+    }
+
+    #[test]
+    fn spans_read_in_the_largest_units_that_matter() {
+        for (ms, text) in [
+            (-5, "0 s"),
+            (999, "0 s"),
+            (45_000, "45 s"),
+            (120_400, "2 min"),
+            (3_599_999, "59 min"),
+            (3_600_000, "1 h"),
+            (11_100_000, "3 h 5 min"),
+            (86_400_000, "1 d"),
+            (187_200_000, "2 d 4 h"),
+        ] {
+            assert_eq!(elapsed(ms), text, "{ms} ms");
+        }
+    }
+
+    #[test]
+    fn a_time_of_today_is_shown_without_its_date() {
+        let now = DateTime::parse_from_rfc3339("2026-03-08T12:00:00Z")
+            .expect("time")
+            .timestamp_millis();
+        let local = |ms: i64| {
+            DateTime::from_timestamp_millis(ms)
+                .expect("in range")
+                .with_timezone(&Local)
+        };
+        let earlier = now - 90_000;
+        let expected = if local(earlier).date_naive() == local(now).date_naive() {
+            local(earlier).format("%H:%M:%S").to_string()
+        } else {
+            local(earlier).format("%Y-%m-%d %H:%M:%S").to_string()
+        };
+        assert_eq!(local_time(now, earlier), expected);
+        let long_ago = now - 3 * 86_400_000;
+        assert_eq!(
+            local_time(now, long_ago),
+            local(long_ago).format("%Y-%m-%d %H:%M:%S").to_string()
+        );
+    }
+}
