@@ -15,7 +15,7 @@ const OTHER: &str = "[jobs.other]\ncommand = \"true\"\n";
 
 /// A live replica `id` that beat `ago_ms` ago, declaring the jobs of `toml` as its heartbeat
 /// publishes them.
-async fn replica(store: &Store, id: &str, toml: &str, ago_ms: i64) {
+pub(crate) async fn replica(store: &Store, id: &str, toml: &str, ago_ms: i64) {
     let info = [
         ("host", "test".to_owned()),
         ("heartbeat_period_ms", "2000".to_owned()),

@@ -5,6 +5,7 @@ mod util;
 
 mod batches;
 mod check;
+mod cli_contract;
 mod completions;
 mod declarations;
 mod defaults;
