@@ -427,6 +427,26 @@ fn next_json_and_jsonl_match_their_schema() {
     assert_eq!(fires[1]["fire_ms"], fire.timestamp_millis());
 }
 
+#[test]
+fn an_empty_list_is_an_empty_array_and_no_lines() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    for args in [&["history"][..], &["dead", "list"], &["jobs"]] {
+        let with = |format: &str| {
+            let mut all = args.to_vec();
+            all.push(format);
+            cli(&server, dir.path(), &all).success()
+        };
+        let document = one_document(&with("--json"));
+        assert!(
+            document.as_object().is_some_and(|object| object.len() == 1
+                && object.values().all(|list| list == &serde_json::json!([]))),
+            "{args:?}: {document}"
+        );
+        assert_eq!(with("--jsonl"), "", "{args:?}");
+    }
+}
+
 /// A count of 0 reads in Redis as "no limit": it must be refused, not list everything.
 #[tokio::test]
 async fn a_count_of_zero_is_refused() {

@@ -21,7 +21,7 @@ use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use clap::{Parser, Subcommand};
 use thiserror::Error;
@@ -377,12 +377,6 @@ fn parse_zone(name: &str) -> Result<Tz, CliError> {
     })
 }
 
-/// RFC 3339 with the zone's offset and whole seconds: `2026-03-08T03:00:00-04:00`.
-fn format_fire(fire: DateTime<Utc>, zone: Tz) -> String {
-    fire.with_timezone(&zone)
-        .to_rfc3339_opts(SecondsFormat::Secs, false)
-}
-
 /// Writes one row per job: name, schedule, zone and its next `count` fires after `now`.
 fn write_jobs(
     out: &mut impl io::Write,
@@ -407,7 +401,7 @@ fn write_jobs(
                     .iter()
                     .flat_map(|schedule| schedule.fires_after(now, job.timezone))
                     .take(count)
-                    .map(|fire| format_fire(fire, job.timezone))
+                    .map(|fire| times::format_fire(fire, job.timezone))
                     .collect();
                 fires.join(", ")
             };
@@ -455,16 +449,22 @@ fn typed_fields(
         .collect()
 }
 
-/// Writes a table: columns padded to their widest cell, two spaces apart.
+/// Writes a table: columns padded to their widest cell, two spaces apart. Control characters in
+/// a cell (a line break in an error, a tab or an escape sequence in a command's output) are
+/// written escaped, so that they can neither break the columns nor steer the terminal.
 fn write_table(out: &mut impl io::Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| printable(cell)).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
     let header: Vec<String> = header.iter().map(|cell| (*cell).to_owned()).collect();
-    for row in std::iter::once(&header).chain(rows) {
+    for row in std::iter::once(&header).chain(&rows) {
         let mut line = String::new();
         for (index, (cell, width)) in row.iter().zip(&widths).enumerate() {
             if index + 1 == row.len() {
@@ -476,6 +476,19 @@ fn write_table(out: &mut impl io::Write, header: &[&str], rows: &[Vec<String>]) 
         writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
+}
+
+/// `text` with its control characters escaped (`\n`, `\t`, `\u{1b}`), the rest as it is.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|character| {
+            if character.is_control() {
+                character.escape_default().to_string()
+            } else {
+                character.to_string()
+            }
+        })
+        .collect()
 }
 
 /// `--namespace`, checked as the store checks it, so that a bad one is refused with the usage.
@@ -509,6 +522,25 @@ mod tests {
                 "output": "42",
                 "job": "nightly",
             })
+        );
+    }
+
+    #[test]
+    fn table_columns_line_up_whatever_the_cells_hold() {
+        let rows = [
+            vec![
+                "a-run".to_owned(),
+                "line 1\nline 2\tend\u{1b}[31m".to_owned(),
+            ],
+            vec!["another-run".to_owned(), "ok".to_owned()],
+        ];
+        let mut out = Vec::new();
+        write_table(&mut out, &["RUN", "OUTPUT"], &rows).expect("written");
+        assert_eq!(
+            String::from_utf8(out).expect("UTF-8"),
+            "RUN          OUTPUT\n\
+             a-run        line 1\\nline 2\\tend\\u{1b}[31m\n\
+             another-run  ok\n"
         );
     }
 

@@ -8,7 +8,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::output::ListFormat;
-use super::{CliError, default_schedules, format_fire, parse_zone};
+use super::times::format_fire;
+use super::{CliError, default_schedules, parse_zone};
 use crate::schedule::{Schedule, load_dir};
 
 #[derive(Debug, Args)]

@@ -1,13 +1,21 @@
 //! How the commands show instants and durations: RFC 3339 or relative for people, never raw
 //! epoch milliseconds (those are for `--json`, beside the RFC 3339 form).
 
-use chrono::{DateTime, Local, Utc};
+use chrono::{DateTime, Local, SecondsFormat, Utc};
+use chrono_tz::Tz;
 
 /// `ms` since the epoch as RFC 3339 in UTC, to the millisecond when it has any:
 /// `2026-03-08T07:00:00+00:00`, `2026-03-08T07:00:00.250+00:00`. A value out of chrono's range
 /// (damaged data) is shown as the number it is rather than hidden.
 pub(super) fn rfc3339(ms: i64) -> String {
     DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), |at| at.to_rfc3339())
+}
+
+/// A fire in its job's zone, RFC 3339 with the zone's offset and whole seconds:
+/// `2026-03-08T03:00:00-04:00`. What `next` prints, one a line, for scripts too.
+pub(super) fn format_fire(fire: DateTime<Utc>, zone: Tz) -> String {
+    fire.with_timezone(&zone)
+        .to_rfc3339_opts(SecondsFormat::Secs, false)
 }
 
 /// How long before `now_ms` the instant `at_ms` was, to a tenth of a second: `1.2s ago`. For

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::output::ListFormat;
-use super::times::{ago, elapsed, local_time, rfc3339};
+use super::times::{ago, elapsed, format_fire, local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::schedule::Schedule;
 use crate::store::{Event, Overview, ReplicaInfo, RunState, UndeclaredRuns};
@@ -97,7 +97,7 @@ impl Published {
         schedule
             .fires_after(now, zone)
             .take(count)
-            .map(|fire| super::format_fire(fire, zone))
+            .map(|fire| format_fire(fire, zone))
             .collect()
     }
 }
