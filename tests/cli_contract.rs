@@ -451,15 +451,14 @@ fn an_empty_list_is_an_empty_array_and_no_lines() {
 #[tokio::test]
 async fn a_count_of_zero_is_refused() {
     let scenario = Scenario::new().await;
-    for args in [
-        &["history", "-n", "0"][..],
-        &["dead", "list", "-n", "0", "--json"],
-    ] {
-        let error = scenario.cli(args).failure(2);
-        assert!(
-            error.contains("is not a count of at least 1"),
-            "{args:?}: {error}"
-        );
+    let refused = [
+        scenario.cli(&["history", "-n", "0"]),
+        scenario.cli(&["dead", "list", "-n", "0", "--json"]),
+        redcron_in(scenario.dir.path(), &["next", "@daily", "-n", "0"], ""),
+    ];
+    for run in refused {
+        let error = run.failure(2);
+        assert!(error.contains("is not a count of at least 1"), "{error}");
     }
     let newest = one_document(&scenario.output(&["history", "-n", "1", "--json"]));
     assert_eq!(newest["runs"].as_array().map(Vec::len), Some(1), "{newest}");

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::output::ListFormat;
 use super::times::format_fire;
-use super::{CliError, default_schedules, parse_zone};
+use super::{CliError, default_schedules, list_count, parse_zone};
 use crate::schedule::{Schedule, load_dir};
 
 #[derive(Debug, Args)]
@@ -35,8 +35,8 @@ pub(super) struct NextArgs {
     /// List fires after this RFC 3339 time instead of after now.
     #[arg(long, value_name = "RFC3339")]
     after: Option<String>,
-    /// How many fires to print.
-    #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 5)]
+    /// How many fires to print (at least 1).
+    #[arg(short = 'n', long = "count", value_name = "N", default_value_t = 5, value_parser = list_count)]
     count: usize,
     #[command(flatten)]
     format: ListFormat,
