@@ -1,7 +1,6 @@
 //! What the commands print for scripts, held against docs/cli.md: every `--json` document and
 //! `--jsonl` line a command prints on a real Redis must match the schema documented for it.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use redcron::store::{FailReason, Failure, Store};
@@ -11,181 +10,13 @@ use crate::inspect::replica;
 use crate::slots::enqueue;
 use crate::store::{claim_run, setup};
 use crate::util::redis_server::RedisServer;
-use crate::util::{cli, one_document, redcron_in};
+use crate::util::schemas::{Schemas, json_lines};
+use crate::util::{cli, keys, one_document, redcron_in};
 
 /// A job that fails once and then succeeds, one that dies at its first failure, and a cron job.
 const JOBS: &str = "[jobs.flaky]\ncommand = \"false\"\nretries = 1\nbackoff = \"1s\"\n\
                     [jobs.doomed]\ncommand = \"false\"\n\
                     [jobs.nightly]\nschedule = \"0 3 * * *\"\ncommand = \"true\"\n";
-
-/// The schemas of docs/cli.md, by `$id`: the page is read when the tests are built, so a change
-/// to it is tested at once.
-struct Schemas(HashMap<String, Value>);
-
-impl Schemas {
-    fn of_the_docs() -> Self {
-        let page = include_str!("../docs/cli.md");
-        let schemas = page
-            .split("```json\n")
-            .skip(1)
-            .map(|block| {
-                let text = block.split("```").next().unwrap_or_default();
-                let schema: Value = serde_json::from_str(text)
-                    .unwrap_or_else(|error| panic!("a schema of docs/cli.md is not JSON: {error}"));
-                let id = schema["$id"]
-                    .as_str()
-                    .expect("every schema has an $id")
-                    .to_owned();
-                (id, schema)
-            })
-            .collect();
-        Self(schemas)
-    }
-
-    fn schema(&self, id: &str) -> &Value {
-        self.0
-            .get(id)
-            .unwrap_or_else(|| panic!("docs/cli.md has no schema {id}"))
-    }
-
-    /// Asserts that `value` matches the schema `id`, listing every mismatch.
-    #[track_caller]
-    fn assert_matches(&self, id: &str, value: &Value) {
-        let mut problems = Vec::new();
-        self.check(self.schema(id), value, "$", &mut problems);
-        assert!(
-            problems.is_empty(),
-            "the output does not match {id} in docs/cli.md:\n{}\n{value:#}",
-            problems.join("\n")
-        );
-    }
-
-    /// Asserts that each of `lines` (what `--jsonl` printed) matches the items of the list
-    /// `list` in the schema `id`.
-    #[track_caller]
-    fn assert_lines_match(&self, id: &str, list: &str, lines: &[Value]) {
-        let items = &self.schema(id)["properties"][list]["items"];
-        for line in lines {
-            let mut problems = Vec::new();
-            self.check(items, line, "$", &mut problems);
-            assert!(
-                problems.is_empty(),
-                "a line does not match the {list} of {id} in docs/cli.md:\n{}\n{line:#}",
-                problems.join("\n")
-            );
-        }
-    }
-
-    /// The part of JSON Schema the page uses. A keyword this does not know fails the test rather
-    /// than passing unchecked.
-    fn check(&self, schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) {
-        let schema = schema.as_object().expect("a schema is an object");
-        for (keyword, rule) in schema {
-            match keyword.as_str() {
-                "$id" | "title" | "description" => {}
-                "$ref" => {
-                    let target = rule.as_str().expect("$ref names a schema");
-                    self.check(self.schema(target), value, path, problems);
-                }
-                "allOf" => {
-                    for part in rule.as_array().expect("allOf is a list") {
-                        self.check(part, value, path, problems);
-                    }
-                }
-                "type" => {
-                    let types: Vec<&str> = match rule {
-                        Value::String(one) => vec![one.as_str()],
-                        list => list
-                            .as_array()
-                            .expect("type is a name or a list")
-                            .iter()
-                            .filter_map(Value::as_str)
-                            .collect(),
-                    };
-                    if !types.iter().any(|name| is_of_type(value, name)) {
-                        problems.push(format!("{path}: {value} is not of type {types:?}"));
-                    }
-                }
-                "enum" => {
-                    if !rule.as_array().expect("enum is a list").contains(value) {
-                        problems.push(format!("{path}: {value} is not one of {rule}"));
-                    }
-                }
-                "format" => {
-                    assert_eq!(rule, "date-time", "the only format used");
-                    if let Some(text) = value.as_str()
-                        && chrono::DateTime::parse_from_rfc3339(text).is_err()
-                    {
-                        problems.push(format!("{path}: {text:?} is not an RFC 3339 time"));
-                    }
-                }
-                "required" => {
-                    for name in rule.as_array().expect("required is a list") {
-                        let name = name.as_str().expect("a field name");
-                        if value
-                            .as_object()
-                            .is_some_and(|object| !object.contains_key(name))
-                        {
-                            problems.push(format!("{path}: no field {name:?}"));
-                        }
-                    }
-                }
-                "properties" => {
-                    for (name, property) in rule.as_object().expect("properties is an object") {
-                        if let Some(field) = value.get(name) {
-                            self.check(property, field, &format!("{path}.{name}"), problems);
-                        }
-                    }
-                }
-                "additionalProperties" => {
-                    assert_eq!(rule, false, "only additionalProperties: false is used");
-                    let documented = schema["properties"].as_object();
-                    for name in value
-                        .as_object()
-                        .into_iter()
-                        .flat_map(|object| object.keys())
-                    {
-                        if !documented.is_some_and(|documented| documented.contains_key(name)) {
-                            problems.push(format!("{path}: field {name:?} is not documented"));
-                        }
-                    }
-                }
-                "items" => {
-                    for (index, item) in value.as_array().into_iter().flatten().enumerate() {
-                        self.check(rule, item, &format!("{path}[{index}]"), problems);
-                    }
-                }
-                other => {
-                    panic!("docs/cli.md uses the keyword {other:?}, which this test does not check")
-                }
-            }
-        }
-    }
-}
-
-fn is_of_type(value: &Value, name: &str) -> bool {
-    match name {
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        "string" => value.is_string(),
-        "integer" => value.is_i64() || value.is_u64(),
-        "number" => value.is_number(),
-        "boolean" => value.is_boolean(),
-        "null" => value.is_null(),
-        other => panic!("unknown type {other:?} in docs/cli.md"),
-    }
-}
-
-/// What `--jsonl` printed: one JSON object a line, and nothing else.
-#[track_caller]
-fn json_lines(out: &str) -> Vec<Value> {
-    out.lines()
-        .map(|line| {
-            serde_json::from_str(line)
-                .unwrap_or_else(|error| panic!("not JSON ({error}): {line:?}"))
-        })
-        .collect()
-}
 
 /// Runs a listing command with `--json` and with `--jsonl`, checks both against the schema
 /// `id` and that the lines are the list's elements; returns the elements.
@@ -379,6 +210,80 @@ async fn runs_show_json_matches_its_schema() {
 }
 
 #[tokio::test]
+async fn runs_list_json_and_jsonl_match_their_schema() {
+    let scenario = Scenario::new().await;
+    let store = &scenario.store;
+    let now_ms = store.now_ms().await.expect("TIME");
+    let later = enqueue(store, "flaky", Some(now_ms + 3_600_000)).await;
+    enqueue(store, "doomed", None).await;
+    let running = claim_run(store, &["default"]).await;
+    // A fire as the planner plans it: an entry in the due set, no record yet.
+    let fire_ms = now_ms + 7_200_000;
+    let planned = format!("nightly@{fire_ms}");
+    let _: i64 = redis::cmd("ZADD")
+        .arg(keys().due())
+        .arg(fire_ms)
+        .arg(&planned)
+        .query(&mut scenario.server.connection())
+        .expect("ZADD");
+
+    let list = |args: &[&str]| {
+        let runs = list_both_ways(
+            |format| {
+                let mut all = vec!["runs", "list", format];
+                all.extend(args);
+                scenario.output(&all)
+            },
+            "runs-list.json",
+            "runs",
+        );
+        runs.into_iter()
+            .map(|run| (run["id"].as_str().unwrap_or_default().to_owned(), run))
+            .collect::<Vec<_>>()
+    };
+    let all = list(&[]);
+    let ids: Vec<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, [running.id.as_str(), later.as_str(), planned.as_str()]);
+    assert_eq!(all[0].1["state"], "active");
+    assert_eq!(all[1].1["due_ms"], now_ms + 3_600_000);
+    let fire = &all[2].1;
+    assert_eq!(
+        (
+            &fire["job"],
+            &fire["state"],
+            &fire["fire_ms"],
+            &fire["attempt"]
+        ),
+        (
+            &Value::from("nightly"),
+            &Value::from("scheduled"),
+            &Value::from(fire_ms),
+            &Value::Null
+        ),
+        "{fire}"
+    );
+    let due = list(&["--state", "due"]);
+    assert_eq!(due.len(), 2, "{due:?}");
+    let flaky = list(&["--job", "flaky", "-n", "1"]);
+    assert_eq!(flaky.len(), 1);
+    assert_eq!(flaky[0].0, later);
+
+    let table = scenario.output(&["runs", "list", "--state", "due"]);
+    assert_every_header_lines_up(&table);
+    assert!(
+        table.contains(&format!(" {} (in ", rfc3339_of(fire_ms))),
+        "{table}"
+    );
+}
+
+/// `ms` as the CLI prints an instant.
+fn rfc3339_of(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .expect("in range")
+        .to_rfc3339()
+}
+
+#[tokio::test]
 async fn trigger_and_enqueue_json_match_their_schema() {
     let scenario = Scenario::new().await;
     let schemas = Schemas::of_the_docs();
@@ -453,6 +358,7 @@ async fn a_count_of_zero_is_refused() {
     let scenario = Scenario::new().await;
     let refused = [
         scenario.cli(&["history", "-n", "0"]),
+        scenario.cli(&["runs", "list", "-n", "0"]),
         scenario.cli(&["dead", "list", "-n", "0", "--json"]),
         redcron_in(scenario.dir.path(), &["next", "@daily", "-n", "0"], ""),
     ];

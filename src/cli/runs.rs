@@ -1,19 +1,53 @@
-//! `redcron runs show`: everything about one run.
+//! `redcron runs`: the runs that are running or due, and everything about one run.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use clap::Subcommand;
+use clap::{Subcommand, ValueEnum};
 use serde_json::{Map, Value};
 
-use super::times::{duration, rfc3339};
-use super::{CliError, RedisArgs, block_on, typed_fields};
+use super::output::ListFormat;
+use super::times::{duration, relative, rfc3339};
+use super::{CliError, RedisArgs, block_on, list_count, typed_fields, write_table};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum RunsCommand {
+    /// Runs holding a lease, then runs due (scheduled or retrying), soonest first.
+    List(ListArgs),
     /// Every field of one run.
     Show(ShowArgs),
 }
+
+/// Which runs to list.
+#[derive(Debug, clap::Args)]
+pub(super) struct ListArgs {
+    /// Only runs in this state.
+    #[arg(long, value_enum)]
+    state: Option<ListedState>,
+    /// Only this job's runs.
+    #[arg(long, value_name = "JOB")]
+    job: Option<String>,
+    /// How many at most (at least 1).
+    #[arg(short = 'n', long = "count", default_value_t = 100, value_parser = list_count)]
+    count: usize,
+    #[command(flatten)]
+    format: ListFormat,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+/// The runs `runs list` can show: those in a sorted set, which Redis reads in order. Ready and
+/// waiting runs are in lists, on their way to a worker within moments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ListedState {
+    /// Holding a lease: running, or claimed to start within moments.
+    Active,
+    /// Waiting for their due time: planned fires, delayed runs, retries.
+    Due,
+}
+
+/// How many runs of each set `runs list` reads before filtering by job.
+const RUNS_SCANNED: usize = 10_000;
 
 /// One run to show.
 #[derive(Debug, clap::Args)]
@@ -58,9 +92,111 @@ const RUN_FIELDS: [&str; 13] = [
 ];
 
 pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(), CliError> {
-    let RunsCommand::Show(ShowArgs { id, json, redis }) = command;
-    let fields = block_on(async { Ok(redis.connect().await?.run_fields(id).await?) })?;
-    write_run(out, id, fields, *json)
+    match command {
+        RunsCommand::List(args) => list(args, out),
+        RunsCommand::Show(ShowArgs { id, json, redis }) => {
+            let fields = block_on(async { Ok(redis.connect().await?.run_fields(id).await?) })?;
+            write_run(out, id, fields, *json)
+        }
+    }
+}
+
+fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let (runs, now_ms) = block_on(async {
+        let store = args.redis.connect().await?;
+        let mut listed = Vec::new();
+        if args.state != Some(ListedState::Due) {
+            listed.extend(store.leased_runs(RUNS_SCANNED).await?);
+        }
+        if args.state != Some(ListedState::Active) {
+            listed.extend(store.due_runs(RUNS_SCANNED).await?);
+        }
+        let mut runs = Vec::new();
+        for (run_id, score_ms) in listed {
+            let fields = store.run_fields(&run_id).await?;
+            // A planned cron fire has no hash until it is promoted: its id and score say
+            // what it is.
+            let fields = if fields.is_empty() {
+                planned_fire(&run_id, score_ms)
+            } else {
+                fields
+            };
+            if args
+                .job
+                .as_ref()
+                .is_some_and(|job| fields.get("job") != Some(job))
+            {
+                continue;
+            }
+            runs.push((run_id, fields));
+            if runs.len() == args.count {
+                break;
+            }
+        }
+        if let Some(job) = &args.job
+            && runs.is_empty()
+            && !store.is_declared(job).await?
+        {
+            return Err(CliError::UnknownJob(job.clone()));
+        }
+        Ok((runs, store.now_ms().await?))
+    })?;
+    if args.format.is_json() {
+        let runs = runs
+            .into_iter()
+            .map(|(run_id, fields)| Value::Object(run_document(&run_id, fields)))
+            .collect();
+        return args
+            .format
+            .write(out, "runs", runs)
+            .map_err(CliError::io("writing the runs"));
+    }
+    if runs.is_empty() {
+        return writeln!(out, "no run is active or due").map_err(CliError::io("writing the runs"));
+    }
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|(run_id, fields)| {
+            let field = |name: &str| fields.get(name).cloned().unwrap_or_default();
+            let instant = |name: &str| {
+                fields
+                    .get(name)
+                    .and_then(|ms| ms.parse::<i64>().ok())
+                    .map_or_else(String::new, |ms| {
+                        format!("{} ({})", rfc3339(ms), relative(now_ms, ms))
+                    })
+            };
+            vec![
+                run_id.clone(),
+                field("job"),
+                field("state"),
+                instant("due_ms"),
+                instant("started_ms"),
+                field("attempt"),
+                field("worker"),
+            ]
+        })
+        .collect();
+    write_table(
+        out,
+        &["RUN", "JOB", "STATE", "DUE", "STARTED", "ATTEMPT", "WORKER"],
+        &rows,
+    )
+    .map_err(CliError::io("writing the runs"))
+}
+
+/// What a planned cron fire's id (`<job>@<fire ms>`) and due time say of its run-to-be.
+fn planned_fire(run_id: &str, due_ms: i64) -> HashMap<String, String> {
+    let mut fields = HashMap::from([
+        ("kind".to_owned(), "cron".to_owned()),
+        ("state".to_owned(), "scheduled".to_owned()),
+        ("due_ms".to_owned(), due_ms.to_string()),
+    ]);
+    if let Some((job, fire_ms)) = run_id.rsplit_once('@') {
+        fields.insert("job".to_owned(), job.to_owned());
+        fields.insert("fire_ms".to_owned(), fire_ms.to_owned());
+    }
+    fields
 }
 
 /// A run's record as the JSON object `runs show`, `dead show` and `dead list` print: its id,

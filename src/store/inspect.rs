@@ -184,6 +184,33 @@ impl Store {
             .during(&self.metrics, "run_fields")
     }
 
+    /// Up to `limit` runs of the due set, soonest first: id and due time, ms. A planned cron
+    /// fire is there before its run has a hash.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn due_runs(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
+        let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
+        self.connection
+            .clone()
+            .zrange_withscores(self.keys.due(), 0, end)
+            .await
+            .during(&self.metrics, "due_runs")
+    }
+
+    /// Up to `limit` runs holding a lease, earliest deadline first: id and lease deadline, ms.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn leased_runs(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
+        let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
+        self.connection
+            .clone()
+            .zrange_withscores(self.keys.active(), 0, end)
+            .await
+            .during(&self.metrics, "leased_runs")
+    }
+
     /// What operators look at: leadership, replicas, counts, ready lengths, jobs, running runs.
     ///
     /// # Errors

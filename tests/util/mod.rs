@@ -2,6 +2,7 @@
 
 pub mod redis_server;
 pub mod replica;
+pub mod schemas;
 pub mod webhook;
 
 use std::io::Write;
