@@ -18,10 +18,10 @@ pub(super) fn format_fire(fire: DateTime<Utc>, zone: Tz) -> String {
         .to_rfc3339_opts(SecondsFormat::Secs, false)
 }
 
-/// How long before `now_ms` the instant `at_ms` was, to a tenth of a second: `1.2s ago`. For
+/// How long before `now_ms` the instant `at_ms` was, precise as [`duration`]: `1.2 s ago`. For
 /// heartbeats and outcomes, where a second matters.
 pub(super) fn ago(now_ms: i64, at_ms: i64) -> String {
-    format!("{:.1}s ago", (now_ms - at_ms).max(0) as f64 / 1000.0)
+    format!("{} ago", duration(now_ms - at_ms))
 }
 
 /// `at_ms` from `now_ms`'s point of view, coarse: `in 2 h 5 min`, `3 min ago`, or `now` within
@@ -110,7 +110,7 @@ mod tests {
         assert_eq!(relative(10_000, 10_400), "now");
         assert_eq!(relative(0, 7_500_000), "in 2 h 5 min");
         assert_eq!(relative(200_000, 20_000), "3 min ago");
-        assert_eq!(ago(2_500, 1_300), "1.2s ago");
+        assert_eq!(ago(2_500, 1_300), "1.2 s ago");
     }
 
     #[test]

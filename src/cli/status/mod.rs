@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::output::ListFormat;
-use super::times::{ago, elapsed, format_fire, local_time, rfc3339};
+use super::times::{ago, duration, elapsed, format_fire, local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::schedule::Schedule;
 use crate::store::{Event, Overview, ReplicaInfo, RunState, UndeclaredRuns};
@@ -346,8 +346,8 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 let (id, epoch) = token.rsplit_once(':').unwrap_or((token, "?"));
                 writeln!(
                     out,
-                    "leader: {id} (epoch {epoch}), lease {:.1}s left",
-                    *lease_ms as f64 / 1000.0
+                    "leader: {id} (epoch {epoch}), lease {} left",
+                    duration(*lease_ms)
                 )?;
             }
             None => writeln!(
