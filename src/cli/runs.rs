@@ -104,22 +104,29 @@ pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(),
 fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
     let (runs, now_ms) = block_on(async {
         let store = args.redis.connect().await?;
-        let mut listed = Vec::new();
+        // Each id with its due time when it comes from the due set.
+        let mut listed: Vec<(String, Option<i64>)> = Vec::new();
         if args.state != Some(ListedState::Due) {
-            listed.extend(store.leased_runs(RUNS_SCANNED).await?);
+            let leased = store.leased_runs(RUNS_SCANNED).await?;
+            listed.extend(leased.into_iter().map(|(run_id, _)| (run_id, None)));
         }
         if args.state != Some(ListedState::Active) {
-            listed.extend(store.due_runs(RUNS_SCANNED).await?);
+            let due = store.due_runs(RUNS_SCANNED).await?;
+            listed.extend(
+                due.into_iter()
+                    .map(|(run_id, due_ms)| (run_id, Some(due_ms))),
+            );
         }
         let mut runs = Vec::new();
-        for (run_id, score_ms) in listed {
+        for (run_id, due_ms) in listed {
             let fields = store.run_fields(&run_id).await?;
-            // A planned cron fire has no hash until it is promoted: its id and score say
+            // A planned cron fire has no hash until it is promoted: its id and due time say
             // what it is.
-            let fields = if fields.is_empty() {
-                planned_fire(&run_id, score_ms)
-            } else {
-                fields
+            let fields = match due_ms {
+                Some(due_ms) if fields.is_empty() => planned_fire(&run_id, due_ms),
+                // A leased run without a record has nothing to show: it is the reaper's.
+                None if fields.is_empty() => continue,
+                _ => fields,
             };
             if args
                 .job
