@@ -72,6 +72,15 @@ fn the_man_pages_cover_every_command() {
             "{name}.1 is its own page"
         );
     }
+    // Into a directory that exists, again; not under one that does not.
+    redcron(&["man", "--dir", target.to_str().expect("a UTF-8 path")]).success();
+    let mistyped = dir.path().join("nosuch/man1");
+    let refused = redcron(&["man", "--dir", mistyped.to_str().expect("a UTF-8 path")]).failure(2);
+    assert!(
+        refused.contains("creating ") && refused.contains("nosuch/man1"),
+        "{refused}"
+    );
+    assert!(!dir.path().join("nosuch").exists(), "no parent was made");
     let run = std::fs::read_to_string(target.join("redcron-run.1")).expect("redcron-run.1");
     assert!(
         run.contains("metrics\\-addr"),

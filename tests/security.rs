@@ -102,6 +102,30 @@ fn an_acl_user_limited_to_the_namespace_runs_the_whole_engine() {
     );
     let flush: redis::RedisResult<()> = redis::cmd("FLUSHALL").query(&mut limited);
     assert!(flush.is_err(), "FLUSHALL was allowed");
+
+    // A wrong password is said to be one, not taken for a Redis that is down.
+    let wrong = redcron_in(
+        dir.path(),
+        &[
+            "status",
+            "--redis",
+            &server.url_as("redcron", "wrong"),
+            "--namespace",
+            "test",
+        ],
+        "",
+    )
+    .failure(2);
+    assert_eq!(wrong.lines().count(), 1, "{wrong}");
+    assert!(
+        wrong.starts_with("redcron: Redis refused the user or password at ")
+            && wrong.ends_with("; check them in the URL (or REDIS_URL)\n"),
+        "{wrong}"
+    );
+    assert!(
+        !wrong.contains("wrong@") && !wrong.contains("pass=wrong"),
+        "{wrong}"
+    );
 }
 
 /// Runs `openssl args...` in `dir`.

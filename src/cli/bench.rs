@@ -70,11 +70,7 @@ pub(super) fn execute(args: &BenchArgs, out: &mut impl Write) -> Result<(), CliE
 async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
     let store = Store::connect(&args.redis, NAMESPACE, StoreSettings::default())
         .await
-        .map_err(|source| CliError::Unreachable {
-            url: super::without_password(&args.redis),
-            source,
-            hint: "check the URL and that Redis is up",
-        })?;
+        .map_err(|source| CliError::unreachable(&args.redis, source, true))?;
     store.clear_namespace().await?;
     let jobs = parse_file(
         Path::new("bench.toml"),

@@ -41,7 +41,11 @@ pub(super) fn man(args: &ManArgs, out: &mut impl Write) -> Result<(), CliError> 
             .write_all(&page)
             .map_err(CliError::io("writing the man page"));
     };
-    std::fs::create_dir_all(dir).map_err(CliError::io(format!("creating {}", dir.display())))?;
+    // The directory itself is made, not its parents: a mistyped path fails instead of leaving
+    // a tree of directories behind.
+    if !dir.is_dir() {
+        std::fs::create_dir(dir).map_err(CliError::io(format!("creating {}", dir.display())))?;
+    }
     let pages = command
         .get_subcommands()
         .map(|sub| {

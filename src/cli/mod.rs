@@ -145,16 +145,7 @@ impl RedisArgs {
     }
 
     fn unreachable(&self, url: &str, source: crate::store::StoreError) -> CliError {
-        CliError::Unreachable {
-            url: without_password(url),
-            source,
-            hint: if self.redis.is_some() {
-                "check the URL and that Redis is up"
-            } else {
-                "no --redis URL (or REDIS_URL) was given, and no `redcron run` in this \
-                 --data-dir has started its embedded Redis"
-            },
-        }
+        CliError::unreachable(url, source, self.redis.is_some())
     }
 
     /// A client for `url`, with the TLS certificates given.
@@ -264,9 +255,11 @@ pub enum CliError {
     /// Redis answered badly.
     #[error("{0}")]
     Store(#[from] crate::store::StoreError),
-    /// Redis could not be reached at all.
-    #[error("cannot reach Redis at {url}: {}; {hint}", one_line(&.source.to_string()))]
+    /// Redis could not be reached at all, or refused the credentials.
+    #[error("{problem} at {url}: {}; {hint}", one_line(&.source.to_string()))]
     Unreachable {
+        /// What went wrong, in words.
+        problem: &'static str,
         /// Where it was looked for, its password hidden.
         url: String,
         /// Why it failed.
@@ -316,6 +309,34 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// Redis at `url` could not be used: not reached, or it refused the credentials. The hint
+    /// depends on whether the URL was given or the embedded Redis was looked for.
+    fn unreachable(url: &str, source: crate::store::StoreError, url_given: bool) -> Self {
+        let refused_credentials = matches!(
+            &source,
+            crate::store::StoreError::Redis { source, .. }
+                if source.kind() == redis::ErrorKind::AuthenticationFailed
+                    || matches!(source.code(), Some("WRONGPASS" | "NOAUTH"))
+        );
+        CliError::Unreachable {
+            problem: if refused_credentials {
+                "Redis refused the user or password"
+            } else {
+                "cannot reach Redis"
+            },
+            url: without_password(url),
+            source,
+            hint: if refused_credentials {
+                "check them in the URL (or REDIS_URL)"
+            } else if url_given {
+                "check the URL and that Redis is up"
+            } else {
+                "no --redis URL (or REDIS_URL) was given, and no `redcron run` in this \
+                 --data-dir has started its embedded Redis"
+            },
+        }
+    }
+
     /// Whether the reader of standard output went away (`redcron status | head -1`): not a
     /// failure, as for any Unix filter.
     pub fn is_broken_pipe(&self) -> bool {

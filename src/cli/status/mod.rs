@@ -375,14 +375,19 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             .replicas
             .iter()
             .map(|replica| {
-                let field = |name: &str| replica.info.get(name).cloned().unwrap_or_default();
+                // A lost replica's record expires with its heartbeats: what it said is gone.
+                let field = |name: &str| replica.info.get(name).filter(|value| !value.is_empty());
+                let shown = |name: &str| field(name).cloned().unwrap_or_else(|| "-".to_owned());
                 let state = replica_state(&overview, replica);
                 vec![
                     replica.id.clone(),
-                    field("host"),
-                    field("version"),
+                    shown("host"),
+                    shown("version"),
                     ago(overview.now_ms, replica.heartbeat_ms),
-                    format!("{}/{}", field("busy_workers"), field("max_workers")),
+                    match (field("busy_workers"), field("max_workers")) {
+                        (Some(busy), Some(max)) => format!("{busy}/{max}"),
+                        _ => "-".to_owned(),
+                    },
                     state.to_owned(),
                 ]
             })
