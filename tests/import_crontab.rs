@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use redcron::schedule::{Delivery, Event, Job, Misfire, Overlap, Schedule, Target, parse_file};
 
-use crate::util::{Run, redcron, redcron_in};
+use crate::util::{Run, fake_sendmail, redcron, redcron_in};
 
 /// An entry of a crontab as cron reads it: the expression and the zone in force on its line.
 struct Entry {
@@ -301,25 +301,6 @@ fn redcron_with_env(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Run {
         stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
         stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
     }
-}
-
-/// A `sendmail` in `dir` that appends its arguments and message to `dir/mail.log`.
-fn fake_sendmail(dir: &Path) -> PathBuf {
-    let sendmail = dir.join("sendmail");
-    std::fs::write(
-        &sendmail,
-        format!(
-            "#!/bin/sh\n{{ echo \"ARGS: $*\"; cat; }} >> {}\n",
-            dir.join("mail.log").display()
-        ),
-    )
-    .expect("write sendmail");
-    let mut permissions = std::fs::metadata(&sendmail)
-        .expect("sendmail")
-        .permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&sendmail, permissions).expect("chmod sendmail");
-    sendmail
 }
 
 /// Imports `crontab` given on standard input in `dir`; the run and the jobs of the schedule

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::replicas::Scenario;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{cli, wait_until};
+use crate::util::wait_until;
 
 /// Where journald listens for entries.
 const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
@@ -54,20 +54,7 @@ fn a_replica_whose_stderr_is_the_journal_logs_entries_with_job_and_run_fields() 
         &[],
         &[("JOURNAL_STREAM", &stream)],
     );
-    let mut run_id = String::new();
-    assert!(
-        wait_until(Duration::from_secs(10), || {
-            let run = cli(&scenario.server, dir, &["trigger", "chatty"]);
-            run_id = run
-                .stdout
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-            run.code == Some(0)
-        }),
-        "cannot trigger the job"
-    );
+    let run_id = scenario.trigger("chatty");
 
     if journald_listens() {
         let mut entries = Vec::new();

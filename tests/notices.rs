@@ -2,35 +2,13 @@
 //! of the outcomes its `notify_on` names, each notice once, by the replica that recorded the
 //! outcome, or by another when that one died first.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::replicas::Scenario;
 use crate::util::replica::ReplicaProcess;
 use crate::util::webhook::WebhookReceiver;
-use crate::util::{cli, one_document, wait_until};
-
-/// A directory with a `sendmail` that appends its arguments and its input to `mail.log` beside
-/// it, as a mail transfer agent would queue the mail.
-fn fake_sendmail(dir: &Path) -> PathBuf {
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).expect("bin dir");
-    let sendmail = bin.join("sendmail");
-    std::fs::write(
-        &sendmail,
-        format!(
-            "#!/bin/sh\n{{ echo \"ARGS: $*\"; cat; echo '--END--'; }} >> {}\n",
-            dir.join("mail.log").display()
-        ),
-    )
-    .expect("write sendmail");
-    let mut permissions = std::fs::metadata(&sendmail)
-        .expect("sendmail")
-        .permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&sendmail, permissions).expect("chmod sendmail");
-    bin
-}
+use crate::util::{cli, fake_sendmail, one_document, wait_until};
 
 /// The JSON documents an `exec:` target appended to `path`, one per line.
 fn documents(path: &Path) -> Vec<serde_json::Value> {
@@ -39,21 +17,6 @@ fn documents(path: &Path) -> Vec<serde_json::Value> {
         .lines()
         .map(|line| serde_json::from_str(line).expect("one JSON document a line"))
         .collect()
-}
-
-/// `redcron trigger job`, once a replica has declared it: the run id.
-fn trigger(scenario: &Scenario, job: &str) -> String {
-    let mut out = String::new();
-    let declared = wait_until(Duration::from_secs(10), || {
-        let run = cli(&scenario.server, scenario.dir.path(), &["trigger", job]);
-        out = format!("{}{}", run.stdout, run.stderr);
-        run.code == Some(0)
-    });
-    assert!(declared, "cannot trigger {job}: {out}");
-    out.split_whitespace()
-        .next()
-        .expect("the run id")
-        .to_owned()
 }
 
 /// How many notices are owed and not sent.
@@ -76,7 +39,8 @@ fn logs(replicas: &[&ReplicaProcess]) -> String {
 fn a_dead_run_is_told_once_to_mail_a_webhook_and_a_command() {
     let scenario = Scenario::new();
     let dir = scenario.dir.path();
-    let bin = fake_sendmail(dir);
+    let sendmail = fake_sendmail(dir);
+    let bin = sendmail.parent().expect("its directory");
     let receiver = WebhookReceiver::start();
     let exec_log = dir.join("exec.jsonl");
     scenario.write_jobs(&format!(
@@ -98,7 +62,7 @@ fn a_dead_run_is_told_once_to_mail_a_webhook_and_a_command() {
         &[],
         &[("PATH", &path), ("REDCRON_WEBHOOK_SECRET", "s3cret")],
     );
-    let run_id = trigger(&scenario, "backup");
+    let run_id = scenario.trigger("backup");
     let mail_log = dir.join("mail.log");
     assert!(
         wait_until(Duration::from_secs(15), || {
@@ -195,7 +159,7 @@ fn a_failing_target_is_tried_again_and_a_refusing_one_is_given_up() {
         refusing.url("/")
     ));
     let replica = scenario.replica("r1", &["--notice-backoff", "1s"]);
-    trigger(&scenario, "report");
+    scenario.trigger("report");
     assert!(
         wait_until(Duration::from_secs(15), || flaky.received().len() == 2),
         "the failed delivery was not tried again:\n{}",
@@ -233,7 +197,7 @@ fn status_counts_the_notices_owed_until_their_targets_take_them() {
     let replica = scenario.replica("r1", &["--notice-backoff", "1h"]);
     let status = || cli(&scenario.server, scenario.dir.path(), &["status"]).success();
     assert!(!status().contains("notices:"), "nothing owed yet");
-    trigger(&scenario, "report");
+    scenario.trigger("report");
     assert!(
         wait_until(Duration::from_secs(10), || replica
             .log()
@@ -276,7 +240,7 @@ fn a_notice_is_sent_once_when_its_sender_is_killed_mid_send() {
         script.display()
     ));
     let mut replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &["--run-lease", "2s"]);
-    trigger(&scenario, "sync");
+    scenario.trigger("sync");
     assert!(
         wait_until(Duration::from_secs(15), || documents(&started).len() == 1),
         "the notice was not sent:\n{}",
@@ -340,7 +304,7 @@ fn skipped_late_failed_recovered_and_output_notices_with_the_default_settings() 
             .collect::<Vec<_>>()
     };
 
-    let failed_run = trigger(&scenario, "flaky");
+    let failed_run = scenario.trigger("flaky");
     assert!(
         wait_until(Duration::from_secs(10), || !of("failed", "flaky")
             .is_empty()),
@@ -348,9 +312,9 @@ fn skipped_late_failed_recovered_and_output_notices_with_the_default_settings() 
         replica.log()
     );
     std::fs::write(&ok, "").expect("fix flaky");
-    let recovered_run = trigger(&scenario, "flaky");
-    trigger(&scenario, "chatty");
-    trigger(&scenario, "quiet");
+    let recovered_run = scenario.trigger("flaky");
+    scenario.trigger("chatty");
+    scenario.trigger("quiet");
     let ten_seconds_ago = (chrono::Utc::now() - chrono::Duration::seconds(10)).to_rfc3339();
     cli(
         &scenario.server,
@@ -422,11 +386,11 @@ fn a_mail_target_without_sendmail_is_refused_at_load_with_the_file_and_job() {
         stderr.contains("mail.toml:4:7: job \"backup\", field \"notify\": a mailto: target needs sendmail, and REDCRON_SENDMAIL (/nonexistent/sendmail)"),
         "{stderr}"
     );
-    let bin = fake_sendmail(dir.path());
+    let sendmail = fake_sendmail(dir.path());
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
         .args(["check", "--schedules"])
         .arg(&schedules)
-        .env("REDCRON_SENDMAIL", bin.join("sendmail"))
+        .env("REDCRON_SENDMAIL", &sendmail)
         .output()
         .expect("redcron check");
     assert_eq!(

@@ -90,6 +90,21 @@ impl Scenario {
         std::fs::write(self.schedules().join("jobs.toml"), toml).expect("write jobs");
     }
 
+    /// `redcron trigger job`, once a replica has declared it: the run id.
+    pub(crate) fn trigger(&self, job: &str) -> String {
+        let mut out = String::new();
+        let declared = wait_until(Duration::from_secs(10), || {
+            let run = crate::util::cli(&self.server, self.dir.path(), &["trigger", job]);
+            out = format!("{}{}", run.stdout, run.stderr);
+            run.code == Some(0)
+        });
+        assert!(declared, "cannot trigger {job}: {out}");
+        out.split_whitespace()
+            .next()
+            .expect("the run id")
+            .to_owned()
+    }
+
     pub(crate) fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
         ReplicaProcess::start(
             id,

@@ -6,7 +6,7 @@ pub mod schemas;
 pub mod webhook;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -158,3 +158,25 @@ pub fn sample(metrics: &str, series: &str) -> f64 {
 }
 
 pub use redis_server::free_port;
+
+/// A `sendmail` at `dir/bin/sendmail` that appends its arguments, its input and an `--END--`
+/// line to `dir/mail.log`, as a mail transfer agent would queue the mail.
+pub fn fake_sendmail(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin dir");
+    let sendmail = bin.join("sendmail");
+    std::fs::write(
+        &sendmail,
+        format!(
+            "#!/bin/sh\n{{ echo \"ARGS: $*\"; cat; echo '--END--'; }} >> {}\n",
+            dir.join("mail.log").display()
+        ),
+    )
+    .expect("write sendmail");
+    let mut permissions = std::fs::metadata(&sendmail)
+        .expect("sendmail")
+        .permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&sendmail, permissions).expect("chmod sendmail");
+    sendmail
+}
