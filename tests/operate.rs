@@ -217,6 +217,13 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
         with_password.contains("redis://ops:***@127.0.0.1:1/") && !with_password.contains("s3cret"),
         "{with_password}"
     );
+    // Not a URL at all: said so, with the forms that are.
+    let not_a_url = redcron_in(dir.path(), &["status", "--redis", "127.0.0.1:6379"], "").failure(2);
+    assert!(
+        not_a_url.starts_with("redcron: 127.0.0.1:6379 is not a Redis URL (")
+            && not_a_url.contains("expected redis://[user:password@]host[:port][/db]"),
+        "{not_a_url}"
+    );
     // No URL: the embedded Redis of a `redcron run` here was the one looked for.
     let embedded = redcron_in(dir.path(), &["status"], "").failure(2);
     assert!(

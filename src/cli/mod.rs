@@ -173,6 +173,14 @@ impl RedisArgs {
             )
         };
         opened.map_err(|error| {
+            if error.kind() == redis::ErrorKind::InvalidClientConfig {
+                return CliError::Argument(format!(
+                    "{} is not a Redis URL ({}): expected redis://[user:password@]host[:port][/db], \
+                     rediss://... for TLS, or redis+unix:///path/to/socket",
+                    without_password(url),
+                    one_line(&error.to_string())
+                ));
+            }
             self.unreachable(
                 url,
                 crate::store::StoreError::Redis {
