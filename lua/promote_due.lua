@@ -80,6 +80,7 @@ local skips = {}
 local deferred = {}     -- due ms, run id: fires put back for a damaged definition
 local ready_lists = {}  -- ready list key -> run ids, pushed together at the end
 local woken = {}        -- wake marker key -> true
+local told_skip = {}    -- job -> true once one of its skips in this call sent a notice
 local run_ids = redis.call('ZRANGEBYSCORE', due, '-inf', tostring(now + lead), 'WITHSCORES', 'LIMIT', 0, limit)
 local taken = {}
 for i = 1, #run_ids, 2 do
@@ -148,7 +149,9 @@ for i = 1, #run_ids, 2 do
     reason = 'corrupt'
     bury_corrupt_run(run_key, run_id, job or '', now, dead, events, maxlen)
   elseif reason then
-    skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen)
+    -- Fires missed in an outage come due together: one notice per job says so.
+    skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen, told_skip[job])
+    told_skip[job] = true
   else
     -- Becoming ready is not an event: the run hash records when.
     redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now_text)

@@ -15,6 +15,7 @@ use crate::util::{cli, keys, one_document, redcron_in};
 
 /// A job that fails once and then succeeds, one that dies at its first failure, and a cron job.
 const JOBS: &str = "[jobs.flaky]\ncommand = \"false\"\nretries = 1\nbackoff = \"1s\"\n\
+                    notify = [\"exec:true\"]\nnotify_on = [\"failed\", \"dead\"]\n\
                     [jobs.doomed]\ncommand = \"false\"\n\
                     [jobs.nightly]\nschedule = \"0 3 * * *\"\ncommand = \"true\"\n";
 
@@ -207,6 +208,15 @@ async fn runs_show_json_matches_its_schema() {
     assert_eq!(shown["started"], "1970-01-01T00:00:05+00:00");
     assert_eq!(shown["payload"], Value::Null, "absent, not missing");
     assert_eq!(shown["fire"], Value::Null, "an ad-hoc run has no fire");
+    assert_eq!(shown["notify"], serde_json::json!(["exec:true"]));
+    assert_eq!(shown["notify_on"], serde_json::json!(["dead", "failed"]));
+    let text = scenario.output(&["runs", "show", &scenario.flaky]);
+    assert!(
+        text.lines()
+            .any(|line| line.split_whitespace().collect::<Vec<_>>()
+                == ["notify_on", "dead", "failed"]),
+        "{text}"
+    );
 }
 
 #[tokio::test]

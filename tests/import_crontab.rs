@@ -2,13 +2,12 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use redcron::schedule::{Delivery, Event, Job, Misfire, Overlap, Schedule, Target, parse_file};
 
-use crate::util::{Run, fake_sendmail, redcron, redcron_in};
+use crate::util::{Run, fake_sendmail, redcron, redcron_in_with_env};
 
 /// An entry of a crontab as cron reads it: the expression and the zone in force on its line.
 struct Entry {
@@ -61,7 +60,7 @@ fn import(fixture: &str, extra: &[&str]) -> (String, Vec<Job>, String) {
         "--keep-going",
     ];
     args.extend_from_slice(extra);
-    let run = redcron_in(dir.path(), &args, "");
+    let run = import_in(dir.path(), &args, "");
     let stderr = run.stderr.clone();
     run.success();
     let toml = std::fs::read_to_string(dir.path().join("imported.toml")).expect("output written");
@@ -187,7 +186,7 @@ fn system_crontab_reads_the_user_field() {
 
 #[test]
 fn reads_standard_input_and_writes_standard_output() {
-    let run = redcron_in(
+    let run = import_in(
         Path::new(env!("CARGO_MANIFEST_DIR")),
         &["import-crontab", "--tz", "Europe/Berlin"],
         "CRON_TZ=Bad/Zone\n0 4 * * * /usr/bin/true\n",
@@ -286,21 +285,21 @@ fn a_crontab_of_100000_lines_is_imported_whole() {
     );
 }
 
+/// Runs `redcron args...` in `dir` with `stdin` on a machine with a `sendmail` (a fake one in
+/// `dir`): what an import finds does not depend on this machine's mail setup.
+fn import_in(dir: &Path, args: &[&str], stdin: &str) -> Run {
+    let sendmail = fake_sendmail(dir);
+    redcron_in_with_env(
+        dir,
+        args,
+        stdin,
+        &[("REDCRON_SENDMAIL", sendmail.as_os_str())],
+    )
+}
+
 /// Runs `redcron args...` in `dir` with `env` added to its environment.
 fn redcron_with_env(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_redcron"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("REDIS_URL")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .expect("the redcron binary runs");
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
-    }
+    redcron_in_with_env(dir, args, "", env)
 }
 
 /// Imports `crontab` given on standard input in `dir`; the run and the jobs of the schedule
@@ -308,7 +307,7 @@ fn redcron_with_env(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Run {
 fn import_text(dir: &Path, crontab: &str, extra: &[&str]) -> (Run, Vec<Job>) {
     let mut args = vec!["import-crontab", "--tz", "UTC"];
     args.extend_from_slice(extra);
-    let run = redcron_in(dir, &args, crontab);
+    let run = import_in(dir, &args, crontab);
     let jobs = parse_file(Path::new("-"), &without_users(&run.stdout))
         .unwrap_or_else(|errors| panic!("imported file does not load: {errors:#?}"));
     (run, jobs)
@@ -429,15 +428,19 @@ fn a_cron_directory_becomes_one_schedule_file_per_crontab_cron_reads() {
     let root = tempfile::tempdir().expect("temp dir");
     let cron_d = cron_dir(root.path());
     let out = root.path().join("schedules/imported");
-    let run = redcron(&[
-        "import-crontab",
-        "--dir",
-        cron_d.to_str().expect("UTF-8 path"),
-        "-o",
-        out.to_str().expect("UTF-8 path"),
-        "--tz",
-        "UTC",
-    ]);
+    let run = import_in(
+        root.path(),
+        &[
+            "import-crontab",
+            "--dir",
+            cron_d.to_str().expect("UTF-8 path"),
+            "-o",
+            out.to_str().expect("UTF-8 path"),
+            "--tz",
+            "UTC",
+        ],
+        "",
+    );
     assert!(
         run.stderr.contains("imported 2 jobs from 2 files into"),
         "{}",
@@ -549,7 +552,7 @@ fn a_single_file_avoids_the_names_of_the_schedules_beside_it() {
         "[jobs.true]\ncommand = \"true\"\n",
     )
     .expect("write an existing schedule file");
-    redcron_in(
+    import_in(
         dir.path(),
         &["import-crontab", "--tz", "UTC", "-o", "imported.toml"],
         "@daily true\n",
@@ -569,7 +572,7 @@ fn prefix_starts_every_job_name() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let names: Vec<&str> = jobs.iter().map(|job| job.name.as_str()).collect();
     assert_eq!(names, ["web1-poll", "web1-exit"]);
-    let errors = redcron_in(
+    let errors = import_in(
         dir.path(),
         &["import-crontab", "--prefix", "Web 1"],
         "@daily true\n",
@@ -590,7 +593,7 @@ CRON_TZ=Mars/Olympus
 ";
     std::fs::write(dir.path().join("crontab"), crontab).expect("write the crontab");
     let args = ["import-crontab", "crontab", "--tz", "UTC", "-o", "out.toml"];
-    let errors = redcron_in(dir.path(), &args, "").failure(1);
+    let errors = import_in(dir.path(), &args, "").failure(1);
     for expected in [
         "crontab:1: unknown time zone \"Mars/Olympus\"; the jobs below keep UTC",
         "crontab:3: not imported: @reboot is not supported",
@@ -632,7 +635,7 @@ CRON_TZ=Mars/Olympus
     std::fs::remove_file(dir.path().join("out.toml")).expect("remove the output");
     let mut keep_going = args.to_vec();
     keep_going.push("--keep-going");
-    let run = redcron_in(dir.path(), &keep_going, "");
+    let run = import_in(dir.path(), &keep_going, "");
     assert!(
         run.stderr.contains("3 lines need attention (see above)"),
         "{}",
@@ -653,7 +656,7 @@ fn a_user_missing_here_is_reported_and_its_job_kept() {
         "@daily root /bin/a\n@daily no-such-user-4711 /srv/bin/b\n",
     )
     .expect("write the crontab");
-    let errors = redcron_in(
+    let errors = import_in(
         dir.path(),
         &[
             "import-crontab",
@@ -687,7 +690,7 @@ fn an_imported_crontab_that_mails_passes_check_where_sendmail_exists() {
     let schedules = dir.path().join("schedules");
     std::fs::create_dir(&schedules).expect("mkdir schedules");
     let crontab = "MAILTO=ops@example.com\n*/5 * * * * echo disk full; exit 3\n";
-    redcron_in(
+    import_in(
         dir.path(),
         &[
             "import-crontab",
@@ -718,5 +721,37 @@ fn an_imported_crontab_that_mails_passes_check_where_sendmail_exists() {
     assert!(
         errors.contains("a mailto: target needs sendmail"),
         "{errors}"
+    );
+}
+
+#[test]
+fn a_mailto_on_a_machine_without_sendmail_is_a_problem_said_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let crontab = "MAILTO=ops@example.com\n0 1 * * * /srv/bin/a\nMAILTO=dev@example.com\n\
+                   0 2 * * * /srv/bin/b\n";
+    let nowhere = dir.path().join("no-sendmail-here");
+    let run = redcron_in_with_env(
+        dir.path(),
+        &["import-crontab", "--tz", "UTC", "-o", "out.toml"],
+        crontab,
+        &[("REDCRON_SENDMAIL", nowhere.as_os_str())],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(
+        run.stderr.matches("this machine has no sendmail").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("<stdin>:1: this machine has no sendmail"),
+        "{}",
+        run.stderr
+    );
+    let toml = std::fs::read_to_string(dir.path().join("out.toml")).expect("written anyway");
+    assert!(
+        toml.contains("# redcron: line 1: this machine has no sendmail"),
+        "marked next to its line:\n{toml}"
     );
 }

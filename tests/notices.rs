@@ -153,10 +153,13 @@ fn a_failing_target_is_tried_again_and_a_refusing_one_is_given_up() {
     flaky.answer(&[Some(503)]);
     let refusing = WebhookReceiver::start();
     refusing.answer(&[Some(404)]);
+    let moved = WebhookReceiver::start();
+    moved.answer(&[Some(302)]);
     scenario.write_jobs(&format!(
-        "[jobs.report]\ncommand = \"exit 1\"\nnotify = [\"{}\", \"{}\"]\n",
+        "[jobs.report]\ncommand = \"exit 1\"\nnotify = [\"{}\", \"{}\", \"{}\"]\n",
         flaky.url("/"),
-        refusing.url("/")
+        refusing.url("/"),
+        moved.url("/")
     ));
     let replica = scenario.replica("r1", &["--notice-backoff", "1s"]);
     scenario.trigger("report");
@@ -183,6 +186,11 @@ fn a_failing_target_is_tried_again_and_a_refusing_one_is_given_up() {
         refusing.received().len(),
         1,
         "a receiver that refuses a notice (404) is not asked again"
+    );
+    assert_eq!(
+        moved.received().len(),
+        1,
+        "a redirect is not followed, so it is not tried again either"
     );
     assert_eq!(owed(&scenario), 0);
     let log = replica.log();
@@ -383,7 +391,7 @@ fn a_mail_target_without_sendmail_is_refused_at_load_with_the_file_and_job() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("mail.toml:4:7: job \"backup\", field \"notify\": a mailto: target needs sendmail, and REDCRON_SENDMAIL (/nonexistent/sendmail)"),
+        stderr.contains("mail.toml:2:10: field \"defaults.notify\": a mailto: target needs sendmail, and REDCRON_SENDMAIL (/nonexistent/sendmail)"),
         "{stderr}"
     );
     let sendmail = fake_sendmail(dir.path());
@@ -399,4 +407,87 @@ fn a_mail_target_without_sendmail_is_refused_at_load_with_the_file_and_job() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Every replica is down for a few seconds: the fires missed meanwhile send one `skipped`
+/// notice for the job, not one each, and a paused job's send none.
+#[test]
+fn an_outage_tells_once_per_job_and_never_for_a_paused_job() {
+    let scenario = Scenario::new();
+    let dir = scenario.dir.path();
+    let told = dir.join("told.jsonl");
+    scenario.write_jobs(&format!(
+        "[defaults]\nnotify = [\"exec:cat >> {told}\"]\nnotify_on = [\"skipped\"]\n\
+         [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n\
+         [jobs.held]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n",
+        told = told.display()
+    ));
+    let flags = ["--misfire-threshold", "1s"];
+    let mut replica = scenario.replica("r1", &flags);
+    let ran = |job: &str| {
+        let history = cli(&scenario.server, dir, &["history", job, "--json"]);
+        history.code == Some(0) && history.stdout.contains("succeeded")
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || ran("tick") && ran("held")),
+        "{}",
+        replica.log()
+    );
+    cli(&scenario.server, dir, &["pause", "held"]).success();
+    assert_eq!(replica.terminate(Duration::from_secs(10)), Some(0));
+    std::thread::sleep(Duration::from_secs(5));
+    let replica = scenario.replica("r1", &flags);
+    let skipped = |job: &str| {
+        documents(&told)
+            .into_iter()
+            .filter(|notice| notice["job"] == job && notice["event"] == "skipped")
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        wait_until(Duration::from_secs(15), || !skipped("tick").is_empty()),
+        "no notice of the missed fires:\n{}",
+        replica.log()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let tick = skipped("tick");
+    assert_eq!(tick.len(), 1, "one notice for the outage: {tick:?}");
+    assert_eq!(tick[0]["reason"], "missed");
+    assert_eq!(
+        skipped("held"),
+        Vec::<serde_json::Value>::new(),
+        "a paused job tells nothing"
+    );
+}
+
+/// A replica stopped while a run that fails is under way tells of that run before it exits:
+/// the notice does not wait for another replica, or for this one to start again.
+#[test]
+fn a_replica_that_stops_sends_the_notices_of_its_last_runs_first() {
+    let scenario = Scenario::new();
+    let dir = scenario.dir.path();
+    let told = dir.join("told.jsonl");
+    let started = dir.join("started");
+    scenario.write_jobs(&format!(
+        "[jobs.last]\ncommand = \"touch {started}; sleep 1; exit 1\"\n\
+         notify = [\"exec:cat >> {told}\"]\n",
+        started = started.display(),
+        told = told.display()
+    ));
+    let mut replica = scenario.replica("r1", &["--shutdown-grace", "10s"]);
+    scenario.trigger("last");
+    assert!(
+        wait_until(Duration::from_secs(10), || started.exists()),
+        "{}",
+        replica.log()
+    );
+    assert_eq!(replica.terminate(Duration::from_secs(15)), Some(0));
+    let notices = documents(&told);
+    assert_eq!(
+        notices.len(),
+        1,
+        "told before it exited:\n{}",
+        replica.log()
+    );
+    assert_eq!(notices[0]["event"], "dead");
+    assert_eq!(owed(&scenario), 0);
 }

@@ -15,6 +15,7 @@ local function key_notices(prefix) return prefix .. 'notices' end
 local function key_notice(prefix, id) return prefix .. 'notice:' .. id end
 local function key_notices_of(prefix, replica) return prefix .. 'notices-of:' .. replica end
 local function key_dead_jobs(prefix) return prefix .. 'dead-jobs' end
+local function key_paused(prefix) return prefix .. 'paused' end
 
 -- The id of a cron fire, as `cron_run_id` in src/store/planning.rs builds it: deterministic,
 -- so that one fire is only ever planned once.
@@ -172,12 +173,15 @@ end
 -- Ends a run that will not run (paused, duplicate, overlap, missed...), keeping its hash for
 -- `retention` ms.
 -- A fire skipped because the job's previous run still ran, because it was missed or because
--- it could not start by its deadline sends a `skipped` notice; pausing is the operator's doing.
-local function skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen)
+-- it could not start by its deadline sends a `skipped` notice, unless `quiet` (another skip of
+-- the job in the same call already told it); nothing a paused job skips does: pausing is the
+-- operator's doing.
+local function skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen, quiet)
   redis.call('HSET', run_key, 'state', 'skipped', 'reason', reason, 'finished_ms', now)
   redis.call('PEXPIRE', run_key, retention)
   record_event(events, maxlen, run_id, 'skipped', 'job', job, 'reason', reason)
-  if reason == 'overlap' or reason == 'missed' or reason == 'deadline' then
+  if not quiet and (reason == 'overlap' or reason == 'missed' or reason == 'deadline')
+      and redis.call('SISMEMBER', key_paused(prefix), job) == 0 then
     local notify, notify_on = unpack(redis.call('HMGET', run_key, 'notify', 'notify_on'))
     add_notice(prefix, run_key, run_id, 'skipped', now, notify, notify_on)
   end

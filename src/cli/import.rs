@@ -94,7 +94,13 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
     }
 
     let system = args.system || args.dir.is_some();
-    let mut importer = Importer::new(names);
+    let mut importer = Importer::new(names).mail_unavailable(
+        crate::schedule::notice::find_sendmail().is_none().then(|| {
+            "this machine has no sendmail: a schedule file with a MAILTO notice does not \
+                 load without one (install msmtp-mta, or set REDCRON_SENDMAIL)"
+                .to_owned()
+        }),
+    );
     if system {
         importer = importer.checking_users(user_exists_here);
     }

@@ -208,8 +208,10 @@ fn planned_fire(run_id: &str, due_ms: i64) -> HashMap<String, String> {
 
 /// A run's record as the JSON object `runs show`, `dead show` and `dead list` print: its id,
 /// every field typed, the promised ones `null` when missing, and each instant also as RFC 3339.
-pub(super) fn run_document(id: &str, fields: HashMap<String, String>) -> Map<String, Value> {
+pub(super) fn run_document(id: &str, mut fields: HashMap<String, String>) -> Map<String, Value> {
+    let notices = notices_of(&mut fields);
     let mut document = typed_fields(fields);
+    document.extend(notices);
     document.insert("id".to_owned(), id.into());
     for name in RUN_FIELDS.iter().chain(&RUN_INSTANTS) {
         document.entry(*name).or_insert(Value::Null);
@@ -219,6 +221,26 @@ pub(super) fn run_document(id: &str, fields: HashMap<String, String>) -> Map<Str
         document.insert(name.trim_end_matches("_ms").to_owned(), at.into());
     }
     document
+}
+
+/// The run's notice settings as lists, out of the forms the scripts keep them in (`notify` as
+/// JSON text, `notify_on` as `,dead,late,`): what a person or a script reads. Absent when the
+/// job has none.
+fn notices_of(fields: &mut HashMap<String, String>) -> Vec<(String, Value)> {
+    let mut lists = Vec::new();
+    if let Some(targets) = fields.remove("notify") {
+        let targets = serde_json::from_str::<Value>(&targets).unwrap_or(Value::String(targets));
+        lists.push(("notify".to_owned(), targets));
+    }
+    if let Some(events) = fields.remove("notify_on") {
+        let events: Vec<Value> = events
+            .split(',')
+            .filter(|event| !event.is_empty())
+            .map(Value::from)
+            .collect();
+        lists.push(("notify_on".to_owned(), Value::Array(events)));
+    }
+    lists
 }
 
 /// Writes a run's fields, sorted by name: `name  value` lines with instants in RFC 3339 and
@@ -237,10 +259,25 @@ pub(super) fn write_run(
     let written = if json {
         writeln!(out, "{}", Value::Object(run_document(id, fields)))
     } else {
-        let shown: BTreeMap<String, String> = fields
+        let mut fields = fields;
+        let notices = notices_of(&mut fields);
+        let mut shown: BTreeMap<String, String> = fields
             .into_iter()
             .map(|(name, value)| readable(name, value))
             .collect();
+        for (name, list) in notices {
+            let items: Vec<String> = match list {
+                Value::Array(items) => items
+                    .iter()
+                    .map(|item| {
+                        item.as_str()
+                            .map_or_else(|| item.to_string(), str::to_owned)
+                    })
+                    .collect(),
+                other => vec![other.to_string()],
+            };
+            shown.insert(name, items.join(" "));
+        }
         let width = shown.keys().map(String::len).max().unwrap_or(0).max(2);
         writeln!(out, "{:width$}  {id}", "id").and_then(|()| {
             shown

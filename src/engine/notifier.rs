@@ -49,6 +49,9 @@ impl Default for NotifierConfig {
     }
 }
 
+/// How long a stopping replica spends sending the notices it still owes.
+const FINAL_SEND: Duration = Duration::from_millis(800);
+
 /// The longest wait between two tries of a notice.
 const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(600);
 
@@ -258,9 +261,16 @@ impl Notifier {
                 }
             };
             tokio::select! {
-                () = shutdown.cancelled() => return,
+                () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(pause) => {}
             }
+        }
+        // The notifier stops after the runs did: the outcomes recorded as they ended are told
+        // before the replica goes, rather than when another replica or this one starts. Bounded,
+        // as the stop of every component is; a notice still being sent then is sent again by
+        // another replica once its lease expires.
+        if tokio::time::timeout(FINAL_SEND, self.tick()).await.is_err() {
+            warn!("stopping with notices still being sent: another replica sends them");
         }
     }
 }

@@ -73,10 +73,14 @@ fn message(addresses: &[String], document: &Document) -> String {
             let _ = writeln!(mail, "{:<10} {value}", format!("{name}:"));
         }
     }
-    if !document.output.is_empty() {
+    if let Some(output) = document
+        .output
+        .as_deref()
+        .filter(|output| !output.is_empty())
+    {
         mail.push_str("\nOutput (its last lines):\n\n");
-        mail.push_str(&document.output);
-        if !document.output.ends_with('\n') {
+        mail.push_str(output);
+        if !output.ends_with('\n') {
             mail.push('\n');
         }
     }
@@ -108,7 +112,7 @@ mod tests {
             finished_time: None,
             duration_ms: Some(1_500),
             late_ms: None,
-            output: "disk full\n".into(),
+            output: Some("disk full\n".into()),
             host: Some("db1".into()),
             replica: Some("db1".into()),
             recorded_time: "2026-12-03T03:00:01.500Z".into(),

@@ -90,8 +90,9 @@ pub struct Document {
     pub duration_ms: Option<i64>,
     /// How late it started, ms past its due time.
     pub late_ms: Option<i64>,
-    /// The tail of its output (stdout and stderr).
-    pub output: String,
+    /// The tail of its output (stdout and stderr together); `None` when no attempt started (a
+    /// skipped fire).
+    pub output: Option<String>,
     /// The host of the replica that ran it.
     pub host: Option<String>,
     /// The replica that ran it.
@@ -134,7 +135,7 @@ impl Document {
                 .started_ms
                 .zip(notice.due_ms)
                 .map(|(started, due)| (started - due).max(0)),
-            output: notice.output.clone(),
+            output: notice.started_ms.map(|_| notice.output.clone()),
             host,
             replica: notice.replica().map(str::to_owned),
             recorded_time: rfc3339(notice.created_ms).unwrap_or_default(),

@@ -72,14 +72,16 @@ pub(super) async fn post(
         return Ok(());
     }
     let problem = format!("POST {url}: the receiver answered {status}");
-    // 408 and 429 ask to come back later, 5xx may pass; any other answer refuses the notice.
-    if status.is_client_error()
-        && status != reqwest::StatusCode::REQUEST_TIMEOUT
-        && status != reqwest::StatusCode::TOO_MANY_REQUESTS
+    // 408 and 429 ask to come back later, 5xx may pass; any other answer refuses the notice,
+    // a redirect too: it is not followed (a notice goes where the file says), so it would
+    // never pass.
+    if status.is_server_error()
+        || status == reqwest::StatusCode::REQUEST_TIMEOUT
+        || status == reqwest::StatusCode::TOO_MANY_REQUESTS
     {
-        Err(DeliveryError::Refused(problem))
-    } else {
         Err(DeliveryError::Transient(problem))
+    } else {
+        Err(DeliveryError::Refused(problem))
     }
 }
 

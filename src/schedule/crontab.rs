@@ -69,6 +69,9 @@ pub struct Importer {
     /// Checks the user field of system-format lines; `None` leaves them unchecked (the file may
     /// be meant for another machine).
     check_user: Option<UserCheck>,
+    /// Why the mail of a `MAILTO` cannot go from this machine, said at the first `MAILTO` and
+    /// then forgotten: once per import.
+    mail_unavailable: Option<String>,
 }
 
 impl Importer {
@@ -77,7 +80,16 @@ impl Importer {
         Self {
             names,
             check_user: None,
+            mail_unavailable: None,
         }
+    }
+
+    /// Reports `problem` next to the first `MAILTO` that becomes a mail target: the schedule
+    /// file will not load where there is no `sendmail`, and the user should know it now.
+    #[must_use]
+    pub fn mail_unavailable(mut self, problem: Option<String>) -> Self {
+        self.mail_unavailable = problem;
+        self
     }
 
     /// Reports the user fields that `check` refuses, next to their lines. The jobs are still
@@ -93,6 +105,7 @@ impl Importer {
         let mut converter = Converter {
             options,
             check_user: self.check_user,
+            mail_unavailable: &mut self.mail_unavailable,
             names: &mut self.names,
             zone: options.zone,
             env: BTreeMap::new(),
@@ -162,6 +175,8 @@ struct Converter<'a> {
     options: &'a ImportOptions,
     /// See [`Importer::checking_users`].
     check_user: Option<UserCheck>,
+    /// See [`Importer::mail_unavailable`]; taken when said.
+    mail_unavailable: &'a mut Option<String>,
     /// Shared with the other crontabs of the import: names are unique across them.
     names: &'a mut JobNames,
     /// The zone of the lines read so far (`CRON_TZ`).
@@ -231,7 +246,7 @@ impl Converter<'_> {
         match Target::parse(&format!("mailto:{value}")) {
             Ok(target) => {
                 self.mail_to = MailTo::To(target);
-                None
+                self.mail_unavailable.take()
             }
             Err(error) => {
                 self.mail_to = MailTo::Off;

@@ -145,6 +145,9 @@ pub struct Source {
     pub line: usize,
     /// The column of the job's name (1-based, in characters).
     pub column: usize,
+    /// Where its `notify` is written, line and column, and whether in `[defaults]`: what a
+    /// problem with its targets points at.
+    pub notify: Option<(usize, usize, bool)>,
 }
 
 /// One declared job, validated: every field typed and defaulted, nothing left to check.

@@ -57,10 +57,21 @@ impl Run {
 
 /// Runs `redcron args...` in `dir` with `stdin` as its standard input.
 pub fn redcron_in(dir: &Path, args: &[&str], stdin: &str) -> Run {
+    redcron_in_with_env(dir, args, stdin, &[])
+}
+
+/// Like [`redcron_in`], with `env` added to its environment.
+pub fn redcron_in_with_env(
+    dir: &Path,
+    args: &[&str],
+    stdin: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_redcron"))
         .args(args)
         .current_dir(dir)
         .env_remove("REDIS_URL")
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

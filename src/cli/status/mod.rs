@@ -426,7 +426,8 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     .collect()
             })
             .collect();
-        write_table(out, &["QUEUE", "READY HIGH", "NORMAL", "LOW"], &ready)?;
+        writeln!(out, "ready runs, by queue and priority:")?;
+        write_table(out, &["QUEUE", "HIGH", "NORMAL", "LOW"], &ready)?;
         writeln!(out)?;
         let rows: Vec<Vec<String>> = jobs
             .iter()

@@ -5,7 +5,7 @@
 //! typed on its own, so one pass reports every bad field of every job, each with its file, line,
 //! column and field name, rather than stopping at the first.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -180,7 +180,8 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
 }
 
 /// A job that mails its notices on a machine with no `sendmail`: refused when the schedules
-/// load, not found out when the first notice cannot go.
+/// load, not found out when the first notice cannot go. Pointed at where `notify` is written:
+/// once for a `[defaults]` that every job of its file takes.
 fn mail_without_sendmail(jobs: &[Job]) -> Vec<Diagnostic> {
     let mailing = jobs
         .iter()
@@ -188,27 +189,41 @@ fn mail_without_sendmail(jobs: &[Job]) -> Vec<Diagnostic> {
     if mailing.clone().next().is_none() || notice::find_sendmail().is_some() {
         return Vec::new();
     }
-    mailing
-        .map(|job| Diagnostic {
-            path: job.source.path.clone(),
-            position: Some((job.source.line, job.source.column)),
-            job: Some(job.name.clone()),
-            field: Some("notify".to_owned()),
-            message: match std::env::var_os(notice::SENDMAIL_ENV).filter(|named| !named.is_empty())
-            {
-                Some(named) => format!(
-                    "a mailto: target needs sendmail, and {} ({}) is not a program that can be \
-                     run",
-                    notice::SENDMAIL_ENV,
-                    named.to_string_lossy()
-                ),
-                None => "a mailto: target needs sendmail, and there is none on PATH, at \
-                         /usr/sbin/sendmail or at /usr/lib/sendmail: install a mail transfer \
-                         agent (for example the msmtp-mta or postfix package)"
+    let message = match std::env::var_os(notice::SENDMAIL_ENV).filter(|named| !named.is_empty()) {
+        Some(named) => format!(
+            "a mailto: target needs sendmail, and {} ({}) is not a program that can be run",
+            notice::SENDMAIL_ENV,
+            named.to_string_lossy()
+        ),
+        None => "a mailto: target needs sendmail, and there is none on PATH, at \
+                 /usr/sbin/sendmail or at /usr/lib/sendmail: install a mail transfer agent \
+                 (msmtp-mta works under the service unit's hardening; see the README)"
+            .to_owned(),
+    };
+    let mut found: Vec<Diagnostic> = mailing
+        .map(|job| {
+            let (line, column, inherited) =
+                job.source
+                    .notify
+                    .unwrap_or((job.source.line, job.source.column, false));
+            Diagnostic {
+                path: job.source.path.clone(),
+                position: Some((line, column)),
+                job: (!inherited).then(|| job.name.clone()),
+                field: Some(
+                    if inherited {
+                        "defaults.notify"
+                    } else {
+                        "notify"
+                    }
                     .to_owned(),
-            },
+                ),
+                message: message.clone(),
+            }
         })
-        .collect()
+        .collect();
+    found.dedup();
+    found
 }
 
 /// What one file declares: every job name with its place, valid or not, and either the jobs or
@@ -317,13 +332,16 @@ fn read_file(path: &Path, text: &str) -> FileContents {
         .collect();
 
     let mut jobs = Vec::new();
+    // Defaults with unknown fields are not given to any job: reported once, at `[defaults]`.
+    let defaults = defaults.filter(|_| diagnostics.is_empty());
     for (name, table) in tables {
         let mut fields = table.into_inner();
-        // A default's problems are reported once, at `[defaults]`, not with every job.
-        if let Some(defaults) = defaults.as_ref().filter(|_| diagnostics.is_empty()) {
+        let mut inherited = BTreeSet::new();
+        if let Some(defaults) = &defaults {
             for (field, value) in defaults {
                 if !fields.contains_key(field.get_ref().as_str()) {
                     fields.insert(field.clone(), value.clone());
+                    inherited.insert(field.get_ref().clone());
                 }
             }
         }
@@ -331,6 +349,7 @@ fn read_file(path: &Path, text: &str) -> FileContents {
             file: &file,
             name: &name,
             fields,
+            inherited,
             diagnostics: Vec::new(),
         };
         match reader.read() {
@@ -342,6 +361,8 @@ fn read_file(path: &Path, text: &str) -> FileContents {
         Ok(jobs)
     } else {
         diagnostics.sort_by_key(|diagnostic| diagnostic.position);
+        // A default that every job inherits is wrong once, where it is written.
+        diagnostics.dedup();
         Err(diagnostics)
     };
     FileContents { declared, parsed }
@@ -385,6 +406,7 @@ impl<'a> FileContext<'a> {
             path: self.path.to_owned(),
             line,
             column,
+            notify: None,
         }
     }
 
@@ -410,6 +432,8 @@ struct JobReader<'a> {
     file: &'a FileContext<'a>,
     name: &'a Spanned<String>,
     fields: RawJob,
+    /// The fields the job takes from `[defaults]`: their problems are the defaults'.
+    inherited: BTreeSet<String>,
     diagnostics: Vec<Diagnostic>,
 }
 
@@ -518,10 +542,16 @@ impl JobReader<'_> {
         });
         let notify_offset = self.offset_of("notify");
         let targets = self.take("notify", |value| {
-            typed::<Vec<String>>(value)?
-                .iter()
-                .map(|target| Target::parse(target))
-                .collect::<Result<Vec<_>, _>>()
+            let written = typed::<Vec<String>>(value)?;
+            let mut targets: Vec<Target> = Vec::with_capacity(written.len());
+            for text in &written {
+                let target = Target::parse(text)?;
+                if targets.contains(&target) {
+                    return Err(format!("\"{text}\" is named twice: it would be told twice"));
+                }
+                targets.push(target);
+            }
+            Ok(targets)
         });
         let notify_on_offset = self.offset_of("notify_on");
         let notify_on = self.take("notify_on", |value| {
@@ -540,7 +570,14 @@ impl JobReader<'_> {
             events.dedup();
             Ok(events)
         });
-        let late_after = self.take("late_after", duration);
+        let late_after_offset = self.offset_of("late_after");
+        let late_after = self.take("late_after", |value| {
+            let late_after = duration(value)?;
+            if late_after.is_zero() {
+                return Err("0s would call every start late: expected more than 0s".to_owned());
+            }
+            Ok(late_after)
+        });
 
         let unknown: Vec<_> = std::mem::take(&mut self.fields).into_keys().collect();
         for field in unknown {
@@ -617,6 +654,18 @@ impl JobReader<'_> {
             }
             (None, _) => None,
         };
+        if late_after.is_some()
+            && !self.inherited.contains("late_after")
+            && notify
+                .as_ref()
+                .is_some_and(|notices| !notices.sends(Event::Late))
+        {
+            self.report(
+                late_after_offset.unwrap_or(self.name.span().start),
+                Some("late_after"),
+                "it does nothing without \"late\" in notify_on".to_owned(),
+            );
+        }
         if notify.as_ref().is_some_and(|notices| notices.on.is_empty()) {
             self.report(
                 notify_on_offset
@@ -630,7 +679,13 @@ impl JobReader<'_> {
             return Err(self.diagnostics);
         }
         Ok(Job {
-            source: self.file.source(self.name.span().start),
+            source: Source {
+                notify: notify_offset.map(|offset| {
+                    let (line, column) = self.file.position(offset);
+                    (line, column, self.inherited.contains("notify"))
+                }),
+                ..self.file.source(self.name.span().start)
+            },
             name,
             schedule,
             timezone: timezone.unwrap_or(chrono_tz::UTC),
@@ -680,15 +735,25 @@ impl JobReader<'_> {
     }
 
     fn has_reported(&self, field: &str) -> bool {
-        self.diagnostics
-            .iter()
-            .any(|diagnostic| diagnostic.field.as_deref() == Some(field))
+        let inherited = format!("defaults.{field}");
+        self.diagnostics.iter().any(|diagnostic| {
+            diagnostic.field.as_deref() == Some(field)
+                || diagnostic.field.as_deref() == Some(inherited.as_str())
+        })
     }
 
     fn report(&mut self, offset: usize, field: Option<&str>, message: String) {
-        let diagnostic =
-            self.file
-                .diagnostic(Some(offset), Some(self.name.get_ref()), field, message);
+        let diagnostic = match field.filter(|field| self.inherited.contains(*field)) {
+            Some(field) => self.file.diagnostic(
+                Some(offset),
+                None,
+                Some(&format!("defaults.{field}")),
+                message,
+            ),
+            None => self
+                .file
+                .diagnostic(Some(offset), Some(self.name.get_ref()), field, message),
+        };
         self.diagnostics.push(diagnostic);
     }
 }

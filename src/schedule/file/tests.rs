@@ -321,3 +321,26 @@ fn an_output_file_is_a_file_named_with_job_only() {
     .expect("a file in a directory is fine");
     assert!(matches!(&jobs[0].output, Output::File(path) if path.ends_with("/{job}.log")));
 }
+
+#[test]
+fn notices_that_would_repeat_or_do_nothing_are_refused() {
+    assert_eq!(
+        errors(
+            "[defaults]\nretries = -1\n\n[jobs.a]\ncommand = \"true\"\n\n\
+             [jobs.b]\ncommand = \"true\"\nnotify = [\"exec:x\", \"exec:x\"]\n\n\
+             [jobs.c]\ncommand = \"true\"\nnotify = [\"exec:x\"]\nlate_after = \"5m\"\n\n\
+             [jobs.d]\ncommand = \"true\"\nnotify = [\"exec:x\"]\nnotify_on = [\"late\"]\n\
+             late_after = \"0s\"\n"
+        ),
+        [
+            "jobs.toml:2:11: field \"defaults.retries\": invalid value: integer `-1`, expected u32",
+            "jobs.toml:9:10: job \"b\", field \"notify\": \"exec:x\" is named twice: it would be \
+             told twice",
+            "jobs.toml:14:14: job \"c\", field \"late_after\": it does nothing without \"late\" in \
+             notify_on",
+            "jobs.toml:20:14: job \"d\", field \"late_after\": 0s would call every start late: \
+             expected more than 0s",
+        ],
+        "a default's problem once, where it is written; later jobs still get the defaults"
+    );
+}
