@@ -368,7 +368,7 @@ impl Replica {
                 }
                 () = sleep_until(stop_by) => {
                     warn!(
-                        components = ?supervisor.running(),
+                        components = supervisor.running().join(","),
                         "components did not stop in time: abandoning them"
                     );
                     supervisor.tasks.abort_all();

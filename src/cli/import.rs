@@ -57,17 +57,7 @@ struct Crontab {
 }
 
 pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let zone = match &args.tz {
-        Some(name) => parse_zone(name)?,
-        None => {
-            let zone = machine_zone();
-            eprintln!(
-                "redcron: reading the crontab's times in {zone} (this machine's zone); pass --tz \
-                 to choose another"
-            );
-            zone
-        }
-    };
+    let zone = args.tz.as_deref().map(parse_zone).transpose()?;
     let mut names = JobNames::new(args.prefix.as_deref()).map_err(CliError::Argument)?;
     let (crontabs, schedule_dir) = match (&args.dir, &args.output) {
         (Some(dir), Some(output)) => (directory(dir, output)?, Some(output.clone())),
@@ -93,6 +83,15 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
         reserve_declared(&mut names, &schedule_dir, &rewritten);
     }
 
+    // Said once the crontabs were read: an import that cannot start says only why.
+    let zone = zone.unwrap_or_else(|| {
+        let zone = machine_zone();
+        eprintln!(
+            "redcron: reading the crontab's times in {zone} (this machine's zone); pass --tz to \
+             choose another"
+        );
+        zone
+    });
     let system = args.system || args.dir.is_some();
     let mut importer = Importer::new(names).mail_unavailable(
         crate::schedule::notice::find_sendmail().is_none().then(|| {

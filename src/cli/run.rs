@@ -154,7 +154,7 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
     info!(
         replica = config.replica_id,
         jobs = jobs.len(),
-        queues = ?config.workers.queues,
+        queues = config.workers.queues.join(","),
         workers = config.workers.concurrency,
         "replica starting"
     );
