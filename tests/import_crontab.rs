@@ -285,10 +285,12 @@ fn a_crontab_of_100000_lines_is_imported_whole() {
     );
 }
 
-/// Runs `redcron args...` in `dir` with `stdin` on a machine with a `sendmail` (a fake one in
-/// `dir`): what an import finds does not depend on this machine's mail setup.
+/// Runs `redcron args...` in `dir` with `stdin` on a machine with a `sendmail` (a fake one in a
+/// directory of its own, never `dir`, which may be the source tree): what an import finds does
+/// not depend on this machine's mail setup.
 fn import_in(dir: &Path, args: &[&str], stdin: &str) -> Run {
-    let sendmail = fake_sendmail(dir);
+    let mail = tempfile::tempdir().expect("temp dir");
+    let sendmail = fake_sendmail(mail.path());
     redcron_in_with_env(
         dir,
         args,
