@@ -1,7 +1,8 @@
 -- What became of a notice its sender holds: its lease extended while it is being sent, one
 -- target delivered or given up (it refused the notice), all of it due again later (a target
--- failed for now), or done (every target has it or was given up). Refused when the notice is no longer this sender's: another replica
--- took it over after the lease expired, or it is done.
+-- failed for now), or done (every target has it or was given up). Refused when the notice is
+-- no longer this sender's: another replica took it over after the lease expired, or it is
+-- done.
 --
 -- KEYS[1] notices  zset  notice id -> ms from which any replica may take it
 -- ARGV[1] key prefix "{ns}:" for notice:<id>
@@ -10,14 +11,13 @@
 -- ARGV[4] what: extend | delivered | given_up | retry | finish
 -- ARGV[5] extend: lease ms; delivered, given_up: the target's index (0-based); retry: ms from
 --         now when it is due again; finish: ''
--- ARGV[6] given_up, retry: why the target failed; else ''
--- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[6] now override, ms, or '' for Redis's clock (tests only)
 --
 -- Returns 1 when done, 0 when the notice is not this sender's.
 -- Cost: O(log N).
 local notices = KEYS[1]
-local prefix, id, replica, what, value, error_text = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local now = now_ms(ARGV[7])
+local prefix, id, replica, what, value = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local now = now_ms(ARGV[6])
 local key = key_notice(prefix, id)
 
 if not redis.call('ZSCORE', notices, id) or redis.call('HGET', key, 'holder') ~= replica then
@@ -28,10 +28,9 @@ if what == 'extend' then
 elseif what == 'delivered' then
   redis.call('HSET', key, 'done:' .. value, now)
 elseif what == 'given_up' then
-  redis.call('HSET', key, 'given_up:' .. value, now, 'last_error', error_text)
+  redis.call('HSET', key, 'given_up:' .. value, now)
 elseif what == 'retry' then
   redis.call('ZADD', notices, 'XX', now + tonumber(value), id)
-  redis.call('HSET', key, 'last_error', error_text)
   redis.call('HDEL', key, 'holder')
 elseif what == 'finish' then
   redis.call('ZREM', notices, id)

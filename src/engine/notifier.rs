@@ -120,7 +120,7 @@ impl Notifier {
         };
         let document = Document::new(&notice, host);
         let last_try = notice.tries >= self.config.max_tries;
-        let mut failure: Option<String> = None;
+        let mut failed_for_now = false;
         for (index, target) in notice.targets.iter().enumerate() {
             if notice.settled.contains(&index) {
                 continue;
@@ -156,7 +156,7 @@ impl Notifier {
                         error = %problem,
                         "a notice could not be sent: it is tried again later"
                     );
-                    failure = Some(problem.to_string());
+                    failed_for_now = true;
                     ("failed", None)
                 }
                 Err(problem) => {
@@ -169,8 +169,7 @@ impl Notifier {
                         error = %problem,
                         "a notice is given up: this target never got it"
                     );
-                    let error = problem.to_string();
-                    ("given_up", Some(Settle::GivenUp { index, error }))
+                    ("given_up", Some(Settle::GivenUp(index)))
                 }
             };
             self.store
@@ -182,12 +181,10 @@ impl Notifier {
                 self.settle(&notice.id, settle).await;
             }
         }
-        let settle = match failure {
-            None => Settle::Finish,
-            Some(error) => Settle::Retry {
-                after: retry_after(self.config.retry_backoff, notice.tries),
-                error,
-            },
+        let settle = if failed_for_now {
+            Settle::Retry(retry_after(self.config.retry_backoff, notice.tries))
+        } else {
+            Settle::Finish
         };
         self.settle(&notice.id, settle).await;
     }

@@ -58,8 +58,6 @@ pub struct OwedNotice {
     pub settled: Vec<usize>,
     /// How many times it was taken to be sent, this time included.
     pub tries: u32,
-    /// Why a target failed the last time, if one did.
-    pub last_error: Option<String>,
 }
 
 impl OwedNotice {
@@ -117,7 +115,6 @@ impl OwedNotice {
             tries: number(take("tries"))
                 .and_then(|tries| u32::try_from(tries).ok())
                 .unwrap_or(1),
-            last_error: take("last_error"),
             id,
         };
         Ok(notice)
@@ -141,19 +138,9 @@ pub enum Settle {
     /// The target at this index has it.
     Delivered(usize),
     /// The target at this index refused it, or failed too many times: it is not tried again.
-    GivenUp {
-        /// The target's index.
-        index: usize,
-        /// Why.
-        error: String,
-    },
-    /// A target failed: due again after this long, the targets that have it kept.
-    Retry {
-        /// How long from now.
-        after: Duration,
-        /// Why it failed.
-        error: String,
-    },
+    GivenUp(usize),
+    /// A target failed for now: due again after this long, the targets done with kept.
+    Retry(Duration),
     /// Every target has it, or it was given up: forgotten.
     Finish,
 }
@@ -203,12 +190,12 @@ impl Store {
         replica_id: &str,
         settle: &Settle,
     ) -> Result<bool, StoreError> {
-        let (what, value, error) = match settle {
-            Settle::Extend(lease) => ("extend", millis(*lease).to_string(), ""),
-            Settle::Delivered(index) => ("delivered", index.to_string(), ""),
-            Settle::GivenUp { index, error } => ("given_up", index.to_string(), error.as_str()),
-            Settle::Retry { after, error } => ("retry", millis(*after).to_string(), error.as_str()),
-            Settle::Finish => ("finish", String::new(), ""),
+        let (what, value) = match settle {
+            Settle::Extend(lease) => ("extend", millis(*lease).to_string()),
+            Settle::Delivered(index) => ("delivered", index.to_string()),
+            Settle::GivenUp(index) => ("given_up", index.to_string()),
+            Settle::Retry(after) => ("retry", millis(*after).to_string()),
+            Settle::Finish => ("finish", String::new()),
         };
         let settled: i64 = scripts::SETTLE_NOTICE
             .key(self.keys.notices())
@@ -217,7 +204,6 @@ impl Store {
             .arg(replica_id)
             .arg(what)
             .arg(value)
-            .arg(error)
             .arg(self.now_arg())
             .invoke_async(&mut self.connection.clone())
             .await
