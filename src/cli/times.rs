@@ -8,7 +8,7 @@ use chrono_tz::Tz;
 /// `2026-03-08T07:00:00+00:00`, `2026-03-08T07:00:00.250+00:00`. A value out of chrono's range
 /// (damaged data) is shown as the number it is rather than hidden.
 pub(super) fn rfc3339(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(|| ms.to_string(), |at| at.to_rfc3339())
+    crate::notify::rfc3339(ms).unwrap_or_else(|| ms.to_string())
 }
 
 /// A fire in its job's zone, RFC 3339 with the zone's offset and whole seconds:

@@ -105,7 +105,7 @@ mod tests {
             reason: Some("failed".into()),
             exit_code: Some(3),
             error: Some("exited with 3\nSubject: injected".into()),
-            fire_time: Some("2026-12-03T03:00:00.000Z".into()),
+            fire_time: Some("2026-12-03T03:00:00+00:00".into()),
             fire_ms: Some(1),
             due_time: None,
             started_time: None,
@@ -115,7 +115,7 @@ mod tests {
             output: Some("disk full\n".into()),
             host: Some("db1".into()),
             replica: Some("db1".into()),
-            recorded_time: "2026-12-03T03:00:01.500Z".into(),
+            recorded_time: "2026-12-03T03:00:01.500+00:00".into(),
         };
         let mail = message(&["ops@example.com".into(), "root".into()], &document);
         let (headers, body) = mail.split_once("\n\n").expect("headers, then a body");

@@ -8,7 +8,7 @@ mod webhook;
 
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -148,10 +148,11 @@ impl Document {
     }
 }
 
-/// RFC 3339 in UTC, to the millisecond.
-fn rfc3339(ms: i64) -> Option<String> {
-    DateTime::<Utc>::from_timestamp_millis(ms)
-        .map(|time| time.to_rfc3339_opts(SecondsFormat::Millis, true))
+/// `ms` since the epoch as RFC 3339 in UTC, as notices and the command line write instants:
+/// `2026-03-08T07:00:00+00:00`, with the milliseconds when there are any
+/// (`2026-03-08T07:00:00.250+00:00`); `None` out of chrono's range (damaged data).
+pub fn rfc3339(ms: i64) -> Option<String> {
+    DateTime::<Utc>::from_timestamp_millis(ms).map(|at| at.to_rfc3339())
 }
 
 /// Sends one notice's document to one target.
