@@ -180,9 +180,13 @@ local function skip_run(prefix, run_key, run_id, job, reason, now, retention, ev
   redis.call('HSET', run_key, 'state', 'skipped', 'reason', reason, 'finished_ms', now)
   redis.call('PEXPIRE', run_key, retention)
   record_event(events, maxlen, run_id, 'skipped', 'job', job, 'reason', reason)
-  if not quiet and (reason == 'overlap' or reason == 'missed' or reason == 'deadline')
+  if quiet or not (reason == 'overlap' or reason == 'missed' or reason == 'deadline') then
+    return
+  end
+  local notify, notify_on = unpack(redis.call('HMGET', run_key, 'notify', 'notify_on'))
+  -- The pause is read only for a job that asks for the notice: most skip without one.
+  if notify_on and string.find(notify_on, ',skipped,', 1, true)
       and redis.call('SISMEMBER', key_paused(prefix), job) == 0 then
-    local notify, notify_on = unpack(redis.call('HMGET', run_key, 'notify', 'notify_on'))
     add_notice(prefix, run_key, run_id, 'skipped', now, notify, notify_on)
   end
 end
