@@ -94,14 +94,12 @@ impl Execution {
         let started = Instant::now();
         let stop = Shutdown::new();
         let lost = Shutdown::new();
-        // A run claimed ahead holds a short lease until it starts: extended at once now.
         // Aborted when the execution ends, even by a panic.
         let keeper = AbortOnDropHandle::new(tokio::spawn(keep_lease(
             self.store.clone(),
             run.id.clone(),
             run.worker.clone(),
             self.lease,
-            !run.start_in.is_zero(),
             lost.clone(),
         )));
         let context = RunContext {
@@ -238,7 +236,7 @@ impl Execution {
             }
         }
         let Some(pending) = run.pending_slot else {
-            return true;
+            return run.start_in.is_zero() || self.take_full_lease(run).await;
         };
         match retry_store(|| self.store.take_job_slot(run, pending, self.lease)).await {
             Some(JobSlot::Taken) => true,
@@ -270,6 +268,30 @@ impl Execution {
                 warn!(
                     run = run.id,
                     "cannot take a slot of the job: the lease will expire and the reaper decides"
+                );
+                false
+            }
+        }
+    }
+
+    /// Extends the short lease of a run claimed ahead to the full one before it starts; `false`
+    /// when the run must not start: the lease is no longer this worker's, or Redis did not
+    /// answer within the recording window. Starting on the short lease alone would let a Redis
+    /// outage of a second at the due time (a failover, a stall) expire it while the command
+    /// runs, and the reaper hand the run to another replica: the run would run twice. Not
+    /// starting makes it late instead: the reaper hands it on once the lease expires.
+    async fn take_full_lease(&self, run: &ClaimedRun) -> bool {
+        match retry_store(|| self.store.extend_lease(&run.id, &run.worker, self.lease)).await {
+            Some(true) => true,
+            Some(false) => {
+                warn!(run = run.id, "lease lost before the run started");
+                false
+            }
+            None => {
+                warn!(
+                    run = run.id,
+                    "cannot extend the lease to start the run: the lease will expire and the \
+                     reaper hands the run on"
                 );
                 false
             }
@@ -375,23 +397,13 @@ where
     }
 }
 
-/// Extends the run's lease every third of it, and at once when `now` (a run claimed ahead,
-/// whose lease was short until it started); cancels `lost` when the run is no longer this
-/// worker's. A failed extension is retried at the next period: if Redis stays away past the
-/// lease, the reaper hands the run to someone else (at-least-once).
-async fn keep_lease(
-    store: Store,
-    run_id: String,
-    worker: String,
-    lease: Duration,
-    now: bool,
-    lost: Shutdown,
-) {
-    let mut first = now;
+/// Extends the run's lease every third of it (a run claimed ahead took its full lease before it
+/// started); cancels `lost` when the run is no longer this worker's. A failed extension is
+/// retried at the next period: if Redis stays away past the lease, the reaper hands the run to
+/// someone else (at-least-once).
+async fn keep_lease(store: Store, run_id: String, worker: String, lease: Duration, lost: Shutdown) {
     loop {
-        if !std::mem::take(&mut first) {
-            tokio::time::sleep(lease / 3).await;
-        }
+        tokio::time::sleep(lease / 3).await;
         match store.extend_lease(&run_id, &worker, lease).await {
             Ok(true) => {}
             Ok(false) => {
