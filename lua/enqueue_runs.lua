@@ -1,6 +1,7 @@
 -- Creates ad-hoc runs of declared jobs, due now or later, optionally unique: a second run with
 -- the same fingerprint inside its window is refused and told which run holds it. One call
--- creates many runs (bulk enqueue); each run is created whole or not at all.
+-- creates many runs (bulk enqueue); each run is created whole or not at all, and once: a run id
+-- that exists already is answered as created and left as it is.
 --
 -- A run due now goes straight to its ready list and wakes the queue's idle workers; a later one
 -- waits in the due set and wakes the promoters, which sleep until the earliest due time they
@@ -69,8 +70,13 @@ for i = 3, #ARGV, 7 do
   -- The owner matches what claim_runs checks, so the run's own claim passes its reservation.
   local owner = run_id .. '/' .. now_text
   local fingerprint_key = fingerprint ~= '' and key_fingerprint(prefix, fingerprint)
+  local existing_due = redis.call('HGET', key_run(prefix, run_id), 'due_ms')
   if not def then
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'UNKNOWN', 0, 0
+  elseif existing_due then
+    -- The run exists: this call repeats one whose reply was lost (a client retried it after
+    -- its connection broke). Answered as the first was, and nothing is created again.
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'OK', tonumber(existing_due), def.paused
   elseif fingerprint_key and not redis.call('SET', fingerprint_key, owner, 'NX', 'PX', math.max(window, 1)) then
     local holder = redis.call('GET', fingerprint_key) or ''
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'DUPLICATE', (string.gsub(holder, '/%d+$', '')), 0

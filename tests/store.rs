@@ -308,6 +308,60 @@ async fn bulk_enqueue_answers_each_run_in_order_across_pipelined_calls() {
     assert_eq!(due, 1, "a later run waits in the due set");
 }
 
+/// A client may send a script again when its connection broke before the reply came (the
+/// cluster client does): the repeated call must change nothing, even once the run has finished.
+#[tokio::test]
+async fn an_enqueue_repeated_after_its_reply_was_lost_creates_nothing_more() {
+    let (server, store, _token) = setup("[jobs.work]\ncommand = \"true\"\n").await;
+    let request = Enqueue {
+        job: "work".to_owned(),
+        due_ms: None,
+        payload: Some("{}".to_owned()),
+        priority: None,
+        unique: None,
+    };
+    let answers = store
+        .enqueue_many(std::slice::from_ref(&request))
+        .await
+        .expect("enqueue");
+    let [Enqueued::Scheduled { run_id, .. }] = answers.as_slice() else {
+        panic!("one run created: {answers:?}");
+    };
+    let run = claim_run(&store, &["default"]).await;
+    assert_eq!(&run.id, run_id);
+    assert!(store.ack_run(&run, Some(0), "").await.expect("ack"));
+
+    // The same call again, word for word: the script's KEYS and ARGV as the store sent them.
+    let script = redis::Script::new(concat!(
+        include_str!("../lua/include/common.lua"),
+        "\n",
+        include_str!("../lua/enqueue_runs.lua")
+    ));
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key(keys().due())
+        .key(keys().defs())
+        .key(keys().paused())
+        .key(keys().wake_promoter())
+        .arg(keys().prefix())
+        .arg("")
+        .arg(request.script_arguments(run_id).as_slice());
+    let reply: Vec<redis::Value> = invocation
+        .invoke(&mut server.connection())
+        .expect("the repeated call");
+    assert_eq!(reply.len(), 3);
+    assert_eq!(
+        reply[0],
+        redis::Value::BulkString(b"OK".to_vec()),
+        "answered as the first call was"
+    );
+    assert_eq!(run_hash(&server, run_id)["state"], "succeeded");
+    assert_eq!(
+        claim(&store, &["default"]).await,
+        Claim::Empty { skipped: 0 }
+    );
+}
+
 #[tokio::test]
 async fn many_jobs_are_planned_in_pipelined_calls_and_fenced_together() {
     let server = RedisServer::start();
