@@ -91,14 +91,16 @@ fn a_replica_whose_stderr_is_the_journal_logs_entries_with_job_and_run_fields() 
             replica.log()
         );
     } else {
-        // No journald here: the lines are on standard error, readable, with their values.
+        // No journald here: the lines are on standard error, readable, with their values. The
+        // failure is logged after the output line, once the run is recorded: both are waited for.
         assert!(
             wait_until(Duration::from_secs(10), || {
-                replica.log().lines().any(|line| {
+                let log = replica.log();
+                log.lines().any(|line| {
                     line.starts_with("journal-marker-line ")
                         && line.contains(&format!("run=\"{run_id}\""))
                         && line.contains("job=\"chatty\"")
-                })
+                }) && log.contains("exit_code=\"4\"")
             }),
             "the run's lines were lost when the journal did not take them:\n{}",
             replica.log()
