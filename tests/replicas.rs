@@ -117,16 +117,7 @@ impl Scenario {
 
     /// Every ledger line: run id, start ms, tag.
     pub(crate) fn ledger(&self) -> Vec<(String, i64, String)> {
-        std::fs::read_to_string(self.ledger_path())
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| {
-                let mut words = line.split_whitespace();
-                let run = words.next()?.to_owned();
-                let started = words.next()?.parse().ok()?;
-                Some((run, started, words.next().unwrap_or("").to_owned()))
-            })
-            .collect()
+        crate::util::read_ledger(&self.ledger_path())
     }
 
     pub(crate) fn redis_now_ms(&self) -> i64 {

@@ -12,6 +12,7 @@ mod defaults;
 mod drift;
 mod engine;
 mod fuzz;
+mod high_availability;
 mod hostile;
 mod import_crontab;
 mod inspect;

@@ -15,7 +15,7 @@ use crate::engine::Shutdown;
 use crate::handler::{Completed, RunContext};
 use crate::replica::{Replica, ReplicaConfig};
 use crate::schedule::parse_file;
-use crate::store::{Enqueue, Store, StoreSettings};
+use crate::store::{Enqueue, ReplicatedWrites, Store, StoreSettings};
 
 /// The namespace the benchmark owns.
 const NAMESPACE: &str = "bench";
@@ -37,6 +37,9 @@ pub(super) struct BenchArgs {
     /// How many runs the one replica executes at once (1 to 4096).
     #[arg(long, value_name = "C", default_value_t = 50, value_parser = super::worker_count)]
     concurrency: usize,
+    /// Every state change waits until it reached N replicas (as `run --replicated-writes`).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    replicated_writes: u32,
 }
 
 /// What one benchmark run measured.
@@ -68,7 +71,14 @@ pub(super) fn execute(args: &BenchArgs, out: &mut impl Write) -> Result<(), CliE
 }
 
 async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
-    let store = Store::connect(&args.redis, NAMESPACE, StoreSettings::default())
+    let settings = StoreSettings {
+        replicated_writes: (args.replicated_writes > 0).then_some(ReplicatedWrites {
+            replicas: args.replicated_writes,
+            timeout: Duration::from_secs(1),
+        }),
+        ..StoreSettings::default()
+    };
+    let store = Store::connect(&args.redis, NAMESPACE, settings)
         .await
         .map_err(|source| CliError::unreachable(&args.redis, source, true))?;
     store.clear_namespace().await?;

@@ -87,8 +87,9 @@ enum Command {
 /// Where the shared state is: every command that reads or steers runs takes these.
 #[derive(Debug, Clone, clap::Args)]
 struct RedisArgs {
-    /// The Redis the replicas share (redis://, rediss://, redis+unix://) [default: the embedded
-    /// Redis that `redcron run` started in --data-dir].
+    /// The Redis the replicas share (redis://, rediss://, redis+unix://,
+    /// redis+sentinel://host:port,.../master, redis+cluster://host:port,...) [default: the
+    /// embedded Redis that `redcron run` started in --data-dir].
     #[arg(long, env = "REDIS_URL", value_name = "URL", hide_env_values = true)]
     redis: Option<String>,
     /// Keys live under {NS}: replicas cooperate within one namespace (1 to 64 letters, digits,
@@ -118,6 +119,19 @@ struct RedisArgs {
         requires = "tls_cert"
     )]
     tls_key: Option<PathBuf>,
+    /// Every state change must reach N replicas of the primary (WAIT) before it counts as
+    /// done, so that a failover loses no claim, outcome or planned fire; 0 does not wait.
+    #[arg(
+        long,
+        env = "REDIS_REPLICATED_WRITES",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    replicated_writes: u32,
+    /// How long a state change may take to reach those replicas before it counts as failed
+    /// (and is retried).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    replicated_writes_timeout: std::time::Duration,
 }
 
 impl RedisArgs {
@@ -138,8 +152,17 @@ impl RedisArgs {
         settings: crate::store::StoreSettings,
     ) -> Result<crate::store::Store, CliError> {
         let url = self.url();
-        let client = self.client(&url)?;
-        crate::store::Store::connect_client(client, &self.namespace, settings)
+        let topology = self.client(&url)?;
+        let settings = crate::store::StoreSettings {
+            replicated_writes: (self.replicated_writes > 0).then_some(
+                crate::store::ReplicatedWrites {
+                    replicas: self.replicated_writes,
+                    timeout: self.replicated_writes_timeout,
+                },
+            ),
+            ..settings
+        };
+        crate::store::Store::connect_to(topology, &self.namespace, settings)
             .await
             .map_err(|source| self.unreachable(&url, source))
     }
@@ -148,10 +171,10 @@ impl RedisArgs {
         CliError::unreachable(url, source, self.redis.is_some())
     }
 
-    /// A client for `url`, with the TLS certificates given.
-    fn client(&self, url: &str) -> Result<redis::Client, CliError> {
-        let opened = if self.tls_ca_cert.is_none() && self.tls_cert.is_none() {
-            redis::Client::open(url)
+    /// Where `url` says Redis is, with the TLS certificates given.
+    fn client(&self, url: &str) -> Result<crate::store::Topology, CliError> {
+        let certificates = if self.tls_ca_cert.is_none() && self.tls_cert.is_none() {
+            None
         } else {
             let read = |path: &PathBuf| {
                 std::fs::read(path).map_err(CliError::io(format!("reading {}", path.display())))
@@ -164,19 +187,18 @@ impl RedisArgs {
                 _ => None,
             };
             let root_cert = self.tls_ca_cert.as_ref().map(read).transpose()?;
-            redis::Client::build_with_tls(
-                url,
-                redis::TlsCertificates {
-                    client_tls,
-                    root_cert,
-                },
-            )
+            Some(redis::TlsCertificates {
+                client_tls,
+                root_cert,
+            })
         };
-        opened.map_err(|error| {
+        crate::store::Topology::open(url, certificates).map_err(|error| {
             if error.kind() == redis::ErrorKind::InvalidClientConfig {
                 return CliError::Argument(format!(
                     "{} is not a Redis URL ({}): expected redis://[user:password@]host[:port][/db], \
-                     rediss://... for TLS, or redis+unix:///path/to/socket",
+                     rediss://... for TLS, redis+unix:///path/to/socket, \
+                     redis+sentinel://host:port,host:port/master or \
+                     redis+cluster://host:port,host:port",
                     without_password(url),
                     one_line(&error.to_string())
                 ));
@@ -207,7 +229,14 @@ fn without_password(url: &str) -> String {
     {
         shown = format!("{scheme}://{user}:***@{host}");
     }
-    for key in ["?pass=", "&pass=", "?password=", "&password="] {
+    for key in [
+        "?pass=",
+        "&pass=",
+        "?password=",
+        "&password=",
+        "?sentinel_password=",
+        "&sentinel_password=",
+    ] {
         if let Some(start) = shown.find(key) {
             let value = start + key.len();
             let end = shown[value..]

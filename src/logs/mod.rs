@@ -95,8 +95,11 @@ pub fn init(format: LogFormat) -> LogGuard {
         LogFormat::Text => layer.boxed(),
         LogFormat::Json => layer.json().boxed(),
     };
+    // The redis crate's cluster client warns of every failed attempt to reach a node, hundreds
+    // a second during a failover; the components say once a tick what failed.
+    let default_filter = || EnvFilter::new("info,redis=error");
     tracing_subscriber::registry()
-        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter()))
         .with(layer)
         .init();
     // The default hook writes to standard error directly: on a stalled stream the panicking

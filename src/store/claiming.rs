@@ -7,8 +7,9 @@ use std::time::Duration;
 use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
+use super::connection::BlockingConnection;
 use super::reply::{Reply, reply_error};
-use super::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Store, StoreError, millis, scripts};
+use super::{Store, StoreError, millis, scripts};
 use crate::metrics::Metrics;
 
 /// A run a worker has claimed, with its lease recorded.
@@ -160,7 +161,7 @@ pub enum JobSlot {
 /// Blocks until runs become ready in some queues, on a connection of its own (a blocking pop
 /// would hold up every command sharing a multiplexed connection).
 pub struct ReadyWaiter {
-    connection: redis::aio::MultiplexedConnection,
+    connection: BlockingConnection,
     metrics: Arc<Metrics>,
     markers: Vec<String>,
     timeout: Duration,
@@ -429,12 +430,7 @@ impl Store {
         queues: &[String],
         timeout: Duration,
     ) -> Result<ReadyWaiter, StoreError> {
-        let config = redis::AsyncConnectionConfig::new()
-            .set_response_timeout(Some(timeout + RESPONSE_TIMEOUT))
-            .set_connection_timeout(Some(CONNECTION_TIMEOUT));
-        let connection = self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
+        let connection = BlockingConnection::open(&self.topology, timeout)
             .await
             .during(&self.metrics, "ready_waiter")?;
         let markers = queues

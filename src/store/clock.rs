@@ -102,8 +102,8 @@ impl Store {
         if let Some(clock) = &self.manual_clock {
             return Ok(clock.now_ms());
         }
-        let (seconds, micros): (i64, i64) = redis::cmd("TIME")
-            .query_async(&mut self.connection.clone())
+        let (seconds, micros): (i64, i64) = self
+            .query_keyless(&redis::cmd("TIME"))
             .await
             .during(&self.metrics, "now_ms")?;
         Ok(seconds * 1000 + micros / 1000)
@@ -118,8 +118,8 @@ impl Store {
         let redis_micros = match &self.manual_clock {
             Some(clock) => clock.now_ms().saturating_mul(1000),
             None => {
-                let (seconds, micros): (i64, i64) = redis::cmd("TIME")
-                    .query_async(&mut self.connection.clone())
+                let (seconds, micros): (i64, i64) = self
+                    .query_keyless(&redis::cmd("TIME"))
                     .await
                     .during(&self.metrics, "clock")?;
                 seconds * 1_000_000 + micros

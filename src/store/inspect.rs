@@ -103,13 +103,15 @@ impl Store {
         let mut cursor = 0u64;
         let mut deleted = 0;
         loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1_000)
-                .query_async(&mut connection)
+            let (next, keys): (u64, Vec<String>) = self
+                .query_keyless(
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(1_000),
+                )
                 .await
                 .during(&self.metrics, "clear_namespace")?;
             if !keys.is_empty() {

@@ -25,6 +25,7 @@
 
 mod claiming;
 mod clock;
+mod connection;
 mod contract;
 mod dead;
 mod declarations;
@@ -40,11 +41,11 @@ mod promotion;
 mod replicas;
 mod reply;
 mod scripts;
+mod topology;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, Script};
 use thiserror::Error;
 
@@ -54,6 +55,8 @@ pub use claiming::{
     ReadyWaiter, ahead_lease,
 };
 pub use clock::{ManualClock, RedisClock};
+use connection::Connection;
+pub use connection::{NOT_REPLICATED, ReplicatedWrites};
 pub use contract::{FailReason, RunState, SkipReason};
 use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
@@ -67,6 +70,7 @@ pub use planning::{JobPlan, PlanOutcome, PlannedRun, SkippedFire, UnplanOutcome,
 pub use promotion::Promoted;
 pub use replicas::{Beat, ReplicaInstance};
 use reply::ScriptCall;
+pub use topology::Topology;
 
 /// Why a store operation failed.
 #[derive(Debug, Error)]
@@ -127,10 +131,11 @@ impl<T> During<T> for Result<T, redis::RedisError> {
 
 /// Whether Redis answered but takes no writes now: out of memory under `noeviction`, a
 /// read-only replica, a failed snapshot with `stop-writes-on-bgsave-error`, too few replicas
-/// for `min-replicas-to-write`. Inside a transaction the refusal shows only in the message of
-/// the aborted `EXEC`, so the message is read too.
+/// for `min-replicas-to-write`, or for `--replicated-writes` ([`NOT_REPLICATED`]). Inside a
+/// transaction the refusal shows only in the message of the aborted `EXEC`, so the message is
+/// read too.
 fn refuses_writes(error: &redis::RedisError) -> bool {
-    const CODES: [&str; 4] = ["OOM", "READONLY", "MISCONF", "NOREPLICAS"];
+    const CODES: [&str; 5] = ["OOM", "READONLY", "MISCONF", "NOREPLICAS", NOT_REPLICATED];
     if error.code().is_some_and(|code| CODES.contains(&code)) {
         return true;
     }
@@ -151,6 +156,8 @@ pub struct StoreSettings {
     pub retention: Duration,
     /// How long a fingerprint keeps a second run with the same one from executing.
     pub fingerprint_ttl: Duration,
+    /// Whether every script's writes must reach replicas before they count as done.
+    pub replicated_writes: Option<ReplicatedWrites>,
 }
 
 impl Default for StoreSettings {
@@ -159,6 +166,7 @@ impl Default for StoreSettings {
             events_maxlen: 100_000,
             retention: Duration::from_secs(7 * 24 * 3600),
             fingerprint_ttl: Duration::from_secs(7 * 24 * 3600),
+            replicated_writes: None,
         }
     }
 }
@@ -166,10 +174,11 @@ impl Default for StoreSettings {
 /// A connection to redcron's keys in one namespace.
 #[derive(Clone)]
 pub struct Store {
-    /// Opens the connections that cannot be shared: subscriptions and blocking pops.
-    client: redis::Client,
+    /// Where Redis is: the connections that cannot be shared (subscriptions and blocking pops)
+    /// are opened from it.
+    topology: Topology,
     /// Multiplexed, reconnecting: clones share one connection.
-    connection: ConnectionManager,
+    connection: Connection,
     keys: Keys,
     settings: StoreSettings,
     /// Where the failures of its Redis calls are counted: the replica's metrics.
@@ -179,18 +188,9 @@ pub struct Store {
     manual_clock: Option<ManualClock>,
 }
 
-/// How long a command or script may take to answer: a promotion or a catch-up plan of thousands
-/// of runs is one script call.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long connecting to Redis may take.
-const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The longest pause between reconnection attempts after Redis went away.
-const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
-
 impl Store {
-    /// Connects to the Redis at `url` for namespace `namespace`.
+    /// Connects to the Redis at `url` (any form [`Topology::open`] reads) for namespace
+    /// `namespace`.
     ///
     /// # Errors
     /// The URL is invalid or Redis cannot be reached.
@@ -199,58 +199,42 @@ impl Store {
         namespace: &str,
         settings: StoreSettings,
     ) -> Result<Self, StoreError> {
-        Self::connect_client(
-            redis::Client::open(url).map_err(|source| StoreError::Redis {
-                operation: "connect",
-                source,
-            })?,
-            namespace,
-            settings,
-        )
-        .await
+        let topology = Topology::open(url, None).map_err(|source| StoreError::Redis {
+            operation: "connect",
+            source,
+        })?;
+        Self::connect_to(topology, namespace, settings).await
     }
 
-    /// Like [`Store::connect`], with a client built by the caller: TLS with a private CA or a
-    /// client certificate ([`redis::Client::build_with_tls`]).
+    /// Like [`Store::connect`], with a topology built by the caller: TLS with a private CA or a
+    /// client certificate ([`Topology::open`] with certificates).
     ///
     /// # Errors
     /// When Redis cannot be reached.
-    pub async fn connect_client(
-        client: redis::Client,
+    pub async fn connect_to(
+        topology: Topology,
         namespace: &str,
         settings: StoreSettings,
     ) -> Result<Self, StoreError> {
         keys::validate_namespace(namespace)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-            .set_max_delay(MAX_RECONNECT_DELAY);
+        let keys = Keys::new(namespace);
         let metrics = Arc::new(Metrics::new());
-        // The connection manager retries its first connection for about 10 s; a Redis that is
-        // not there at all is said within the connection timeout instead.
-        let probe = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-            .set_response_timeout(Some(CONNECTION_TIMEOUT));
-        let mut probe = client
-            .get_multiplexed_async_connection_with_config(&probe)
-            .await
-            .during(&metrics, "connect")?;
-        let _: String = redis::cmd("PING")
-            .query_async(&mut probe)
-            .await
-            .during(&metrics, "connect")?;
-        let connection = client
-            .get_connection_manager_with_config(config)
+        let connection = Connection::open(&topology, keys.prefix(), settings.replicated_writes)
             .await
             .during(&metrics, "connect")?;
         Ok(Self {
-            client,
+            topology,
             metrics,
             connection,
-            keys: Keys::new(namespace),
+            keys,
             settings,
             manual_clock: None,
         })
+    }
+
+    /// Where this store's Redis is.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
     }
 
     /// Counts in `metrics` what this store sees (failed calls, writes Redis refuses) and what
@@ -278,12 +262,9 @@ impl Store {
     /// # Errors
     /// Redis errors; a Redis that refuses CONFIG (a managed service) gives no warnings.
     pub async fn durability_warnings(&self) -> Result<Vec<String>, StoreError> {
-        let mut connection = self.connection.clone();
         let mut warnings = Vec::new();
-        let appendonly: Result<(String, String), _> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("appendonly")
-            .query_async(&mut connection)
+        let appendonly: Result<(String, String), _> = self
+            .query_keyless(redis::cmd("CONFIG").arg("GET").arg("appendonly"))
             .await;
         if let Ok((_, value)) = appendonly
             && value != "yes"
@@ -294,10 +275,8 @@ impl Store {
                     .to_owned(),
             );
         }
-        let policy: Result<(String, String), _> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("maxmemory-policy")
-            .query_async(&mut connection)
+        let policy: Result<(String, String), _> = self
+            .query_keyless(redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy"))
             .await;
         if let Ok((_, value)) = policy
             && value != "noeviction"
@@ -308,6 +287,15 @@ impl Store {
             ));
         }
         Ok(warnings)
+    }
+
+    /// Sends `command`, which names no key, to the server that holds this namespace: on a
+    /// cluster, the master of the namespace's slot.
+    async fn query_keyless<T: FromRedisValue>(
+        &self,
+        command: &redis::Cmd,
+    ) -> Result<T, redis::RedisError> {
+        self.connection.clone().query_keyless(command).await
     }
 
     /// Runs `script` once per call. One call is an ordinary invocation, which loads the script

@@ -87,9 +87,7 @@ impl Store {
     pub async fn wake_promoter(
         &self,
     ) -> Result<impl futures_util::Stream<Item = redis::Msg> + use<>, StoreError> {
-        let mut pubsub = self
-            .client
-            .get_async_pubsub()
+        let mut pubsub = super::connection::pubsub(&self.topology)
             .await
             .during(&self.metrics, "wake_promoter")?;
         pubsub

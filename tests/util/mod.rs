@@ -1,8 +1,11 @@
 //! Shared test harness: run the `redcron` binary and read what it printed; real Redis servers.
 
+pub mod cluster;
+pub mod node;
 pub mod redis_server;
 pub mod replica;
 pub mod schemas;
+pub mod sentinel;
 pub mod webhook;
 
 use std::io::Write;
@@ -97,10 +100,29 @@ pub fn redcron_in_with_env(
 
 /// Runs `redcron args... --redis <server> --namespace test` in `dir`.
 pub fn cli(server: &redis_server::RedisServer, dir: &Path, args: &[&str]) -> Run {
-    let url = server.url();
+    cli_at(&server.url(), dir, args)
+}
+
+/// Like [`cli`], against the Redis at `url` (a Sentinel or Cluster URL too).
+pub fn cli_at(url: &str, dir: &Path, args: &[&str]) -> Run {
     let mut all = args.to_vec();
-    all.extend(["--redis", &url, "--namespace", "test"]);
+    all.extend(["--redis", url, "--namespace", "test"]);
     redcron_in(dir, &all, "")
+}
+
+/// The lines of a ledger file that jobs append `<run id> <start ms> [tag]` to: run id, start
+/// ms, tag ("" when none). A missing file is an empty ledger.
+pub fn read_ledger(path: &Path) -> Vec<(String, i64, String)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let run = words.next()?.to_owned();
+            let started = words.next()?.parse().ok()?;
+            Some((run, started, words.next().unwrap_or("").to_owned()))
+        })
+        .collect()
 }
 
 /// The JSON document a `--json` command printed, which must be exactly one.

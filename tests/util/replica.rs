@@ -19,7 +19,7 @@ pub struct ReplicaProcess {
 
 impl ReplicaProcess {
     /// Starts `redcron run` with id `id` on `schedules`, against `redis_url`, in namespace
-    /// `test`, with short leases so that failover tests finish quickly; `extra` adds flags or
+    /// `test` (unless `extra` names another), with short leases so that failover tests finish quickly; `extra` adds flags or
     /// replaces those.
     pub fn start(
         id: &str,
@@ -69,20 +69,14 @@ impl ReplicaProcess {
     ) -> Self {
         let child = Command::new(env!("CARGO_BIN_EXE_redcron"))
             .arg("run")
-            .args([
-                "--redis",
-                redis_url,
-                "--namespace",
-                "test",
-                "--replica-id",
-                id,
-            ])
+            .args(["--redis", redis_url, "--replica-id", id])
             .arg("--schedules")
             .arg(schedules)
             // Short leases, and an ephemeral port since replicas run side by side, unless the
             // test sets them itself.
             .args(
                 [
+                    ["--namespace", "test"],
                     ["--leader-ttl", "2s"],
                     ["--run-lease", "3s"],
                     ["--shutdown-grace", "2s"],

@@ -1,0 +1,363 @@
+//! Replicas on a Redis that is highly available itself: a Sentinel-managed primary with a
+//! replica, and a Redis Cluster. Real `redis-server` processes, real `redcron run` processes,
+//! every-second jobs with the default settings (`overlap = "forbid"`, `misfire = "run-once"`)
+//! and a ledger outside Redis; each test kills what a failover is about and counts the fires
+//! missed and run twice.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use crate::util::cluster::RedisCluster;
+use crate::util::replica::ReplicaProcess;
+use crate::util::sentinel::SentinelSetup;
+use crate::util::{Run, cli_at, one_document, read_ledger, redcron_in, wait_until};
+
+/// Replicas, their schedule directory and their ledger, on the Redis at `url`.
+struct Fleet {
+    dir: TempDir,
+    url: String,
+    replicas: Vec<ReplicaProcess>,
+}
+
+impl Fleet {
+    /// A job `tick` firing every second with the default settings, and one that always fails
+    /// (`flaky`, two attempts, a second apart), declared in namespace `namespace` by replicas
+    /// r1, r2 and r3 with `extra` flags.
+    fn start(url: &str, namespace: &str, extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
+        let mut fleet = Self {
+            dir,
+            url: url.to_owned(),
+            replicas: Vec::new(),
+        };
+        let ledger = fleet.ledger_path();
+        std::fs::write(
+            fleet.dir.path().join("schedules/jobs.toml"),
+            format!(
+                "[jobs.tick]\nschedule = \"* * * * * *\"\n\
+                 command = \"echo $REDCRON_RUN_ID $(date +%s%3N) >> {ledger}\"\n\n\
+                 [jobs.flaky]\ncommand = \"exit 3\"\nretries = 1\nbackoff = \"1s\"\n",
+                ledger = ledger.display()
+            ),
+        )
+        .expect("write jobs");
+        let mut flags = vec!["--namespace", namespace];
+        flags.extend(extra);
+        for id in ["r1", "r2", "r3"] {
+            let replica = ReplicaProcess::start(
+                id,
+                url,
+                &fleet.dir.path().join("schedules"),
+                fleet.dir.path(),
+                &flags,
+            );
+            fleet.replicas.push(replica);
+        }
+        fleet
+    }
+
+    fn ledger_path(&self) -> PathBuf {
+        self.dir.path().join("ledger")
+    }
+
+    /// How many times each cron fire of `tick` ran, by fire time in seconds.
+    fn fires(&self) -> BTreeMap<i64, usize> {
+        let mut fires = BTreeMap::new();
+        for (run, _, _) in read_ledger(&self.ledger_path()) {
+            if let Some(ms) = run
+                .strip_prefix("tick@")
+                .and_then(|ms| ms.parse::<i64>().ok())
+            {
+                *fires.entry(ms / 1000).or_insert(0) += 1;
+            }
+        }
+        fires
+    }
+
+    /// Waits until `count` more fires than `after` ran.
+    fn wait_for_fires(&self, after: usize, count: usize, limit: Duration) {
+        let ran = wait_until(limit, || self.fires().len() >= after + count);
+        assert!(
+            ran,
+            "{count} more fires did not run within {limit:?} (ran {:?})\n{}",
+            self.fires(),
+            self.logs()
+        );
+    }
+
+    /// A CLI command in `namespace`.
+    fn cli(&self, namespace: &str, args: &[&str]) -> Run {
+        let mut all = args.to_vec();
+        all.extend(["--redis", &self.url, "--namespace", namespace]);
+        redcron_in(self.dir.path(), &all, "")
+    }
+
+    fn logs(&self) -> String {
+        self.replicas
+            .iter()
+            .map(|replica| format!("log of {}:\n{}", replica.id, replica.log()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Stops every replica, then says which fires from the first to the last ran twice and
+    /// which did not run.
+    fn stop_and_count(&mut self) -> (Vec<i64>, Vec<i64>) {
+        for replica in &mut self.replicas {
+            replica.terminate(Duration::from_secs(15));
+        }
+        let fires = self.fires();
+        let doubled = fires
+            .iter()
+            .filter(|(_, runs)| **runs > 1)
+            .map(|(second, _)| *second)
+            .collect();
+        let (Some(first), Some(last)) = (fires.keys().next(), fires.keys().next_back()) else {
+            return (doubled, Vec::new());
+        };
+        let missed = (*first..=*last)
+            .filter(|second| !fires.contains_key(second))
+            .collect();
+        (doubled, missed)
+    }
+}
+
+/// `status --json` through `url` names a leader and three live replicas.
+fn assert_status_sees_the_fleet(fleet: &Fleet) {
+    let mut last = String::new();
+    let seen = wait_until(Duration::from_secs(15), || {
+        let run = fleet.cli("test", &["status", "--json"]);
+        last = format!("{}{}", run.stdout, run.stderr);
+        if run.code != Some(0) {
+            return false;
+        }
+        let status = one_document(&run.stdout);
+        status["leader"].is_object()
+            && status["replicas"]
+                .as_array()
+                .is_some_and(|replicas| replicas.len() == 3)
+    });
+    assert!(
+        seen,
+        "status does not see the fleet: {last}\n{}",
+        fleet.logs()
+    );
+}
+
+/// `trigger tick` through `url` gives a run that runs.
+fn assert_trigger_runs(fleet: &Fleet) {
+    // Until a replica has declared the job, a trigger is refused as unknown.
+    let mut run = cli_at(&fleet.url, fleet.dir.path(), &["trigger", "tick"]);
+    wait_until(Duration::from_secs(10), || {
+        run = cli_at(&fleet.url, fleet.dir.path(), &["trigger", "tick"]);
+        run.code == Some(0)
+    });
+    assert_eq!(run.code, Some(0), "trigger: {}{}", run.stdout, run.stderr);
+    let run_id = run
+        .stdout
+        .split_whitespace()
+        .next()
+        .expect("trigger prints the run id first")
+        .to_owned();
+    let ran = wait_until(Duration::from_secs(10), || {
+        read_ledger(&fleet.ledger_path())
+            .iter()
+            .any(|(run, _, _)| *run == run_id)
+    });
+    assert!(ran, "triggered run {run_id} did not run\n{}", fleet.logs());
+}
+
+#[test]
+fn fires_run_once_through_a_sentinel_failover_of_the_primary() {
+    let mut setup = SentinelSetup::start();
+    let mut fleet = Fleet::start(&setup.url(), "test", &[]);
+    assert_status_sees_the_fleet(&fleet);
+    assert_trigger_runs(&fleet);
+    fleet.wait_for_fires(0, 3, Duration::from_secs(15));
+
+    let before = fleet.fires().len();
+    let old = setup.kill9_primary();
+    assert!(
+        setup.wait_for_failover(Duration::from_secs(30)),
+        "the sentinels promoted no replica\n{}",
+        setup.log()
+    );
+    assert_ne!(setup.primary_port(), old);
+    fleet.wait_for_fires(before, 5, Duration::from_secs(30));
+    assert_status_sees_the_fleet(&fleet);
+    assert_trigger_runs(&fleet);
+
+    let (doubled, missed) = fleet.stop_and_count();
+    assert_eq!(
+        (doubled.as_slice(), missed.as_slice()),
+        (&[][..], &[][..]),
+        "fires run twice, fires missed\n{}",
+        fleet.logs()
+    );
+}
+
+#[test]
+fn replicated_writes_wait_for_the_replica_and_fail_while_it_is_gone() {
+    let mut setup = SentinelSetup::start();
+    let mut fleet = Fleet::start(&setup.url(), "test", &["--replicated-writes", "1"]);
+    assert_status_sees_the_fleet(&fleet);
+    fleet.wait_for_fires(0, 3, Duration::from_secs(15));
+
+    let before = fleet.fires().len();
+    setup.kill9_primary();
+    assert!(
+        setup.wait_for_failover(Duration::from_secs(30)),
+        "the sentinels promoted no replica\n{}",
+        setup.log()
+    );
+    // The promoted replica has no replica of its own until the old primary comes back as one:
+    // until then no state change counts as done, so no fire runs.
+    std::thread::sleep(Duration::from_secs(3));
+    let stalled = fleet.fires().len();
+    assert!(
+        stalled <= before + 2,
+        "fires ran without a replica to take their writes: {} before, {stalled} after",
+        before
+    );
+    let trigger = cli_at(
+        &fleet.url,
+        fleet.dir.path(),
+        &["trigger", "tick", "--replicated-writes", "1"],
+    );
+    assert_ne!(trigger.code, Some(0), "a trigger no replica took succeeded");
+    assert!(
+        trigger.stderr.contains("replicas"),
+        "the error says why: {}",
+        trigger.stderr
+    );
+
+    setup.restart_old_primary();
+    assert!(
+        setup.wait_until_in_sync(Duration::from_secs(30)),
+        "{}",
+        setup.log()
+    );
+    fleet.wait_for_fires(stalled, 5, Duration::from_secs(30));
+    let (doubled, _) = fleet.stop_and_count();
+    assert_eq!(
+        doubled,
+        Vec::<i64>::new(),
+        "fires run twice\n{}",
+        fleet.logs()
+    );
+}
+
+#[test]
+fn fires_retries_dead_letters_and_the_cli_work_on_a_cluster_through_a_master_failover() {
+    let mut cluster = RedisCluster::start();
+    let mut fleet = Fleet::start(&cluster.url(), "test", &[]);
+    assert_status_sees_the_fleet(&fleet);
+    assert_trigger_runs(&fleet);
+
+    // A run that fails twice ends dead, through its retry.
+    let run = fleet.cli("test", &["trigger", "flaky"]);
+    assert_eq!(
+        run.code,
+        Some(0),
+        "trigger flaky: {}{}",
+        run.stdout,
+        run.stderr
+    );
+    let runs = fleet.cli("test", &["runs", "list", "--json"]);
+    assert_eq!(runs.code, Some(0), "runs list: {}", runs.stderr);
+    let dead = wait_until(Duration::from_secs(15), || {
+        let run = fleet.cli("test", &["dead", "list", "--json"]);
+        run.code == Some(0) && run.stdout.contains("flaky")
+    });
+    assert!(dead, "the flaky run did not end dead\n{}", fleet.logs());
+    let enqueue = fleet.cli("test", &["enqueue", "tick", "--in", "1s"]);
+    assert_eq!(
+        enqueue.code,
+        Some(0),
+        "enqueue: {}{}",
+        enqueue.stdout,
+        enqueue.stderr
+    );
+    fleet.wait_for_fires(0, 3, Duration::from_secs(15));
+
+    let slot = cluster.slot_of("{test}");
+    let before = fleet.fires().len();
+    let old = cluster.kill9_master_of_slot(slot);
+    assert!(
+        cluster.wait_for_slot_served_by_new_master(slot, Duration::from_secs(30)),
+        "no replica took over the slot\n{}",
+        cluster.log()
+    );
+    assert_ne!(cluster.master_of_slot(slot), old);
+    fleet.wait_for_fires(before, 5, Duration::from_secs(30));
+    assert_status_sees_the_fleet(&fleet);
+
+    let (doubled, missed) = fleet.stop_and_count();
+    assert_eq!(
+        (doubled.as_slice(), missed.as_slice()),
+        (&[][..], &[][..]),
+        "fires run twice, fires missed\n{}",
+        fleet.logs()
+    );
+}
+
+#[test]
+fn two_namespaces_on_two_masters_of_a_cluster_both_run() {
+    let cluster = RedisCluster::start();
+    let (first, second) = cluster.namespaces_on_different_masters();
+    assert_ne!(
+        cluster.master_of_slot(cluster.slot_of(&format!("{{{first}}}"))),
+        cluster.master_of_slot(cluster.slot_of(&format!("{{{second}}}")))
+    );
+    let mut fleets = [
+        Fleet::start(&cluster.url(), &first, &[]),
+        Fleet::start(&cluster.url(), &second, &[]),
+    ];
+    for fleet in &fleets {
+        fleet.wait_for_fires(0, 3, Duration::from_secs(20));
+    }
+    for (fleet, namespace) in fleets.iter().zip([&first, &second]) {
+        let run = fleet.cli(namespace, &["status", "--json"]);
+        assert_eq!(run.code, Some(0), "status: {}", run.stderr);
+        assert!(one_document(&run.stdout)["leader"].is_object());
+    }
+    for fleet in &mut fleets {
+        let (doubled, missed) = fleet.stop_and_count();
+        assert_eq!(
+            (doubled.as_slice(), missed.as_slice()),
+            (&[][..], &[][..]),
+            "{}",
+            fleet.logs()
+        );
+    }
+}
+
+#[test]
+fn fires_run_once_while_the_namespace_slot_moves_to_another_master() {
+    let cluster = RedisCluster::start();
+    let mut fleet = Fleet::start(&cluster.url(), "test", &[]);
+    fleet.wait_for_fires(0, 3, Duration::from_secs(20));
+    let slot = cluster.slot_of("{test}");
+    let from = cluster.master_of_slot(slot);
+    let to = cluster
+        .masters()
+        .into_iter()
+        .find(|master| *master != from)
+        .expect("another master");
+    let before = fleet.fires().len();
+    cluster.migrate_slot(slot, to);
+    assert_eq!(cluster.master_of_slot(slot), to);
+    fleet.wait_for_fires(before, 5, Duration::from_secs(30));
+    assert_status_sees_the_fleet(&fleet);
+    let (doubled, missed) = fleet.stop_and_count();
+    assert_eq!(
+        (doubled.as_slice(), missed.as_slice()),
+        (&[][..], &[][..]),
+        "fires run twice, fires missed\n{}",
+        fleet.logs()
+    );
+}
