@@ -10,11 +10,15 @@
 -- KEYS[6] planned        hash    job -> its fires planned and not promoted yet, ms, comma-separated
 -- ARGV[1] leader token "<replica id>:<epoch>"
 -- ARGV[2] events stream MAXLEN (approximate)
--- ARGV[3..] one group per job: job name, new cursor ms (only ever moves forward), P, S, then P
+-- ARGV[3..] one group per job: job name, the cursor ms the plan continues from (as the leader
+--           last read or wrote it), new cursor ms (only ever moves forward), P, S, then P
 --           triples of runs to plan (run id, fire ms, due ms = fire + jitter), then S pairs of
 --           fires skipped without running (run id, reason)
 --
--- Returns {'OK', runs added} or {'FENCED', current leader token or ''}.
+-- Returns {'OK', runs added}, {'FENCED', current leader token or ''}, or {'STALE', job} when a
+-- job's cursor in Redis is behind the one its plan continues from: Redis lost planner writes
+-- (a failover to a replica that had not received them, a restore) while the leader kept its
+-- lease. Nothing is written then; the leader reads the cursors again and plans the lost fires.
 -- Cost: O(P log N) for P runs planned in all, N runs due.
 local leader, due, cursor, events, wake, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, maxlen = ARGV[1], tonumber(ARGV[2])
@@ -23,15 +27,16 @@ if not maxlen then
 end
 
 -- Checked whole before the first write: a malformed group must not leave a half-written plan.
-local jobs, cursors = {}, {}
+local jobs, froms, cursors = {}, {}, {}
 local i = 3
 while i <= #ARGV do
-  local new_cursor, runs, skips = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  if not new_cursor or not runs or not skips then
-    return redis.error_reply('ERR plan_fires: cursor and counts must be numbers')
+  local from, new_cursor = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local runs, skips = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  if not from or not new_cursor or not runs or not skips then
+    return redis.error_reply('ERR plan_fires: cursors and counts must be numbers')
   end
-  jobs[#jobs + 1], cursors[#cursors + 1] = ARGV[i], new_cursor
-  i = i + 4 + runs * 3 + skips * 2
+  jobs[#jobs + 1], froms[#froms + 1], cursors[#cursors + 1] = ARGV[i], from, new_cursor
+  i = i + 5 + runs * 3 + skips * 2
 end
 if i ~= #ARGV + 1 then
   return redis.error_reply('ERR plan_fires: a job group is cut short')
@@ -44,14 +49,21 @@ end
 if #jobs == 0 then
   return {'OK', 0}
 end
+local current = redis.call('HMGET', cursor, unpack(jobs))
+for index, job in ipairs(jobs) do
+  local before = tonumber(current[index])
+  if before and before < froms[index] then
+    return {'STALE', job}
+  end
+end
 
 local earliest_before = tonumber(redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2])
 local added, earliest_added = 0, nil
 local new_fires = {}  -- job -> fires added by this call
 i = 3
 while i <= #ARGV do
-  local job, runs, skips = ARGV[i], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  i = i + 4
+  local job, runs, skips = ARGV[i], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  i = i + 5
   for _ = 1, runs do
     local run_id, fire_ms, due_ms = ARGV[i], ARGV[i + 1], ARGV[i + 2]
     -- A deterministic id makes planning the same fire twice a no-op.
@@ -73,7 +85,6 @@ while i <= #ARGV do
 end
 
 -- Cursors only move forward.
-local current = redis.call('HMGET', cursor, unpack(jobs))
 local moved = {}
 for index, job in ipairs(jobs) do
   local before = tonumber(current[index])

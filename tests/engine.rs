@@ -282,6 +282,68 @@ async fn idle_ticks_plan_each_fire_as_the_horizon_reaches_it() {
     );
 }
 
+/// What a failover to a replica that had not received the last planner writes looks like to the
+/// leader, whose lease survived it: the due set and the cursor as they were before those writes.
+/// The leader notices at its next plan and plans the lost fires again.
+#[tokio::test]
+async fn fires_redis_lost_while_the_lease_held_are_planned_again() {
+    let (server, store, leadership) = leading().await;
+    let clock = ManualClock::at(store.now_ms().await.expect("time"));
+    let store = store.with_clock(&clock);
+    let (_jobs_tx, jobs_rx) = watch::channel(jobs(
+        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n",
+    ));
+    let config = PlannerConfig {
+        horizon: Duration::from_secs(2),
+        ..PlannerConfig::default()
+    };
+    let mut planner = Planner::new(store.clone(), leadership, jobs_rx, config);
+    let mut redis = server.connection();
+    planner.tick().await.expect("first tick");
+    let kept_cursor: i64 = redis.hget(keys().cursor(), "tick").expect("HGET cursor");
+    let kept = planned_fires(&mut redis, "tick");
+
+    clock.advance(Duration::from_millis(3_000));
+    planner.tick().await.expect("a tick whose writes are lost");
+    let written = planned_fires(&mut redis, "tick");
+    assert!(written.len() > kept.len(), "{kept:?} then {written:?}");
+    // Redis loses the second tick's writes.
+    let lost: Vec<i64> = written
+        .iter()
+        .copied()
+        .filter(|fire| !kept.contains(fire))
+        .collect();
+    for fire in &lost {
+        let () = redis
+            .zrem(keys().due(), cron_run_id("tick", *fire))
+            .expect("ZREM");
+    }
+    let kept_list = kept
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let () = redis
+        .hset(keys().planned(), "tick", kept_list)
+        .expect("HSET planned");
+    let () = redis
+        .hset(keys().cursor(), "tick", kept_cursor)
+        .expect("HSET cursor");
+
+    // Far enough that the next fire after the cursor the leader wrote enters the horizon: the
+    // loss shows at a plan call.
+    clock.advance(Duration::from_millis(1_500));
+    planner.tick().await.expect("the tick that finds the loss");
+    planner.tick().await.expect("the tick that plans again");
+    let replanned = planned_fires(&mut redis, "tick");
+    for fire in &lost {
+        assert!(
+            replanned.contains(fire),
+            "the lost fire {fire} is planned again: {replanned:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
     let (server, store, leadership) = leading().await;
@@ -320,6 +382,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
     let token = leadership.token().expect("leader");
     let plan = redcron::store::JobPlan {
         job: "once".to_owned(),
+        from_cursor_ms: 0,
         cursor_ms: due_ms,
         runs: vec![redcron::store::PlannedRun {
             run_id: cron_run_id("once", due_ms),

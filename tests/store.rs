@@ -75,6 +75,7 @@ pub(crate) async fn plan(
 ) -> PlanOutcome {
     let plan = JobPlan {
         job: job.to_owned(),
+        from_cursor_ms: 0,
         cursor_ms: fires.iter().copied().max().unwrap_or(0),
         runs: fires
             .iter()
@@ -240,6 +241,7 @@ async fn planning_a_fire_twice_is_a_no_op_and_the_cursor_only_moves_forward() {
 
     let skipped = JobPlan {
         job: "tick".to_owned(),
+        from_cursor_ms: 0,
         cursor_ms: 240_000,
         runs: Vec::new(),
         skipped: vec![SkippedFire {
@@ -308,6 +310,45 @@ async fn bulk_enqueue_answers_each_run_in_order_across_pipelined_calls() {
     assert_eq!(due, 1, "a later run waits in the due set");
 }
 
+/// A leader whose planned fires Redis lost (a failover to a replica that had not received them)
+/// while its lease held is told so, and nothing is written: it reads the cursors again.
+#[tokio::test]
+async fn a_plan_continuing_from_a_cursor_redis_lost_is_refused_as_stale() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[60_000]).await;
+    // The leader wrote the cursor up to 120 000, but Redis kept only 60 000.
+    let lost = JobPlan {
+        job: "tick".to_owned(),
+        from_cursor_ms: 120_000,
+        cursor_ms: 180_000,
+        runs: vec![PlannedRun {
+            run_id: cron_run_id("tick", 180_000),
+            fire_ms: 180_000,
+            due_ms: 180_000,
+        }],
+        skipped: Vec::new(),
+    };
+    assert_eq!(
+        store.plan_fires(&token, &lost).await.expect("plan"),
+        PlanOutcome::Stale("tick".to_owned())
+    );
+    assert_eq!(
+        store.cursors().await.expect("cursors").get("tick"),
+        Some(&60_000)
+    );
+    let due: usize = server.connection().zcard(keys().due()).expect("ZCARD");
+    assert_eq!(due, 1, "nothing planned by the refused call");
+    // Continuing from what Redis has is planned.
+    let resumed = JobPlan {
+        from_cursor_ms: 60_000,
+        ..lost
+    };
+    assert_eq!(
+        store.plan_fires(&token, &resumed).await.expect("plan"),
+        PlanOutcome::Planned(1)
+    );
+}
+
 /// A client may send a script again when its connection broke before the reply came (the
 /// cluster client does): the repeated call must change nothing, even once the run has finished.
 #[tokio::test]
@@ -372,6 +413,7 @@ async fn many_jobs_are_planned_in_pipelined_calls_and_fenced_together() {
         .map(|job| {
             let job = format!("job{job}");
             JobPlan {
+                from_cursor_ms: 0,
                 runs: [60_000, 120_000, 180_000]
                     .iter()
                     .map(|&fire_ms| PlannedRun {
@@ -406,6 +448,7 @@ async fn many_jobs_are_planned_in_pipelined_calls_and_fenced_together() {
     let later: Vec<JobPlan> = plans
         .iter()
         .map(|plan| JobPlan {
+            from_cursor_ms: 0,
             runs: vec![PlannedRun {
                 run_id: cron_run_id(&plan.job, 240_000),
                 fire_ms: 240_000,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use redis::{AsyncCommands, Value};
 
 use super::During;
-use super::reply::{Fenced, ScriptCall, decode, reply_error};
+use super::reply::{FencedAnswer, ScriptCall, decode, reply_error};
 use super::{LeaderToken, SkipReason, Store, StoreError, scripts};
 
 /// One fire the planner puts in the due set.
@@ -34,6 +34,9 @@ pub struct SkippedFire {
 pub struct JobPlan {
     /// The job.
     pub job: String,
+    /// The cursor this plan continues from, ms, as the leader last read or wrote it: a cursor
+    /// in Redis behind it means Redis lost planner writes ([`PlanOutcome::Stale`]).
+    pub from_cursor_ms: i64,
     /// The last fire considered (planned or skipped), ms: the job's new cursor.
     pub cursor_ms: i64,
     /// Fires to run.
@@ -49,6 +52,10 @@ pub enum PlanOutcome {
     Planned(u64),
     /// Refused: another token holds the lease (or none does). The replica must step down.
     Fenced(String),
+    /// Refused: the cursor of this job in Redis is behind what the leader planned, so Redis
+    /// lost planner writes while the lease held (a failover, a restore). The leader must read
+    /// the cursors again and plan from them.
+    Stale(String),
 }
 
 /// What a fenced removal of a job's planned fires did.
@@ -89,8 +96,14 @@ impl Store {
             .await
             .during(&self.metrics, "unplan_job")?;
         Ok(match decode("unplan_job", answer)? {
-            Fenced::Done(removed) => UnplanOutcome::Unplanned(removed),
-            Fenced::Fenced(leader) => UnplanOutcome::Fenced(leader),
+            FencedAnswer::Done(removed) => UnplanOutcome::Unplanned(removed),
+            FencedAnswer::Fenced(leader) => UnplanOutcome::Fenced(leader),
+            FencedAnswer::Stale(job) => {
+                return Err(reply_error(
+                    "unplan_job",
+                    format!("unplan_job.lua does not answer STALE ({job})"),
+                ));
+            }
         })
     }
 
@@ -166,9 +179,10 @@ impl Store {
             .await?;
         let mut added = 0;
         for answer in answers {
-            match decode::<Fenced<u64>>(OPERATION, answer)? {
-                Fenced::Done(planned) => added += planned,
-                Fenced::Fenced(leader) => return Ok(PlanOutcome::Fenced(leader)),
+            match decode::<FencedAnswer<u64>>(OPERATION, answer)? {
+                FencedAnswer::Done(planned) => added += planned,
+                FencedAnswer::Fenced(leader) => return Ok(PlanOutcome::Fenced(leader)),
+                FencedAnswer::Stale(job) => return Ok(PlanOutcome::Stale(job)),
             }
         }
         Ok(PlanOutcome::Planned(added))
@@ -191,6 +205,7 @@ impl Store {
         for plan in plans {
             args.extend([
                 plan.job.clone(),
+                plan.from_cursor_ms.to_string(),
                 plan.cursor_ms.to_string(),
                 plan.runs.len().to_string(),
                 plan.skipped.len().to_string(),

@@ -95,21 +95,24 @@ impl Reply {
     }
 }
 
-/// The answer of a write fenced by the leader's token: done, with what it did, or refused, with
-/// the token that leads now (empty when none does).
-pub(super) enum Fenced<T> {
+/// The answer of a write fenced by the leader's token: done, with what it did; refused, with
+/// the token that leads now (empty when none does); or refused because Redis lost writes of
+/// this leader, naming the job that showed it.
+pub(super) enum FencedAnswer<T> {
     Done(T),
     Fenced(String),
+    Stale(String),
 }
 
-impl<T: FromRedisValue> FromRedisValue for Fenced<T> {
+impl<T: FromRedisValue> FromRedisValue for FencedAnswer<T> {
     fn from_redis_value(value: Value) -> Result<Self, redis::ParsingError> {
         let (status, detail): (String, Value) = FromRedisValue::from_redis_value(value)?;
         match status.as_str() {
-            "OK" => Ok(Fenced::Done(T::from_redis_value(detail)?)),
-            "FENCED" => Ok(Fenced::Fenced(
+            "OK" => Ok(FencedAnswer::Done(T::from_redis_value(detail)?)),
+            "FENCED" => Ok(FencedAnswer::Fenced(
                 Option::<String>::from_redis_value(detail)?.unwrap_or_default(),
             )),
+            "STALE" => Ok(FencedAnswer::Stale(String::from_redis_value(detail)?)),
             other => Err(format!("status {other:?}").into()),
         }
     }
@@ -167,20 +170,22 @@ mod tests {
 
     #[test]
     fn a_fenced_answer_is_done_or_names_the_leader() {
-        let done: Fenced<u64> =
+        let done: FencedAnswer<u64> =
             decode("plan_fires", Value::Array(vec![text("OK"), Value::Int(3)])).expect("OK");
-        assert!(matches!(done, Fenced::Done(3)));
-        let fenced: Fenced<u64> = decode(
+        assert!(matches!(done, FencedAnswer::Done(3)));
+        let fenced: FencedAnswer<u64> = decode(
             "plan_fires",
             Value::Array(vec![text("FENCED"), text("r2:7")]),
         )
         .expect("FENCED");
-        assert!(matches!(fenced, Fenced::Fenced(token) if token == "r2:7"));
-        let nobody: Fenced<u64> =
+        assert!(matches!(fenced, FencedAnswer::Fenced(token) if token == "r2:7"));
+        let nobody: FencedAnswer<u64> =
             decode("plan_fires", Value::Array(vec![text("FENCED"), Value::Nil])).expect("FENCED");
-        assert!(matches!(nobody, Fenced::Fenced(token) if token.is_empty()));
-        let unknown =
-            decode::<Fenced<u64>>("plan_fires", Value::Array(vec![text("MAYBE"), Value::Nil]));
+        assert!(matches!(nobody, FencedAnswer::Fenced(token) if token.is_empty()));
+        let unknown = decode::<FencedAnswer<u64>>(
+            "plan_fires",
+            Value::Array(vec![text("MAYBE"), Value::Nil]),
+        );
         assert!(unknown.is_err());
     }
 }

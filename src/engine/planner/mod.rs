@@ -145,7 +145,17 @@ impl Planner {
     ///
     /// # Errors
     /// Redis errors; the next tick starts over from the cursors, so nothing is planned twice.
+    /// The cursors are read again after any error: Redis may have failed over meanwhile to a
+    /// replica that lost the last planner writes.
     pub async fn tick(&mut self) -> Result<PlannerTick, StoreError> {
+        let ticked = self.plan_tick().await;
+        if ticked.is_err() {
+            self.cursors_under = None;
+        }
+        ticked
+    }
+
+    async fn plan_tick(&mut self) -> Result<PlannerTick, StoreError> {
         let Some(token) = self.leadership.token() else {
             self.published_under = None;
             return Ok(PlannerTick::Follower);
@@ -242,11 +252,20 @@ impl Planner {
                 self.fenced(&token, &holder);
                 return Ok(PlannerTick::Fenced);
             }
-            Err(error) => {
-                // Some calls may have been written: read the cursors again next time.
+            Ok(PlanOutcome::Stale(job)) => {
+                warn!(
+                    job,
+                    "Redis lost planned fires while this replica led (a failover or a restore): \
+                     reading the cursors again to plan them"
+                );
                 self.cursors_under = None;
-                return Err(error);
+                return Ok(PlannerTick::Planned {
+                    runs: 0,
+                    skipped: 0,
+                });
             }
+            // Some calls may have been written: the cursors are read again next time.
+            Err(error) => return Err(error),
         };
         let mut skipped = 0;
         for plan in &plans {
@@ -495,6 +514,7 @@ pub fn plan_job(
         .peekable();
     let mut plan = JobPlan {
         job: job.name.clone(),
+        from_cursor_ms: start_ms,
         cursor_ms: start_ms,
         runs: Vec::new(),
         skipped: Vec::new(),

@@ -3,6 +3,7 @@ use super::*;
 fn sized_plan(job: &str, first_fire_ms: i64, runs: usize, skipped: usize) -> JobPlan {
     JobPlan {
         job: job.to_owned(),
+        from_cursor_ms: 0,
         cursor_ms: first_fire_ms,
         runs: (0..runs as i64)
             .map(|i| PlannedRun {
