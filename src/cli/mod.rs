@@ -237,12 +237,16 @@ fn without_password(url: &str) -> String {
         "?sentinel_password=",
         "&sentinel_password=",
     ] {
-        if let Some(start) = shown.find(key) {
-            let value = start + key.len();
+        // Every occurrence, in any case: Redis URLs are read case-insensitively by some
+        // clients, and a parameter given twice must not show its second value.
+        let mut from = 0;
+        while let Some(start) = shown[from..].to_ascii_lowercase().find(key) {
+            let value = from + start + key.len();
             let end = shown[value..]
                 .find('&')
                 .map_or(shown.len(), |end| value + end);
             shown.replace_range(value..end, "***");
+            from = value + "***".len();
         }
     }
     shown
@@ -622,6 +626,10 @@ mod tests {
             (
                 "redis://host/?password=s3cret",
                 "redis://host/?password=***",
+            ),
+            (
+                "redis+sentinel://app:s3cret@h1,h2/m?SENTINEL_PASSWORD=x&sentinel_password=y",
+                "redis+sentinel://app:***@h1,h2/m?SENTINEL_PASSWORD=***&sentinel_password=***",
             ),
         ] {
             assert_eq!(without_password(url), shown);

@@ -199,7 +199,7 @@ impl SentinelTarget {
             sentinel_password: None,
         };
         for (name, value) in parts.query {
-            let value = percent_decoded(value)?;
+            let value = percent_decoded(name, value)?;
             match name {
                 "db" => {
                     settings.db = value
@@ -299,8 +299,9 @@ impl ClusterTarget {
     }
 }
 
-/// `text` with its `%XX` escapes decoded, as a URL's query values are written.
-fn percent_decoded(text: &str) -> Result<String, RedisError> {
+/// The value `text` of query parameter `name` with its `%XX` escapes decoded. An error names the
+/// parameter, never the value, which may be a password.
+fn percent_decoded(name: &str, text: &str) -> Result<String, RedisError> {
     let bytes = text.as_bytes();
     let mut decoded = Vec::with_capacity(bytes.len());
     let mut index = 0;
@@ -309,7 +310,7 @@ fn percent_decoded(text: &str) -> Result<String, RedisError> {
             let byte = text
                 .get(index + 1..index + 3)
                 .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-                .ok_or_else(|| invalid(&format!("{text:?} has a bad %-escape")))?;
+                .ok_or_else(|| invalid(&format!("the value of {name} has a bad %-escape")))?;
             decoded.push(byte);
             index += 3;
         } else {
@@ -317,7 +318,8 @@ fn percent_decoded(text: &str) -> Result<String, RedisError> {
             index += 1;
         }
     }
-    String::from_utf8(decoded).map_err(|_| invalid(&format!("{text:?} is not UTF-8")))
+    String::from_utf8(decoded)
+        .map_err(|_| invalid(&format!("the value of {name} is not UTF-8 once decoded")))
 }
 
 fn invalid(detail: &str) -> RedisError {
@@ -380,6 +382,13 @@ mod tests {
         assert!(error.contains("db=x"), "{error}");
         let error = kind("redis+sentinel://h1/m?timeout=3").expect_err("an unknown parameter");
         assert!(error.contains("not timeout"), "{error}");
+        let error =
+            kind("redis+sentinel://h1/m?sentinel_password=s3cret%zz").expect_err("a bad escape");
+        assert!(error.contains("sentinel_password"), "{error}");
+        assert!(
+            !error.contains("s3cret"),
+            "the password is not shown: {error}"
+        );
         let error = kind("redis+cluster://h1:7000/2").expect_err("a database on a cluster");
         assert!(error.contains("one database"), "{error}");
         let error = kind("redis+cluster://h1:notaport").expect_err("a bad port");
