@@ -104,6 +104,17 @@ impl Fleet {
             .join("\n")
     }
 
+    /// Stops every replica and checks that every fire from the first to the last ran, once.
+    fn stop_and_assert_every_fire_ran_once(&mut self) {
+        let (doubled, missed) = self.stop_and_count();
+        assert_eq!(
+            (doubled.as_slice(), missed.as_slice()),
+            (&[][..], &[][..]),
+            "fires run twice, fires missed\n{}",
+            self.logs()
+        );
+    }
+
     /// Stops every replica, then says which fires from the first to the last ran twice and
     /// which did not run.
     fn stop_and_count(&mut self) -> (Vec<i64>, Vec<i64>) {
@@ -191,13 +202,7 @@ fn fires_run_once_through_a_sentinel_failover_of_the_primary() {
     assert_status_sees_the_fleet(&fleet);
     assert_trigger_runs(&fleet);
 
-    let (doubled, missed) = fleet.stop_and_count();
-    assert_eq!(
-        (doubled.as_slice(), missed.as_slice()),
-        (&[][..], &[][..]),
-        "fires run twice, fires missed\n{}",
-        fleet.logs()
-    );
+    fleet.stop_and_assert_every_fire_ran_once();
 }
 
 #[test]
@@ -296,13 +301,7 @@ fn fires_retries_dead_letters_and_the_cli_work_on_a_cluster_through_a_master_fai
     fleet.wait_for_fires(before, 5, Duration::from_secs(30));
     assert_status_sees_the_fleet(&fleet);
 
-    let (doubled, missed) = fleet.stop_and_count();
-    assert_eq!(
-        (doubled.as_slice(), missed.as_slice()),
-        (&[][..], &[][..]),
-        "fires run twice, fires missed\n{}",
-        fleet.logs()
-    );
+    fleet.stop_and_assert_every_fire_ran_once();
 }
 
 #[test]
@@ -326,13 +325,7 @@ fn two_namespaces_on_two_masters_of_a_cluster_both_run() {
         assert!(one_document(&run.stdout)["leader"].is_object());
     }
     for fleet in &mut fleets {
-        let (doubled, missed) = fleet.stop_and_count();
-        assert_eq!(
-            (doubled.as_slice(), missed.as_slice()),
-            (&[][..], &[][..]),
-            "{}",
-            fleet.logs()
-        );
+        fleet.stop_and_assert_every_fire_ran_once();
     }
 }
 
@@ -353,11 +346,5 @@ fn fires_run_once_while_the_namespace_slot_moves_to_another_master() {
     assert_eq!(cluster.master_of_slot(slot), to);
     fleet.wait_for_fires(before, 5, Duration::from_secs(30));
     assert_status_sees_the_fleet(&fleet);
-    let (doubled, missed) = fleet.stop_and_count();
-    assert_eq!(
-        (doubled.as_slice(), missed.as_slice()),
-        (&[][..], &[][..]),
-        "fires run twice, fires missed\n{}",
-        fleet.logs()
-    );
+    fleet.stop_and_assert_every_fire_ran_once();
 }

@@ -31,3 +31,4 @@ mod security;
 mod service;
 mod slots;
 mod store;
+mod topologies;
