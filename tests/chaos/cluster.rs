@@ -1,5 +1,6 @@
-//! The system under test: one `redis-server` with AOF on and N `redcron run` replicas, each on a
-//! schedule directory of its own, and the ways to hurt them.
+//! The system under test: a Redis (one `redis-server` with AOF on, a Sentinel setup or a Redis
+//! Cluster) and N `redcron run` replicas, each on a schedule directory of its own, and the ways
+//! to hurt them.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -9,8 +10,8 @@ use tempfile::TempDir;
 
 use crate::ledger::Deploy;
 use crate::plan::{DEPLOY_STEP, DOWN};
-use crate::redis_server::{RedisServer, connect};
 use crate::replica::ReplicaProcess;
+use crate::topology::{Locator, Redis};
 
 /// The namespace the test replicas use.
 pub const NAMESPACE: &str = "test";
@@ -55,7 +56,11 @@ struct Slot {
 
 /// Redis, the replicas, and the directory that holds their schedules, logs and the ledger.
 pub struct Cluster {
-    pub server: RedisServer,
+    pub redis: Redis,
+    /// How to reach the node that holds the namespace.
+    locator: Locator,
+    /// Flags every replica runs with beside the runner's own (`--replicated-writes N`).
+    flags: Vec<String>,
     dir: TempDir,
     slots: Vec<Slot>,
     faketime_library: Option<PathBuf>,
@@ -63,10 +68,16 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts Redis (AOF on, `appendfsync everysec`) and `replicas` replicas on version 0 of
-    /// the schedule files `jobs`; with `skewed`, the second replica's clock runs 5 minutes ahead
-    /// and the third's 5 minutes behind.
-    pub fn start(replicas: usize, skewed: bool, jobs: Jobs) -> Self {
+    /// Starts `replicas` replicas on `redis`, with `flags` added, on version 0 of the schedule
+    /// files `jobs`; with `skewed`, the second replica's clock runs 5 minutes ahead and the
+    /// third's 5 minutes behind.
+    pub fn start(
+        redis: Redis,
+        replicas: usize,
+        flags: Vec<String>,
+        skewed: bool,
+        jobs: Jobs,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         for sub in ["schedules", "logs"] {
             std::fs::create_dir(dir.path().join(sub)).expect("create a directory");
@@ -85,7 +96,9 @@ impl Cluster {
             })
             .collect();
         let mut cluster = Self {
-            server: RedisServer::start_with_aof(),
+            locator: redis.locator(),
+            redis,
+            flags,
             dir,
             slots,
             faketime_library: skewed.then(faketime_library),
@@ -143,12 +156,14 @@ impl Cluster {
             _ => Vec::new(),
         };
         let schedules = self.dir.path().join("schedules").join(&slot.id);
+        let mut flags = vec!["--retention", RETENTION];
+        flags.extend(self.flags.iter().map(String::as_str));
         slot.process = Some(ReplicaProcess::start_with_env(
             &slot.id,
-            &self.server.url(),
+            &self.redis.url(),
             &schedules,
             &log_dir,
-            &["--retention", RETENTION],
+            &flags,
             &env,
         ));
     }
@@ -253,9 +268,15 @@ impl Cluster {
         keep.then(|| self.dir.keep())
     }
 
-    /// A connection that gives up after `timeout` instead of hanging on a frozen server.
+    /// A connection to the node that holds the namespace now, which gives up after `timeout`
+    /// instead of hanging on a frozen server.
     pub fn connection(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
-        connect(&self.server.url(), timeout)
+        self.locator.connect(timeout)
+    }
+
+    /// How to reach the node that holds the namespace, from another thread.
+    pub fn locator(&self) -> Locator {
+        self.locator.clone()
     }
 
     /// The leader's replica id and epoch, when there is one and Redis answers.

@@ -365,6 +365,9 @@ pub struct Verdict {
     pub optional_executed: usize,
     /// The fires of the jobs with the default settings alone.
     pub default_settings: Tally,
+    /// The longest time between two consecutive starts of [`GAP_JOB`] (fires of the window),
+    /// ms: how long fires of an every-second job with the default settings stalled at worst.
+    pub longest_gap_ms: i64,
     /// Start minus fire time of each required fire's first start, ms, sorted.
     pub lags: Vec<i64>,
     /// Broken invariants, one line each.
@@ -400,6 +403,29 @@ impl Verdict {
         let index = ((self.lags.len() - 1) as f64 * p).round() as usize;
         self.lags[index]
     }
+}
+
+/// The every-second job with the default settings whose longest gap between runs is measured.
+pub const GAP_JOB: &str = "beat";
+
+/// The longest time between consecutive starts of `job`'s fires in `timeline`'s window, ms.
+fn longest_gap(ledger: &[Entry], job: &str, timeline: &Timeline) -> i64 {
+    let mut starts: Vec<i64> = ledger
+        .iter()
+        .filter(|entry| entry.tag == "start")
+        .filter(|entry| {
+            split_run(&entry.run).is_some_and(|(name, fire)| {
+                name == job && (timeline.from_ms..=timeline.to_ms).contains(&fire)
+            })
+        })
+        .map(|entry| entry.at_ms)
+        .collect();
+    starts.sort_unstable();
+    starts
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .max()
+        .unwrap_or(0)
 }
 
 /// The job of a cron run id, `<job>@<fire ms>`, and its fire.
@@ -452,6 +478,7 @@ pub fn judge(ledger: &[Entry], observed: &Observed, timeline: &Timeline) -> Verd
         }
     }
     judge_overlap_skips(&mut verdict, &by_run, observed, &records, timeline);
+    verdict.longest_gap_ms = longest_gap(ledger, GAP_JOB, timeline);
     verdict.lags.sort_unstable();
     verdict
 }

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::cluster::{keys, now_ms};
-use crate::redis_server::connect;
+use crate::topology::Locator;
 
 /// How often Redis is read.
 const PERIOD: Duration = Duration::from_millis(100);
@@ -44,8 +44,9 @@ pub struct Observer {
 }
 
 impl Observer {
-    /// Starts reading the Redis at `url`.
-    pub fn start(url: String) -> Self {
+    /// Starts reading the node that holds the namespace, found through `locator` again
+    /// whenever a reading fails (after a failover, or when the slot moved).
+    pub fn start(locator: Locator) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
@@ -55,7 +56,7 @@ impl Observer {
                 // Read once more after being told to stop: what happened until then counts.
                 let last = stopped.load(Ordering::Relaxed);
                 if connection.is_none() {
-                    connection = connect(&url, Duration::from_millis(500)).ok();
+                    connection = locator.connect(Duration::from_millis(500)).ok();
                 }
                 if let Some(open) = connection.as_mut()
                     && reader.read(open).is_err()

@@ -32,11 +32,83 @@ pub enum Scenario {
     /// Replicas restarted one at a time on a new version of the schedule files, which adds a
     /// job and changes another's schedule.
     RollingDeploy,
+    /// `kill -9` the primary of a Sentinel setup: the sentinels promote its replica; the old
+    /// primary is started again and comes back as a replica of the new one.
+    PrimaryKill,
+    /// `kill -9` the Redis Cluster master that serves the namespace's slot: its replica takes
+    /// the slot over; the killed node is started again and rejoins as a replica.
+    SlotMasterKill,
+    /// Move the namespace's slot to another master of the Redis Cluster, keys and all, while
+    /// the replicas use it.
+    SlotMigrate,
+}
+
+/// The Redis the replicas use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// One `redis-server` with AOF on.
+    Single,
+    /// A primary, its replica and three sentinels.
+    Sentinel,
+    /// A Redis Cluster of three masters with a replica each.
+    Cluster,
+}
+
+impl Topology {
+    /// Every topology.
+    pub const ALL: [Topology; 3] = [Topology::Single, Topology::Sentinel, Topology::Cluster];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Single => "single",
+            Topology::Sentinel => "sentinel",
+            Topology::Cluster => "cluster",
+        }
+    }
+
+    /// The topology called `name`.
+    pub fn parse(name: &str) -> Option<Topology> {
+        Topology::ALL
+            .into_iter()
+            .find(|topology| topology.name() == name)
+    }
+
+    /// What runs without `--scenario`: on one `redis-server`, [`Scenario::DEFAULT`]; on the
+    /// others, the faults of the replicas and those of the topology.
+    pub fn default_scenarios(self) -> Vec<Scenario> {
+        if self == Topology::Single {
+            return Scenario::DEFAULT.to_vec();
+        }
+        Scenario::ALL
+            .into_iter()
+            .filter(|scenario| scenario.runs_on(self) && !scenario.runs_on(Topology::Single))
+            .chain(Scenario::REPLICA_LEVEL)
+            .collect()
+    }
 }
 
 impl Scenario {
     /// Every scenario, in the order the issues list them.
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 12] = [
+        Scenario::LeaderKill,
+        Scenario::LeaderPause,
+        Scenario::WorkerKill,
+        Scenario::RedisRestart,
+        Scenario::RedisPause,
+        Scenario::ClockSkew,
+        Scenario::RedisStall,
+        Scenario::RedisRestore,
+        Scenario::RollingDeploy,
+        Scenario::PrimaryKill,
+        Scenario::SlotMasterKill,
+        Scenario::SlotMigrate,
+    ];
+
+    /// What runs without `--scenario` on one `redis-server`: every scenario of that topology,
+    /// the rolling deploy included, now that the leader plans every job a live replica
+    /// declares.
+    pub const DEFAULT: [Scenario; 9] = [
         Scenario::LeaderKill,
         Scenario::LeaderPause,
         Scenario::WorkerKill,
@@ -48,9 +120,28 @@ impl Scenario {
         Scenario::RollingDeploy,
     ];
 
-    /// What runs without `--scenario`: every scenario, the rolling deploy included, now that the
-    /// leader plans every job a live replica declares.
-    pub const DEFAULT: [Scenario; 9] = Scenario::ALL;
+    /// The scenarios that hurt the replicas only, whatever Redis they use.
+    pub const REPLICA_LEVEL: [Scenario; 5] = [
+        Scenario::LeaderKill,
+        Scenario::LeaderPause,
+        Scenario::WorkerKill,
+        Scenario::ClockSkew,
+        Scenario::RollingDeploy,
+    ];
+
+    /// Whether it can run on `topology`: the replicas' faults run on every one, the others on
+    /// the Redis they are about.
+    pub fn runs_on(self, topology: Topology) -> bool {
+        match self {
+            Scenario::RedisRestart
+            | Scenario::RedisPause
+            | Scenario::RedisStall
+            | Scenario::RedisRestore => topology == Topology::Single,
+            Scenario::PrimaryKill => topology == Topology::Sentinel,
+            Scenario::SlotMasterKill | Scenario::SlotMigrate => topology == Topology::Cluster,
+            _ => true,
+        }
+    }
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
@@ -64,6 +155,9 @@ impl Scenario {
             Scenario::RedisStall => "redis-stall",
             Scenario::RedisRestore => "redis-restore",
             Scenario::RollingDeploy => "rolling-deploy",
+            Scenario::PrimaryKill => "primary-kill",
+            Scenario::SlotMasterKill => "slot-master-kill",
+            Scenario::SlotMigrate => "slot-migrate",
         }
     }
 
@@ -86,6 +180,9 @@ impl Scenario {
             Scenario::RedisStall => &[Fault::StallRedis],
             Scenario::RedisRestore => &[Fault::RestoreRedis],
             Scenario::RollingDeploy => &[Fault::RollingDeploy],
+            Scenario::PrimaryKill => &[Fault::KillPrimary],
+            Scenario::SlotMasterKill => &[Fault::KillSlotMaster],
+            Scenario::SlotMigrate => &[Fault::MigrateSlot],
         }
     }
 }
@@ -113,6 +210,14 @@ pub enum Fault {
     /// Stop each replica in turn (SIGTERM), start it on the next version of the schedule files,
     /// [`DEPLOY_STEP`] apart.
     RollingDeploy,
+    /// `kill -9` the Sentinel setup's primary, wait for the promotion of its replica, start
+    /// the old primary again and wait until it is a replica in sync.
+    KillPrimary,
+    /// `kill -9` the master of the namespace's slot, wait until its replica serves the slot,
+    /// start the killed node again and wait until it is a replica in sync.
+    KillSlotMaster,
+    /// Migrate the namespace's slot to another master.
+    MigrateSlot,
 }
 
 /// How long a killed process stays down.
@@ -139,7 +244,18 @@ pub const DEPLOY_STEP: Duration = Duration::from_secs(5);
 /// also how long after the last replica is up a deploy counts as under way.
 pub const DEPLOY_SETTLE: Duration = Duration::from_secs(5);
 
+/// How long a failover may take before it counts as not having happened.
+pub const FAILOVER_LIMIT: Duration = Duration::from_secs(30);
+
 impl Fault {
+    /// Whether it hurts the Redis topology rather than the replicas or one `redis-server`.
+    fn is_failover(self) -> bool {
+        matches!(
+            self,
+            Fault::KillPrimary | Fault::KillSlotMaster | Fault::MigrateSlot
+        )
+    }
+
     /// How long after it starts the cluster is whole again, at most: the gap to the next fault
     /// is never shorter, so faults never overlap.
     fn recovery(self, replicas: usize) -> Duration {
@@ -158,6 +274,10 @@ impl Fault {
             Fault::RollingDeploy => {
                 (Duration::from_secs(2) + DOWN + DEPLOY_STEP) * replicas as u32 + DEPLOY_SETTLE
             }
+            // The promotion (3-4 s after the kill), the old node back as a replica and in sync
+            // (3-5 s), and the fires held meanwhile.
+            Fault::KillPrimary | Fault::KillSlotMaster => Duration::from_secs(16),
+            Fault::MigrateSlot => Duration::from_secs(6),
         }
     }
 }
@@ -174,6 +294,9 @@ impl fmt::Display for Fault {
             Fault::StallRedis => "CLIENT PAUSE every client of redis-server",
             Fault::RestoreRedis => "restore redis-server from an older snapshot",
             Fault::RollingDeploy => "rolling deploy of new schedule files",
+            Fault::KillPrimary => "kill -9 the primary (Sentinel)",
+            Fault::KillSlotMaster => "kill -9 the slot's master",
+            Fault::MigrateSlot => "migrate the namespace's slot to another master",
         })
     }
 }
@@ -190,7 +313,8 @@ pub struct Step {
 /// The faults of `scenarios` over `window`, 14-18 s apart (longer when a fault takes longer
 /// to recover from, with `replicas` replicas), the first 10 s in, none recovering later than
 /// 5 s before the window ends. Every kind of fault comes once, in a seeded order, before any
-/// comes again.
+/// comes again; the failovers of a Sentinel setup or a cluster first in each round, so that a
+/// short window has them.
 pub fn plan(seed: u64, scenarios: &[Scenario], window: Duration, replicas: usize) -> Vec<Step> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut kinds: Vec<Fault> = Vec::new();
@@ -209,6 +333,8 @@ pub fn plan(seed: u64, scenarios: &[Scenario], window: Duration, replicas: usize
         if round.is_empty() {
             round = kinds.clone();
             round.shuffle(&mut rng);
+            // Taken from the end: the failovers last in the vector come first.
+            round.sort_by_key(|fault| fault.is_failover());
         }
         let fault = round[round.len() - 1];
         if at + fault.recovery(replicas) + Duration::from_secs(5) > window {

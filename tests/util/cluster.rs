@@ -252,6 +252,30 @@ impl RedisCluster {
         })
     }
 
+    /// Starts the master that [`RedisCluster::kill9_master_of_slot`] killed again, on its port
+    /// and directory, from its configuration (its `nodes.conf` still names the cluster), and
+    /// returns its port once it answers PING. With no data kept on disk, it learns from the
+    /// other nodes that its replica took its slots over and becomes a replica of it: see
+    /// [`RedisCluster::wait_until_whole`].
+    ///
+    /// # Panics
+    /// When no master was killed, or it does not come up within 10 s.
+    pub fn restart_killed_master(&mut self) -> u16 {
+        let killed = self
+            .killed
+            .take()
+            .expect("kill9_master_of_slot before restart_killed_master");
+        self.node_mut(killed).restart();
+        killed
+    }
+
+    /// Waits up to `limit` until the cluster is as [`RedisCluster::start`] leaves it: every
+    /// node up and seen by every other without a failure flag, three masters owning every
+    /// slot with a replica each, every replica in sync; whether it happened.
+    pub fn wait_until_whole(&self, limit: Duration) -> bool {
+        poll(limit, || self.formed().is_ok())
+    }
+
     /// Moves `slot` and its keys from the master that owns it to the master on `to`, as
     /// `redis-cli --cluster reshard` moves slots, while clients may keep using them: `CLUSTER
     /// SETSLOT IMPORTING` on the target, `MIGRATING` on the source, `MIGRATE` of the keys in
