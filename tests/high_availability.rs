@@ -47,17 +47,50 @@ impl Fleet {
         .expect("write jobs");
         let mut flags = vec!["--namespace", namespace];
         flags.extend(extra);
+        fleet.start_replicas(&flags);
+        fleet
+    }
+
+    /// Replicas r1, r2 and r3, each serving every namespace of `namespaces` in one process:
+    /// namespace `ns` declares `tick-ns`, every second with the default settings, from the
+    /// subdirectory `ns` of the schedule directory.
+    fn serving(url: &str, namespaces: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut fleet = Self {
+            dir,
+            url: url.to_owned(),
+            replicas: Vec::new(),
+        };
+        let ledger = fleet.ledger_path();
+        for namespace in namespaces {
+            let schedules = fleet.dir.path().join("schedules").join(namespace);
+            std::fs::create_dir_all(&schedules).expect("schedules dir");
+            std::fs::write(
+                schedules.join("jobs.toml"),
+                format!(
+                    "[jobs.tick-{namespace}]\nschedule = \"* * * * * *\"\n\
+                     command = \"echo $REDCRON_RUN_ID $(date +%s%3N) >> {ledger}\"\n",
+                    ledger = ledger.display()
+                ),
+            )
+            .expect("write jobs");
+        }
+        let namespaces = namespaces.join(",");
+        fleet.start_replicas(&["--namespace", &namespaces]);
+        fleet
+    }
+
+    fn start_replicas(&mut self, flags: &[&str]) {
         for id in ["r1", "r2", "r3"] {
             let replica = ReplicaProcess::start(
                 id,
-                url,
-                &fleet.dir.path().join("schedules"),
-                fleet.dir.path(),
-                &flags,
+                &self.url,
+                &self.dir.path().join("schedules"),
+                self.dir.path(),
+                flags,
             );
-            fleet.replicas.push(replica);
+            self.replicas.push(replica);
         }
-        fleet
     }
 
     fn ledger_path(&self) -> PathBuf {
@@ -66,10 +99,15 @@ impl Fleet {
 
     /// How many times each cron fire of `tick` ran, by fire time in seconds.
     fn fires(&self) -> BTreeMap<i64, usize> {
+        self.fires_of("tick")
+    }
+
+    /// How many times each cron fire of `job` ran, by fire time in seconds.
+    fn fires_of(&self, job: &str) -> BTreeMap<i64, usize> {
         let mut fires = BTreeMap::new();
         for (run, _, _) in read_ledger(&self.ledger_path()) {
             if let Some(ms) = run
-                .strip_prefix("tick@")
+                .strip_prefix(&format!("{job}@"))
                 .and_then(|ms| ms.parse::<i64>().ok())
             {
                 *fires.entry(ms / 1000).or_insert(0) += 1;
@@ -104,24 +142,34 @@ impl Fleet {
             .join("\n")
     }
 
-    /// Stops every replica and checks that every fire from the first to the last ran, once.
+    /// Stops every replica and checks that every fire of `tick` from the first to the last
+    /// ran, once.
     fn stop_and_assert_every_fire_ran_once(&mut self) {
-        let (doubled, missed) = self.stop_and_count();
+        self.stop();
+        self.assert_every_fire_ran_once("tick");
+    }
+
+    /// Stops every replica, and lets them hand back what they hold.
+    fn stop(&mut self) {
+        for replica in &mut self.replicas {
+            replica.terminate(Duration::from_secs(15));
+        }
+    }
+
+    /// Checks that every fire of `job` from the first to the last ran, once.
+    fn assert_every_fire_ran_once(&self, job: &str) {
+        let (doubled, missed) = self.doubled_and_missed(job);
         assert_eq!(
             (doubled.as_slice(), missed.as_slice()),
             (&[][..], &[][..]),
-            "fires run twice, fires missed\n{}",
+            "fires of {job} run twice, fires missed\n{}",
             self.logs()
         );
     }
 
-    /// Stops every replica, then says which fires from the first to the last ran twice and
-    /// which did not run.
-    fn stop_and_count(&mut self) -> (Vec<i64>, Vec<i64>) {
-        for replica in &mut self.replicas {
-            replica.terminate(Duration::from_secs(15));
-        }
-        let fires = self.fires();
+    /// Which fires of `job` from the first to the last ran twice, and which did not run.
+    fn doubled_and_missed(&self, job: &str) -> (Vec<i64>, Vec<i64>) {
+        let fires = self.fires_of(job);
         let doubled = fires
             .iter()
             .filter(|(_, runs)| **runs > 1)
@@ -247,7 +295,8 @@ fn replicated_writes_wait_for_the_replica_and_fail_while_it_is_gone() {
         setup.log()
     );
     fleet.wait_for_fires(stalled, 5, Duration::from_secs(30));
-    let (doubled, _) = fleet.stop_and_count();
+    fleet.stop();
+    let (doubled, _) = fleet.doubled_and_missed("tick");
     assert_eq!(
         doubled,
         Vec::<i64>::new(),
@@ -304,28 +353,47 @@ fn fires_retries_dead_letters_and_the_cli_work_on_a_cluster_through_a_master_fai
     fleet.stop_and_assert_every_fire_ran_once();
 }
 
+/// One fleet of replicas spreads two namespaces over two masters: each process serves both.
 #[test]
-fn two_namespaces_on_two_masters_of_a_cluster_both_run() {
+fn one_fleet_serves_two_namespaces_on_two_masters_of_a_cluster() {
     let cluster = RedisCluster::start();
     let (first, second) = cluster.namespaces_on_different_masters();
     assert_ne!(
         cluster.master_of_slot(cluster.slot_of(&format!("{{{first}}}"))),
         cluster.master_of_slot(cluster.slot_of(&format!("{{{second}}}")))
     );
-    let mut fleets = [
-        Fleet::start(&cluster.url(), &first, &[]),
-        Fleet::start(&cluster.url(), &second, &[]),
-    ];
-    for fleet in &fleets {
-        fleet.wait_for_fires(0, 3, Duration::from_secs(20));
-    }
-    for (fleet, namespace) in fleets.iter().zip([&first, &second]) {
+    let mut fleet = Fleet::serving(&cluster.url(), &[&first, &second]);
+    for namespace in [&first, &second] {
+        let job = format!("tick-{namespace}");
+        let ran = wait_until(Duration::from_secs(20), || fleet.fires_of(&job).len() >= 3);
+        assert!(ran, "{job} did not run\n{}", fleet.logs());
         let run = fleet.cli(namespace, &["status", "--json"]);
         assert_eq!(run.code, Some(0), "status: {}", run.stderr);
-        assert!(one_document(&run.stdout)["leader"].is_object());
+        let status = one_document(&run.stdout);
+        assert!(status["leader"].is_object(), "{status}");
+        assert_eq!(
+            status["replicas"].as_array().map(Vec::len),
+            Some(3),
+            "{status}"
+        );
+        let jobs = fleet.cli(namespace, &["jobs", "--json"]);
+        assert!(
+            jobs.stdout.contains(&job),
+            "{namespace} declares {job}: {}",
+            jobs.stdout
+        );
     }
-    for fleet in &mut fleets {
-        fleet.stop_and_assert_every_fire_ran_once();
+    let both = fleet.cli(&format!("{first},{second}"), &["status"]);
+    assert_eq!(
+        both.code,
+        Some(2),
+        "status reads one namespace: {}",
+        both.stderr
+    );
+    assert!(both.stderr.contains("once for each"), "{}", both.stderr);
+    fleet.stop();
+    for namespace in [&first, &second] {
+        fleet.assert_every_fire_ran_once(&format!("tick-{namespace}"));
     }
 }
 

@@ -93,8 +93,9 @@ struct RedisArgs {
     #[arg(long, env = "REDIS_URL", value_name = "URL", hide_env_values = true)]
     redis: Option<String>,
     /// Keys live under {NS}: replicas cooperate within one namespace (1 to 64 letters, digits,
-    /// '.', '_' or '-').
-    #[arg(long, value_name = "NS", default_value = "redcron", value_parser = namespace)]
+    /// '.', '_' or '-'). `run` takes several, comma-separated: a replica for each in one
+    /// process, each on the subdirectory NS of --schedules.
+    #[arg(long, value_name = "NS", default_value = "redcron", value_parser = namespaces)]
     namespace: String,
     /// Where the embedded Redis keeps its data and socket.
     #[arg(long, value_name = "DIR", default_value = ".redcron")]
@@ -151,6 +152,32 @@ impl RedisArgs {
         &self,
         settings: crate::store::StoreSettings,
     ) -> Result<crate::store::Store, CliError> {
+        self.connect_namespace(self.namespace()?, settings).await
+    }
+
+    /// The one namespace a command reads or steers: a list is for `run` only.
+    fn namespace(&self) -> Result<&str, CliError> {
+        match self.namespaces().as_slice() {
+            [one] => Ok(one),
+            _ => Err(CliError::Argument(format!(
+                "--namespace {}: only `run` serves several namespaces; give this command one \
+                 (run it once for each)",
+                self.namespace
+            ))),
+        }
+    }
+
+    /// The namespaces of `--namespace`, in the order given.
+    fn namespaces(&self) -> Vec<&str> {
+        self.namespace.split(',').collect()
+    }
+
+    /// A store for `namespace` on the Redis these arguments name.
+    async fn connect_namespace(
+        &self,
+        namespace: &str,
+        settings: crate::store::StoreSettings,
+    ) -> Result<crate::store::Store, CliError> {
         let url = self.url();
         let topology = self.client(&url)?;
         let settings = crate::store::StoreSettings {
@@ -162,7 +189,7 @@ impl RedisArgs {
             ),
             ..settings
         };
-        crate::store::Store::connect_to(topology, &self.namespace, settings)
+        crate::store::Store::connect_to(topology, namespace, settings)
             .await
             .map_err(|source| self.unreachable(&url, source))
     }
@@ -554,8 +581,15 @@ fn printable(text: &str) -> String {
 }
 
 /// `--namespace`, checked as the store checks it, so that a bad one is refused with the usage.
-fn namespace(value: &str) -> Result<String, crate::store::InvalidNamespace> {
-    crate::store::validate_namespace(value)?;
+/// Reads `--namespace`: one namespace, or (for `run`) several, comma-separated, each once.
+fn namespaces(value: &str) -> Result<String, String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for namespace in value.split(',') {
+        crate::store::validate_namespace(namespace).map_err(|error| error.to_string())?;
+        if !seen.insert(namespace) {
+            return Err(format!("namespace {namespace:?} is given twice"));
+        }
+    }
     Ok(value.to_owned())
 }
 

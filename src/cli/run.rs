@@ -1,8 +1,10 @@
 //! `redcron run`: one replica on the schedule directory, against a shared Redis or a private
-//! embedded one.
+//! embedded one. With several namespaces (`--namespace a,b`), one replica per namespace in one
+//! process, each on the subdirectory of the schedule directory named after its namespace.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -11,6 +13,7 @@ use tracing::{error, info, warn};
 
 use super::{CliError, RedisArgs, default_schedules, service};
 use crate::engine::Shutdown;
+use crate::metrics::Metrics;
 use crate::replica::{JobsHandle, Replica, ReplicaConfig};
 use crate::schedule::{Job, load_dir};
 use crate::store::StoreSettings;
@@ -69,11 +72,35 @@ pub(super) struct RunArgs {
     retention: Duration,
 }
 
+/// One namespace a process serves: its schedule directory and the jobs loaded from it.
+struct Served {
+    namespace: String,
+    schedules: PathBuf,
+    jobs: Vec<Job>,
+}
+
 pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
-    // A replica refuses to start on an invalid schedule directory.
-    let jobs = load_dir(&args.schedules)?;
+    let namespaces = args.redis.namespaces();
+    let several = namespaces.len() > 1;
+    // A replica refuses to start on an invalid schedule directory, any of them.
+    let served = namespaces
+        .into_iter()
+        .map(|namespace| {
+            let schedules = if several {
+                args.schedules.join(namespace)
+            } else {
+                args.schedules.clone()
+            };
+            let jobs = load_dir(&schedules)?;
+            Ok(Served {
+                namespace: namespace.to_owned(),
+                schedules,
+                jobs,
+            })
+        })
+        .collect::<Result<Vec<_>, CliError>>()?;
     let runtime = tokio::runtime::Runtime::new().map_err(CliError::io("starting the runtime"))?;
-    let stopped = runtime.block_on(run(args, jobs));
+    let stopped = runtime.block_on(run(args, served));
     // The replica has stopped: a blocking task still under way (a name lookup for a Redis that
     // went away, say) must not hold up the exit.
     runtime.shutdown_timeout(Duration::from_secs(1));
@@ -124,7 +151,7 @@ fn metrics_address(text: &str) -> Result<MetricsAddress, String> {
         })
 }
 
-async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
+async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
     let shutdown = Shutdown::new();
     // Bound first: the endpoint is part of what a replica promises its probes, so an address
     // in use stops it before it touches Redis.
@@ -144,25 +171,43 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
         retention: args.retention,
         ..StoreSettings::default()
     };
-    let store = args.redis.connect_with(settings).await?;
-    if embedded.is_none() {
-        for warning in store.durability_warnings().await? {
-            warn!("{warning}");
-        }
-    }
-    let config = config(args, &jobs);
-    info!(
-        replica = config.replica_id,
-        jobs = jobs.len(),
-        queues = config.workers.queues.join(","),
-        workers = config.workers.concurrency,
-        "replica starting"
-    );
-    // A first round trip, before the service manager hears that the replica is ready.
-    store.now_ms().await?;
-    let metrics = store.metrics().clone();
+    // One set of metrics and one health for the process: its namespaces count together, and a
+    // component of any of them that dies stops them all.
+    let metrics = Arc::new(Metrics::new());
     let watched = metrics.clone();
-    let replica = Replica::builder(store).jobs(jobs).config(config).build();
+    let mut replicas = Vec::with_capacity(served.len());
+    let mut schedules = Vec::with_capacity(served.len());
+    for Served {
+        namespace,
+        schedules: directory,
+        jobs,
+    } in served
+    {
+        let store = args
+            .redis
+            .connect_namespace(&namespace, settings.clone())
+            .await?
+            .with_metrics(metrics.clone());
+        if embedded.is_none() && replicas.is_empty() {
+            for warning in store.durability_warnings().await? {
+                warn!("{warning}");
+            }
+        }
+        let config = config(args, &jobs);
+        info!(
+            replica = config.replica_id,
+            namespace,
+            jobs = jobs.len(),
+            queues = config.workers.queues.join(","),
+            workers = config.workers.concurrency,
+            "replica starting"
+        );
+        // A first round trip, before the service manager hears that the replica is ready.
+        store.now_ms().await?;
+        let replica = Replica::builder(store).jobs(jobs).config(config).build();
+        schedules.push((replica.jobs_handle(), directory));
+        replicas.push(replica);
+    }
     service::ready();
     // Serves until the replica has stopped, so /readyz says so during the shutdown grace. Not
     // a supervised component: fires do not depend on it, and a probe that cannot reach it
@@ -183,19 +228,26 @@ async fn run(args: &RunArgs, jobs: Vec<Job>) -> Result<(), CliError> {
     } else {
         info!("no metrics endpoint (--metrics-addr none)");
     }
-    tokio::spawn(handle_signals(
-        shutdown.clone(),
-        replica.jobs_handle(),
-        args.schedules.clone(),
-    ));
     if args.watch {
-        tokio::spawn(watch_schedules(
-            replica.jobs_handle(),
-            args.schedules.clone(),
-        ));
+        for (jobs, directory) in &schedules {
+            tokio::spawn(watch_schedules(jobs.clone(), directory.clone()));
+        }
     }
+    tokio::spawn(handle_signals(shutdown.clone(), schedules));
     tokio::spawn(service::watchdog(watched, serving.clone()));
-    let stopped = replica.run(shutdown).await;
+    // A replica that stops on its own (a component died) stops the others.
+    let stopped = futures_util::future::join_all(replicas.into_iter().map(|replica| {
+        let shutdown = shutdown.clone();
+        async move {
+            let stopped = replica.run(shutdown.clone()).await;
+            shutdown.cancel();
+            stopped
+        }
+    }))
+    .await
+    .into_iter()
+    .find(Result::is_err)
+    .unwrap_or(Ok(()));
     serving.cancel();
     if let Some(embedded) = embedded {
         embedded.stop().await;
@@ -250,7 +302,7 @@ fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
 fn reload(jobs: &JobsHandle, schedules: &Path) {
     match load_dir(schedules) {
         Ok(loaded) => {
-            info!(jobs = loaded.len(), "schedules reloaded");
+            info!(jobs = loaded.len(), directory = %schedules.display(), "schedules reloaded");
             jobs.replace(loaded);
         }
         Err(problems) => {
@@ -293,9 +345,9 @@ async fn watch_schedules(jobs: JobsHandle, schedules: PathBuf) {
     }
 }
 
-/// SIGTERM or SIGINT: shut down in order; a second one: exit at once. SIGHUP: reload the
-/// schedule directory, keeping the previous definitions if it is invalid.
-async fn handle_signals(shutdown: Shutdown, jobs: JobsHandle, schedules: PathBuf) {
+/// SIGTERM or SIGINT: shut down in order; a second one: exit at once. SIGHUP: reload each
+/// namespace's schedule directory, keeping its previous definitions if it is invalid.
+async fn handle_signals(shutdown: Shutdown, schedules: Vec<(JobsHandle, PathBuf)>) {
     let (Ok(mut terminate), Ok(mut interrupt), Ok(mut hangup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -309,7 +361,9 @@ async fn handle_signals(shutdown: Shutdown, jobs: JobsHandle, schedules: PathBuf
             _ = terminate.recv() => {}
             _ = interrupt.recv() => {}
             _ = hangup.recv() => {
-                reload(&jobs, &schedules);
+                for (jobs, directory) in &schedules {
+                    reload(jobs, directory);
+                }
                 continue;
             }
         }
