@@ -295,6 +295,14 @@ for _, run in ipairs(started) do
   claimed_ahead = claimed_ahead or wait > 0
   redis.call('HSET', run[10], 'attempt', attempt_text(run[4]), 'state', 'active', 'worker', run[2],
     'started_ms', wait == 0 and now_text or tostring(now + wait))
+  -- A run claimed ahead is not running until its worker starts it (extend_lease.lua or
+  -- take_job_slot.lua write its real start): an outage at its due time delays that start, and
+  -- a fire due meanwhile must not be skipped as its overlap.
+  if wait > 0 then
+    redis.call('HSET', run[10], 'starting', '1')
+  else
+    redis.call('HDEL', run[10], 'starting')
+  end
   -- A late start is told now, by the replica that starts it, not when the run ends.
   local notices = run[11]
   if notices and now + wait - notices[4] > notices[3] then

@@ -10,7 +10,7 @@
 -- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it
--- ARGV[4] lease, ms: how long the slot is held unless extended with the lease
+-- ARGV[4] lease, ms: how long the run and its slot are held unless extended
 -- ARGV[5] events stream MAXLEN (approximate)
 -- ARGV[6] retention of finished run hashes, ms
 -- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
@@ -41,6 +41,10 @@ if not slots or redis.call('ZSCORE', running, run_id) or redis.call('ZCARD', run
   if slots then
     redis.call('ZADD', running, now + lease, run_id)
   end
+  -- The run starts now: its full lease, and its real start.
+  redis.call('ZADD', active, 'XX', now + lease, run_id)
+  redis.call('HSET', run_key, 'started_ms', now)
+  redis.call('HDEL', run_key, 'starting')
   return 'TAKEN'
 end
 redis.call('ZREM', active, run_id)

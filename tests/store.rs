@@ -30,6 +30,10 @@ pub(crate) async fn connect(server: &RedisServer) -> Store {
         .expect("connect to the test redis")
 }
 
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).expect("a lease in ms")
+}
+
 pub(crate) fn jobs(toml: &str) -> Vec<Job> {
     parse_file(Path::new("test.toml"), toml).expect("valid test jobs")
 }
@@ -347,6 +351,46 @@ async fn a_plan_continuing_from_a_cursor_redis_lost_is_refused_as_stale() {
         store.plan_fires(&token, &resumed).await.expect("plan"),
         PlanOutcome::Planned(1)
     );
+}
+
+/// A run claimed ahead whose worker could not start it at its due time (Redis stalled or failed
+/// over then) is not running: a fire due meanwhile waits for it instead of being skipped as its
+/// overlap, and the real start is what the record keeps.
+#[tokio::test]
+async fn a_run_claimed_ahead_but_not_started_yet_makes_no_overlap() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[10_000, 10_500]).await;
+    let lead = Duration::from_millis(200);
+    let at_9900 = store.clone().with_frozen_clock(9_900);
+    at_9900
+        .promote_due(100, THRESHOLD, lead)
+        .await
+        .expect("promote");
+    let first = claim_run(&at_9900, &["default"]).await;
+    assert_eq!(first.id, "tick@10000");
+
+    // Its worker never got its start through; the next fire comes due and is claimed at once.
+    let at_10500 = store.clone().with_frozen_clock(10_500);
+    at_10500
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    assert_eq!(
+        claim(&at_10500, &["default"]).await,
+        Claim::Empty { skipped: 0 },
+        "the second fire waits for the first run's slot, not skipped"
+    );
+    assert_eq!(run_hash(&server, "tick@10500")["state"], "waiting");
+
+    // The first run starts late: its record says when.
+    let at_10700 = store.clone().with_frozen_clock(10_700);
+    assert!(
+        at_10700
+            .start_claimed_run(&first.id, &first.worker, LEASE)
+            .await
+            .expect("start")
+    );
+    assert_eq!(run_hash(&server, "tick@10000")["started_ms"], "10700");
 }
 
 /// A client may send a script again when its connection broke before the reply came (the
@@ -766,6 +810,18 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_a_slot_of_their_job
     );
     let hash = run_hash(&server, "tick@10000");
     assert_eq!(hash.get("started_ms").map(String::as_str), Some("10000"));
+    assert_eq!(hash.get("starting").map(String::as_str), Some("1"));
+    // Its worker starts it at its due time: the full lease, and the start it really had.
+    let at_10000 = store.clone().with_frozen_clock(10_000);
+    assert!(
+        at_10000
+            .start_claimed_run(&first.id, &first.worker, LEASE)
+            .await
+            .expect("start")
+    );
+    let hash = run_hash(&server, "tick@10000");
+    assert_eq!(hash.get("started_ms").map(String::as_str), Some("10000"));
+    assert_eq!(hash.get("starting"), None);
 
     // At 10,150 the next fire is due while the first run, started before it was due, runs:
     // skipped. The one after is claimed ahead; the first run may end before its time, so the
@@ -853,6 +909,16 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_a_slot_of_their_job
         .zrange(keys().running("tick"), 0, -1)
         .expect("ZRANGE");
     assert_eq!(holders, ["tick@10500"]);
+    // Taking the slot starts the run: its full lease, not the short one it was claimed with,
+    // and its real start.
+    let deadline: Option<i64> = server
+        .connection()
+        .zscore(keys().active(), "tick@10500")
+        .expect("ZSCORE");
+    assert_eq!(deadline, Some(10_500 + millis(LEASE)));
+    let hash = run_hash(&server, "tick@10500");
+    assert_eq!(hash.get("started_ms").map(String::as_str), Some("10500"));
+    assert_eq!(hash.get("starting"), None);
 }
 
 #[tokio::test]

@@ -267,9 +267,11 @@ end
 -- or one that started after the fire was due (late fires run one after another), does not count.
 local function running_since(prefix, running, due_ms)
   for _, run_id in ipairs(redis.call('ZRANGE', running, 0, -1)) do
-    local state, started = unpack(redis.call('HMGET', key_run(prefix, run_id), 'state', 'started_ms'))
+    local state, started, starting = unpack(redis.call('HMGET', key_run(prefix, run_id), 'state',
+      'started_ms', 'starting'))
     started = tonumber(started)
-    if state == 'active' and started and started <= due_ms then
+    -- A run claimed ahead that its worker has not started yet is not running.
+    if state == 'active' and not starting and started and started <= due_ms then
       return true
     end
   end

@@ -368,6 +368,32 @@ impl Store {
         worker: &str,
         lease: Duration,
     ) -> Result<bool, StoreError> {
+        self.lease_run(run_id, worker, lease, false).await
+    }
+
+    /// Starts a run claimed ahead of its due time whose job slot needed no decision: extends
+    /// its short lease to `lease` and records its start as now, so that until then it does not
+    /// count as running for a fire of its job (an outage at its due time delays the start).
+    /// `false` means the run is no longer `worker`'s.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn start_claimed_run(
+        &self,
+        run_id: &str,
+        worker: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        self.lease_run(run_id, worker, lease, true).await
+    }
+
+    async fn lease_run(
+        &self,
+        run_id: &str,
+        worker: &str,
+        lease: Duration,
+        starting: bool,
+    ) -> Result<bool, StoreError> {
         let extended: i64 = scripts::EXTEND_LEASE
             .key(self.keys.active())
             .arg(self.keys.prefix())
@@ -375,6 +401,7 @@ impl Store {
             .arg(worker)
             .arg(millis(lease))
             .arg(self.now_arg())
+            .arg(u8::from(starting))
             .invoke_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "extend_lease")?;

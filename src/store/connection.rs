@@ -12,6 +12,7 @@
 //!   `TRYAGAIN` and `CLUSTERDOWN`, and reconnects to a promoted replica. Every key of a namespace
 //!   has the `{ns}` hash tag, so every call of a namespace goes to the master of one slot.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -127,6 +128,16 @@ impl Connection {
             }
             Link::Single(connection) => connection.req_packed_command(command).await,
             Link::Sentinel(connection) => connection.send(command).await,
+        }
+    }
+
+    /// How many times the connection was opened anew to a server that may be another one
+    /// (Sentinel: each connection to the primary the sentinels name); 0 where that is not
+    /// known. What was read from one server before it changed may not hold on the next.
+    pub(super) fn generation(&self) -> u64 {
+        match &self.link {
+            Link::Sentinel(connection) => connection.shared.opened.load(Ordering::Acquire),
+            Link::Single(_) | Link::Cluster(_) => 0,
         }
     }
 
@@ -335,6 +346,8 @@ pub(super) struct SentinelConnection {
 struct SentinelShared {
     target: SentinelTarget,
     primary: Mutex<Primary>,
+    /// How many connections to a primary were opened: read without the lock.
+    opened: AtomicU64,
 }
 
 /// The primary as the connection knows it.
@@ -355,6 +368,7 @@ impl SentinelConnection {
     async fn open(target: &SentinelTarget) -> Result<Self, RedisError> {
         let shared = Arc::new(SentinelShared {
             target: target.clone(),
+            opened: AtomicU64::new(0),
             primary: Mutex::new(Primary {
                 current: None,
                 opened: 0,
@@ -403,6 +417,7 @@ impl SentinelConnection {
                     );
                 }
                 primary.opened += 1;
+                self.shared.opened.store(primary.opened, Ordering::Release);
                 primary.address = Some(address);
                 primary.current = Some((primary.opened, connection.clone()));
                 primary.next_lookup = None;

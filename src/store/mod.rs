@@ -237,6 +237,13 @@ impl Store {
         &self.topology
     }
 
+    /// Changes when the store's connection moves to a server that may be another one (a new
+    /// primary after a Sentinel failover), which may have lost the last writes: what a caller
+    /// keeps of Redis's state must be read again then.
+    pub fn connection_generation(&self) -> u64 {
+        self.connection.generation()
+    }
+
     /// Counts in `metrics` what this store sees (failed calls, writes Redis refuses) and what
     /// the components given this store do: a replica's metrics travel with its store, which
     /// every component is given. Without this, a store counts in metrics of its own, which

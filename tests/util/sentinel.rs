@@ -172,6 +172,27 @@ impl SentinelSetup {
         })
     }
 
+    /// Asks a sentinel for a failover while the primary is up (`SENTINEL FAILOVER`), as an
+    /// operator does before maintenance, and waits until every sentinel names the replica and
+    /// it answers `ROLE` as a master; whether that happened within `limit`.
+    pub fn fail_over_gracefully(&self, limit: Duration) -> bool {
+        let old = self.primary_port();
+        let () = redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(MASTER_NAME)
+            .query(&mut self.sentinels[0].connection())
+            .expect("SENTINEL FAILOVER");
+        poll(limit, || {
+            let named: Vec<Option<u16>> = self.sentinels.iter().map(named_primary).collect();
+            let Some(Some(port)) = named.first().copied() else {
+                return false;
+            };
+            port != old
+                && named.iter().all(|&other| other == Some(port))
+                && self.role(port).as_deref() == Some("master")
+        })
+    }
+
     /// Starts the primary that [`SentinelSetup::kill9_primary`] killed again, on its port and
     /// directory, from its configuration file (which still makes it a primary, with no data:
     /// it kept none on disk), and returns once it answers PING. The sentinels turn it into a

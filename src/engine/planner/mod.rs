@@ -96,6 +96,9 @@ pub struct Planner {
     cursors: HashMap<String, i64>,
     /// The lease `cursors` was read under; `None` after anything that may have moved them.
     cursors_under: Option<LeaderToken>,
+    /// The store's connection generation `cursors` was read in: a new primary may have lost
+    /// the last ones written.
+    cursors_generation: u64,
     /// For each job of `published_jobs`, by position: the cursor it was computed from and the
     /// job's first fire after it. A job whose next fire lies beyond the horizon has nothing to
     /// plan, so an idle tick over 100,000 jobs compares numbers instead of searching schedules.
@@ -136,6 +139,7 @@ impl Planner {
             published_jobs: None,
             cursors: HashMap::new(),
             cursors_under: None,
+            cursors_generation: 0,
             next_fires: Vec::new(),
             audit_from: 0,
         }
@@ -205,9 +209,11 @@ impl Planner {
         }
         self.repair_definitions(&jobs, &damaged).await?;
 
-        if self.cursors_under.as_ref() != Some(&token) {
+        let generation = self.store.connection_generation();
+        if self.cursors_under.as_ref() != Some(&token) || self.cursors_generation != generation {
             self.cursors = self.store.cursors().await?;
             self.cursors_under = Some(token.clone());
+            self.cursors_generation = generation;
         }
         // A job seen for the first time starts from now: it has missed nothing. Remembered
         // before any plan is written, so a job a budgeted tick leaves for later still gets the

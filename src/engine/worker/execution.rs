@@ -281,7 +281,12 @@ impl Execution {
     /// runs, and the reaper hand the run to another replica: the run would run twice. Not
     /// starting makes it late instead: the reaper hands it on once the lease expires.
     async fn take_full_lease(&self, run: &ClaimedRun) -> bool {
-        match retry_store(|| self.store.extend_lease(&run.id, &run.worker, self.lease)).await {
+        match retry_store(|| {
+            self.store
+                .start_claimed_run(&run.id, &run.worker, self.lease)
+        })
+        .await
+        {
             Some(true) => true,
             Some(false) => {
                 warn!(run = run.id, "lease lost before the run started");
