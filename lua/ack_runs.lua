@@ -5,6 +5,7 @@
 --
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] events  stream  run state changes
+-- KEYS[3] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
 -- ARGV[2] retention of the run hashes, ms
 -- ARGV[3] events stream MAXLEN (approximate)
@@ -15,6 +16,9 @@
 -- Returns one number per run, in order: 1 when recorded, 0 when that attempt is no longer that
 -- worker's (its lease expired and it was reaped, so it will run again or is dead as lost).
 -- Cost: O(runs log N).
+if held(KEYS[3]) then
+  return redis.error_reply(HELD)
+end
 local active, events = KEYS[1], KEYS[2]
 local prefix, retention, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if not retention or not maxlen or (#ARGV - 4) % 5 ~= 0 then

@@ -10,6 +10,7 @@
 -- KEYS[2] replicas         zset    replica id -> last heartbeat ms
 -- KEYS[3] dead             zset    run id -> ms it died
 -- KEYS[4] events           stream  run state changes
+-- KEYS[5] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, undeclared:<job>, replica-jobs:<replica id>
 -- ARGV[2] grace, ms
 -- ARGV[3] a replica is live when its last heartbeat is at most this old, ms
@@ -20,6 +21,9 @@
 --
 -- Returns {job, runs ended, ...} for each job some of whose runs were ended.
 -- Cost: O(J × R + runs buried) for J jobs with runs put aside and R live replicas.
+if held(KEYS[5]) then
+  return redis.error_reply(HELD)
+end
 local undeclared_jobs, replicas, dead, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, grace, live_for, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local retention = tonumber(ARGV[6])

@@ -33,6 +33,7 @@
 -- KEYS[5] replica-jobs:<replica id>  hash  job -> content hash of the jobs this replica declares
 -- KEYS[6] undeclared-jobs            zset  job -> ms since when its put-aside runs wait
 -- KEYS[7] replicas                   zset  replica id -> last heartbeat ms
+-- KEYS[8] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>, undeclared:<job>,
 --         replicas, replica-jobs:<replica id>, wake-replica:<replica id>
@@ -58,6 +59,9 @@
 -- or the pop limit went to skipped runs); 'UNDECLARED' (alone): the replica's declarations
 -- are missing.
 -- Cost: O(limit + queues + jobs with runs put aside + replicas x jobs put aside by this call).
+if held(KEYS[8]) then
+  return redis.error_reply(HELD)
+end
 -- What a worker does before starting a run claimed ahead (the last value of each claimed run).
 local SLOT_NONE, SLOT_TAKE_OR_SKIP, SLOT_TAKE_OR_WAIT = 0, 1, 2
 -- How many values each claimed run is answered with: ClaimedRun::REPLY_FIELDS on the Rust side,

@@ -11,6 +11,7 @@
 -- KEYS[2] defs           hash    job -> definition JSON, published by the leader
 -- KEYS[3] paused         set     paused job names
 -- KEYS[4] wake-promoter  channel told when a run becomes due
+-- KEYS[5] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, fp:<fingerprint>, ready:<queue>:<priority>, wake:<queue>
 -- ARGV[2] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[3..] groups of 7, one per run: run id (time-ordered, unique), job name, due ms or '' for
@@ -21,6 +22,9 @@
 -- 'UNKNOWN', 0, 0 for a job no replica has declared; or 'DUPLICATE', the run id holding the
 -- fingerprint, 0.
 -- Cost: O(runs log N).
+if held(KEYS[5]) then
+  return redis.error_reply(HELD)
+end
 local due, defs, paused, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix = ARGV[1]
 if (#ARGV - 2) % 7 ~= 0 then

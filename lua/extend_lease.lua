@@ -1,31 +1,34 @@
 -- Extends a running run's lease (and its slot in its job's limit), for the worker that holds it only.
+-- It declares every key it touches, so it runs while the namespace is held (`redcron hold`):
+-- on a slot being migrated Redis runs it only where all of them are, and the runs of a held
+-- namespace keep their leases.
 --
--- KEYS[1] active  zset  run id -> lease deadline ms
--- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>
--- ARGV[2] run id
--- ARGV[3] worker id that claimed it
--- ARGV[4] lease, ms from now
--- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
--- ARGV[6] 1 when the worker starts the run (claimed ahead) with this extension: its start is
+-- KEYS[1] active        zset  run id -> lease deadline ms
+-- KEYS[2] run:<id>      hash  the run
+-- KEYS[3] running:<job> zset  run id -> deadline ms: the slots of the run's job, when it has a limit
+-- ARGV[1] run id
+-- ARGV[2] worker id that claimed it
+-- ARGV[3] lease, ms from now
+-- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[5] 1 when the worker starts the run (claimed ahead) with this extension: its start is
 --         recorded as now; 0 otherwise
 --
 -- Returns 1 when extended, 0 when the run is no longer this worker's (its lease expired and it
 -- was reaped): the worker should stop it.
 -- Cost: O(log N).
-local active = KEYS[1]
-local prefix, run_id, worker, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local now = now_ms(ARGV[5])
-local run_key = key_run(prefix, run_id)
+local active, run_key, running = KEYS[1], KEYS[2], KEYS[3]
+local run_id, worker, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local now = now_ms(ARGV[4])
 
-local holder, job = unpack(redis.call('HMGET', run_key, 'worker', 'job'))
+local holder = redis.call('HGET', run_key, 'worker')
 if holder ~= worker or not redis.call('ZSCORE', active, run_id) then
   return 0
 end
 redis.call('ZADD', active, 'XX', now + lease, run_id)
-if ARGV[6] == '1' then
+if ARGV[5] == '1' then
   redis.call('HSET', run_key, 'started_ms', now)
   redis.call('HDEL', run_key, 'starting')
 end
 -- XX: a job without a limit keeps no slots, and a slot is never created here.
-redis.call('ZADD', key_running(prefix, job), 'XX', now + lease, run_id)
+redis.call('ZADD', running, 'XX', now + lease, run_id)
 return 1

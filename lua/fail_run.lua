@@ -13,6 +13,7 @@
 -- KEYS[3] dead           zset    run id -> ms it died
 -- KEYS[4] events         stream  run state changes
 -- KEYS[5] wake-promoter  channel told when a retry becomes due
+-- KEYS[6] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it, or '' for the reaper (then the lease must have expired)
@@ -28,6 +29,9 @@
 -- Returns {'RETRYING', due ms}, {'DEAD', ms}, or {'GONE', 0} when the run is no longer active
 -- for this worker (or, for the reaper, its lease was extended meanwhile).
 -- Cost: O(log N).
+if held(KEYS[6]) then
+  return redis.error_reply(HELD)
+end
 local active, due, dead, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local prefix, run_id, worker, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local message, exit_code, output = ARGV[5], ARGV[6], ARGV[7]

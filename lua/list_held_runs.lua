@@ -4,11 +4,15 @@
 -- it, and would hold its lease and its job's slot until the lease expires.
 --
 -- KEYS[1] active  zset    run id -> lease deadline ms
+-- KEYS[2] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>
 -- ARGV[2] the replica's worker id prefix, "<replica id>/"
 --
 -- Returns {run id, worker id, attempt, ...} for each active run held by one of its workers.
 -- Cost: O(A) for A active runs (bounded by the workers of all replicas).
+if held(KEYS[2]) then
+  return redis.error_reply(HELD)
+end
 local active = KEYS[1]
 local prefix, workers = ARGV[1], ARGV[2]
 

@@ -8,6 +8,7 @@
 -- KEYS[4] events         stream  run state changes
 -- KEYS[5] wake-promoter  channel told when a run becomes due earlier than anything before it
 -- KEYS[6] planned        hash    job -> its fires planned and not promoted yet, ms, comma-separated
+-- KEYS[7] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] leader token "<replica id>:<epoch>"
 -- ARGV[2] events stream MAXLEN (approximate)
 -- ARGV[3..] one group per job: job name, the cursor ms the plan continues from (as the leader
@@ -20,6 +21,9 @@
 -- (a failover to a replica that had not received them, a restore) while the leader kept its
 -- lease. Nothing is written then; the leader reads the cursors again and plans the lost fires.
 -- Cost: O(P log N) for P runs planned in all, N runs due.
+if held(KEYS[7]) then
+  return redis.error_reply(HELD)
+end
 local leader, due, cursor, events, wake, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, maxlen = ARGV[1], tonumber(ARGV[2])
 if not maxlen then

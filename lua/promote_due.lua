@@ -14,6 +14,7 @@
 -- KEYS[5] planned hash    job -> its fires planned and not promoted yet, ms, comma-separated
 -- KEYS[6] damaged set     jobs whose definition in defs is unreadable: the leader writes them
 --                         again; their fires stay due meanwhile, neither skipped nor dead
+-- KEYS[7] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>
 -- ARGV[2] limit: most runs moved by this call
@@ -27,6 +28,9 @@
 -- now ms, fires left due for a damaged definition, then a job and a reason for each run skipped
 -- or dead}.
 -- Cost: O(limit log N).
+if held(KEYS[7]) then
+  return redis.error_reply(HELD)
+end
 local due, defs, events, dead, planned, damaged = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local maxlen, retention, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])

@@ -1,12 +1,16 @@
 -- Deletes dead runs that died at or before a cutoff, hashes included.
 --
 -- KEYS[1] dead  zset  run id -> ms it died
+-- KEYS[2] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>
 -- ARGV[2] cutoff, ms ('+inf' for every dead run)
 -- ARGV[3] limit: most runs deleted by this call
 --
 -- Returns how many runs were deleted (call again while it returns the limit).
 -- Cost: O(limit log N).
+if held(KEYS[2]) then
+  return redis.error_reply(HELD)
+end
 local dead = KEYS[1]
 local prefix, cutoff, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local run_ids = redis.call('ZRANGEBYSCORE', dead, '-inf', cutoff, 'LIMIT', 0, limit)

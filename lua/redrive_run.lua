@@ -5,6 +5,7 @@
 -- KEYS[2] due            zset    run id -> due ms
 -- KEYS[3] events         stream  run state changes
 -- KEYS[4] wake-promoter  channel told when a run becomes due
+-- KEYS[5] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>
 -- ARGV[2] run id
 -- ARGV[3] events stream MAXLEN (approximate)
@@ -12,6 +13,9 @@
 --
 -- Returns 1 when re-driven, 0 when the run is not in the dead letters.
 -- Cost: O(log N).
+if held(KEYS[5]) then
+  return redis.error_reply(HELD)
+end
 local dead, due, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, run_id, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms(ARGV[4])

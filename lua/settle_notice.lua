@@ -5,6 +5,7 @@
 -- done.
 --
 -- KEYS[1] notices  zset  notice id -> ms from which any replica may take it
+-- KEYS[2] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for notice:<id>
 -- ARGV[2] notice id
 -- ARGV[3] replica id of the sender
@@ -15,6 +16,9 @@
 --
 -- Returns 1 when done, 0 when the notice is not this sender's.
 -- Cost: O(log N).
+if held(KEYS[2]) then
+  return redis.error_reply(HELD)
+end
 local notices = KEYS[1]
 local prefix, id, replica, what, value = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now = now_ms(ARGV[6])

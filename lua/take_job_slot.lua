@@ -7,6 +7,7 @@
 --
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] events  stream  run state changes
+-- KEYS[3] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it
@@ -19,6 +20,9 @@
 -- Returns 'TAKEN' (start the run), 'BUSY' (skipped as an overlap), 'WAITING' (put aside until a
 -- slot is free) or 'GONE' (the run is no longer this worker's: it was reaped).
 -- Cost: O(log N) plus the runs handed freed slots.
+if held(KEYS[3]) then
+  return redis.error_reply(HELD)
+end
 local active, events = KEYS[1], KEYS[2]
 local prefix, run_id, worker = ARGV[1], ARGV[2], ARGV[3]
 local lease, maxlen, retention = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])

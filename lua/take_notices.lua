@@ -6,6 +6,7 @@
 --
 -- KEYS[1] notices            zset  notice id -> ms from which any replica may take it
 -- KEYS[2] notices-of:<replica>  zset  notice id -> ms recorded, this replica's own
+-- KEYS[3] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for notice:<id>, notices-of:<replica>
 -- ARGV[2] replica id
 -- ARGV[3] lease, ms
@@ -15,6 +16,9 @@
 -- Returns one {id, {field, value, ...}} per notice taken, the fields of its hash (see add_notice
 -- in common.lua) after taking it: `holder` and `tries` included.
 -- Cost: O(limit log N).
+if held(KEYS[3]) then
+  return redis.error_reply(HELD)
+end
 local notices, own = KEYS[1], KEYS[2]
 local prefix, replica, lease, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if not lease or not limit then

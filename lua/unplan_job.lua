@@ -6,12 +6,16 @@
 -- KEYS[2] due            zset    run id -> due ms
 -- KEYS[3] cursor         hash    job -> fire ms of the last fire planned or skipped
 -- KEYS[4] planned        hash    job -> its fires planned and not promoted yet, ms, comma-separated
+-- KEYS[5] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] leader token "<replica id>:<epoch>"
 -- ARGV[2] job name
 -- ARGV[3] new cursor, ms, or '' to forget the job's cursor (the job was removed)
 --
 -- Returns {'OK', runs removed} or {'FENCED', current leader token or ''}.
 -- Cost: O(P log N) for P planned runs.
+if held(KEYS[5]) then
+  return redis.error_reply(HELD)
+end
 local leader, due, cursor, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, job, new_cursor = ARGV[1], ARGV[2], ARGV[3]
 

@@ -265,6 +265,8 @@ pub struct Health {
     progressed: AtomicU64,
     /// Redis refused a write (out of memory, read-only, ...) and no heartbeat was written since.
     writes_refused: AtomicBool,
+    /// The namespace is held (`redcron hold`), as the last heartbeat found.
+    held: AtomicBool,
     /// Set once shutdown begins.
     stopping: AtomicBool,
     /// The first component that died, by name.
@@ -285,6 +287,7 @@ impl Default for Health {
             redis_answered: AtomicU64::new(0),
             progressed: AtomicU64::new(0),
             writes_refused: AtomicBool::new(false),
+            held: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             died: OnceLock::new(),
         }
@@ -326,6 +329,12 @@ impl Health {
         self.writes_refused.store(false, Ordering::Relaxed);
     }
 
+    /// Whether the namespace is held (`redcron hold`): not ready while it is, since nothing is
+    /// claimed or recorded.
+    pub fn set_held(&self, held: bool) {
+        self.held.store(held, Ordering::Relaxed);
+    }
+
     /// Shutdown began: not ready for new work.
     pub fn stopping(&self) {
         self.stopping.store(true, Ordering::Relaxed);
@@ -363,8 +372,8 @@ impl Health {
     /// `Ok` while the replica can take work, else why not (for `/readyz`).
     ///
     /// # Errors
-    /// A component died, shutdown began, Redis refuses writes, or Redis has not answered for
-    /// [`READY_WITHIN`].
+    /// A component died, shutdown began, Redis refuses writes, the namespace is held, or Redis
+    /// has not answered for [`READY_WITHIN`].
     pub fn readiness(&self) -> Result<(), String> {
         if let Some(component) = self.died.get() {
             return Err(format!("the {component} died\n"));
@@ -379,6 +388,9 @@ impl Health {
         }
         if self.writes_refused.load(Ordering::Relaxed) {
             return Err("redis refuses writes\n".to_owned());
+        }
+        if self.held.load(Ordering::Relaxed) {
+            return Err("the namespace is held (redcron hold)\n".to_owned());
         }
         Ok(())
     }

@@ -5,7 +5,7 @@ use std::process::Command;
 use crate::util::redcron;
 
 /// Every command, as `redcron --help` lists them.
-const COMMANDS: [&str; 16] = [
+const COMMANDS: [&str; 18] = [
     "run",
     "check",
     "next",
@@ -18,6 +18,8 @@ const COMMANDS: [&str; 16] = [
     "enqueue",
     "pause",
     "resume",
+    "hold",
+    "release",
     "runs",
     "dead",
     "completions",

@@ -434,8 +434,10 @@ fn one_fleet_serves_two_namespaces_on_two_masters_of_a_cluster() {
     }
 }
 
+/// The procedure README gives: `redcron hold`, move the slot, `redcron release`. The keys move
+/// one at a time, so the slot stays half moved for seconds, as a large namespace's would.
 #[test]
-fn fires_run_once_while_the_namespace_slot_moves_to_another_master() {
+fn fires_run_once_while_the_namespace_is_held_and_its_slot_moves_key_by_key() {
     let cluster = RedisCluster::start();
     let mut fleet = Fleet::start(&cluster.url(), "test", &[]);
     fleet.wait_for_fires(0, 3, Duration::from_secs(20));
@@ -446,10 +448,38 @@ fn fires_run_once_while_the_namespace_slot_moves_to_another_master() {
         .into_iter()
         .find(|master| *master != from)
         .expect("another master");
+
+    let held = fleet.cli("test", &["hold", "--for", "2m"]).success();
+    assert!(held.contains("held for 2m"), "{held}");
+    let status = one_document(&fleet.cli("test", &["status", "--json"]).success());
+    let held_ms = status["held_ms"].as_u64().expect("held_ms while held");
+    assert!((100_000..=120_000).contains(&held_ms), "{held_ms}");
+    let noticed = wait_until(Duration::from_secs(10), || {
+        fleet.logs().matches("the namespace is held").count() == 3
+    });
+    assert!(
+        noticed,
+        "the replicas do not say they are held\n{}",
+        fleet.logs()
+    );
     let before = fleet.fires().len();
-    cluster.migrate_slot(slot, to);
+    cluster.migrate_slot_key_by_key(slot, to, Duration::from_millis(20));
     assert_eq!(cluster.master_of_slot(slot), to);
+    // At most a run claimed ahead before the hold started meanwhile.
+    let while_held = fleet.fires().len() - before;
+    assert!(
+        while_held <= 1,
+        "{while_held} fires ran while held\n{}",
+        fleet.logs()
+    );
+    let released = fleet.cli("test", &["release"]).success();
+    assert!(released.contains("released"), "{released}");
+
     fleet.wait_for_fires(before, 5, Duration::from_secs(30));
     assert_status_sees_the_fleet(&fleet);
+    let status = one_document(&fleet.cli("test", &["status", "--json"]).success());
+    assert!(status["held_ms"].is_null(), "{status}");
+    let logs = fleet.logs();
+    assert!(logs.contains("hold ended"), "{logs}");
     fleet.stop_and_assert_every_fire_ran_once();
 }

@@ -386,7 +386,7 @@ async fn a_run_claimed_ahead_but_not_started_yet_makes_no_overlap() {
     let at_10700 = store.clone().with_frozen_clock(10_700);
     assert!(
         at_10700
-            .start_claimed_run(&first.id, &first.worker, LEASE)
+            .start_claimed_run(&first, LEASE)
             .await
             .expect("start")
     );
@@ -428,6 +428,7 @@ async fn an_enqueue_repeated_after_its_reply_was_lost_creates_nothing_more() {
         .key(keys().defs())
         .key(keys().paused())
         .key(keys().wake_promoter())
+        .key(keys().hold())
         .arg(keys().prefix())
         .arg("")
         .arg(request.script_arguments(run_id).as_slice());
@@ -815,7 +816,7 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_a_slot_of_their_job
     let at_10000 = store.clone().with_frozen_clock(10_000);
     assert!(
         at_10000
-            .start_claimed_run(&first.id, &first.worker, LEASE)
+            .start_claimed_run(&first, LEASE)
             .await
             .expect("start")
     );
@@ -1235,13 +1236,13 @@ async fn only_the_holder_extends_a_lease() {
     let later = store.clone().with_frozen_clock(20_000);
     assert!(
         later
-            .extend_lease("long@0", "replica/0", LEASE)
+            .extend_lease("long@0", "long", "replica/0", LEASE)
             .await
             .expect("extend")
     );
     assert!(
         !later
-            .extend_lease("long@0", "replica/1", LEASE)
+            .extend_lease("long@0", "long", "replica/1", LEASE)
             .await
             .expect("extend")
     );

@@ -13,6 +13,7 @@ mod drift;
 mod engine;
 mod fuzz;
 mod high_availability;
+mod hold;
 mod hostile;
 mod import_crontab;
 mod inspect;

@@ -283,3 +283,10 @@ local function wait_for_slot(prefix, run_key, run_id, job)
   redis.call('HSET', run_key, 'state', 'waiting')
   redis.call('RPUSH', key_waiting(prefix, job), run_id)
 end
+
+-- While the namespace is held (`redcron hold`, around a migration of its slot), every script that
+-- builds keys of its own refuses before anything else. The hold key is among the script's KEYS,
+-- so on a slot being migrated Redis runs the script only where every declared key is, the hold
+-- key included: it refuses there instead of failing halfway at a key already moved.
+local HELD = 'HELD the namespace is held (redcron hold): try again once it is released'
+local function held(hold) return redis.call('EXISTS', hold) == 1 end

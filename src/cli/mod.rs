@@ -6,6 +6,7 @@ mod dead;
 mod docs;
 mod enqueue;
 mod history;
+mod hold;
 mod import;
 mod next;
 mod output;
@@ -72,6 +73,10 @@ enum Command {
     Pause(pause::PauseArgs),
     /// Let a paused job's fires run again.
     Resume(pause::PauseArgs),
+    /// Hold the namespace still (no script writes) while its Redis Cluster slot moves.
+    Hold(hold::HoldArgs),
+    /// End a hold.
+    Release(hold::ReleaseArgs),
     /// Inspect runs.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
@@ -445,6 +450,8 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Enqueue(args) => enqueue::enqueue(&args, stdout),
         Command::Pause(args) => pause::execute(&args, true, stdout),
         Command::Resume(args) => pause::execute(&args, false, stdout),
+        Command::Hold(args) => hold::hold(&args, stdout),
+        Command::Release(args) => hold::release(&args, stdout),
         Command::Runs(command) => runs::execute(&command, stdout),
         Command::Dead(command) => dead::execute(&command, stdout),
         Command::Completions(args) => docs::completions(&args, stdout),

@@ -77,6 +77,8 @@ pub struct Heartbeat {
     /// Whether a heartbeat went through: a record of another process found by the first one
     /// is a predecessor's (see [`wait_for_replica_id`]).
     beaten: bool,
+    /// The namespace was held at the last heartbeat.
+    held: bool,
     /// Which of the last three heartbeats found another process's record, one bit each. Once
     /// may be a Redis restored from an older copy; twice is a second process beating, and the
     /// older of the two stops.
@@ -105,6 +107,7 @@ impl Heartbeat {
             started_ms,
             instance: format!("{}/{}/{started_ms}", host_name(), std::process::id()),
             beaten: false,
+            held: false,
             foreign_beats: 0,
         }
     }
@@ -174,6 +177,7 @@ impl Heartbeat {
             );
         }
         self.beaten = true;
+        self.notice_hold(beat.held_for);
         if !beat.declarations_kept {
             self.publish(&jobs).await?;
         } else {
@@ -184,6 +188,22 @@ impl Heartbeat {
             self.refresh_gauges().await?;
         }
         Ok(())
+    }
+
+    /// Says once when the namespace becomes held and when its hold ends (the components meet
+    /// the hold at every call, and say so only at debug level).
+    fn notice_hold(&mut self, held_for: Option<Duration>) {
+        match (held_for, self.held) {
+            (Some(left), false) => warn!(
+                held_for = %humantime::format_duration(Duration::from_secs(left.as_secs())),
+                "the namespace is held (redcron hold): nothing is planned, claimed or recorded \
+                 until it is released; fires due meanwhile run late"
+            ),
+            (None, true) => info!("the namespace's hold ended: runs go on"),
+            _ => {}
+        }
+        self.held = held_for.is_some();
+        self.store.metrics().health.set_held(self.held);
     }
 
     async fn publish(&mut self, jobs: &Jobs) -> Result<(), StoreError> {

@@ -26,7 +26,7 @@ pub use crate::shutdown::Shutdown;
 use tokio::sync::watch;
 
 use crate::metrics::{Health, Metrics};
-use crate::store::{FailReason, LeaderToken, SkipReason};
+use crate::store::{FailReason, LeaderToken, SkipReason, StoreError};
 
 /// The `job` label of runs of jobs this replica does not declare: job names read from Redis
 /// never become series of their own, whatever is written there.
@@ -135,6 +135,16 @@ impl Backoff {
             .map_or(MIN_RETRY_DELAY, |delay| (delay * 2).min(MAX_RETRY_DELAY));
         self.last = Some(delay);
         delay
+    }
+}
+
+/// Logs a failed store call as a warning, or at debug level when the namespace is held: every
+/// component meets an operator's hold, which the heartbeat announces once.
+pub(crate) fn log_store_failure(error: &StoreError, what: &str) {
+    if error.is_held() {
+        tracing::debug!(%error, "{what}");
+    } else {
+        tracing::warn!(%error, "{what}");
     }
 }
 

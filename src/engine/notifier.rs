@@ -11,7 +11,7 @@ use std::time::Duration;
 use tracing::{error, info, warn};
 
 use super::worker::retry_store;
-use super::{Backoff, Shutdown};
+use super::{Backoff, Shutdown, log_store_failure};
 use crate::notify::{Deliverer, DeliveryError, DeliveryLimits, Document};
 use crate::store::{OwedNotice, Settle, Store, StoreError};
 
@@ -253,7 +253,7 @@ impl Notifier {
                     }
                 }
                 Err(error) => {
-                    warn!(%error, "notifier tick failed");
+                    log_store_failure(&error, "notifier tick failed");
                     backoff.failed()
                 }
             };

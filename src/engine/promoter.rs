@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tracing::warn;
 
-use super::{Backoff, Shutdown, count_skips};
+use super::{Backoff, Shutdown, count_skips, log_store_failure};
 use crate::schedule::Jobs;
 use crate::store::{Promoted, Store, StoreError};
 use tokio::sync::watch;
@@ -126,7 +126,7 @@ impl Promoter {
                     self.pause_after(&promoted)
                 }
                 Err(error) => {
-                    warn!(%error, "promoter tick failed");
+                    log_store_failure(&error, "promoter tick failed");
                     backoff.failed()
                 }
             };

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use super::{Backoff, Shutdown};
+use super::{Backoff, Shutdown, log_store_failure};
 use crate::store::{FailOutcome, FailReason, Failure, Store, StoreError};
 
 /// How the reaper behaves.
@@ -115,7 +115,7 @@ impl Reaper {
                     self.config.period
                 }
                 Err(error) => {
-                    warn!(%error, "reaper tick failed");
+                    log_store_failure(&error, "reaper tick failed");
                     backoff.failed()
                 }
             };

@@ -318,6 +318,7 @@ impl Store {
             .key(self.keys.replica_jobs(replica))
             .key(self.keys.undeclared_jobs())
             .key(self.keys.replicas())
+            .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(millis(lease.run))
             .arg(millis(self.settings.fingerprint_ttl))
@@ -358,17 +359,19 @@ impl Store {
         })
     }
 
-    /// Extends `worker`'s lease on a run; `false` means the run is no longer its own.
+    /// Extends `worker`'s lease on a run of `job`; `false` means the run is no longer its own.
+    /// Works while the namespace is held.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn extend_lease(
         &self,
         run_id: &str,
+        job: &str,
         worker: &str,
         lease: Duration,
     ) -> Result<bool, StoreError> {
-        self.lease_run(run_id, worker, lease, false).await
+        self.lease_run(run_id, job, worker, lease, false).await
     }
 
     /// Starts a run claimed ahead of its due time whose job slot needed no decision: extends
@@ -380,23 +383,25 @@ impl Store {
     /// Redis errors.
     pub async fn start_claimed_run(
         &self,
-        run_id: &str,
-        worker: &str,
+        run: &ClaimedRun,
         lease: Duration,
     ) -> Result<bool, StoreError> {
-        self.lease_run(run_id, worker, lease, true).await
+        self.lease_run(&run.id, &run.job, &run.worker, lease, true)
+            .await
     }
 
     async fn lease_run(
         &self,
         run_id: &str,
+        job: &str,
         worker: &str,
         lease: Duration,
         starting: bool,
     ) -> Result<bool, StoreError> {
         let extended: i64 = scripts::EXTEND_LEASE
             .key(self.keys.active())
-            .arg(self.keys.prefix())
+            .key(self.keys.run(run_id))
+            .key(self.keys.running(job))
             .arg(run_id)
             .arg(worker)
             .arg(millis(lease))
@@ -423,6 +428,7 @@ impl Store {
         let answer: String = scripts::TAKE_JOB_SLOT
             .key(self.keys.active())
             .key(self.keys.events())
+            .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(&run.id)
             .arg(&run.worker)

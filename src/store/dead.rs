@@ -33,6 +33,7 @@ impl Store {
             .key(self.keys.due())
             .key(self.keys.events())
             .key(self.keys.wake_promoter())
+            .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(run_id)
             .arg(self.settings.events_maxlen)
@@ -55,6 +56,7 @@ impl Store {
         loop {
             let deleted: u64 = scripts::PURGE_DEAD
                 .key(self.keys.dead())
+                .key(self.keys.hold())
                 .arg(self.keys.prefix())
                 .arg(&cutoff)
                 .arg(BATCH)
@@ -88,6 +90,7 @@ impl Store {
             .key(self.keys.replicas())
             .key(self.keys.dead())
             .key(self.keys.events())
+            .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(millis(grace))
             .arg(millis(live_for))

@@ -164,6 +164,7 @@ impl Store {
             self.keys.defs(),
             self.keys.paused(),
             self.keys.wake_promoter(),
+            self.keys.hold(),
         ];
         let mut args = vec![self.keys.prefix().to_owned(), self.now_arg()];
         for request in requests {

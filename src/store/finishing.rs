@@ -1,8 +1,6 @@
 //! A run's outcome recorded (`ack_runs.lua`, `fail_run.lua`), and the runs whose outcome is
 //! overdue: those a replica's workers hold, and those whose lease expired.
 
-use redis::AsyncCommands;
-
 use super::During;
 use super::reply::reply_error;
 use super::{ClaimedRun, FailReason, Store, StoreError, millis, scripts};
@@ -105,6 +103,7 @@ impl Store {
         invocation
             .key(self.keys.active())
             .key(self.keys.events())
+            .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(millis(self.settings.retention))
             .arg(self.settings.events_maxlen)
@@ -152,6 +151,7 @@ impl Store {
             .key(self.keys.dead())
             .key(self.keys.events())
             .key(self.keys.wake_promoter())
+            .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(run_id)
             .arg(worker.unwrap_or(""))
@@ -185,6 +185,7 @@ impl Store {
     pub async fn held_runs(&self, replica_id: &str) -> Result<Vec<HeldRun>, StoreError> {
         let values: Vec<Option<String>> = scripts::LIST_HELD_RUNS
             .key(self.keys.active())
+            .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(format!("{replica_id}/"))
             .invoke_async(&mut self.connection.clone())
@@ -207,17 +208,22 @@ impl Store {
     }
 
     /// Up to `limit` runs whose lease deadline has passed on Redis's clock: their workers died.
+    /// None while the namespace is held or lately was (see [`REAPING_GRACE`]): the hold, not
+    /// the workers, kept those leases from being extended and those outcomes from being
+    /// recorded.
+    ///
+    /// [`REAPING_GRACE`]: super::REAPING_GRACE
     ///
     /// # Errors
     /// Redis errors.
     pub async fn expired_leases(&self, limit: usize) -> Result<Vec<String>, StoreError> {
         let now = self.now_ms().await?;
-        let expired: Vec<String> = self
-            .connection
-            .clone()
+        let (reaping_paused, expired): (bool, Vec<String>) = redis::pipe()
+            .exists(self.keys.reaping_paused())
             .zrangebyscore_limit(self.keys.active(), "-inf", now, 0, limit as isize)
+            .query_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "expired_leases")?;
-        Ok(expired)
+        Ok(if reaping_paused { Vec::new() } else { expired })
     }
 }

@@ -2,13 +2,19 @@
 //! clear a namespace): plain commands, no script the engine depends on.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
 use super::reply::Reply;
-use super::{Store, StoreError, published_declarations};
+use super::{Store, StoreError, millis, published_declarations};
 use crate::schedule::Priority;
+
+/// How long after a hold ends expired leases are still not reaped: long enough for workers to
+/// record the outcomes the hold refused (they retry for a while, and reconcile after) and to
+/// extend leases again, so that no run finished or running during a hold runs again.
+pub const REAPING_GRACE: Duration = Duration::from_secs(60);
 
 /// One replica as its heartbeat describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +58,8 @@ pub struct Overview {
     pub counts: RunCounts,
     /// Paused jobs.
     pub paused: Vec<String>,
+    /// How much longer the namespace is held (`redcron hold`), when it is.
+    pub held_for: Option<Duration>,
     /// Every replica that has sent a heartbeat, and those that stopped cleanly within a day,
     /// sorted by id.
     pub replicas: Vec<ReplicaInfo>,
@@ -174,6 +182,40 @@ impl Store {
         Ok(changed == 1)
     }
 
+    /// Holds the namespace for `duration` (`Some`), or releases it (`None`): while it is held,
+    /// every script that builds keys of its own refuses to run, so that the namespace's slot can
+    /// be moved to another master. Leases are not reaped while it is held nor for
+    /// [`REAPING_GRACE`] after. Returns whether it was held before.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn set_hold(&self, duration: Option<Duration>) -> Result<bool, StoreError> {
+        let hold = self.keys.hold();
+        let reaping_paused = self.keys.reaping_paused();
+        let mut pipe = redis::pipe();
+        pipe.atomic().exists(&hold);
+        match duration {
+            Some(duration) => pipe
+                .pset_ex(&hold, "held", millis(duration))
+                .ignore()
+                .pset_ex(&reaping_paused, "held", millis(duration + REAPING_GRACE))
+                .ignore(),
+            None => pipe
+                .del(&hold)
+                .ignore()
+                .pexpire(
+                    &reaping_paused,
+                    i64::try_from(millis(REAPING_GRACE)).unwrap_or(i64::MAX),
+                )
+                .ignore(),
+        };
+        let (was_held,): (bool,) = pipe
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "set_hold")?;
+        Ok(was_held)
+    }
+
     /// Every field of a run's hash; empty when there is no such run (or it expired).
     ///
     /// # Errors
@@ -230,21 +272,33 @@ impl Store {
             Vec<(String, i64)>,
             Vec<(String, i64)>,
             Vec<(String, i64)>,
+            i64,
         );
-        let (leader, lease_ms, paused, replicas, defs, def_hashes, running, undeclared, stopped): Snapshot =
-            redis::pipe()
-                .get(self.keys.leader())
-                .pttl(self.keys.leader())
-                .smembers(self.keys.paused())
-                .zrange_withscores(self.keys.replicas(), 0, -1)
-                .hgetall(self.keys.defs())
-                .hgetall(self.keys.def_hashes())
-                .zrange_withscores(self.keys.active(), 0, -1)
-                .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
-                .zrange_withscores(self.keys.stopped_replicas(), 0, -1)
-                .query_async(&mut connection)
-                .await
-                .during(&self.metrics, "overview")?;
+        let (
+            leader,
+            lease_ms,
+            paused,
+            replicas,
+            defs,
+            def_hashes,
+            running,
+            undeclared,
+            stopped,
+            held_ms,
+        ): Snapshot = redis::pipe()
+            .get(self.keys.leader())
+            .pttl(self.keys.leader())
+            .smembers(self.keys.paused())
+            .zrange_withscores(self.keys.replicas(), 0, -1)
+            .hgetall(self.keys.defs())
+            .hgetall(self.keys.def_hashes())
+            .zrange_withscores(self.keys.active(), 0, -1)
+            .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
+            .zrange_withscores(self.keys.stopped_replicas(), 0, -1)
+            .pttl(self.keys.hold())
+            .query_async(&mut connection)
+            .await
+            .during(&self.metrics, "overview")?;
         let queues: Vec<String> = defs
             .values()
             .filter_map(|definition| {
@@ -340,6 +394,7 @@ impl Store {
             leader: leader.map(|token| (token, lease_ms)),
             counts,
             paused,
+            held_for: u64::try_from(held_ms).ok().map(Duration::from_millis),
             replicas: replica_infos,
             definitions: defs,
             definition_hashes: def_hashes,

@@ -198,6 +198,20 @@ impl Keys {
         self.key("paused")
     }
 
+    /// String, with a TTL: while it exists the namespace is held (`redcron hold`) and every
+    /// script that builds keys of its own refuses to run, so that a migration of the
+    /// namespace's slot never meets a script halfway.
+    pub fn hold(&self) -> String {
+        self.key("hold")
+    }
+
+    /// String, with a TTL: while it exists no lease is taken for expired. Set with a hold and
+    /// kept a grace past its end, so that runs whose lease or outcome the hold kept from Redis
+    /// are not reaped as lost while their workers catch up.
+    pub fn reaping_paused(&self) -> String {
+        self.key("reaping-paused")
+    }
+
     /// Zset run id -> deadline ms: the runs holding a slot of a job with a limit (`overlap =
     /// "forbid"`: one; `max_concurrency`), running or handed a freed slot.
     pub fn running(&self, job: &str) -> String {

@@ -62,7 +62,7 @@ use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
 pub use enqueueing::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
 pub use finishing::{Ack, FailOutcome, Failure, HeldRun};
-pub use inspect::{Event, Overview, ReplicaInfo, RunCounts, UndeclaredRuns};
+pub use inspect::{Event, Overview, REAPING_GRACE, ReplicaInfo, RunCounts, UndeclaredRuns};
 pub use keys::{InvalidNamespace, Keys, validate_namespace};
 pub use leadership::{Acquisition, LeaderToken};
 pub use notices::{DamagedNotice, OwedNotice, Settle};
@@ -94,6 +94,13 @@ pub enum StoreError {
     /// The namespace cannot make the keys' hash tag.
     #[error(transparent)]
     Namespace(#[from] keys::InvalidNamespace),
+    /// The namespace is held (`redcron hold`): scripts refuse until it is released. Retry
+    /// later; nothing was written.
+    #[error("{operation}: the namespace is held (redcron hold) until it is released")]
+    Held {
+        /// The store operation refused.
+        operation: &'static str,
+    },
     /// A claim found no declarations of this replica in Redis (they expired, Redis was
     /// restored): publish them ([`Store::publish_replica_jobs`]) and claim again.
     #[error("the declarations of replica {replica} are not in Redis")]
@@ -109,6 +116,9 @@ impl StoreError {
     /// counted, whichever component made the call and whether or not it goes on to swallow the
     /// error, and where a refusal to write is noticed for `/readyz`.
     fn redis(metrics: &Metrics, operation: &'static str, source: redis::RedisError) -> Self {
+        if source.code() == Some(HELD) {
+            return StoreError::Held { operation };
+        }
         metrics.redis_errors_total.inc();
         if refuses_writes(&source) {
             metrics.health.write_refused();
@@ -126,6 +136,17 @@ trait During<T> {
 impl<T> During<T> for Result<T, redis::RedisError> {
     fn during(self, metrics: &Metrics, operation: &'static str) -> Result<T, StoreError> {
         self.map_err(|source| StoreError::redis(metrics, operation, source))
+    }
+}
+
+/// The error code of a script refused while the namespace is held (`common.lua`'s `HELD`).
+const HELD: &str = "HELD";
+
+impl StoreError {
+    /// Whether the call was refused because the namespace is held: expected while an operator
+    /// moves its slot, so it is not a failure to warn about.
+    pub fn is_held(&self) -> bool {
+        matches!(self, StoreError::Held { .. })
     }
 }
 

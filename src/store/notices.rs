@@ -160,6 +160,7 @@ impl Store {
         let taken: Vec<(String, HashMap<String, String>)> = scripts::TAKE_NOTICES
             .key(self.keys.notices())
             .key(self.keys.notices_of(replica_id))
+            .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(replica_id)
             .arg(millis(lease))
@@ -199,6 +200,7 @@ impl Store {
         };
         let settled: i64 = scripts::SETTLE_NOTICE
             .key(self.keys.notices())
+            .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(id)
             .arg(replica_id)

@@ -89,6 +89,7 @@ impl Store {
             .key(self.keys.due())
             .key(self.keys.cursor())
             .key(self.keys.planned())
+            .key(self.keys.hold())
             .arg(token.as_str())
             .arg(job)
             .arg(cursor_ms.map_or_else(String::new, |cursor| cursor.to_string()))
@@ -197,6 +198,7 @@ impl Store {
             self.keys.events(),
             self.keys.wake_promoter(),
             self.keys.planned(),
+            self.keys.hold(),
         ];
         let mut args = vec![
             token.as_str().to_owned(),

@@ -52,6 +52,7 @@ impl Store {
             .key(self.keys.dead())
             .key(self.keys.planned())
             .key(self.keys.damaged_definitions())
+            .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(limit)
             .arg(millis(misfire_threshold))

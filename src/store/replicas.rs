@@ -15,6 +15,8 @@ pub struct Beat {
     /// The `instance` the replica's record named before this heartbeat: another process's
     /// means two processes beat under one replica id.
     pub previous_instance: Option<String>,
+    /// How much longer the namespace is held (`redcron hold`), when it is.
+    pub held_for: Option<Duration>,
 }
 
 /// The process a replica id's heartbeats come from, as [`Store::replica_instance`] reads it.
@@ -50,26 +52,29 @@ impl Store {
         let now = self.now_ms().await?;
         let replica = self.keys.replica(replica_id);
         let ttl_ms = i64::try_from(millis(ttl)).unwrap_or(i64::MAX);
-        let (previous_instance, declarations_kept): (Option<String>, bool) = redis::pipe()
-            .atomic()
-            .hget(&replica, "instance")
-            .zadd(self.keys.replicas(), replica_id, now)
-            .ignore()
-            .zrem(self.keys.stopped_replicas(), replica_id)
-            .ignore()
-            .hdel(&replica, "stopped_ms")
-            .ignore()
-            .hset_multiple(&replica, info)
-            .ignore()
-            .pexpire(&replica, ttl_ms)
-            .ignore()
-            .pexpire(self.keys.replica_jobs(replica_id), ttl_ms)
-            .query_async(&mut self.connection.clone())
-            .await
-            .during(&self.metrics, "heartbeat")?;
+        let (previous_instance, declarations_kept, held_ms): (Option<String>, bool, i64) =
+            redis::pipe()
+                .atomic()
+                .hget(&replica, "instance")
+                .zadd(self.keys.replicas(), replica_id, now)
+                .ignore()
+                .zrem(self.keys.stopped_replicas(), replica_id)
+                .ignore()
+                .hdel(&replica, "stopped_ms")
+                .ignore()
+                .hset_multiple(&replica, info)
+                .ignore()
+                .pexpire(&replica, ttl_ms)
+                .ignore()
+                .pexpire(self.keys.replica_jobs(replica_id), ttl_ms)
+                .pttl(self.keys.hold())
+                .query_async(&mut self.connection.clone())
+                .await
+                .during(&self.metrics, "heartbeat")?;
         Ok(Beat {
             declarations_kept,
             previous_instance,
+            held_for: u64::try_from(held_ms).ok().map(Duration::from_millis),
         })
     }
 

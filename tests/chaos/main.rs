@@ -629,8 +629,10 @@ fn kill_slot_master(cluster: &mut Cluster) -> String {
     })
 }
 
-/// Migrates the namespace's slot, keys and all, to another master (the next one by port).
+/// Migrates the namespace's slot, keys and all, to another master (the next one by port), the
+/// way the README asks: with the namespace held (`redcron hold`) while it moves.
 fn migrate_slot(cluster: &mut Cluster) -> String {
+    let url = cluster.redis.url();
     let Redis::Cluster(nodes) = &mut cluster.redis else {
         return "no Redis Cluster: this fault needs --topology cluster".to_owned();
     };
@@ -647,12 +649,30 @@ fn migrate_slot(cluster: &mut Cluster) -> String {
             return format!("no other master than port {from} to migrate slot {slot} to");
         };
         let started_ms = now_ms();
+        redcron_command(&url, &["hold", "--for", "2m"]);
         nodes.migrate_slot(slot, to);
+        redcron_command(&url, &["release"]);
         format!(
-            "slot {slot} moved from port {from} to port {to} in {:.1} s",
+            "slot {slot} moved from port {from} to port {to}, the namespace held for {:.1} s",
             seconds_since(started_ms)
         )
     })
+}
+
+/// Runs `redcron <args>` on the chaos namespace, and panics (the fault then reports it) unless
+/// it succeeds.
+fn redcron_command(url: &str, args: &[&str]) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .args(args)
+        .args(["--redis", url, "--namespace", NAMESPACE])
+        .output()
+        .expect("start redcron");
+    assert!(
+        output.status.success(),
+        "redcron {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// A replica running one of the long jobs right now (started, per the ledger, and not ended),

@@ -286,6 +286,16 @@ impl RedisCluster {
     /// When `to` is not a running master, a command fails, or the nodes do not agree on the
     /// new owner within 10 s.
     pub fn migrate_slot(&self, slot: u16, to: u16) {
+        self.migrate(slot, to, MIGRATE_BATCH, Duration::ZERO);
+    }
+
+    /// As [`RedisCluster::migrate_slot`], one key at a time with `pause` after each: a slot
+    /// half moved for as long as a large namespace's would be.
+    pub fn migrate_slot_key_by_key(&self, slot: u16, to: u16, pause: Duration) {
+        self.migrate(slot, to, 1, pause);
+    }
+
+    fn migrate(&self, slot: u16, to: u16, batch: usize, pause: Duration) {
         let from = self.master_of_slot(slot);
         if from == to {
             return;
@@ -320,7 +330,7 @@ impl RedisCluster {
             let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
                 .arg("GETKEYSINSLOT")
                 .arg(slot)
-                .arg(MIGRATE_BATCH)
+                .arg(batch)
                 .query(&mut source)
                 .unwrap_or_else(|error| fail("GETKEYSINSLOT", error));
             if keys.is_empty() {
@@ -337,6 +347,7 @@ impl RedisCluster {
                 .arg(&keys)
                 .query(&mut source)
                 .unwrap_or_else(|error| fail("MIGRATE", error));
+            std::thread::sleep(pause);
         }
         setslot(&mut target, "NODE", &to_id)
             .unwrap_or_else(|error| fail("NODE on the target", error));

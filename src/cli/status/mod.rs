@@ -328,6 +328,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             .collect();
         let status = json!({
             "leader": leader,
+            "held_ms": overview.held_for.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
             "replicas": replicas,
             "due": overview.counts.due,
             "active": overview.counts.active,
@@ -354,6 +355,14 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 out,
                 "leader: none (an election is due within the lease ttl)"
             )?,
+        }
+        if let Some(left) = overview.held_for {
+            writeln!(
+                out,
+                "held: nothing is planned, claimed or recorded for {} more (`redcron release` \
+                 ends it)",
+                duration(i64::try_from(left.as_millis()).unwrap_or(i64::MAX))
+            )?;
         }
         writeln!(
             out,

@@ -33,6 +33,7 @@ fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
             ready: Vec::new(),
         },
         paused: Vec::new(),
+        held_for: None,
         // Not in id order, as heartbeats would order them.
         replicas: vec![
             replica("d", true, Some(&[("nightly", "h2")])),

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::{Backoff, Leadership, Shutdown};
+use super::{Backoff, Leadership, Shutdown, log_store_failure};
 use crate::schedule::{Job, Jobs, Misfire};
 use crate::store::{
     JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkipReason, SkippedFire, Store, StoreError,
@@ -462,7 +462,7 @@ impl Planner {
                     self.config.period
                 }
                 Err(error) => {
-                    warn!(%error, "planner tick failed");
+                    log_store_failure(&error, "planner tick failed");
                     backoff.failed()
                 }
             };

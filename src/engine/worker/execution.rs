@@ -11,7 +11,7 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
 use super::acker::{PendingAck, RECORD_WINDOW};
-use crate::engine::{Backoff, Shutdown};
+use crate::engine::{Backoff, Shutdown, log_store_failure};
 use crate::handler::{Outcome, RunContext, payload_problem};
 use crate::schedule::{Job, Overlap};
 use crate::store::{
@@ -97,8 +97,7 @@ impl Execution {
         // Aborted when the execution ends, even by a panic.
         let keeper = AbortOnDropHandle::new(tokio::spawn(keep_lease(
             self.store.clone(),
-            run.id.clone(),
-            run.worker.clone(),
+            run.clone(),
             self.lease,
             lost.clone(),
         )));
@@ -281,12 +280,7 @@ impl Execution {
     /// runs, and the reaper hand the run to another replica: the run would run twice. Not
     /// starting makes it late instead: the reaper hands it on once the lease expires.
     async fn take_full_lease(&self, run: &ClaimedRun) -> bool {
-        match retry_store(|| {
-            self.store
-                .start_claimed_run(&run.id, &run.worker, self.lease)
-        })
-        .await
-        {
+        match retry_store(|| self.store.start_claimed_run(run, self.lease)).await {
             Some(true) => true,
             Some(false) => {
                 warn!(run = run.id, "lease lost before the run started");
@@ -378,20 +372,29 @@ impl Execution {
 }
 
 /// Retries a store call with backoff for [`RECORD_WINDOW`] at most, the call under way
-/// included; `None` when the window passed without an answer.
+/// included, and for as long as the namespace is held; `None` when the window passed without
+/// an answer.
 pub(crate) async fn retry_store<T, F, Fut>(mut call: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
 {
-    let deadline = tokio::time::Instant::now() + RECORD_WINDOW;
+    let mut deadline = tokio::time::Instant::now() + RECORD_WINDOW;
     let mut backoff = Backoff::default();
     loop {
         // A call abandoned at the deadline may still be carried out by Redis, as one that
         // timed out may: each is one atomic script, and the run's lease settles the rest.
         match tokio::time::timeout_at(deadline, call()).await {
             Ok(Ok(value)) => return Some(value),
-            Ok(Err(error)) => warn!(%error, "store call failed; retrying"),
+            Ok(Err(error)) => {
+                log_store_failure(&error, "store call failed; retrying");
+                if error.is_held() {
+                    // Redis answers, and takes the call once the hold ends: the outcome waits
+                    // for that however long the hold lasts (leases are kept, nothing is reaped
+                    // meanwhile), unless the replica stops first.
+                    deadline = tokio::time::Instant::now() + RECORD_WINDOW;
+                }
+            }
             Err(_) => return None,
         }
         let pause = backoff.failed();
@@ -406,16 +409,19 @@ where
 /// started); cancels `lost` when the run is no longer this worker's. A failed extension is
 /// retried at the next period: if Redis stays away past the lease, the reaper hands the run to
 /// someone else (at-least-once).
-async fn keep_lease(store: Store, run_id: String, worker: String, lease: Duration, lost: Shutdown) {
+async fn keep_lease(store: Store, run: ClaimedRun, lease: Duration, lost: Shutdown) {
     loop {
         tokio::time::sleep(lease / 3).await;
-        match store.extend_lease(&run_id, &worker, lease).await {
+        match store
+            .extend_lease(&run.id, &run.job, &run.worker, lease)
+            .await
+        {
             Ok(true) => {}
             Ok(false) => {
                 lost.cancel();
                 return;
             }
-            Err(error) => warn!(%error, run = run_id, "cannot extend the lease"),
+            Err(error) => warn!(%error, run = run.id, "cannot extend the lease"),
         }
     }
 }

@@ -31,7 +31,7 @@ use execution::{Ended, Execution};
 pub use held::Reconciled;
 use held::{HeldRuns, reconcile};
 
-use super::{Backoff, Shutdown, count_skips};
+use super::{Backoff, Shutdown, count_skips, log_store_failure};
 use crate::handler::Handlers;
 use crate::schedule::{Job, Jobs};
 use crate::store::{
@@ -470,7 +470,7 @@ impl Workers {
                     Idle::Empty
                 }
                 Err(error) => {
-                    warn!(%error, "claiming a run failed");
+                    log_store_failure(&error, "claiming a run failed");
                     self.reconcile_soon();
                     Idle::Failed(backoff.failed())
                 }

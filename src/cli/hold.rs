@@ -1,0 +1,61 @@
+//! `redcron hold` and `redcron release`: hold a namespace still while its slot moves to another
+//! Redis Cluster master.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{CliError, RedisArgs, block_on};
+
+#[derive(Debug, Args)]
+pub(super) struct HoldArgs {
+    /// How long the hold lasts unless released first: a hold that outlives its reason would
+    /// stop every fire of the namespace.
+    #[arg(long = "for", value_name = "DURATION", default_value = "5m", value_parser = hold_duration)]
+    duration: Duration,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ReleaseArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+/// Reads `--for`: at least a second, at most a day.
+fn hold_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|error| format!("{text:?}: {error}"))?;
+    if !(Duration::from_secs(1)..=Duration::from_secs(24 * 3600)).contains(&duration) {
+        return Err(format!("{text:?} is not between 1s and 24h"));
+    }
+    Ok(duration)
+}
+
+pub(super) fn hold(args: &HoldArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let was_held = block_on(async {
+        let store = args.redis.connect().await?;
+        Ok::<_, CliError>(store.set_hold(Some(args.duration)).await?)
+    })?;
+    let again = if was_held { " (held again)" } else { "" };
+    writeln!(
+        out,
+        "namespace \"{}\" held for {}{again}: nothing is planned, claimed or recorded until \
+         `redcron release` or the hold ends; runs already going on keep their leases, and fires \
+         due meanwhile run late",
+        args.redis.namespace,
+        humantime::format_duration(args.duration)
+    )
+    .map_err(CliError::io("writing the result"))
+}
+
+pub(super) fn release(args: &ReleaseArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let was_held = block_on(async {
+        let store = args.redis.connect().await?;
+        Ok::<_, CliError>(store.set_hold(None).await?)
+    })?;
+    let message = if was_held { "released" } else { "was not held" };
+    writeln!(out, "namespace \"{}\" {message}", args.redis.namespace)
+        .map_err(CliError::io("writing the result"))
+}
