@@ -12,7 +12,7 @@ use tempfile::TempDir;
 
 use crate::util::cluster::RedisCluster;
 use crate::util::replica::ReplicaProcess;
-use crate::util::sentinel::SentinelSetup;
+use crate::util::sentinel::{MASTER_NAME, SentinelSetup};
 use crate::util::{Run, cli_at, one_document, read_ledger, redcron_in, wait_until};
 
 /// Replicas, their schedule directory and their ledger, on the Redis at `url`.
@@ -249,6 +249,20 @@ fn fires_run_once_through_a_sentinel_failover_of_the_primary() {
     fleet.wait_for_fires(before, 5, Duration::from_secs(30));
     assert_status_sees_the_fleet(&fleet);
     assert_trigger_runs(&fleet);
+
+    // A master name the sentinels do not watch is said to be one, with the name.
+    let wrong_name = setup.url().replace(MASTER_NAME, "nosuchmaster");
+    let error = redcron_in(
+        fleet.dir.path(),
+        &["status", "--redis", &wrong_name, "--namespace", "test"],
+        "",
+    )
+    .failure(2);
+    assert!(
+        error.contains("no sentinel that answered watches a primary of that name")
+            && error.contains("\"nosuchmaster\""),
+        "{error}"
+    );
 
     fleet.stop_and_assert_every_fire_ran_once();
 }

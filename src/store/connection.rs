@@ -326,6 +326,18 @@ async fn primary(target: &SentinelTarget) -> Result<redis::Client, RedisError> {
     let mut sentinels = target.client()?;
     let lookup = sentinels.async_get_client();
     match tokio::time::timeout(CONNECTION_TIMEOUT * 2, lookup).await {
+        // The crate's own message ("Master with given name not found") names neither.
+        Ok(Err(error)) if error.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel => {
+            Err(RedisError::from((
+                redis::ErrorKind::MasterNameNotFoundBySentinel,
+                "no sentinel that answered watches a primary of that name",
+                format!(
+                    "{:?} (the name after the last / of the URL) on {}",
+                    target.master,
+                    target.sentinels.join(",")
+                ),
+            )))
+        }
         Ok(found) => found,
         Err(_) => Err(RedisError::from((
             redis::ErrorKind::Io,
