@@ -1,10 +1,16 @@
 //! Prometheus metrics and the HTTP endpoint that serves them with the health checks.
 //!
-//! A replica's metrics and health are one [`Metrics`] handle, made by whoever runs the replica
-//! and passed in with its store ([`crate::store::Store::with_metrics`]): components update them
-//! where the thing counted happens, and two replicas in one process count apart. Gauges of shared state (due, active, dead, ready runs) are refreshed
-//! from Redis by the leader only, so that summing over replicas does not count them twice.
+//! A replica's metrics and health are one [`Metrics`] handle, made with its store (or passed in
+//! with [`crate::store::Store::with_metrics`]): components update them where the thing counted
+//! happens, and two replicas in one process count apart. Every series carries the replica's
+//! `namespace` label. Gauges of shared state (due, active, dead, ready runs) are refreshed from
+//! Redis by the leader only, so that summing over replicas does not count them twice.
+//!
+//! One [`Endpoint`] serves a process: the metrics of every namespace it serves, merged into one
+//! exposition, and one health that fails when any namespace's does.
 
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -19,8 +25,10 @@ use prometheus::{
 
 use crate::shutdown::Shutdown;
 
-/// Every metric a replica exports.
+/// Every metric a replica exports, labelled with its namespace.
 pub struct Metrics {
+    /// The namespace the replica serves: the `namespace` label of every series.
+    namespace: String,
     registry: Registry,
     /// `redcron_runs_total{job,outcome}`: runs finished, by outcome (succeeded, retrying, dead).
     pub runs_total: IntCounterVec,
@@ -77,12 +85,6 @@ pub struct Metrics {
     pub redis_errors_total: IntCounter,
     /// What `/healthz` and `/readyz` report.
     pub health: Health,
-    /// `redcron_log_lines_dropped_total`: log lines the log stream refused or was too slow
-    /// for; kept in step with [`crate::logs::dropped_lines`] at each scrape.
-    log_lines_dropped_total: IntCounter,
-    /// The dropped log lines already added to `log_lines_dropped_total`: two scrapes at once
-    /// must not add the same lines twice.
-    log_lines_counted: Mutex<u64>,
 }
 
 /// Buckets for durations and lags, in seconds: from a millisecond to an hour.
@@ -91,28 +93,27 @@ const BUCKETS: [f64; 16] = [
     3600.0,
 ];
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
+/// Registers `metric` in `registry`. Names, labels and buckets are constants here: building or
+/// registering can only fail on a programming error, which the metrics tests exercise.
+fn registered<M: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: prometheus::Result<M>,
+) -> M {
+    let metric = metric.expect("metric names and labels are valid");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("each metric is registered once");
+    metric
 }
 
 impl Metrics {
-    /// Every metric at zero, in a registry of its own, and a replica that has not started.
-    pub fn new() -> Self {
-        let registry = Registry::new();
-        // Names, labels and buckets are constants here: building or registering can only
-        // fail on a programming error, which the metrics tests exercise.
-        fn registered<M: prometheus::core::Collector + Clone + 'static>(
-            registry: &Registry,
-            metric: prometheus::Result<M>,
-        ) -> M {
-            let metric = metric.expect("metric names and labels are valid");
-            registry
-                .register(Box::new(metric.clone()))
-                .expect("each metric is registered once");
-            metric
-        }
+    /// Every metric of namespace `namespace` at zero, in a registry of its own, and a replica
+    /// that has not started.
+    pub fn new(namespace: &str) -> Self {
+        let labels =
+            std::collections::HashMap::from([("namespace".to_owned(), namespace.to_owned())]);
+        let registry =
+            Registry::new_custom(None, Some(labels)).expect("a namespace is a valid label value");
         let counter_vec = |name: &str, help: &str, labels: &[&str]| {
             registered(&registry, IntCounterVec::new(Opts::new(name, help), labels))
         };
@@ -208,14 +209,15 @@ impl Metrics {
             workers_busy: gauge("redcron_workers_busy", "Runs executing on this replica"),
             workers_max: gauge("redcron_workers_max", "Runs this replica executes at once"),
             redis_errors_total: counter("redcron_redis_errors_total", "Failed Redis calls"),
-            log_lines_dropped_total: counter(
-                "redcron_log_lines_dropped_total",
-                "Log lines dropped: the log stream refused them or was too slow",
-            ),
-            log_lines_counted: Mutex::new(0),
             health: Health::default(),
+            namespace: namespace.to_owned(),
             registry,
         }
+    }
+
+    /// The namespace these metrics count for.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     /// Counts one skipped (or, `corrupt`, buried) run under the labels the caller chose: a job
@@ -226,8 +228,43 @@ impl Metrics {
             .with_label_values(&[job, reason])
             .inc();
     }
+}
 
-    /// The text exposition format.
+/// What one process serves on its metrics endpoint: the metrics and health of every namespace it
+/// serves, and the metrics of the process itself.
+pub struct Endpoint {
+    namespaces: Vec<Arc<Metrics>>,
+    /// The process's own series, which carry no namespace.
+    registry: Registry,
+    /// `redcron_log_lines_dropped_total`: log lines the log stream refused or was too slow
+    /// for; kept in step with [`crate::logs::dropped_lines`] at each scrape.
+    log_lines_dropped_total: IntCounter,
+    /// The dropped log lines already added to `log_lines_dropped_total`: two scrapes at once
+    /// must not add the same lines twice.
+    log_lines_counted: Mutex<u64>,
+}
+
+impl Endpoint {
+    /// The endpoint of a process serving the namespaces whose metrics are `namespaces`.
+    pub fn new(namespaces: Vec<Arc<Metrics>>) -> Self {
+        let registry = Registry::new();
+        let log_lines_dropped_total = registered(
+            &registry,
+            IntCounter::new(
+                "redcron_log_lines_dropped_total",
+                "Log lines dropped: the log stream refused them or was too slow",
+            ),
+        );
+        Self {
+            namespaces,
+            registry,
+            log_lines_dropped_total,
+            log_lines_counted: Mutex::new(0),
+        }
+    }
+
+    /// The text exposition format: each metric family once, holding the series of every
+    /// namespace (a family named twice would be refused by Prometheus).
     fn encode(&self) -> String {
         {
             // A poisoned lock only means a scrape panicked mid-update; the count is still right.
@@ -241,10 +278,65 @@ impl Metrics {
                 *counted = dropped;
             }
         }
+        let mut families = BTreeMap::new();
+        let registries =
+            std::iter::once(&self.registry).chain(self.namespaces.iter().map(|m| &m.registry));
+        for mut family in registries.flat_map(Registry::gather) {
+            match families.entry(family.name().to_owned()) {
+                Entry::Vacant(entry) => {
+                    entry.insert(family);
+                }
+                Entry::Occupied(mut entry) => {
+                    entry.get_mut().mut_metric().extend(family.take_metric());
+                }
+            }
+        }
+        let families: Vec<_> = families.into_values().collect();
         let mut buffer = Vec::new();
         // Encoding into a Vec cannot fail for well-formed metrics.
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buffer);
+        let _ = TextEncoder::new().encode(&families, &mut buffer);
         String::from_utf8_lossy(&buffer).into_owned()
+    }
+
+    /// `Ok` while every namespace's replica lives and progresses, else why not (for
+    /// `/healthz`), naming the namespace when there are several.
+    ///
+    /// # Errors
+    /// The first namespace whose [`Health::liveness`] fails.
+    pub fn liveness(&self) -> Result<(), String> {
+        self.each_health(Health::liveness)
+    }
+
+    /// `Ok` while every namespace's replica can take work, else why not (for `/readyz`),
+    /// naming the namespace when there are several.
+    ///
+    /// # Errors
+    /// The first namespace whose [`Health::readiness`] fails.
+    pub fn readiness(&self) -> Result<(), String> {
+        self.each_health(Health::readiness)
+    }
+
+    /// The first component that died, and its namespace when there are several.
+    pub fn dead_component(&self) -> Option<String> {
+        self.namespaces.iter().find_map(|metrics| {
+            let component = metrics.health.dead_component()?;
+            Some(self.naming(metrics, component))
+        })
+    }
+
+    fn each_health(&self, check: fn(&Health) -> Result<(), String>) -> Result<(), String> {
+        self.namespaces.iter().try_for_each(|metrics| {
+            check(&metrics.health).map_err(|why| self.naming(metrics, &why))
+        })
+    }
+
+    /// `what`, prefixed with the namespace of `metrics` when the process serves several.
+    fn naming(&self, metrics: &Metrics, what: &str) -> String {
+        if self.namespaces.len() > 1 {
+            format!("namespace {}: {what}", metrics.namespace)
+        } else {
+            what.to_owned()
+        }
     }
 }
 
@@ -396,17 +488,17 @@ impl Health {
     }
 }
 
-/// Serves `metrics` on `/metrics`, and its health on `/healthz` and `/readyz`, on `listener`
-/// until `shutdown`.
+/// Serves the metrics of `endpoint` on `/metrics`, and its health on `/healthz` and `/readyz`,
+/// on `listener` until `shutdown`.
 ///
 /// # Errors
 /// The listener fails.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    metrics: Arc<Metrics>,
+    endpoint: Arc<Endpoint>,
     shutdown: Shutdown,
 ) -> std::io::Result<()> {
-    let (scraped, live, ready) = (metrics.clone(), metrics.clone(), metrics);
+    let (scraped, live, ready) = (endpoint.clone(), endpoint.clone(), endpoint);
     let app = Router::new()
         .route(
             "/metrics",
@@ -420,7 +512,7 @@ pub async fn serve(
         .route(
             "/healthz",
             get(|| async move {
-                match live.health.liveness() {
+                match live.liveness() {
                     Ok(()) => (StatusCode::OK, "ok\n".to_owned()),
                     Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
                 }
@@ -429,7 +521,7 @@ pub async fn serve(
         .route(
             "/readyz",
             get(|| async move {
-                match ready.health.readiness() {
+                match ready.readiness() {
                     Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
                     Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
                 }
@@ -473,10 +565,59 @@ mod tests {
         assert_eq!(health.readiness(), dead);
     }
 
+    #[test]
+    fn one_endpoint_serves_each_namespace_under_its_label_and_fails_with_any() {
+        let (a, b) = (Arc::new(Metrics::new("a")), Arc::new(Metrics::new("b")));
+        a.leader.set(1);
+        b.runs_total.with_label_values(&["j", "dead"]).inc();
+        let endpoint = Endpoint::new(vec![a.clone(), b.clone()]);
+        let exported = endpoint.encode();
+        for series in [
+            "redcron_leader{namespace=\"a\"} 1",
+            "redcron_leader{namespace=\"b\"} 0",
+            "redcron_runs_total{job=\"j\",outcome=\"dead\",namespace=\"b\"} 1",
+            "redcron_log_lines_dropped_total ",
+        ] {
+            assert!(
+                exported.contains(&format!("\n{series}")),
+                "{series}\n{exported}"
+            );
+        }
+        // Each family is described once, however many namespaces it holds series of.
+        assert_eq!(
+            exported.matches("# TYPE redcron_leader gauge").count(),
+            1,
+            "{exported}"
+        );
+
+        for metrics in [&a, &b] {
+            metrics.health.progressed();
+        }
+        assert_eq!(endpoint.readiness(), Ok(()));
+        b.health.write_refused();
+        assert_eq!(
+            endpoint.readiness(),
+            Err("namespace b: redis refuses writes\n".to_owned())
+        );
+        assert_eq!(endpoint.liveness(), Ok(()));
+        b.health.component_died("planner");
+        assert_eq!(
+            endpoint.liveness(),
+            Err("namespace b: the planner died\n".to_owned())
+        );
+        assert_eq!(
+            endpoint.dead_component().as_deref(),
+            Some("namespace b: planner")
+        );
+        // One namespace: the reasons as they were.
+        let alone = Endpoint::new(vec![b]);
+        assert_eq!(alone.liveness(), Err("the planner died\n".to_owned()));
+    }
+
     /// Every `redcron_*` series that the contrib dashboard and alert rules query is exported.
     #[test]
     fn contrib_dashboard_and_alerts_use_exported_metrics() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("test");
         // Touch the labelled families so that they appear in the exposition.
         metrics
             .runs_total
@@ -499,7 +640,7 @@ mod tests {
             .ready_runs
             .with_label_values(&["default", "high"])
             .set(0);
-        let exported = metrics.encode();
+        let exported = Endpoint::new(vec![Arc::new(metrics)]).encode();
         for (file, text) in [
             (
                 "grafana-dashboard.json",

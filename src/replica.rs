@@ -25,7 +25,7 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
-use tracing::{error, warn};
+use tracing::{Instrument, error, warn};
 
 use crate::engine::elector::{Elector, ElectorConfig};
 use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError, wait_for_replica_id};
@@ -107,7 +107,8 @@ struct Supervisor {
 
 impl Supervisor {
     fn spawn(&mut self, component: Component, task: impl Future<Output = ()> + Send + 'static) {
-        let id = self.tasks.spawn(task).id();
+        // In the span the replica runs in: with several namespaces, it names the namespace.
+        let id = self.tasks.spawn(task.in_current_span()).id();
         self.names.insert(id, component);
     }
 

@@ -111,7 +111,7 @@ async fn one_elector_leads_and_steps_down_when_its_lease_is_taken() {
 async fn components_and_the_store_count_in_the_metrics_they_were_given() {
     let mut server = RedisServer::start();
     let store = connect(&server).await;
-    let (metrics_a, metrics_b) = (Arc::new(Metrics::new()), Arc::new(Metrics::new()));
+    let (metrics_a, metrics_b) = (Arc::new(Metrics::new("a")), Arc::new(Metrics::new("b")));
     let (store_a, store_b) = (
         store.clone().with_metrics(metrics_a.clone()),
         store.with_metrics(metrics_b.clone()),

@@ -276,7 +276,12 @@ fn readyz_fails_while_redis_refuses_writes_and_a_follower_counts_the_errors() {
         "{}",
         follower.log()
     );
-    let errors = || sample(&http_get(port, "/metrics").1, "redcron_redis_errors_total");
+    let errors = || {
+        sample(
+            &http_get(port, "/metrics").1,
+            "redcron_redis_errors_total{namespace=\"test\"}",
+        )
+    };
     let errors_before = errors();
 
     // Fill Redis past a small maxmemory under noeviction: every write is refused with OOM.

@@ -626,11 +626,14 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
             let metrics = http_get(port, "/metrics").1;
             sample(
                 &metrics,
-                "redcron_runs_total{job=\"ok\",outcome=\"succeeded\"}",
+                "redcron_runs_total{job=\"ok\",outcome=\"succeeded\",namespace=\"test\"}",
             ) == 3.0
-                && sample(&metrics, "redcron_runs_total{job=\"bad\",outcome=\"dead\"}") == 1.0
-                && sample(&metrics, "redcron_dead_runs") == 1.0
-                && sample(&metrics, "redcron_workers_busy") == 0.0
+                && sample(
+                    &metrics,
+                    "redcron_runs_total{job=\"bad\",outcome=\"dead\",namespace=\"test\"}",
+                ) == 1.0
+                && sample(&metrics, "redcron_dead_runs{namespace=\"test\"}") == 1.0
+                && sample(&metrics, "redcron_workers_busy{namespace=\"test\"}") == 0.0
         }),
         "{}\n{}",
         http_get(port, "/metrics").1,
@@ -640,30 +643,47 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     let (status, metrics) = http_get(port, "/metrics");
     assert_eq!(status, 200);
     for (series, expected) in [
-        ("redcron_runs_total{job=\"ok\",outcome=\"succeeded\"}", 3.0),
-        ("redcron_runs_total{job=\"bad\",outcome=\"retrying\"}", 1.0),
-        ("redcron_runs_total{job=\"bad\",outcome=\"dead\"}", 1.0),
-        ("redcron_retries_total{job=\"bad\"}", 1.0),
-        ("redcron_run_duration_seconds_count{job=\"ok\"}", 3.0),
-        ("redcron_run_duration_seconds_count{job=\"bad\"}", 2.0),
-        ("redcron_dead_runs", 1.0),
-        ("redcron_active_runs", 0.0),
-        ("redcron_leader", 1.0),
-        ("redcron_leader_changes_total", 1.0),
-        ("redcron_fenced_writes_total", 0.0),
-        ("redcron_reaped_runs_total", 0.0),
-        ("redcron_workers_max", 4.0),
-        ("redcron_workers_busy", 0.0),
+        (
+            "redcron_runs_total{job=\"ok\",outcome=\"succeeded\",namespace=\"test\"}",
+            3.0,
+        ),
+        (
+            "redcron_runs_total{job=\"bad\",outcome=\"retrying\",namespace=\"test\"}",
+            1.0,
+        ),
+        (
+            "redcron_runs_total{job=\"bad\",outcome=\"dead\",namespace=\"test\"}",
+            1.0,
+        ),
+        ("redcron_retries_total{job=\"bad\",namespace=\"test\"}", 1.0),
+        (
+            "redcron_run_duration_seconds_count{job=\"ok\",namespace=\"test\"}",
+            3.0,
+        ),
+        (
+            "redcron_run_duration_seconds_count{job=\"bad\",namespace=\"test\"}",
+            2.0,
+        ),
+        ("redcron_dead_runs{namespace=\"test\"}", 1.0),
+        ("redcron_active_runs{namespace=\"test\"}", 0.0),
+        ("redcron_leader{namespace=\"test\"}", 1.0),
+        ("redcron_leader_changes_total{namespace=\"test\"}", 1.0),
+        ("redcron_fenced_writes_total{namespace=\"test\"}", 0.0),
+        ("redcron_reaped_runs_total{namespace=\"test\"}", 0.0),
+        ("redcron_workers_max{namespace=\"test\"}", 4.0),
+        ("redcron_workers_busy{namespace=\"test\"}", 0.0),
     ] {
         assert_eq!(sample(&metrics, series), expected, "{series}\n{metrics}");
     }
     // Ad-hoc runs have no fire time: no fire lag is observed.
     assert!(
-        !metrics.contains("redcron_fire_lag_seconds_count{job=\"ok\"}"),
+        !metrics.contains("redcron_fire_lag_seconds_count{job=\"ok\",namespace=\"test\"}"),
         "{metrics}"
     );
     assert!(
-        metrics.contains("redcron_ready_runs{priority=\"high\",queue=\"default\"} 0"),
+        metrics.contains(
+            "redcron_ready_runs{priority=\"high\",queue=\"default\",namespace=\"test\"} 0"
+        ),
         "{metrics}"
     );
 
@@ -673,7 +693,7 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     assert!(wait_until(Duration::from_secs(10), || {
         sample(
             &http_get(port, "/metrics").1,
-            "redcron_skipped_fires_total{job=\"ok\",reason=\"paused\"}",
+            "redcron_skipped_fires_total{job=\"ok\",reason=\"paused\",namespace=\"test\"}",
         ) == 1.0
     }));
 

@@ -9,13 +9,13 @@ use redis::Commands;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{redcron_in, wait_until};
+use crate::util::{free_port, http_get, redcron_in, sample, wait_until};
 
-/// A job firing every second that appends its run id to `ledger`.
-fn every_second_job(dir: &Path, ledger: &Path) {
-    std::fs::create_dir_all(dir.join("schedules")).expect("schedules dir");
+/// A job firing every second that appends its run id to `ledger`, in `schedules/jobs.toml`.
+fn every_second_job(schedules: &Path, ledger: &Path) {
+    std::fs::create_dir_all(schedules).expect("schedules dir");
     std::fs::write(
-        dir.join("schedules/jobs.toml"),
+        schedules.join("jobs.toml"),
         format!(
             "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> {}\"\n",
             ledger.display()
@@ -29,6 +29,16 @@ fn ledger_lines(ledger: &Path) -> usize {
         .unwrap_or_default()
         .lines()
         .count()
+}
+
+/// Creates, on `server`, the user of SECURITY.md's ACL line for namespace `namespace`, and
+/// returns the URL that logs in as it.
+fn acl_user(server: &RedisServer, namespace: &str) -> String {
+    let () = redis::cmd("ACL")
+        .arg(acl_line_from_security_md(namespace))
+        .query(&mut server.connection())
+        .expect("ACL SETUSER");
+    server.url_as("redcron", "s3cret")
 }
 
 /// The `ACL SETUSER` line of SECURITY.md, for namespace `namespace`.
@@ -47,19 +57,87 @@ fn acl_line_from_security_md(namespace: &str) -> Vec<String> {
         .collect()
 }
 
+/// One process serving two namespaces keeps their health and metrics apart: a namespace that
+/// cannot write is named by `/readyz`, while the other one's fires go on and its metrics count
+/// under its own label.
+#[test]
+fn a_namespace_that_cannot_write_is_named_by_readyz_while_the_other_runs() {
+    let server = RedisServer::start();
+    let url = acl_user(&server, "a");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (ledger_a, ledger_b) = (dir.path().join("ledger-a"), dir.path().join("ledger-b"));
+    // Each namespace is served from the subdirectory named after it.
+    let schedules = dir.path().join("schedules");
+    every_second_job(&schedules.join("a"), &ledger_a);
+    every_second_job(&schedules.join("b"), &ledger_b);
+    let port = free_port();
+    let address = format!("127.0.0.1:{port}");
+    let replica = ReplicaProcess::start(
+        "r1",
+        &url,
+        &schedules,
+        dir.path(),
+        &["--namespace", "a,b", "--metrics-addr", &address],
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || ledger_lines(&ledger_a) >= 3),
+        "no fires in the namespace the user may write:\n{}",
+        replica.log()
+    );
+    let readiness = || {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .is_ok()
+            .then(|| http_get(port, "/readyz"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || readiness()
+            == Some((503, "namespace b: redis refuses writes\n".to_owned()))),
+        "{:?}\n{}",
+        readiness(),
+        replica.log()
+    );
+    assert_eq!(ledger_lines(&ledger_b), 0, "namespace b cannot have fired");
+    // Each namespace counts under its own label: a leads, b could not even elect itself.
+    let metrics = http_get(port, "/metrics").1;
+    assert_eq!(
+        sample(&metrics, "redcron_leader{namespace=\"a\"}"),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "redcron_leader{namespace=\"b\"}"),
+        0.0,
+        "{metrics}"
+    );
+    assert!(
+        sample(&metrics, "redcron_redis_errors_total{namespace=\"b\"}") > 0.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "redcron_redis_errors_total{namespace=\"a\"}"),
+        0.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        metrics.matches("# TYPE redcron_leader gauge").count(),
+        1,
+        "each family once: {metrics}"
+    );
+    // Each line a replica logs names its namespace.
+    let log = replica.log();
+    assert!(log.contains("replica{namespace=\"a\"}"), "{log}");
+    assert!(log.contains("replica{namespace=\"b\"}"), "{log}");
+}
+
 #[test]
 fn an_acl_user_limited_to_the_namespace_runs_the_whole_engine() {
     let server = RedisServer::start();
-    let mut admin = server.connection();
-    let () = redis::cmd("ACL")
-        .arg(acl_line_from_security_md("test"))
-        .query(&mut admin)
-        .expect("ACL SETUSER");
-    let url = server.url_as("redcron", "s3cret");
+    let url = acl_user(&server, "test");
 
     let dir = tempfile::tempdir().expect("temp dir");
     let ledger = dir.path().join("ledger");
-    every_second_job(dir.path(), &ledger);
+    every_second_job(&dir.path().join("schedules"), &ledger);
     let replica = ReplicaProcess::start("r1", &url, &dir.path().join("schedules"), dir.path(), &[]);
     assert!(
         wait_until(Duration::from_secs(10), || ledger_lines(&ledger) >= 3),
@@ -246,7 +324,7 @@ fn rediss_with_a_private_ca_and_a_client_certificate_runs_the_whole_engine() {
     ];
 
     let ledger = dir.path().join("ledger");
-    every_second_job(dir.path(), &ledger);
+    every_second_job(&dir.path().join("schedules"), &ledger);
     let replica =
         ReplicaProcess::start("r1", &url, &dir.path().join("schedules"), dir.path(), &tls);
     assert!(

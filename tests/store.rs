@@ -1572,3 +1572,36 @@ fn the_scripts_read_every_field_of_a_published_definition_and_refuse_one_that_la
     assert_eq!(decode(&partial.to_string()), "refused");
     assert_eq!(decode("{not json"), "refused");
 }
+
+/// `--replicated-writes N` on a Redis with fewer replicas than N would refuse every write: the
+/// replica says so when it starts, instead of only failing call after call.
+#[tokio::test]
+async fn replicated_writes_beyond_the_connected_replicas_are_warned_about() {
+    let server = RedisServer::start();
+    let asking = |replicas| StoreSettings {
+        replicated_writes: Some(redcron::store::ReplicatedWrites {
+            replicas,
+            timeout: Duration::from_millis(100),
+        }),
+        ..StoreSettings::default()
+    };
+    let store = Store::connect(&server.url(), NAMESPACE, asking(1))
+        .await
+        .expect("connect");
+    let warnings = store.durability_warnings().await.expect("warnings");
+    assert!(
+        warnings.iter().any(|warning| warning
+            .starts_with("--replicated-writes 1 but Redis has 0 connected replica(s)")),
+        "{warnings:?}"
+    );
+    let without = Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
+        .await
+        .expect("connect");
+    let warnings = without.durability_warnings().await.expect("warnings");
+    assert!(
+        !warnings
+            .iter()
+            .any(|warning| warning.contains("replicated")),
+        "{warnings:?}"
+    );
+}

@@ -590,9 +590,28 @@ fn printable(text: &str) -> String {
 /// `--namespace`, checked as the store checks it, so that a bad one is refused with the usage.
 /// Reads `--namespace`: one namespace, or (for `run`) several, comma-separated, each once.
 fn namespaces(value: &str) -> Result<String, String> {
+    let several = value.contains(',');
     let mut seen = std::collections::BTreeSet::new();
     for namespace in value.split(',') {
+        if several && namespace.is_empty() {
+            return Err(format!(
+                "{value:?} names an empty namespace: a comma at an end, or two in a row"
+            ));
+        }
+        if several && namespace.trim() != namespace {
+            return Err(format!(
+                "{value:?}: separate namespaces with commas alone, without spaces"
+            ));
+        }
         crate::store::validate_namespace(namespace).map_err(|error| error.to_string())?;
+        // Each of several namespaces is served from the subdirectory of --schedules named
+        // after it: `..` would be the parent, `.x` a hidden directory.
+        if several && namespace.starts_with('.') {
+            return Err(format!(
+                "namespace {namespace:?} cannot be served beside others: each names a \
+                 subdirectory of --schedules, which cannot start with '.'"
+            ));
+        }
         if !seen.insert(namespace) {
             return Err(format!("namespace {namespace:?} is given twice"));
         }
@@ -603,6 +622,25 @@ fn namespaces(value: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_of_namespaces_is_refused_with_what_is_wrong_in_it() {
+        assert_eq!(namespaces("a,b-2,c.d"), Ok("a,b-2,c.d".to_owned()));
+        // Alone, a namespace names no directory: a leading dot is only part of its hash tag.
+        assert_eq!(namespaces(".hidden"), Ok(".hidden".to_owned()));
+        for (value, expected) in [
+            ("a,", "names an empty namespace"),
+            ("a,,b", "names an empty namespace"),
+            ("a, b", "without spaces"),
+            ("a,..", "cannot start with '.'"),
+            ("a,.b", "cannot start with '.'"),
+            ("a,b,a", "namespace \"a\" is given twice"),
+            ("a,b{c}", "invalid namespace \"b{c}\""),
+        ] {
+            let error = namespaces(value).expect_err(value);
+            assert!(error.contains(expected), "{value}: {error}");
+        }
+    }
 
     #[test]
     fn hash_fields_become_typed_json_values() {

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
-use tracing::{error, info, warn};
+use tracing::{Instrument, error, info, warn};
 
 use super::{CliError, RedisArgs, default_schedules, service};
 use crate::engine::Shutdown;
-use crate::metrics::Metrics;
+use crate::metrics::Endpoint;
 use crate::replica::{JobsHandle, Replica, ReplicaConfig};
 use crate::schedule::{Job, load_dir};
 use crate::store::StoreSettings;
@@ -171,11 +171,9 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
         retention: args.retention,
         ..StoreSettings::default()
     };
-    // One set of metrics and one health for the process: its namespaces count together, and a
-    // component of any of them that dies stops them all.
-    let metrics = Arc::new(Metrics::new());
-    let watched = metrics.clone();
+    let several = served.len() > 1;
     let mut replicas = Vec::with_capacity(served.len());
+    let mut namespaces = Vec::with_capacity(served.len());
     let mut schedules = Vec::with_capacity(served.len());
     for Served {
         namespace,
@@ -183,11 +181,12 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
         jobs,
     } in served
     {
+        // Each namespace counts in metrics and a health of its own, labelled with its name.
         let store = args
             .redis
             .connect_namespace(&namespace, settings.clone())
-            .await?
-            .with_metrics(metrics.clone());
+            .await?;
+        namespaces.push(store.metrics().clone());
         if embedded.is_none() && replicas.is_empty() {
             for warning in store.durability_warnings().await? {
                 warn!("{warning}");
@@ -202,12 +201,30 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
             workers = config.workers.concurrency,
             "replica starting"
         );
+        if jobs.is_empty() {
+            warn!(
+                namespace,
+                schedules = %directory.display(),
+                "no job declared: this replica plans and runs nothing of the namespace until \
+                 its schedule directory declares jobs (SIGHUP or --watch reloads it)"
+            );
+        }
         // A first round trip, before the service manager hears that the replica is ready.
         store.now_ms().await?;
         let replica = Replica::builder(store).jobs(jobs).config(config).build();
         schedules.push((replica.jobs_handle(), directory));
-        replicas.push(replica);
+        // With several namespaces, each line a replica logs says which it is about.
+        let span = if several {
+            tracing::info_span!("replica", namespace)
+        } else {
+            tracing::Span::none()
+        };
+        replicas.push((replica, span));
     }
+    // One endpoint and one health for the process: a namespace that cannot make progress
+    // makes the process unhealthy, and a component of any of them that dies stops them all.
+    let endpoint = Arc::new(Endpoint::new(namespaces));
+    let watched = endpoint.clone();
     service::ready();
     // Serves until the replica has stopped, so /readyz says so during the shutdown grace. Not
     // a supervised component: fires do not depend on it, and a probe that cannot reach it
@@ -221,7 +238,7 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
         }
         let serving = serving.clone();
         tokio::spawn(async move {
-            if let Err(error) = crate::metrics::serve(listener, metrics, serving).await {
+            if let Err(error) = crate::metrics::serve(listener, endpoint, serving).await {
                 error!(%error, "metrics endpoint failed");
             }
         });
@@ -236,13 +253,14 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
     tokio::spawn(handle_signals(shutdown.clone(), schedules));
     tokio::spawn(service::watchdog(watched, serving.clone()));
     // A replica that stops on its own (a component died) stops the others.
-    let stopped = futures_util::future::join_all(replicas.into_iter().map(|replica| {
+    let stopped = futures_util::future::join_all(replicas.into_iter().map(|(replica, span)| {
         let shutdown = shutdown.clone();
         async move {
             let stopped = replica.run(shutdown.clone()).await;
             shutdown.cancel();
             stopped
         }
+        .instrument(span)
     }))
     .await
     .into_iter()

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use sd_notify::NotifyState;
 use tracing::warn;
 
-use crate::metrics::Metrics;
+use crate::metrics::Endpoint;
 use crate::shutdown::Shutdown;
 
 /// Tells the service manager the replica is ready.
@@ -30,7 +30,7 @@ pub(super) fn stopping() {
 
 /// Pings the service manager's watchdog, when the unit has one, while no component of the
 /// replica died, until `shutdown`.
-pub(super) async fn watchdog(metrics: Arc<Metrics>, shutdown: Shutdown) {
+pub(super) async fn watchdog(endpoint: Arc<Endpoint>, shutdown: Shutdown) {
     let Some(timeout) = sd_notify::watchdog_enabled() else {
         return;
     };
@@ -41,12 +41,12 @@ pub(super) async fn watchdog(metrics: Arc<Metrics>, shutdown: Shutdown) {
             () = shutdown.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        match metrics.health.dead_component() {
+        match endpoint.dead_component() {
             None => send(&[NotifyState::Watchdog]),
             Some(component) if !unhealthy => {
                 unhealthy = true;
                 warn!(
-                    component,
+                    %component,
                     "not pinging the service manager's watchdog: a component died"
                 );
             }

@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn skips_of_jobs_not_declared_here_and_unknown_reasons_share_one_label_each() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("test");
         count_skips(
             &metrics,
             &[

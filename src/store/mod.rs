@@ -121,6 +121,8 @@ impl StoreError {
         }
         metrics.redis_errors_total.inc();
         if refuses_writes(&source) {
+            // A refusal is an answer: Redis is reachable, it takes no writes from us.
+            metrics.health.redis_ok();
             metrics.health.write_refused();
         }
         StoreError::Redis { operation, source }
@@ -152,11 +154,19 @@ impl StoreError {
 
 /// Whether Redis answered but takes no writes now: out of memory under `noeviction`, a
 /// read-only replica, a failed snapshot with `stop-writes-on-bgsave-error`, too few replicas
-/// for `min-replicas-to-write`, or for `--replicated-writes` ([`NOT_REPLICATED`]). Inside a
+/// for `min-replicas-to-write`, for `--replicated-writes` ([`NOT_REPLICATED`]), or an ACL user
+/// not allowed the namespace's keys (`NOPERM`). Inside a
 /// transaction the refusal shows only in the message of the aborted `EXEC`, so the message is
 /// read too.
 fn refuses_writes(error: &redis::RedisError) -> bool {
-    const CODES: [&str; 5] = ["OOM", "READONLY", "MISCONF", "NOREPLICAS", NOT_REPLICATED];
+    const CODES: [&str; 6] = [
+        "OOM",
+        "READONLY",
+        "MISCONF",
+        "NOREPLICAS",
+        "NOPERM",
+        NOT_REPLICATED,
+    ];
     if error.code().is_some_and(|code| CODES.contains(&code)) {
         return true;
     }
@@ -239,7 +249,7 @@ impl Store {
     ) -> Result<Self, StoreError> {
         keys::validate_namespace(namespace)?;
         let keys = Keys::new(namespace);
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::new(namespace));
         let connection = Connection::open(&topology, keys.prefix(), settings.replicated_writes)
             .await
             .during(&metrics, "connect")?;
@@ -285,7 +295,8 @@ impl Store {
     }
 
     /// What is wrong with this Redis's settings for redcron: AOF off (a restart loses recent
-    /// runs) or an eviction policy other than `noeviction` (evicted keys are lost runs).
+    /// runs), an eviction policy other than `noeviction` (evicted keys are lost runs), or fewer
+    /// connected replicas than `--replicated-writes` asks each write to reach.
     ///
     /// # Errors
     /// Redis errors; a Redis that refuses CONFIG (a managed service) gives no warnings.
@@ -313,6 +324,25 @@ impl Store {
                 "maxmemory-policy is {value}: evicted keys are lost runs (CONFIG SET \
                  maxmemory-policy noeviction)"
             ));
+        }
+        if let Some(replicated) = &self.settings.replicated_writes {
+            let info: Result<String, _> = self
+                .query_keyless(redis::cmd("INFO").arg("replication"))
+                .await;
+            let connected = info.ok().and_then(|info| {
+                info.lines()
+                    .find_map(|line| line.strip_prefix("connected_slaves:"))
+                    .and_then(|count| count.trim().parse::<u32>().ok())
+            });
+            if let Some(connected) = connected
+                && connected < replicated.replicas
+            {
+                warnings.push(format!(
+                    "--replicated-writes {} but Redis has {connected} connected replica(s): every \
+                     write fails until enough replicas are connected, and nothing runs",
+                    replicated.replicas
+                ));
+            }
         }
         Ok(warnings)
     }

@@ -11,7 +11,6 @@ pub mod webhook;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 /// The namespace the tests' stores and replicas use.
 pub const NAMESPACE: &str = "test";
@@ -145,18 +144,9 @@ pub fn redcron(args: &[&str]) -> Run {
     redcron_in(Path::new(env!("CARGO_MANIFEST_DIR")), args, "")
 }
 
-/// Polls `condition` every 50 ms until it holds or `limit` passes; whether it held. Tests wait
-/// for what they expect instead of sleeping and hoping.
-pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    condition()
-}
+/// Tests wait for what they expect instead of sleeping and hoping. The one poll loop lives with
+/// the Redis harnesses, which the chaos runner includes without this module.
+pub use node::poll as wait_until;
 
 /// `GET path` on a local HTTP endpoint: the status code and the body.
 pub fn http_get(port: u16, path: &str) -> (u16, String) {

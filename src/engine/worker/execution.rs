@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use chrono::DateTime;
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use super::acker::{PendingAck, RECORD_WINDOW};
 use crate::engine::{Backoff, Shutdown, log_store_failure};
@@ -95,12 +95,9 @@ impl Execution {
         let stop = Shutdown::new();
         let lost = Shutdown::new();
         // Aborted when the execution ends, even by a panic.
-        let keeper = AbortOnDropHandle::new(tokio::spawn(keep_lease(
-            self.store.clone(),
-            run.clone(),
-            self.lease,
-            lost.clone(),
-        )));
+        let keeper = AbortOnDropHandle::new(tokio::spawn(
+            keep_lease(self.store.clone(), run.clone(), self.lease, lost.clone()).in_current_span(),
+        ));
         let context = RunContext {
             run_id: run.id.clone(),
             job: job.clone(),

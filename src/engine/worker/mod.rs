@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
-use tracing::{info, warn};
+use tracing::{Instrument, info, warn};
 
 mod acker;
 mod execution;
@@ -166,12 +166,9 @@ impl Workers {
         let (acks, pending) = mpsc::channel(slots);
         let (backlog, has_backlog) = watch::channel(false);
         let held = HeldRuns::default();
-        let acker = tokio::spawn(record_successes(
-            store.clone(),
-            pending,
-            has_backlog,
-            held.clone(),
-        ));
+        let acker = tokio::spawn(
+            record_successes(store.clone(), pending, has_backlog, held.clone()).in_current_span(),
+        );
         Self {
             store,
             config,
@@ -381,28 +378,31 @@ impl Workers {
         busy.fetch_add(1, Ordering::Relaxed);
         let metrics = self.store.metrics().clone();
         metrics.workers_busy.inc();
-        self.running.spawn(async move {
-            let run_id = run.id.clone();
-            // A panicking handler must not take the slot with it.
-            let finished =
-                AssertUnwindSafe(execution.run(run, job, move |context| handler.call(context)))
-                    .catch_unwind()
-                    .await;
-            // A success handed to the acker is held until it is recorded; any other end lets
-            // the run go now.
-            if !matches!(finished, Ok(Ended::SuccessHandedOver)) {
-                held.release(&run_id);
+        self.running.spawn(
+            async move {
+                let run_id = run.id.clone();
+                // A panicking handler must not take the slot with it.
+                let finished =
+                    AssertUnwindSafe(execution.run(run, job, move |context| handler.call(context)))
+                        .catch_unwind()
+                        .await;
+                // A success handed to the acker is held until it is recorded; any other end lets
+                // the run go now.
+                if !matches!(finished, Ok(Ended::SuccessHandedOver)) {
+                    held.release(&run_id);
+                }
+                if finished.is_err() {
+                    warn!(
+                        run = run_id,
+                        "the run's handler panicked: it is handed back at the next reconciliation"
+                    );
+                }
+                busy.fetch_sub(1, Ordering::Relaxed);
+                metrics.workers_busy.dec();
+                slot
             }
-            if finished.is_err() {
-                warn!(
-                    run = run_id,
-                    "the run's handler panicked: it is handed back at the next reconciliation"
-                );
-            }
-            busy.fetch_sub(1, Ordering::Relaxed);
-            metrics.workers_busy.dec();
-            slot
-        });
+            .in_current_span(),
+        );
     }
 
     /// Hands back, without using an attempt, runs claimed for jobs this replica does not declare:
