@@ -653,8 +653,8 @@ fn migrate_slot(cluster: &mut Cluster) -> String {
         nodes.migrate_slot(slot, to);
         redcron_command(&url, &["release"]);
         format!(
-            "slot {slot} moved from port {from} to port {to}, the namespace held for {:.1} s",
-            seconds_since(started_ms)
+            "slot {slot} moved from port {from} to port {to}, the namespace held for {} ms",
+            now_ms() - started_ms
         )
     })
 }
