@@ -108,7 +108,7 @@ async fn cron_lag(url: &str) {
     };
     // A slot per job: fires of the same instant can only all start on time if they all have
     // somewhere to run, as 1,000 commands started together would need.
-    config.workers.concurrency = LAG_JOBS;
+    config.workers.concurrency = redcron::engine::worker::Concurrency::fixed(LAG_JOBS);
     let replica = builder.config(config).build();
     let shutdown = Shutdown::new();
     let running = tokio::spawn(replica.run(shutdown.clone()));

@@ -308,9 +308,8 @@ impl Replica {
             HeartbeatConfig {
                 replica_id: config.replica_id.clone(),
                 period: config.heartbeat_period,
-                max_workers: config.workers.concurrency,
             },
-            workers.busy(),
+            workers.load(),
             self.jobs.subscribe(),
             leadership.clone(),
         );

@@ -3,13 +3,14 @@
 //! declarer withdrew, and repairs published definitions that are damaged or foreign.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+
 use std::time::Duration;
 
 use redcron::engine::Leadership;
 use redcron::engine::elector::{Elector, ElectorConfig};
 use redcron::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError};
 use redcron::engine::planner::{DeclarationsConfig, Planner, PlannerConfig};
+use redcron::engine::worker::WorkerLoad;
 use redcron::schedule::{Job, shared_jobs};
 use redcron::store::{ManualClock, Store, cron_run_id};
 use redis::Commands;
@@ -441,9 +442,8 @@ fn heartbeat_of(store: &Store, replica: &str, toml: &str) -> Heartbeat {
         HeartbeatConfig {
             replica_id: replica.to_owned(),
             period: Duration::from_secs(2),
-            max_workers: 1,
         },
-        Arc::new(AtomicUsize::new(0)),
+        Arc::new(WorkerLoad::default()),
         own,
         Leadership::new(),
     )

@@ -4,14 +4,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use redcron::engine::worker::RECORD_WINDOW;
 use redcron::store::{Ack, Enqueue, FailReason, Failure, REAPING_GRACE, Store, StoreError};
 use redis::Commands;
 
 use crate::store::{FORBID_TICK, LEASE, THRESHOLD, claim_run, plan, setup};
-use crate::util::keys;
 use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{cli, keys, wait_until};
 
 /// Every key of the test namespace but the hold's own, with its serialized value.
 fn snapshot(server: &RedisServer) -> BTreeMap<String, Vec<u8>> {
@@ -210,5 +212,63 @@ fn every_script_that_builds_keys_refuses_while_the_namespace_is_held() {
         unguarded,
         [] as [String; 0],
         "scripts that build keys without refusing while held"
+    );
+}
+
+/// A replica told to stop during a hold does not wait for the hold to end: the failure it could
+/// not record waits one recording window past the shutdown grace at most, and the process exits
+/// as the README promises (grace plus the window). The run's lease is then reaped and it runs
+/// again, as for any replica that stops during a hold.
+#[test]
+fn a_replica_stopped_during_a_hold_exits_within_its_grace_and_recording_window() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let schedules = dir.path().join("schedules");
+    let started = dir.path().join("started");
+    std::fs::create_dir_all(&schedules).expect("schedules dir");
+    std::fs::write(
+        schedules.join("jobs.toml"),
+        format!(
+            "[jobs.flaky]\ncommand = \"touch {}; sleep 1; exit 1\"\n",
+            started.display()
+        ),
+    )
+    .expect("write jobs");
+    let mut replica = ReplicaProcess::start(
+        "r1",
+        &server.url(),
+        &schedules,
+        dir.path(),
+        &["--shutdown-grace", "2s"],
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || replica
+            .log()
+            .contains("acquired the leader lease")),
+        "{}",
+        replica.log()
+    );
+    cli(&server, dir.path(), &["trigger", "flaky"]).success();
+    assert!(
+        wait_until(Duration::from_secs(10), || started.exists()),
+        "{}",
+        replica.log()
+    );
+    cli(&server, dir.path(), &["hold", "--for", "2m"]).success();
+    let stopping = Instant::now();
+    // The run fails a second later, while held and while the replica stops.
+    let code = replica.terminate(Duration::from_secs(30));
+    let took = stopping.elapsed();
+    assert_eq!(code, Some(0), "{}", replica.log());
+    // Grace (2 s) plus the recording window, with room for a slow machine; far below the hold.
+    assert!(
+        took < Duration::from_secs(2) + RECORD_WINDOW + Duration::from_secs(5),
+        "took {took:?} to stop during a hold\n{}",
+        replica.log()
+    );
+    assert!(
+        replica.log().contains("cannot record the failure"),
+        "{}",
+        replica.log()
     );
 }

@@ -826,3 +826,33 @@ async fn a_payload_comes_from_standard_input_and_a_past_time_is_taken_when_allow
     .success();
     assert!(past.contains(" due 2020-01-01T00:00:00+00:00"), "{past}");
 }
+
+/// The embedded Redis has no replica, so `--replicated-writes` there would refuse every write:
+/// the replica refuses to start instead, before it starts Redis.
+#[test]
+fn replicated_writes_on_the_embedded_redis_are_refused_at_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
+    let data = dir.path().join("data");
+    let error = redcron_in(
+        dir.path(),
+        &[
+            "run",
+            "--schedules",
+            "schedules",
+            "--data-dir",
+            data.to_str().expect("a UTF-8 path"),
+            "--replicated-writes",
+            "1",
+            "--metrics-addr",
+            "none",
+        ],
+        "",
+    )
+    .failure(2);
+    assert!(
+        error.contains("--replicated-writes needs a Redis with replicas"),
+        "{error}"
+    );
+    assert!(!data.exists(), "no embedded Redis was started");
+}

@@ -1588,20 +1588,26 @@ async fn replicated_writes_beyond_the_connected_replicas_are_warned_about() {
     let store = Store::connect(&server.url(), NAMESPACE, asking(1))
         .await
         .expect("connect");
-    let warnings = store.durability_warnings().await.expect("warnings");
+    let warning = store.replication_warning().await.unwrap_or_default();
     assert!(
-        warnings.iter().any(|warning| warning
-            .starts_with("--replicated-writes 1 but Redis has 0 connected replica(s)")),
-        "{warnings:?}"
+        warning.starts_with("--replicated-writes 1 but Redis has 0 connected replica(s)"),
+        "{warning}"
     );
     let without = Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
         .await
         .expect("connect");
-    let warnings = without.durability_warnings().await.expect("warnings");
+    assert_eq!(without.replication_warning().await, None);
+    // An ACL user refused INFO is told that the replicas could not be counted.
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "noinfo", "on", ">pw", "~*", "+@all", "-info"])
+        .query(&mut server.connection())
+        .expect("ACL SETUSER");
+    let limited = Store::connect(&server.url_as("noinfo", "pw"), NAMESPACE, asking(1))
+        .await
+        .expect("connect");
+    let warning = limited.replication_warning().await.unwrap_or_default();
     assert!(
-        !warnings
-            .iter()
-            .any(|warning| warning.contains("replicated")),
-        "{warnings:?}"
+        warning.starts_with("--replicated-writes 1: cannot count the replicas"),
+        "{warning}"
     );
 }

@@ -33,3 +33,4 @@ mod service;
 mod slots;
 mod store;
 mod topologies;
+mod workers;

@@ -12,6 +12,7 @@ use clap::Args;
 
 use super::{CliError, block_on};
 use crate::engine::Shutdown;
+use crate::engine::worker::Concurrency;
 use crate::handler::{Completed, RunContext};
 use crate::replica::{Replica, ReplicaConfig};
 use crate::schedule::parse_file;
@@ -35,7 +36,7 @@ pub(super) struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     jobs: usize,
     /// How many runs the one replica executes at once (1 to 4096).
-    #[arg(long, value_name = "C", default_value_t = 50, value_parser = super::worker_count)]
+    #[arg(long, value_name = "C", default_value_t = 50, value_parser = worker_count)]
     concurrency: usize,
     /// Every state change waits until it reached N replicas (as `run --replicated-writes`).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -163,6 +164,18 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
     })
 }
 
+/// Reads `--concurrency`: one number of workers, as `run --workers` reads it, for a benchmark
+/// that compares fixed settings.
+fn worker_count(text: &str) -> Result<usize, String> {
+    let concurrency: Concurrency = text.parse()?;
+    if concurrency.is_adaptive() {
+        return Err(format!(
+            "{text:?}: the benchmark runs one fixed number of workers"
+        ));
+    }
+    Ok(concurrency.min)
+}
+
 /// A replica tuned for throughput: the benchmark's runs are ad-hoc, so the planner is idle.
 fn bench_config(concurrency: usize) -> ReplicaConfig {
     let mut config = ReplicaConfig {
@@ -170,7 +183,7 @@ fn bench_config(concurrency: usize) -> ReplicaConfig {
         shutdown_grace: Duration::from_secs(5),
         ..ReplicaConfig::default()
     };
-    config.workers.concurrency = concurrency;
+    config.workers.concurrency = Concurrency::fixed(concurrency);
     config
 }
 

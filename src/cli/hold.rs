@@ -42,8 +42,9 @@ pub(super) fn hold(args: &HoldArgs, out: &mut impl Write) -> Result<(), CliError
     writeln!(
         out,
         "namespace \"{}\" held for {}{again}: nothing is planned, claimed or recorded until \
-         `redcron release` or the hold ends; runs already going on keep their leases, and fires \
-         due meanwhile run late",
+         `redcron release` or the hold ends; runs already going on keep their leases; fires due \
+         meanwhile run late, and those later than the misfire threshold (60s by default) as \
+         their job's misfire policy decides",
         args.redis.namespace,
         humantime::format_duration(args.duration)
     )

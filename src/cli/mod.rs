@@ -284,18 +284,6 @@ fn without_password(url: &str) -> String {
     shown
 }
 
-/// Reads a count of workers: 1 to 4096, what one replica can hold open at once (each run is a
-/// process, a lease and a Lua slot in every claim).
-fn worker_count(text: &str) -> Result<usize, String> {
-    const MAX: usize = 4096;
-    match text.parse::<usize>() {
-        Ok(count @ 1..=MAX) => Ok(count),
-        _ => Err(format!(
-            "{text:?} is not a number of workers from 1 to {MAX}"
-        )),
-    }
-}
-
 /// Reads how many entries a list shows: at least 1, since a list of none would say nothing and
 /// a limit of 0 reads in Redis as "no limit".
 fn list_count(text: &str) -> Result<usize, String> {

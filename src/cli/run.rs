@@ -13,6 +13,7 @@ use tracing::{Instrument, error, info, warn};
 
 use super::{CliError, RedisArgs, default_schedules, service};
 use crate::engine::Shutdown;
+use crate::engine::worker::Concurrency;
 use crate::metrics::Endpoint;
 use crate::replica::{JobsHandle, Replica, ReplicaConfig};
 use crate::schedule::{Job, load_dir};
@@ -30,9 +31,10 @@ pub(super) struct RunArgs {
     /// The queues this replica serves, comma-separated [default: every queue its jobs use].
     #[arg(long, value_name = "Q,...", value_delimiter = ',', value_parser = queue_name)]
     queues: Vec<String>,
-    /// How many runs execute at once (1 to 4096).
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = super::worker_count)]
-    workers: usize,
+    /// How many runs execute at once (1 to 4096), or MIN..MAX: from MIN, doubling while ready
+    /// runs keep waiting for a worker, back down after 10 s without a wait.
+    #[arg(long, value_name = "N|MIN..MAX", default_value = "4")]
+    workers: Concurrency,
     /// This replica's id, unique among the replicas [default: <host>-<pid>].
     #[arg(long, value_name = "ID", value_parser = replica_id)]
     replica_id: Option<String>,
@@ -165,6 +167,13 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
     };
     let embedded = match &args.redis.redis {
         Some(_) => None,
+        None if args.redis.replicated_writes > 0 => {
+            return Err(CliError::Argument(
+                "--replicated-writes needs a Redis with replicas (--redis URL): the embedded one \
+                 has none, so no write would ever be acknowledged"
+                    .to_owned(),
+            ));
+        }
         None => Some(EmbeddedRedis::start(&args.redis.data_dir).await?),
     };
     let settings = StoreSettings {
@@ -192,13 +201,16 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
                 warn!("{warning}");
             }
         }
+        if let Some(warning) = store.replication_warning().await {
+            warn!(namespace, "{warning}");
+        }
         let config = config(args, &jobs);
         info!(
             replica = config.replica_id,
             namespace,
             jobs = jobs.len(),
             queues = config.workers.queues.join(","),
-            workers = config.workers.concurrency,
+            workers = %config.workers.concurrency,
             "replica starting"
         );
         if jobs.is_empty() {

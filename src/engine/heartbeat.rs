@@ -5,12 +5,12 @@
 //! each other's runs as lost.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use super::worker::WorkerLoad;
 use super::{Leadership, Shutdown};
 use crate::schedule::Jobs;
 use crate::store::{Store, StoreError};
@@ -51,16 +51,14 @@ pub struct HeartbeatConfig {
     pub replica_id: String,
     /// Time between heartbeats; a replica silent for three is stale.
     pub period: Duration,
-    /// How many runs this replica executes at once.
-    pub max_workers: usize,
 }
 
 /// Records this replica as alive.
 pub struct Heartbeat {
     store: Store,
     config: HeartbeatConfig,
-    /// Runs executing now, kept by the workers.
-    busy: Arc<AtomicUsize>,
+    /// Runs executing now and the bound on them, kept by the workers.
+    load: Arc<WorkerLoad>,
     /// The declared jobs, whose hashes are published for drift detection.
     jobs: watch::Receiver<Jobs>,
     /// The job list last published (compared by pointer: a reload replaces it whole).
@@ -86,11 +84,12 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    /// A heartbeat reporting `busy` as the number of busy workers and the hashes of `jobs`.
+    /// A heartbeat reporting the workers' `load` (busy, and the bound on them) and the hashes of
+    /// `jobs`.
     pub fn new(
         store: Store,
         config: HeartbeatConfig,
-        busy: Arc<AtomicUsize>,
+        load: Arc<WorkerLoad>,
         jobs: watch::Receiver<Jobs>,
         leadership: Leadership,
     ) -> Self {
@@ -98,7 +97,7 @@ impl Heartbeat {
         Self {
             store,
             config,
-            busy,
+            load,
             jobs,
             leadership,
             published_jobs: None,
@@ -133,11 +132,8 @@ impl Heartbeat {
             ("instance", self.instance.clone()),
             ("version", env!("CARGO_PKG_VERSION").to_owned()),
             ("started_ms", self.started_ms.to_string()),
-            (
-                "busy_workers",
-                self.busy.load(Ordering::Relaxed).to_string(),
-            ),
-            ("max_workers", self.config.max_workers.to_string()),
+            ("busy_workers", self.load.busy().to_string()),
+            ("max_workers", self.load.limit().to_string()),
             (
                 "heartbeat_period_ms",
                 self.config.period.as_millis().to_string(),
@@ -197,13 +193,16 @@ impl Heartbeat {
             (Some(left), false) => warn!(
                 held_for = %humantime::format_duration(Duration::from_secs(left.as_secs())),
                 "the namespace is held (redcron hold): nothing is planned, claimed or recorded \
-                 until it is released; fires due meanwhile run late"
+                 until it is released; fires due meanwhile run late, and the misfire policy \
+                 decides for those later than the misfire threshold"
             ),
             (None, true) => info!("the namespace's hold ended: runs go on"),
             _ => {}
         }
         self.held = held_for.is_some();
-        self.store.metrics().health.set_held(self.held);
+        let metrics = self.store.metrics();
+        metrics.health.set_held(self.held);
+        metrics.held.set(i64::from(self.held));
     }
 
     async fn publish(&mut self, jobs: &Jobs) -> Result<(), StoreError> {

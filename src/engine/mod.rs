@@ -127,6 +127,17 @@ impl Backoff {
         self.last = None;
     }
 
+    /// A tick failed with `error`: how long to wait before the next. A hold (`redcron hold`)
+    /// is no failure of Redis: it is looked at again every [`HELD_RETRY`], so that work goes
+    /// on within moments of its end.
+    pub(crate) fn failed_with(&mut self, error: &StoreError) -> Duration {
+        if error.is_held() {
+            HELD_RETRY
+        } else {
+            self.failed()
+        }
+    }
+
     /// A tick failed (Redis errors are the only way a tick fails, and the store counts them
     /// where they happen): how long to wait before the next.
     pub(crate) fn failed(&mut self) -> Duration {
@@ -137,6 +148,10 @@ impl Backoff {
         delay
     }
 }
+
+/// How often a component tries again while the namespace is held: a refused call costs Redis
+/// one `EXISTS`.
+pub(crate) const HELD_RETRY: Duration = Duration::from_millis(250);
 
 /// Logs a failed store call as a warning, or at debug level when the namespace is held: every
 /// component meets an operator's hold, which the heartbeat announces once.

@@ -224,7 +224,7 @@ impl Notifier {
     /// Records what became of a notice, riding out a Redis blip; a notice no longer this
     /// replica's, or not recorded, is sent again by whoever takes it next.
     async fn settle(&self, notice_id: &str, settle: Settle) {
-        let settled = retry_store(|| {
+        let settled = retry_store(&self.store.metrics().health, || {
             self.store
                 .settle_notice(notice_id, &self.config.replica_id, &settle)
         })
@@ -254,7 +254,7 @@ impl Notifier {
                 }
                 Err(error) => {
                     log_store_failure(&error, "notifier tick failed");
-                    backoff.failed()
+                    backoff.failed_with(&error)
                 }
             };
             tokio::select! {

@@ -127,7 +127,7 @@ impl Promoter {
                 }
                 Err(error) => {
                     log_store_failure(&error, "promoter tick failed");
-                    backoff.failed()
+                    backoff.failed_with(&error)
                 }
             };
             if pause.is_zero() {

@@ -116,7 +116,7 @@ impl Reaper {
                 }
                 Err(error) => {
                     log_store_failure(&error, "reaper tick failed");
-                    backoff.failed()
+                    backoff.failed_with(&error)
                 }
             };
             tokio::select! {

@@ -295,8 +295,7 @@ impl Store {
     }
 
     /// What is wrong with this Redis's settings for redcron: AOF off (a restart loses recent
-    /// runs), an eviction policy other than `noeviction` (evicted keys are lost runs), or fewer
-    /// connected replicas than `--replicated-writes` asks each write to reach.
+    /// runs) or an eviction policy other than `noeviction` (evicted keys are lost runs).
     ///
     /// # Errors
     /// Redis errors; a Redis that refuses CONFIG (a managed service) gives no warnings.
@@ -325,26 +324,36 @@ impl Store {
                  maxmemory-policy noeviction)"
             ));
         }
-        if let Some(replicated) = &self.settings.replicated_writes {
-            let info: Result<String, _> = self
-                .query_keyless(redis::cmd("INFO").arg("replication"))
-                .await;
-            let connected = info.ok().and_then(|info| {
-                info.lines()
-                    .find_map(|line| line.strip_prefix("connected_slaves:"))
-                    .and_then(|count| count.trim().parse::<u32>().ok())
-            });
-            if let Some(connected) = connected
-                && connected < replicated.replicas
-            {
-                warnings.push(format!(
-                    "--replicated-writes {} but Redis has {connected} connected replica(s): every \
-                     write fails until enough replicas are connected, and nothing runs",
-                    replicated.replicas
+        Ok(warnings)
+    }
+
+    /// Why `--replicated-writes N` will refuse writes, if the server that holds this namespace
+    /// has fewer than N replicas connected (on a cluster, each namespace's master has its own),
+    /// or cannot be asked (`INFO` refused to an ACL user).
+    pub async fn replication_warning(&self) -> Option<String> {
+        let wanted = self.settings.replicated_writes.as_ref()?.replicas;
+        let info: Result<String, _> = self
+            .query_keyless(redis::cmd("INFO").arg("replication"))
+            .await;
+        let connected = match info {
+            Ok(info) => info
+                .lines()
+                .find_map(|line| line.strip_prefix("connected_slaves:"))
+                .and_then(|count| count.trim().parse::<u32>().ok()),
+            Err(error) => {
+                return Some(format!(
+                    "--replicated-writes {wanted}: cannot count the replicas connected to Redis \
+                     ({error}): writes fail while fewer than {wanted} are"
                 ));
             }
+        };
+        match connected {
+            Some(connected) if connected < wanted => Some(format!(
+                "--replicated-writes {wanted} but Redis has {connected} connected replica(s): \
+                 every write fails until enough replicas are connected, and nothing runs"
+            )),
+            _ => None,
         }
-        Ok(warnings)
     }
 
     /// Sends `command`, which names no key, to the server that holds this namespace: on a

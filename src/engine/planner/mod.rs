@@ -463,7 +463,7 @@ impl Planner {
                 }
                 Err(error) => {
                     log_store_failure(&error, "planner tick failed");
-                    backoff.failed()
+                    backoff.failed_with(&error)
                 }
             };
             tokio::select! {

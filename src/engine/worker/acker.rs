@@ -77,7 +77,7 @@ pub(super) async fn record_successes(
 /// lives and its lease holds.
 async fn record_batch(store: &Store, batch: &[PendingAck], held: &HeldRuns) {
     let acks: Vec<&Ack> = batch.iter().map(|pending| &pending.ack).collect();
-    let recorded = retry_store(|| store.ack_runs(&acks)).await;
+    let recorded = retry_store(&store.metrics().health, || store.ack_runs(&acks)).await;
     for ack in &acks {
         held.succeeded(ack);
     }

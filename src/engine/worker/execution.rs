@@ -13,10 +13,11 @@ use tracing::{Instrument, debug, info, warn};
 use super::acker::{PendingAck, RECORD_WINDOW};
 use crate::engine::{Backoff, Shutdown, log_store_failure};
 use crate::handler::{Outcome, RunContext, payload_problem};
+use crate::metrics::Health;
 use crate::schedule::{Job, Overlap};
 use crate::store::{
-    Ack, ClaimedRun, FailOutcome, FailReason, Failure, JobSlot, RunState, SkipReason, Store,
-    StoreError,
+    Ack, ClaimedRun, FailOutcome, FailReason, Failure, JobSlot, PendingSlot, RunState, SkipReason,
+    Store, StoreError,
 };
 
 /// How an execution ended, for the runs the replica holds.
@@ -231,10 +232,30 @@ impl Execution {
                 }
             }
         }
-        let Some(pending) = run.pending_slot else {
-            return run.start_in.is_zero() || self.take_full_lease(run).await;
+        let ready = match run.pending_slot {
+            None => run.start_in.is_zero() || self.take_full_lease(run).await,
+            Some(pending) => self.take_job_slot(run, pending).await,
         };
-        match retry_store(|| self.store.take_job_slot(run, pending, self.lease)).await {
+        // Taking the lease or the slot may have waited out a hold past the shutdown grace.
+        if ready && self.interrupt.is_cancelled() {
+            let failure = Failure::without_output(
+                FailReason::NotStarted,
+                "handed back by shutdown before it started".to_owned(),
+            );
+            self.record_failure(run, &failure).await;
+            return false;
+        }
+        ready
+    }
+
+    /// Takes the slot of its job that a run claimed ahead without one needs; `false` when the
+    /// run must not start (skipped as an overlap, waiting for a slot, reaped).
+    async fn take_job_slot(&self, run: &ClaimedRun, pending: PendingSlot) -> bool {
+        match retry_store(&self.store.metrics().health, || {
+            self.store.take_job_slot(run, pending, self.lease)
+        })
+        .await
+        {
             Some(JobSlot::Taken) => true,
             Some(JobSlot::Busy) => {
                 // A run of a job this replica declares: its name is a bounded label.
@@ -277,7 +298,11 @@ impl Execution {
     /// runs, and the reaper hand the run to another replica: the run would run twice. Not
     /// starting makes it late instead: the reaper hands it on once the lease expires.
     async fn take_full_lease(&self, run: &ClaimedRun) -> bool {
-        match retry_store(|| self.store.start_claimed_run(run, self.lease)).await {
+        match retry_store(&self.store.metrics().health, || {
+            self.store.start_claimed_run(run, self.lease)
+        })
+        .await
+        {
             Some(true) => true,
             Some(false) => {
                 warn!(run = run.id, "lease lost before the run started");
@@ -328,7 +353,7 @@ impl Execution {
     async fn record_failure(&self, run: &ClaimedRun, failure: &Failure) {
         let (run_id, job) = (run.id.as_str(), run.job.as_str());
         let jitter = rand::random::<f64>();
-        let recorded = retry_store(|| {
+        let recorded = retry_store(&self.store.metrics().health, || {
             self.store
                 .fail_run(run_id, Some(&run.worker), failure, jitter)
         })
@@ -369,9 +394,9 @@ impl Execution {
 }
 
 /// Retries a store call with backoff for [`RECORD_WINDOW`] at most, the call under way
-/// included, and for as long as the namespace is held; `None` when the window passed without
-/// an answer.
-pub(crate) async fn retry_store<T, F, Fut>(mut call: F) -> Option<T>
+/// included, and for as long as the namespace is held unless the replica is stopping (its
+/// `health` says so); `None` when the window passed without an answer.
+pub(crate) async fn retry_store<T, F, Fut>(health: &Health, mut call: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
@@ -381,20 +406,21 @@ where
     loop {
         // A call abandoned at the deadline may still be carried out by Redis, as one that
         // timed out may: each is one atomic script, and the run's lease settles the rest.
-        match tokio::time::timeout_at(deadline, call()).await {
+        let pause = match tokio::time::timeout_at(deadline, call()).await {
             Ok(Ok(value)) => return Some(value),
             Ok(Err(error)) => {
                 log_store_failure(&error, "store call failed; retrying");
-                if error.is_held() {
+                if error.is_held() && !health.is_stopping() {
                     // Redis answers, and takes the call once the hold ends: the outcome waits
                     // for that however long the hold lasts (leases are kept, nothing is reaped
-                    // meanwhile), unless the replica stops first.
+                    // meanwhile). A replica that stops waits one window more at most: its
+                    // service manager will not wait for the hold.
                     deadline = tokio::time::Instant::now() + RECORD_WINDOW;
                 }
+                backoff.failed_with(&error)
             }
             Err(_) => return None,
-        }
-        let pause = backoff.failed();
+        };
         if tokio::time::Instant::now() + pause >= deadline {
             return None;
         }

@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -23,6 +22,7 @@ use tracing::{Instrument, info, warn};
 mod acker;
 mod execution;
 mod held;
+mod sizing;
 
 pub use acker::RECORD_WINDOW;
 use acker::{PendingAck, record_successes};
@@ -30,6 +30,8 @@ pub(crate) use execution::retry_store;
 use execution::{Ended, Execution};
 pub use held::Reconciled;
 use held::{HeldRuns, reconcile};
+use sizing::Sizing;
+pub use sizing::{Concurrency, GROW_AFTER, SHRINK_AFTER, WorkerLoad};
 
 use super::{Backoff, Shutdown, count_skips, log_store_failure};
 use crate::handler::Handlers;
@@ -46,8 +48,9 @@ pub struct WorkerConfig {
     pub replica_id: String,
     /// The queues this replica serves.
     pub queues: Vec<String>,
-    /// How many runs execute at once.
-    pub concurrency: usize,
+    /// How many runs execute at once: a fixed number, or a range the backlog moves the bound
+    /// in.
+    pub concurrency: Concurrency,
     /// A running run's lease, extended every third of it; a run whose replica died is reaped
     /// about this long after its last extension.
     pub lease: Duration,
@@ -71,7 +74,7 @@ impl Default for WorkerConfig {
         Self {
             replica_id: "replica".to_owned(),
             queues: vec!["default".to_owned()],
-            concurrency: 4,
+            concurrency: Concurrency::fixed(4),
             lease: Duration::from_secs(30),
             ahead_lease: MIN_AHEAD_LEASE,
             reconcile_period: Duration::from_secs(2),
@@ -131,8 +134,8 @@ pub struct Workers {
     running: JoinSet<usize>,
     /// Cancelled when running runs must stop and be handed back (after the shutdown grace).
     interrupt: Shutdown,
-    /// How many runs execute now, for the heartbeat.
-    busy: Arc<AtomicUsize>,
+    /// How many runs may execute at once, and how many do.
+    sizing: Sizing,
     /// The best recent reading of Redis's clock, for the start of runs claimed ahead.
     redis_clock: Option<RedisClock>,
     /// When Redis's clock was last read.
@@ -152,11 +155,12 @@ impl Workers {
         mut jobs: watch::Receiver<Jobs>,
         handlers: Handlers,
     ) -> Self {
-        let slots = config.concurrency.max(1);
+        let sizing = Sizing::new(config.concurrency);
+        let slots = sizing.max();
         store
             .metrics()
             .workers_max
-            .set(i64::try_from(slots).unwrap_or(i64::MAX));
+            .set(i64::try_from(sizing.limit()).unwrap_or(i64::MAX));
         let worker_ids = (0..slots)
             .map(|slot| format!("{}/{slot}", config.replica_id))
             .collect();
@@ -182,7 +186,7 @@ impl Workers {
             backlog,
             running: JoinSet::new(),
             interrupt: Shutdown::new(),
-            busy: Arc::default(),
+            sizing,
             redis_clock: None,
             last_clock_reading: None,
             held,
@@ -190,9 +194,10 @@ impl Workers {
         }
     }
 
-    /// How many runs are executing (from claim to recorded outcome), for the heartbeat.
-    pub fn busy(&self) -> Arc<AtomicUsize> {
-        self.busy.clone()
+    /// How many runs are executing (from claim to recorded outcome) and may execute at once,
+    /// for the heartbeat.
+    pub fn load(&self) -> Arc<WorkerLoad> {
+        self.sizing.load()
     }
 
     /// Cancelling it stops running runs at once and hands them back, as at the end of the
@@ -210,7 +215,11 @@ impl Workers {
         while let Some(done) = self.running.try_join_next() {
             self.free.extend(done.ok());
         }
-        if self.free.is_empty() {
+        let in_use = self.worker_ids.len() - self.free.len();
+        let room = self.sizing.limit().saturating_sub(in_use);
+        if room == 0 {
+            let waiting = *self.backlog.borrow();
+            self.resize(waiting);
             self.reconcile_when_due().await?;
             return Ok(WorkerTick::Full);
         }
@@ -224,7 +233,7 @@ impl Workers {
             .free
             .iter()
             .rev()
-            .take(MAX_CLAIM_BATCH)
+            .take(room.min(MAX_CLAIM_BATCH))
             .copied()
             .collect();
         let slots_asked = slots.len();
@@ -281,8 +290,9 @@ impl Workers {
         if !undeclared.is_empty() {
             self.hand_back_undeclared(undeclared).await?;
         }
-        self.backlog
-            .send_replace(started == slots_asked && !claimed.drained);
+        let waiting = started == slots_asked && !claimed.drained;
+        self.backlog.send_replace(waiting);
+        self.resize(waiting);
         Ok(if started > 0 {
             WorkerTick::Started(started)
         } else if claimed.drained {
@@ -290,6 +300,22 @@ impl Workers {
         } else {
             WorkerTick::More
         })
+    }
+
+    /// Lets the backlog move the bound on runs at once (`--workers MIN..MAX`).
+    fn resize(&mut self, waiting: bool) {
+        if let Some(limit) = self.sizing.observe(tokio::time::Instant::now(), waiting) {
+            let why = if waiting {
+                "ready runs kept waiting for a worker"
+            } else {
+                "no run waited for a worker lately"
+            };
+            info!(limit, "{why}: the replica now runs up to {limit} at once");
+            self.store
+                .metrics()
+                .workers_max
+                .set(i64::try_from(limit).unwrap_or(i64::MAX));
+        }
     }
 
     /// Compares the runs Redis says this replica holds with those it holds, once per
@@ -374,8 +400,8 @@ impl Workers {
         let held = self.held.clone();
         // Counted from claim to recorded outcome, by the execution itself, so the count never
         // lags behind a tick.
-        let busy = self.busy.clone();
-        busy.fetch_add(1, Ordering::Relaxed);
+        let load = self.sizing.load();
+        load.started();
         let metrics = self.store.metrics().clone();
         metrics.workers_busy.inc();
         self.running.spawn(
@@ -397,7 +423,7 @@ impl Workers {
                         "the run's handler panicked: it is handed back at the next reconciliation"
                     );
                 }
-                busy.fetch_sub(1, Ordering::Relaxed);
+                load.ended();
                 metrics.workers_busy.dec();
                 slot
             }
@@ -472,7 +498,7 @@ impl Workers {
                 Err(error) => {
                     log_store_failure(&error, "claiming a run failed");
                     self.reconcile_soon();
-                    Idle::Failed(backoff.failed())
+                    Idle::Failed(backoff.failed_with(&error))
                 }
             };
             match idle {
@@ -480,6 +506,8 @@ impl Workers {
                     tokio::select! {
                         () = shutdown.cancelled() => break,
                         Some(done) = self.running.join_next() => self.free.extend(done.ok()),
+                        // A backlog of long runs: look again when the bound may grow.
+                        () = sleep_until_some(self.sizing.next_growth()) => continue,
                         // Long runs must not hold off the comparison with Redis.
                         () = tokio::time::sleep_until(self.next_reconcile) => continue,
                     }
@@ -594,4 +622,12 @@ fn by_name(jobs: &Jobs) -> HashMap<String, Arc<Job>> {
     jobs.iter()
         .map(|job| (job.name.clone(), job.clone()))
         .collect()
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }

@@ -1,0 +1,278 @@
+//! The HTTP endpoint of a process: `/metrics` for every namespace it serves, `/healthz` and
+//! `/readyz` for all of them.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::routing::get;
+use prometheus::{Encoder, IntCounter, Registry, TextEncoder};
+
+use super::{Health, Metrics, registered};
+use crate::shutdown::Shutdown;
+
+/// What one process serves on its metrics endpoint: the metrics and health of every namespace it
+/// serves, and the metrics of the process itself.
+pub struct Endpoint {
+    namespaces: Vec<Arc<Metrics>>,
+    /// The process's own series, which carry no namespace.
+    registry: Registry,
+    /// `redcron_log_lines_dropped_total`: log lines the log stream refused or was too slow
+    /// for; kept in step with [`crate::logs::dropped_lines`] at each scrape.
+    log_lines_dropped_total: IntCounter,
+    /// The dropped log lines already added to `log_lines_dropped_total`: two scrapes at once
+    /// must not add the same lines twice.
+    log_lines_counted: Mutex<u64>,
+}
+
+impl Endpoint {
+    /// The endpoint of a process serving the namespaces whose metrics are `namespaces`.
+    pub fn new(namespaces: Vec<Arc<Metrics>>) -> Self {
+        let registry = Registry::new();
+        let log_lines_dropped_total = registered(
+            &registry,
+            IntCounter::new(
+                "redcron_log_lines_dropped_total",
+                "Log lines dropped: the log stream refused them or was too slow",
+            ),
+        );
+        Self {
+            namespaces,
+            registry,
+            log_lines_dropped_total,
+            log_lines_counted: Mutex::new(0),
+        }
+    }
+
+    /// The text exposition format: each metric family once, holding the series of every
+    /// namespace (a family named twice would be refused by Prometheus).
+    fn encode(&self) -> String {
+        {
+            // A poisoned lock only means a scrape panicked mid-update; the count is still right.
+            let mut counted = self
+                .log_lines_counted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let dropped = crate::logs::dropped_lines();
+            if dropped > *counted {
+                self.log_lines_dropped_total.inc_by(dropped - *counted);
+                *counted = dropped;
+            }
+        }
+        let mut families = BTreeMap::new();
+        let registries =
+            std::iter::once(&self.registry).chain(self.namespaces.iter().map(|m| &m.registry));
+        for mut family in registries.flat_map(Registry::gather) {
+            match families.entry(family.name().to_owned()) {
+                Entry::Vacant(entry) => {
+                    entry.insert(family);
+                }
+                Entry::Occupied(mut entry) => {
+                    entry.get_mut().mut_metric().extend(family.take_metric());
+                }
+            }
+        }
+        let families: Vec<_> = families.into_values().collect();
+        let mut buffer = Vec::new();
+        // Encoding into a Vec cannot fail for well-formed metrics.
+        let _ = TextEncoder::new().encode(&families, &mut buffer);
+        String::from_utf8_lossy(&buffer).into_owned()
+    }
+
+    /// `Ok` while every namespace's replica lives and progresses, else why not (for
+    /// `/healthz`), naming the namespace when there are several.
+    ///
+    /// # Errors
+    /// The first namespace whose [`Health::liveness`] fails.
+    pub fn liveness(&self) -> Result<(), String> {
+        self.each_health(Health::liveness)
+    }
+
+    /// `Ok` while every namespace's replica can take work, else why not (for `/readyz`),
+    /// naming the namespace when there are several.
+    ///
+    /// # Errors
+    /// The first namespace whose [`Health::readiness`] fails.
+    pub fn readiness(&self) -> Result<(), String> {
+        self.each_health(Health::readiness)
+    }
+
+    /// The first component that died, and its namespace when there are several.
+    pub fn dead_component(&self) -> Option<String> {
+        self.namespaces.iter().find_map(|metrics| {
+            let component = metrics.health.dead_component()?;
+            Some(self.naming(metrics, component))
+        })
+    }
+
+    fn each_health(&self, check: fn(&Health) -> Result<(), String>) -> Result<(), String> {
+        self.namespaces.iter().try_for_each(|metrics| {
+            check(&metrics.health).map_err(|why| self.naming(metrics, &why))
+        })
+    }
+
+    /// `what`, prefixed with the namespace of `metrics` when the process serves several.
+    fn naming(&self, metrics: &Metrics, what: &str) -> String {
+        if self.namespaces.len() > 1 {
+            format!("namespace {}: {what}", metrics.namespace)
+        } else {
+            what.to_owned()
+        }
+    }
+}
+
+/// Serves the metrics of `endpoint` on `/metrics`, and its health on `/healthz` and `/readyz`,
+/// on `listener` until `shutdown`.
+///
+/// # Errors
+/// The listener fails.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    endpoint: Arc<Endpoint>,
+    shutdown: Shutdown,
+) -> std::io::Result<()> {
+    let (scraped, live, ready) = (endpoint.clone(), endpoint.clone(), endpoint);
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(|| async move {
+                (
+                    [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                    scraped.encode(),
+                )
+            }),
+        )
+        .route(
+            "/healthz",
+            get(|| async move {
+                match live.liveness() {
+                    Ok(()) => (StatusCode::OK, "ok\n".to_owned()),
+                    Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+                }
+            }),
+        )
+        .route(
+            "/readyz",
+            get(|| async move {
+                match ready.readiness() {
+                    Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+                    Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+                }
+            }),
+        );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_endpoint_serves_each_namespace_under_its_label_and_fails_with_any() {
+        let (a, b) = (Arc::new(Metrics::new("a")), Arc::new(Metrics::new("b")));
+        a.leader.set(1);
+        b.runs_total.with_label_values(&["j", "dead"]).inc();
+        let endpoint = Endpoint::new(vec![a.clone(), b.clone()]);
+        let exported = endpoint.encode();
+        for series in [
+            "redcron_leader{namespace=\"a\"} 1",
+            "redcron_leader{namespace=\"b\"} 0",
+            "redcron_runs_total{job=\"j\",outcome=\"dead\",namespace=\"b\"} 1",
+            "redcron_log_lines_dropped_total ",
+        ] {
+            assert!(
+                exported.contains(&format!("\n{series}")),
+                "{series}\n{exported}"
+            );
+        }
+        // Each family is described once, however many namespaces it holds series of.
+        assert_eq!(
+            exported.matches("# TYPE redcron_leader gauge").count(),
+            1,
+            "{exported}"
+        );
+
+        for metrics in [&a, &b] {
+            metrics.health.progressed();
+        }
+        assert_eq!(endpoint.readiness(), Ok(()));
+        b.health.write_refused();
+        assert_eq!(
+            endpoint.readiness(),
+            Err("namespace b: redis refuses writes\n".to_owned())
+        );
+        assert_eq!(endpoint.liveness(), Ok(()));
+        b.health.component_died("planner");
+        assert_eq!(
+            endpoint.liveness(),
+            Err("namespace b: the planner died\n".to_owned())
+        );
+        assert_eq!(
+            endpoint.dead_component().as_deref(),
+            Some("namespace b: planner")
+        );
+        // One namespace: the reasons as they were.
+        let alone = Endpoint::new(vec![b]);
+        assert_eq!(alone.liveness(), Err("the planner died\n".to_owned()));
+    }
+
+    /// Every `redcron_*` series that the contrib dashboard and alert rules query is exported.
+    #[test]
+    fn contrib_dashboard_and_alerts_use_exported_metrics() {
+        let metrics = Metrics::new("test");
+        // Touch the labelled families so that they appear in the exposition.
+        metrics
+            .runs_total
+            .with_label_values(&["j", "succeeded"])
+            .inc();
+        metrics
+            .run_duration_seconds
+            .with_label_values(&["j"])
+            .observe(0.1);
+        metrics
+            .fire_lag_seconds
+            .with_label_values(&["j"])
+            .observe(0.1);
+        metrics
+            .skipped_fires_total
+            .with_label_values(&["j", "paused"])
+            .inc();
+        metrics.retries_total.with_label_values(&["j"]).inc();
+        metrics
+            .ready_runs
+            .with_label_values(&["default", "high"])
+            .set(0);
+        let exported = Endpoint::new(vec![Arc::new(metrics)]).encode();
+        for (file, text) in [
+            (
+                "grafana-dashboard.json",
+                include_str!("../../contrib/grafana-dashboard.json"),
+            ),
+            (
+                "prometheus-alerts.yml",
+                include_str!("../../contrib/prometheus-alerts.yml"),
+            ),
+        ] {
+            let mut rest = text;
+            let mut seen = 0;
+            while let Some(start) = rest.find("redcron_") {
+                let name: String = rest[start..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[start + name.len()..];
+                seen += 1;
+                assert!(
+                    exported.contains(&format!("\n{name}"))
+                        || exported.contains(&format!("\n{name}{{")),
+                    "{file} uses {name}, which is not exported"
+                );
+            }
+            assert!(seen > 5, "{file} queries redcron metrics");
+        }
+    }
+}
