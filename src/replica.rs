@@ -308,6 +308,7 @@ impl Replica {
             HeartbeatConfig {
                 replica_id: config.replica_id.clone(),
                 period: config.heartbeat_period,
+                queues: config.workers.queues.clone(),
             },
             workers.load(),
             self.jobs.subscribe(),

@@ -442,6 +442,7 @@ fn heartbeat_of(store: &Store, replica: &str, toml: &str) -> Heartbeat {
         HeartbeatConfig {
             replica_id: replica.to_owned(),
             period: Duration::from_secs(2),
+            queues: vec!["default".to_owned()],
         },
         Arc::new(WorkerLoad::default()),
         own,

@@ -26,6 +26,7 @@ mod output;
 mod replicas;
 mod restore;
 mod rolling_deploy;
+mod routing;
 mod run_as;
 mod run_tree;
 mod security;

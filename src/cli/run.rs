@@ -339,7 +339,10 @@ fn reload(jobs: &JobsHandle, schedules: &Path) {
             for problem in &problems.diagnostics {
                 error!("{problem}");
             }
-            error!("reload refused: keeping the previous definitions");
+            error!(
+                directory = %schedules.display(),
+                "reload refused: keeping the previous definitions"
+            );
         }
     }
 }

@@ -51,6 +51,9 @@ pub struct HeartbeatConfig {
     pub replica_id: String,
     /// Time between heartbeats; a replica silent for three is stale.
     pub period: Duration,
+    /// The queues this replica's workers claim from: reported, so that `status` and the
+    /// leader's `redcron_queue_replicas` show a queue no live replica serves.
+    pub queues: Vec<String>,
 }
 
 /// Records this replica as alive.
@@ -134,6 +137,7 @@ impl Heartbeat {
             ("started_ms", self.started_ms.to_string()),
             ("busy_workers", self.load.busy().to_string()),
             ("max_workers", self.load.limit().to_string()),
+            ("queues", self.config.queues.join(",")),
             (
                 "heartbeat_period_ms",
                 self.config.period.as_millis().to_string(),
@@ -254,8 +258,19 @@ impl Heartbeat {
             .map(|job| job.queue.clone())
             .collect();
         let counts = self.store.run_counts(&queues).await?;
+        let mut served = self.store.queue_servers(self.config.period * 3).await?;
         let gauge = |count: u64| i64::try_from(count).unwrap_or(i64::MAX);
         let metrics = self.store.metrics();
+        // Every queue with ready runs gets a series, 0 when no live replica serves it.
+        for (queue, _) in &counts.ready {
+            served.entry(queue.clone()).or_default();
+        }
+        for (queue, replicas) in &served {
+            metrics
+                .queue_replicas
+                .with_label_values(&[queue.as_str()])
+                .set(gauge(*replicas));
+        }
         metrics.due_runs.set(gauge(counts.due));
         metrics.active_runs.set(gauge(counts.active));
         metrics.dead_runs.set(gauge(counts.dead));

@@ -246,6 +246,10 @@ mod tests {
             .ready_runs
             .with_label_values(&["default", "high"])
             .set(0);
+        metrics
+            .queue_replicas
+            .with_label_values(&["default"])
+            .set(1);
         let exported = Endpoint::new(vec![Arc::new(metrics)]).encode();
         for (file, text) in [
             (

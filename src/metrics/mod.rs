@@ -41,6 +41,9 @@ pub struct Metrics {
     pub dead_runs: IntGauge,
     /// `redcron_ready_runs{queue,priority}`.
     pub ready_runs: IntGaugeVec,
+    /// `redcron_queue_replicas{queue}`: live replicas serving the queue (set by the leader), 0
+    /// for a queue with ready runs that none serves.
+    pub queue_replicas: IntGaugeVec,
     /// `redcron_due_runs`.
     pub due_runs: IntGauge,
     /// `redcron_active_runs`.
@@ -164,6 +167,16 @@ impl Metrics {
                 "Runs in the dead letters (set by the leader)",
             ),
             ready_runs,
+            queue_replicas: registered(
+                &registry,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "redcron_queue_replicas",
+                        "Live replicas serving the queue (set by the leader)",
+                    ),
+                    &["queue"],
+                ),
+            ),
             due_runs: gauge(
                 "redcron_due_runs",
                 "Runs in the due set (set by the leader)",

@@ -170,6 +170,26 @@ impl Declarers {
 
 /// What `status` says of a replica: beating, stopped cleanly (it withdrew), or lost (its
 /// heartbeats stopped without a word: killed, crashed, cut off, frozen).
+/// The queues a replica's heartbeat says its workers claim from.
+fn served_queues(replica: &ReplicaInfo) -> Vec<&str> {
+    replica
+        .info
+        .get("queues")
+        .map(|list| list.split(',').filter(|queue| !queue.is_empty()).collect())
+        .unwrap_or_default()
+}
+
+/// How many live replicas serve `queue`.
+fn served_by(overview: &Overview, queue: &str) -> usize {
+    overview
+        .replicas
+        .iter()
+        .filter(|replica| {
+            replica_state(overview, replica) == "alive" && served_queues(replica).contains(&queue)
+        })
+        .count()
+}
+
 fn replica_state(overview: &Overview, replica: &ReplicaInfo) -> &'static str {
     if replica.stopped_ms.is_some() {
         "stopped"
@@ -288,14 +308,24 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     "heartbeat_age_ms": overview.now_ms - replica.heartbeat_ms,
                     "state": replica_state(&overview, replica),
                     "stale": replica_state(&overview, replica) != "alive",
+                    "queues": served_queues(replica),
                     "info": typed_fields(replica.info.clone()),
                 })
             })
             .collect();
         let ready: Vec<Value> = overview
-            .counts.ready
+            .counts
+            .ready
             .iter()
-            .map(|(queue, [high, normal, low])| json!({ "queue": queue, "high": high, "normal": normal, "low": low }))
+            .map(|(queue, [high, normal, low])| {
+                json!({
+                    "queue": queue,
+                    "high": high,
+                    "normal": normal,
+                    "low": low,
+                    "served_by": served_by(&overview, queue),
+                })
+            })
             .collect();
         let job_states: Vec<Value> = jobs
             .iter()
@@ -397,6 +427,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                         (Some(busy), Some(max)) => format!("{busy}/{max}"),
                         _ => "-".to_owned(),
                     },
+                    shown("queues"),
                     state.to_owned(),
                 ]
             })
@@ -410,7 +441,15 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         } else {
             write_table(
                 out,
-                &["REPLICA", "HOST", "VERSION", "HEARTBEAT", "BUSY", "STATE"],
+                &[
+                    "REPLICA",
+                    "HOST",
+                    "VERSION",
+                    "HEARTBEAT",
+                    "BUSY",
+                    "QUEUES",
+                    "STATE",
+                ],
                 &replicas,
             )?;
             if overview
@@ -432,11 +471,26 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             .map(|(queue, lengths)| {
                 std::iter::once(queue.clone())
                     .chain(lengths.iter().map(ToString::to_string))
+                    .chain(std::iter::once(served_by(&overview, queue).to_string()))
                     .collect()
             })
             .collect();
         writeln!(out, "ready runs, by queue and priority:")?;
-        write_table(out, &["QUEUE", "HIGH", "NORMAL", "LOW"], &ready)?;
+        write_table(
+            out,
+            &["QUEUE", "HIGH", "NORMAL", "LOW", "SERVED BY"],
+            &ready,
+        )?;
+        for (queue, lengths) in &overview.counts.ready {
+            let waiting: u64 = lengths.iter().sum();
+            if waiting > 0 && served_by(&overview, queue) == 0 {
+                writeln!(
+                    out,
+                    "queue {queue}: {waiting} ready run(s) and no live replica serves it: they \
+                     wait for one started with --queues {queue}"
+                )?;
+            }
+        }
         writeln!(out)?;
         let rows: Vec<Vec<String>> = jobs
             .iter()
