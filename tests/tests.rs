@@ -11,6 +11,7 @@ mod declarations;
 mod defaults;
 mod drift;
 mod engine;
+mod examples;
 mod fuzz;
 mod high_availability;
 mod hold;
