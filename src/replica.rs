@@ -37,7 +37,7 @@ use crate::engine::worker::{WorkerConfig, Workers};
 use crate::engine::{Leadership, Shutdown, arm_fault_points};
 use crate::handler::{Handler, Handlers};
 use crate::logs::panic_message;
-use crate::schedule::{Job, Jobs, shared_jobs};
+use crate::schedule::{Job, Jobs, QueueFallback, QueueFallbacks, Schedules, shared_jobs};
 use crate::store::Store;
 
 /// How long a component may take to stop once its turn has come before it is abandoned: its
@@ -172,15 +172,25 @@ impl Default for ReplicaConfig {
     }
 }
 
-/// Replaces a running replica's job definitions (a reload).
+/// Replaces a running replica's job definitions and queue tables (a reload).
 #[derive(Clone)]
-pub struct JobsHandle(Arc<watch::Sender<Jobs>>);
+pub struct JobsHandle {
+    jobs: Arc<watch::Sender<Jobs>>,
+    fallbacks: Arc<watch::Sender<QueueFallbacks>>,
+}
 
 impl JobsHandle {
     /// Declares `jobs` instead of the current ones: the planner unplans changed and removed
     /// jobs and plans the new definitions; workers execute by the new definitions.
     pub fn replace(&self, jobs: Vec<Job>) {
-        self.0.send_replace(shared_jobs(jobs));
+        self.jobs.send_replace(shared_jobs(jobs));
+    }
+
+    /// Declares what a schedule directory declares instead: its jobs (as
+    /// [`JobsHandle::replace`]) and its `[queues]` tables.
+    pub fn replace_schedules(&self, schedules: Schedules) {
+        self.replace(schedules.jobs);
+        self.fallbacks.send_replace(Arc::new(schedules.queues));
     }
 }
 
@@ -188,6 +198,7 @@ impl JobsHandle {
 pub struct ReplicaBuilder {
     store: Store,
     jobs: Vec<Job>,
+    fallbacks: Vec<QueueFallback>,
     handlers: Handlers,
     config: ReplicaConfig,
 }
@@ -196,6 +207,12 @@ impl ReplicaBuilder {
     /// The declared jobs.
     pub fn jobs(mut self, jobs: Vec<Job>) -> Self {
         self.jobs = jobs;
+        self
+    }
+
+    /// The `[queues]` tables: where the ready runs of a queue no live replica serves go.
+    pub fn queue_fallbacks(mut self, fallbacks: Vec<QueueFallback>) -> Self {
+        self.fallbacks = fallbacks;
         self
     }
 
@@ -214,9 +231,11 @@ impl ReplicaBuilder {
     /// The replica, ready to run.
     pub fn build(self) -> Replica {
         let (jobs, _) = watch::channel(shared_jobs(self.jobs));
+        let (fallbacks, _) = watch::channel(Arc::new(self.fallbacks));
         Replica {
             store: self.store,
             jobs: Arc::new(jobs),
+            fallbacks: Arc::new(fallbacks),
             handlers: self.handlers,
             config: self.config,
         }
@@ -227,6 +246,7 @@ impl ReplicaBuilder {
 pub struct Replica {
     store: Store,
     jobs: Arc<watch::Sender<Jobs>>,
+    fallbacks: Arc<watch::Sender<QueueFallbacks>>,
     handlers: Handlers,
     config: ReplicaConfig,
 }
@@ -237,6 +257,7 @@ impl Replica {
         ReplicaBuilder {
             store,
             jobs: Vec::new(),
+            fallbacks: Vec::new(),
             handlers: Handlers::new(),
             config: ReplicaConfig::default(),
         }
@@ -244,7 +265,10 @@ impl Replica {
 
     /// A handle to replace the job definitions while the replica runs.
     pub fn jobs_handle(&self) -> JobsHandle {
-        JobsHandle(self.jobs.clone())
+        JobsHandle {
+            jobs: self.jobs.clone(),
+            fallbacks: self.fallbacks.clone(),
+        }
     }
 
     /// Runs every component until `shutdown`, then stops them in order (see the module docs).
@@ -341,6 +365,7 @@ impl Replica {
                     ..config.reaper
                 },
             )
+            .with_queue_fallbacks(self.fallbacks.subscribe())
             .run(background.clone()),
         );
         supervisor.spawn(Component::Heartbeat, heartbeat.run(background.clone()));

@@ -457,7 +457,8 @@ async fn reaper_returns_runs_whose_lease_expired() {
         later.tick().await.expect("tick"),
         Reaped {
             retried: 1,
-            dead: 1
+            dead: 1,
+            rerouted: 0,
         }
     );
     assert_eq!(

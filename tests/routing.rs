@@ -1,9 +1,11 @@
-//! Routing by queue: a job pinned to a queue runs only on the replicas serving it, and a queue
-//! with ready runs that no live replica serves is visible in `status` and the leader's metrics.
+//! Routing by queue: a job pinned to a queue runs only on the replicas serving it, a queue with
+//! ready runs that no live replica serves is visible in `status` and the leader's metrics, and
+//! a `[queues.<name>]` fallback moves its ready runs once it has been unserved long enough.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tempfile::TempDir;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
@@ -12,53 +14,125 @@ use crate::util::{cli, free_port, http_get, one_document, sample, wait_until};
 const JOBS: &str = "[jobs.invoice-eu]\ncommand = \"true\"\nqueue = \"eu-west\"\n\n\
                     [jobs.cleanup]\ncommand = \"true\"\n";
 
+/// A Redis, the schedule files every replica declares, and `us-1`: the leader, serving only
+/// the default queue, with its metrics on `port`.
+struct Regions {
+    server: RedisServer,
+    dir: TempDir,
+    port: u16,
+    us: ReplicaProcess,
+}
+
+impl Regions {
+    /// Declares [`JOBS`] and `more` (TOML), and starts `us-1`.
+    fn start(more: &str) -> Self {
+        let server = RedisServer::start();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let schedules = dir.path().join("schedules");
+        std::fs::create_dir_all(&schedules).expect("schedules dir");
+        std::fs::write(schedules.join("jobs.toml"), format!("{JOBS}\n{more}")).expect("write");
+        let port = free_port();
+        let us = ReplicaProcess::start(
+            "us-1",
+            &server.url(),
+            &schedules,
+            dir.path(),
+            &[
+                "--queues",
+                "default",
+                "--metrics-addr",
+                &format!("127.0.0.1:{port}"),
+            ],
+        );
+        let regions = Self {
+            server,
+            dir,
+            port,
+            us,
+        };
+        // Runs can be triggered once the leader has published the jobs.
+        assert!(
+            wait_until(Duration::from_secs(10), || regions.status()["jobs"]
+                .as_array()
+                .is_some_and(|jobs| jobs
+                    .iter()
+                    .any(|job| job["job"] == "invoice-eu"))),
+            "{}",
+            regions.us.log()
+        );
+        regions
+    }
+
+    /// Another replica, serving `queues`.
+    fn replica(&self, id: &str, queues: &str) -> ReplicaProcess {
+        ReplicaProcess::start(
+            id,
+            &self.server.url(),
+            &self.dir.path().join("schedules"),
+            self.dir.path(),
+            &["--queues", queues],
+        )
+    }
+
+    /// `redcron trigger job`: the new run's id.
+    fn trigger(&self, job: &str) -> String {
+        let out = cli(&self.server, self.dir.path(), &["trigger", job, "--json"]).success();
+        one_document(&out)["id"]
+            .as_str()
+            .expect("a run id")
+            .to_owned()
+    }
+
+    /// A field of `redcron runs show run --json`.
+    fn run_field(&self, run: &str, field: &str) -> Value {
+        let shown = cli(
+            &self.server,
+            self.dir.path(),
+            &["runs", "show", run, "--json"],
+        )
+        .success();
+        one_document(&shown)[field].clone()
+    }
+
+    /// The worker that ran `run`, once it succeeded.
+    fn worker_of(&self, run: &str) -> Option<String> {
+        (self.run_field(run, "state") == "succeeded")
+            .then(|| self.run_field(run, "worker").as_str().map(str::to_owned))
+            .flatten()
+    }
+
+    fn status(&self) -> Value {
+        one_document(&cli(&self.server, self.dir.path(), &["status", "--json"]).success())
+    }
+
+    fn metrics(&self) -> String {
+        http_get(self.port, "/metrics").1
+    }
+}
+
+/// `served_by` of `queue` in a `status --json` document.
+fn served_by(status: &Value, queue: &str) -> Option<Value> {
+    status["ready"]
+        .as_array()
+        .expect("ready")
+        .iter()
+        .find(|entry| entry["queue"] == queue)
+        .map(|entry| entry["served_by"].clone())
+}
+
 #[test]
 fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows() {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let schedules = dir.path().join("schedules");
-    std::fs::create_dir_all(&schedules).expect("schedules dir");
-    std::fs::write(schedules.join("jobs.toml"), JOBS).expect("write jobs");
-    let port = free_port();
-    let address = format!("127.0.0.1:{port}");
-    // The leader serves only the default queue; the other serves eu-west too.
-    let us = ReplicaProcess::start(
-        "us-1",
-        &server.url(),
-        &schedules,
-        dir.path(),
-        &["--queues", "default", "--metrics-addr", &address],
-    );
+    let regions = Regions::start("");
+    let mut eu = regions.replica("eu-1", "eu-west,default");
     assert!(
-        wait_until(Duration::from_secs(10), || us
-            .log()
-            .contains("acquired the leader lease")),
+        wait_until(Duration::from_secs(10), || served_by(
+            &regions.status(),
+            "eu-west"
+        ) == Some(Value::from(1))),
         "{}",
-        us.log()
+        regions.status()
     );
-    let mut eu = ReplicaProcess::start(
-        "eu-1",
-        &server.url(),
-        &schedules,
-        dir.path(),
-        &["--queues", "eu-west,default"],
-    );
-    let status = || one_document(&cli(&server, dir.path(), &["status", "--json"]).success());
-    let served_by = |status: &Value, queue: &str| {
-        status["ready"]
-            .as_array()
-            .expect("ready")
-            .iter()
-            .find(|entry| entry["queue"] == queue)
-            .map(|entry| entry["served_by"].clone())
-    };
-    assert!(
-        wait_until(Duration::from_secs(10), || served_by(&status(), "eu-west")
-            == Some(Value::from(1))),
-        "{}",
-        status()
-    );
-    let replicas = status()["replicas"].clone();
+    let replicas = regions.status()["replicas"].clone();
     let queues_of = |id: &str| {
         replicas
             .as_array()
@@ -74,33 +148,23 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
     );
 
     // Each run of the pinned job is claimed by the replica serving its queue.
-    let trigger = |job: &str| {
-        let out = cli(&server, dir.path(), &["trigger", job, "--json"]).success();
-        one_document(&out)["id"]
-            .as_str()
-            .expect("a run id")
-            .to_owned()
-    };
-    let worker_of = |run: &str| {
-        let shown = cli(&server, dir.path(), &["runs", "show", run, "--json"]).success();
-        let shown = one_document(&shown);
-        (shown["state"] == "succeeded").then(|| shown["worker"].as_str().map(str::to_owned))
-    };
     for _ in 0..4 {
-        let run = trigger("invoice-eu");
+        let run = regions.trigger("invoice-eu");
         assert!(
-            wait_until(Duration::from_secs(10), || worker_of(&run).is_some()),
+            wait_until(Duration::from_secs(10), || regions
+                .worker_of(&run)
+                .is_some()),
             "{run} did not run\n{}",
             eu.log()
         );
-        let worker = worker_of(&run).flatten().unwrap_or_default();
+        let worker = regions.worker_of(&run).unwrap_or_default();
         assert!(worker.starts_with("eu-1/"), "{run} ran on {worker}");
     }
 
     // With eu-west's only replica gone, its runs wait, and everything says why.
     assert_eq!(eu.terminate(Duration::from_secs(15)), Some(0));
-    let waiting = trigger("invoice-eu");
-    let human = cli(&server, dir.path(), &["status"]).success();
+    let waiting = regions.trigger("invoice-eu");
+    let human = cli(&regions.server, regions.dir.path(), &["status"]).success();
     assert!(
         human.contains(
             "queue eu-west: 1 ready run(s) and no live replica serves it: they wait for one \
@@ -108,10 +172,13 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
         ),
         "{human}"
     );
-    assert_eq!(served_by(&status(), "eu-west"), Some(Value::from(0)));
+    assert_eq!(
+        served_by(&regions.status(), "eu-west"),
+        Some(Value::from(0))
+    );
     assert!(
         wait_until(Duration::from_secs(10), || {
-            let metrics = http_get(port, "/metrics").1;
+            let metrics = regions.metrics();
             // Exported at 0, not missing: an alert tells the two apart.
             metrics.contains("\nredcron_queue_replicas{queue=\"eu-west\",namespace=\"test\"} 0\n")
                 && sample(
@@ -120,34 +187,94 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
                 ) == 1.0
         }),
         "{}",
-        http_get(port, "/metrics").1
+        regions.metrics()
     );
     // The default queue's runs go on meanwhile.
-    let cleanup = trigger("cleanup");
+    let cleanup = regions.trigger("cleanup");
     assert!(
-        wait_until(Duration::from_secs(10), || worker_of(&cleanup).is_some()),
+        wait_until(Duration::from_secs(10), || regions
+            .worker_of(&cleanup)
+            .is_some()),
         "{}",
-        us.log()
+        regions.us.log()
     );
     assert_eq!(
-        worker_of(&waiting),
+        regions.worker_of(&waiting),
         None,
         "nothing serves eu-west: it waits"
     );
 
     // A replica serving eu-west again takes the waiting run.
-    let _eu = ReplicaProcess::start(
-        "eu-2",
-        &server.url(),
-        &schedules,
-        dir.path(),
-        &["--queues", "eu-west"],
+    let _eu = regions.replica("eu-2", "eu-west");
+    assert!(
+        wait_until(Duration::from_secs(15), || regions
+            .worker_of(&waiting)
+            .is_some()),
+        "{}",
+        regions.us.log()
+    );
+    let worker = regions.worker_of(&waiting).unwrap_or_default();
+    assert!(worker.starts_with("eu-2/"), "{waiting} ran on {worker}");
+}
+
+/// `[queues.eu-west] fallback = "default"`: once no live replica has served eu-west for its
+/// `fallback_after`, its ready runs move to the default queue and run there; not before.
+#[test]
+fn a_queue_unserved_past_its_fallback_after_sends_its_ready_runs_to_its_fallback() {
+    let regions =
+        Regions::start("[queues.eu-west]\nfallback = \"default\"\nfallback_after = \"10s\"\n");
+    let mut eu = regions.replica("eu-1", "eu-west");
+    // Served: it runs in its own queue, and the fallback is never used.
+    let served = regions.trigger("invoice-eu");
+    assert!(
+        wait_until(Duration::from_secs(10), || regions
+            .worker_of(&served)
+            .is_some()),
+        "{}",
+        eu.log()
+    );
+    assert_eq!(regions.run_field(&served, "queue"), "eu-west");
+
+    // Unserved: the run waits out fallback_after (10 s, counted once eu-1's heartbeat is
+    // stale), then moves to default, where us-1 runs it.
+    eu.kill9();
+    let stranded = regions.trigger("invoice-eu");
+    let gone = Instant::now();
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(
+        regions.run_field(&stranded, "state"),
+        "ready",
+        "moved before fallback_after\n{}",
+        regions.us.log()
     );
     assert!(
-        wait_until(Duration::from_secs(15), || worker_of(&waiting).is_some()),
-        "{}",
-        us.log()
+        wait_until(Duration::from_secs(30), || regions
+            .worker_of(&stranded)
+            .is_some()),
+        "{}\n{}",
+        regions.status(),
+        regions.us.log()
     );
-    let worker = worker_of(&waiting).flatten().unwrap_or_default();
-    assert!(worker.starts_with("eu-2/"), "{waiting} ran on {worker}");
+    let waited = gone.elapsed();
+    assert!(waited >= Duration::from_secs(10), "moved after {waited:?}");
+    assert_eq!(regions.run_field(&stranded, "queue"), "default");
+    let worker = regions.worker_of(&stranded).unwrap_or_default();
+    assert!(worker.starts_with("us-1/"), "{worker}");
+    assert!(
+        regions
+            .us
+            .log()
+            .contains("no live replica serves this queue: its ready runs moved to its fallback"),
+        "{}",
+        regions.us.log()
+    );
+    assert_eq!(
+        sample(
+            &regions.metrics(),
+            "redcron_rerouted_runs_total{queue=\"eu-west\",namespace=\"test\"}"
+        ),
+        1.0,
+        "{}",
+        regions.metrics()
+    );
 }

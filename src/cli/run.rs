@@ -16,7 +16,7 @@ use crate::engine::Shutdown;
 use crate::engine::worker::Concurrency;
 use crate::metrics::Endpoint;
 use crate::replica::{JobsHandle, Replica, ReplicaConfig};
-use crate::schedule::{Job, load_dir};
+use crate::schedule::{Job, Schedules, load_schedules};
 use crate::store::StoreSettings;
 use crate::store::embedded::EmbeddedRedis;
 
@@ -74,11 +74,11 @@ pub(super) struct RunArgs {
     retention: Duration,
 }
 
-/// One namespace a process serves: its schedule directory and the jobs loaded from it.
+/// One namespace a process serves: its schedule directory and what it declares.
 struct Served {
     namespace: String,
-    schedules: PathBuf,
-    jobs: Vec<Job>,
+    directory: PathBuf,
+    schedules: Schedules,
 }
 
 pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
@@ -93,11 +93,10 @@ pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
             } else {
                 args.schedules.clone()
             };
-            let jobs = load_dir(&schedules)?;
             Ok(Served {
                 namespace: namespace.to_owned(),
-                schedules,
-                jobs,
+                schedules: load_schedules(&schedules)?,
+                directory: schedules,
             })
         })
         .collect::<Result<Vec<_>, CliError>>()?;
@@ -186,8 +185,8 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
     let mut schedules = Vec::with_capacity(served.len());
     for Served {
         namespace,
-        schedules: directory,
-        jobs,
+        directory,
+        schedules: Schedules { jobs, queues },
     } in served
     {
         // Each namespace counts in metrics and a health of its own, labelled with its name.
@@ -223,7 +222,11 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
         }
         // A first round trip, before the service manager hears that the replica is ready.
         store.now_ms().await?;
-        let replica = Replica::builder(store).jobs(jobs).config(config).build();
+        let replica = Replica::builder(store)
+            .jobs(jobs)
+            .queue_fallbacks(queues)
+            .config(config)
+            .build();
         schedules.push((replica.jobs_handle(), directory));
         // With several namespaces, each line a replica logs says which it is about.
         let span = if several {
@@ -330,10 +333,15 @@ fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
 /// Loads the schedule directory again, all or nothing: an invalid one keeps the previous
 /// definitions, and every problem is logged.
 fn reload(jobs: &JobsHandle, schedules: &Path) {
-    match load_dir(schedules) {
+    match load_schedules(schedules) {
         Ok(loaded) => {
-            info!(jobs = loaded.len(), directory = %schedules.display(), "schedules reloaded");
-            jobs.replace(loaded);
+            info!(
+                jobs = loaded.jobs.len(),
+                queues = loaded.queues.len(),
+                directory = %schedules.display(),
+                "schedules reloaded"
+            );
+            jobs.replace_schedules(loaded);
         }
         Err(problems) => {
             for problem in &problems.diagnostics {

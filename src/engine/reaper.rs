@@ -1,13 +1,18 @@
 //! The reaper: on every replica, ends runs whose lease expired because their worker died or
 //! froze: reason `lost`, which runs an at-least-once run again and buries an at-most-once one.
 //! It also buries (reason `undeclared`) runs that no live replica has declared the job of for
-//! a grace period.
+//! a grace period, and moves the ready runs of a queue that no live replica has served for its
+//! `fallback_after` to its fallback queue (`[queues.<name>]`).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::{Backoff, Shutdown, log_store_failure};
+use crate::schedule::QueueFallbacks;
 use crate::store::{FailOutcome, FailReason, Failure, Store, StoreError};
 
 /// How the reaper behaves.
@@ -43,18 +48,37 @@ pub struct Reaped {
     pub retried: u64,
     /// Lost runs sent to the dead letters.
     pub dead: u64,
+    /// Ready runs moved from a queue no live replica serves to its fallback.
+    pub rerouted: u64,
 }
 
 /// Fails runs whose lease expired.
 pub struct Reaper {
     store: Store,
     config: ReaperConfig,
+    /// The `[queues]` tables this replica declares.
+    fallbacks: Option<watch::Receiver<QueueFallbacks>>,
+    /// Since when, as this replica saw it, no live replica has served each queue that has a
+    /// fallback.
+    unserved_since: HashMap<String, Instant>,
 }
 
 impl Reaper {
     /// A reaper.
     pub fn new(store: Store, config: ReaperConfig) -> Self {
-        Self { store, config }
+        Self {
+            store,
+            config,
+            fallbacks: None,
+            unserved_since: HashMap::new(),
+        }
+    }
+
+    /// Also moves the ready runs of unserved queues to their fallbacks, as `fallbacks` says.
+    #[must_use]
+    pub fn with_queue_fallbacks(mut self, fallbacks: watch::Receiver<QueueFallbacks>) -> Self {
+        self.fallbacks = Some(fallbacks);
+        self
     }
 
     /// Reaps one batch of expired leases. Several replicas may reap at once: the script checks
@@ -102,7 +126,63 @@ impl Reaper {
                 FailOutcome::Gone => {}
             }
         }
+        reaped.rerouted = self.reroute().await?;
         Ok(reaped)
+    }
+
+    /// Moves the ready runs of every queue that no live replica has served for its
+    /// `fallback_after`, as this replica counts it, to its fallback. Several replicas may move
+    /// at once: each run moves once, atomically.
+    async fn reroute(&mut self) -> Result<u64, StoreError> {
+        let fallbacks = match &self.fallbacks {
+            Some(fallbacks) => fallbacks.borrow().clone(),
+            None => return Ok(0),
+        };
+        if fallbacks.is_empty() {
+            self.unserved_since.clear();
+            return Ok(0);
+        }
+        let served = self
+            .store
+            .queue_servers(self.config.replica_live_for)
+            .await?;
+        let now = Instant::now();
+        let mut moved = 0;
+        for fallback in fallbacks.iter() {
+            if served.get(&fallback.queue).copied().unwrap_or(0) > 0 {
+                self.unserved_since.remove(&fallback.queue);
+                continue;
+            }
+            let since = *self
+                .unserved_since
+                .entry(fallback.queue.clone())
+                .or_insert(now);
+            if now.duration_since(since) < fallback.after {
+                continue;
+            }
+            let runs = self
+                .store
+                .move_ready_runs(&fallback.queue, &fallback.fallback)
+                .await?;
+            if runs > 0 {
+                warn!(
+                    queue = fallback.queue,
+                    fallback = fallback.fallback,
+                    runs,
+                    unserved_for = %humantime::format_duration(Duration::from_secs(
+                        now.duration_since(since).as_secs()
+                    )),
+                    "no live replica serves this queue: its ready runs moved to its fallback"
+                );
+                self.store
+                    .metrics()
+                    .rerouted_runs_total
+                    .with_label_values(&[fallback.queue.as_str()])
+                    .inc_by(runs);
+                moved += runs;
+            }
+        }
+        Ok(moved)
     }
 
     /// Reaps every period until `shutdown`.

@@ -41,6 +41,9 @@ pub struct Metrics {
     pub dead_runs: IntGauge,
     /// `redcron_ready_runs{queue,priority}`.
     pub ready_runs: IntGaugeVec,
+    /// `redcron_rerouted_runs_total{queue}`: ready runs moved from the queue, which no live
+    /// replica served for its `fallback_after`, to its fallback.
+    pub rerouted_runs_total: IntCounterVec,
     /// `redcron_queue_replicas{queue}`: live replicas serving the queue (set by the leader), 0
     /// for a queue with ready runs that none serves.
     pub queue_replicas: IntGaugeVec,
@@ -156,6 +159,11 @@ impl Metrics {
                 "redcron_skipped_fires_total",
                 "Fires recorded as skipped, by reason",
                 &["job", "reason"],
+            ),
+            rerouted_runs_total: counter_vec(
+                "redcron_rerouted_runs_total",
+                "Ready runs moved from an unserved queue to its fallback",
+                &["queue"],
             ),
             retries_total: counter_vec(
                 "redcron_retries_total",

@@ -6,6 +6,7 @@ mod dst;
 pub mod file;
 pub mod job;
 pub mod notice;
+pub mod queues;
 pub mod run_as;
 
 use std::fmt;
@@ -16,9 +17,12 @@ use chrono_tz::Tz;
 use serde::{Serialize, Serializer};
 
 pub use cron::{CronError, CronExpr};
-pub use file::{Diagnostic, LoadError, check_name, load_dir, parse_file};
+pub use file::{
+    Diagnostic, LoadError, Schedules, check_name, load_dir, load_schedules, parse_file,
+};
 pub use job::{DefinitionError, Delivery, Job, Misfire, Output, Overlap, Priority};
 pub use notice::{Event, Notices, Target};
+pub use queues::{QueueFallback, QueueFallbacks};
 
 /// The declared jobs as a replica currently knows them, one shared copy of each definition;
 /// replaced whole on reload, and watched by every component.

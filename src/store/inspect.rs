@@ -403,42 +403,6 @@ impl Store {
         })
     }
 
-    /// How many live replicas serve each queue, by the queues their heartbeats report: those
-    /// whose last heartbeat is at most `within` old.
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn queue_servers(
-        &self,
-        within: Duration,
-    ) -> Result<HashMap<String, u64>, StoreError> {
-        let since = self.now_ms().await? - i64::try_from(millis(within)).unwrap_or(i64::MAX);
-        let mut connection = self.connection.clone();
-        let live: Vec<String> = connection
-            .zrangebyscore(self.keys.replicas(), since, "+inf")
-            .await
-            .during(&self.metrics, "queue_servers")?;
-        let mut served = HashMap::new();
-        // An empty pipeline is an empty command, which Redis refuses.
-        if live.is_empty() {
-            return Ok(served);
-        }
-        let mut pipe = redis::pipe();
-        for replica in &live {
-            pipe.hget(self.keys.replica(replica), "queues");
-        }
-        let queues: Vec<Option<String>> = pipe
-            .query_async(&mut connection)
-            .await
-            .during(&self.metrics, "queue_servers")?;
-        for queue in queues.iter().flatten().flat_map(|list| list.split(',')) {
-            if !queue.is_empty() {
-                *served.entry(queue.to_owned()).or_default() += 1;
-            }
-        }
-        Ok(served)
-    }
-
     /// How many runs are due, active and dead, and how many are ready in each of `queues` (and
     /// `default`) at each priority: one round trip, cheap enough for every heartbeat.
     ///

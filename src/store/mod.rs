@@ -40,6 +40,7 @@ mod planning;
 mod promotion;
 mod replicas;
 mod reply;
+mod routing;
 mod scripts;
 mod topology;
 

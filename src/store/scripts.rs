@@ -37,6 +37,7 @@ script!(BURY_UNDECLARED_RUNS, "bury_undeclared_runs.lua");
 script!(ENQUEUE_RUNS, "enqueue_runs.lua");
 script!(REDRIVE_RUN, "redrive_run.lua");
 script!(PURGE_DEAD, "purge_dead.lua");
+script!(MOVE_READY_RUNS, "move_ready_runs.lua");
 script!(
     FORGET_DECLARED_DEFINITIONS,
     "forget_declared_definitions.lua"

@@ -1,4 +1,5 @@
-//! Schedule files: TOML with one `[jobs.<name>]` table per job, loaded all-or-nothing.
+//! Schedule files: TOML with one `[jobs.<name>]` table per job (and `[queues.<name>]` tables,
+//! see [`super::queues`]), loaded all-or-nothing.
 //!
 //! Loading happens in two stages. The file is first read as written: every job is a map from
 //! field name to a TOML value, each with its place in the file. Each field is then checked and
@@ -18,6 +19,7 @@ use toml::{Spanned, Value};
 
 use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
 use super::notice::{self, DEFAULT_LATE_AFTER, Event, Notices, Target};
+use super::queues::{self, DEFAULT_FALLBACK_AFTER, MIN_FALLBACK_AFTER, QueueFallback};
 use super::{Schedule, run_as};
 
 /// One problem found in a schedule file.
@@ -114,6 +116,34 @@ struct RawFile {
     defaults: Option<Spanned<RawJob>>,
     #[serde(default)]
     jobs: BTreeMap<Spanned<String>, Spanned<RawJob>>,
+    #[serde(default)]
+    queues: BTreeMap<Spanned<String>, RawQueue>,
+}
+
+/// A `[queues.<name>]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQueue {
+    fallback: Spanned<String>,
+    #[serde(default)]
+    fallback_after: Option<Spanned<String>>,
+}
+
+/// What a schedule directory declares.
+#[derive(Debug, Clone, Default)]
+pub struct Schedules {
+    /// Its jobs.
+    pub jobs: Vec<Job>,
+    /// Its `[queues]` tables.
+    pub queues: Vec<QueueFallback>,
+}
+
+/// The jobs of every `*.toml` file in `dir`: [`load_schedules`] without the queue tables.
+///
+/// # Errors
+/// As [`load_schedules`].
+pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
+    load_schedules(dir).map(|schedules| schedules.jobs)
 }
 
 /// Loads every `*.toml` file in `dir` (not recursively, in name order).
@@ -121,7 +151,7 @@ struct RawFile {
 /// # Errors
 /// A [`LoadError`] listing every problem in every file, including names declared twice, when
 /// anything at all is wrong: a directory is loaded whole or not at all.
-pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
+pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
     let fail = |message: String| LoadError {
         diagnostics: vec![Diagnostic {
             path: dir.to_owned(),
@@ -149,6 +179,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
     paths.sort();
 
     let mut jobs = Vec::new();
+    let mut queues = Vec::new();
     let mut declared = Vec::new();
     let mut diagnostics = Vec::new();
     for path in paths {
@@ -163,6 +194,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
             }),
         };
         declared.extend(contents.declared);
+        queues.extend(contents.queues);
         match contents.parsed {
             Ok(parsed) => jobs.extend(parsed),
             Err(found) => diagnostics.extend(found),
@@ -172,8 +204,9 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
     // reveals another that could have been reported with it.
     diagnostics.extend(duplicate_names(&declared));
     diagnostics.extend(mail_without_sendmail(&jobs));
+    diagnostics.extend(queues::check_fallbacks(&queues));
     if diagnostics.is_empty() {
-        Ok(jobs)
+        Ok(Schedules { jobs, queues })
     } else {
         Err(LoadError { diagnostics })
     }
@@ -230,6 +263,8 @@ fn mail_without_sendmail(jobs: &[Job]) -> Vec<Diagnostic> {
 /// every problem found.
 struct FileContents {
     declared: Vec<(String, Source)>,
+    /// The valid `[queues]` tables (an invalid one is among the diagnostics).
+    queues: Vec<QueueFallback>,
     parsed: Result<Vec<Job>, Vec<Diagnostic>>,
 }
 
@@ -237,6 +272,7 @@ impl FileContents {
     fn unreadable(diagnostic: Diagnostic) -> Self {
         Self {
             declared: Vec::new(),
+            queues: Vec::new(),
             parsed: Err(vec![diagnostic]),
         }
     }
@@ -357,6 +393,13 @@ fn read_file(path: &Path, text: &str) -> FileContents {
             Err(found) => diagnostics.extend(found),
         }
     }
+    let mut queues = Vec::new();
+    for (name, table) in raw.queues {
+        match read_queue(&file, &name, table) {
+            Ok(queue) => queues.push(queue),
+            Err(found) => diagnostics.extend(found),
+        }
+    }
     let parsed = if diagnostics.is_empty() {
         Ok(jobs)
     } else {
@@ -365,7 +408,78 @@ fn read_file(path: &Path, text: &str) -> FileContents {
         diagnostics.dedup();
         Err(diagnostics)
     };
-    FileContents { declared, parsed }
+    FileContents {
+        declared,
+        queues,
+        parsed,
+    }
+}
+
+/// Checks one `[queues.<name>]` table.
+fn read_queue(
+    file: &FileContext<'_>,
+    name: &Spanned<String>,
+    table: RawQueue,
+) -> Result<QueueFallback, Vec<Diagnostic>> {
+    let field = |which: &str| format!("queues.{}.{which}", name.get_ref());
+    let mut diagnostics = Vec::new();
+    if let Err(problem) = check_name(name.get_ref()) {
+        diagnostics.push(file.diagnostic(Some(name.span().start), None, None, problem));
+    }
+    let fallback = table.fallback;
+    if let Err(problem) = check_name(fallback.get_ref()) {
+        diagnostics.push(file.diagnostic(
+            Some(fallback.span().start),
+            None,
+            Some(&field("fallback")),
+            problem,
+        ));
+    } else if fallback.get_ref() == name.get_ref() {
+        diagnostics.push(file.diagnostic(
+            Some(fallback.span().start),
+            None,
+            Some(&field("fallback")),
+            "a queue cannot fall back to itself".to_owned(),
+        ));
+    }
+    let after = match table.fallback_after {
+        None => DEFAULT_FALLBACK_AFTER,
+        Some(text) => match humantime::parse_duration(text.get_ref()) {
+            Ok(after) if after >= MIN_FALLBACK_AFTER => after,
+            Ok(_) => {
+                diagnostics.push(file.diagnostic(
+                    Some(text.span().start),
+                    None,
+                    Some(&field("fallback_after")),
+                    format!(
+                        "\"{}\" is shorter than {}: a replica restarting must not send its \
+                         queue's runs away",
+                        text.get_ref(),
+                        humantime::format_duration(MIN_FALLBACK_AFTER)
+                    ),
+                ));
+                DEFAULT_FALLBACK_AFTER
+            }
+            Err(error) => {
+                diagnostics.push(file.diagnostic(
+                    Some(text.span().start),
+                    None,
+                    Some(&field("fallback_after")),
+                    format!("\"{}\" is not a duration like 2m: {error}", text.get_ref()),
+                ));
+                DEFAULT_FALLBACK_AFTER
+            }
+        },
+    };
+    if !diagnostics.is_empty() {
+        return Err(diagnostics);
+    }
+    Ok(QueueFallback {
+        queue: name.get_ref().clone(),
+        fallback: fallback.into_inner(),
+        after,
+        source: file.source(name.span().start),
+    })
 }
 
 /// The file being read, for turning byte offsets into diagnostics.

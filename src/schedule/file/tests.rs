@@ -171,7 +171,7 @@ fn names_and_structure_are_checked() {
     );
     let found = errors("[job.x]\ncommand = \"true\"\n");
     assert!(
-        found[0].contains("unknown field `job`, expected `defaults` or `jobs`"),
+        found[0].contains("unknown field `job`, expected one of `defaults`, `jobs`, `queues`"),
         "{found:?}"
     );
     assert!(found[0].starts_with("jobs.toml:1:2:"), "{found:?}");
@@ -342,5 +342,69 @@ fn notices_that_would_repeat_or_do_nothing_are_refused() {
              expected more than 0s",
         ],
         "a default's problem once, where it is written; later jobs still get the defaults"
+    );
+}
+
+#[test]
+fn queue_tables_load_with_their_defaults_and_their_mistakes_are_named() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("a.toml"),
+        "[jobs.invoice]\ncommand = \"true\"\nqueue = \"eu-west\"\n\n\
+         [queues.eu-west]\nfallback = \"default\"\nfallback_after = \"30s\"\n\n\
+         [queues.us-east]\nfallback = \"default\"\n",
+    )
+    .expect("write");
+    let loaded = load_schedules(dir.path()).expect("valid");
+    assert_eq!(loaded.jobs.len(), 1);
+    let fallbacks: Vec<(&str, &str, Duration)> = loaded
+        .queues
+        .iter()
+        .map(|queue| (queue.queue.as_str(), queue.fallback.as_str(), queue.after))
+        .collect();
+    assert_eq!(
+        fallbacks,
+        [
+            ("eu-west", "default", Duration::from_secs(30)),
+            ("us-east", "default", queues::DEFAULT_FALLBACK_AFTER),
+        ]
+    );
+    assert_eq!(loaded.queues[0].source.line, 5);
+
+    for (table, expected) in [
+        (
+            "[queues.a]\nfallback = \"a\"\n",
+            "jobs.toml:2:12: field \"queues.a.fallback\": a queue cannot fall back to itself",
+        ),
+        (
+            "[queues.a]\nfallback = \"b\"\nfallback_after = \"5s\"\n",
+            "field \"queues.a.fallback_after\": \"5s\" is shorter than 10s",
+        ),
+        (
+            "[queues.a]\nfallback = \"b\"\nfallback_after = \"soon\"\n",
+            "\"soon\" is not a duration like 2m",
+        ),
+        ("[queues.a]\nfallback = \"B\"\n", "does not match [a-z0-9]"),
+        ("[queues.a]\nfallbak = \"b\"\n", "unknown field `fallbak`"),
+        ("[queues.a]\n", "missing field `fallback`"),
+    ] {
+        let found = errors(table);
+        assert!(
+            found.iter().any(|error| error.contains(expected)),
+            "{table}: {found:?}"
+        );
+    }
+
+    // Across files: a queue declared twice, and fallbacks in a cycle.
+    std::fs::write(
+        dir.path().join("b.toml"),
+        "[queues.eu-west]\nfallback = \"us-east\"\n\n[queues.default]\nfallback = \"eu-west\"\n",
+    )
+    .expect("write");
+    let found = load_schedules(dir.path()).expect_err("refused").to_string();
+    assert!(found.contains("declared twice: first at"), "{found}");
+    assert!(
+        found.contains("its fallbacks lead back to it (default -> eu-west -> default)"),
+        "{found}"
     );
 }

@@ -1,0 +1,145 @@
+//! `[queues.<name>]` tables: what becomes of a queue's ready runs when no live replica serves
+//! it, the escape hatch of a region that is down.
+//!
+//! ```toml
+//! [queues.eu-west]
+//! fallback = "default"       # where its ready runs go
+//! fallback_after = "2m"      # once no live replica has served it for this long
+//! ```
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::file::Diagnostic;
+use super::job::Source;
+
+/// How long a queue stays unserved before its ready runs move, when `fallback_after` is not
+/// given.
+pub const DEFAULT_FALLBACK_AFTER: Duration = Duration::from_secs(120);
+
+/// The shortest `fallback_after`: a few heartbeats, so that a replica restarting, or a
+/// heartbeat late by a second, never moves a queue's runs away.
+pub const MIN_FALLBACK_AFTER: Duration = Duration::from_secs(10);
+
+/// A queue whose ready runs move to another once no live replica has served it for a while.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueFallback {
+    /// The queue watched.
+    pub queue: String,
+    /// Where its ready runs go.
+    pub fallback: String,
+    /// How long no live replica may serve it before they go.
+    pub after: Duration,
+    /// Where its table is declared.
+    pub source: Source,
+}
+
+/// The queue fallbacks as a replica knows them; replaced whole on reload.
+pub type QueueFallbacks = std::sync::Arc<Vec<QueueFallback>>;
+
+/// A queue declared twice (across all files), or fallbacks that lead back to where they
+/// started: runs would move around the cycle while every queue in it is unserved.
+pub(super) fn check_fallbacks(queues: &[QueueFallback]) -> Vec<Diagnostic> {
+    let diagnostic = |queue: &QueueFallback, message: String| Diagnostic {
+        path: queue.source.path.clone(),
+        position: Some((queue.source.line, queue.source.column)),
+        job: None,
+        field: Some(format!("queues.{}", queue.queue)),
+        message,
+    };
+    let mut diagnostics = Vec::new();
+    let mut by_name: HashMap<&str, &QueueFallback> = HashMap::new();
+    for queue in queues {
+        match by_name.get(queue.queue.as_str()) {
+            Some(first) => diagnostics.push(diagnostic(
+                queue,
+                format!(
+                    "declared twice: first at {}:{}; a queue has one [queues] table across all \
+                     files",
+                    first.source.path.display(),
+                    first.source.line
+                ),
+            )),
+            None => {
+                by_name.insert(&queue.queue, queue);
+            }
+        }
+    }
+    for queue in queues {
+        let mut path = vec![queue.queue.as_str()];
+        let mut next = queue.fallback.as_str();
+        while let Some(hop) = by_name.get(next) {
+            if next == queue.queue {
+                path.push(next);
+                diagnostics.push(diagnostic(
+                    queue,
+                    format!(
+                        "its fallbacks lead back to it ({}): runs would move around while \
+                         every queue of the cycle is unserved",
+                        path.join(" -> ")
+                    ),
+                ));
+                break;
+            }
+            if path.contains(&next) {
+                // A cycle that does not pass through this queue: reported at its own queues.
+                break;
+            }
+            path.push(next);
+            next = hop.fallback.as_str();
+        }
+    }
+    diagnostics
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn fallback(queue: &str, to: &str, line: usize) -> QueueFallback {
+        QueueFallback {
+            queue: queue.to_owned(),
+            fallback: to.to_owned(),
+            after: DEFAULT_FALLBACK_AFTER,
+            source: Source {
+                path: PathBuf::from("queues.toml"),
+                line,
+                column: 1,
+                notify: None,
+            },
+        }
+    }
+
+    #[test]
+    fn chains_pass_and_cycles_and_repeats_are_named() {
+        let chain = [fallback("eu", "us", 1), fallback("us", "default", 2)];
+        assert_eq!(check_fallbacks(&chain), Vec::new());
+
+        let cycle = [
+            fallback("a", "b", 1),
+            fallback("b", "c", 2),
+            fallback("c", "a", 3),
+            fallback("d", "a", 4),
+        ];
+        let found: Vec<String> = check_fallbacks(&cycle)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(
+            found[0].contains("queues.a") && found[0].contains("(a -> b -> c -> a)"),
+            "{found:?}"
+        );
+
+        let twice = [fallback("a", "b", 1), fallback("a", "c", 5)];
+        let found = check_fallbacks(&twice);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0]
+                .message
+                .contains("declared twice: first at queues.toml:1")
+        );
+    }
+}
