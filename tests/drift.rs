@@ -660,3 +660,36 @@ fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_lose
         );
     }
 }
+
+/// Only the leader exports the gauges of shared state: a replica that led and no longer does
+/// clears them at its next heartbeat, so that a `max` or a sum over replicas reads the leader's
+/// alone (a stale 1 in `redcron_queue_replicas` would hide a queue no replica serves).
+#[tokio::test]
+async fn a_replica_that_does_not_lead_clears_the_gauges_of_shared_state() {
+    use prometheus::core::Collector;
+
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let metrics = store.metrics().clone();
+    metrics.due_runs.set(5);
+    metrics.dead_runs.set(2);
+    metrics
+        .queue_replicas
+        .with_label_values(&["eu-west"])
+        .set(1);
+    metrics
+        .ready_runs
+        .with_label_values(&["eu-west", "high"])
+        .set(3);
+    let mut heartbeat = heartbeat_of(&store, "b", EVERY_2S);
+    heartbeat.tick().await.expect("beat");
+    assert_eq!((metrics.due_runs.get(), metrics.dead_runs.get()), (0, 0));
+    let series = |family: Vec<prometheus::proto::MetricFamily>| {
+        family
+            .iter()
+            .map(|family| family.get_metric().len())
+            .sum::<usize>()
+    };
+    assert_eq!(series(metrics.queue_replicas.collect()), 0);
+    assert_eq!(series(metrics.ready_runs.collect()), 0);
+}

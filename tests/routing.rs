@@ -168,7 +168,8 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
     assert!(
         human.contains(
             "queue eu-west: 1 ready run(s) and no live replica serves it: they wait for one \
-             started with --queues eu-west"
+             started with --queues eu-west (or for the queue's [queues] fallback, if it has \
+             one)"
         ),
         "{human}"
     );

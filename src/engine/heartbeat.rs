@@ -186,8 +186,22 @@ impl Heartbeat {
         self.store.metrics().health.progressed();
         if self.leadership.token().is_some() {
             self.refresh_gauges().await?;
+        } else {
+            self.clear_gauges();
         }
         Ok(())
+    }
+
+    /// A replica that does not lead exports no shared state: what it set while it led would
+    /// be stale, and would count twice in a sum over replicas (or hide a queue no replica
+    /// serves from a `max`).
+    fn clear_gauges(&self) {
+        let metrics = self.store.metrics();
+        metrics.due_runs.set(0);
+        metrics.active_runs.set(0);
+        metrics.dead_runs.set(0);
+        metrics.ready_runs.reset();
+        metrics.queue_replicas.reset();
     }
 
     /// Says once when the namespace becomes held and when its hold ends (the components meet

@@ -59,8 +59,8 @@ pub struct Reaper {
     /// The `[queues]` tables this replica declares.
     fallbacks: Option<watch::Receiver<QueueFallbacks>>,
     /// Since when, as this replica saw it, no live replica has served each queue that has a
-    /// fallback.
-    unserved_since: HashMap<String, Instant>,
+    /// fallback, and whether this replica moved runs away since (said once, then quietly).
+    unserved_since: HashMap<String, (Instant, bool)>,
 }
 
 impl Reaper {
@@ -92,7 +92,12 @@ impl Reaper {
             "lease expired: its worker stopped renewing it (the replica died, froze or lost \
              Redis)",
         );
-        let mut reaped = Reaped::default();
+        // First, and with reads only until runs move: while the namespace is held, the calls
+        // below are refused, and who serves a queue must still be followed meanwhile.
+        let mut reaped = Reaped {
+            rerouted: self.reroute().await?,
+            ..Reaped::default()
+        };
         for (job, runs) in self
             .store
             .bury_undeclared_runs(
@@ -126,7 +131,6 @@ impl Reaper {
                 FailOutcome::Gone => {}
             }
         }
-        reaped.rerouted = self.reroute().await?;
         Ok(reaped)
     }
 
@@ -153,10 +157,11 @@ impl Reaper {
                 self.unserved_since.remove(&fallback.queue);
                 continue;
             }
-            let since = *self
+            let (since, announced) = self
                 .unserved_since
                 .entry(fallback.queue.clone())
-                .or_insert(now);
+                .or_insert((now, false));
+            let since = *since;
             if now.duration_since(since) < fallback.after {
                 continue;
             }
@@ -165,15 +170,26 @@ impl Reaper {
                 .move_ready_runs(&fallback.queue, &fallback.fallback)
                 .await?;
             if runs > 0 {
-                warn!(
-                    queue = fallback.queue,
-                    fallback = fallback.fallback,
-                    runs,
-                    unserved_for = %humantime::format_duration(Duration::from_secs(
-                        now.duration_since(since).as_secs()
-                    )),
-                    "no live replica serves this queue: its ready runs moved to its fallback"
-                );
+                let unserved_for = humantime::format_duration(Duration::from_secs(
+                    now.duration_since(since).as_secs(),
+                ));
+                if std::mem::replace(announced, true) {
+                    info!(
+                        queue = fallback.queue,
+                        fallback = fallback.fallback,
+                        runs,
+                        "ready runs moved to the queue's fallback"
+                    );
+                } else {
+                    warn!(
+                        queue = fallback.queue,
+                        fallback = fallback.fallback,
+                        runs,
+                        unserved_for = %unserved_for,
+                        "no live replica serves this queue: its ready runs moved to its \
+                         fallback, and the next ones will until a replica serves it"
+                    );
+                }
                 self.store
                     .metrics()
                     .rerouted_runs_total

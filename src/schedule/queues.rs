@@ -37,9 +37,14 @@ pub struct QueueFallback {
 /// The queue fallbacks as a replica knows them; replaced whole on reload.
 pub type QueueFallbacks = std::sync::Arc<Vec<QueueFallback>>;
 
-/// A queue declared twice (across all files), or fallbacks that lead back to where they
-/// started: runs would move around the cycle while every queue in it is unserved.
-pub(super) fn check_fallbacks(queues: &[QueueFallback]) -> Vec<Diagnostic> {
+/// The longest `fallback_after`: a week; a typo of a unit must not switch the fallback off.
+pub const MAX_FALLBACK_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A queue declared twice (across all files); fallbacks that lead back to where they started
+/// (runs would move around the cycle while every queue in it is unserved); a fallback that is
+/// neither `default` nor the queue of a job in `job_queues`, which replicas serve only when
+/// told to: a typo there would move runs where nothing claims them.
+pub(super) fn check_fallbacks(queues: &[QueueFallback], job_queues: &[&str]) -> Vec<Diagnostic> {
     let diagnostic = |queue: &QueueFallback, message: String| Diagnostic {
         path: queue.source.path.clone(),
         position: Some((queue.source.line, queue.source.column)),
@@ -66,6 +71,16 @@ pub(super) fn check_fallbacks(queues: &[QueueFallback]) -> Vec<Diagnostic> {
         }
     }
     for queue in queues {
+        if queue.fallback != "default" && !job_queues.contains(&queue.fallback.as_str()) {
+            diagnostics.push(diagnostic(
+                queue,
+                format!(
+                    "fallback \"{}\" is neither default nor the queue of a job here: only \
+                     replicas started with --queues {} would claim the runs moved there",
+                    queue.fallback, queue.fallback
+                ),
+            ));
+        }
         let mut path = vec![queue.queue.as_str()];
         let mut next = queue.fallback.as_str();
         while let Some(hop) = by_name.get(next) {
@@ -114,8 +129,17 @@ mod tests {
 
     #[test]
     fn chains_pass_and_cycles_and_repeats_are_named() {
+        let queues = ["eu", "us", "a", "b", "c", "d"];
         let chain = [fallback("eu", "us", 1), fallback("us", "default", 2)];
-        assert_eq!(check_fallbacks(&chain), Vec::new());
+        assert_eq!(check_fallbacks(&chain, &queues), Vec::new());
+        let typo = check_fallbacks(&[fallback("eu", "defualt", 1)], &queues);
+        assert_eq!(typo.len(), 1, "{typo:?}");
+        assert!(
+            typo[0]
+                .message
+                .starts_with("fallback \"defualt\" is neither default nor the queue of a job"),
+            "{typo:?}"
+        );
 
         let cycle = [
             fallback("a", "b", 1),
@@ -123,7 +147,7 @@ mod tests {
             fallback("c", "a", 3),
             fallback("d", "a", 4),
         ];
-        let found: Vec<String> = check_fallbacks(&cycle)
+        let found: Vec<String> = check_fallbacks(&cycle, &queues)
             .iter()
             .map(ToString::to_string)
             .collect();
@@ -134,7 +158,7 @@ mod tests {
         );
 
         let twice = [fallback("a", "b", 1), fallback("a", "c", 5)];
-        let found = check_fallbacks(&twice);
+        let found = check_fallbacks(&twice, &queues);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0]

@@ -423,8 +423,9 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     shown("host"),
                     shown("version"),
                     ago(overview.now_ms, replica.heartbeat_ms),
+                    // What a replica that no longer beats said last is not what it runs now.
                     match (field("busy_workers"), field("max_workers")) {
-                        (Some(busy), Some(max)) => format!("{busy}/{max}"),
+                        (Some(busy), Some(max)) if state == "alive" => format!("{busy}/{max}"),
                         _ => "-".to_owned(),
                     },
                     shown("queues"),
@@ -487,7 +488,8 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 writeln!(
                     out,
                     "queue {queue}: {waiting} ready run(s) and no live replica serves it: they \
-                     wait for one started with --queues {queue}"
+                     wait for one started with --queues {queue} (or for the queue's [queues] \
+                     fallback, if it has one)"
                 )?;
             }
         }

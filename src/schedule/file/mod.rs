@@ -19,7 +19,9 @@ use toml::{Spanned, Value};
 
 use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
 use super::notice::{self, DEFAULT_LATE_AFTER, Event, Notices, Target};
-use super::queues::{self, DEFAULT_FALLBACK_AFTER, MIN_FALLBACK_AFTER, QueueFallback};
+use super::queues::{
+    self, DEFAULT_FALLBACK_AFTER, MAX_FALLBACK_AFTER, MIN_FALLBACK_AFTER, QueueFallback,
+};
 use super::{Schedule, run_as};
 
 /// One problem found in a schedule file.
@@ -204,7 +206,8 @@ pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
     // reveals another that could have been reported with it.
     diagnostics.extend(duplicate_names(&declared));
     diagnostics.extend(mail_without_sendmail(&jobs));
-    diagnostics.extend(queues::check_fallbacks(&queues));
+    let job_queues: Vec<&str> = jobs.iter().map(|job| job.queue.as_str()).collect();
+    diagnostics.extend(queues::check_fallbacks(&queues, &job_queues));
     if diagnostics.is_empty() {
         Ok(Schedules { jobs, queues })
     } else {
@@ -445,7 +448,20 @@ fn read_queue(
     let after = match table.fallback_after {
         None => DEFAULT_FALLBACK_AFTER,
         Some(text) => match humantime::parse_duration(text.get_ref()) {
-            Ok(after) if after >= MIN_FALLBACK_AFTER => after,
+            Ok(after) if (MIN_FALLBACK_AFTER..=MAX_FALLBACK_AFTER).contains(&after) => after,
+            Ok(after) if after > MAX_FALLBACK_AFTER => {
+                diagnostics.push(file.diagnostic(
+                    Some(text.span().start),
+                    None,
+                    Some(&field("fallback_after")),
+                    format!(
+                        "\"{}\" is longer than {}: leave the table out for no fallback",
+                        text.get_ref(),
+                        humantime::format_duration(MAX_FALLBACK_AFTER)
+                    ),
+                ));
+                DEFAULT_FALLBACK_AFTER
+            }
             Ok(_) => {
                 diagnostics.push(file.diagnostic(
                     Some(text.span().start),

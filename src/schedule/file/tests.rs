@@ -385,6 +385,10 @@ fn queue_tables_load_with_their_defaults_and_their_mistakes_are_named() {
             "\"soon\" is not a duration like 2m",
         ),
         ("[queues.a]\nfallback = \"B\"\n", "does not match [a-z0-9]"),
+        (
+            "[queues.a]\nfallback = \"b\"\nfallback_after = \"1000000y\"\n",
+            "is longer than 7days",
+        ),
         ("[queues.a]\nfallbak = \"b\"\n", "unknown field `fallbak`"),
         ("[queues.a]\n", "missing field `fallback`"),
     ] {
