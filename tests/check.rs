@@ -111,3 +111,36 @@ fn run_without_redis_server_says_how_to_install_it() {
         "{stderr}"
     );
 }
+
+#[test]
+fn check_lists_queue_fallbacks_and_refuses_a_fallback_nothing_serves() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let schedules = dir.path().to_str().expect("UTF-8 path");
+    fs::write(
+        dir.path().join("jobs.toml"),
+        "[jobs.invoice]\ncommand = \"true\"\nqueue = \"eu-west\"\n\n\
+         [queues.eu-west]\nfallback = \"default\"\nfallback_after = \"90s\"\n",
+    )
+    .expect("write");
+    let out = redcron(&["check", "--schedules", schedules]).success();
+    assert!(
+        out.contains(
+            "queue eu-west falls back to default after 1m 30s without a live replica serving it"
+        ),
+        "{out}"
+    );
+    fs::write(
+        dir.path().join("jobs.toml"),
+        "[jobs.invoice]\ncommand = \"true\"\nqueue = \"eu-west\"\n\n\
+         [queues.eu-west]\nfallback = \"defualt\"\n",
+    )
+    .expect("write");
+    let errors = redcron(&["check", "--schedules", schedules]).failure(1);
+    assert!(
+        errors.contains(
+            "jobs.toml:5:9: field \"queues.eu-west\": fallback \"defualt\" is neither default \
+             nor the queue of a job here"
+        ),
+        "{errors}"
+    );
+}

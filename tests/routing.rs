@@ -279,3 +279,49 @@ fn a_queue_unserved_past_its_fallback_after_sends_its_ready_runs_to_its_fallback
         regions.metrics()
     );
 }
+
+/// A hold stops the moves, not the watch: a region that comes back during a hold and goes
+/// again just before its end is unserved only from then, so its runs wait a whole
+/// `fallback_after` more instead of moving the moment the hold ends.
+#[test]
+fn who_serves_a_queue_is_followed_through_a_hold() {
+    let regions =
+        Regions::start("[queues.eu-west]\nfallback = \"default\"\nfallback_after = \"10s\"\n");
+    // Unserved from the start: the run would move 10 s after us-1 first saw eu-west unserved.
+    std::thread::sleep(Duration::from_secs(11));
+    let run = regions.trigger("invoice-eu");
+    let held = Instant::now();
+    cli(
+        &regions.server,
+        regions.dir.path(),
+        &["hold", "--for", "20s"],
+    )
+    .success();
+    // The region comes back during the hold (it can claim nothing while held), then goes.
+    std::thread::sleep(Duration::from_secs(5));
+    let mut eu = regions.replica("eu-1", "eu-west");
+    std::thread::sleep(Duration::from_secs(9));
+    eu.kill9();
+    // Unserved again once eu-1's heartbeat is stale (6 s): from about 20 s after the hold
+    // began, when the hold ends. Five seconds after that the run has not moved.
+    while held.elapsed() < Duration::from_secs(25) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        (
+            regions.run_field(&run, "state"),
+            regions.run_field(&run, "queue")
+        ),
+        (Value::from("ready"), Value::from("eu-west")),
+        "moved as the hold ended, as if eu-west had been unserved all along\n{}",
+        regions.us.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || regions
+            .worker_of(&run)
+            .is_some()),
+        "{}",
+        regions.us.log()
+    );
+    assert_eq!(regions.run_field(&run, "queue"), "default");
+}

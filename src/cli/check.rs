@@ -1,13 +1,13 @@
 //! `redcron check`: validate the schedule directory and show what it declares.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use chrono::Utc;
 use clap::Args;
 
 use super::{CliError, default_schedules, write_jobs};
-use crate::schedule::load_dir;
+use crate::schedule::load_schedules;
 
 /// How many upcoming fires are shown per job.
 const SHOWN_FIRES: usize = 3;
@@ -19,20 +19,27 @@ pub(super) struct CheckArgs {
     schedules: PathBuf,
 }
 
+/// Loads the directory and writes its jobs with their next fires, then its queue fallbacks.
 pub(super) fn execute(args: &CheckArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let count = show_jobs(&args.schedules, out)?;
-    writeln!(
-        out,
-        "{count} job{} in {}: all valid",
-        if count == 1 { "" } else { "s" },
-        args.schedules.display()
-    )
-    .map_err(CliError::io("writing the jobs"))
-}
-
-/// Loads `dir` and writes its jobs with their next fires; returns how many there are.
-pub(super) fn show_jobs(dir: &Path, out: &mut impl Write) -> Result<usize, CliError> {
-    let jobs = load_dir(dir)?;
-    write_jobs(out, &jobs, Utc::now(), SHOWN_FIRES).map_err(CliError::io("writing the jobs"))?;
-    Ok(jobs.len())
+    let schedules = load_schedules(&args.schedules)?;
+    let written = (|| -> std::io::Result<()> {
+        write_jobs(out, &schedules.jobs, Utc::now(), SHOWN_FIRES)?;
+        for queue in &schedules.queues {
+            writeln!(
+                out,
+                "queue {} falls back to {} after {} without a live replica serving it",
+                queue.queue,
+                queue.fallback,
+                humantime::format_duration(queue.after)
+            )?;
+        }
+        let count = schedules.jobs.len();
+        writeln!(
+            out,
+            "{count} job{} in {}: all valid",
+            if count == 1 { "" } else { "s" },
+            args.schedules.display()
+        )
+    })();
+    written.map_err(CliError::io("writing the jobs"))
 }

@@ -10,7 +10,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::file::Diagnostic;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::file::{Diagnostic, FileContext, check_name};
 use super::job::Source;
 
 /// How long a queue stays unserved before its ready runs move, when `fallback_after` is not
@@ -105,6 +108,95 @@ pub(super) fn check_fallbacks(queues: &[QueueFallback], job_queues: &[&str]) -> 
         }
     }
     diagnostics
+}
+
+/// A `[queues.<name>]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawQueue {
+    fallback: Spanned<String>,
+    #[serde(default)]
+    fallback_after: Option<Spanned<String>>,
+}
+
+/// Checks one `[queues.<name>]` table.
+pub(super) fn read_queue(
+    file: &FileContext<'_>,
+    name: &Spanned<String>,
+    table: RawQueue,
+) -> Result<QueueFallback, Vec<Diagnostic>> {
+    let field = |which: &str| format!("queues.{}.{which}", name.get_ref());
+    let mut diagnostics = Vec::new();
+    if let Err(problem) = check_name(name.get_ref()) {
+        diagnostics.push(file.diagnostic(Some(name.span().start), None, None, problem));
+    }
+    let fallback = table.fallback;
+    if let Err(problem) = check_name(fallback.get_ref()) {
+        diagnostics.push(file.diagnostic(
+            Some(fallback.span().start),
+            None,
+            Some(&field("fallback")),
+            problem,
+        ));
+    } else if fallback.get_ref() == name.get_ref() {
+        diagnostics.push(file.diagnostic(
+            Some(fallback.span().start),
+            None,
+            Some(&field("fallback")),
+            "a queue cannot fall back to itself".to_owned(),
+        ));
+    }
+    let after = match table.fallback_after {
+        None => DEFAULT_FALLBACK_AFTER,
+        Some(text) => match humantime::parse_duration(text.get_ref()) {
+            Ok(after) if (MIN_FALLBACK_AFTER..=MAX_FALLBACK_AFTER).contains(&after) => after,
+            Ok(after) if after > MAX_FALLBACK_AFTER => {
+                diagnostics.push(file.diagnostic(
+                    Some(text.span().start),
+                    None,
+                    Some(&field("fallback_after")),
+                    format!(
+                        "\"{}\" is longer than {}: leave the table out for no fallback",
+                        text.get_ref(),
+                        humantime::format_duration(MAX_FALLBACK_AFTER)
+                    ),
+                ));
+                DEFAULT_FALLBACK_AFTER
+            }
+            Ok(_) => {
+                diagnostics.push(file.diagnostic(
+                    Some(text.span().start),
+                    None,
+                    Some(&field("fallback_after")),
+                    format!(
+                        "\"{}\" is shorter than {}: a replica restarting must not send its \
+                         queue's runs away",
+                        text.get_ref(),
+                        humantime::format_duration(MIN_FALLBACK_AFTER)
+                    ),
+                ));
+                DEFAULT_FALLBACK_AFTER
+            }
+            Err(error) => {
+                diagnostics.push(file.diagnostic(
+                    Some(text.span().start),
+                    None,
+                    Some(&field("fallback_after")),
+                    format!("\"{}\" is not a duration like 2m: {error}", text.get_ref()),
+                ));
+                DEFAULT_FALLBACK_AFTER
+            }
+        },
+    };
+    if !diagnostics.is_empty() {
+        return Err(diagnostics);
+    }
+    Ok(QueueFallback {
+        queue: name.get_ref().clone(),
+        fallback: fallback.into_inner(),
+        after,
+        source: file.source(name.span().start),
+    })
 }
 
 #[cfg(test)]

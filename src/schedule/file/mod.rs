@@ -19,9 +19,7 @@ use toml::{Spanned, Value};
 
 use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
 use super::notice::{self, DEFAULT_LATE_AFTER, Event, Notices, Target};
-use super::queues::{
-    self, DEFAULT_FALLBACK_AFTER, MAX_FALLBACK_AFTER, MIN_FALLBACK_AFTER, QueueFallback,
-};
+use super::queues::{self, QueueFallback, RawQueue, read_queue};
 use super::{Schedule, run_as};
 
 /// One problem found in a schedule file.
@@ -120,15 +118,6 @@ struct RawFile {
     jobs: BTreeMap<Spanned<String>, Spanned<RawJob>>,
     #[serde(default)]
     queues: BTreeMap<Spanned<String>, RawQueue>,
-}
-
-/// A `[queues.<name>]` table as written.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawQueue {
-    fallback: Spanned<String>,
-    #[serde(default)]
-    fallback_after: Option<Spanned<String>>,
 }
 
 /// What a schedule directory declares.
@@ -418,88 +407,8 @@ fn read_file(path: &Path, text: &str) -> FileContents {
     }
 }
 
-/// Checks one `[queues.<name>]` table.
-fn read_queue(
-    file: &FileContext<'_>,
-    name: &Spanned<String>,
-    table: RawQueue,
-) -> Result<QueueFallback, Vec<Diagnostic>> {
-    let field = |which: &str| format!("queues.{}.{which}", name.get_ref());
-    let mut diagnostics = Vec::new();
-    if let Err(problem) = check_name(name.get_ref()) {
-        diagnostics.push(file.diagnostic(Some(name.span().start), None, None, problem));
-    }
-    let fallback = table.fallback;
-    if let Err(problem) = check_name(fallback.get_ref()) {
-        diagnostics.push(file.diagnostic(
-            Some(fallback.span().start),
-            None,
-            Some(&field("fallback")),
-            problem,
-        ));
-    } else if fallback.get_ref() == name.get_ref() {
-        diagnostics.push(file.diagnostic(
-            Some(fallback.span().start),
-            None,
-            Some(&field("fallback")),
-            "a queue cannot fall back to itself".to_owned(),
-        ));
-    }
-    let after = match table.fallback_after {
-        None => DEFAULT_FALLBACK_AFTER,
-        Some(text) => match humantime::parse_duration(text.get_ref()) {
-            Ok(after) if (MIN_FALLBACK_AFTER..=MAX_FALLBACK_AFTER).contains(&after) => after,
-            Ok(after) if after > MAX_FALLBACK_AFTER => {
-                diagnostics.push(file.diagnostic(
-                    Some(text.span().start),
-                    None,
-                    Some(&field("fallback_after")),
-                    format!(
-                        "\"{}\" is longer than {}: leave the table out for no fallback",
-                        text.get_ref(),
-                        humantime::format_duration(MAX_FALLBACK_AFTER)
-                    ),
-                ));
-                DEFAULT_FALLBACK_AFTER
-            }
-            Ok(_) => {
-                diagnostics.push(file.diagnostic(
-                    Some(text.span().start),
-                    None,
-                    Some(&field("fallback_after")),
-                    format!(
-                        "\"{}\" is shorter than {}: a replica restarting must not send its \
-                         queue's runs away",
-                        text.get_ref(),
-                        humantime::format_duration(MIN_FALLBACK_AFTER)
-                    ),
-                ));
-                DEFAULT_FALLBACK_AFTER
-            }
-            Err(error) => {
-                diagnostics.push(file.diagnostic(
-                    Some(text.span().start),
-                    None,
-                    Some(&field("fallback_after")),
-                    format!("\"{}\" is not a duration like 2m: {error}", text.get_ref()),
-                ));
-                DEFAULT_FALLBACK_AFTER
-            }
-        },
-    };
-    if !diagnostics.is_empty() {
-        return Err(diagnostics);
-    }
-    Ok(QueueFallback {
-        queue: name.get_ref().clone(),
-        fallback: fallback.into_inner(),
-        after,
-        source: file.source(name.span().start),
-    })
-}
-
 /// The file being read, for turning byte offsets into diagnostics.
-struct FileContext<'a> {
+pub(super) struct FileContext<'a> {
     path: &'a Path,
     text: &'a str,
     /// The byte offset where each line starts: a file of 100,000 jobs has as many positions to
@@ -530,7 +439,7 @@ impl<'a> FileContext<'a> {
         (line, self.text[line_start..offset].chars().count() + 1)
     }
 
-    fn source(&self, offset: usize) -> Source {
+    pub(super) fn source(&self, offset: usize) -> Source {
         let (line, column) = self.position(offset);
         Source {
             path: self.path.to_owned(),
@@ -540,7 +449,7 @@ impl<'a> FileContext<'a> {
         }
     }
 
-    fn diagnostic(
+    pub(super) fn diagnostic(
         &self,
         offset: Option<usize>,
         job: Option<&str>,
