@@ -9,8 +9,8 @@
 use std::error::Error;
 use std::time::Duration;
 
+use redcron::client::{Client, ClientError};
 use redcron::schedule::Priority;
-use redcron::store::{Enqueue, Enqueued, Store, StoreSettings, payload_fingerprint};
 
 /// The namespace the two examples share.
 const NAMESPACE: &str = "examples";
@@ -22,36 +22,37 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .next()
         .unwrap_or_else(|| "redis://127.0.0.1/".to_owned());
     let count: usize = args.next().map_or(Ok(10), |count| count.parse())?;
-    let store = Store::connect(&url, NAMESPACE, StoreSettings::default()).await?;
-    let now_ms = store.now_ms().await?;
+    let client = Client::connect(&url, NAMESPACE).await?;
     for index in 0..count {
         let payload = serde_json::json!({ "image": format!("upload-{index}.png") });
-        let request = Enqueue {
-            job: "thumbnail".to_owned(),
-            // Every fifth a second from now, on Redis's clock; the rest at once.
-            due_ms: (index % 5 == 4).then_some(now_ms + 1_000),
-            payload: Some(payload.to_string()),
+        let mut request = client
+            .enqueue("thumbnail")
+            .payload(&payload)?
             // The first few jump the queue.
-            priority: Some(if index < 3 {
+            .priority(if index < 3 {
                 Priority::High
             } else {
                 Priority::Normal
-            }),
-            unique: Some((
-                payload_fingerprint("thumbnail", &payload),
-                Duration::from_secs(3600),
-            )),
-        };
-        match store.enqueue_run(&request).await? {
-            Enqueued::Scheduled { run_id, .. } => println!("enqueued {run_id}"),
-            Enqueued::Duplicate { holder } => println!("already enqueued as {holder}"),
-            Enqueued::UnknownJob => {
+            })
+            // One run per image within the hour.
+            .unique_for(Duration::from_secs(3600));
+        if index % 5 == 4 {
+            // Every fifth a second from now, on Redis's clock.
+            request = request.after(Duration::from_secs(1));
+        }
+        match request.send().await {
+            Ok(run) => println!("enqueued {}", run.run_id),
+            Err(ClientError::Duplicate { holder, .. }) => {
+                println!("already enqueued as {holder}");
+            }
+            Err(ClientError::UnknownJob(_)) => {
                 return Err(
                     "no live replica declares the job thumbnail: start the worker \
                             example first"
                         .into(),
                 );
             }
+            Err(error) => return Err(error.into()),
         }
     }
     Ok(())

@@ -11,6 +11,7 @@
 //!   heartbeat, one file each.
 //! - [`handler`]: what executes a run: the command handler, or Rust handlers by job name.
 //! - [`replica`]: the components wired together, supervised, and shut down in order.
+//! - [`client`]: runs created from other programs (what `trigger` and `enqueue` do), typed.
 //! - [`cli`]: the `redcron` command line, one file per subcommand.
 //! - [`logs`]: log lines to standard error through a queue that never blocks the engine.
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz`.
@@ -45,6 +46,7 @@
 
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod client;
 pub mod engine;
 pub mod handler;
 pub mod logs;

@@ -9,9 +9,8 @@ use serde_json::json;
 
 use super::times::{elapsed, relative, rfc3339};
 use super::{CliError, RedisArgs, block_on};
-use crate::handler::payload_problem;
+use crate::client::{Client, ClientError, RunRequest, Submitted, check_payload};
 use crate::schedule::Priority;
-use crate::store::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
 
 /// The longest `--in`: a run due further out is more likely a typo (`--in 30d` for `30m`) than
 /// a plan, and a plan that far ahead belongs in a schedule file.
@@ -89,29 +88,12 @@ pub(super) struct EnqueueArgs {
 
 pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), CliError> {
     let payload = read_payload(args.run.payload.as_deref())?;
-    let request = Enqueue {
-        job: args.run.job.clone(),
-        due_ms: None,
-        payload: payload.map(|(text, _)| text),
-        priority: args.run.priority.map(Priority::from),
-        unique: None,
-    };
-    submit(&args.redis, request, None, true, args.run.json, out)
+    submit(&args.redis, &args.run, payload, |request| request, out)
 }
 
 pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), CliError> {
     let payload = read_payload(args.run.payload.as_deref())?;
-    let unique = if args.unique {
-        let value = payload
-            .as_ref()
-            .map_or(serde_json::Value::Null, |(_, value)| value.clone());
-        Some((payload_fingerprint(&args.run.job, &value), args.unique_for))
-    } else {
-        args.unique_key
-            .as_ref()
-            .map(|key| (key_fingerprint(&args.run.job, key), args.unique_for))
-    };
-    let due_ms = match &args.at {
+    let at_ms = match &args.at {
         Some(at) => Some(
             DateTime::parse_from_rfc3339(at)
                 .map_err(|error| {
@@ -121,22 +103,31 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
                 })?
                 .timestamp_millis(),
         ),
-        // Due now, or after --in: counted on Redis's clock, not this machine's.
         None => None,
-    };
-    let request = Enqueue {
-        job: args.run.job.clone(),
-        due_ms,
-        payload: payload.map(|(text, _)| text),
-        priority: args.run.priority.map(Priority::from),
-        unique,
     };
     submit(
         &args.redis,
-        request,
-        args.delay,
-        args.at.is_none() || args.allow_past,
-        args.run.json,
+        &args.run,
+        payload,
+        |mut request| {
+            // Due now, or after --in: counted on Redis's clock, not this machine's.
+            if let Some(delay) = args.delay {
+                request = request.after(delay);
+            }
+            if let Some(at_ms) = at_ms {
+                request = request.at(at_ms, args.allow_past);
+            }
+            if args.unique {
+                request = request.unique();
+            }
+            if let Some(key) = &args.unique_key {
+                request = request.unique_key(key.clone());
+            }
+            if args.unique || args.unique_key.is_some() {
+                request = request.unique_for(args.unique_for);
+            }
+            request
+        },
         out,
     )
 }
@@ -145,7 +136,7 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
 fn delay(text: &str) -> Result<Duration, String> {
     let delay = humantime::parse_duration(text).map_err(|error| error.to_string())?;
     if delay > LONGEST_DELAY {
-        let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX);
+        let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2);
         return Err(format!(
             "{text:?} is more than {}: enqueue a run at most that far ahead, or give the job a \
              schedule",
@@ -155,75 +146,78 @@ fn delay(text: &str) -> Result<Duration, String> {
     Ok(delay)
 }
 
-/// Enqueues `request`, due `delay` from now on Redis's clock when given. A due time in the
-/// past is refused unless `past_ok`: a mistyped date must not run a job at once.
+/// Creates the run through [`Client`], with what `settings` adds to the request, and prints it.
+/// A due time in the past is refused unless --allow-past: a mistyped date must not run a job at
+/// once.
 fn submit(
     redis: &RedisArgs,
-    mut request: Enqueue,
-    delay: Option<Duration>,
-    past_ok: bool,
-    json: bool,
+    run: &RunArgs,
+    payload: Option<String>,
+    settings: impl FnOnce(RunRequest<'_>) -> RunRequest<'_>,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let (enqueued, now_ms) = block_on(async {
-        let store = redis.connect().await?;
-        let now_ms = store.now_ms().await?;
-        if let Some(delay) = delay {
-            let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
-            request.due_ms = Some(now_ms.saturating_add(delay_ms));
+    let job = run.job.clone();
+    let submitted = block_on(async {
+        let client = Client::from_store(redis.connect().await?);
+        let mut request = client.enqueue(job.clone());
+        if let Some(text) = payload {
+            request = request.payload_text(text).map_err(client_error)?;
         }
-        if let Some(due_ms) = request.due_ms.filter(|_| !past_ok)
-            && due_ms < now_ms
-        {
-            return Err(CliError::Argument(format!(
-                "--at {} is in the past (Redis's clock reads {}): pass --allow-past to run the \
-                 job at once",
-                rfc3339(due_ms),
-                rfc3339(now_ms)
-            )));
+        if let Some(priority) = run.priority {
+            request = request.priority(priority.into());
         }
-        Ok((store.enqueue_run(&request).await?, now_ms))
+        settings(request).send().await.map_err(client_error)
     })?;
-    match enqueued {
-        Enqueued::Scheduled {
-            run_id,
-            due_ms,
-            paused,
-        } => {
-            let written = if json {
-                let run = json!({
-                    "id": run_id,
-                    "job": request.job,
-                    "due": rfc3339(due_ms),
-                    "due_ms": due_ms,
-                    "paused": paused,
-                });
-                writeln!(out, "{run}")
-            } else {
-                // Relative to Redis's clock, which decides when the run is due.
-                let due = rfc3339(due_ms);
-                writeln!(out, "{run_id} due {due} ({})", relative(now_ms, due_ms))
-            };
-            written.map_err(CliError::io("writing the run id"))?;
-            if paused {
-                eprintln!(
-                    "redcron: job \"{}\" is paused: this run is skipped unless it is resumed \
-                     (redcron resume {}) before the run is due",
-                    request.job, request.job
-                );
-            }
-            Ok(())
+    let Submitted {
+        run_id,
+        due_ms,
+        now_ms,
+        paused,
+    } = submitted;
+    let written = if run.json {
+        let document = json!({
+            "id": run_id,
+            "job": job,
+            "due": rfc3339(due_ms),
+            "due_ms": due_ms,
+            "paused": paused,
+        });
+        writeln!(out, "{document}")
+    } else {
+        // Relative to Redis's clock, which decides when the run is due.
+        let due = rfc3339(due_ms);
+        writeln!(out, "{run_id} due {due} ({})", relative(now_ms, due_ms))
+    };
+    written.map_err(CliError::io("writing the run id"))?;
+    if paused {
+        eprintln!(
+            "redcron: job \"{job}\" is paused: this run is skipped unless it is resumed \
+             (redcron resume {job}) before the run is due"
+        );
+    }
+    Ok(())
+}
+
+/// The command line's wording of a client's refusal.
+fn client_error(error: ClientError) -> CliError {
+    match error {
+        ClientError::UnknownJob(job) => CliError::UnknownJob(job),
+        ClientError::InThePast { due_ms, now_ms } => CliError::Argument(format!(
+            "--at {} is in the past (Redis's clock reads {}): pass --allow-past to run the job \
+             at once",
+            rfc3339(due_ms),
+            rfc3339(now_ms)
+        )),
+        ClientError::Store(error) => CliError::Store(error),
+        error @ (ClientError::Duplicate { .. } | ClientError::Payload(_)) => {
+            CliError::Argument(error.to_string())
         }
-        Enqueued::UnknownJob => Err(CliError::UnknownJob(request.job)),
-        Enqueued::Duplicate { holder } => Err(CliError::Argument(format!(
-            "refused: run {holder} of job \"{}\" already holds this uniqueness key",
-            request.job
-        ))),
     }
 }
 
-/// The payload as given (`JSON` or `@FILE`), checked to be JSON of at most 1 MiB.
-fn read_payload(argument: Option<&str>) -> Result<Option<(String, serde_json::Value)>, CliError> {
+/// The payload as given (`JSON`, `@FILE` or `-`), checked as the client checks it, before
+/// Redis is reached.
+fn read_payload(argument: Option<&str>) -> Result<Option<String>, CliError> {
     let Some(argument) = argument else {
         return Ok(None);
     };
@@ -239,10 +233,6 @@ fn read_payload(argument: Option<&str>) -> Result<Option<(String, serde_json::Va
         }
         None => argument.to_owned(),
     };
-    if let Some(problem) = payload_problem(&text) {
-        return Err(CliError::Argument(problem));
-    }
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|error| CliError::Argument(format!("the payload is not valid JSON: {error}")))?;
-    Ok(Some((text, value)))
+    check_payload(&text).map_err(client_error)?;
+    Ok(Some(text))
 }

@@ -1,0 +1,290 @@
+//! A client for other Rust programs: the runs the command line creates (`trigger`, `enqueue`),
+//! as typed calls. The command line goes through it.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use redcron::client::Client;
+//! use redcron::schedule::Priority;
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::connect("redis://127.0.0.1/", "redcron").await?;
+//! let run = client
+//!     .enqueue("thumbnail")
+//!     .payload(&serde_json::json!({ "image": "cat.png" }))?
+//!     .priority(Priority::High)
+//!     .after(Duration::from_secs(30))
+//!     .unique_for(Duration::from_secs(3600))
+//!     .send()
+//!     .await?;
+//! println!("{} due at {} ms", run.run_id, run.due_ms);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::handler::payload_problem;
+use crate::schedule::Priority;
+use crate::store::{
+    Enqueue, Enqueued, Store, StoreError, StoreSettings, key_fingerprint, payload_fingerprint,
+};
+
+/// How long a uniqueness key holds unless [`RunRequest::unique_for`] says otherwise.
+pub const DEFAULT_UNIQUE_FOR: Duration = Duration::from_secs(3600);
+
+/// Why a run was not created.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// No live replica has declared the job (or it was never published).
+    #[error("unknown job \"{0}\": no replica has declared it")]
+    UnknownJob(String),
+    /// Another run of the job holds the uniqueness key.
+    #[error("refused: run {holder} of job \"{job}\" already holds this uniqueness key")]
+    Duplicate {
+        /// The job asked for.
+        job: String,
+        /// The run that holds the key.
+        holder: String,
+    },
+    /// The due time asked for is before Redis's clock, and the past was not allowed.
+    #[error("due at {due_ms} ms, before Redis's clock ({now_ms} ms)")]
+    InThePast {
+        /// The due time asked for, ms.
+        due_ms: i64,
+        /// Redis's clock, ms.
+        now_ms: i64,
+    },
+    /// The payload is too large or not JSON.
+    #[error("{0}")]
+    Payload(String),
+    /// Redis refused or could not be reached.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A run created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    /// Its id.
+    pub run_id: String,
+    /// When it is due, ms on Redis's clock.
+    pub due_ms: i64,
+    /// Redis's clock when it was created, ms.
+    pub now_ms: i64,
+    /// Its job is paused: the run is skipped unless the job is resumed before it is due.
+    pub paused: bool,
+}
+
+/// Creates runs in one namespace.
+#[derive(Clone)]
+pub struct Client {
+    store: Store,
+}
+
+impl Client {
+    /// Connects to the Redis at `url` (any form the store reads: `redis://`, `rediss://`,
+    /// `redis+sentinel://`, `redis+cluster://`) for namespace `namespace`.
+    ///
+    /// # Errors
+    /// The URL is invalid or Redis cannot be reached.
+    pub async fn connect(url: &str, namespace: &str) -> Result<Self, ClientError> {
+        Ok(Self::from_store(
+            Store::connect(url, namespace, StoreSettings::default()).await?,
+        ))
+    }
+
+    /// A client on a store already connected.
+    pub fn from_store(store: Store) -> Self {
+        Self { store }
+    }
+
+    /// The store underneath, for what the client does not offer yet.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// A run of the declared job `job`, due now unless told otherwise; see [`RunRequest`].
+    pub fn enqueue(&self, job: impl Into<String>) -> RunRequest<'_> {
+        RunRequest {
+            client: self,
+            job: job.into(),
+            payload: None,
+            priority: None,
+            due: Due::Now,
+            unique: None,
+            unique_for: DEFAULT_UNIQUE_FOR,
+        }
+    }
+}
+
+/// Checks that `text` can be a run's payload: JSON, and no larger than a run may carry.
+///
+/// # Errors
+/// [`ClientError::Payload`], saying what is wrong.
+pub fn check_payload(text: &str) -> Result<(), ClientError> {
+    if let Some(problem) = payload_problem(text) {
+        return Err(ClientError::Payload(problem));
+    }
+    serde_json::from_str::<serde_json::Value>(text)
+        .map(|_| ())
+        .map_err(|error| ClientError::Payload(format!("the payload is not valid JSON: {error}")))
+}
+
+/// When a run is due.
+#[derive(Debug, Clone, Copy)]
+enum Due {
+    Now,
+    /// This long from now on Redis's clock.
+    After(Duration),
+    /// At this time, ms; in the past only when allowed.
+    At {
+        ms: i64,
+        past_ok: bool,
+    },
+}
+
+/// What makes a run unique.
+#[derive(Debug, Clone)]
+enum Unique {
+    Payload,
+    Key(String),
+}
+
+/// A run being asked for: [`Client::enqueue`], then its settings, then [`RunRequest::send`].
+#[must_use = "a request does nothing until it is sent"]
+pub struct RunRequest<'a> {
+    client: &'a Client,
+    job: String,
+    payload: Option<String>,
+    priority: Option<Priority>,
+    due: Due,
+    unique: Option<Unique>,
+    unique_for: Duration,
+}
+
+impl RunRequest<'_> {
+    /// JSON for the run (a command's standard input, a handler's `payload`).
+    ///
+    /// # Errors
+    /// [`ClientError::Payload`] when it is larger than a run may carry.
+    pub fn payload(self, payload: &serde_json::Value) -> Result<Self, ClientError> {
+        self.payload_text(payload.to_string())
+    }
+
+    /// JSON text for the run, as given (its white space and key order kept).
+    ///
+    /// # Errors
+    /// [`ClientError::Payload`] when it is not JSON or larger than a run may carry.
+    pub fn payload_text(mut self, text: impl Into<String>) -> Result<Self, ClientError> {
+        let text = text.into();
+        check_payload(&text)?;
+        self.payload = Some(text);
+        Ok(self)
+    }
+
+    /// Instead of the job's own priority.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Due this long from now, on Redis's clock.
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.due = Due::After(delay);
+        self
+    }
+
+    /// Due at `due_ms` (ms since the epoch); a time before Redis's clock is refused unless
+    /// `past_ok`, when the run is due at once.
+    pub fn at(mut self, due_ms: i64, past_ok: bool) -> Self {
+        self.due = Due::At {
+            ms: due_ms,
+            past_ok,
+        };
+        self
+    }
+
+    /// Refuses a second run of the job with the same payload for [`RunRequest::unique_for`].
+    pub fn unique(mut self) -> Self {
+        self.unique = Some(Unique::Payload);
+        self
+    }
+
+    /// Refuses a second run of the job with the same `key` for [`RunRequest::unique_for`].
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique = Some(Unique::Key(key.into()));
+        self
+    }
+
+    /// How long uniqueness holds (default an hour); makes the run unique by payload unless a
+    /// key was given.
+    pub fn unique_for(mut self, window: Duration) -> Self {
+        self.unique.get_or_insert(Unique::Payload);
+        self.unique_for = window;
+        self
+    }
+
+    /// Creates the run.
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownJob`], [`ClientError::Duplicate`], [`ClientError::InThePast`], or
+    /// Redis errors.
+    pub async fn send(self) -> Result<Submitted, ClientError> {
+        let store = &self.client.store;
+        let now_ms = store.now_ms().await?;
+        let due_ms = match self.due {
+            Due::Now => None,
+            Due::After(delay) => {
+                let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
+                Some(now_ms.saturating_add(delay_ms))
+            }
+            Due::At { ms, past_ok } => {
+                if ms < now_ms && !past_ok {
+                    return Err(ClientError::InThePast { due_ms: ms, now_ms });
+                }
+                Some(ms)
+            }
+        };
+        let unique = self.unique.map(|unique| {
+            let fingerprint = match unique {
+                Unique::Key(key) => key_fingerprint(&self.job, &key),
+                Unique::Payload => {
+                    let value = self
+                        .payload
+                        .as_deref()
+                        .and_then(|text| serde_json::from_str(text).ok())
+                        .unwrap_or(serde_json::Value::Null);
+                    payload_fingerprint(&self.job, &value)
+                }
+            };
+            (fingerprint, self.unique_for)
+        });
+        let request = Enqueue {
+            job: self.job,
+            due_ms,
+            payload: self.payload,
+            priority: self.priority,
+            unique,
+        };
+        match store.enqueue_run(&request).await? {
+            Enqueued::Scheduled {
+                run_id,
+                due_ms,
+                paused,
+            } => Ok(Submitted {
+                run_id,
+                due_ms,
+                now_ms,
+                paused,
+            }),
+            Enqueued::UnknownJob => Err(ClientError::UnknownJob(request.job)),
+            Enqueued::Duplicate { holder } => Err(ClientError::Duplicate {
+                job: request.job,
+                holder,
+            }),
+        }
+    }
+}
