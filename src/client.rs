@@ -1,5 +1,6 @@
-//! A client for other Rust programs: the runs the command line creates (`trigger`, `enqueue`),
-//! as typed calls. The command line goes through it.
+//! A client for other Rust programs: what the command line does to runs and jobs (`trigger`,
+//! `enqueue`, `pause`, `resume`, `dead retry`, `dead purge`), as typed calls. The command line
+//! goes through it.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -60,6 +61,9 @@ pub enum ClientError {
     /// The payload is too large or not JSON.
     #[error("{0}")]
     Payload(String),
+    /// No dead run has that id (it never died, was retried, or was purged).
+    #[error("no dead run \"{0}\"")]
+    NoDeadRun(String),
     /// Redis refused or could not be reached.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -117,6 +121,89 @@ impl Client {
             unique: None,
             unique_for: DEFAULT_UNIQUE_FOR,
         }
+    }
+}
+
+/// The most dead runs one [`Client::retry_dead_runs`] looks at.
+const RETRY_ALL_LIMIT: usize = 100_000;
+
+impl Client {
+    /// Pauses the declared job `job`: its fires are skipped until it is resumed. Whether it
+    /// was not paused before.
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownJob`], or Redis errors.
+    pub async fn pause(&self, job: &str) -> Result<bool, ClientError> {
+        self.set_paused(job, true).await
+    }
+
+    /// Resumes the declared job `job`. Whether it was paused before.
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownJob`], or Redis errors.
+    pub async fn resume(&self, job: &str) -> Result<bool, ClientError> {
+        self.set_paused(job, false).await
+    }
+
+    async fn set_paused(&self, job: &str, paused: bool) -> Result<bool, ClientError> {
+        if !self.store.is_declared(job).await? {
+            return Err(ClientError::UnknownJob(job.to_owned()));
+        }
+        Ok(self.store.set_paused(job, paused).await?)
+    }
+
+    /// Makes the dead run `run_id` due again, with its attempts counted afresh.
+    ///
+    /// # Errors
+    /// [`ClientError::NoDeadRun`], or Redis errors.
+    pub async fn retry_dead(&self, run_id: &str) -> Result<(), ClientError> {
+        if self.store.redrive_run(run_id).await? {
+            Ok(())
+        } else {
+            Err(ClientError::NoDeadRun(run_id.to_owned()))
+        }
+    }
+
+    /// Makes every dead run due again (of `job` only, when given); the ids of those retried.
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownJob`] for a job that has no dead run and is not declared, or Redis
+    /// errors.
+    pub async fn retry_dead_runs(&self, job: Option<&str>) -> Result<Vec<String>, ClientError> {
+        let mut chosen = Vec::new();
+        for (run_id, _) in self.store.dead_runs(RETRY_ALL_LIMIT).await? {
+            let run_job = self.store.run_fields(&run_id).await?.remove("job");
+            if job.is_none() || run_job.as_deref() == job {
+                chosen.push(run_id);
+            }
+        }
+        if let Some(job) = job
+            && chosen.is_empty()
+            && !self.store.is_declared(job).await?
+        {
+            return Err(ClientError::UnknownJob(job.to_owned()));
+        }
+        let mut retried = Vec::new();
+        for run_id in chosen {
+            // One retried by someone else meanwhile is no longer dead: skipped.
+            if self.store.redrive_run(&run_id).await? {
+                retried.push(run_id);
+            }
+        }
+        Ok(retried)
+    }
+
+    /// Deletes the dead runs that died more than `older_than` ago (on this machine's clock),
+    /// or every one; how many.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn purge_dead(&self, older_than: Option<Duration>) -> Result<u64, ClientError> {
+        let cutoff = older_than.map(|age| {
+            chrono::Utc::now().timestamp_millis()
+                - i64::try_from(age.as_millis()).unwrap_or(i64::MAX / 2)
+        });
+        Ok(self.store.purge_dead(cutoff).await?)
     }
 }
 

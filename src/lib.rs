@@ -11,7 +11,7 @@
 //!   heartbeat, one file each.
 //! - [`handler`]: what executes a run: the command handler, or Rust handlers by job name.
 //! - [`replica`]: the components wired together, supervised, and shut down in order.
-//! - [`client`]: runs created from other programs (what `trigger` and `enqueue` do), typed.
+//! - [`client`]: what other programs do to runs and jobs (enqueue, pause, dead letters), typed.
 //! - [`cli`]: the `redcron` command line, one file per subcommand.
 //! - [`logs`]: log lines to standard error through a queue that never blocks the engine.
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz`.

@@ -3,13 +3,13 @@
 use std::io::Write;
 use std::time::Duration;
 
-use chrono::Utc;
 use clap::Subcommand;
 
 use super::output::ListFormat;
 use super::runs::{ShowArgs, run_document, write_run};
 use super::times::rfc3339;
 use super::{CliError, RedisArgs, block_on, list_count, write_table};
+use crate::client::Client;
 use crate::store::RunState;
 
 #[derive(Debug, Subcommand)]
@@ -51,9 +51,6 @@ pub(super) enum DeadCommand {
     },
 }
 
-/// How many dead runs `retry --all` looks at.
-const RETRY_ALL_LIMIT: usize = 100_000;
-
 pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(), CliError> {
     match command {
         DeadCommand::List {
@@ -72,48 +69,24 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
             write_run(out, id, fields, *json)
         }
         DeadCommand::Retry { id, job, redis, .. } => {
-            let redriven = block_on(async {
-                let store = redis.connect().await?;
-                let ids = match id {
-                    Some(id) => vec![id.clone()],
-                    None => {
-                        let mut ids = Vec::new();
-                        for (run_id, _) in store.dead_runs(RETRY_ALL_LIMIT).await? {
-                            let run_job = store.run_fields(&run_id).await?.remove("job");
-                            if job.is_none() || run_job == *job {
-                                ids.push(run_id);
-                            }
-                        }
-                        if let Some(job) = job
-                            && ids.is_empty()
-                            && !store.is_declared(job).await?
-                        {
-                            return Err(CliError::UnknownJob(job.clone()));
-                        }
-                        ids
-                    }
+            let retried = block_on(async {
+                let client = Client::from_store(redis.connect().await?);
+                let retried = match id {
+                    Some(id) => client.retry_dead(id).await.map(|()| vec![id.clone()]),
+                    None => client.retry_dead_runs(job.as_deref()).await,
                 };
-                let mut redriven = Vec::new();
-                for run_id in ids {
-                    if store.redrive_run(&run_id).await? {
-                        redriven.push(run_id);
-                    } else if id.is_some() {
-                        return Err(CliError::Argument(format!("no dead run \"{run_id}\"")));
-                    }
-                }
-                Ok(redriven)
+                retried.map_err(CliError::from)
             })?;
-            for run_id in &redriven {
+            for run_id in &retried {
                 writeln!(out, "{run_id} due again").map_err(CliError::io("writing the result"))?;
             }
             Ok(())
         }
         DeadCommand::Purge { older_than, redis } => {
-            let cutoff = older_than.map(|age| {
-                Utc::now().timestamp_millis()
-                    - i64::try_from(age.as_millis()).unwrap_or(i64::MAX / 2)
-            });
-            let purged = block_on(async { Ok(redis.connect().await?.purge_dead(cutoff).await?) })?;
+            let purged = block_on(async {
+                let client = Client::from_store(redis.connect().await?);
+                client.purge_dead(*older_than).await.map_err(CliError::from)
+            })?;
             writeln!(
                 out,
                 "{purged} dead run{} deleted",

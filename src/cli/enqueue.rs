@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::times::{elapsed, relative, rfc3339};
 use super::{CliError, RedisArgs, block_on};
-use crate::client::{Client, ClientError, RunRequest, Submitted, check_payload};
+use crate::client::{Client, RunRequest, Submitted, check_payload};
 use crate::schedule::Priority;
 
 /// The longest `--in`: a run due further out is more likely a typo (`--in 30d` for `30m`) than
@@ -161,12 +161,12 @@ fn submit(
         let client = Client::from_store(redis.connect().await?);
         let mut request = client.enqueue(job.clone());
         if let Some(text) = payload {
-            request = request.payload_text(text).map_err(client_error)?;
+            request = request.payload_text(text).map_err(CliError::from)?;
         }
         if let Some(priority) = run.priority {
             request = request.priority(priority.into());
         }
-        settings(request).send().await.map_err(client_error)
+        settings(request).send().await.map_err(CliError::from)
     })?;
     let Submitted {
         run_id,
@@ -198,23 +198,6 @@ fn submit(
     Ok(())
 }
 
-/// The command line's wording of a client's refusal.
-fn client_error(error: ClientError) -> CliError {
-    match error {
-        ClientError::UnknownJob(job) => CliError::UnknownJob(job),
-        ClientError::InThePast { due_ms, now_ms } => CliError::Argument(format!(
-            "--at {} is in the past (Redis's clock reads {}): pass --allow-past to run the job \
-             at once",
-            rfc3339(due_ms),
-            rfc3339(now_ms)
-        )),
-        ClientError::Store(error) => CliError::Store(error),
-        error @ (ClientError::Duplicate { .. } | ClientError::Payload(_)) => {
-            CliError::Argument(error.to_string())
-        }
-    }
-}
-
 /// The payload as given (`JSON`, `@FILE` or `-`), checked as the client checks it, before
 /// Redis is reached.
 fn read_payload(argument: Option<&str>) -> Result<Option<String>, CliError> {
@@ -233,6 +216,6 @@ fn read_payload(argument: Option<&str>) -> Result<Option<String>, CliError> {
         }
         None => argument.to_owned(),
     };
-    check_payload(&text).map_err(client_error)?;
+    check_payload(&text).map_err(CliError::from)?;
     Ok(Some(text))
 }

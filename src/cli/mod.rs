@@ -575,6 +575,26 @@ fn printable(text: &str) -> String {
         .collect()
 }
 
+/// The command line's wording of a client's refusal.
+impl From<crate::client::ClientError> for CliError {
+    fn from(error: crate::client::ClientError) -> Self {
+        use crate::client::ClientError;
+        match error {
+            ClientError::UnknownJob(job) => CliError::UnknownJob(job),
+            ClientError::InThePast { due_ms, now_ms } => CliError::Argument(format!(
+                "--at {} is in the past (Redis's clock reads {}): pass --allow-past to run the \
+                 job at once",
+                times::rfc3339(due_ms),
+                times::rfc3339(now_ms)
+            )),
+            ClientError::Store(error) => CliError::Store(error),
+            error @ (ClientError::Duplicate { .. }
+            | ClientError::Payload(_)
+            | ClientError::NoDeadRun(_)) => CliError::Argument(error.to_string()),
+        }
+    }
+}
+
 /// `--namespace`, checked as the store checks it, so that a bad one is refused with the usage.
 /// Reads `--namespace`: one namespace, or (for `run`) several, comma-separated, each once.
 fn namespaces(value: &str) -> Result<String, String> {

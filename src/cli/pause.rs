@@ -5,6 +5,7 @@ use std::io::Write;
 use clap::Args;
 
 use super::{CliError, RedisArgs, block_on};
+use crate::client::Client;
 
 #[derive(Debug, Args)]
 pub(super) struct PauseArgs {
@@ -16,11 +17,13 @@ pub(super) struct PauseArgs {
 
 pub(super) fn execute(args: &PauseArgs, pause: bool, out: &mut impl Write) -> Result<(), CliError> {
     let changed = block_on(async {
-        let store = args.redis.connect().await?;
-        if !store.is_declared(&args.job).await? {
-            return Err(CliError::UnknownJob(args.job.clone()));
-        }
-        Ok(store.set_paused(&args.job, pause).await?)
+        let client = Client::from_store(args.redis.connect().await?);
+        let changed = if pause {
+            client.pause(&args.job).await
+        } else {
+            client.resume(&args.job).await
+        };
+        changed.map_err(CliError::from)
     })?;
     let message = match (pause, changed) {
         (true, true) => "paused: its fires are skipped until it is resumed",
