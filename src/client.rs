@@ -1,6 +1,6 @@
 //! A client for other Rust programs: what the command line does to runs and jobs (`trigger`,
-//! `enqueue`, `pause`, `resume`, `dead retry`, `dead purge`), as typed calls. The command line
-//! goes through it.
+//! `enqueue`, `pause`, `resume`, `dead retry`, `dead purge`, `hold`, `release`), as typed calls.
+//! The command line goes through it.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -191,6 +191,24 @@ impl Client {
             }
         }
         Ok(retried)
+    }
+
+    /// Holds the namespace still for `duration` (while its Redis Cluster slot moves): nothing
+    /// is planned, claimed or recorded until [`Client::release`] or the time runs out. Whether
+    /// it was held already (the new duration replaces the old).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn hold(&self, duration: Duration) -> Result<bool, ClientError> {
+        Ok(self.store.set_hold(Some(duration)).await?)
+    }
+
+    /// Ends a hold; whether there was one.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn release(&self) -> Result<bool, ClientError> {
+        Ok(self.store.set_hold(None).await?)
     }
 
     /// Deletes the dead runs that died more than `older_than` ago (on this machine's clock),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{CliError, RedisArgs, block_on};
+use crate::client::Client;
 
 #[derive(Debug, Args)]
 pub(super) struct HoldArgs {
@@ -35,8 +36,8 @@ fn hold_duration(text: &str) -> Result<Duration, String> {
 
 pub(super) fn hold(args: &HoldArgs, out: &mut impl Write) -> Result<(), CliError> {
     let was_held = block_on(async {
-        let store = args.redis.connect().await?;
-        Ok::<_, CliError>(store.set_hold(Some(args.duration)).await?)
+        let client = Client::from_store(args.redis.connect().await?);
+        client.hold(args.duration).await.map_err(CliError::from)
     })?;
     let again = if was_held { " (held again)" } else { "" };
     writeln!(
@@ -53,8 +54,8 @@ pub(super) fn hold(args: &HoldArgs, out: &mut impl Write) -> Result<(), CliError
 
 pub(super) fn release(args: &ReleaseArgs, out: &mut impl Write) -> Result<(), CliError> {
     let was_held = block_on(async {
-        let store = args.redis.connect().await?;
-        Ok::<_, CliError>(store.set_hold(None).await?)
+        let client = Client::from_store(args.redis.connect().await?);
+        client.release().await.map_err(CliError::from)
     })?;
     let message = if was_held { "released" } else { "was not held" };
     writeln!(out, "namespace \"{}\" {message}", args.redis.namespace)
