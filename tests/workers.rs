@@ -22,7 +22,7 @@ fn a_backlog_of_slow_runs_grows_the_workers_to_the_maximum_and_a_calm_spell_shri
     std::fs::write(
         schedules.join("jobs.toml"),
         format!(
-            "[jobs.slow]\ncommand = \"sleep 1; echo $REDCRON_RUN_ID >> {}\"\noverlap = \"allow\"\n",
+            "[jobs.slow]\ncommand = \"sleep 1; echo $REDCRON_RUN_ID >> {}\"\n",
             ledger.display()
         ),
     )

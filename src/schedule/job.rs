@@ -25,6 +25,11 @@ pub enum Priority {
     Low,
 }
 
+impl Priority {
+    /// Every priority, highest first: the order a queue's ready lists are claimed in.
+    pub const ALL: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
+}
+
 /// Whether a fire may start while the job's previous run is still running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -416,14 +416,12 @@ impl Store {
             .collect();
         queues.sort();
         queues.dedup();
-        /// Highest first, as `RunCounts::ready` lists them.
-        const PRIORITIES: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
         let mut pipe = redis::pipe();
         pipe.zcard(self.keys.due())
             .zcard(self.keys.active())
             .zcard(self.keys.dead());
         for queue in &queues {
-            for priority in PRIORITIES {
+            for priority in Priority::ALL {
                 pipe.llen(self.keys.ready_fires(queue, priority));
                 pipe.llen(self.keys.ready(queue, priority));
             }
@@ -436,7 +434,7 @@ impl Store {
         let (due, active, dead) = (reply.next()?, reply.next()?, reply.next()?);
         let mut ready = Vec::with_capacity(queues.len());
         for queue in queues {
-            let mut lengths = [0; PRIORITIES.len()];
+            let mut lengths = [0; Priority::ALL.len()];
             for length in &mut lengths {
                 // Cron fires and ad-hoc runs of one priority wait in two lists.
                 *length = reply.next::<u64>()? + reply.next::<u64>()?;

@@ -10,9 +10,6 @@ use super::During;
 use super::{Store, StoreError, millis, scripts};
 use crate::schedule::Priority;
 
-/// Highest first: the order of the ready lists a move takes.
-const PRIORITIES: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
-
 impl Store {
     /// How many live replicas serve each queue, by the queues their heartbeats report: those
     /// whose last heartbeat is at most `within` old.
@@ -58,7 +55,7 @@ impl Store {
     pub async fn move_ready_runs(&self, queue: &str, fallback: &str) -> Result<u64, StoreError> {
         const BATCH: u64 = 1_000;
         let lists = |queue: &str| {
-            PRIORITIES
+            Priority::ALL
                 .iter()
                 .flat_map(|&priority| {
                     [
