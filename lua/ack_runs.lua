@@ -1,7 +1,8 @@
 -- Records the success of several runs at once: drops each one's lease, frees its slot in its
 -- job's limit (handing it to a run waiting for one), keeps its outcome for `retention` ms.
 -- Workers of a replica share one call per batch of finished runs, so acks cost one round trip
--- per batch rather than per run.
+-- per batch rather than per run. A run that is a workflow step marks its step and enqueues the
+-- steps that may now start (include/workflows.lua), in the same call.
 --
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] events  stream  run state changes
@@ -49,6 +50,8 @@ for i = 5, #ARGV, 5 do
       'duration_ms', now - (tonumber(started) or now))
     recorded[#recorded + 1] = 1
     finished[#finished + 1] = run_id
+    -- A workflow step's next steps are enqueued in this same call.
+    workflow_step_ended(prefix, run_key, 'succeeded', output, now)
     if notify then
       -- The first success after a dead run tells that the job recovered.
       if job and string.find(notify_on or '', ',recovered,', 1, true)

@@ -65,6 +65,7 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
           'error', 'no live replica declares job "' .. job .. '"')
         redis.call('ZADD', dead, now, run_id)
         record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'undeclared')
+        workflow_step_ended(prefix, run_key, 'failed', '', now)
       else
         kept[#kept + 1] = run_id
       end

@@ -232,7 +232,7 @@ while #started < #workers and pops < limit do
     if not job or not attempt or not max_attempts then
       -- A ready id whose hash is gone, was never written, or is damaged: nothing can run it.
       -- Checked before any further write, since an error would leave the popped run nowhere.
-      bury_corrupt_run(run_key, run_id, job or '', now, dead, events, maxlen)
+      bury_corrupt_run(prefix, run_key, run_id, job or '', now, dead, events, maxlen)
       skips[#skips + 1] = job or ''
       skips[#skips + 1] = 'corrupt'
     elseif not declares(job) then

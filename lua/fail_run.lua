@@ -109,6 +109,8 @@ if retry_at then
 end
 redis.call('ZADD', dead, now, run_id)
 redis.call('HSET', run_key, 'state', 'dead')
+-- A dead workflow step fails its instance, or lets it go on (on_failure), in this same call.
+workflow_step_ended(prefix, run_key, 'failed', '', now)
 record_event(events, maxlen, run_id, 'dead', 'job', job or '', 'reason', reason,
   'attempt', attempt, 'worker', holder or '', 'error', message, unpack(ran))
 if subscribed('dead') then

@@ -151,7 +151,7 @@ for i = 1, #run_ids, 2 do
   elseif reason == 'corrupt' or (not reason and (not queue or not priority)) then
     -- An id that names no job, or a run hash without its routing: nothing can run it.
     reason = 'corrupt'
-    bury_corrupt_run(run_key, run_id, job or '', now, dead, events, maxlen)
+    bury_corrupt_run(prefix, run_key, run_id, job or '', now, dead, events, maxlen)
   elseif reason then
     -- Fires missed in an outage come due together: one notice per job says so.
     skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen, told_skip[job])

@@ -1,5 +1,6 @@
 -- Takes a run out of the dead letters and makes it due now with its attempts reset: one
--- script, so a crash can neither lose it nor leave it both dead and due.
+-- script, so a crash can neither lose it nor leave it both dead and due. A dead workflow step
+-- re-driven runs its instance again from that step.
 --
 -- KEYS[1] dead           zset    run id -> ms it died
 -- KEYS[2] due            zset    run id -> due ms
@@ -30,6 +31,7 @@ redis.call('HDEL', run_key, 'lost', 'error', 'reason', 'exit_code', 'output', 'f
 redis.call('HSET', run_key, 'attempt', 0, 'state', 'scheduled', 'due_ms', now, 'redriven_ms', now)
 redis.call('PERSIST', run_key)
 redis.call('ZADD', due, now, run_id)
+workflow_step_redriven(prefix, run_key, now)
 record_event(events, maxlen, run_id, 'scheduled', 'job', redis.call('HGET', run_key, 'job') or '',
   'reason', 'redrive')
 redis.call('PUBLISH', wake, now)

@@ -1,5 +1,6 @@
-//! A client for other Rust programs: what the command line does to runs and jobs (`trigger`,
-//! `enqueue`, `pause`, `resume`, `dead retry`, `dead purge`, `hold`, `release`), as typed calls.
+//! A client for other Rust programs: what the command line does to runs, jobs and workflows
+//! (`trigger`, `enqueue`, `pause`, `resume`, `dead retry`, `dead purge`, `hold`, `release`,
+//! `workflow start`, `status` and `list`), as typed calls.
 //! The command line goes through it.
 //!
 //! ```no_run
@@ -27,10 +28,11 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::handler::payload_problem;
+use crate::handler::{object_problem, payload_problem};
 use crate::schedule::Priority;
 use crate::store::{
-    Enqueue, Enqueued, Store, StoreError, StoreSettings, key_fingerprint, payload_fingerprint,
+    Enqueue, Enqueued, Store, StoreError, StoreSettings, WorkflowInstance, WorkflowStart,
+    key_fingerprint, new_run_id, payload_fingerprint,
 };
 
 /// How long a uniqueness key holds unless [`RunRequest::unique_for`] says otherwise.
@@ -64,6 +66,20 @@ pub enum ClientError {
     /// No dead run has that id (it never died, was retried, or was purged).
     #[error("no dead run \"{0}\"")]
     NoDeadRun(String),
+    /// No live replica has declared a workflow of that name.
+    #[error("unknown workflow \"{0}\": no live replica declares it")]
+    UnknownWorkflow(String),
+    /// No live replica declares the job of one of the workflow's steps: nothing was started.
+    #[error(
+        "workflow \"{workflow}\" was not started: no live replica declares job \"{job}\", one \
+         of its steps"
+    )]
+    UndeclaredStep {
+        /// The workflow asked for.
+        workflow: String,
+        /// The step's job.
+        job: String,
+    },
     /// Redis refused or could not be reached.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -121,6 +137,92 @@ impl Client {
             unique: None,
             unique_for: DEFAULT_UNIQUE_FOR,
         }
+    }
+}
+
+/// A workflow instance started, see [`Client::start_workflow`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartedWorkflow {
+    /// Its id, for [`Client::workflow`] and `redcron workflow status`.
+    pub id: String,
+    /// When it started, ms on Redis's clock.
+    pub started_ms: i64,
+}
+
+impl Client {
+    /// Starts an instance of the declared workflow `name`, its first steps at once. `payload`,
+    /// a JSON object, is what its first steps receive, and the base of what later ones do (see
+    /// DESIGN.md, workflows).
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let started = client
+    ///     .start_workflow("images", Some(&serde_json::json!({ "image": "cat.png" })))
+    ///     .await?;
+    /// let instance = client.workflow(&started.id).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownWorkflow`], [`ClientError::UndeclaredStep`],
+    /// [`ClientError::Payload`] for a payload that is not a JSON object, or Redis errors.
+    pub async fn start_workflow(
+        &self,
+        name: &str,
+        payload: Option<&serde_json::Value>,
+    ) -> Result<StartedWorkflow, ClientError> {
+        let payload = payload.map(serde_json::Value::to_string);
+        self.start_workflow_text(name, payload.as_deref()).await
+    }
+
+    /// [`Client::start_workflow`] with the payload as JSON text, checked here.
+    ///
+    /// # Errors
+    /// As [`Client::start_workflow`].
+    pub async fn start_workflow_text(
+        &self,
+        name: &str,
+        payload: Option<&str>,
+    ) -> Result<StartedWorkflow, ClientError> {
+        if let Some(text) = payload {
+            check_payload(text)?;
+            if let Some(problem) = object_problem(text) {
+                return Err(ClientError::Payload(problem));
+            }
+        }
+        let id = new_run_id();
+        match self.store.start_workflow(name, &id, payload).await? {
+            WorkflowStart::Started { started_ms } | WorkflowStart::Exists { started_ms } => {
+                Ok(StartedWorkflow { id, started_ms })
+            }
+            WorkflowStart::UnknownWorkflow => Err(ClientError::UnknownWorkflow(name.to_owned())),
+            WorkflowStart::UndeclaredJob(job) => Err(ClientError::UndeclaredStep {
+                workflow: name.to_owned(),
+                job,
+            }),
+        }
+    }
+
+    /// The instance `id` with each step's status, or `None` when there is none (never
+    /// started, or finished longer ago than the retention).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn workflow(&self, id: &str) -> Result<Option<WorkflowInstance>, ClientError> {
+        Ok(self.store.workflow(id).await?)
+    }
+
+    /// The newest `limit` instances, of workflow `name` only when given, newest first.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn workflows(
+        &self,
+        name: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<WorkflowInstance>, ClientError> {
+        Ok(self.store.workflows(name, limit).await?)
     }
 }
 

@@ -5,7 +5,7 @@ use std::process::Command;
 use crate::util::redcron;
 
 /// Every command, as `redcron --help` lists them.
-const COMMANDS: [&str; 18] = [
+const COMMANDS: [&str; 19] = [
     "run",
     "check",
     "next",
@@ -22,6 +22,7 @@ const COMMANDS: [&str; 18] = [
     "release",
     "runs",
     "dead",
+    "workflow",
     "completions",
     "man",
 ];

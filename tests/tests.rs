@@ -36,3 +36,4 @@ mod slots;
 mod store;
 mod topologies;
 mod workers;
+mod workflows;

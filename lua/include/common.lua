@@ -170,6 +170,10 @@ local function record_event(events, maxlen, run_id, state, ...)
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'run', run_id, 'state', state, ...)
 end
 
+-- Records in its workflow how a run that is a workflow step ended, and starts the steps that
+-- this lets start: defined in include/workflows.lua, which is loaded after this file.
+local workflow_step_ended
+
 -- Ends a run that will not run (paused, duplicate, overlap, missed...), keeping its hash for
 -- `retention` ms.
 -- A fire skipped because the job's previous run still ran, because it was missed or because
@@ -180,6 +184,9 @@ local function skip_run(prefix, run_key, run_id, job, reason, now, retention, ev
   redis.call('HSET', run_key, 'state', 'skipped', 'reason', reason, 'finished_ms', now)
   redis.call('PEXPIRE', run_key, retention)
   record_event(events, maxlen, run_id, 'skipped', 'job', job, 'reason', reason)
+  if workflow_step_ended then
+    workflow_step_ended(prefix, run_key, 'skipped', '', now)
+  end
   if quiet or not (reason == 'overlap' or reason == 'missed' or reason == 'deadline') then
     return
   end
@@ -192,10 +199,13 @@ local function skip_run(prefix, run_key, run_id, job, reason, now, retention, ev
 end
 
 -- Sends a run nothing can execute (its id or hash is damaged) to the dead letters.
-local function bury_corrupt_run(run_key, run_id, job, now, dead, events, maxlen)
+local function bury_corrupt_run(prefix, run_key, run_id, job, now, dead, events, maxlen)
   redis.call('HSET', run_key, 'state', 'dead', 'reason', 'corrupt', 'finished_ms', now)
   redis.call('ZADD', dead, now, run_id)
   record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'corrupt')
+  if workflow_step_ended then
+    workflow_step_ended(prefix, run_key, 'failed', '', now)
+  end
 end
 
 -- The ready list a run waits in: cron fires (and their retries) have lists of their own, which

@@ -200,7 +200,7 @@ fn submit(
 
 /// The payload as given (`JSON`, `@FILE` or `-`), checked as the client checks it, before
 /// Redis is reached.
-fn read_payload(argument: Option<&str>) -> Result<Option<String>, CliError> {
+pub(super) fn read_payload(argument: Option<&str>) -> Result<Option<String>, CliError> {
     let Some(argument) = argument else {
         return Ok(None);
     };

@@ -16,6 +16,7 @@ mod runs;
 mod service;
 mod status;
 mod times;
+mod workflow;
 
 use crate::logs::LogFormat;
 use std::io;
@@ -83,6 +84,9 @@ enum Command {
     /// List, inspect, re-drive or delete dead runs.
     #[command(subcommand)]
     Dead(dead::DeadCommand),
+    /// Start a declared workflow, and see how its instances stand.
+    #[command(subcommand)]
+    Workflow(workflow::WorkflowCommand),
     /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(docs::CompletionsArgs),
     /// Print the man page, or write every page into a directory.
@@ -442,6 +446,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Release(args) => hold::release(&args, stdout),
         Command::Runs(command) => runs::execute(&command, stdout),
         Command::Dead(command) => dead::execute(&command, stdout),
+        Command::Workflow(command) => workflow::execute(&command, stdout),
         Command::Completions(args) => docs::completions(&args, stdout),
         Command::Man(args) => docs::man(&args, stdout),
     }
@@ -590,7 +595,9 @@ impl From<crate::client::ClientError> for CliError {
             ClientError::Store(error) => CliError::Store(error),
             error @ (ClientError::Duplicate { .. }
             | ClientError::Payload(_)
-            | ClientError::NoDeadRun(_)) => CliError::Argument(error.to_string()),
+            | ClientError::NoDeadRun(_)
+            | ClientError::UnknownWorkflow(_)
+            | ClientError::UndeclaredStep { .. }) => CliError::Argument(error.to_string()),
         }
     }
 }

@@ -1,9 +1,11 @@
 //! What executes a claimed run: the built-in [`CommandHandler`] for jobs declared with a
-//! `command`, or a Rust handler registered by job name (library mode).
+//! `command`, the starter of a workflow for a workflow's own job, or a Rust handler registered
+//! by job name (library mode).
 
 mod command;
 mod output;
 mod supervisor;
+mod workflow;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,6 +16,8 @@ use chrono::{DateTime, Utc};
 pub use command::CommandHandler;
 pub(crate) use command::spawn_supervised;
 use tokio_util::sync::CancellationToken;
+pub(crate) use workflow::WorkflowStarter;
+pub use workflow::object_problem;
 
 use crate::schedule::Job;
 

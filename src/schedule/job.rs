@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use super::notice::Notices;
+use super::workflow::Workflow;
 use super::{CronError, Schedule};
 
 /// Which ready list a run waits in: workers always take high before normal before low.
@@ -224,6 +225,10 @@ pub struct Job {
     /// canonical form when `None`, as `output` is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notify: Option<Notices>,
+    /// For the job of a `[workflows.<name>]` table: the workflow its runs start, instead of a
+    /// command. Left out of the canonical form when `None`, as `notify` is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<Workflow>,
     /// Where it was declared.
     #[serde(skip)]
     pub source: Source,
@@ -286,6 +291,7 @@ impl Job {
             group: wire.group,
             output: wire.output,
             notify: wire.notify,
+            workflow: wire.workflow,
             source: Source::default(),
         };
         let found = job.content_hash();
@@ -361,6 +367,8 @@ struct CanonicalJob {
     output: Output,
     #[serde(default)]
     notify: Option<Notices>,
+    #[serde(default)]
+    workflow: Option<Workflow>,
 }
 
 /// Feeds what is written to it to a SHA-256 hasher.

@@ -8,6 +8,7 @@ pub mod job;
 pub mod notice;
 pub mod queues;
 pub mod run_as;
+pub mod workflow;
 
 use std::fmt;
 use std::time::Duration;
@@ -23,6 +24,7 @@ pub use file::{
 pub use job::{DefinitionError, Delivery, Job, Misfire, Output, Overlap, Priority};
 pub use notice::{Event, Notices, Target};
 pub use queues::{QueueFallback, QueueFallbacks};
+pub use workflow::{OnFailure, Step, Workflow};
 
 /// The declared jobs as a replica currently knows them, one shared copy of each definition;
 /// replaced whole on reload, and watched by every component.

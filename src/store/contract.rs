@@ -1,5 +1,5 @@
 //! The words the scripts and the Rust side share: a run's states, why a fire is skipped and why
-//! a run fails. The scripts write them into run hashes, events and replies; Rust compares and
+//! a run fails, how a workflow instance and its steps stand. The scripts write them into run hashes, events and replies; Rust compares and
 //! shows them through these enums only, and a test reads every script for a word they lack.
 
 /// Defines a closed set of words: the enum, its text, every value, and parsing.
@@ -114,6 +114,34 @@ words! {
     }
 }
 
+words! {
+    /// Where a workflow instance is: the `state` field of its hash.
+    WorkflowState {
+        /// Some step is yet to run or runs.
+        Running => "running",
+        /// Every step succeeded.
+        Succeeded => "succeeded",
+        /// A step failed or was skipped, and nothing is left to run.
+        Failed => "failed",
+    }
+}
+
+words! {
+    /// How a step of an instance stands, as `redcron workflow status` shows it.
+    StepStatus {
+        /// Waiting for the steps it needs, or for a worker.
+        Pending => "pending",
+        /// Its run runs, or waits to be tried again.
+        Running => "running",
+        /// Its run succeeded.
+        Succeeded => "succeeded",
+        /// Its run is dead (or its job could not be enqueued).
+        Failed => "failed",
+        /// Its run was skipped, or it never ran because the instance stopped at a failure.
+        Skipped => "skipped",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,8 +250,11 @@ mod tests {
             .filter(|path| path.extension().is_some_and(|extension| extension == "lua"))
             .collect();
         files.push(dir.join("include/common.lua"));
+        files.push(dir.join("include/workflows.lua"));
         let mut checked = 0;
         for path in files {
+            // Scripts that write workflow instances write their states beside runs' states.
+            let workflows = path.ends_with("workflows.lua") || path.ends_with("start_workflow.lua");
             let script = code(&std::fs::read_to_string(&path).expect("a script"));
             let name = path.display();
             let mut states = compared(&script, "state");
@@ -243,7 +274,8 @@ mod tests {
             }
             for state in states {
                 assert!(
-                    RunState::parse(state).is_some(),
+                    RunState::parse(state).is_some()
+                        || (workflows && WorkflowState::parse(state).is_some()),
                     "state {state:?} in {name}"
                 );
                 checked += 1;

@@ -91,9 +91,9 @@ fn fingerprint(job: &str, content: &str) -> String {
     hex::encode(hasher.finalize())
 }
 
-/// A new ad-hoc run id: a UUIDv7, so ids sort by creation time to the millisecond. Its random
+/// A new ad-hoc run (or workflow instance) id: a UUIDv7, so ids sort by creation time to the millisecond. Its random
 /// bits come from the thread's generator rather than the OS, which costs a system call per id.
-fn new_run_id() -> String {
+pub fn new_run_id() -> String {
     let millis = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default();
     uuid::Builder::from_unix_timestamp_millis(millis, &rand::random())
         .into_uuid()

@@ -253,6 +253,17 @@ impl Keys {
         self.key(&format!("notices-of:{replica_id}"))
     }
 
+    /// Hash of one workflow instance: its state, its steps' statuses and outputs (see
+    /// `lua/include/workflows.lua`).
+    pub fn workflow(&self, workflow_id: &str) -> String {
+        self.key(&format!("wf:{workflow_id}"))
+    }
+
+    /// Zset workflow instance id -> ms started: what `redcron workflow list` reads.
+    pub fn workflows(&self) -> String {
+        self.key("workflows")
+    }
+
     /// Hash job -> run id of its latest dead run, for jobs told of their recovery: the next
     /// success removes it and sends `recovered`.
     pub fn dead_jobs(&self) -> String {

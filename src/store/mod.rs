@@ -16,6 +16,7 @@
 //! - `enqueueing`: ad-hoc and delayed runs;
 //! - `dead`: the dead letters;
 //! - `notices`: the notices owed, taken and settled by the notifiers;
+//! - `workflows`: workflow instances started and read;
 //! - `replicas`: heartbeats;
 //! - `inspect`: what operators read, and their few writes;
 //! - `contract`: the run states and reasons the scripts and the Rust side share;
@@ -43,6 +44,7 @@ mod reply;
 mod routing;
 mod scripts;
 mod topology;
+mod workflows;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,10 +60,10 @@ pub use claiming::{
 pub use clock::{ManualClock, RedisClock};
 use connection::Connection;
 pub use connection::{NOT_REPLICATED, ReplicatedWrites};
-pub use contract::{FailReason, RunState, SkipReason};
+pub use contract::{FailReason, RunState, SkipReason, StepStatus, WorkflowState};
 use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
-pub use enqueueing::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
+pub use enqueueing::{Enqueue, Enqueued, key_fingerprint, new_run_id, payload_fingerprint};
 pub use finishing::{Ack, FailOutcome, Failure, HeldRun};
 pub use inspect::{Event, Overview, REAPING_GRACE, ReplicaInfo, RunCounts, UndeclaredRuns};
 pub use keys::{InvalidNamespace, Keys, validate_namespace};
@@ -72,6 +74,7 @@ pub use promotion::Promoted;
 pub use replicas::{Beat, ReplicaInstance};
 use reply::ScriptCall;
 pub use topology::Topology;
+pub use workflows::{StepInstance, WorkflowInstance, WorkflowStart, step_run_id};
 
 /// Why a store operation failed.
 #[derive(Debug, Error)]

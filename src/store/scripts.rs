@@ -1,6 +1,7 @@
 //! The Lua scripts, one per atomic operation, embedded at compile time.
 //!
-//! Each script is `lua/include/common.lua` (shared helpers) followed by the script's own file.
+//! Each script is `lua/include/common.lua` (shared helpers) and `lua/include/workflows.lua`
+//! (what ending a workflow step does) followed by the script's own file.
 //! `redis::Script` invokes by SHA and loads the source on NOSCRIPT, so a Redis restart or a
 //! failover to a replica without the script cache costs one extra round trip, not an error.
 
@@ -14,6 +15,8 @@ macro_rules! script {
         pub static $name: LazyLock<Script> = LazyLock::new(|| {
             Script::new(concat!(
                 include_str!("../../lua/include/common.lua"),
+                "\n",
+                include_str!("../../lua/include/workflows.lua"),
                 "\n",
                 include_str!(concat!("../../lua/", $file))
             ))
@@ -38,6 +41,7 @@ script!(ENQUEUE_RUNS, "enqueue_runs.lua");
 script!(REDRIVE_RUN, "redrive_run.lua");
 script!(PURGE_DEAD, "purge_dead.lua");
 script!(MOVE_READY_RUNS, "move_ready_runs.lua");
+script!(START_WORKFLOW, "start_workflow.lua");
 script!(
     FORGET_DECLARED_DEFINITIONS,
     "forget_declared_definitions.lua"

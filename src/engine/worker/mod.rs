@@ -34,7 +34,7 @@ use sizing::Sizing;
 pub use sizing::{Concurrency, GROW_AFTER, SHRINK_AFTER, WorkerLoad};
 
 use super::{Backoff, Shutdown, count_skips, log_store_failure};
-use crate::handler::Handlers;
+use crate::handler::{Handler, Handlers, WorkflowStarter};
 use crate::schedule::{Job, Jobs};
 use crate::store::{
     ClaimLeases, ClaimedRun, CorruptRun, FailReason, Failure, MIN_AHEAD_LEASE, ReadyWaiter,
@@ -389,7 +389,13 @@ impl Workers {
         slot: usize,
         start_at: tokio::time::Instant,
     ) {
-        let handler = self.handlers.for_job(&run.job);
+        let handler: Arc<dyn Handler> = if job.workflow.is_some() {
+            Arc::new(WorkflowStarter {
+                store: self.store.clone(),
+            })
+        } else {
+            self.handlers.for_job(&run.job)
+        };
         let execution = Execution {
             store: self.store.clone(),
             lease: self.config.lease,

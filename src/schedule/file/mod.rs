@@ -1,5 +1,6 @@
 //! Schedule files: TOML with one `[jobs.<name>]` table per job (and `[queues.<name>]` tables,
-//! see [`super::queues`]), loaded all-or-nothing.
+//! see [`super::queues`], and `[workflows.<name>]` tables, see [`super::workflow`]), loaded
+//! all-or-nothing.
 //!
 //! Loading happens in two stages. The file is first read as written: every job is a map from
 //! field name to a TOML value, each with its place in the file. Each field is then checked and
@@ -20,6 +21,7 @@ use toml::{Spanned, Value};
 use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
 use super::notice::{self, DEFAULT_LATE_AFTER, Event, Notices, Target};
 use super::queues::{self, QueueFallback, RawQueue, read_queue};
+use super::workflow::{self, RawWorkflow, read_workflow};
 use super::{Schedule, run_as};
 
 /// One problem found in a schedule file.
@@ -118,6 +120,8 @@ struct RawFile {
     jobs: BTreeMap<Spanned<String>, Spanned<RawJob>>,
     #[serde(default)]
     queues: BTreeMap<Spanned<String>, RawQueue>,
+    #[serde(default)]
+    workflows: BTreeMap<Spanned<String>, Spanned<RawWorkflow>>,
 }
 
 /// What a schedule directory declares.
@@ -195,6 +199,7 @@ pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
     // reveals another that could have been reported with it.
     diagnostics.extend(duplicate_names(&declared));
     diagnostics.extend(mail_without_sendmail(&jobs));
+    diagnostics.extend(workflow::check_step_jobs(&jobs));
     let job_queues: Vec<&str> = jobs.iter().map(|job| job.queue.as_str()).collect();
     diagnostics.extend(queues::check_fallbacks(&queues, &job_queues));
     if diagnostics.is_empty() {
@@ -354,7 +359,7 @@ fn read_file(path: &Path, text: &str) -> FileContents {
     });
     let mut tables: Vec<_> = raw.jobs.into_iter().collect();
     tables.sort_by_key(|(name, _)| name.span().start);
-    let declared = tables
+    let mut declared: Vec<(String, Source)> = tables
         .iter()
         .map(|(name, _)| (name.get_ref().clone(), file.source(name.span().start)))
         .collect();
@@ -381,6 +386,15 @@ fn read_file(path: &Path, text: &str) -> FileContents {
             diagnostics: Vec::new(),
         };
         match reader.read() {
+            Ok(job) => jobs.push(job),
+            Err(found) => diagnostics.extend(found),
+        }
+    }
+    let mut workflows: Vec<_> = raw.workflows.into_iter().collect();
+    workflows.sort_by_key(|(name, _)| name.span().start);
+    for (name, table) in workflows {
+        declared.push((name.get_ref().clone(), file.source(name.span().start)));
+        match read_workflow(&file, &name, table.into_inner()) {
             Ok(job) => jobs.push(job),
             Err(found) => diagnostics.extend(found),
         }
@@ -748,6 +762,7 @@ impl JobReader<'_> {
             group,
             output: output.unwrap_or_default(),
             notify,
+            workflow: None,
         })
     }
 
@@ -799,7 +814,7 @@ impl JobReader<'_> {
 
 /// Converts a value with serde, keeping serde's message ("invalid type: integer `3`, expected a
 /// string", "unknown variant `hgh`, expected one of ...").
-fn typed<T: DeserializeOwned>(value: Value) -> Result<T, String> {
+pub(super) fn typed<T: DeserializeOwned>(value: Value) -> Result<T, String> {
     value
         .try_into()
         .map_err(|error: toml::de::Error| error.message().trim_end().to_owned())

@@ -1,0 +1,74 @@
+-- Starts an instance of a workflow: its hash, with every step pending, and a run of each step
+-- that needs none, in one call. Once per instance id: starting an id that exists is answered as
+-- such and changes nothing, so a start that is retried (a cron fire's run lost and run again,
+-- a client whose connection broke) never starts a second instance.
+--
+-- The steps are the workflow's as its job's published definition says (`defs`, the field
+-- `workflow` of the canonical JSON), copied into the instance: a workflow changed by a deploy
+-- changes the instances started after it, not the ones running.
+--
+-- KEYS[1] workflows  zset    instance id -> ms started
+-- KEYS[2] defs       hash    job -> definition JSON, published by the leader
+-- KEYS[3] hold  string  set while the namespace is held (redcron hold): nothing is written
+-- ARGV[1] key prefix "{ns}:" for wf:<id>, run:<id>, ready:<queue>:<priority>, wake:<queue>
+-- ARGV[2] workflow name
+-- ARGV[3] instance id
+-- ARGV[4] payload: a JSON object's text, or '' for none
+-- ARGV[5] how long a finished instance's hash is kept, ms
+-- ARGV[6] now override, ms, or '' for Redis's clock (tests only)
+--
+-- Returns {'OK', ms started}; {'EXISTS', ms it was started}; {'UNKNOWN', ''} when no live
+-- replica declares a workflow of that name; {'UNDECLARED', job} when no live replica declares
+-- the job of one of its steps (nothing is written).
+-- Cost: O(steps).
+if held(KEYS[3]) then
+  return redis.error_reply(HELD)
+end
+local workflows, defs = KEYS[1], KEYS[2]
+local prefix, name, workflow_id, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local retention = tonumber(ARGV[5])
+if not retention then
+  return redis.error_reply('ERR start_workflow: the retention must be a number')
+end
+local now = now_ms(ARGV[6])
+local wf_key = key_workflow(prefix, workflow_id)
+
+local started = redis.call('HGET', wf_key, 'created_ms')
+if started then
+  return {'EXISTS', tonumber(started)}
+end
+local ok, def = pcall(cjson.decode, redis.call('HGET', defs, name) or '')
+local workflow = ok and type(def) == 'table' and def.workflow
+if type(workflow) ~= 'table' or type(workflow.steps) ~= 'table' or #workflow.steps == 0 then
+  return {'UNKNOWN', ''}
+end
+local names, fields = {}, {}
+for _, step in ipairs(workflow.steps) do
+  if type(step) ~= 'table' or type(step.name) ~= 'string' or type(step.job) ~= 'string'
+      or type(step.needs) ~= 'table' then
+    return {'UNKNOWN', ''}
+  end
+  if not decode_definition(redis.call('HGET', defs, step.job)) then
+    return {'UNDECLARED', step.job}
+  end
+  local needs = {}
+  for _, need in ipairs(step.needs) do
+    needs[#needs + 1] = tostring(need)
+  end
+  names[#names + 1] = step.name
+  for _, value in ipairs({'job:' .. step.name, step.job, 'needs:' .. step.name,
+      table.concat(needs, ','), 'status:' .. step.name, 'pending'}) do
+    fields[#fields + 1] = value
+  end
+end
+redis.call('HSET', wf_key, 'name', name, 'state', 'running', 'created_ms', now,
+  'on_failure', workflow.on_failure == 'continue' and 'continue' or 'stop',
+  'retention_ms', retention, 'steps', table.concat(names, ','), unpack(fields))
+if payload ~= '' then
+  redis.call('HSET', wf_key, 'payload', payload)
+end
+redis.call('ZADD', workflows, now, workflow_id)
+-- The index forgets instances older than a finished one is kept.
+redis.call('ZREMRANGEBYSCORE', workflows, '-inf', now - retention)
+advance_workflow(prefix, workflow_id, now)
+return {'OK', now}

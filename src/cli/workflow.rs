@@ -1,0 +1,207 @@
+//! `redcron workflow`: start a declared workflow, and see how its instances stand.
+
+use std::io::Write;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::enqueue::read_payload;
+use super::output::ListFormat;
+use super::times::{local_time, rfc3339};
+use super::{CliError, RedisArgs, block_on, list_count, write_table};
+use crate::client::Client;
+use crate::store::WorkflowInstance;
+
+#[derive(Debug, Subcommand)]
+pub(super) enum WorkflowCommand {
+    /// Start an instance of a declared workflow now; prints its id.
+    Start(StartArgs),
+    /// One row per instance, one column per step: pending, running, succeeded, failed or
+    /// skipped.
+    Status(StatusArgs),
+    /// The newest instances, of one workflow or of all, as `status` shows them.
+    List(ListArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct StartArgs {
+    /// The declared workflow.
+    name: String,
+    /// A JSON object for its first steps (and the base of what later ones receive), @FILE to
+    /// read it from a file, or - to read it from standard input.
+    #[arg(long, value_name = "JSON|@FILE|-")]
+    payload: Option<String>,
+    /// Print the new instance as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct StatusArgs {
+    /// Instance ids, as `workflow start` printed them.
+    #[arg(required = true, value_name = "ID")]
+    ids: Vec<String>,
+    #[command(flatten)]
+    format: ListFormat,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ListArgs {
+    /// Only instances of this workflow.
+    name: Option<String>,
+    /// How many at most (at least 1).
+    #[arg(short = 'n', long = "count", default_value_t = 20, value_parser = list_count)]
+    count: usize,
+    #[command(flatten)]
+    format: ListFormat,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+pub(super) fn execute(command: &WorkflowCommand, out: &mut impl Write) -> Result<(), CliError> {
+    match command {
+        WorkflowCommand::Start(args) => start(args, out),
+        WorkflowCommand::Status(args) => {
+            let instances = block_on(async {
+                let client = Client::from_store(args.redis.connect().await?);
+                let mut found = Vec::with_capacity(args.ids.len());
+                for id in &args.ids {
+                    match client.workflow(id).await.map_err(CliError::from)? {
+                        Some(instance) => found.push(instance),
+                        None => {
+                            return Err(CliError::Argument(format!(
+                                "no workflow instance \"{id}\": never started, or finished \
+                                 longer ago than the retention"
+                            )));
+                        }
+                    }
+                }
+                Ok(found)
+            })?;
+            show(&instances, args.format, out)
+        }
+        WorkflowCommand::List(args) => {
+            let instances = block_on(async {
+                let client = Client::from_store(args.redis.connect().await?);
+                client
+                    .workflows(args.name.as_deref(), args.count)
+                    .await
+                    .map_err(CliError::from)
+            })?;
+            show(&instances, args.format, out)
+        }
+    }
+}
+
+fn start(args: &StartArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let payload = read_payload(args.payload.as_deref())?;
+    let started = block_on(async {
+        let client = Client::from_store(args.redis.connect().await?);
+        client
+            .start_workflow_text(&args.name, payload.as_deref())
+            .await
+            .map_err(CliError::from)
+    })?;
+    let written = if args.json {
+        let document = json!({
+            "id": started.id,
+            "workflow": args.name,
+            "started": rfc3339(started.started_ms),
+            "started_ms": started.started_ms,
+        });
+        writeln!(out, "{document}")
+    } else {
+        writeln!(out, "{}", started.id)
+    };
+    written.map_err(CliError::io("writing the instance id"))
+}
+
+/// One table per workflow (its steps are its columns), or the instances as JSON.
+fn show(
+    instances: &[WorkflowInstance],
+    format: ListFormat,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let written = if format.is_json() {
+        format.write(out, "workflows", instances.iter().map(to_json).collect())
+    } else {
+        write_tables(instances, out)
+    };
+    written.map_err(CliError::io("writing the workflows"))
+}
+
+fn write_tables(instances: &[WorkflowInstance], out: &mut impl Write) -> std::io::Result<()> {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut names: Vec<&str> = Vec::new();
+    for instance in instances {
+        if !names.contains(&instance.name.as_str()) {
+            names.push(&instance.name);
+        }
+    }
+    for (index, name) in names.into_iter().enumerate() {
+        if index > 0 {
+            writeln!(out)?;
+        }
+        let of_name: Vec<&WorkflowInstance> = instances
+            .iter()
+            .filter(|instance| instance.name == name)
+            .collect();
+        // The steps of the newest instance; an older one started before a deploy changed the
+        // workflow shows its own under them, or `-` where it has none.
+        let steps: Vec<&str> = of_name[0]
+            .steps
+            .iter()
+            .map(|step| step.name.as_str())
+            .collect();
+        let mut header = vec!["WORKFLOW", "ID", "STATE", "STARTED"];
+        header.extend(&steps);
+        let rows: Vec<Vec<String>> = of_name
+            .iter()
+            .map(|instance| {
+                let mut row = vec![
+                    instance.name.clone(),
+                    instance.id.clone(),
+                    instance.state.to_string(),
+                    local_time(now_ms, instance.started_ms),
+                ];
+                row.extend(steps.iter().map(|step| {
+                    instance
+                        .steps
+                        .iter()
+                        .find(|own| own.name == *step)
+                        .map_or_else(|| "-".to_owned(), |own| own.status.to_string())
+                }));
+                row
+            })
+            .collect();
+        write_table(out, &header, &rows)?;
+    }
+    Ok(())
+}
+
+fn to_json(instance: &WorkflowInstance) -> Value {
+    json!({
+        "id": instance.id,
+        "workflow": instance.name,
+        "state": instance.state.as_str(),
+        "on_failure": instance.on_failure,
+        "started": rfc3339(instance.started_ms),
+        "started_ms": instance.started_ms,
+        "finished": instance.finished_ms.map(rfc3339),
+        "finished_ms": instance.finished_ms,
+        "steps": instance.steps.iter().map(|step| json!({
+            "name": step.name,
+            "job": step.job,
+            "needs": step.needs,
+            "status": step.status.as_str(),
+            "run": step.run_id,
+            "changed": step.changed_ms.map(rfc3339),
+            "changed_ms": step.changed_ms,
+            "error": step.error,
+        })).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,277 @@
+//! Workflow instances: started (`start_workflow.lua`), advanced by the scripts that end their
+//! steps' runs (`lua/include/workflows.lua`), and read back for `redcron workflow`.
+
+use std::collections::HashMap;
+
+use redis::AsyncCommands;
+
+use super::reply::reply_error;
+use super::{During, RunState, StepStatus, Store, StoreError, WorkflowState, millis, scripts};
+
+/// The run id of `step` of the instance `workflow_id`, as the scripts build it (`step_run_id`
+/// in `lua/include/workflows.lua`).
+pub fn step_run_id(workflow_id: &str, step: &str) -> String {
+    format!("{workflow_id}/{step}")
+}
+
+/// What became of a start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkflowStart {
+    /// The instance was started now.
+    Started {
+        /// On Redis's clock, ms.
+        started_ms: i64,
+    },
+    /// An instance of that id exists already (a retried start): nothing was changed.
+    Exists {
+        /// When it was started, ms.
+        started_ms: i64,
+    },
+    /// No live replica declares a workflow of that name.
+    UnknownWorkflow,
+    /// No live replica declares the job of one of its steps: nothing was started.
+    UndeclaredJob(String),
+}
+
+/// One step of an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepInstance {
+    /// Its name in the workflow.
+    pub name: String,
+    /// The job it runs.
+    pub job: String,
+    /// The steps it waits for.
+    pub needs: Vec<String>,
+    /// How it stands.
+    pub status: StepStatus,
+    /// Its run, once it has one.
+    pub run_id: Option<String>,
+    /// When its status last changed, ms.
+    pub changed_ms: Option<i64>,
+    /// Why it failed without a run (its job could not be enqueued).
+    pub error: Option<String>,
+}
+
+/// One workflow instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowInstance {
+    /// Its id: a cron fire's run id, or a new id for a start by hand.
+    pub id: String,
+    /// The workflow.
+    pub name: String,
+    /// Where it is.
+    pub state: WorkflowState,
+    /// `stop` or `continue`.
+    pub on_failure: String,
+    /// When it started, ms.
+    pub started_ms: i64,
+    /// When it ended, ms.
+    pub finished_ms: Option<i64>,
+    /// Its steps, in the order declared.
+    pub steps: Vec<StepInstance>,
+}
+
+const OPERATION: &str = "start_workflow";
+
+impl Store {
+    /// Starts an instance `workflow_id` of the workflow `name` with `payload` (a JSON object's
+    /// text) for its first steps; once per id (see [`WorkflowStart::Exists`]).
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Held`] while the namespace is held.
+    pub async fn start_workflow(
+        &self,
+        name: &str,
+        workflow_id: &str,
+        payload: Option<&str>,
+    ) -> Result<WorkflowStart, StoreError> {
+        let (status, value): (String, redis::Value) = scripts::START_WORKFLOW
+            .key(self.keys.workflows())
+            .key(self.keys.defs())
+            .key(self.keys.hold())
+            .arg(self.keys.prefix())
+            .arg(name)
+            .arg(workflow_id)
+            .arg(payload.unwrap_or_default())
+            .arg(millis(self.settings.retention))
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, OPERATION)?;
+        let number = || super::reply::decode::<i64>(OPERATION, value.clone());
+        match status.as_str() {
+            "OK" => Ok(WorkflowStart::Started {
+                started_ms: number()?,
+            }),
+            "EXISTS" => Ok(WorkflowStart::Exists {
+                started_ms: number()?,
+            }),
+            "UNKNOWN" => Ok(WorkflowStart::UnknownWorkflow),
+            "UNDECLARED" => Ok(WorkflowStart::UndeclaredJob(super::reply::decode(
+                OPERATION,
+                value.clone(),
+            )?)),
+            other => Err(reply_error(OPERATION, format!("status {other:?}"))),
+        }
+    }
+
+    /// The instance `workflow_id`, or `None` when there is none (never started, or finished
+    /// longer ago than the retention).
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Reply`] for a hash redcron did not write.
+    pub async fn workflow(
+        &self,
+        workflow_id: &str,
+    ) -> Result<Option<WorkflowInstance>, StoreError> {
+        let fields: HashMap<String, String> = self
+            .connection
+            .clone()
+            .hgetall(self.keys.workflow(workflow_id))
+            .await
+            .during(&self.metrics, "workflow")?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let mut instance = read_instance(workflow_id, &fields)?;
+        // A step whose run exists is pending or running as its run is.
+        let queued: Vec<&mut StepInstance> = instance
+            .steps
+            .iter_mut()
+            .filter(|step| step.run_id.is_some() && step.status == StepStatus::Pending)
+            .collect();
+        if !queued.is_empty() {
+            let mut pipe = redis::pipe();
+            for step in &queued {
+                pipe.hget(
+                    self.keys.run(step.run_id.as_deref().unwrap_or_default()),
+                    "state",
+                );
+            }
+            let states: Vec<Option<String>> = pipe
+                .query_async(&mut self.connection.clone())
+                .await
+                .during(&self.metrics, "workflow")?;
+            for (step, state) in queued.into_iter().zip(states) {
+                if matches!(
+                    state.as_deref().and_then(RunState::parse),
+                    Some(RunState::Active | RunState::Retrying)
+                ) {
+                    step.status = StepStatus::Running;
+                }
+            }
+        }
+        Ok(Some(instance))
+    }
+
+    /// The newest `limit` instances, of the workflow `name` only when given, newest first.
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Reply`] for a hash redcron did not write.
+    pub async fn workflows(
+        &self,
+        name: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<WorkflowInstance>, StoreError> {
+        const PAGE: isize = 500;
+        let mut found = Vec::new();
+        let mut start = 0;
+        while found.len() < limit {
+            let ids: Vec<String> = self
+                .connection
+                .clone()
+                .zrevrange(self.keys.workflows(), start, start + PAGE - 1)
+                .await
+                .during(&self.metrics, "workflows")?;
+            if ids.is_empty() {
+                break;
+            }
+            start += PAGE;
+            let mut pipe = redis::pipe();
+            for id in &ids {
+                pipe.hget(self.keys.workflow(id), "name");
+            }
+            let names: Vec<Option<String>> = pipe
+                .query_async(&mut self.connection.clone())
+                .await
+                .during(&self.metrics, "workflows")?;
+            for (id, found_name) in ids.iter().zip(names) {
+                if found.len() >= limit {
+                    break;
+                }
+                let wanted = found_name
+                    .as_deref()
+                    .is_some_and(|found_name| name.is_none_or(|name| name == found_name));
+                if wanted && let Some(instance) = self.workflow(id).await? {
+                    found.push(instance);
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// An instance from its hash's fields.
+fn read_instance(
+    workflow_id: &str,
+    fields: &HashMap<String, String>,
+) -> Result<WorkflowInstance, StoreError> {
+    let damaged = |what: &str| {
+        reply_error(
+            "workflow",
+            format!("the hash of workflow {workflow_id} has {what}"),
+        )
+    };
+    let field = |name: &str| fields.get(name).map(String::as_str);
+    let number = |name: &str| field(name).and_then(|text| text.parse::<i64>().ok());
+    let state = field("state")
+        .and_then(WorkflowState::parse)
+        .ok_or_else(|| damaged("no state"))?;
+    let names: Vec<&str> = field("steps")
+        .ok_or_else(|| damaged("no steps"))?
+        .split(',')
+        .filter(|name| !name.is_empty())
+        .collect();
+    let mut steps = Vec::with_capacity(names.len());
+    for name in names {
+        let stored = field(&format!("status:{name}"))
+            .ok_or_else(|| damaged(&format!("no status for step {name}")))?;
+        let status = match stored {
+            // Never started: it will, unless the instance ended without it.
+            "pending" if state == WorkflowState::Running => StepStatus::Pending,
+            "pending" => StepStatus::Skipped,
+            "queued" => StepStatus::Pending,
+            other => StepStatus::parse(other)
+                .ok_or_else(|| damaged(&format!("status {other:?} for step {name}")))?,
+        };
+        steps.push(StepInstance {
+            name: name.to_owned(),
+            job: field(&format!("job:{name}")).unwrap_or_default().to_owned(),
+            needs: field(&format!("needs:{name}"))
+                .unwrap_or_default()
+                .split(',')
+                .filter(|need| !need.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            status,
+            run_id: (stored != "pending").then(|| step_run_id(workflow_id, name)),
+            changed_ms: number(&format!("at:{name}")),
+            error: field(&format!("error:{name}")).map(str::to_owned),
+        });
+    }
+    // A step that failed to be enqueued has no run.
+    for step in &mut steps {
+        if step.error.is_some() {
+            step.run_id = None;
+        }
+    }
+    Ok(WorkflowInstance {
+        id: workflow_id.to_owned(),
+        name: field("name").unwrap_or_default().to_owned(),
+        state,
+        on_failure: field("on_failure").unwrap_or("stop").to_owned(),
+        started_ms: number("created_ms").ok_or_else(|| damaged("no start time"))?,
+        finished_ms: number("finished_ms"),
+        steps,
+    })
+}

@@ -1,0 +1,599 @@
+//! Workflows run by real replicas: a cron-fired workflow once per fire across three replicas
+//! with the leader killed, a replica killed right after acking a step, a DAG's fan-out and
+//! fan-in in order with payloads passed on, and a dead step that stops its instance until
+//! `dead retry` resumes it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::schemas::{Schemas, json_lines};
+use crate::util::{cli, one_document, wait_until};
+
+/// A Redis and a schedule directory, with a ledger that every step appends
+/// `<run id> start|end <ms>` to.
+struct Setup {
+    server: RedisServer,
+    dir: TempDir,
+}
+
+impl Setup {
+    fn new(schedules: &str) -> Self {
+        let setup = Self {
+            server: RedisServer::start(),
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        std::fs::create_dir_all(setup.schedules()).expect("schedules dir");
+        std::fs::write(
+            setup.schedules().join("jobs.toml"),
+            schedules.replace("LEDGER", &setup.ledger().display().to_string()),
+        )
+        .expect("write schedules");
+        setup
+    }
+
+    fn schedules(&self) -> PathBuf {
+        self.dir.path().join("schedules")
+    }
+
+    fn ledger(&self) -> PathBuf {
+        self.dir.path().join("ledger")
+    }
+
+    fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
+        ReplicaProcess::start(
+            id,
+            &self.server.url(),
+            &self.schedules(),
+            self.dir.path(),
+            extra,
+        )
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        cli(&self.server, self.dir.path(), args).success()
+    }
+
+    /// `redcron workflow status id --json`: the instance.
+    fn instance(&self, id: &str) -> Value {
+        let shown = one_document(&self.cli(&["workflow", "status", id, "--json"]));
+        shown["workflows"][0].clone()
+    }
+
+    /// The status of each step of an instance.
+    fn statuses(&self, id: &str) -> HashMap<String, String> {
+        self.instance(id)["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .map(|step| {
+                (
+                    step["name"].as_str().expect("name").to_owned(),
+                    step["status"].as_str().expect("status").to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// Waits until the instance is no longer running; its state.
+    fn wait_finished(&self, id: &str, limit: Duration, log: &dyn Fn() -> String) -> String {
+        let mut state = String::new();
+        assert!(
+            wait_until(limit, || {
+                state = self.instance(id)["state"]
+                    .as_str()
+                    .expect("state")
+                    .to_owned();
+                state != "running"
+            }),
+            "{id} still running: {}\n{}",
+            self.instance(id),
+            log()
+        );
+        state
+    }
+
+    /// `redcron runs show run --json`.
+    fn run(&self, run: &str) -> Value {
+        one_document(&self.cli(&["runs", "show", run, "--json"]))
+    }
+}
+
+/// A step's command: appends its start and end to the ledger around `work`, and exits as
+/// `work` did.
+fn recorded(work: &str) -> String {
+    format!(
+        "echo \\\"$REDCRON_RUN_ID start $(date +%s%3N)\\\" >> LEDGER; {work}; status=$?; \
+         echo \\\"$REDCRON_RUN_ID end $(date +%s%3N)\\\" >> LEDGER; exit $status"
+    )
+}
+
+/// The ledger: run id -> its (start ms, end ms) pairs, in order.
+fn ledger(path: &Path) -> HashMap<String, Vec<(i64, Option<i64>)>> {
+    let mut runs: HashMap<String, Vec<(i64, Option<i64>)>> = HashMap::new();
+    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [run, what, ms] = words[..] else {
+            panic!("ledger line {line:?}");
+        };
+        let ms: i64 = ms.parse().expect("ms");
+        let entries = runs.entry(run.to_owned()).or_default();
+        match what {
+            "start" => entries.push((ms, None)),
+            _ => {
+                if let Some(last) = entries.last_mut() {
+                    last.1 = Some(ms);
+                }
+            }
+        }
+    }
+    runs
+}
+
+#[test]
+fn a_cron_fired_workflow_runs_once_per_fire_across_three_replicas_and_a_leader_kill() {
+    let setup = Setup::new(&format!(
+        "[jobs.extract]\ncommand = \"{}\"\n[jobs.load]\ncommand = \"{}\"\n\
+         [workflows.tick]\nschedule = \"* * * * * *\"\nsteps = [\"extract\", \"load\"]\n",
+        recorded("sleep 0.2"),
+        recorded("true")
+    ));
+    let mut replicas: Vec<ReplicaProcess> = ["r1", "r2", "r3"]
+        .iter()
+        .map(|id| setup.replica(id, &[]))
+        .collect();
+    let logs = |replicas: &[ReplicaProcess]| {
+        replicas
+            .iter()
+            .map(ReplicaProcess::log)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let instances = |setup: &Setup| -> Vec<Value> {
+        one_document(&setup.cli(&["workflow", "list", "tick", "-n", "1000", "--json"]))["workflows"]
+            .as_array()
+            .expect("workflows")
+            .clone()
+    };
+    assert!(
+        wait_until(Duration::from_secs(15), || instances(&setup).len() >= 3),
+        "no instances\n{}",
+        logs(&replicas)
+    );
+    // Kill the leader mid-way: another takes over and the fires go on.
+    let status = one_document(&setup.cli(&["status", "--json"]));
+    let leader = status["leader"]["id"]
+        .as_str()
+        .expect("a leader")
+        .to_owned();
+    let index = replicas
+        .iter()
+        .position(|replica| replica.id == leader)
+        .expect("the leader is one of ours");
+    replicas[index].kill9();
+    std::thread::sleep(Duration::from_secs(8));
+    // Fires up to now are judged once each has had time to finish.
+    let cutoff_ms = chrono::Utc::now().timestamp_millis() - 2_000;
+    std::thread::sleep(Duration::from_secs(3));
+
+    let ledger = ledger(&setup.ledger());
+    let mut fires: Vec<i64> = Vec::new();
+    let mut killed_runs = 0;
+    for instance in instances(&setup) {
+        let id = instance["id"].as_str().expect("id");
+        let fire: i64 = id
+            .strip_prefix("tick@")
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or_else(|| panic!("instance id {id} is the fire's run id"));
+        if fire > cutoff_ms {
+            continue;
+        }
+        fires.push(fire);
+        assert_eq!(instance["state"], "succeeded", "{instance}");
+        // Each step ended once. A step whose replica was killed mid-run (the leader's) ran
+        // again elsewhere, as at-least-once delivery says: its first start never ended.
+        let mut ends = Vec::new();
+        for step in ["extract", "load"] {
+            let runs = &ledger[&format!("{id}/{step}")];
+            let (ended, killed): (Vec<&(i64, Option<i64>)>, Vec<_>) =
+                runs.iter().partition(|run| run.1.is_some());
+            assert_eq!(ended.len(), 1, "{id}/{step} ended once: {runs:?}");
+            killed_runs += killed.len();
+            ends.push((ended[0].0, ended[0].1.expect("ended")));
+        }
+        assert!(ends[0].1 <= ends[1].0, "{id}: load after extract");
+    }
+    fires.sort_unstable();
+    assert!(fires.len() >= 8, "{fires:?}");
+    for pair in fires.windows(2) {
+        assert_eq!(pair[1] - pair[0], 1000, "a fire is missing: {fires:?}");
+    }
+    let runs_started: usize = ledger
+        .iter()
+        .filter(|(run, _)| {
+            run.strip_prefix("tick@")
+                .and_then(|rest| rest.split('/').next())
+                .and_then(|ms| ms.parse::<i64>().ok())
+                .is_some_and(|fire| fires.contains(&fire))
+        })
+        .map(|(_, starts)| starts.len())
+        .sum();
+    assert!(
+        killed_runs <= 1,
+        "only the killed leader's run, if any, ran twice"
+    );
+    assert_eq!(
+        runs_started,
+        fires.len() * 2 + killed_runs,
+        "two step runs per fire"
+    );
+}
+
+#[test]
+fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_elsewhere() {
+    // compress runs only on `a` (its queue), the other steps only on `b`.
+    let setup = Setup::new(&format!(
+        "[jobs.compress]\ncommand = \"{}\"\nqueue = \"first\"\n\
+         [jobs.watermark]\ncommand = \"{}\"\n[jobs.upload]\ncommand = \"{}\"\n\
+         [workflows.images]\nsteps = [\"compress\", \"watermark\", \"upload\"]\n",
+        recorded("sleep 0.3"),
+        recorded("sleep 0.3"),
+        recorded("true")
+    ));
+    let mut a = setup.replica("a", &["--queues", "first"]);
+    let _b = setup.replica("b", &["--queues", "default"]);
+    let logs = [
+        setup.dir.path().join("a.log"),
+        setup.dir.path().join("b.log"),
+    ];
+    let log = || {
+        logs.iter()
+            .map(|path| std::fs::read_to_string(path).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut started = String::new();
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            let out = cli(
+                &setup.server,
+                setup.dir.path(),
+                &[
+                    "workflow",
+                    "start",
+                    "images",
+                    "--payload",
+                    "{\"image\":\"cat.png\"}",
+                ],
+            );
+            started = out.stdout.trim().to_owned();
+            out.code == Some(0)
+        }),
+        "the workflow never started: {started}\n{}",
+        log()
+    );
+    let id = started;
+    assert!(
+        wait_until(Duration::from_secs(15), || setup.statuses(&id)["compress"]
+            == "succeeded"),
+        "{}\n{}",
+        setup.instance(&id),
+        log()
+    );
+    a.kill9();
+    // The ack that marked compress enqueued watermark in the same call.
+    let instance = setup.instance(&id);
+    let watermark = &instance["steps"][1];
+    assert_eq!(watermark["name"], "watermark");
+    assert!(watermark["run"].is_string(), "{instance}");
+
+    assert_eq!(
+        setup.wait_finished(&id, Duration::from_secs(20), &log),
+        "succeeded"
+    );
+    let ledger = ledger(&setup.ledger());
+    for step in ["compress", "watermark", "upload"] {
+        let runs = &ledger[&format!("{id}/{step}")];
+        assert_eq!(runs.len(), 1, "{step} ran {runs:?}\n{}", log());
+    }
+    for step in ["watermark", "upload"] {
+        let worker = setup.run(&format!("{id}/{step}"))["worker"].clone();
+        assert!(
+            worker
+                .as_str()
+                .is_some_and(|worker| worker.starts_with("b/")),
+            "{step} ran on {worker}"
+        );
+    }
+    // What scripts read is what docs/cli.md says.
+    let schemas = Schemas::of_the_docs();
+    schemas.assert_matches(
+        "workflows.json",
+        &one_document(&setup.cli(&["workflow", "status", &id, "--json"])),
+    );
+    let listed = json_lines(&setup.cli(&["workflow", "list", "images", "--jsonl"]));
+    schemas.assert_lines_match("workflows.json", "workflows", &listed);
+    assert_eq!(listed.len(), 1);
+    let again = one_document(&setup.cli(&["workflow", "start", "images", "--json"]));
+    schemas.assert_matches("workflow-started.json", &again);
+    assert_ne!(again["id"], id.as_str(), "each start is a new instance");
+
+    let shown = setup.cli(&["workflow", "status", &id]);
+    let row = shown.lines().nth(1).expect("a row");
+    assert!(
+        row.starts_with("images") && row.contains(&id) && row.matches("succeeded").count() == 4,
+        "{shown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dag_fans_out_and_in_in_order_and_each_step_receives_what_its_needs_passed_on() {
+    let setup = Setup::new(&format!(
+        "[jobs.fetch]\ncommand = \"{}\"\n[jobs.left]\ncommand = \"{}\"\n\
+         [jobs.right]\ncommand = \"{}\"\n[jobs.merge]\ncommand = \"{}\"\n\
+         [workflows.report]\nsteps = [{{ job = \"fetch\" }}, \
+         {{ job = \"left\", needs = [\"fetch\"] }}, {{ job = \"right\", needs = [\"fetch\"] }}, \
+         {{ job = \"merge\", needs = [\"left\", \"right\"] }}]\n",
+        recorded(
+            "sleep 0.3; echo fetching >&2; echo '{\\\"rows\\\": 12345678901234567890, \\\"empty\\\": []}'"
+        ),
+        recorded("sleep 0.5; echo '{\\\"left\\\": 1, \\\"side\\\": \\\"left\\\"}'"),
+        recorded("sleep 0.5; echo '{\\\"right\\\": 2, \\\"side\\\": \\\"right\\\"}'"),
+        recorded("cat > /dev/null; echo 'not json'"),
+    ));
+    let r1 = setup.replica("r1", &["--workers", "4"]);
+    let r2 = setup.replica("r2", &["--workers", "4"]);
+    let log = || format!("{}\n{}", r1.log(), r2.log());
+    let client = redcron::client::Client::connect(&setup.server.url(), "test")
+        .await
+        .expect("connect");
+    let payload = serde_json::json!({ "day": "2026-12-05", "side": "none" });
+    let mut started = None;
+    for _ in 0..150 {
+        match client.start_workflow("report", Some(&payload)).await {
+            Ok(instance) => {
+                started = Some(instance);
+                break;
+            }
+            Err(redcron::client::ClientError::UnknownWorkflow(_)) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("{error}"),
+        }
+    }
+    let id = started.expect("the workflow was published").id;
+    let state =
+        tokio::task::block_in_place(|| setup.wait_finished(&id, Duration::from_secs(20), &log));
+    assert_eq!(state, "succeeded");
+    let instance = client
+        .workflow(&id)
+        .await
+        .expect("read")
+        .expect("the instance");
+    assert!(
+        instance
+            .steps
+            .iter()
+            .all(|step| step.status == redcron::store::StepStatus::Succeeded),
+        "{instance:?}"
+    );
+
+    let ledger = ledger(&setup.ledger());
+    let span = |step: &str| {
+        let runs = &ledger[&format!("{id}/{step}")];
+        assert_eq!(runs.len(), 1, "{step}: {runs:?}");
+        (runs[0].0, runs[0].1.expect("ended"))
+    };
+    let (fetch, left, right, merge) = (span("fetch"), span("left"), span("right"), span("merge"));
+    assert!(
+        fetch.1 <= left.0 && fetch.1 <= right.0,
+        "fan-out after fetch"
+    );
+    assert!(
+        left.0 < right.1 && right.0 < left.1,
+        "left and right ran side by side: {left:?} {right:?}"
+    );
+    assert!(left.1 <= merge.0 && right.1 <= merge.0, "fan-in after both");
+
+    let payload_of = |step: &str| -> Value {
+        let run = tokio::task::block_in_place(|| setup.run(&format!("{id}/{step}")));
+        serde_json::from_str(run["payload"].as_str().expect("a payload")).expect("JSON")
+    };
+    assert_eq!(payload_of("fetch"), payload);
+    let after_fetch = payload_of("left");
+    assert_eq!(after_fetch, payload_of("right"));
+    assert_eq!(after_fetch["day"], "2026-12-05");
+    assert_eq!(after_fetch["empty"], serde_json::json!([]));
+    // Passed on as written, not rounded.
+    let raw = tokio::task::block_in_place(|| setup.run(&format!("{id}/left")));
+    assert!(
+        raw["payload"]
+            .as_str()
+            .expect("payload")
+            .contains("\"rows\":12345678901234567890"),
+        "{raw}"
+    );
+    let merged = payload_of("merge");
+    assert_eq!(merged["left"], 1);
+    assert_eq!(merged["right"], 2);
+    assert_eq!(merged["day"], "2026-12-05");
+    // A key both give takes the value of the later need.
+    assert_eq!(merged["side"], "right");
+}
+
+#[test]
+fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_on() {
+    let setup = Setup::new(&format!(
+        "[jobs.prepare]\ncommand = \"{}\"\n\
+         [jobs.flaky]\ncommand = \"{}\"\n\
+         [jobs.publish]\ncommand = \"{}\"\n\
+         [workflows.stops]\nsteps = [\"prepare\", \"flaky\", \"publish\"]\n\
+         [workflows.goes-on]\non_failure = \"continue\"\nsteps = [\"prepare\", \"flaky\", \"publish\"]\n",
+        recorded("true"),
+        recorded("test -e FIXED"),
+        recorded("true"),
+    ))
+    .with_fixed_path();
+    let replica = setup.replica("r1", &[]);
+    let log = || replica.log();
+    let start = |name: &str| {
+        let mut id = String::new();
+        assert!(
+            wait_until(Duration::from_secs(15), || {
+                let out = cli(
+                    &setup.server,
+                    setup.dir.path(),
+                    &["workflow", "start", name],
+                );
+                id = out.stdout.trim().to_owned();
+                out.code == Some(0)
+            }),
+            "{id}\n{}",
+            log()
+        );
+        id
+    };
+
+    let stops = start("stops");
+    assert_eq!(
+        setup.wait_finished(&stops, Duration::from_secs(15), &log),
+        "failed"
+    );
+    let statuses = setup.statuses(&stops);
+    assert_eq!(
+        (
+            statuses["prepare"].as_str(),
+            statuses["flaky"].as_str(),
+            statuses["publish"].as_str()
+        ),
+        ("succeeded", "failed", "skipped")
+    );
+    assert!(!ledger(&setup.ledger()).contains_key(&format!("{stops}/publish")));
+
+    let goes_on = start("goes-on");
+    assert_eq!(
+        setup.wait_finished(&goes_on, Duration::from_secs(15), &log),
+        "failed"
+    );
+    assert_eq!(setup.statuses(&goes_on)["publish"], "succeeded");
+
+    // Mend the step, and re-drive its dead run: the instance goes on from it.
+    std::fs::write(setup.dir.path().join("FIXED"), "").expect("fix");
+    setup.cli(&["dead", "retry", &format!("{stops}/flaky")]);
+    assert_eq!(
+        setup.wait_finished(&stops, Duration::from_secs(15), &log),
+        "succeeded"
+    );
+    assert_eq!(setup.statuses(&stops)["publish"], "succeeded");
+    let runs = ledger(&setup.ledger());
+    assert_eq!(runs[&format!("{stops}/flaky")].len(), 2);
+    assert_eq!(runs[&format!("{stops}/publish")].len(), 1);
+}
+
+impl Setup {
+    /// Points `FIXED` in the schedules at the setup's own directory.
+    fn with_fixed_path(self) -> Self {
+        let path = self.schedules().join("jobs.toml");
+        let text = std::fs::read_to_string(&path).expect("read schedules");
+        let fixed = self.dir.path().join("FIXED");
+        std::fs::write(&path, text.replace("FIXED", &fixed.display().to_string()))
+            .expect("write schedules");
+        self
+    }
+}
+
+#[test]
+fn bad_workflow_requests_are_refused_with_what_is_wrong_and_exit_code_2() {
+    let setup = Setup::new("[jobs.a]\ncommand = \"true\"\n");
+    let refused = |args: &[&str]| cli(&setup.server, setup.dir.path(), args).failure(2);
+    let unknown = refused(&["workflow", "start", "nope"]);
+    assert!(
+        unknown.contains("unknown workflow \"nope\": no live replica declares it"),
+        "{unknown}"
+    );
+    let array = refused(&["workflow", "start", "nope", "--payload", "[1]"]);
+    assert!(
+        array.contains("a workflow's payload must be a JSON object"),
+        "{array}"
+    );
+    let missing = refused(&["workflow", "status", "no-such-id"]);
+    assert!(
+        missing.contains("no workflow instance \"no-such-id\""),
+        "{missing}"
+    );
+    let listed = one_document(&setup.cli(&["workflow", "list", "--json"]));
+    assert_eq!(listed["workflows"], serde_json::json!([]));
+}
+
+/// The helpers every script is loaded with, workflows' included, to run on their own.
+fn workflow_lua() -> String {
+    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/lua/include/");
+    ["common.lua", "workflows.lua"]
+        .iter()
+        .map(|file| std::fs::read_to_string(format!("{include}{file}")).expect("an include"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn payloads_are_merged_member_by_member_as_written() {
+    let server = RedisServer::start();
+    let merge = |objects: &[&str]| -> Option<String> {
+        let script = format!("{}\nreturn merge_objects(ARGV)", workflow_lua());
+        let script = redis::Script::new(&script);
+        let mut invocation = script.prepare_invoke();
+        for object in objects {
+            invocation.arg(*object);
+        }
+        invocation
+            .invoke(&mut server.connection())
+            .expect("the helpers run")
+    };
+    let passed = |output: &str| -> Option<String> {
+        redis::Script::new(&format!(
+            "{}\nreturn output_object(ARGV[1])",
+            workflow_lua()
+        ))
+        .arg(output)
+        .invoke(&mut server.connection())
+        .expect("the helpers run")
+    };
+    // Commas, colons, braces and escaped quotes inside strings, nesting, a later key winning at
+    // the place of the first, numbers and empty arrays as written.
+    let merged = merge(&[
+        r#"{"a": "x, y}: \"z\" {", "b": {"c": [1, {"d": ","}]}, "n": 12345678901234567890}"#,
+        r#"{ "b" : 2, "e": [], "k\"ey/é": "ü\\" }"#,
+        "[1, 2]",
+        "not json",
+    ])
+    .expect("an object");
+    let value: Value = serde_json::from_str(&merged).expect("JSON");
+    assert_eq!(value["a"], r#"x, y}: "z" {"#);
+    assert_eq!(value["b"], 2);
+    assert_eq!(value["e"], serde_json::json!([]));
+    assert_eq!(value["k\"ey/é"], "ü\\");
+    assert!(merged.contains("\"n\":12345678901234567890"), "{merged}");
+    assert!(
+        merged.starts_with("{\"a\":"),
+        "the first key keeps its place: {merged}"
+    );
+    assert_eq!(merge(&["{}", " { } "]).as_deref(), Some("{}"));
+    assert_eq!(merge(&["[]", "3", ""]), None);
+
+    assert_eq!(
+        passed("working...\n{\"path\": \"/tmp/a b.png\"}\n\n").as_deref(),
+        Some("{\"path\": \"/tmp/a b.png\"}")
+    );
+    assert_eq!(
+        passed("{\"early\": 1}\ndone\n"),
+        None,
+        "only the last line counts"
+    );
+    assert_eq!(passed("{\"cut\": "), None);
+    assert_eq!(passed(""), None);
+}
