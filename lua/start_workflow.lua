@@ -10,7 +10,8 @@
 -- KEYS[1] workflows  zset    instance id -> ms started
 -- KEYS[2] defs       hash    job -> definition JSON, published by the leader
 -- KEYS[3] hold  string  set while the namespace is held (redcron hold): nothing is written
--- ARGV[1] key prefix "{ns}:" for wf:<id>, run:<id>, ready:<queue>:<priority>, wake:<queue>
+-- ARGV[1] key prefix "{ns}:" for wf:<id>, workflows-running, run:<id>, ready:<queue>:<priority>,
+--         wake:<queue>
 -- ARGV[2] workflow name
 -- ARGV[3] instance id
 -- ARGV[4] payload: a JSON object's text, or '' for none
@@ -68,6 +69,7 @@ if payload ~= '' then
   redis.call('HSET', wf_key, 'payload', payload)
 end
 redis.call('ZADD', workflows, now, workflow_id)
+redis.call('ZADD', key_workflows_running(prefix), now, workflow_id)
 -- The index forgets instances older than a finished one is kept.
 redis.call('ZREMRANGEBYSCORE', workflows, '-inf', now - retention)
 advance_workflow(prefix, workflow_id, now)

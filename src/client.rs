@@ -66,6 +66,12 @@ pub enum ClientError {
     /// No dead run has that id (it never died, was retried, or was purged).
     #[error("no dead run \"{0}\"")]
     NoDeadRun(String),
+    /// No workflow instance has that id (never started, or finished longer ago than the
+    /// retention).
+    #[error(
+        "no workflow instance \"{0}\": never started, or finished longer ago than the retention"
+    )]
+    NoWorkflowInstance(String),
     /// No live replica has declared a workflow of that name.
     #[error("unknown workflow \"{0}\": no live replica declares it")]
     UnknownWorkflow(String),
@@ -107,6 +113,13 @@ pub struct Client {
 impl Client {
     /// Connects to the Redis at `url` (any form the store reads: `redis://`, `rediss://`,
     /// `redis+sentinel://`, `redis+cluster://`) for namespace `namespace`.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), redcron::client::ClientError> {
+    /// let client = redcron::client::Client::connect("redis+sentinel://s1:26379,s2,s3/mymaster", "prod").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// The URL is invalid or Redis cannot be reached.
@@ -213,7 +226,38 @@ impl Client {
         Ok(self.store.workflow(id).await?)
     }
 
+    /// Runs the instance `id` again from its steps that failed or were skipped, and so the
+    /// steps after them: a dead step's run leaves the dead letters, a step skipped while its
+    /// job was paused, or failed because no live replica declared its job, is enqueued anew.
+    /// Returns those steps, none when nothing failed.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let steps = client.retry_workflow("01a2461b-cc6b-77e4-b15d-4300815ce3c3").await?;
+    /// println!("running again from {}", steps.join(", "));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ClientError::NoWorkflowInstance`], or Redis errors.
+    pub async fn retry_workflow(&self, id: &str) -> Result<Vec<String>, ClientError> {
+        self.store
+            .retry_workflow(id)
+            .await?
+            .ok_or_else(|| ClientError::NoWorkflowInstance(id.to_owned()))
+    }
+
     /// The newest `limit` instances, of workflow `name` only when given, newest first.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// for instance in client.workflows(Some("images"), 20).await? {
+    ///     println!("{} {}", instance.id, instance.state);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// Redis errors.
@@ -233,6 +277,13 @@ impl Client {
     /// Pauses the declared job `job`: its fires are skipped until it is resumed. Whether it
     /// was not paused before.
     ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let was_running = client.pause("nightly-backup").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// [`ClientError::UnknownJob`], or Redis errors.
     pub async fn pause(&self, job: &str) -> Result<bool, ClientError> {
@@ -240,6 +291,13 @@ impl Client {
     }
 
     /// Resumes the declared job `job`. Whether it was paused before.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let was_paused = client.resume("nightly-backup").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// [`ClientError::UnknownJob`], or Redis errors.
@@ -256,6 +314,13 @@ impl Client {
 
     /// Makes the dead run `run_id` due again, with its attempts counted afresh.
     ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// client.retry_dead("nightly-backup@1767225600000").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// [`ClientError::NoDeadRun`], or Redis errors.
     pub async fn retry_dead(&self, run_id: &str) -> Result<(), ClientError> {
@@ -267,6 +332,14 @@ impl Client {
     }
 
     /// Makes every dead run due again (of `job` only, when given); the ids of those retried.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let retried = client.retry_dead_runs(Some("thumbnail")).await?;
+    /// println!("{} runs due again", retried.len());
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// [`ClientError::UnknownJob`] for a job that has no dead run and is not declared, or Redis
@@ -299,6 +372,15 @@ impl Client {
     /// is planned, claimed or recorded until [`Client::release`] or the time runs out. Whether
     /// it was held already (the new duration replaces the old).
     ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// client.hold(std::time::Duration::from_secs(300)).await?;
+    /// // ... move the namespace's slot ...
+    /// client.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// Redis errors.
     pub async fn hold(&self, duration: Duration) -> Result<bool, ClientError> {
@@ -315,6 +397,13 @@ impl Client {
 
     /// Deletes the dead runs that died more than `older_than` ago (on this machine's clock),
     /// or every one; how many.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let purged = client.purge_dead(Some(std::time::Duration::from_secs(30 * 86_400))).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// Redis errors.

@@ -1,5 +1,6 @@
-//! The library examples, run as a user would run them: the `worker` example handles what the
-//! `producer` example enqueues, against a real Redis.
+//! The library examples, run as a user would run them against a real Redis: the `worker`
+//! example handles what the `producer` example enqueues, and the `pipeline` example starts a
+//! workflow and follows it to its end.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -9,6 +10,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
 use crate::util::wait_until;
 
 /// Where cargo built example `name`, beside the test binaries (`cargo test` builds examples).
@@ -101,4 +103,59 @@ fn the_worker_example_handles_what_the_producer_example_enqueues_once_each() {
     });
     assert!(stopped, "the worker did not stop on Ctrl-C\n{}", printed());
     assert_eq!(worker.wait().expect("worker status").code(), Some(0));
+}
+
+#[test]
+fn the_pipeline_example_starts_the_image_workflow_and_follows_it_to_its_end() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let schedules = dir.path().join("schedules");
+    std::fs::create_dir_all(&schedules).expect("schedules dir");
+    std::fs::write(
+        schedules.join("images.toml"),
+        "[jobs.compress]\ncommand = \"echo '{\\\"image\\\": \\\"cat.min.png\\\"}'\"\n\
+         [jobs.watermark]\ncommand = \"cat\"\n[jobs.upload]\ncommand = \"cat\"\n\
+         [workflows.images]\nsteps = [\"compress\", \"watermark\", \"upload\"]\n",
+    )
+    .expect("write schedules");
+    let replica = ReplicaProcess::start("r1", &server.url(), &schedules, dir.path(), &[]);
+    let mut printed = String::new();
+    // Refused until the replica has published the workflow.
+    let finished = wait_until(Duration::from_secs(15), || {
+        let output = Command::new(example("pipeline"))
+            .args([server.url().as_str(), "images", "{\"image\": \"cat.png\"}"])
+            .env("REDCRON_NAMESPACE", "test")
+            .output()
+            .expect("run the pipeline example");
+        printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output.status.success()
+    });
+    assert!(finished, "{printed}\n{}", replica.log());
+    let lines: Vec<&str> = printed.lines().collect();
+    assert!(lines[0].starts_with("started images "), "{printed}");
+    for step in ["compress", "watermark", "upload"] {
+        assert!(
+            lines.contains(&format!("{step} succeeded").as_str()),
+            "{printed}"
+        );
+    }
+    assert_eq!(lines.last(), Some(&"images succeeded"), "{printed}");
+    let id = lines[0].trim_start_matches("started images ");
+    let uploaded = crate::util::cli(
+        &server,
+        dir.path(),
+        &["runs", "show", &format!("{id}/upload"), "--json"],
+    )
+    .success();
+    let payload: serde_json::Value = serde_json::from_str(
+        crate::util::one_document(&uploaded)["payload"]
+            .as_str()
+            .expect("a payload"),
+    )
+    .expect("JSON");
+    assert_eq!(payload, serde_json::json!({ "image": "cat.min.png" }));
 }

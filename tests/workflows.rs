@@ -59,6 +59,24 @@ impl Setup {
         cli(&self.server, self.dir.path(), args).success()
     }
 
+    /// `redcron workflow start name args...`, tried again until a replica has published the
+    /// workflow: the instance id.
+    fn start(&self, name: &str, args: &[&str], log: &dyn Fn() -> String) -> String {
+        let mut said = String::new();
+        let mut all = vec!["workflow", "start", name];
+        all.extend(args);
+        assert!(
+            wait_until(Duration::from_secs(15), || {
+                let out = cli(&self.server, self.dir.path(), &all);
+                said = format!("{}{}", out.stdout.trim(), out.stderr);
+                out.code == Some(0)
+            }),
+            "{name} never started: {said}\n{}",
+            log()
+        );
+        said
+    }
+
     /// `redcron workflow status id --json`: the instance.
     fn instance(&self, id: &str) -> Value {
         let shown = one_document(&self.cli(&["workflow", "status", id, "--json"]));
@@ -257,27 +275,7 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let mut started = String::new();
-    assert!(
-        wait_until(Duration::from_secs(15), || {
-            let out = cli(
-                &setup.server,
-                setup.dir.path(),
-                &[
-                    "workflow",
-                    "start",
-                    "images",
-                    "--payload",
-                    "{\"image\":\"cat.png\"}",
-                ],
-            );
-            started = out.stdout.trim().to_owned();
-            out.code == Some(0)
-        }),
-        "the workflow never started: {started}\n{}",
-        log()
-    );
-    let id = started;
+    let id = setup.start("images", &["--payload", "{\"image\":\"cat.png\"}"], &log);
     assert!(
         wait_until(Duration::from_secs(15), || setup.statuses(&id)["compress"]
             == "succeeded"),
@@ -441,23 +439,7 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
     .with_fixed_path();
     let replica = setup.replica("r1", &[]);
     let log = || replica.log();
-    let start = |name: &str| {
-        let mut id = String::new();
-        assert!(
-            wait_until(Duration::from_secs(15), || {
-                let out = cli(
-                    &setup.server,
-                    setup.dir.path(),
-                    &["workflow", "start", name],
-                );
-                id = out.stdout.trim().to_owned();
-                out.code == Some(0)
-            }),
-            "{id}\n{}",
-            log()
-        );
-        id
-    };
+    let start = |name: &str| setup.start(name, &[], &log);
 
     let stops = start("stops");
     assert_eq!(
@@ -493,6 +475,65 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
     let runs = ledger(&setup.ledger());
     assert_eq!(runs[&format!("{stops}/flaky")].len(), 2);
     assert_eq!(runs[&format!("{stops}/publish")].len(), 1);
+
+    // A step whose job is paused when its turn comes is skipped, which stops the instance; once
+    // the job is resumed, `workflow retry` runs the instance on from it.
+    setup.cli(&["pause", "publish"]);
+    let paused = start("stops");
+    assert_eq!(
+        setup.wait_finished(&paused, Duration::from_secs(15), &log),
+        "failed"
+    );
+    assert_eq!(setup.statuses(&paused)["publish"], "skipped");
+    setup.cli(&["resume", "publish"]);
+    let retried = setup.cli(&["workflow", "retry", &paused]);
+    assert_eq!(
+        retried.trim(),
+        format!("{paused}: running again from publish")
+    );
+    assert_eq!(
+        setup.wait_finished(&paused, Duration::from_secs(15), &log),
+        "succeeded"
+    );
+    let again = setup.cli(&["workflow", "retry", &paused]);
+    assert_eq!(
+        again.trim(),
+        format!("{paused}: no step failed or was skipped")
+    );
+}
+
+#[test]
+fn a_step_acked_by_a_replica_that_knows_no_workflows_is_settled_and_its_instance_goes_on() {
+    // `first` runs in a queue no replica here serves: the test acks its run as a replica of
+    // a version without workflows would, writing the run's state and nothing else.
+    let setup = Setup::new(&format!(
+        "[jobs.first]\ncommand = \"true\"\nqueue = \"old\"\n[jobs.second]\ncommand = \"{}\"\n\
+         [workflows.mixed]\nsteps = [\"first\", \"second\"]\n",
+        recorded("true")
+    ));
+    let replica = setup.replica("r1", &[]);
+    let log = || replica.log();
+    let id = setup.start("mixed", &[], &log);
+    let keys = crate::util::keys();
+    let first = format!("{id}/first");
+    let mut redis = setup.server.connection();
+    let _: () = redis::cmd("HSET")
+        .arg(keys.run(&first))
+        .arg(&["state", "succeeded", "output", "{\"from\": \"old\"}"])
+        .query(&mut redis)
+        .expect("ack as an old replica would");
+    assert_eq!(
+        setup.wait_finished(&id, Duration::from_secs(15), &log),
+        "succeeded"
+    );
+    assert_eq!(ledger(&setup.ledger())[&format!("{id}/second")].len(), 1);
+    let second = setup.run(&format!("{id}/second"));
+    assert_eq!(second["payload"], "{\"from\":\"old\"}");
+    assert!(
+        log().contains("are settled now"),
+        "the settling is said\n{}",
+        log()
+    );
 }
 
 impl Setup {
@@ -538,6 +579,29 @@ fn workflow_lua() -> String {
         .map(|file| std::fs::read_to_string(format!("{include}{file}")).expect("an include"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[test]
+fn the_workflow_scripts_build_keys_and_step_run_ids_as_the_rust_side_does() {
+    let server = RedisServer::start();
+    let keys = crate::util::keys();
+    let built: Vec<String> = redis::Script::new(&format!(
+        "{}\nlocal prefix = ARGV[1]\nreturn {{key_workflow(prefix, 'w@1'), \
+         key_workflows_running(prefix), key_defs(prefix), step_run_id('w@1', 'a')}}",
+        workflow_lua()
+    ))
+    .arg(keys.prefix())
+    .invoke(&mut server.connection())
+    .expect("the helpers run");
+    assert_eq!(
+        built,
+        [
+            keys.workflow("w@1"),
+            keys.workflows_running(),
+            keys.defs(),
+            redcron::store::step_run_id("w@1", "a"),
+        ]
+    );
 }
 
 #[test]
@@ -595,5 +659,21 @@ fn payloads_are_merged_member_by_member_as_written() {
         "only the last line counts"
     );
     assert_eq!(passed("{\"cut\": "), None);
+    // What Lua's cjson takes but JSON readers refuse is passed on as nothing.
+    for loose in [
+        "{\"x\": nan}",
+        "{\"x\": inf}",
+        "{\"x\": -Infinity}",
+        "{\"x\": 0x10}",
+        "{\"x\": 01}",
+        "{\"x\": \"a\tb\"}",
+        "{\"x\": 1.}",
+    ] {
+        assert_eq!(passed(loose), None, "{loose}");
+    }
+    assert_eq!(
+        passed("{\"x\": -0.5e+3, \"y\": [true, false, null], \"z\": \"\\t\"}").as_deref(),
+        Some("{\"x\": -0.5e+3, \"y\": [true, false, null], \"z\": \"\\t\"}")
+    );
     assert_eq!(passed(""), None);
 }

@@ -11,8 +11,10 @@
 --   skipped), at:<step> (ms of its last change), output:<step> (what it passes on: its payload
 --   with its JSON object output over it, if any), error:<step> (why it could not be enqueued).
 -- A step's run is the ad-hoc run <instance id>/<step> of its job, with fields workflow and step.
+-- workflows-running (zset id -> ms started) holds the instances running, for settle_workflows.
 
 local function key_workflow(prefix, id) return prefix .. 'wf:' .. id end
+local function key_workflows_running(prefix) return prefix .. 'workflows-running' end
 local function key_defs(prefix) return prefix .. 'defs' end
 
 -- The run id of a step of an instance, as `step_run_id` in src/store/workflows.rs builds it.
@@ -27,9 +29,26 @@ local function names_in(list)
   return names
 end
 
+-- Whether a bare token (outside strings) is one strict JSON allows: true, false, null or a
+-- number as JSON writes one. Lua's cjson also takes nan, inf and hex, which JSON readers refuse.
+local function json_token(token)
+  if token == 'true' or token == 'false' or token == 'null' then
+    return true
+  end
+  local int, rest = string.match(token, '^%-?(%d+)(.*)$')
+  if not int or (#int > 1 and string.sub(int, 1, 1) == '0') then
+    return false
+  end
+  local fraction = string.match(rest, '^%.(%d+)')
+  if fraction then
+    rest = string.sub(rest, #fraction + 2)
+  end
+  return rest == '' or string.find(rest, '^[eE][%+%-]?%d+$') ~= nil
+end
+
 -- The members of a JSON object's text as {key, value text} pairs, in order, or nil when the text
--- is not one JSON object. Values are kept as written: Lua's cjson would round large numbers and
--- turn empty arrays into objects if they were decoded and encoded again.
+-- is not one strict JSON object. Values are kept as written: Lua's cjson would round large
+-- numbers and turn empty arrays into objects if they were decoded and encoded again.
 local function object_members(text)
   if type(text) ~= 'string' or not string.find(text, '^%s*{') then
     return nil
@@ -38,9 +57,10 @@ local function object_members(text)
   if not ok or type(decoded) ~= 'table' then
     return nil
   end
-  -- The text is valid JSON: only strings (and their escapes) and nesting need following to find
-  -- the top-level commas and colons.
-  local members, depth, in_string, escaped = {}, 0, false, false
+  -- The text is JSON to cjson: only strings (and their escapes) and nesting need following to
+  -- find the top-level commas and colons, and what cjson takes beyond strict JSON (bare words
+  -- other than true, false and null; control characters) to be refused.
+  local members, depth, in_string, escaped, token_start = {}, 0, false, false, nil
   local member_start, colon = string.find(text, '{', 1, true) + 1, nil
   local function close_member(at)
     if colon then
@@ -51,7 +71,21 @@ local function object_members(text)
   end
   for at = member_start, #text do
     local byte = string.byte(text, at)
-    if in_string then
+    local bare = not in_string and (byte == 43 or byte == 45 or byte == 46 -- + - .
+      or (byte >= 48 and byte <= 57) or (byte >= 65 and byte <= 90) or (byte >= 97 and byte <= 122))
+    if bare then
+      token_start = token_start or at
+    elseif token_start then
+      if not json_token(string.sub(text, token_start, at - 1)) then
+        return nil
+      end
+      token_start = nil
+    end
+    if byte < 32 and (in_string or not (byte == 9 or byte == 10 or byte == 13)) then
+      return nil
+    elseif bare then
+      -- Part of a number or a word, checked whole at its end.
+    elseif in_string then
       if escaped then
         escaped = false
       elseif byte == 92 then -- backslash
@@ -219,6 +253,7 @@ local function advance_workflow(prefix, workflow_id, now)
     end
   end
   redis.call('HSET', wf_key, 'state', failed and 'failed' or 'succeeded', 'finished_ms', now)
+  redis.call('ZREM', key_workflows_running(prefix), workflow_id)
   if tonumber(retention) then
     redis.call('PEXPIRE', wf_key, tonumber(retention))
   end
@@ -247,6 +282,16 @@ workflow_step_ended = function(prefix, run_key, outcome, output, now)
   advance_workflow(prefix, workflow_id, now)
 end
 
+-- An instance that runs again (a step re-driven or retried): kept until it ends anew.
+local function reopen_workflow(prefix, workflow_id)
+  local wf_key = key_workflow(prefix, workflow_id)
+  redis.call('HSET', wf_key, 'state', 'running')
+  redis.call('HDEL', wf_key, 'finished_ms')
+  redis.call('PERSIST', wf_key)
+  redis.call('ZADD', key_workflows_running(prefix), 'NX',
+    redis.call('HGET', wf_key, 'created_ms') or 0, workflow_id)
+end
+
 -- A dead step re-driven (`redcron dead retry`): its instance runs again from it.
 local function workflow_step_redriven(prefix, run_key, now)
   local workflow_id, step = unpack(redis.call('HMGET', run_key, 'workflow', 'step'))
@@ -257,7 +302,6 @@ local function workflow_step_redriven(prefix, run_key, now)
   if redis.call('HEXISTS', wf_key, 'status:' .. step) == 0 then
     return
   end
-  redis.call('HSET', wf_key, 'status:' .. step, 'queued', 'at:' .. step, now, 'state', 'running')
-  redis.call('HDEL', wf_key, 'finished_ms')
-  redis.call('PERSIST', wf_key)
+  redis.call('HSET', wf_key, 'status:' .. step, 'queued', 'at:' .. step, now)
+  reopen_workflow(prefix, workflow_id)
 end

@@ -597,6 +597,7 @@ impl From<crate::client::ClientError> for CliError {
             | ClientError::Payload(_)
             | ClientError::NoDeadRun(_)
             | ClientError::UnknownWorkflow(_)
+            | ClientError::NoWorkflowInstance(_)
             | ClientError::UndeclaredStep { .. }) => CliError::Argument(error.to_string()),
         }
     }

@@ -9,7 +9,7 @@ use super::enqueue::read_payload;
 use super::output::ListFormat;
 use super::times::{local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, list_count, write_table};
-use crate::client::Client;
+use crate::client::{Client, ClientError};
 use crate::store::WorkflowInstance;
 
 #[derive(Debug, Subcommand)]
@@ -21,6 +21,17 @@ pub(super) enum WorkflowCommand {
     Status(StatusArgs),
     /// The newest instances, of one workflow or of all, as `status` shows them.
     List(ListArgs),
+    /// Run an instance again from its steps that failed or were skipped (a dead step's run
+    /// leaves the dead letters; a step skipped while its job was paused runs anew).
+    Retry(RetryArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct RetryArgs {
+    /// The instance id.
+    id: String,
+    #[command(flatten)]
+    redis: RedisArgs,
 }
 
 #[derive(Debug, Args)]
@@ -73,16 +84,28 @@ pub(super) fn execute(command: &WorkflowCommand, out: &mut impl Write) -> Result
                     match client.workflow(id).await.map_err(CliError::from)? {
                         Some(instance) => found.push(instance),
                         None => {
-                            return Err(CliError::Argument(format!(
-                                "no workflow instance \"{id}\": never started, or finished \
-                                 longer ago than the retention"
-                            )));
+                            return Err(ClientError::NoWorkflowInstance(id.clone()).into());
                         }
                     }
                 }
                 Ok(found)
             })?;
             show(&instances, args.format, out)
+        }
+        WorkflowCommand::Retry(args) => {
+            let steps = block_on(async {
+                let client = Client::from_store(args.redis.connect().await?);
+                client
+                    .retry_workflow(&args.id)
+                    .await
+                    .map_err(CliError::from)
+            })?;
+            let said = if steps.is_empty() {
+                format!("{}: no step failed or was skipped", args.id)
+            } else {
+                format!("{}: running again from {}", args.id, steps.join(", "))
+            };
+            writeln!(out, "{said}").map_err(CliError::io("writing the result"))
         }
         WorkflowCommand::List(args) => {
             let instances = block_on(async {

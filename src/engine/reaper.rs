@@ -1,8 +1,9 @@
 //! The reaper: on every replica, ends runs whose lease expired because their worker died or
 //! froze: reason `lost`, which runs an at-least-once run again and buries an at-most-once one.
 //! It also buries (reason `undeclared`) runs that no live replica has declared the job of for
-//! a grace period, and moves the ready runs of a queue that no live replica has served for its
-//! `fallback_after` to its fallback queue (`[queues.<name>]`).
+//! a grace period, moves the ready runs of a queue that no live replica has served for its
+//! `fallback_after` to its fallback queue (`[queues.<name>]`), and settles the workflow steps
+//! whose runs ended without advancing their instance.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -61,7 +62,13 @@ pub struct Reaper {
     /// Since when, as this replica saw it, no live replica has served each queue that has a
     /// fallback, and whether this replica moved runs away since (said once, then quietly).
     unserved_since: HashMap<String, (Instant, bool)>,
+    /// Where the next page of running workflow instances to settle starts.
+    settle_from: usize,
 }
+
+/// How many running workflow instances one tick settles: the index is read a page a tick, so a
+/// large one costs each tick the same.
+const SETTLED_PER_TICK: usize = 200;
 
 impl Reaper {
     /// A reaper.
@@ -71,6 +78,7 @@ impl Reaper {
             config,
             fallbacks: None,
             unserved_since: HashMap::new(),
+            settle_from: 0,
         }
     }
 
@@ -115,6 +123,18 @@ impl Reaper {
                  waiting runs are dead"
             );
             reaped.dead += runs;
+        }
+        let (settled, next) = self
+            .store
+            .settle_workflows(self.settle_from, SETTLED_PER_TICK)
+            .await?;
+        self.settle_from = next;
+        if settled > 0 {
+            warn!(
+                steps = settled,
+                "workflow steps whose runs ended without advancing their instance (recorded by \
+                 a replica of a version without workflows) are settled now"
+            );
         }
         for run_id in self.store.expired_leases(self.config.batch).await? {
             match self.store.fail_run(&run_id, None, &failure, 0.5).await? {

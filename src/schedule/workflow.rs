@@ -296,10 +296,19 @@ fn read_steps(value: Value) -> Result<Vec<Step>, String> {
                 })
             })
             .collect::<Result<_, String>>()?
-    } else {
+    } else if entries
+        .iter()
+        .all(|entry| entry.is_str() || entry.is_table())
+    {
         return Err(
             "a list of job names (one after another) or of { job, needs } tables (a DAG), not \
              both"
+                .to_owned(),
+        );
+    } else {
+        return Err(
+            "expected a list of job names (one after another) or of { job, needs } tables (a \
+             DAG)"
                 .to_owned(),
         );
     };
@@ -507,6 +516,7 @@ mod tests {
             ),
             ("steps = []", "a workflow needs at least one step"),
             ("steps = [\"a\", { job = \"b\" }]", "not both"),
+            ("steps = [1, 2]", "expected a list of job names"),
             ("on_failure = \"stop\"", "missing: a workflow needs steps"),
             (
                 "steps = [\"a\"]\ncommand = \"x\"",

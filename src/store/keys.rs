@@ -264,6 +264,12 @@ impl Keys {
         self.key("workflows")
     }
 
+    /// Zset workflow instance id -> ms started, of the instances running: what the reapers
+    /// settle (see `lua/settle_workflows.lua`).
+    pub fn workflows_running(&self) -> String {
+        self.key("workflows-running")
+    }
+
     /// Hash job -> run id of its latest dead run, for jobs told of their recovery: the next
     /// success removes it and sends `recovered`.
     pub fn dead_jobs(&self) -> String {

@@ -42,6 +42,8 @@ script!(REDRIVE_RUN, "redrive_run.lua");
 script!(PURGE_DEAD, "purge_dead.lua");
 script!(MOVE_READY_RUNS, "move_ready_runs.lua");
 script!(START_WORKFLOW, "start_workflow.lua");
+script!(RETRY_WORKFLOW, "retry_workflow.lua");
+script!(SETTLE_WORKFLOWS, "settle_workflows.lua");
 script!(
     FORGET_DECLARED_DEFINITIONS,
     "forget_declared_definitions.lua"

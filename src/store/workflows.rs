@@ -115,6 +115,69 @@ impl Store {
         }
     }
 
+    /// Runs the instance `workflow_id` again from its steps that failed or were skipped (see
+    /// `lua/retry_workflow.lua`): the steps made pending again, none when nothing failed; `None`
+    /// when there is no such instance.
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Held`] while the namespace is held.
+    pub async fn retry_workflow(
+        &self,
+        workflow_id: &str,
+    ) -> Result<Option<Vec<String>>, StoreError> {
+        let mut reply: Vec<String> = scripts::RETRY_WORKFLOW
+            .key(self.keys.dead())
+            .key(self.keys.hold())
+            .arg(self.keys.prefix())
+            .arg(workflow_id)
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "retry_workflow")?;
+        match reply.first().map(String::as_str) {
+            Some("OK") => Ok(Some(reply.split_off(1))),
+            Some("MISSING") => Ok(None),
+            _ => Err(reply_error("retry_workflow", format!("{reply:?}"))),
+        }
+    }
+
+    /// Settles up to `page` running instances from position `offset` of the running index
+    /// (see `lua/settle_workflows.lua`): the steps settled, and where the next page starts (0
+    /// once the index is read to its end).
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Held`] while the namespace is held.
+    pub async fn settle_workflows(
+        &self,
+        offset: usize,
+        page: usize,
+    ) -> Result<(u64, usize), StoreError> {
+        let ids: Vec<String> = self
+            .connection
+            .clone()
+            .zrange(
+                self.keys.workflows_running(),
+                isize::try_from(offset).unwrap_or(isize::MAX),
+                isize::try_from(offset + page).unwrap_or(isize::MAX) - 1,
+            )
+            .await
+            .during(&self.metrics, "settle_workflows")?;
+        let next = if ids.len() < page { 0 } else { offset + page };
+        if ids.is_empty() {
+            return Ok((0, next));
+        }
+        let settled: u64 = scripts::SETTLE_WORKFLOWS
+            .key(self.keys.workflows_running())
+            .key(self.keys.hold())
+            .arg(self.keys.prefix())
+            .arg(self.now_arg())
+            .arg(&ids)
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "settle_workflows")?;
+        Ok((settled, next))
+    }
+
     /// The instance `workflow_id`, or `None` when there is none (never started, or finished
     /// longer ago than the retention).
     ///
@@ -134,7 +197,7 @@ impl Store {
             return Ok(None);
         }
         let mut instance = read_instance(workflow_id, &fields)?;
-        // A step whose run exists is pending or running as its run is.
+        // A step whose run exists is pending until its run is claimed, then running.
         let queued: Vec<&mut StepInstance> = instance
             .steps
             .iter_mut()
@@ -153,9 +216,10 @@ impl Store {
                 .await
                 .during(&self.metrics, "workflow")?;
             for (step, state) in queued.into_iter().zip(states) {
-                if matches!(
+                // A run that ended since the instance was read ran when it was read.
+                if !matches!(
                     state.as_deref().and_then(RunState::parse),
-                    Some(RunState::Active | RunState::Retrying)
+                    Some(RunState::Scheduled | RunState::Ready | RunState::Waiting)
                 ) {
                     step.status = StepStatus::Running;
                 }

@@ -1,0 +1,45 @@
+-- Runs an instance again from the steps that failed or were skipped (`redcron workflow retry`):
+-- each goes back to pending (a dead run of it leaves the dead letters, and every run's hash is
+-- replaced by the new run's), and the instance runs on from there as if they had not ended, so
+-- the steps that never ran because of them run too. What resumes a step that has no dead run
+-- to re-drive: one skipped because its job was paused, one whose job was declared by no live
+-- replica when its turn came.
+--
+-- KEYS[1] dead  zset    run id -> ms it died
+-- KEYS[2] hold  string  set while the namespace is held (redcron hold): nothing is written
+-- ARGV[1] key prefix "{ns}:" for wf:<id>, workflows-running, run:<id>, ready:..., wake:<queue>
+-- ARGV[2] instance id
+-- ARGV[3] now override, ms, or '' for Redis's clock (tests only)
+--
+-- Returns {'OK', step...} with the steps made pending again (none when nothing failed or was
+-- skipped), or {'MISSING'} when there is no such instance.
+-- Cost: O(steps).
+if held(KEYS[2]) then
+  return redis.error_reply(HELD)
+end
+local dead = KEYS[1]
+local prefix, workflow_id = ARGV[1], ARGV[2]
+local now = now_ms(ARGV[3])
+local wf_key = key_workflow(prefix, workflow_id)
+
+local step_list = redis.call('HGET', wf_key, 'steps')
+if not step_list then
+  return {'MISSING'}
+end
+local retried = {}
+for _, step in ipairs(names_in(step_list)) do
+  local status = redis.call('HGET', wf_key, 'status:' .. step)
+  if status == 'failed' or status == 'skipped' then
+    local run_id = step_run_id(workflow_id, step)
+    redis.call('ZREM', dead, run_id)
+    redis.call('DEL', key_run(prefix, run_id))
+    redis.call('HSET', wf_key, 'status:' .. step, 'pending', 'at:' .. step, now)
+    redis.call('HDEL', wf_key, 'error:' .. step, 'output:' .. step)
+    retried[#retried + 1] = step
+  end
+end
+if #retried > 0 then
+  reopen_workflow(prefix, workflow_id)
+  advance_workflow(prefix, workflow_id, now)
+end
+return {'OK', unpack(retried)}
