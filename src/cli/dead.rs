@@ -1,5 +1,6 @@
 //! `redcron dead`: the dead letters.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 
@@ -10,7 +11,6 @@ use super::runs::{ShowArgs, run_document, write_run};
 use super::times::rfc3339;
 use super::{CliError, RedisArgs, block_on, list_count, write_table};
 use crate::client::Client;
-use crate::store::RunState;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum DeadCommand {
@@ -60,12 +60,9 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
         } => list(redis, *count, *format, out),
         DeadCommand::Show(ShowArgs { id, json, redis }) => {
             let fields = block_on(async {
-                let store = redis.connect().await?;
-                let fields = store.run_fields(id).await?;
-                let dead = fields.get("state").map(String::as_str) == Some(RunState::Dead.as_str());
-                Ok(dead.then_some(fields))
-            })?
-            .ok_or_else(|| CliError::Argument(format!("no dead run \"{id}\"")))?;
+                let client = Client::from_store(redis.connect().await?);
+                client.dead_run(id).await.map_err(CliError::from)
+            })?;
             write_run(out, id, fields, *json)
         }
         DeadCommand::Retry { id, job, redis, .. } => {
@@ -103,15 +100,13 @@ fn list(
     format: ListFormat,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let runs = block_on(async {
-        let store = redis.connect().await?;
-        let mut runs = Vec::new();
-        for (run_id, died_ms) in store.dead_runs(count).await? {
-            let fields = store.run_fields(&run_id).await?;
-            runs.push((run_id, died_ms, fields));
-        }
-        Ok(runs)
-    })?;
+    let runs: Vec<(String, i64, HashMap<String, String>)> = block_on(async {
+        let client = Client::from_store(redis.connect().await?);
+        client.dead_runs(count).await.map_err(CliError::from)
+    })?
+    .into_iter()
+    .map(|run| (run.run_id, run.died_ms, run.fields))
+    .collect();
     if format.is_json() {
         let runs: Vec<serde_json::Value> = runs
             .into_iter()

@@ -7,9 +7,9 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::output::ListFormat;
-use super::status::EVENTS_SCANNED;
 use super::times::{duration, rfc3339};
 use super::{CliError, RedisArgs, block_on, list_count, write_table};
+use crate::client::Client;
 use crate::store::{Event, RunState};
 
 #[derive(Debug, Args)]
@@ -29,37 +29,16 @@ pub(super) struct HistoryArgs {
 }
 
 pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let rows = block_on(async {
-        let store = args.redis.connect().await?;
-        let mut rows = Vec::new();
-        for event in store.recent_events(EVENTS_SCANNED).await? {
-            let field = |name: &str| event.fields.get(name).cloned().unwrap_or_default();
-            let state = RunState::parse(&field("state"));
-            let failed = matches!(state, Some(RunState::Dead | RunState::Retrying));
-            let ended_otherwise = matches!(state, Some(RunState::Succeeded | RunState::Skipped));
-            if !(failed || (!args.failed && ended_otherwise)) {
-                continue;
-            }
-            if args.job.as_ref().is_some_and(|job| *job != field("job")) {
-                continue;
-            }
-            let run_id = field("run");
-            let run = store.run_fields(&run_id).await?;
-            rows.push((event, run));
-            if rows.len() == args.count {
-                break;
-            }
-        }
-        // A job no longer declared may still have a past to show; a name with neither is a
-        // mistake to say, not an empty history.
-        if let Some(job) = &args.job
-            && rows.is_empty()
-            && !store.is_declared(job).await?
-        {
-            return Err(CliError::UnknownJob(job.clone()));
-        }
-        Ok(rows)
-    })?;
+    let rows: Vec<(Event, HashMap<String, String>)> = block_on(async {
+        let client = Client::from_store(args.redis.connect().await?);
+        client
+            .history(args.job.as_deref(), args.count, args.failed)
+            .await
+            .map_err(CliError::from)
+    })?
+    .into_iter()
+    .map(|entry| (entry.event, entry.run))
+    .collect();
     if args.format.is_json() {
         // Numbers are numbers and what a run lacks is null; each instant is RFC 3339 for people
         // and `_ms` for arithmetic.

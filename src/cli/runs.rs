@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::output::ListFormat;
 use super::times::{duration, relative, rfc3339};
 use super::{CliError, RedisArgs, block_on, list_count, typed_fields, write_table};
+use crate::client::{Client, RunsQuery};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum RunsCommand {
@@ -45,9 +46,6 @@ enum ListedState {
     /// Waiting for their due time: planned fires, delayed runs, retries.
     Due,
 }
-
-/// How many runs of each set `runs list` reads before filtering by job.
-const RUNS_SCANNED: usize = 10_000;
 
 /// One run to show.
 #[derive(Debug, clap::Args)]
@@ -95,59 +93,30 @@ pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(),
     match command {
         RunsCommand::List(args) => list(args, out),
         RunsCommand::Show(ShowArgs { id, json, redis }) => {
-            let fields = block_on(async { Ok(redis.connect().await?.run_fields(id).await?) })?;
+            let fields = block_on(async {
+                let client = Client::from_store(redis.connect().await?);
+                client.run(id).await.map_err(CliError::from)
+            })?;
             write_run(out, id, fields, *json)
         }
     }
 }
 
 fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let (runs, now_ms) = block_on(async {
-        let store = args.redis.connect().await?;
-        // Each id with its due time when it comes from the due set.
-        let mut listed: Vec<(String, Option<i64>)> = Vec::new();
-        if args.state != Some(ListedState::Due) {
-            let leased = store.leased_runs(RUNS_SCANNED).await?;
-            listed.extend(leased.into_iter().map(|(run_id, _)| (run_id, None)));
-        }
-        if args.state != Some(ListedState::Active) {
-            let due = store.due_runs(RUNS_SCANNED).await?;
-            listed.extend(
-                due.into_iter()
-                    .map(|(run_id, due_ms)| (run_id, Some(due_ms))),
-            );
-        }
-        let mut runs = Vec::new();
-        for (run_id, due_ms) in listed {
-            let fields = store.run_fields(&run_id).await?;
-            // A planned cron fire has no hash until it is promoted: its id and due time say
-            // what it is.
-            let fields = match due_ms {
-                Some(due_ms) if fields.is_empty() => planned_fire(&run_id, due_ms),
-                // A leased run without a record has nothing to show: it is the reaper's.
-                None if fields.is_empty() => continue,
-                _ => fields,
-            };
-            if args
-                .job
-                .as_ref()
-                .is_some_and(|job| fields.get("job") != Some(job))
-            {
-                continue;
-            }
-            runs.push((run_id, fields));
-            if runs.len() == args.count {
-                break;
-            }
-        }
-        if let Some(job) = &args.job
-            && runs.is_empty()
-            && !store.is_declared(job).await?
-        {
-            return Err(CliError::UnknownJob(job.clone()));
-        }
-        Ok((runs, store.now_ms().await?))
+    let query = RunsQuery {
+        active: args.state != Some(ListedState::Due),
+        due: args.state != Some(ListedState::Active),
+        job: args.job.clone(),
+        count: args.count,
+    };
+    let (listed, now_ms) = block_on(async {
+        let client = Client::from_store(args.redis.connect().await?);
+        client.runs(&query).await.map_err(CliError::from)
     })?;
+    let runs: Vec<(String, HashMap<String, String>)> = listed
+        .into_iter()
+        .map(|run| (run.run_id, run.fields))
+        .collect();
     if args.format.is_json() {
         let runs = runs
             .into_iter()
@@ -190,20 +159,6 @@ fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
         &rows,
     )
     .map_err(CliError::io("writing the runs"))
-}
-
-/// What a planned cron fire's id (`<job>@<fire ms>`) and due time say of its run-to-be.
-fn planned_fire(run_id: &str, due_ms: i64) -> HashMap<String, String> {
-    let mut fields = HashMap::from([
-        ("kind".to_owned(), "cron".to_owned()),
-        ("state".to_owned(), "scheduled".to_owned()),
-        ("due_ms".to_owned(), due_ms.to_string()),
-    ]);
-    if let Some((job, fire_ms)) = run_id.rsplit_once('@') {
-        fields.insert("job".to_owned(), job.to_owned());
-        fields.insert("fire_ms".to_owned(), fire_ms.to_owned());
-    }
-    fields
 }
 
 /// A run's record as the JSON object `runs show`, `dead show` and `dead list` print: its id,

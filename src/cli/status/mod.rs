@@ -11,11 +11,9 @@ use serde_json::{Value, json};
 use super::output::ListFormat;
 use super::times::{ago, duration, elapsed, format_fire, local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
+use crate::client::Client;
 use crate::schedule::Schedule;
 use crate::store::{Event, Overview, ReplicaInfo, RunState, UndeclaredRuns};
-
-/// How many events `status` and `history` look through.
-pub(super) const EVENTS_SCANNED: usize = 10_000;
 
 /// A replica silent for this many heartbeat periods is stale.
 const STALE_PERIODS: i64 = 3;
@@ -276,11 +274,11 @@ fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
 
 pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
     let (overview, events, owed_notices) = block_on(async {
-        let store = args.redis.connect().await?;
+        let client = Client::from_store(args.redis.connect().await?);
         Ok((
-            store.overview().await?,
-            store.recent_events(EVENTS_SCANNED).await?,
-            store.owed_notices().await?,
+            client.overview().await?,
+            client.recent_events().await?,
+            client.owed_notices().await?,
         ))
     })?;
     let jobs = published(&overview);
@@ -531,7 +529,10 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
 }
 
 pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let overview = block_on(async { Ok(args.redis.connect().await?.overview().await?) })?;
+    let overview = block_on(async {
+        let client = Client::from_store(args.redis.connect().await?);
+        client.overview().await.map_err(CliError::from)
+    })?;
     let jobs = published(&overview);
     if args.format.is_json() {
         let jobs: Vec<Value> = jobs

@@ -1,0 +1,165 @@
+//! A client for other Rust programs: what the command line does to and reads of runs, jobs and
+//! workflows, as typed calls. The command line goes through it: `trigger` and `enqueue`
+//! ([`Client::enqueue`]); `pause`, `resume`, `dead retry`, `dead purge`, `hold` and `release`
+//! (`operations`); `workflow start`, `status`, `list` and `retry` (`workflows`); `status`,
+//! `jobs`, `history`, `runs` and `dead list` and `show` (`reads`).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use redcron::client::Client;
+//! use redcron::schedule::Priority;
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::connect("redis://127.0.0.1/", "redcron").await?;
+//! let run = client
+//!     .enqueue("thumbnail")
+//!     .payload(&serde_json::json!({ "image": "cat.png" }))?
+//!     .priority(Priority::High)
+//!     .after(Duration::from_secs(30))
+//!     .unique_for(Duration::from_secs(3600))
+//!     .send()
+//!     .await?;
+//! println!("{} due at {} ms", run.run_id, run.due_ms);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::handler::payload_problem;
+use crate::store::{Store, StoreError, StoreSettings};
+
+mod operations;
+mod reads;
+mod request;
+mod workflows;
+
+pub use reads::{DeadRun, EVENTS_SCANNED, HistoryEntry, ListedRun, RunsQuery};
+pub use request::RunRequest;
+pub use workflows::StartedWorkflow;
+
+/// How long a uniqueness key holds unless [`RunRequest::unique_for`] says otherwise.
+pub const DEFAULT_UNIQUE_FOR: Duration = Duration::from_secs(3600);
+
+/// Why a run was not created.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// No live replica has declared the job (or it was never published).
+    #[error("unknown job \"{0}\": no replica has declared it")]
+    UnknownJob(String),
+    /// Another run of the job holds the uniqueness key.
+    #[error("refused: run {holder} of job \"{job}\" already holds this uniqueness key")]
+    Duplicate {
+        /// The job asked for.
+        job: String,
+        /// The run that holds the key.
+        holder: String,
+    },
+    /// The due time asked for is before Redis's clock, and the past was not allowed.
+    #[error("due at {due_ms} ms, before Redis's clock ({now_ms} ms)")]
+    InThePast {
+        /// The due time asked for, ms.
+        due_ms: i64,
+        /// Redis's clock, ms.
+        now_ms: i64,
+    },
+    /// The payload is too large or not JSON.
+    #[error("{0}")]
+    Payload(String),
+    /// No dead run has that id (it never died, was retried, or was purged).
+    #[error("no dead run \"{0}\"")]
+    NoDeadRun(String),
+    /// No workflow instance has that id (never started, or finished longer ago than the
+    /// retention).
+    #[error(
+        "no workflow instance \"{0}\": never started, or finished longer ago than the retention"
+    )]
+    NoWorkflowInstance(String),
+    /// No live replica has declared a workflow of that name.
+    #[error("unknown workflow \"{0}\": no live replica declares it")]
+    UnknownWorkflow(String),
+    /// No live replica declares the job of one of the workflow's steps: nothing was started.
+    #[error(
+        "workflow \"{workflow}\" was not started: no live replica declares job \"{job}\", one \
+         of its steps"
+    )]
+    UndeclaredStep {
+        /// The workflow asked for.
+        workflow: String,
+        /// The step's job.
+        job: String,
+    },
+    /// Redis refused or could not be reached.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A run created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    /// Its id.
+    pub run_id: String,
+    /// When it is due, ms on Redis's clock.
+    pub due_ms: i64,
+    /// Redis's clock when it was created, ms.
+    pub now_ms: i64,
+    /// Its job is paused: the run is skipped unless the job is resumed before it is due.
+    pub paused: bool,
+}
+
+/// Creates runs in one namespace.
+#[derive(Clone)]
+pub struct Client {
+    store: Store,
+}
+
+impl Client {
+    /// Connects to the Redis at `url` (any form the store reads: `redis://`, `rediss://`,
+    /// `redis+sentinel://`, `redis+cluster://`) for namespace `namespace`.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), redcron::client::ClientError> {
+    /// let client = redcron::client::Client::connect("redis+sentinel://s1:26379,s2,s3/mymaster", "prod").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// The URL is invalid or Redis cannot be reached.
+    pub async fn connect(url: &str, namespace: &str) -> Result<Self, ClientError> {
+        Ok(Self::from_store(
+            Store::connect(url, namespace, StoreSettings::default()).await?,
+        ))
+    }
+
+    /// A client on a store already connected.
+    pub fn from_store(store: Store) -> Self {
+        Self { store }
+    }
+
+    /// The store underneath, for what the client does not offer yet.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// A run of the declared job `job`, due now unless told otherwise; see [`RunRequest`].
+    pub fn enqueue(&self, job: impl Into<String>) -> RunRequest<'_> {
+        RunRequest::new(self, job.into())
+    }
+}
+
+/// Checks that `text` can be a run's payload: JSON, and no larger than a run may carry.
+///
+/// # Errors
+/// [`ClientError::Payload`], saying what is wrong.
+pub fn check_payload(text: &str) -> Result<(), ClientError> {
+    if let Some(problem) = payload_problem(text) {
+        return Err(ClientError::Payload(problem));
+    }
+    serde_json::from_str::<serde_json::Value>(text)
+        .map(|_| ())
+        .map_err(|error| ClientError::Payload(format!("the payload is not valid JSON: {error}")))
+}

@@ -1,0 +1,152 @@
+//! What operators do to jobs, dead runs and the namespace: pause and resume, re-drive and
+//! purge, hold and release.
+
+use std::time::Duration;
+
+use super::{Client, ClientError};
+
+/// The most dead runs one [`Client::retry_dead_runs`] looks at.
+const RETRY_ALL_LIMIT: usize = 100_000;
+
+impl Client {
+    /// Pauses the declared job `job`: its fires are skipped until it is resumed. Whether it
+    /// was not paused before.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let was_running = client.pause("nightly-backup").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownJob`], or Redis errors.
+    pub async fn pause(&self, job: &str) -> Result<bool, ClientError> {
+        self.set_paused(job, true).await
+    }
+
+    /// Resumes the declared job `job`. Whether it was paused before.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let was_paused = client.resume("nightly-backup").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownJob`], or Redis errors.
+    pub async fn resume(&self, job: &str) -> Result<bool, ClientError> {
+        self.set_paused(job, false).await
+    }
+
+    async fn set_paused(&self, job: &str, paused: bool) -> Result<bool, ClientError> {
+        if !self.store.is_declared(job).await? {
+            return Err(ClientError::UnknownJob(job.to_owned()));
+        }
+        Ok(self.store.set_paused(job, paused).await?)
+    }
+
+    /// Makes the dead run `run_id` due again, with its attempts counted afresh.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// client.retry_dead("nightly-backup@1767225600000").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ClientError::NoDeadRun`], or Redis errors.
+    pub async fn retry_dead(&self, run_id: &str) -> Result<(), ClientError> {
+        if self.store.redrive_run(run_id).await? {
+            Ok(())
+        } else {
+            Err(ClientError::NoDeadRun(run_id.to_owned()))
+        }
+    }
+
+    /// Makes every dead run due again (of `job` only, when given); the ids of those retried.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let retried = client.retry_dead_runs(Some("thumbnail")).await?;
+    /// println!("{} runs due again", retried.len());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownJob`] for a job that has no dead run and is not declared, or Redis
+    /// errors.
+    pub async fn retry_dead_runs(&self, job: Option<&str>) -> Result<Vec<String>, ClientError> {
+        let mut chosen = Vec::new();
+        for (run_id, _) in self.store.dead_runs(RETRY_ALL_LIMIT).await? {
+            let run_job = self.store.run_fields(&run_id).await?.remove("job");
+            if job.is_none() || run_job.as_deref() == job {
+                chosen.push(run_id);
+            }
+        }
+        if let Some(job) = job
+            && chosen.is_empty()
+            && !self.store.is_declared(job).await?
+        {
+            return Err(ClientError::UnknownJob(job.to_owned()));
+        }
+        let mut retried = Vec::new();
+        for run_id in chosen {
+            // One retried by someone else meanwhile is no longer dead: skipped.
+            if self.store.redrive_run(&run_id).await? {
+                retried.push(run_id);
+            }
+        }
+        Ok(retried)
+    }
+
+    /// Holds the namespace still for `duration` (while its Redis Cluster slot moves): nothing
+    /// is planned, claimed or recorded until [`Client::release`] or the time runs out. Whether
+    /// it was held already (the new duration replaces the old).
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// client.hold(std::time::Duration::from_secs(300)).await?;
+    /// // ... move the namespace's slot ...
+    /// client.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn hold(&self, duration: Duration) -> Result<bool, ClientError> {
+        Ok(self.store.set_hold(Some(duration)).await?)
+    }
+
+    /// Ends a hold; whether there was one.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn release(&self) -> Result<bool, ClientError> {
+        Ok(self.store.set_hold(None).await?)
+    }
+
+    /// Deletes the dead runs that died more than `older_than` ago (on this machine's clock),
+    /// or every one; how many.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let purged = client.purge_dead(Some(std::time::Duration::from_secs(30 * 86_400))).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn purge_dead(&self, older_than: Option<Duration>) -> Result<u64, ClientError> {
+        let cutoff = older_than.map(|age| {
+            chrono::Utc::now().timestamp_millis()
+                - i64::try_from(age.as_millis()).unwrap_or(i64::MAX / 2)
+        });
+        Ok(self.store.purge_dead(cutoff).await?)
+    }
+}

@@ -1,0 +1,178 @@
+//! A run being asked for, from [`Client::enqueue`] to [`RunRequest::send`].
+
+use std::time::Duration;
+
+use super::{Client, ClientError, DEFAULT_UNIQUE_FOR, Submitted, check_payload};
+use crate::schedule::Priority;
+use crate::store::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
+
+/// When a run is due.
+#[derive(Debug, Clone, Copy)]
+enum Due {
+    Now,
+    /// This long from now on Redis's clock.
+    After(Duration),
+    /// At this time, ms; in the past only when allowed.
+    At {
+        ms: i64,
+        past_ok: bool,
+    },
+}
+
+/// What makes a run unique.
+#[derive(Debug, Clone)]
+enum Unique {
+    Payload,
+    Key(String),
+}
+
+/// A run being asked for: [`Client::enqueue`], then its settings, then [`RunRequest::send`].
+#[must_use = "a request does nothing until it is sent"]
+pub struct RunRequest<'a> {
+    client: &'a Client,
+    job: String,
+    payload: Option<String>,
+    priority: Option<Priority>,
+    due: Due,
+    unique: Option<Unique>,
+    unique_for: Duration,
+}
+
+impl<'a> RunRequest<'a> {
+    /// A run of `job`, due now, with the job's own priority, not unique.
+    pub(super) fn new(client: &'a Client, job: String) -> Self {
+        Self {
+            client,
+            job,
+            payload: None,
+            priority: None,
+            due: Due::Now,
+            unique: None,
+            unique_for: DEFAULT_UNIQUE_FOR,
+        }
+    }
+}
+
+impl RunRequest<'_> {
+    /// JSON for the run (a command's standard input, a handler's `payload`).
+    ///
+    /// # Errors
+    /// [`ClientError::Payload`] when it is larger than a run may carry.
+    pub fn payload(self, payload: &serde_json::Value) -> Result<Self, ClientError> {
+        self.payload_text(payload.to_string())
+    }
+
+    /// JSON text for the run, as given (its white space and key order kept).
+    ///
+    /// # Errors
+    /// [`ClientError::Payload`] when it is not JSON or larger than a run may carry.
+    pub fn payload_text(mut self, text: impl Into<String>) -> Result<Self, ClientError> {
+        let text = text.into();
+        check_payload(&text)?;
+        self.payload = Some(text);
+        Ok(self)
+    }
+
+    /// Instead of the job's own priority.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Due this long from now, on Redis's clock.
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.due = Due::After(delay);
+        self
+    }
+
+    /// Due at `due_ms` (ms since the epoch); a time before Redis's clock is refused unless
+    /// `past_ok`, when the run is due at once.
+    pub fn at(mut self, due_ms: i64, past_ok: bool) -> Self {
+        self.due = Due::At {
+            ms: due_ms,
+            past_ok,
+        };
+        self
+    }
+
+    /// Refuses a second run of the job with the same payload for [`RunRequest::unique_for`].
+    pub fn unique(mut self) -> Self {
+        self.unique = Some(Unique::Payload);
+        self
+    }
+
+    /// Refuses a second run of the job with the same `key` for [`RunRequest::unique_for`].
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique = Some(Unique::Key(key.into()));
+        self
+    }
+
+    /// How long uniqueness holds (default an hour); makes the run unique by payload unless a
+    /// key was given.
+    pub fn unique_for(mut self, window: Duration) -> Self {
+        self.unique.get_or_insert(Unique::Payload);
+        self.unique_for = window;
+        self
+    }
+
+    /// Creates the run.
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownJob`], [`ClientError::Duplicate`], [`ClientError::InThePast`], or
+    /// Redis errors.
+    pub async fn send(self) -> Result<Submitted, ClientError> {
+        let store = &self.client.store;
+        let now_ms = store.now_ms().await?;
+        let due_ms = match self.due {
+            Due::Now => None,
+            Due::After(delay) => {
+                let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
+                Some(now_ms.saturating_add(delay_ms))
+            }
+            Due::At { ms, past_ok } => {
+                if ms < now_ms && !past_ok {
+                    return Err(ClientError::InThePast { due_ms: ms, now_ms });
+                }
+                Some(ms)
+            }
+        };
+        let unique = self.unique.map(|unique| {
+            let fingerprint = match unique {
+                Unique::Key(key) => key_fingerprint(&self.job, &key),
+                Unique::Payload => {
+                    let value = self
+                        .payload
+                        .as_deref()
+                        .and_then(|text| serde_json::from_str(text).ok())
+                        .unwrap_or(serde_json::Value::Null);
+                    payload_fingerprint(&self.job, &value)
+                }
+            };
+            (fingerprint, self.unique_for)
+        });
+        let request = Enqueue {
+            job: self.job,
+            due_ms,
+            payload: self.payload,
+            priority: self.priority,
+            unique,
+        };
+        match store.enqueue_run(&request).await? {
+            Enqueued::Scheduled {
+                run_id,
+                due_ms,
+                paused,
+            } => Ok(Submitted {
+                run_id,
+                due_ms,
+                now_ms,
+                paused,
+            }),
+            Enqueued::UnknownJob => Err(ClientError::UnknownJob(request.job)),
+            Enqueued::Duplicate { holder } => Err(ClientError::Duplicate {
+                job: request.job,
+                holder,
+            }),
+        }
+    }
+}
