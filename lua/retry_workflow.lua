@@ -1,7 +1,7 @@
 -- Runs an instance again from the steps that failed or were skipped (`redcron workflow retry`):
--- each goes back to pending (a dead run of it leaves the dead letters, and every run's hash is
--- replaced by the new run's), and the instance runs on from there as if they had not ended, so
--- the steps that never ran because of them run too. What resumes a step that has no dead run
+-- each goes back to pending under a new run id (a dead run of it leaves the dead letters and
+-- keeps its record for the retention), and the instance runs on from there as if they had not
+-- ended, so the steps that never ran because of them run too. What resumes a step that has no dead run
 -- to re-drive: one skipped because its job was paused, one whose job was declared by no live
 -- replica when its turn came.
 --
@@ -22,18 +22,25 @@ local prefix, workflow_id = ARGV[1], ARGV[2]
 local now = now_ms(ARGV[3])
 local wf_key = key_workflow(prefix, workflow_id)
 
-local step_list = redis.call('HGET', wf_key, 'steps')
+local step_list, retention = unpack(redis.call('HMGET', wf_key, 'steps', 'retention_ms'))
 if not step_list then
   return {'MISSING'}
 end
+retention = tonumber(retention) or 604800000
 local retried = {}
 for _, step in ipairs(names_in(step_list)) do
   local status = redis.call('HGET', wf_key, 'status:' .. step)
   if status == 'failed' or status == 'skipped' then
-    local run_id = step_run_id(workflow_id, step)
-    redis.call('ZREM', dead, run_id)
-    redis.call('DEL', key_run(prefix, run_id))
-    redis.call('HSET', wf_key, 'status:' .. step, 'pending', 'at:' .. step, now)
+    -- The run before keeps its record (and its history) for the retention, out of the dead
+    -- letters: the step runs again under a new id.
+    local previous = current_step_run(wf_key, workflow_id, step)
+    redis.call('ZREM', dead, previous)
+    if redis.call('EXISTS', key_run(prefix, previous)) == 1 then
+      redis.call('PEXPIRE', key_run(prefix, previous), retention)
+    end
+    local tries = redis.call('HINCRBY', wf_key, 'tries:' .. step, 1) + 1
+    redis.call('HSET', wf_key, 'status:' .. step, 'pending', 'at:' .. step, now,
+      'run:' .. step, step_run_id(workflow_id, step) .. '/' .. tries)
     redis.call('HDEL', wf_key, 'error:' .. step, 'output:' .. step)
     retried[#retried + 1] = step
   end

@@ -31,14 +31,14 @@ for i = 3, #ARGV do
   else
     for _, step in ipairs(names_in(step_list)) do
       if redis.call('HGET', wf_key, 'status:' .. step) == 'queued' then
-        local run_key = key_run(prefix, step_run_id(workflow_id, step))
+        local run_key = key_run(prefix, current_step_run(wf_key, workflow_id, step))
         local run_state, output = unpack(redis.call('HMGET', run_key, 'state', 'output'))
         if OUTCOME[run_state] then
           workflow_step_ended(prefix, run_key, OUTCOME[run_state], output or '', now)
           settled = settled + 1
         elseif not run_state then
           redis.call('HSET', wf_key, 'status:' .. step, 'failed', 'at:' .. step, now,
-            'error:' .. step, 'its run is gone: it ended longer ago than the retention')
+            'error:' .. step, 'its run is gone: its record expired or was deleted')
           advance_workflow(prefix, workflow_id, now)
           settled = settled + 1
         end

@@ -253,6 +253,26 @@ pub struct Replica {
 
 impl Replica {
     /// A builder for a replica on `store`.
+    ///
+    /// ```no_run
+    /// use redcron::handler::{Completed, RunContext};
+    /// use redcron::replica::Replica;
+    /// use redcron::store::{Store, StoreSettings};
+    ///
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = Store::connect("redis://127.0.0.1/", "redcron", StoreSettings::default()).await?;
+    /// let replica = Replica::builder(store)
+    ///     .jobs(redcron::schedule::load_dir("schedules".as_ref())?)
+    ///     .handler("resize", |run: RunContext| async move {
+    ///         println!("resizing for {}", run.run_id);
+    ///         Ok(Completed::default())
+    ///     })
+    ///     .build();
+    /// let shutdown = redcron::shutdown::Shutdown::new();
+    /// replica.run(shutdown).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn builder(store: Store) -> ReplicaBuilder {
         ReplicaBuilder {
             store,

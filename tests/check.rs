@@ -144,3 +144,37 @@ fn check_lists_queue_fallbacks_and_refuses_a_fallback_nothing_serves() {
         "{errors}"
     );
 }
+
+#[test]
+fn check_lists_each_workflow_with_its_steps_and_refuses_a_cycle_where_it_is_written() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let schedules = dir.path().to_str().expect("UTF-8 path");
+    let jobs = "[jobs.compress]\ncommand = \"true\"\n[jobs.watermark]\ncommand = \"true\"\n\
+                [jobs.upload]\ncommand = \"true\"\n";
+    fs::write(
+        dir.path().join("jobs.toml"),
+        format!("{jobs}[workflows.images]\nsteps = [\"compress\", \"watermark\", \"upload\"]\n"),
+    )
+    .expect("write");
+    let out = redcron(&["check", "--schedules", schedules]).success();
+    assert!(
+        out.contains("workflow images: compress -> watermark -> upload (on_failure = stop)"),
+        "{out}"
+    );
+    fs::write(
+        dir.path().join("jobs.toml"),
+        format!(
+            "{jobs}[workflows.images]\nsteps = [{{ job = \"compress\", needs = [\"upload\"] }}, \
+             {{ job = \"upload\", needs = [\"compress\"] }}]\n"
+        ),
+    )
+    .expect("write");
+    let errors = redcron(&["check", "--schedules", schedules]).failure(1);
+    assert!(
+        errors.contains(
+            "jobs.toml:8:9: field \"workflows.images.steps\": its steps wait for each other \
+             (compress -> upload -> compress)"
+        ),
+        "{errors}"
+    );
+}

@@ -495,6 +495,16 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
         setup.wait_finished(&paused, Duration::from_secs(15), &log),
         "succeeded"
     );
+    // The step ran again under a run id of its own; the skipped run keeps its record.
+    assert_eq!(
+        setup.instance(&paused)["steps"][2]["run"],
+        format!("{paused}/publish/2")
+    );
+    assert_eq!(setup.run(&format!("{paused}/publish"))["state"], "skipped");
+    assert_eq!(
+        setup.run(&format!("{paused}/publish/2"))["state"],
+        "succeeded"
+    );
     let again = setup.cli(&["workflow", "retry", &paused]);
     assert_eq!(
         again.trim(),

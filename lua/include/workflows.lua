@@ -10,7 +10,8 @@
 --   needs:<step> (comma-separated), status:<step> (pending | queued | succeeded | failed |
 --   skipped), at:<step> (ms of its last change), output:<step> (what it passes on: its payload
 --   with its JSON object output over it, if any), error:<step> (why it could not be enqueued).
--- A step's run is the ad-hoc run <instance id>/<step> of its job, with fields workflow and step.
+-- A step's run is the ad-hoc run <instance id>/<step> of its job, with fields workflow and step
+-- (a step run again by `workflow retry` gets <instance id>/<step>/<n>, in run:<step>).
 -- workflows-running (zset id -> ms started) holds the instances running, for settle_workflows.
 
 local function key_workflow(prefix, id) return prefix .. 'wf:' .. id end
@@ -19,6 +20,13 @@ local function key_defs(prefix) return prefix .. 'defs' end
 
 -- The run id of a step of an instance, as `step_run_id` in src/store/workflows.rs builds it.
 local function step_run_id(workflow_id, step) return workflow_id .. '/' .. step end
+
+-- The run of a step now: its first is step_run_id; `workflow retry` gives it a new one
+-- (<instance id>/<step>/<n>), kept in run:<step>, so that a run retried never shares its id
+-- with the one before it, which may still run, and each keeps its own history.
+local function current_step_run(wf_key, workflow_id, step)
+  return redis.call('HGET', wf_key, 'run:' .. step) or step_run_id(workflow_id, step)
+end
 
 -- The names in a comma-separated list (step and job names hold no comma).
 local function names_in(list)
@@ -160,7 +168,7 @@ local function enqueue_step(prefix, workflow_id, step, job, payload, now)
   if not def then
     return false
   end
-  local run_id = step_run_id(workflow_id, step)
+  local run_id = current_step_run(key_workflow(prefix, workflow_id), workflow_id, step)
   local run_key = key_run(prefix, run_id)
   local now_text = tostring(now)
   redis.call('HSET', run_key,
@@ -268,7 +276,9 @@ workflow_step_ended = function(prefix, run_key, outcome, output, now)
     return
   end
   local wf_key = key_workflow(prefix, workflow_id)
-  if redis.call('HGET', wf_key, 'status:' .. step) ~= 'queued' then
+  -- A run retried since (see current_step_run) speaks for its step no more.
+  if redis.call('HGET', wf_key, 'status:' .. step) ~= 'queued'
+      or key_run(prefix, current_step_run(wf_key, workflow_id, step)) ~= run_key then
     return
   end
   redis.call('HSET', wf_key, 'status:' .. step, outcome, 'at:' .. step, now)
@@ -299,7 +309,8 @@ local function workflow_step_redriven(prefix, run_key, now)
     return
   end
   local wf_key = key_workflow(prefix, workflow_id)
-  if redis.call('HEXISTS', wf_key, 'status:' .. step) == 0 then
+  if redis.call('HEXISTS', wf_key, 'status:' .. step) == 0
+      or key_run(prefix, current_step_run(wf_key, workflow_id, step)) ~= run_key then
     return
   end
   redis.call('HSET', wf_key, 'status:' .. step, 'queued', 'at:' .. step, now)

@@ -19,11 +19,23 @@ pub(super) struct CheckArgs {
     schedules: PathBuf,
 }
 
-/// Loads the directory and writes its jobs with their next fires, then its queue fallbacks.
+/// Loads the directory and writes its jobs with their next fires, then its workflows' steps
+/// and its queue fallbacks.
 pub(super) fn execute(args: &CheckArgs, out: &mut impl Write) -> Result<(), CliError> {
     let schedules = load_schedules(&args.schedules)?;
     let written = (|| -> std::io::Result<()> {
         write_jobs(out, &schedules.jobs, Utc::now(), SHOWN_FIRES)?;
+        for job in &schedules.jobs {
+            if let Some(workflow) = &job.workflow {
+                writeln!(
+                    out,
+                    "workflow {}: {} (on_failure = {})",
+                    job.name,
+                    workflow.describe(),
+                    workflow.on_failure.as_str()
+                )?;
+            }
+        }
         for queue in &schedules.queues {
             writeln!(
                 out,

@@ -318,7 +318,10 @@ fn read_instance(
                 .map(str::to_owned)
                 .collect(),
             status,
-            run_id: (stored != "pending").then(|| step_run_id(workflow_id, name)),
+            run_id: (stored != "pending").then(|| {
+                field(&format!("run:{name}"))
+                    .map_or_else(|| step_run_id(workflow_id, name), str::to_owned)
+            }),
             changed_ms: number(&format!("at:{name}")),
             error: field(&format!("error:{name}")).map(str::to_owned),
         });
