@@ -1611,3 +1611,48 @@ async fn replicated_writes_beyond_the_connected_replicas_are_warned_about() {
         "{warning}"
     );
 }
+
+/// A claim that did not reach the replicas `--replicated-writes` asks for fails, and hands its
+/// runs back first: a failover could lose it, and until then a run claimed by a worker that
+/// never ran it would make the next fire of an `overlap = "forbid"` job an overlap.
+#[tokio::test]
+async fn a_claim_that_did_not_reach_the_replicas_hands_its_runs_back() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[10_000, 11_000]).await;
+    let at_10000 = store.clone().with_frozen_clock(10_000);
+    at_10000
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let replicated = StoreSettings {
+        replicated_writes: Some(redcron::store::ReplicatedWrites {
+            replicas: 1,
+            timeout: Duration::from_millis(100),
+        }),
+        ..StoreSettings::default()
+    };
+    let unreplicated = Store::connect(&server.url(), NAMESPACE, replicated)
+        .await
+        .expect("connect")
+        .with_frozen_clock(10_000);
+    let refused = unreplicated
+        .claim_run("replica/0", &["default".to_owned()], LEASE, 100)
+        .await
+        .expect_err("a claim no replica took");
+    assert!(
+        refused.to_string().contains("replicas"),
+        "the error says why: {refused}"
+    );
+    let active: usize = server.connection().zcard(keys().active()).expect("ZCARD");
+    assert_eq!(active, 0, "no run stays claimed");
+
+    // The next fire comes due: the first run is claimed and starts, nothing is an overlap.
+    let at_11000 = store.clone().with_frozen_clock(11_000);
+    at_11000
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let run = claim_run(&at_11000, &["default"]).await;
+    assert_eq!(run.id, "tick@10000");
+    assert_eq!(run.attempt, 1, "the hand-back used no attempt");
+}

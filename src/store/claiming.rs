@@ -9,7 +9,7 @@ use redis::{AsyncCommands, FromRedisValue, Value};
 use super::During;
 use super::connection::BlockingConnection;
 use super::reply::{Reply, reply_error};
-use super::{Store, StoreError, millis, scripts};
+use super::{FailReason, Failure, Store, StoreError, millis, scripts};
 use crate::metrics::Metrics;
 
 /// A run a worker has claimed, with its lease recorded.
@@ -330,10 +330,51 @@ impl Store {
             .arg(workers.len())
             .arg(workers)
             .arg(queues);
+        // The claim's reply is read before its replication is awaited: a claim that did not
+        // reach the replicas hands its runs back, so that a failover cannot leave them
+        // claimed by a worker that never ran them.
         let values: Vec<Value> = invocation
-            .invoke_async(&mut self.connection.clone())
+            .invoke_async(&mut self.connection.without_waiting())
             .await
             .during(&self.metrics, OPERATION)?;
+        let claimed = self.read_claim(replica, values)?;
+        if let Err(refused) = self
+            .connection
+            .clone()
+            .replicate()
+            .await
+            .during(&self.metrics, OPERATION)
+        {
+            self.hand_back_unreplicated(&claimed).await?;
+            return Err(refused);
+        }
+        Ok(claimed)
+    }
+
+    /// Hands the runs of a claim that did not reach the replicas back, as never started: they
+    /// are due again at once (or at their due time). The hand-back is not awaited on the
+    /// replicas either: a failover that loses both leaves the runs ready, as before the claim.
+    async fn hand_back_unreplicated(&self, claimed: &Claimed) -> Result<(), StoreError> {
+        let failure = Failure::without_output(
+            FailReason::NotStarted,
+            "the claim did not reach the replicas --replicated-writes asks for: handed back"
+                .to_owned(),
+        );
+        let mut connection = self.connection.without_waiting();
+        for run in &claimed.runs {
+            let (run_id, worker) = match run {
+                Ok(run) => (&run.id, &run.worker),
+                Err(corrupt) => (&corrupt.run_id, &corrupt.worker),
+            };
+            self.fail_run_on(&mut connection, run_id, Some(worker), &failure, 0.0)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Reads the reply of `claim_runs.lua`.
+    fn read_claim(&self, replica: &str, values: Vec<Value>) -> Result<Claimed, StoreError> {
+        const OPERATION: &str = "claim_runs";
         let mut reply = Reply::new(OPERATION, values);
         let status: String = reply.next()?;
         if status == "UNDECLARED" {

@@ -141,9 +141,19 @@ impl Connection {
         }
     }
 
+    /// The same connection, whose scripts do not wait for the replicas: for a caller that must
+    /// read a write's reply before it learns whether the write was replicated
+    /// ([`Connection::replicate`]).
+    pub(super) fn without_waiting(&self) -> Self {
+        Self {
+            replicated: None,
+            ..self.clone()
+        }
+    }
+
     /// Waits until what this connection wrote reached the replicas asked for; an error when it
     /// did not in time.
-    async fn replicate(&mut self) -> Result<(), RedisError> {
+    pub(super) async fn replicate(&mut self) -> Result<(), RedisError> {
         let Some(ReplicatedWrites { replicas, timeout }) = self.replicated else {
             return Ok(());
         };

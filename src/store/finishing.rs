@@ -2,6 +2,7 @@
 //! overdue: those a replica's workers hold, and those whose lease expired.
 
 use super::During;
+use super::connection::Connection;
 use super::reply::reply_error;
 use super::{ClaimedRun, FailReason, Store, StoreError, millis, scripts};
 
@@ -145,6 +146,25 @@ impl Store {
         failure: &Failure,
         jitter: f64,
     ) -> Result<FailOutcome, StoreError> {
+        self.fail_run_on(
+            &mut self.connection.clone(),
+            run_id,
+            worker,
+            failure,
+            jitter,
+        )
+        .await
+    }
+
+    /// [`Store::fail_run`] on `connection`.
+    pub(super) async fn fail_run_on(
+        &self,
+        connection: &mut Connection,
+        run_id: &str,
+        worker: Option<&str>,
+        failure: &Failure,
+        jitter: f64,
+    ) -> Result<FailOutcome, StoreError> {
         let (status, at): (String, i64) = scripts::FAIL_RUN
             .key(self.keys.active())
             .key(self.keys.due())
@@ -166,7 +186,7 @@ impl Store {
             .arg(jitter.clamp(0.0, 1.0))
             .arg(self.settings.events_maxlen)
             .arg(self.now_arg())
-            .invoke_async(&mut self.connection.clone())
+            .invoke_async(connection)
             .await
             .during(&self.metrics, "fail_run")?;
         match status.as_str() {
