@@ -320,6 +320,28 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
     let again = one_document(&setup.cli(&["workflow", "start", "images", "--json"]));
     schemas.assert_matches("workflow-started.json", &again);
     assert_ne!(again["id"], id.as_str(), "each start is a new instance");
+    // jobs tells the workflow's job from a job, with its steps.
+    let jobs = one_document(&setup.cli(&["jobs", "--json"]));
+    schemas.assert_matches("jobs.json", &jobs);
+    let workflow_of = |name: &str| {
+        jobs["jobs"]
+            .as_array()
+            .and_then(|jobs| jobs.iter().find(|job| job["job"] == name))
+            .map(|job| job["workflow"].clone())
+    };
+    assert_eq!(
+        workflow_of("images"),
+        Some(serde_json::json!("compress -> watermark -> upload")),
+        "{jobs}"
+    );
+    assert_eq!(workflow_of("compress"), Some(serde_json::Value::Null));
+    let table = setup.cli(&["jobs"]);
+    assert!(
+        table
+            .lines()
+            .any(|line| line.starts_with("images (workflow)")),
+        "{table}"
+    );
 
     let shown = setup.cli(&["workflow", "status", &id]);
     let row = shown.lines().nth(1).expect("a row");
@@ -485,24 +507,62 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
         "failed"
     );
     assert_eq!(setup.statuses(&paused)["publish"], "skipped");
-    setup.cli(&["resume", "publish"]);
-    let retried = setup.cli(&["workflow", "retry", &paused]);
+    // Retried while the job is still paused, the step is skipped again, and the retry says so.
+    let early = cli(
+        &setup.server,
+        setup.dir.path(),
+        &["workflow", "retry", &paused],
+    );
     assert_eq!(
-        retried.trim(),
-        format!("{paused}: running again from publish")
+        (early.code, early.stdout.trim()),
+        (
+            Some(0),
+            format!("{paused}: running again from publish").as_str()
+        ),
+        "{}",
+        early.stderr
+    );
+    assert!(
+        early
+            .stderr
+            .contains("job \"publish\" is paused: its step is skipped again"),
+        "{}",
+        early.stderr
+    );
+    assert_eq!(
+        setup.wait_finished(&paused, Duration::from_secs(15), &log),
+        "failed"
+    );
+    assert_eq!(
+        setup.run(&format!("{paused}/publish/2"))["state"],
+        "skipped"
+    );
+    setup.cli(&["resume", "publish"]);
+    let retried = cli(
+        &setup.server,
+        setup.dir.path(),
+        &["workflow", "retry", &paused],
+    );
+    assert_eq!(
+        (retried.code, retried.stdout.trim(), retried.stderr.as_str()),
+        (
+            Some(0),
+            format!("{paused}: running again from publish").as_str(),
+            ""
+        ),
     );
     assert_eq!(
         setup.wait_finished(&paused, Duration::from_secs(15), &log),
         "succeeded"
     );
-    // The step ran again under a run id of its own; the skipped run keeps its record.
+    // The step ran again under a run id of its own; the skipped runs keep their records.
     assert_eq!(
         setup.instance(&paused)["steps"][2]["run"],
-        format!("{paused}/publish/2")
+        format!("{paused}/publish/3")
     );
     assert_eq!(setup.run(&format!("{paused}/publish"))["state"], "skipped");
     assert_eq!(
-        setup.run(&format!("{paused}/publish/2"))["state"],
+        setup.run(&format!("{paused}/publish/3"))["state"],
         "succeeded"
     );
     let again = setup.cli(&["workflow", "retry", &paused]);

@@ -10,7 +10,7 @@ use super::output::ListFormat;
 use super::times::{local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, list_count, write_table};
 use crate::client::{Client, ClientError};
-use crate::store::WorkflowInstance;
+use crate::store::{StepStatus, WorkflowInstance};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum WorkflowCommand {
@@ -92,21 +92,7 @@ pub(super) fn execute(command: &WorkflowCommand, out: &mut impl Write) -> Result
             })?;
             show(&instances, args.format, out)
         }
-        WorkflowCommand::Retry(args) => {
-            let steps = block_on(async {
-                let client = Client::from_store(args.redis.connect().await?);
-                client
-                    .retry_workflow(&args.id)
-                    .await
-                    .map_err(CliError::from)
-            })?;
-            let said = if steps.is_empty() {
-                format!("{}: no step failed or was skipped", args.id)
-            } else {
-                format!("{}: running again from {}", args.id, steps.join(", "))
-            };
-            writeln!(out, "{said}").map_err(CliError::io("writing the result"))
-        }
+        WorkflowCommand::Retry(args) => retry(args, out),
         WorkflowCommand::List(args) => {
             let instances = block_on(async {
                 let client = Client::from_store(args.redis.connect().await?);
@@ -118,6 +104,56 @@ pub(super) fn execute(command: &WorkflowCommand, out: &mut impl Write) -> Result
             show(&instances, args.format, out)
         }
     }
+}
+
+fn retry(args: &RetryArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let (steps, paused) = block_on(async {
+        let client = Client::from_store(args.redis.connect().await?);
+        let steps = client
+            .retry_workflow(&args.id)
+            .await
+            .map_err(CliError::from)?;
+        let paused = paused_jobs_of(&client, &args.id, &steps).await?;
+        Ok::<_, CliError>((steps, paused))
+    })?;
+    let said = if steps.is_empty() {
+        format!("{}: no step failed or was skipped", args.id)
+    } else {
+        format!("{}: running again from {}", args.id, steps.join(", "))
+    };
+    writeln!(out, "{said}").map_err(CliError::io("writing the result"))?;
+    for job in paused {
+        eprintln!(
+            "redcron: job \"{job}\" is paused: its step is skipped again unless it is resumed \
+             (redcron resume {job}) before its run is due"
+        );
+    }
+    Ok(())
+}
+
+/// The paused jobs among those instance `id` has yet to run now that it runs again from
+/// `steps`, each once.
+async fn paused_jobs_of(
+    client: &Client,
+    id: &str,
+    steps: &[String],
+) -> Result<Vec<String>, CliError> {
+    if steps.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(instance) = client.workflow(id).await? else {
+        return Ok(Vec::new());
+    };
+    let paused = client.overview().await?.paused;
+    let mut jobs: Vec<String> = instance
+        .steps
+        .into_iter()
+        .filter(|step| step.status != StepStatus::Succeeded && paused.contains(&step.job))
+        .map(|step| step.job)
+        .collect();
+    jobs.sort();
+    jobs.dedup();
+    Ok(jobs)
 }
 
 fn start(args: &StartArgs, out: &mut impl Write) -> Result<(), CliError> {

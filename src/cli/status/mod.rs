@@ -13,6 +13,7 @@ use super::times::{ago, duration, elapsed, format_fire, local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::client::Client;
 use crate::schedule::Schedule;
+use crate::schedule::workflow::Workflow;
 use crate::store::{Event, Overview, ReplicaInfo, RunState, UndeclaredRuns};
 
 /// A replica silent for this many heartbeat periods is stale.
@@ -52,6 +53,9 @@ struct Summary {
     schedule: Option<String>,
     timezone: String,
     enabled: bool,
+    /// For the job of a `[workflows.<name>]` table: the workflow its runs start.
+    #[serde(default)]
+    workflow: Option<Workflow>,
 }
 
 impl Published {
@@ -75,6 +79,21 @@ impl Published {
 
     fn enabled(&self) -> Option<bool> {
         self.summary.as_ref().map(|summary| summary.enabled)
+    }
+
+    /// The steps of the workflow its runs start, as `check` shows them; `None` for a job.
+    fn workflow(&self) -> Option<String> {
+        let workflow = self.summary.as_ref()?.workflow.as_ref()?;
+        Some(workflow.describe())
+    }
+
+    /// Its name, marked when it starts a workflow.
+    fn label(&self) -> String {
+        if self.workflow().is_some() {
+            format!("{} (workflow)", self.name)
+        } else {
+            self.name.clone()
+        }
     }
 
     /// The next `count` fires after `now_ms`, RFC 3339 in the job's zone.
@@ -544,6 +563,7 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
                     "schedule": job.schedule(),
                     "timezone": job.timezone(),
                     "enabled": job.enabled(),
+                    "workflow": job.workflow(),
                     "damaged": job.summary.is_none(),
                     "hash": job.hash,
                     "next_fires": job.next_fires(overview.now_ms, 3),
@@ -566,7 +586,7 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
         .map(|job| {
             let warning = Declarers::of(&overview, job).warning();
             vec![
-                job.name.clone(),
+                job.label(),
                 match (&job.summary, job.schedule()) {
                     (None, _) => "(damaged: the leader writes it again)".to_owned(),
                     (Some(_), None) => "(on demand)".to_owned(),
