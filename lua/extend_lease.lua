@@ -14,14 +14,21 @@
 --         recorded as now; 0 otherwise
 --
 -- Returns 1 when extended, 0 when the run is no longer this worker's (its lease expired and it
--- was reaped): the worker should stop it.
+-- was reaped), or, for a start, when its lease has expired: the worker should stop it, or not
+-- start it.
 -- Cost: O(log N).
 local active, run_key, running = KEYS[1], KEYS[2], KEYS[3]
 local run_id, worker, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms(ARGV[4])
 
 local holder = redis.call('HGET', run_key, 'worker')
-if holder ~= worker or not redis.call('ZSCORE', active, run_id) then
+local deadline = tonumber(redis.call('ZSCORE', active, run_id))
+if holder ~= worker or not deadline then
+  return 0
+end
+-- A run claimed ahead starts only within its short lease: past it, its job's slot may have gone
+-- to a later fire (claims drop expired slots), and the reaper hands it back to be judged as late.
+if ARGV[5] == '1' and deadline < now then
   return 0
 end
 redis.call('ZADD', active, 'XX', now + lease, run_id)

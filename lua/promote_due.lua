@@ -5,7 +5,10 @@
 --
 -- A planned cron fire has no run hash yet (planned runs cost only their due and planned
 -- entries): it is created here from the job's published definition. Ad-hoc runs and retries
--- already have one.
+-- already have one. A fire claimed ahead that never started (Redis did not answer at its due
+-- time, so its short lease expired, or it was handed back) comes due again here, and is judged
+-- by the misfire policy as if it came due only now: `run-once` skips it when a later fire of the
+-- job has come due already (KEYS[8]), since that one ran or was judged in its place.
 --
 -- KEYS[1] due     zset    run id -> due ms
 -- KEYS[2] defs    hash    job -> definition JSON, published by the leader
@@ -15,6 +18,7 @@
 -- KEYS[6] damaged set     jobs whose definition in defs is unreadable: the leader writes them
 --                         again; their fires stay due meanwhile, neither skipped nor dead
 -- KEYS[7] hold  string  set while the namespace is held (redcron hold): nothing is written
+-- KEYS[8] latest-fire hash  job -> its latest fire promoted (made ready or skipped), ms
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>
 -- ARGV[2] limit: most runs moved by this call
@@ -32,6 +36,7 @@ if held(KEYS[7]) then
   return redis.error_reply(HELD)
 end
 local due, defs, events, dead, planned, damaged = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local latest_fire = KEYS[8]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local maxlen, retention, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
 if not limit or not threshold or not maxlen or not retention or not lead then
@@ -67,6 +72,16 @@ local function plan_of(job)
   return plans[job]
 end
 
+-- Each job's latest fire promoted: read once per call, written back at its end when it moved.
+local latest = {}
+local function latest_of(job)
+  if not latest[job] then
+    local known = tonumber(redis.call('HGET', latest_fire, job)) or 0
+    latest[job] = {known = known, fire = known}
+  end
+  return latest[job]
+end
+
 -- Whether a later fire of the same job is also missed: run-once keeps only the latest.
 local function later_fire_also_missed(job, fire_ms)
   local plan = plan_of(job)
@@ -77,6 +92,26 @@ local function later_fire_also_missed(job, fire_ms)
     end
   end
   return false
+end
+
+-- Why a fire of `job` claimed ahead and never started, due again now, is skipped; nil when it
+-- runs.
+local function misfire_of_unstarted(job, fire)
+  local def = definition(job)
+  if type(def) ~= 'table' then
+    return nil
+  end
+  local lateness = now - fire
+  if def.starting_deadline and lateness > def.starting_deadline then
+    return 'deadline'
+  end
+  if lateness <= threshold or def.misfire == 'run-all' then
+    return nil
+  end
+  if def.misfire == 'skip' or latest_of(job).fire > fire then
+    return 'missed'
+  end
+  return nil
 end
 
 local ready, skipped = 0, 0
@@ -94,13 +129,18 @@ in_slices('ZREM', due, taken)
 for i = 1, #run_ids, 2 do
   local run_id, due_ms = run_ids[i], tonumber(run_ids[i + 1])
   local run_key = key_run(prefix, run_id)
-  local job, queue, priority, state, kind = unpack(redis.call('HMGET', run_key, 'job', 'queue', 'priority', 'state', 'kind'))
+  local job, queue, priority, state, kind, fire_ms, attempt, starting, last_reason =
+    unpack(redis.call('HMGET', run_key, 'job', 'queue', 'priority', 'state', 'kind', 'fire_ms',
+      'attempt', 'starting', 'reason'))
   local reason
   if job or state then
     -- Only a retry or a delayed run is due again. Any other state means this id was planned
     -- again after it ran or while it runs (a lost cursor, say): it must not run twice.
     if state ~= 'retrying' and state ~= 'scheduled' then
       reason = 'duplicate'
+    elseif kind == 'cron' and attempt == '0' and tonumber(fire_ms)
+        and (starting == '1' or last_reason == 'not-started') then
+      reason = misfire_of_unstarted(job, tonumber(fire_ms))
     end
   else
     local fire_ms
@@ -108,6 +148,8 @@ for i = 1, #run_ids, 2 do
     local def = job and definition(job)
     if job and def ~= 'damaged' then
       plan_of(job).taken[fire_ms] = true
+      local seen = latest_of(job)
+      seen.fire = math.max(seen.fire, tonumber(fire_ms))
     end
     if not job then
       reason = 'corrupt'
@@ -185,6 +227,11 @@ for job, plan in pairs(plans) do
     redis.call('HDEL', planned, job)
   elseif #left < #plan.fires then
     redis.call('HSET', planned, job, table.concat(left, ','))
+  end
+end
+for job, seen in pairs(latest) do
+  if seen.fire > seen.known then
+    redis.call('HSET', latest_fire, job, seen.fire)
   end
 end
 -- One member per queue, so idle workers wake without the marker growing.

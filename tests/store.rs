@@ -393,6 +393,70 @@ async fn a_run_claimed_ahead_but_not_started_yet_makes_no_overlap() {
     assert_eq!(run_hash(&server, "tick@10000")["started_ms"], "10700");
 }
 
+/// An outage longer than the short lease of runs claimed ahead: their workers may not start
+/// them late (a later fire may hold the job's slot by then); the reaper hands them back, and
+/// each is judged as a fire coming due only then, by its job's misfire policy.
+#[tokio::test]
+async fn a_fire_claimed_ahead_that_could_not_start_is_judged_late_by_its_misfire_policy() {
+    let (server, store, token) = setup(
+        "[jobs.tick]\ncommand = \"true\"\noverlap = \"forbid\"\n\
+         [jobs.every]\ncommand = \"true\"\noverlap = \"forbid\"\nmisfire = \"run-all\"\n\
+         [jobs.alone]\ncommand = \"true\"\noverlap = \"forbid\"\n",
+    )
+    .await;
+    plan(&store, &token, "tick", &[10_000, 75_000]).await;
+    plan(&store, &token, "every", &[10_000, 75_000]).await;
+    plan(&store, &token, "alone", &[10_000]).await;
+    let at_9900 = store.clone().with_frozen_clock(9_900);
+    at_9900
+        .promote_due(100, THRESHOLD, Duration::from_millis(200))
+        .await
+        .expect("promote");
+    let mut claimed = Vec::new();
+    for _ in 0..3 {
+        claimed.push(claim_run(&at_9900, &["default"]).await);
+    }
+
+    // Redis answers again 70 s later: past the short lease, no run may start.
+    let at_80000 = store.clone().with_frozen_clock(80_000);
+    for run in &claimed {
+        assert!(
+            !at_80000.start_claimed_run(run, LEASE).await.expect("start"),
+            "{} started on an expired lease",
+            run.id
+        );
+    }
+    let mut expired = at_80000.expired_leases(10).await.expect("expired");
+    expired.sort();
+    assert_eq!(expired, ["alone@10000", "every@10000", "tick@10000"]);
+    for run_id in &expired {
+        at_80000
+            .fail_run(run_id, None, &failure(FailReason::Lost), 0.0)
+            .await
+            .expect("reap");
+    }
+    at_80000
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let state = |run_id: &str| {
+        let run = run_hash(&server, run_id);
+        (
+            run.get("state").cloned().unwrap_or_default(),
+            run.get("reason").cloned().unwrap_or_default(),
+        )
+    };
+    // run-once: a later fire came due (75 s, 5 s late), so the 10 s fire is missed.
+    assert_eq!(
+        state("tick@10000"),
+        ("skipped".to_owned(), "missed".to_owned())
+    );
+    assert_eq!(state("tick@75000").0, "ready");
+    // run-all runs it all the same, and run-once runs it when no later fire came due.
+    assert_eq!(state("every@10000").0, "ready");
+    assert_eq!(state("alone@10000").0, "ready");
+}
+
 /// A client may send a script again when its connection broke before the reply came (the
 /// cluster client does): the repeated call must change nothing, even once the run has finished.
 #[tokio::test]

@@ -99,6 +99,12 @@ impl Keys {
         self.key("planned")
     }
 
+    /// Hash job -> its latest fire promoted (made ready or skipped), ms: how `run-once` judges
+    /// a fire claimed ahead that never started and comes due again late.
+    pub fn latest_fires(&self) -> String {
+        self.key("latest-fire")
+    }
+
     /// Hash of one run.
     pub fn run(&self, run_id: &str) -> String {
         self.key(&format!("run:{run_id}"))

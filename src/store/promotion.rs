@@ -53,6 +53,7 @@ impl Store {
             .key(self.keys.planned())
             .key(self.keys.damaged_definitions())
             .key(self.keys.hold())
+            .key(self.keys.latest_fires())
             .arg(self.keys.prefix())
             .arg(limit)
             .arg(millis(misfire_threshold))

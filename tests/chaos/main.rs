@@ -765,6 +765,7 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         "declarations",
         "due",
         "planned",
+        "latest-fire",
         "active",
         "dead",
         "events",
