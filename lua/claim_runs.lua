@@ -1,8 +1,8 @@
 -- Claims ready runs for several idle workers at once, one run each: strict priority order
--- (high, then normal, then low) across the queues they serve, cron fires before ad-hoc runs of
--- the same queue and priority, after the checks that decide whether a run may start at all. One
--- call serves every idle worker of a replica, so a burst costs one round trip per batch rather
--- than per run.
+-- (high, then normal, then low) across the queues they serve, at each priority the cron fires of
+-- every queue before any ad-hoc run, after the checks that decide whether a run may start at
+-- all. One call serves every idle worker of a replica, so a burst costs one round trip per batch
+-- rather than per run.
 --
 -- A replica claims only runs of the jobs it declares (KEYS[5], published by its heartbeat): a
 -- popped run of another job is put aside in undeclared:<job> (listed in KEYS[6]) until a
@@ -135,11 +135,14 @@ local function declares(job)
   return is_declared[job]
 end
 
+-- At each priority, the fires of every queue served come before any ad-hoc run: a backlog of
+-- tasks in one queue must not delay the schedule of another.
 local ready_lists = {}
 for _, priority in ipairs({'high', 'normal', 'low'}) do
-  for _, queue in ipairs(queues) do
-    ready_lists[#ready_lists + 1] = ready_list(prefix, 'cron', queue, priority)
-    ready_lists[#ready_lists + 1] = ready_list(prefix, 'adhoc', queue, priority)
+  for _, kind in ipairs({'cron', 'adhoc'}) do
+    for _, queue in ipairs(queues) do
+      ready_lists[#ready_lists + 1] = ready_list(prefix, kind, queue, priority)
+    end
   end
 end
 

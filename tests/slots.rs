@@ -229,7 +229,8 @@ async fn on_demand_jobs_overlap_and_max_concurrency_holds_runs_back_without_drop
 async fn cron_fires_are_claimed_before_a_backlog_of_ad_hoc_runs() {
     let (server, store, token) = setup(
         "[jobs.tick]\ncommand = \"true\"\nschedule = \"@every 1s\"\n\
-         [jobs.task]\ncommand = \"true\"\n",
+         [jobs.task]\ncommand = \"true\"\n\
+         [jobs.eu-tick]\ncommand = \"true\"\nschedule = \"@every 1s\"\nqueue = \"eu\"\n",
     )
     .await;
     let now = store.clone().with_frozen_clock(5_000);
@@ -237,13 +238,24 @@ async fn cron_fires_are_claimed_before_a_backlog_of_ad_hoc_runs() {
         enqueue(&now, "task", None).await;
     }
     plan(&now, &token, "tick", &[5_000]).await;
+    plan(&now, &token, "eu-tick", &[5_000]).await;
     now.promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
-    let redcron::store::Claim::Run { run, .. } = claim(&now, &["default"]).await else {
-        panic!("a run is ready");
-    };
-    assert_eq!(run.id, "tick@5000", "the fire goes before the 100 tasks");
+    // The fires of every queue served, the backlog's own and another's, go first.
+    let mut claimed = Vec::new();
+    for _ in 0..2 {
+        let redcron::store::Claim::Run { run, .. } = claim(&now, &["default", "eu"]).await else {
+            panic!("a run is ready");
+        };
+        claimed.push(run.id);
+    }
+    claimed.sort();
+    assert_eq!(
+        claimed,
+        ["eu-tick@5000", "tick@5000"],
+        "the fires go before the 100 tasks"
+    );
     let tasks: usize = server
         .connection()
         .llen(keys().ready("default", Priority::Normal))
