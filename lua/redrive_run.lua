@@ -1,6 +1,7 @@
 -- Takes a run out of the dead letters and makes it due now with its attempts reset: one
 -- script, so a crash can neither lose it nor leave it both dead and due. A dead workflow step
--- re-driven runs its instance again from that step.
+-- re-driven runs its instance again from that step. A run of a paused job stays dead: it would
+-- only be skipped, and so leave the dead letters without having run.
 --
 -- KEYS[1] dead           zset    run id -> ms it died
 -- KEYS[2] due            zset    run id -> due ms
@@ -12,7 +13,8 @@
 -- ARGV[3] events stream MAXLEN (approximate)
 -- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
 --
--- Returns 1 when re-driven, 0 when the run is not in the dead letters.
+-- Returns 1 when re-driven, 0 when the run is not in the dead letters, or its job's name when
+-- that job is paused.
 -- Cost: O(log N).
 if held(KEYS[5]) then
   return redis.error_reply(HELD)
@@ -25,6 +27,10 @@ local run_key = key_run(prefix, run_id)
 if redis.call('ZSCORE', dead, run_id) == false or redis.call('EXISTS', run_key) == 0 then
   return 0
 end
+local job = redis.call('HGET', run_key, 'job')
+if job and redis.call('SISMEMBER', key_paused(prefix), job) == 1 then
+  return job
+end
 redis.call('ZREM', dead, run_id)
 redis.call('HDEL', run_key, 'lost', 'error', 'reason', 'exit_code', 'output', 'finished_ms')
 -- Marked, so that a re-driven cron fire is never skipped as an overlap (see claim_runs.lua).
@@ -32,7 +38,6 @@ redis.call('HSET', run_key, 'attempt', 0, 'state', 'scheduled', 'due_ms', now, '
 redis.call('PERSIST', run_key)
 redis.call('ZADD', due, now, run_id)
 workflow_step_redriven(prefix, run_key, now)
-record_event(events, maxlen, run_id, 'scheduled', 'job', redis.call('HGET', run_key, 'job') or '',
-  'reason', 'redrive')
+record_event(events, maxlen, run_id, 'scheduled', 'job', job or '', 'reason', 'redrive')
 redis.call('PUBLISH', wake, now)
 return 1

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use redcron::schedule::{Job, Priority, parse_file};
 use redcron::store::{
-    Ack, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, Store, StoreSettings,
+    Ack, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, Redrive, Store,
+    StoreSettings,
 };
 use redis::Commands;
 
@@ -292,11 +293,18 @@ async fn redrive_takes_only_dead_runs_out_of_the_dead_letters() {
     let succeeded = runs[0].clone();
     assert!(store.ack_run(&succeeded, Some(0), "").await.expect("ack"));
     let store = store.with_frozen_clock(5_000);
+    // A run of a paused job would only be skipped: it stays dead until the job is resumed.
+    assert!(store.set_paused("task", true).await.expect("pause"));
+    assert_eq!(
+        store.redrive_run(&dead).await.expect("redrive"),
+        Redrive::JobPaused("task".to_owned())
+    );
+    assert!(store.set_paused("task", false).await.expect("resume"));
     for (what, run_id, redriven) in [
-        ("a dead run", dead.as_str(), true),
-        ("the same run again", dead.as_str(), false),
-        ("a succeeded run", succeeded.id.as_str(), false),
-        ("a run that does not exist", "nope", false),
+        ("a dead run", dead.as_str(), Redrive::Redriven),
+        ("the same run again", dead.as_str(), Redrive::NotDead),
+        ("a succeeded run", succeeded.id.as_str(), Redrive::NotDead),
+        ("a run that does not exist", "nope", Redrive::NotDead),
     ] {
         assert_eq!(
             store.redrive_run(run_id).await.expect("redrive"),

@@ -407,6 +407,39 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
         "{shown}"
     );
 
+    // While the job is paused, a re-driven run would only be skipped: every run stays dead.
+    cli(&server, dir.path(), &["pause", "greet"]).success();
+    let refused = cli(&server, dir.path(), &["dead", "retry", &dead[0]]).failure(2);
+    assert!(
+        refused.contains(&format!(
+            "run {} stays dead: job \"greet\" is paused",
+            dead[0]
+        )),
+        "{refused}"
+    );
+    let all = cli(
+        &server,
+        dir.path(),
+        &["dead", "retry", "--all", "--job", "greet"],
+    );
+    assert_eq!(
+        (all.code, all.stdout.as_str()),
+        (Some(0), ""),
+        "{}",
+        all.stderr
+    );
+    assert_eq!(
+        all.stderr
+            .matches("stays dead: job \"greet\" is paused")
+            .count(),
+        3,
+        "{}",
+        all.stderr
+    );
+    let json = one_document(&cli(&server, dir.path(), &["dead", "list", "--json"]).success());
+    assert_eq!(json["runs"].as_array().map(Vec::len), Some(3), "{json}");
+    cli(&server, dir.path(), &["resume", "greet"]).success();
+
     let retried = cli(&server, dir.path(), &["dead", "retry", &dead[0]]).success();
     assert_eq!(retried.trim(), format!("{} due again", dead[0]));
     let fields = store.run_fields(&dead[0]).await.expect("run");

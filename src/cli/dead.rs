@@ -10,7 +10,7 @@ use super::output::ListFormat;
 use super::runs::{ShowArgs, run_document, write_run};
 use super::times::rfc3339;
 use super::{CliError, RedisArgs, block_on, list_count, write_table};
-use crate::client::Client;
+use crate::client::{Client, DeadRetried};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum DeadCommand {
@@ -66,16 +66,25 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
             write_run(out, id, fields, *json)
         }
         DeadCommand::Retry { id, job, redis, .. } => {
-            let retried = block_on(async {
+            let outcome = block_on(async {
                 let client = Client::from_store(redis.connect().await?);
-                let retried = match id {
-                    Some(id) => client.retry_dead(id).await.map(|()| vec![id.clone()]),
+                let outcome = match id {
+                    Some(id) => client.retry_dead(id).await.map(|()| DeadRetried {
+                        retried: vec![id.clone()],
+                        left_paused: Vec::new(),
+                    }),
                     None => client.retry_dead_runs(job.as_deref()).await,
                 };
-                retried.map_err(CliError::from)
+                outcome.map_err(CliError::from)
             })?;
-            for run_id in &retried {
+            for run_id in &outcome.retried {
                 writeln!(out, "{run_id} due again").map_err(CliError::io("writing the result"))?;
+            }
+            for (run_id, job) in &outcome.left_paused {
+                eprintln!(
+                    "redcron: {run_id} stays dead: job \"{job}\" is paused (redcron resume {job}, \
+                     then retry it)"
+                );
             }
             Ok(())
         }

@@ -596,6 +596,7 @@ impl From<crate::client::ClientError> for CliError {
             error @ (ClientError::Duplicate { .. }
             | ClientError::Payload(_)
             | ClientError::NoDeadRun(_)
+            | ClientError::JobPaused { .. }
             | ClientError::UnknownWorkflow(_)
             | ClientError::NoWorkflowInstance(_)
             | ClientError::UndeclaredStep { .. }) => CliError::Argument(error.to_string()),

@@ -37,6 +37,7 @@ mod reads;
 mod request;
 mod workflows;
 
+pub use operations::DeadRetried;
 pub use reads::{DeadRun, EVENTS_SCANNED, HistoryEntry, ListedRun, RunsQuery};
 pub use request::RunRequest;
 pub use workflows::StartedWorkflow;
@@ -72,6 +73,17 @@ pub enum ClientError {
     /// No dead run has that id (it never died, was retried, or was purged).
     #[error("no dead run \"{0}\"")]
     NoDeadRun(String),
+    /// The dead run's job is paused: re-driven, the run would only be skipped. It stays dead.
+    #[error(
+        "run {run} stays dead: job \"{job}\" is paused and would skip it; resume the job \
+         (redcron resume {job}) and retry the run"
+    )]
+    JobPaused {
+        /// The dead run.
+        run: String,
+        /// Its paused job.
+        job: String,
+    },
     /// No workflow instance has that id (never started, or finished longer ago than the
     /// retention).
     #[error(

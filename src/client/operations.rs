@@ -4,9 +4,19 @@
 use std::time::Duration;
 
 use super::{Client, ClientError};
+use crate::store::Redrive;
 
 /// The most dead runs one [`Client::retry_dead_runs`] looks at.
 const RETRY_ALL_LIMIT: usize = 100_000;
+
+/// What [`Client::retry_dead_runs`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeadRetried {
+    /// The runs due again.
+    pub retried: Vec<String>,
+    /// The runs that stay dead because their job is paused, each with that job.
+    pub left_paused: Vec<(String, String)>,
+}
 
 impl Client {
     /// Pauses the declared job `job`: its fires are skipped until it is resumed. Whether it
@@ -57,21 +67,29 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// [`ClientError::NoDeadRun`], or Redis errors.
+    /// [`ClientError::NoDeadRun`], [`ClientError::JobPaused`] (the run stays dead), or Redis
+    /// errors.
     pub async fn retry_dead(&self, run_id: &str) -> Result<(), ClientError> {
-        if self.store.redrive_run(run_id).await? {
-            Ok(())
-        } else {
-            Err(ClientError::NoDeadRun(run_id.to_owned()))
+        match self.store.redrive_run(run_id).await? {
+            Redrive::Redriven => Ok(()),
+            Redrive::NotDead => Err(ClientError::NoDeadRun(run_id.to_owned())),
+            Redrive::JobPaused(job) => Err(ClientError::JobPaused {
+                run: run_id.to_owned(),
+                job,
+            }),
         }
     }
 
-    /// Makes every dead run due again (of `job` only, when given); the ids of those retried.
+    /// Makes every dead run due again (of `job` only, when given), but those of paused jobs,
+    /// which stay dead: which were retried, and which were left.
     ///
     /// ```no_run
     /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
-    /// let retried = client.retry_dead_runs(Some("thumbnail")).await?;
-    /// println!("{} runs due again", retried.len());
+    /// let outcome = client.retry_dead_runs(Some("thumbnail")).await?;
+    /// println!("{} runs due again", outcome.retried.len());
+    /// for (run, job) in &outcome.left_paused {
+    ///     println!("{run} stays dead: {job} is paused");
+    /// }
     /// # Ok(())
     /// # }
     /// ```
@@ -79,7 +97,7 @@ impl Client {
     /// # Errors
     /// [`ClientError::UnknownJob`] for a job that has no dead run and is not declared, or Redis
     /// errors.
-    pub async fn retry_dead_runs(&self, job: Option<&str>) -> Result<Vec<String>, ClientError> {
+    pub async fn retry_dead_runs(&self, job: Option<&str>) -> Result<DeadRetried, ClientError> {
         let mut chosen = Vec::new();
         for (run_id, _) in self.store.dead_runs(RETRY_ALL_LIMIT).await? {
             let run_job = self.store.run_fields(&run_id).await?.remove("job");
@@ -93,14 +111,16 @@ impl Client {
         {
             return Err(ClientError::UnknownJob(job.to_owned()));
         }
-        let mut retried = Vec::new();
+        let mut outcome = DeadRetried::default();
         for run_id in chosen {
-            // One retried by someone else meanwhile is no longer dead: skipped.
-            if self.store.redrive_run(&run_id).await? {
-                retried.push(run_id);
+            match self.store.redrive_run(&run_id).await? {
+                Redrive::Redriven => outcome.retried.push(run_id),
+                // Retried by someone else meanwhile: no longer dead.
+                Redrive::NotDead => {}
+                Redrive::JobPaused(job) => outcome.left_paused.push((run_id, job)),
             }
         }
-        Ok(retried)
+        Ok(outcome)
     }
 
     /// Holds the namespace still for `duration` (while its Redis Cluster slot moves): nothing

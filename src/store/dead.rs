@@ -3,10 +3,22 @@
 
 use std::time::Duration;
 
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Value};
 
 use super::During;
+use super::reply::reply_error;
 use super::{Store, StoreError, millis, scripts};
+
+/// What [`Store::redrive_run`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redrive {
+    /// The run is due again now.
+    Redriven,
+    /// It is not in the dead letters: it never died, was re-driven already, or was purged.
+    NotDead,
+    /// It stays dead: its job, named, is paused, and would only skip it.
+    JobPaused(String),
+}
 
 impl Store {
     /// Up to `limit` dead runs, oldest death first: id and when it died, ms.
@@ -22,13 +34,13 @@ impl Store {
             .during(&self.metrics, "dead_runs")
     }
 
-    /// Takes a run out of the dead letters and makes it due now, attempts reset; `false` when it
-    /// is not dead.
+    /// Takes a run out of the dead letters and makes it due now, attempts reset, unless its job
+    /// is paused.
     ///
     /// # Errors
     /// Redis errors.
-    pub async fn redrive_run(&self, run_id: &str) -> Result<bool, StoreError> {
-        let redriven: i64 = scripts::REDRIVE_RUN
+    pub async fn redrive_run(&self, run_id: &str) -> Result<Redrive, StoreError> {
+        let answer: Value = scripts::REDRIVE_RUN
             .key(self.keys.dead())
             .key(self.keys.due())
             .key(self.keys.events())
@@ -41,7 +53,17 @@ impl Store {
             .invoke_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "redrive_run")?;
-        Ok(redriven == 1)
+        match answer {
+            Value::Int(1) => Ok(Redrive::Redriven),
+            Value::Int(0) => Ok(Redrive::NotDead),
+            Value::BulkString(job) => Ok(Redrive::JobPaused(
+                String::from_utf8_lossy(&job).into_owned(),
+            )),
+            other => Err(reply_error(
+                "redrive_run",
+                format!("unexpected reply {other:?}"),
+            )),
+        }
     }
 
     /// Deletes dead runs that died at or before `cutoff_ms` (all of them for `None`); returns how

@@ -61,6 +61,7 @@ pub use clock::{ManualClock, RedisClock};
 use connection::Connection;
 pub use connection::{NOT_REPLICATED, ReplicatedWrites};
 pub use contract::{FailReason, RunState, SkipReason, StepStatus, WorkflowState};
+pub use dead::Redrive;
 use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
 pub use enqueueing::{Enqueue, Enqueued, key_fingerprint, new_run_id, payload_fingerprint};
