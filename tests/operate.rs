@@ -67,7 +67,8 @@ fn trigger_runs_a_declared_job_now_with_its_payload_on_stdin() {
     std::fs::create_dir(dir.path().join("schedules")).expect("mkdir");
     std::fs::write(
         dir.path().join("schedules/jobs.toml"),
-        JOBS.replace("ledger", &dir.path().join("ledger").display().to_string()),
+        JOBS.replace("ledger", &dir.path().join("ledger").display().to_string())
+            .replace("ticks", &dir.path().join("ticks").display().to_string()),
     )
     .expect("write");
     let replica = ReplicaProcess::start(
