@@ -46,6 +46,27 @@ use crate::store::Store;
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Why a replica stopped without being asked to.
+///
+/// ```no_run
+/// use redcron::replica::{Replica, ReplicaError};
+/// use redcron::shutdown::Shutdown;
+///
+/// # async fn example(replica: Replica) {
+/// match replica.run(Shutdown::new()).await {
+///     Ok(()) => {}
+///     // A restart would meet the other process again: give each replica its own id.
+///     Err(error @ ReplicaError::ReplicaIdInUse(_)) => {
+///         eprintln!("{error}");
+///         std::process::exit(2);
+///     }
+///     // Exit non-zero, so that the service manager restarts the process.
+///     Err(error @ ReplicaError::ComponentDied { .. }) => {
+///         eprintln!("{error}");
+///         std::process::exit(1);
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Debug, Error)]
 pub enum ReplicaError {
     /// A component panicked or returned while the replica was running. The replica stopped its
@@ -53,12 +74,14 @@ pub enum ReplicaError {
     /// restarted.
     #[error("the {component} {how}: the replica stopped")]
     ComponentDied {
-        /// The component: elector, planner, promoter, reaper, heartbeat or workers.
+        /// The component: elector, planner, promoter, reaper, heartbeat, notifier or workers.
         component: &'static str,
         /// What happened to it: the panic's message, or that it returned.
         how: String,
     },
-    /// Another process beats under this replica's id: the replica did not start, or stopped.
+    /// Another process was beating under this replica's id when it started: the replica did
+    /// not start. A process that takes the id over later ends the heartbeat, which stops the
+    /// replica as [`ReplicaError::ComponentDied`].
     #[error(transparent)]
     ReplicaIdInUse(HeartbeatError),
 }
@@ -134,6 +157,21 @@ impl Supervisor {
 }
 
 /// Everything a replica can be told.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use redcron::replica::ReplicaConfig;
+///
+/// let mut config = ReplicaConfig {
+///     // Unique per process: a second process beating under the same id stops the replica.
+///     replica_id: "web-1".to_owned(),
+///     shutdown_grace: Duration::from_secs(120),
+///     ..ReplicaConfig::default()
+/// };
+/// config.workers.queues = vec!["images".to_owned()];
+/// assert_eq!(config.leader_ttl, Duration::from_secs(5));
+/// ```
 #[derive(Debug, Clone)]
 pub struct ReplicaConfig {
     /// Unique among the replicas sharing a Redis.
@@ -182,12 +220,26 @@ pub struct JobsHandle {
 impl JobsHandle {
     /// Declares `jobs` instead of the current ones: the planner unplans changed and removed
     /// jobs and plans the new definitions; workers execute by the new definitions.
+    ///
+    /// ```no_run
+    /// # fn example(jobs: redcron::replica::JobsHandle) -> Result<(), redcron::schedule::LoadError> {
+    /// jobs.replace(redcron::schedule::load_dir("schedules".as_ref())?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn replace(&self, jobs: Vec<Job>) {
         self.jobs.send_replace(shared_jobs(jobs));
     }
 
     /// Declares what a schedule directory declares instead: its jobs (as
     /// [`JobsHandle::replace`]) and its `[queues]` tables.
+    ///
+    /// ```no_run
+    /// # fn example(jobs: redcron::replica::JobsHandle) -> Result<(), redcron::schedule::LoadError> {
+    /// jobs.replace_schedules(redcron::schedule::load_schedules("schedules".as_ref())?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn replace_schedules(&self, schedules: Schedules) {
         self.replace(schedules.jobs);
         self.fallbacks.send_replace(Arc::new(schedules.queues));
@@ -205,30 +257,85 @@ pub struct ReplicaBuilder {
 
 impl ReplicaBuilder {
     /// The declared jobs.
+    ///
+    /// ```no_run
+    /// # fn example(store: redcron::store::Store) -> Result<(), redcron::schedule::LoadError> {
+    /// let jobs = redcron::schedule::load_dir("/etc/redcron/schedules".as_ref())?;
+    /// let replica = redcron::replica::Replica::builder(store).jobs(jobs).build();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn jobs(mut self, jobs: Vec<Job>) -> Self {
         self.jobs = jobs;
         self
     }
 
     /// The `[queues]` tables: where the ready runs of a queue no live replica serves go.
+    ///
+    /// ```no_run
+    /// # fn example(store: redcron::store::Store) -> Result<(), redcron::schedule::LoadError> {
+    /// let schedules = redcron::schedule::load_schedules("/etc/redcron/schedules".as_ref())?;
+    /// let replica = redcron::replica::Replica::builder(store)
+    ///     .jobs(schedules.jobs)
+    ///     .queue_fallbacks(schedules.queues)
+    ///     .build();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn queue_fallbacks(mut self, fallbacks: Vec<QueueFallback>) -> Self {
         self.fallbacks = fallbacks;
         self
     }
 
     /// Runs `job` with `handler` (library mode) instead of its command.
+    ///
+    /// ```no_run
+    /// use redcron::handler::{Completed, RunContext, RunError};
+    /// use redcron::replica::Replica;
+    ///
+    /// # fn example(store: redcron::store::Store) {
+    /// let replica = Replica::builder(store)
+    ///     .handler("resize", |run: RunContext| async move {
+    ///         // No retry can fix a missing payload: straight to the dead letters.
+    ///         let image = run.payload.ok_or_else(|| RunError::permanent("which image?"))?;
+    ///         Ok(Completed { output: format!("resized {image}"), ..Completed::default() })
+    ///     })
+    ///     .build();
+    /// # }
+    /// ```
     pub fn handler(mut self, job: impl Into<String>, handler: impl Handler) -> Self {
         self.handlers.register(job, handler);
         self
     }
 
     /// The replica's settings.
+    ///
+    /// ```no_run
+    /// use redcron::replica::{Replica, ReplicaConfig};
+    ///
+    /// # fn example(store: redcron::store::Store) {
+    /// let config = ReplicaConfig {
+    ///     replica_id: "web-1".to_owned(),
+    ///     ..ReplicaConfig::default()
+    /// };
+    /// let replica = Replica::builder(store).config(config).build();
+    /// # }
+    /// ```
     pub fn config(mut self, config: ReplicaConfig) -> Self {
         self.config = config;
         self
     }
 
     /// The replica, ready to run.
+    ///
+    /// ```no_run
+    /// # async fn example(store: redcron::store::Store) -> Result<(), Box<dyn std::error::Error>> {
+    /// let replica = redcron::replica::Replica::builder(store).build();
+    /// // Nothing runs, and no replica id is taken, until `run` is awaited.
+    /// replica.run(redcron::shutdown::Shutdown::new()).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn build(self) -> Replica {
         let (jobs, _) = watch::channel(shared_jobs(self.jobs));
         let (fallbacks, _) = watch::channel(Arc::new(self.fallbacks));
@@ -284,6 +391,25 @@ impl Replica {
     }
 
     /// A handle to replace the job definitions while the replica runs.
+    ///
+    /// ```no_run
+    /// use tokio::signal::unix::{SignalKind, signal};
+    ///
+    /// # async fn example(replica: redcron::replica::Replica) -> Result<(), Box<dyn std::error::Error>> {
+    /// let jobs = replica.jobs_handle();
+    /// let mut hangup = signal(SignalKind::hangup())?;
+    /// tokio::spawn(async move {
+    ///     while hangup.recv().await.is_some() {
+    ///         // A directory with a mistake is refused whole: the running definitions stay.
+    ///         if let Ok(schedules) = redcron::schedule::load_schedules("schedules".as_ref()) {
+    ///             jobs.replace_schedules(schedules);
+    ///         }
+    ///     }
+    /// });
+    /// replica.run(redcron::shutdown::Shutdown::new()).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn jobs_handle(&self) -> JobsHandle {
         JobsHandle {
             jobs: self.jobs.clone(),
@@ -293,8 +419,26 @@ impl Replica {
 
     /// Runs every component until `shutdown`, then stops them in order (see the module docs).
     ///
+    /// ```no_run
+    /// use redcron::shutdown::Shutdown;
+    ///
+    /// # async fn example(replica: redcron::replica::Replica) -> Result<(), Box<dyn std::error::Error>> {
+    /// let shutdown = Shutdown::new();
+    /// let on_ctrl_c = shutdown.clone();
+    /// tokio::spawn(async move {
+    ///     // Running runs then get the shutdown grace to finish.
+    ///     let _ = tokio::signal::ctrl_c().await;
+    ///     on_ctrl_c.cancel();
+    /// });
+    /// replica.run(shutdown).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
-    /// A component panicked or returned while it should have run: the replica has stopped.
+    /// [`ReplicaError::ReplicaIdInUse`] when another process beats under its id at start;
+    /// [`ReplicaError::ComponentDied`] when a component panicked or returned while it should
+    /// have run: the replica has stopped.
     pub async fn run(self, shutdown: Shutdown) -> Result<(), ReplicaError> {
         let metrics = self.store.metrics().clone();
         metrics.health.starting();

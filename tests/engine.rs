@@ -538,6 +538,111 @@ async fn a_replica_runs_registered_rust_handlers_and_reports_its_heartbeat() {
     assert_eq!(leader, None, "the lease is released on shutdown");
 }
 
+/// A Rust handler that never looks at `stop` cannot outlive its job's timeout, nor hold a
+/// replica's shutdown, by more than its stop grace: its future is dropped.
+#[tokio::test]
+async fn a_rust_handler_that_ignores_stop_is_dropped_after_its_stop_grace() {
+    use redcron::client::Client;
+    use redcron::handler::{BoxFuture, Handler, Outcome, RunContext};
+    use redcron::replica::{Replica, ReplicaConfig};
+
+    struct Stubborn;
+    impl Handler for Stubborn {
+        fn call(&self, _run: RunContext) -> BoxFuture<Outcome> {
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                unreachable!("dropped long before")
+            })
+        }
+        fn stop_grace(&self) -> Duration {
+            Duration::from_millis(300)
+        }
+    }
+
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    let client = Client::from_store(store.clone());
+    let declared = parse_file(
+        Path::new("test.toml"),
+        "[jobs.stubborn]\ncommand = \"true\"\ntimeout = \"1s\"\nretries = 0\n",
+    )
+    .expect("valid test jobs");
+    let replica = Replica::builder(store)
+        .jobs(declared)
+        .handler("stubborn", Stubborn)
+        .config(ReplicaConfig {
+            replica_id: "library".to_owned(),
+            shutdown_grace: Duration::from_millis(500),
+            ..ReplicaConfig::default()
+        })
+        .build();
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(replica.run(shutdown.clone()));
+    let mut redis = server.connection();
+    let state = |redis: &mut redis::Connection, run_id: &str| -> (String, String) {
+        let fields: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(keys().run(run_id))
+            .arg(&["state", "error"])
+            .query(redis)
+            .expect("HMGET");
+        (
+            fields[0].clone().unwrap_or_default(),
+            fields[1].clone().unwrap_or_default(),
+        )
+    };
+
+    // Until the replica has declared the job, it is unknown.
+    let mut submitted = client.enqueue("stubborn").send().await;
+    for _ in 0..50 {
+        if submitted.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        submitted = client.enqueue("stubborn").send().await;
+    }
+    let timed_out = submitted.expect("the job is declared").run_id;
+    let mut last = (String::new(), String::new());
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            last = state(&mut redis, &timed_out);
+            last.0 == "dead"
+        })
+        .await,
+        "the run never ended: {last:?}"
+    );
+    assert_eq!(
+        last.1,
+        "timed out after 1s; the handler did not return within 300ms of being told to stop: \
+         dropped"
+    );
+
+    // Shutdown does not wait for it either.
+    let interrupted = client
+        .enqueue("stubborn")
+        .send()
+        .await
+        .expect("enqueue")
+        .run_id;
+    assert!(
+        wait_until(Duration::from_secs(10), || state(&mut redis, &interrupted)
+            .0
+            == "active")
+        .await,
+        "the second run never started"
+    );
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the replica stops although its handler never returns")
+        .expect("replica task")
+        .expect("the replica stops cleanly");
+    let (_, error) = state(&mut redis, &interrupted);
+    assert!(
+        error.contains("interrupted by shutdown; the handler did not return"),
+        "{error}"
+    );
+}
+
 #[tokio::test]
 async fn fires_claimed_ahead_start_at_their_fire_time_never_before() {
     use redcron::handler::{Completed, RunContext};

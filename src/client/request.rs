@@ -56,6 +56,14 @@ impl<'a> RunRequest<'a> {
 impl RunRequest<'_> {
     /// JSON for the run (a command's standard input, a handler's `payload`).
     ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let payload = serde_json::json!({ "image": "cat.png", "width": 320 });
+    /// client.enqueue("thumbnail").payload(&payload)?.send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// [`ClientError::Payload`] when it is larger than a run may carry.
     pub fn payload(self, payload: &serde_json::Value) -> Result<Self, ClientError> {
@@ -63,6 +71,13 @@ impl RunRequest<'_> {
     }
 
     /// JSON text for the run, as given (its white space and key order kept).
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// client.enqueue("thumbnail").payload_text(r#"{"image": "cat.png"}"#)?.send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// [`ClientError::Payload`] when it is not JSON or larger than a run may carry.
@@ -74,12 +89,30 @@ impl RunRequest<'_> {
     }
 
     /// Instead of the job's own priority.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// use redcron::schedule::Priority;
+    ///
+    /// client.enqueue("thumbnail").priority(Priority::High).send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn priority(mut self, priority: Priority) -> Self {
         self.priority = Some(priority);
         self
     }
 
     /// Due this long from now, on Redis's clock.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// use std::time::Duration;
+    ///
+    /// client.enqueue("reminder").after(Duration::from_secs(15 * 60)).send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn after(mut self, delay: Duration) -> Self {
         self.due = Due::After(delay);
         self
@@ -87,6 +120,15 @@ impl RunRequest<'_> {
 
     /// Due at `due_ms` (ms since the epoch); a time before Redis's clock is refused unless
     /// `past_ok`, when the run is due at once.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// let due = chrono::DateTime::parse_from_rfc3339("2026-07-01T09:00:00Z")?;
+    /// // Refused with `ClientError::InThePast` once that time has gone.
+    /// client.enqueue("report").at(due.timestamp_millis(), false).send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn at(mut self, due_ms: i64, past_ok: bool) -> Self {
         self.due = Due::At {
             ms: due_ms,
@@ -96,12 +138,29 @@ impl RunRequest<'_> {
     }
 
     /// Refuses a second run of the job with the same payload for [`RunRequest::unique_for`].
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let payload = serde_json::json!({ "image": "cat.png" });
+    /// // A second click within the hour gets `ClientError::Duplicate`, and no second run.
+    /// client.enqueue("thumbnail").payload(&payload)?.unique().send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn unique(mut self) -> Self {
         self.unique = Some(Unique::Payload);
         self
     }
 
     /// Refuses a second run of the job with the same `key` for [`RunRequest::unique_for`].
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// // One invoice per order, whatever else the payload says.
+    /// client.enqueue("invoice").unique_key("order-1234").send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
         self.unique = Some(Unique::Key(key.into()));
         self
@@ -109,6 +168,16 @@ impl RunRequest<'_> {
 
     /// How long uniqueness holds (default an hour); makes the run unique by payload unless a
     /// key was given.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// use std::time::Duration;
+    ///
+    /// let day = Duration::from_secs(24 * 3600);
+    /// client.enqueue("digest").unique_key("user-42").unique_for(day).send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn unique_for(mut self, window: Duration) -> Self {
         self.unique.get_or_insert(Unique::Payload);
         self.unique_for = window;
@@ -116,6 +185,17 @@ impl RunRequest<'_> {
     }
 
     /// Creates the run.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let run = client.enqueue("thumbnail").send().await?;
+    /// if run.paused {
+    ///     // Created all the same: skipped unless the job is resumed before it is due.
+    ///     eprintln!("{}: its job is paused", run.run_id);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// [`ClientError::UnknownJob`], [`ClientError::Duplicate`], [`ClientError::InThePast`], or

@@ -26,6 +26,22 @@ pub const OUTPUT_TAIL_BYTES: usize = 4096;
 const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
 
 /// Runs a job's command.
+///
+/// Jobs without a registered handler run with the default one; registering one gives a job's
+/// commands another grace:
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// use redcron::handler::CommandHandler;
+/// use redcron::replica::Replica;
+///
+/// # fn example(store: redcron::store::Store) {
+/// // A database dump that needs time to exit cleanly after SIGTERM.
+/// let dump = CommandHandler { kill_grace: Duration::from_secs(120) };
+/// let replica = Replica::builder(store).handler("db-dump", dump).build();
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct CommandHandler {
     /// After SIGTERM, how long the process group has before SIGKILL.
@@ -45,7 +61,16 @@ impl Handler for CommandHandler {
         let grace = self.kill_grace;
         Box::pin(execute(run, grace))
     }
+
+    /// The kill grace, then time for the killed process group to be reaped and its output
+    /// read: a command is SIGKILLed, not dropped.
+    fn stop_grace(&self) -> Duration {
+        self.kill_grace + REAP_AFTER_KILL
+    }
 }
+
+/// How long a command SIGKILLed at the end of its kill grace may take to be reaped.
+const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
 
 /// Starts `command` under a supervisor (see [`supervisor`]), whose own child takes `identity`
 /// (groups, then group, then user, as cron does) and execs the program, in a process group of

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 pub use command::CommandHandler;
@@ -22,12 +23,28 @@ pub use workflow::object_problem;
 use crate::schedule::Job;
 
 /// The largest payload a run may carry, in bytes.
+///
+/// ```
+/// use redcron::handler::{MAX_PAYLOAD_BYTES, payload_problem};
+///
+/// // Valid JSON, one byte too long.
+/// let payload = format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES - 1));
+/// assert!(payload_problem(&payload).is_some());
+/// ```
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 
 /// Why `payload` cannot be handed to a handler, if it cannot: it must be JSON of at most
 /// [`MAX_PAYLOAD_BYTES`]. Runs are written by other programs too (the library's bulk API, or
 /// anything with access to Redis), so workers check what they read, not only what the CLI
 /// accepts.
+///
+/// ```
+/// use redcron::handler::payload_problem;
+///
+/// assert_eq!(payload_problem(r#"{"image": "cat.png"}"#), None);
+/// let problem = payload_problem("cat.png").expect("not JSON");
+/// assert!(problem.starts_with("the payload is not valid JSON"));
+/// ```
 pub fn payload_problem(payload: &str) -> Option<String> {
     if payload.len() > MAX_PAYLOAD_BYTES {
         return Some(format!(
@@ -44,6 +61,24 @@ pub fn payload_problem(payload: &str) -> Option<String> {
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// One run as its handler sees it.
+///
+/// A handler that honours `stop`:
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use redcron::handler::{Completed, Outcome, RunContext, RunError};
+///
+/// async fn resize(run: RunContext) -> Outcome {
+///     let image = run.payload.ok_or_else(|| RunError::permanent("which image?"))?;
+///     tokio::select! {
+///         () = tokio::time::sleep(Duration::from_secs(2)) => {}
+///         // Past its stop grace, the worker drops a handler that did not return.
+///         () = run.stop.cancelled() => return Err(RunError::retryable("stopped")),
+///     }
+///     Ok(Completed { output: format!("resized {image}"), ..Completed::default() })
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct RunContext {
     /// The run id.
@@ -57,11 +92,19 @@ pub struct RunContext {
     /// The payload of an ad-hoc run.
     pub payload: Option<String>,
     /// Cancelled when the run must stop (timeout, shutdown, lost lease): a handler should
-    /// return soon after.
+    /// return soon after; one that has not within its [`Handler::stop_grace`] is dropped.
     pub stop: CancellationToken,
 }
 
 /// A run that completed.
+///
+/// ```
+/// use redcron::handler::Completed;
+///
+/// // Kept with the run, for `redcron history` and `redcron runs show`.
+/// let done = Completed { output: "resized 3 images".to_owned(), ..Completed::default() };
+/// assert_eq!(done.exit_code, None);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Completed {
     /// The command's exit code, for handlers that have one.
@@ -71,6 +114,17 @@ pub struct Completed {
 }
 
 /// A run that failed, and whether trying again could help.
+///
+/// ```
+/// use redcron::handler::RunError;
+///
+/// let error = RunError {
+///     exit_code: Some(2),
+///     output: "usage: resize IMAGE".to_owned(),
+///     ..RunError::permanent("bad arguments")
+/// };
+/// assert!(!error.retryable);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunError {
     /// `false` for failures no retry can fix: the run goes straight to the dead letters.
@@ -85,6 +139,15 @@ pub struct RunError {
 
 impl RunError {
     /// A failure worth retrying.
+    ///
+    /// ```
+    /// use redcron::handler::RunError;
+    ///
+    /// // The job's `retries` and `backoff` decide when, and whether, it runs again.
+    /// let error = RunError::retryable("the image server answered 503");
+    /// assert!(error.retryable);
+    /// assert_eq!(error.message, "the image server answered 503");
+    /// ```
     pub fn retryable(message: impl Into<String>) -> Self {
         Self {
             retryable: true,
@@ -95,6 +158,14 @@ impl RunError {
     }
 
     /// A failure no retry can fix.
+    ///
+    /// ```
+    /// use redcron::handler::RunError;
+    ///
+    /// // Straight to the dead letters, whatever retries the job has left.
+    /// let error = RunError::permanent("the payload names no image");
+    /// assert!(!error.retryable);
+    /// ```
     pub fn permanent(message: impl Into<String>) -> Self {
         Self {
             retryable: false,
@@ -104,13 +175,59 @@ impl RunError {
 }
 
 /// What a handler reports.
+///
+/// ```
+/// use redcron::handler::{Completed, Outcome, RunError};
+///
+/// fn outcome(copied: std::io::Result<u64>) -> Outcome {
+///     match copied {
+///         Ok(bytes) => Ok(Completed { output: format!("{bytes} bytes"), ..Completed::default() }),
+///         Err(error) => Err(RunError::retryable(error.to_string())),
+///     }
+/// }
+/// assert_eq!(outcome(Ok(3)).unwrap().output, "3 bytes");
+/// ```
 pub type Outcome = Result<Completed, RunError>;
 
 /// Executes runs of a job.
+///
+/// Closures `Fn(RunContext) -> impl Future<Output = Outcome>` are handlers; a type of its own
+/// suits a handler with state:
+///
+/// ```
+/// use redcron::handler::{BoxFuture, Completed, Handler, Outcome, RunContext};
+///
+/// struct Resize {
+///     quality: u8,
+/// }
+///
+/// impl Handler for Resize {
+///     fn call(&self, run: RunContext) -> BoxFuture<Outcome> {
+///         // The future outlives `&self`: it takes what it needs.
+///         let quality = self.quality;
+///         Box::pin(async move {
+///             let output = format!("run {} at quality {quality}", run.run_id);
+///             Ok(Completed { output, ..Completed::default() })
+///         })
+///     }
+/// }
+/// ```
 pub trait Handler: Send + Sync + 'static {
     /// Runs `run` to completion, or until `run.stop` is cancelled.
     fn call(&self, run: RunContext) -> BoxFuture<Outcome>;
+
+    /// How long the handler has to return once its run's `stop` is cancelled. Past it, the
+    /// worker drops the handler's future, which ends it at its next `.await` (work it handed
+    /// to a thread of its own goes on), and records the run as stopped: a job's `timeout` and
+    /// a replica's shutdown hold even for a handler that never looks at `stop`.
+    fn stop_grace(&self) -> Duration {
+        DEFAULT_STOP_GRACE
+    }
 }
+
+/// How long a handler has to return once told to stop, unless it says otherwise
+/// ([`Handler::stop_grace`]).
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
 
 impl<F, Fut> Handler for F
 where
@@ -123,6 +240,15 @@ where
 }
 
 /// The handlers of a replica: registered ones by job name, the command handler for the rest.
+///
+/// ```
+/// use redcron::handler::{Completed, Handlers, RunContext};
+///
+/// let mut handlers = Handlers::new();
+/// handlers.register("resize", |_run: RunContext| async { Ok(Completed::default()) });
+/// // Any other job runs its command.
+/// let backup = handlers.for_job("backup");
+/// ```
 #[derive(Clone, Default)]
 pub struct Handlers {
     by_job: HashMap<String, Arc<dyn Handler>>,

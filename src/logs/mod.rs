@@ -70,6 +70,14 @@ pub enum LogFormat {
 /// `format`, and panic messages with them; keep the guard until the process exits. Text lines
 /// whose standard error is the journal (a systemd service) go to the journal as entries instead,
 /// with each value as a field (`JOB`, `RUN`, `ATTEMPT`, ...); JSON lines stay lines.
+///
+/// ```no_run
+/// use redcron::logs::{LogFormat, init};
+///
+/// // Held until `main` returns: dropping it writes the lines still queued.
+/// let _logs = init(LogFormat::Json);
+/// tracing::info!("replica starting");
+/// ```
 pub fn init(format: LogFormat) -> LogGuard {
     let to_journal = format == LogFormat::Text && journal::connected();
     let builder = NonBlockingBuilder::default()

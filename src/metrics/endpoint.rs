@@ -29,6 +29,15 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// The endpoint of a process serving the namespaces whose metrics are `namespaces`.
+    ///
+    /// ```no_run
+    /// use redcron::metrics::Endpoint;
+    ///
+    /// # fn example(orders: redcron::store::Store, reports: redcron::store::Store) {
+    /// // One exposition, and one health that fails when either namespace's does.
+    /// let endpoint = Endpoint::new(vec![orders.metrics().clone(), reports.metrics().clone()]);
+    /// # }
+    /// ```
     pub fn new(namespaces: Vec<Arc<Metrics>>) -> Self {
         let registry = Registry::new();
         let log_lines_dropped_total = registered(
@@ -125,6 +134,24 @@ impl Endpoint {
 
 /// Serves the metrics of `endpoint` on `/metrics`, and its health on `/healthz` and `/readyz`,
 /// on `listener` until `shutdown`.
+///
+/// ```no_run
+/// use std::sync::Arc;
+///
+/// use redcron::metrics::{Endpoint, serve};
+/// use redcron::shutdown::Shutdown;
+///
+/// # async fn example(store: redcron::store::Store, replica: redcron::replica::Replica) -> Result<(), Box<dyn std::error::Error>> {
+/// let endpoint = Arc::new(Endpoint::new(vec![store.metrics().clone()]));
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:9464").await?;
+/// let serving = Shutdown::new();
+/// tokio::spawn(serve(listener, endpoint, serving.clone()));
+/// replica.run(Shutdown::new()).await?;
+/// // Served until the replica has stopped, so that `/readyz` says so during the grace.
+/// serving.cancel();
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// # Errors
 /// The listener fails.

@@ -15,6 +15,16 @@ use super::workflow::Workflow;
 use super::{CronError, Schedule};
 
 /// Which ready list a run waits in: workers always take high before normal before low.
+///
+/// ```
+/// use redcron::schedule::Priority;
+///
+/// // Spelled as in schedule files.
+/// let priority: Priority = serde_json::from_str(r#""high""#)?;
+/// assert_eq!(priority, Priority::High);
+/// assert!(Priority::High < Priority::Low);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
@@ -32,6 +42,25 @@ impl Priority {
 }
 
 /// Whether a fire may start while the job's previous run is still running.
+///
+/// ```
+/// use std::path::Path;
+///
+/// use redcron::schedule::{Overlap, parse_file};
+///
+/// let text = r#"
+/// [jobs.backup]
+/// schedule = "@hourly"
+/// command = "backup"
+///
+/// [jobs.resize]
+/// command = "resize"
+/// "#;
+/// let jobs = parse_file(Path::new("jobs.toml"), text).expect("a valid file");
+/// // The defaults: a scheduled job runs alone, an on-demand job overlaps.
+/// assert_eq!(jobs[0].overlap, Overlap::Forbid);
+/// assert_eq!(jobs[1].overlap, Overlap::Allow);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Overlap {
@@ -43,6 +72,15 @@ pub enum Overlap {
 }
 
 /// What to do with fires that were missed (no replica, or Redis, was up at their time).
+///
+/// ```
+/// use redcron::schedule::Misfire;
+///
+/// // Spelled as in schedule files.
+/// let misfire: Misfire = serde_json::from_str(r#""run-all""#)?;
+/// assert_eq!(misfire, Misfire::RunAll);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Misfire {
@@ -160,6 +198,21 @@ pub struct Source {
 ///
 /// It serializes to a canonical JSON form (durations in milliseconds, the zone by its IANA name,
 /// the schedule as written) which [`Job::content_hash`] hashes.
+///
+/// ```
+/// use std::path::Path;
+/// use std::time::Duration;
+///
+/// use redcron::schedule::{Priority, parse_file};
+///
+/// let text = "[jobs.backup]\nschedule = \"@daily\"\ncommand = \"backup /srv\"\n";
+/// let job = parse_file(Path::new("backup.toml"), text).expect("a valid file").remove(0);
+/// // What a job does not set.
+/// assert_eq!(job.queue, "default");
+/// assert_eq!(job.priority, Priority::Normal);
+/// assert_eq!(job.timeout, Duration::from_secs(3600));
+/// assert_eq!(job.timezone, chrono_tz::UTC);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Job {
     /// Unique across the schedule directory: `[a-z0-9][a-z0-9._-]{0,127}`.
@@ -237,6 +290,17 @@ pub struct Job {
 impl Job {
     /// The SHA-256 (hex) of the definition's canonical JSON: equal on every replica that
     /// declares the same job the same way, whatever file or line it sits in.
+    ///
+    /// ```
+    /// use std::path::Path;
+    ///
+    /// use redcron::schedule::parse_file;
+    ///
+    /// let job = "[jobs.backup]\ncommand = \"backup /srv\"\n";
+    /// let here = parse_file(Path::new("a.toml"), job).expect("a valid file");
+    /// let moved = parse_file(Path::new("b.toml"), &format!("# moved\n\n{job}")).expect("valid");
+    /// assert_eq!(here[0].content_hash(), moved[0].content_hash());
+    /// ```
     pub fn content_hash(&self) -> String {
         hex::encode(self.content_digest())
     }
@@ -306,6 +370,24 @@ impl Job {
 
     /// The job's first fire strictly after `after`, or `None` for an on-demand job or a schedule
     /// with no further fire.
+    ///
+    /// ```
+    /// use std::path::Path;
+    ///
+    /// use redcron::schedule::parse_file;
+    ///
+    /// let text = r#"
+    /// [jobs.report]
+    /// schedule = "0 6 * * *"
+    /// timezone = "Europe/Paris"
+    /// command = "report"
+    /// "#;
+    /// let job = parse_file(Path::new("report.toml"), text).expect("a valid file").remove(0);
+    /// // 06:00 in Paris is 05:00 UTC in winter.
+    /// let after = "2026-01-01T00:00:00Z".parse()?;
+    /// assert_eq!(job.next_fire_after(after), Some("2026-01-01T05:00:00Z".parse()?));
+    /// # Ok::<(), chrono::ParseError>(())
+    /// ```
     pub fn next_fire_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.schedule.as_ref()?.next_after(after, self.timezone)
     }

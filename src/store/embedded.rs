@@ -90,6 +90,21 @@ pub struct EmbeddedRedis {
 impl EmbeddedRedis {
     /// Starts `redis-server` on a unix socket in `data_dir`, unless one already answers there.
     ///
+    /// ```no_run
+    /// use std::path::Path;
+    ///
+    /// use redcron::store::embedded::EmbeddedRedis;
+    /// use redcron::store::{Store, StoreSettings};
+    ///
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = EmbeddedRedis::start(Path::new("/var/lib/redcron")).await?;
+    /// let store = Store::connect(redis.url(), "redcron", StoreSettings::default()).await?;
+    /// // ... run a replica on `store` ...
+    /// redis.stop().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// [`EmbeddedError`], saying how to install `redis-server` when it is missing.
     pub async fn start(data_dir: &Path) -> Result<Self, EmbeddedError> {
@@ -165,11 +180,25 @@ impl EmbeddedRedis {
     }
 
     /// The URL to connect to it.
+    ///
+    /// ```no_run
+    /// # fn example(redis: redcron::store::embedded::EmbeddedRedis) {
+    /// // An absolute unix socket: the same from any working directory.
+    /// assert!(redis.url().starts_with("redis+unix:///"));
+    /// # }
+    /// ```
     pub fn url(&self) -> &str {
         &self.url
     }
 
     /// Stops the server if this replica started it: SIGTERM, so it flushes its AOF.
+    ///
+    /// ```no_run
+    /// # async fn example(redis: redcron::store::embedded::EmbeddedRedis) {
+    /// // After the replica has stopped: its last outcomes are written first.
+    /// redis.stop().await;
+    /// # }
+    /// ```
     pub async fn stop(mut self) {
         let Some(mut child) = self.child.take() else {
             return;

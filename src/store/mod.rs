@@ -184,6 +184,18 @@ fn refuses_writes(error: &redis::RedisError) -> bool {
 }
 
 /// How long things are kept and how much history is kept.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use redcron::store::StoreSettings;
+///
+/// let settings = StoreSettings {
+///     retention: Duration::from_secs(24 * 3600),
+///     ..StoreSettings::default()
+/// };
+/// assert_eq!(settings.events_maxlen, 100_000);
+/// ```
 #[derive(Debug, Clone)]
 pub struct StoreSettings {
     /// Approximate length of the events stream.
@@ -228,8 +240,21 @@ impl Store {
     /// Connects to the Redis at `url` (any form [`Topology::open`] reads) for namespace
     /// `namespace`.
     ///
+    /// ```no_run
+    /// use redcron::store::{Store, StoreSettings};
+    ///
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = "redis+sentinel://10.0.0.1,10.0.0.2,10.0.0.3/mymaster";
+    /// let store = Store::connect(url, "redcron", StoreSettings::default()).await?;
+    /// for warning in store.durability_warnings().await? {
+    ///     eprintln!("{warning}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
-    /// The URL is invalid or Redis cannot be reached.
+    /// The URL or the namespace is invalid, or Redis cannot be reached.
     pub async fn connect(
         url: &str,
         namespace: &str,
@@ -244,6 +269,20 @@ impl Store {
 
     /// Like [`Store::connect`], with a topology built by the caller: TLS with a private CA or a
     /// client certificate ([`Topology::open`] with certificates).
+    ///
+    /// ```no_run
+    /// use redcron::store::{Store, StoreSettings, Topology};
+    ///
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let certificates = redis::TlsCertificates {
+    ///     client_tls: None,
+    ///     root_cert: Some(std::fs::read("/etc/redcron/redis-ca.pem")?),
+    /// };
+    /// let topology = Topology::open("rediss://redis.internal:6380/", Some(certificates))?;
+    /// let store = Store::connect_to(topology, "redcron", StoreSettings::default()).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// When Redis cannot be reached.
@@ -269,6 +308,12 @@ impl Store {
     }
 
     /// Where this store's Redis is.
+    ///
+    /// ```no_run
+    /// # fn example(store: &redcron::store::Store) {
+    /// println!("connected to a {} Redis", store.topology().kind());
+    /// # }
+    /// ```
     pub fn topology(&self) -> &Topology {
         &self.topology
     }
@@ -283,7 +328,23 @@ impl Store {
     /// Counts in `metrics` what this store sees (failed calls, writes Redis refuses) and what
     /// the components given this store do: a replica's metrics travel with its store, which
     /// every component is given. Without this, a store counts in metrics of its own, which
-    /// nothing serves.
+    /// [`Store::metrics`] reads and [`crate::metrics::Endpoint`] can serve.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    ///
+    /// use redcron::metrics::{Endpoint, Metrics};
+    /// use redcron::store::{Store, StoreSettings};
+    ///
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let metrics = Arc::new(Metrics::new("redcron"));
+    /// let endpoint = Endpoint::new(vec![metrics.clone()]);
+    /// let store = Store::connect("redis://127.0.0.1/", "redcron", StoreSettings::default())
+    ///     .await?
+    ///     .with_metrics(metrics);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
         self
@@ -295,6 +356,13 @@ impl Store {
     }
 
     /// The key names of this namespace.
+    ///
+    /// ```no_run
+    /// # fn example(store: &redcron::store::Store) {
+    /// // Namespace `redcron`: one hash tag for every key, so it lives in one slot of a cluster.
+    /// assert_eq!(store.keys().prefix(), "{redcron}:");
+    /// # }
+    /// ```
     pub fn keys(&self) -> &Keys {
         &self.keys
     }

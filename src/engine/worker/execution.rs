@@ -12,7 +12,7 @@ use tracing::{Instrument, debug, info, warn};
 
 use super::acker::{PendingAck, RECORD_WINDOW};
 use crate::engine::{Backoff, Shutdown, log_store_failure};
-use crate::handler::{Outcome, RunContext, payload_problem};
+use crate::handler::{Outcome, RunContext, RunError, payload_problem};
 use crate::metrics::Health;
 use crate::schedule::{Job, Overlap};
 use crate::store::{
@@ -46,6 +46,8 @@ pub(super) struct Execution {
     pub(super) acks: mpsc::Sender<PendingAck>,
     /// When the run may start: later than the claim for a run claimed ahead of its due time.
     pub(super) start_at: tokio::time::Instant,
+    /// How long the handler has to return once told to stop ([`crate::handler::Handler::stop_grace`]).
+    pub(super) stop_grace: Duration,
 }
 
 impl Execution {
@@ -115,11 +117,23 @@ impl Execution {
             () = lost.cancelled() => Err(Stopped::Lost),
             () = self.interrupt.cancelled() => Err(Stopped::Interrupted),
         };
-        let (outcome, stopped) = match stopped {
-            Ok(outcome) => (outcome, None),
+        // A handler that outlives its stop grace is dropped: the outcome says so.
+        let (outcome, stopped, dropped) = match stopped {
+            Ok(outcome) => (outcome, None, false),
             Err(reason) => {
                 stop.cancel();
-                (execution.await, Some(reason))
+                match tokio::time::timeout(self.stop_grace, &mut execution).await {
+                    Ok(outcome) => (outcome, Some(reason), false),
+                    Err(_) => {
+                        warn!(
+                            run = run.id,
+                            job = job.name,
+                            grace = %humantime::format_duration(self.stop_grace),
+                            "the handler did not return once told to stop: dropped"
+                        );
+                        (Err(RunError::retryable("")), Some(reason), true)
+                    }
+                }
             }
         };
         drop(keeper);
@@ -176,7 +190,7 @@ impl Execution {
                     Ok(completed) => (completed.exit_code, completed.output),
                     Err(error) => (error.exit_code, error.output),
                 };
-                let (reason, message) = if reason == Stopped::Timeout {
+                let (reason, mut message) = if reason == Stopped::Timeout {
                     (
                         FailReason::Timeout,
                         format!(
@@ -190,6 +204,12 @@ impl Execution {
                         "interrupted by shutdown".to_owned(),
                     )
                 };
+                if dropped {
+                    message.push_str(&format!(
+                        "; the handler did not return within {} of being told to stop: dropped",
+                        humantime::format_duration(self.stop_grace)
+                    ));
+                }
                 Failure {
                     reason,
                     message,

@@ -402,6 +402,7 @@ impl Workers {
             interrupt: self.interrupt.clone(),
             acks: self.acks.clone(),
             start_at,
+            stop_grace: handler.stop_grace(),
         };
         let held = self.held.clone();
         // Counted from claim to recorded outcome, by the execution itself, so the count never

@@ -65,7 +65,7 @@ impl fmt::Display for Concurrency {
 impl FromStr for Concurrency {
     type Err = String;
 
-    /// Reads `N` (fixed) or `MIN..MAX`, each from 1 to [`MAX_WORKERS`].
+    /// Reads `N` (fixed) or `MIN..MAX`, each from 1 to `MAX_WORKERS` (4096).
     fn from_str(text: &str) -> Result<Self, String> {
         let count = |part: &str| match part.trim().parse::<usize>() {
             Ok(count @ 1..=MAX_WORKERS) => Ok(count),

@@ -266,6 +266,20 @@ pub struct CronExpr {
 impl CronExpr {
     /// Parses a crontab expression or macro (not `@every`, which [`super::Schedule`] handles).
     ///
+    /// ```
+    /// use redcron::schedule::CronExpr;
+    ///
+    /// assert!(CronExpr::parse("30 2 * * mon-fri").is_ok());
+    /// assert!(CronExpr::parse("@daily").is_ok());
+    /// let error = CronExpr::parse("0 25 * * *").unwrap_err();
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     "hour field \"25\": 25 is out of range: expected a number 0-23"
+    /// );
+    /// // Crontab refuses days that never come.
+    /// assert!(CronExpr::parse("0 0 30 feb *").is_err());
+    /// ```
+    ///
     /// # Errors
     /// A [`CronError`] naming the field and what was expected, for anything crontab rejects, for
     /// `@reboot`, and for day and month combinations that never occur.
@@ -325,6 +339,18 @@ impl CronExpr {
 
     /// The first matching wall-clock time after `wall` (or at it, when `inclusive`), ignoring
     /// time zones. `None` when nothing matches within the search window of several years.
+    ///
+    /// ```
+    /// use chrono::NaiveDate;
+    /// use redcron::schedule::CronExpr;
+    ///
+    /// let weekdays = CronExpr::parse("30 2 * * mon-fri")?;
+    /// let friday = NaiveDate::from_ymd_opt(2026, 3, 6).unwrap().and_hms_opt(2, 30, 0).unwrap();
+    /// let monday = NaiveDate::from_ymd_opt(2026, 3, 9).unwrap().and_hms_opt(2, 30, 0).unwrap();
+    /// assert_eq!(weekdays.next_wall_time(friday, false), Some(monday));
+    /// assert_eq!(weekdays.next_wall_time(friday, true), Some(friday));
+    /// # Ok::<(), redcron::schedule::CronError>(())
+    /// ```
     pub fn next_wall_time(&self, wall: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
         self.cron.find_next_occurrence(&wall, inclusive).ok()
     }

@@ -25,6 +25,21 @@ use super::workflow::{self, RawWorkflow, read_workflow};
 use super::{Schedule, run_as};
 
 /// One problem found in a schedule file.
+///
+/// ```
+/// use std::path::Path;
+///
+/// use redcron::schedule::parse_file;
+///
+/// let text = "[jobs.report]\nschedule = \"0 25 * * *\"\ncommand = \"report\"\n";
+/// let problems = parse_file(Path::new("reports.toml"), text).unwrap_err();
+/// assert_eq!(problems[0].field.as_deref(), Some("schedule"));
+/// assert_eq!(
+///     problems[0].to_string(),
+///     "reports.toml:2:12: job \"report\", field \"schedule\": hour field \"25\": 25 is out of \
+///      range: expected a number 0-23"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
     /// The file (or directory) at fault.
@@ -57,6 +72,15 @@ impl fmt::Display for Diagnostic {
 }
 
 /// Why a schedule directory was refused: every problem found in it, in file order.
+///
+/// ```
+/// use std::path::Path;
+///
+/// let error = redcron::schedule::load_dir(Path::new("no-such-directory")).unwrap_err();
+/// assert_eq!(error.diagnostics[0].path, Path::new("no-such-directory"));
+/// // One line per problem: path[:line:column]: what is wrong.
+/// assert!(error.to_string().starts_with("no-such-directory: cannot read the schedule directory"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub struct LoadError {
     /// At least one.
@@ -135,6 +159,16 @@ pub struct Schedules {
 
 /// The jobs of every `*.toml` file in `dir`: [`load_schedules`] without the queue tables.
 ///
+/// ```no_run
+/// use std::path::Path;
+///
+/// match redcron::schedule::load_dir(Path::new("/etc/redcron/schedules")) {
+///     Ok(jobs) => println!("{} jobs", jobs.len()),
+///     // Every problem of every file, one a line.
+///     Err(error) => eprintln!("{error}"),
+/// }
+/// ```
+///
 /// # Errors
 /// As [`load_schedules`].
 pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
@@ -142,6 +176,18 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
 }
 
 /// Loads every `*.toml` file in `dir` (not recursively, in name order).
+///
+/// ```no_run
+/// use std::path::Path;
+///
+/// # fn example() -> Result<(), redcron::schedule::LoadError> {
+/// let schedules = redcron::schedule::load_schedules(Path::new("/etc/redcron/schedules"))?;
+/// for fallback in &schedules.queues {
+///     println!("{} -> {} after {:?}", fallback.queue, fallback.fallback, fallback.after);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// # Errors
 /// A [`LoadError`] listing every problem in every file, including names declared twice, when
@@ -317,6 +363,22 @@ fn duplicate_names(declared: &[(String, Source)]) -> Vec<Diagnostic> {
 }
 
 /// Parses one schedule file's text; `path` is used for messages and [`Source`].
+///
+/// ```
+/// use std::path::Path;
+///
+/// use redcron::schedule::{Priority, parse_file};
+///
+/// let text = r#"
+/// [jobs.daily-report]
+/// schedule = "0 6 * * *"
+/// command = "report --daily"
+/// priority = "high"
+/// "#;
+/// let jobs = parse_file(Path::new("reports.toml"), text).expect("a valid file");
+/// assert_eq!(jobs[0].name, "daily-report");
+/// assert_eq!(jobs[0].priority, Priority::High);
+/// ```
 ///
 /// # Errors
 /// Every problem in the file: TOML syntax, unknown or missing fields, wrong types, bad values.
