@@ -47,7 +47,13 @@ pub const MAX_FALLBACK_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
 /// (runs would move around the cycle while every queue in it is unserved); a fallback that is
 /// neither `default` nor the queue of a job in `job_queues`, which replicas serve only when
 /// told to: a typo there would move runs where nothing claims them.
-pub(super) fn check_fallbacks(queues: &[QueueFallback], job_queues: &[&str]) -> Vec<Diagnostic> {
+/// `complete` says whether `job_queues` are the queues of every job declared: when a job did
+/// not read well, a fallback to a queue no other job names may be that job's, and is not judged.
+pub(super) fn check_fallbacks(
+    queues: &[QueueFallback],
+    job_queues: &[&str],
+    complete: bool,
+) -> Vec<Diagnostic> {
     let diagnostic = |queue: &QueueFallback, message: String| Diagnostic {
         path: queue.source.path.clone(),
         position: Some((queue.source.line, queue.source.column)),
@@ -74,7 +80,8 @@ pub(super) fn check_fallbacks(queues: &[QueueFallback], job_queues: &[&str]) -> 
         }
     }
     for queue in queues {
-        if queue.fallback != "default" && !job_queues.contains(&queue.fallback.as_str()) {
+        if complete && queue.fallback != "default" && !job_queues.contains(&queue.fallback.as_str())
+        {
             diagnostics.push(diagnostic(
                 queue,
                 format!(
@@ -223,8 +230,8 @@ mod tests {
     fn chains_pass_and_cycles_and_repeats_are_named() {
         let queues = ["eu", "us", "a", "b", "c", "d"];
         let chain = [fallback("eu", "us", 1), fallback("us", "default", 2)];
-        assert_eq!(check_fallbacks(&chain, &queues), Vec::new());
-        let typo = check_fallbacks(&[fallback("eu", "defualt", 1)], &queues);
+        assert_eq!(check_fallbacks(&chain, &queues, true), Vec::new());
+        let typo = check_fallbacks(&[fallback("eu", "defualt", 1)], &queues, true);
         assert_eq!(typo.len(), 1, "{typo:?}");
         assert!(
             typo[0]
@@ -239,7 +246,7 @@ mod tests {
             fallback("c", "a", 3),
             fallback("d", "a", 4),
         ];
-        let found: Vec<String> = check_fallbacks(&cycle, &queues)
+        let found: Vec<String> = check_fallbacks(&cycle, &queues, true)
             .iter()
             .map(ToString::to_string)
             .collect();
@@ -250,7 +257,7 @@ mod tests {
         );
 
         let twice = [fallback("a", "b", 1), fallback("a", "c", 5)];
-        let found = check_fallbacks(&twice, &queues);
+        let found = check_fallbacks(&twice, &queues, true);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0]

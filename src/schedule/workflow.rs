@@ -29,7 +29,7 @@ use chrono_tz::Tz;
 
 use super::Schedule;
 use super::file::{Diagnostic, FileContext, check_name, typed};
-use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority};
+use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
 
 /// The fields a workflow table may have, for the unknown-field message.
 const FIELDS: [&str; 6] = [
@@ -404,7 +404,7 @@ fn find_cycle(steps: &[Step], index: &HashMap<&str, usize>) -> Option<Vec<String
 
 /// The steps whose job is not declared in the directory (`jobs`), or is itself a workflow:
 /// refused when the schedules load, not found out when the step cannot be enqueued.
-pub(super) fn check_step_jobs(jobs: &[Job]) -> Vec<Diagnostic> {
+pub(super) fn check_step_jobs(jobs: &[Job], declared: &[(String, Source)]) -> Vec<Diagnostic> {
     let plain: std::collections::HashSet<&str> = jobs
         .iter()
         .filter(|job| job.workflow.is_none())
@@ -416,7 +416,12 @@ pub(super) fn check_step_jobs(jobs: &[Job]) -> Vec<Diagnostic> {
             continue;
         };
         for step in &workflow.steps {
-            if plain.contains(step.job.as_str()) {
+            // A step naming a job that did not read well waits for that job's own problem.
+            let invalid = || {
+                declared.iter().any(|(name, _)| *name == step.job)
+                    && !jobs.iter().any(|other| other.name == step.job)
+            };
+            if plain.contains(step.job.as_str()) || invalid() {
                 continue;
             }
             let what = if jobs.iter().any(|other| other.name == step.job) {

@@ -223,6 +223,7 @@ pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
     let mut queues = Vec::new();
     let mut declared = Vec::new();
     let mut diagnostics = Vec::new();
+    let mut complete = true;
     for path in paths {
         let contents = match std::fs::read(&path) {
             Ok(bytes) => read_bytes(&path, bytes),
@@ -236,18 +237,18 @@ pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
         };
         declared.extend(contents.declared);
         queues.extend(contents.queues);
-        match contents.parsed {
-            Ok(parsed) => jobs.extend(parsed),
-            Err(found) => diagnostics.extend(found),
-        }
+        jobs.extend(contents.jobs);
+        diagnostics.extend(contents.diagnostics);
+        complete &= contents.complete;
     }
-    // Names are compared whether or not their jobs are valid, so fixing one problem never
-    // reveals another that could have been reported with it.
+    // Names are compared whether or not their jobs are valid, and the checks across files run
+    // on every job that read well, so fixing one problem never reveals another that could have
+    // been reported with it; nor do they report what an invalid job would have settled.
     diagnostics.extend(duplicate_names(&declared));
     diagnostics.extend(mail_without_sendmail(&jobs));
-    diagnostics.extend(workflow::check_step_jobs(&jobs));
+    diagnostics.extend(workflow::check_step_jobs(&jobs, &declared));
     let job_queues: Vec<&str> = jobs.iter().map(|job| job.queue.as_str()).collect();
-    diagnostics.extend(queues::check_fallbacks(&queues, &job_queues));
+    diagnostics.extend(queues::check_fallbacks(&queues, &job_queues, complete));
     if diagnostics.is_empty() {
         Ok(Schedules { jobs, queues })
     } else {
@@ -308,7 +309,13 @@ struct FileContents {
     declared: Vec<(String, Source)>,
     /// The valid `[queues]` tables (an invalid one is among the diagnostics).
     queues: Vec<QueueFallback>,
-    parsed: Result<Vec<Job>, Vec<Diagnostic>>,
+    /// The jobs and workflows that read well, even when others did not: checks across files
+    /// run on them, so that one problem does not hide another.
+    jobs: Vec<Job>,
+    /// Whether every job and workflow the file declares is among `jobs`: when one is not, what
+    /// it would have declared (its queue, say) is unknown.
+    complete: bool,
+    diagnostics: Vec<Diagnostic>,
 }
 
 impl FileContents {
@@ -316,7 +323,9 @@ impl FileContents {
         Self {
             declared: Vec::new(),
             queues: Vec::new(),
-            parsed: Err(vec![diagnostic]),
+            jobs: Vec::new(),
+            complete: false,
+            diagnostics: vec![diagnostic],
         }
     }
 }
@@ -383,7 +392,12 @@ fn duplicate_names(declared: &[(String, Source)]) -> Vec<Diagnostic> {
 /// # Errors
 /// Every problem in the file: TOML syntax, unknown or missing fields, wrong types, bad values.
 pub fn parse_file(path: &Path, text: &str) -> Result<Vec<Job>, Vec<Diagnostic>> {
-    read_file(path, text).parsed
+    let contents = read_file(path, text);
+    if contents.diagnostics.is_empty() {
+        Ok(contents.jobs)
+    } else {
+        Err(contents.diagnostics)
+    }
 }
 
 fn read_file(path: &Path, text: &str) -> FileContents {
@@ -468,18 +482,15 @@ fn read_file(path: &Path, text: &str) -> FileContents {
             Err(found) => diagnostics.extend(found),
         }
     }
-    let parsed = if diagnostics.is_empty() {
-        Ok(jobs)
-    } else {
-        diagnostics.sort_by_key(|diagnostic| diagnostic.position);
-        // A default that every job inherits is wrong once, where it is written.
-        diagnostics.dedup();
-        Err(diagnostics)
-    };
+    diagnostics.sort_by_key(|diagnostic| diagnostic.position);
+    // A default that every job inherits is wrong once, where it is written.
+    diagnostics.dedup();
     FileContents {
+        complete: jobs.len() == declared.len(),
         declared,
         queues,
-        parsed,
+        jobs,
+        diagnostics,
     }
 }
 

@@ -412,3 +412,35 @@ fn queue_tables_load_with_their_defaults_and_their_mistakes_are_named() {
         "{found}"
     );
 }
+
+#[test]
+fn every_problem_of_a_directory_is_listed_at_once_and_none_that_is_not_there() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("a.toml"),
+        "[jobs.broken]\ncommand = \"true\"\npriority = \"urgent\"\n\
+         [jobs.us-task]\ncommand = \"true\"\nqueue = \"us\"\n\
+         [queues.eu]\nfallback = \"us\"\n\
+         [workflows.unknown-step]\nsteps = [\"us-task\", \"nope\"]\n\
+         [workflows.nested]\nsteps = [\"unknown-step\"]\n\
+         [workflows.waits]\nsteps = [\"broken\"]\n",
+    )
+    .expect("write");
+    let error = load_dir(dir.path()).expect_err("invalid");
+    let found: Vec<String> = error.diagnostics.iter().map(ToString::to_string).collect();
+    let said = |text: &str| found.iter().filter(|line| line.contains(text)).count();
+    // The bad field, and the steps that name no job or a workflow, in one pass.
+    assert_eq!(said("job \"broken\", field \"priority\""), 1, "{found:#?}");
+    assert_eq!(
+        said("step \"nope\" runs \"nope\", which is not a job"),
+        1,
+        "{found:#?}"
+    );
+    assert_eq!(
+        said("step \"unknown-step\" runs \"unknown-step\", which is a workflow"),
+        1,
+        "{found:#?}"
+    );
+    // Not what the invalid job would settle, nor a fallback to the queue of a valid job.
+    assert_eq!(found.len(), 3, "{found:#?}");
+}
