@@ -293,7 +293,13 @@ fn group_lives(group: Pid) -> bool {
 #[derive(Debug, Default)]
 struct Tail {
     bytes: Vec<u8>,
+    /// Whether earlier output was dropped.
+    cut: bool,
 }
+
+/// What a tail that lost its beginning starts with: its first line is not the line the command
+/// wrote, so it must never read as one (a workflow step's JSON object, say).
+const CUT_MARK: &str = "…";
 
 impl Tail {
     fn push(&mut self, chunk: &[u8]) {
@@ -301,11 +307,18 @@ impl Tail {
         if self.bytes.len() > OUTPUT_TAIL_BYTES {
             let excess = self.bytes.len() - OUTPUT_TAIL_BYTES;
             self.bytes.drain(..excess);
+            self.cut = true;
         }
     }
 
+    /// The tail as text: at most [`OUTPUT_TAIL_BYTES`], the mark included.
     fn text(&self) -> String {
-        String::from_utf8_lossy(&self.bytes).into_owned()
+        if self.cut {
+            let kept = &self.bytes[CUT_MARK.len().min(self.bytes.len())..];
+            format!("{CUT_MARK}{}", String::from_utf8_lossy(kept))
+        } else {
+            String::from_utf8_lossy(&self.bytes).into_owned()
+        }
     }
 }
 
@@ -340,6 +353,23 @@ async fn collect(mut stream: impl AsyncRead + Unpin, captured: Arc<Mutex<Capture
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tail_that_lost_its_beginning_says_so_and_its_cut_line_is_no_object() {
+        let mut tail = Tail::default();
+        let object = format!("{{\"kept\": \"{}\"}}", "z".repeat(OUTPUT_TAIL_BYTES - 12));
+        // The cut falls just before an object that ends a longer line.
+        assert_eq!(object.len(), OUTPUT_TAIL_BYTES);
+        tail.push(b"NOT JSON ");
+        tail.push(object.as_bytes());
+        let text = tail.text();
+        assert!(text.starts_with(CUT_MARK), "{}", &text[..20]);
+        assert!(crate::handler::object_problem(&text).is_some());
+
+        let mut whole = Tail::default();
+        whole.push(b"one line\n{\"a\": 1}\n");
+        assert_eq!(whole.text(), "one line\n{\"a\": 1}\n");
+    }
     use crate::schedule::parse_file;
     use std::path::Path;
     use tokio_util::sync::CancellationToken;
@@ -425,6 +455,7 @@ mod tests {
             .await
             .expect("seq succeeds");
         assert_eq!(completed.output.len(), OUTPUT_TAIL_BYTES);
+        assert!(completed.output.starts_with(CUT_MARK));
         assert!(completed.output.ends_with("99999\n100000\n"));
     }
 
