@@ -108,6 +108,40 @@ fn trigger_runs_a_declared_job_now_with_its_payload_on_stdin() {
     assert_eq!(fields["job"], "greet");
     assert_eq!(fields["attempt"], 1, "{fields}");
     assert!(fields["finished_ms"].is_i64(), "{fields}");
+
+    // A standard output that cannot be written fails the command, but not silently about the
+    // run it did create: the error gives its id.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let failed = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .args([
+            "trigger",
+            "greet",
+            "--redis",
+            &server.url(),
+            "--namespace",
+            "test",
+        ])
+        .current_dir(dir.path())
+        .env_remove("REDIS_URL")
+        .stdin(std::process::Stdio::null())
+        .stdout(full)
+        .output()
+        .expect("the redcron binary starts");
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(2), "{stderr}");
+    let created = stderr
+        .strip_prefix("redcron: run ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no run id in {stderr:?}"));
+    assert!(
+        stderr.contains("was created, but writing its id: No space left on device"),
+        "{stderr}"
+    );
+    let shown = cli(&server, dir.path(), &["runs", "show", created, "--json"]).success();
+    assert_eq!(one_document(&shown)["job"], "greet");
 }
 
 #[tokio::test]
@@ -116,7 +150,7 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
     let big = dir.path().join("big.json");
     std::fs::write(&big, format!("\"{}\"", "x".repeat(1024 * 1024))).expect("write");
     let big_arg = format!("@{}", big.display());
-    let cases: [(&[&str], &str); 18] = [
+    let cases: [(&[&str], &str); 21] = [
         (&["trigger", "nope"], "unknown job \"nope\""),
         (
             &["trigger", "greet", "--payload", "{bad"],
@@ -171,6 +205,27 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
             &["bench", "--concurrency", "5000"],
             "\"5000\" is not a number of workers from 1 to 4096",
         ),
+        // Uniqueness that would hold nothing is refused, not silently dropped.
+        (
+            &["enqueue", "greet", "--in", "1h", "--unique-for", "1h"],
+            "<--unique|--unique-key <KEY>>",
+        ),
+        (
+            &[
+                "enqueue",
+                "greet",
+                "--in",
+                "1h",
+                "--unique",
+                "--unique-for",
+                "0s",
+            ],
+            "uniqueness must hold for some time",
+        ),
+        (
+            &["enqueue", "greet", "--in", "1h", "--unique-key", ""],
+            "a value is required for '--unique-key <KEY>'",
+        ),
     ];
     for (args, expected) in cases {
         let errors = cli(&server, dir.path(), args).failure(2);
@@ -178,12 +233,13 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
     }
     // A declared job with nothing to show is not a mistake.
     cli(&server, dir.path(), &["history", "greet"]).success();
-    cli(
+    let nothing = cli(
         &server,
         dir.path(),
         &["dead", "retry", "--all", "--job", "greet"],
     )
     .success();
+    assert_eq!(nothing, "no dead run to retry\n");
     let unreachable = redcron_in(
         dir.path(),
         &["trigger", "greet", "--redis", "redis://127.0.0.1:1/"],

@@ -172,8 +172,22 @@ fn a_cron_fired_workflow_runs_once_per_fire_across_three_replicas_and_a_leader_k
             .collect::<Vec<_>>()
             .join("\n")
     };
+    // Until a replica has declared the workflow, listing it is refused as unknown.
     let instances = |setup: &Setup| -> Vec<Value> {
-        one_document(&setup.cli(&["workflow", "list", "tick", "-n", "1000", "--json"]))["workflows"]
+        let listed = cli(
+            &setup.server,
+            setup.dir.path(),
+            &["workflow", "list", "tick", "-n", "1000", "--json"],
+        );
+        if listed.code != Some(0) {
+            assert!(
+                listed.stderr.contains("unknown workflow"),
+                "{}",
+                listed.stderr
+            );
+            return Vec::new();
+        }
+        one_document(&listed.stdout)["workflows"]
             .as_array()
             .expect("workflows")
             .clone()
@@ -464,6 +478,21 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
     let start = |name: &str| setup.start(name, &[], &log);
 
     let stops = start("stops");
+    // What starts an instance takes only an object for its payload, however it is started.
+    for args in [
+        ["trigger", "stops", "--payload", "[1, 2]"],
+        ["enqueue", "stops", "--payload", "\"text\""],
+    ] {
+        let mut args = args.to_vec();
+        if args[0] == "enqueue" {
+            args.extend(["--in", "1h"]);
+        }
+        let refused = cli(&setup.server, setup.dir.path(), &args).failure(2);
+        assert!(
+            refused.contains("a workflow's payload must be a JSON object"),
+            "{refused}"
+        );
+    }
     assert_eq!(
         setup.wait_finished(&stops, Duration::from_secs(15), &log),
         "failed"
@@ -639,6 +668,12 @@ fn bad_workflow_requests_are_refused_with_what_is_wrong_and_exit_code_2() {
     );
     let listed = one_document(&setup.cli(&["workflow", "list", "--json"]));
     assert_eq!(listed["workflows"], serde_json::json!([]));
+    // A name that is no workflow is said to be one, not listed as having no instance.
+    let typo = refused(&["workflow", "list", "nope"]);
+    assert!(
+        typo.contains("unknown workflow \"nope\": no live replica declares it"),
+        "{typo}"
+    );
 }
 
 /// The helpers every script is loaded with, workflows' included, to run on their own.

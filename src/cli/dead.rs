@@ -77,6 +77,10 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                 };
                 outcome.map_err(CliError::from)
             })?;
+            if outcome.retried.is_empty() && outcome.left_paused.is_empty() {
+                writeln!(out, "no dead run to retry")
+                    .map_err(CliError::io("writing the result"))?;
+            }
             for run_id in &outcome.retried {
                 writeln!(out, "{run_id} due again").map_err(CliError::io("writing the result"))?;
             }

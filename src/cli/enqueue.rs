@@ -77,10 +77,10 @@ pub(super) struct EnqueueArgs {
     #[arg(long, group = "uniqueness")]
     unique: bool,
     /// Refuse a second run of the job with the same key within --unique-for.
-    #[arg(long, value_name = "KEY", group = "uniqueness")]
+    #[arg(long, value_name = "KEY", group = "uniqueness", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     unique_key: Option<String>,
-    /// How long uniqueness holds.
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    /// How long uniqueness holds (with --unique or --unique-key).
+    #[arg(long, value_name = "DURATION", default_value = "1h", requires = "uniqueness", value_parser = uniqueness_window)]
     unique_for: Duration,
     #[command(flatten)]
     redis: RedisArgs,
@@ -130,6 +130,15 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
         },
         out,
     )
+}
+
+/// Reads `--unique-for`: a window of no time would make the run unique in name only.
+fn uniqueness_window(text: &str) -> Result<Duration, String> {
+    let window = humantime::parse_duration(text).map_err(|error| format!("{text:?}: {error}"))?;
+    if window.is_zero() {
+        return Err(format!("{text:?}: uniqueness must hold for some time"));
+    }
+    Ok(window)
 }
 
 /// Reads `--in`: a duration of at most [`LONGEST_DELAY`].
@@ -188,7 +197,10 @@ fn submit(
         let due = rfc3339(due_ms);
         writeln!(out, "{run_id} due {due} ({})", relative(now_ms, due_ms))
     };
-    written.map_err(CliError::io("writing the run id"))?;
+    // The run exists whatever happens to standard output: the error must not hide its id.
+    written.map_err(CliError::io(format!(
+        "run {run_id} was created, but writing its id"
+    )))?;
     if paused {
         eprintln!(
             "redcron: job \"{job}\" is paused: this run is skipped unless it is resumed \

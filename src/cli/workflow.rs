@@ -176,7 +176,11 @@ fn start(args: &StartArgs, out: &mut impl Write) -> Result<(), CliError> {
     } else {
         writeln!(out, "{}", started.id)
     };
-    written.map_err(CliError::io("writing the instance id"))
+    // The instance exists whatever happens to standard output: the error must not hide its id.
+    written.map_err(CliError::io(format!(
+        "instance {} was started, but writing its id",
+        started.id
+    )))
 }
 
 /// One table per workflow (its steps are its columns), or the instances as JSON.
@@ -209,13 +213,14 @@ fn write_tables(instances: &[WorkflowInstance], out: &mut impl Write) -> std::io
             .iter()
             .filter(|instance| instance.name == name)
             .collect();
-        // The steps of the newest instance; an older one started before a deploy changed the
-        // workflow shows its own under them, or `-` where it has none.
-        let steps: Vec<&str> = of_name[0]
-            .steps
-            .iter()
-            .map(|step| step.name.as_str())
-            .collect();
+        // The steps of the newest instance, then those only older ones have (started before a
+        // deploy changed the workflow): each row shows every step it has, `-` where it has none.
+        let mut steps: Vec<&str> = Vec::new();
+        for step in of_name.iter().flat_map(|instance| &instance.steps) {
+            if !steps.contains(&step.name.as_str()) {
+                steps.push(&step.name);
+            }
+        }
         let mut header = vec!["WORKFLOW", "ID", "STATE", "STARTED"];
         header.extend(&steps);
         let rows: Vec<Vec<String>> = of_name
@@ -263,4 +268,60 @@ fn to_json(instance: &WorkflowInstance) -> Value {
             "error": step.error,
         })).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{StepInstance, WorkflowState};
+
+    fn instance(id: &str, steps: &[(&str, StepStatus)]) -> WorkflowInstance {
+        WorkflowInstance {
+            id: id.to_owned(),
+            name: "images".to_owned(),
+            state: WorkflowState::Failed,
+            on_failure: "stop".to_owned(),
+            started_ms: 0,
+            finished_ms: None,
+            steps: steps
+                .iter()
+                .map(|(name, status)| StepInstance {
+                    name: (*name).to_owned(),
+                    job: (*name).to_owned(),
+                    needs: Vec::new(),
+                    status: *status,
+                    run_id: None,
+                    changed_ms: None,
+                    error: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn an_instance_started_before_a_deploy_shows_every_step_it_has() {
+        let newest = instance(
+            "new",
+            &[("a", StepStatus::Succeeded), ("c", StepStatus::Succeeded)],
+        );
+        let older = instance(
+            "old",
+            &[
+                ("a", StepStatus::Succeeded),
+                ("b", StepStatus::Failed),
+                ("c", StepStatus::Skipped),
+            ],
+        );
+        let mut out = Vec::new();
+        write_tables(&[newest, older], &mut out).expect("written");
+        let text = String::from_utf8(out).expect("text");
+        let lines: Vec<Vec<&str>> = text
+            .lines()
+            .map(|line| line.split_whitespace().collect())
+            .collect();
+        let header = &lines[0];
+        assert_eq!(header[4..], ["a", "c", "b"], "{text}");
+        assert_eq!(lines[1][5..], ["succeeded", "succeeded", "-"], "{text}");
+        assert_eq!(lines[2][5..], ["succeeded", "skipped", "failed"], "{text}");
+    }
 }

@@ -175,3 +175,17 @@ pub fn check_payload(text: &str) -> Result<(), ClientError> {
         .map(|_| ())
         .map_err(|error| ClientError::Payload(format!("the payload is not valid JSON: {error}")))
 }
+
+/// Whether the published definition of `job` is a workflow's: its runs start an instance.
+pub(super) async fn starts_workflow(store: &Store, job: &str) -> Result<bool, StoreError> {
+    let published = store.published_definitions(&[job]).await?;
+    Ok(published
+        .first()
+        .and_then(|published| published.definition.as_deref())
+        .and_then(|json| serde_json::from_str::<serde_json::Value>(json).ok())
+        .is_some_and(|definition| {
+            definition
+                .get("workflow")
+                .is_some_and(|workflow| !workflow.is_null())
+        }))
+}

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use super::{Client, ClientError, DEFAULT_UNIQUE_FOR, Submitted, check_payload};
+use super::{Client, ClientError, DEFAULT_UNIQUE_FOR, Submitted, check_payload, starts_workflow};
+use crate::handler::object_problem;
 use crate::schedule::Priority;
 use crate::store::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
 
@@ -198,8 +199,9 @@ impl RunRequest<'_> {
     /// ```
     ///
     /// # Errors
-    /// [`ClientError::UnknownJob`], [`ClientError::Duplicate`], [`ClientError::InThePast`], or
-    /// Redis errors.
+    /// [`ClientError::UnknownJob`], [`ClientError::Duplicate`], [`ClientError::InThePast`],
+    /// [`ClientError::Payload`] for a payload that is not a JSON object given to a workflow's
+    /// job, or Redis errors.
     pub async fn send(self) -> Result<Submitted, ClientError> {
         let store = &self.client.store;
         let now_ms = store.now_ms().await?;
@@ -216,6 +218,13 @@ impl RunRequest<'_> {
                 Some(ms)
             }
         };
+        // A workflow's payload must be an object: refused now rather than dead at its start.
+        // The definition is read only for a payload that is not one.
+        if let Some(problem) = self.payload.as_deref().and_then(object_problem)
+            && starts_workflow(store, &self.job).await?
+        {
+            return Err(ClientError::Payload(problem));
+        }
         let unique = self.unique.map(|unique| {
             let fingerprint = match unique {
                 Unique::Key(key) => key_fingerprint(&self.job, &key),

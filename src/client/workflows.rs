@@ -1,6 +1,6 @@
 //! Workflow instances: started, read, retried.
 
-use super::{Client, ClientError, check_payload};
+use super::{Client, ClientError, check_payload, starts_workflow};
 use crate::handler::object_problem;
 use crate::store::{WorkflowInstance, WorkflowStart, new_run_id};
 
@@ -111,12 +111,20 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// Redis errors.
+    /// [`ClientError::UnknownWorkflow`] when `name` has no instance and no live replica declares
+    /// a workflow of that name (a typo must not read as "no instances"), or Redis errors.
     pub async fn workflows(
         &self,
         name: Option<&str>,
         limit: usize,
     ) -> Result<Vec<WorkflowInstance>, ClientError> {
-        Ok(self.store.workflows(name, limit).await?)
+        let instances = self.store.workflows(name, limit).await?;
+        if let Some(name) = name
+            && instances.is_empty()
+            && !starts_workflow(&self.store, name).await?
+        {
+            return Err(ClientError::UnknownWorkflow(name.to_owned()));
+        }
+        Ok(instances)
     }
 }
