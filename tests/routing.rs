@@ -164,6 +164,23 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
     // With eu-west's only replica gone, its runs wait, and everything says why.
     assert_eq!(eu.terminate(Duration::from_secs(15)), Some(0));
     let waiting = regions.trigger("invoice-eu");
+    // runs list shows it, ready in its queue, as it does every run on its way to a worker.
+    for args in [
+        &["runs", "list", "--job", "invoice-eu", "--json"][..],
+        &["runs", "list", "--state", "ready", "--json"][..],
+    ] {
+        let listed = one_document(&cli(&regions.server, regions.dir.path(), args).success());
+        let runs = listed["runs"].as_array().expect("runs");
+        let run = runs
+            .iter()
+            .find(|run| run["id"] == waiting.as_str())
+            .unwrap_or_else(|| panic!("{args:?} does not list {waiting}: {listed}"));
+        assert_eq!(
+            (run["state"].as_str(), run["queue"].as_str()),
+            (Some("ready"), Some("eu-west")),
+            "{listed}"
+        );
+    }
     let human = cli(&regions.server, regions.dir.path(), &["status"]).success();
     assert!(
         human.contains(

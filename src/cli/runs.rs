@@ -13,7 +13,8 @@ use crate::client::{Client, RunsQuery};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum RunsCommand {
-    /// Runs holding a lease, then runs due (scheduled or retrying), soonest first.
+    /// Runs holding a lease, then runs ready or waiting, then runs due (scheduled or
+    /// retrying), soonest first.
     List(ListArgs),
     /// Every field of one run.
     Show(ShowArgs),
@@ -37,12 +38,14 @@ pub(super) struct ListArgs {
     redis: RedisArgs,
 }
 
-/// The runs `runs list` can show: those in a sorted set, which Redis reads in order. Ready and
-/// waiting runs are in lists, on their way to a worker within moments.
+/// The runs `runs list` can show, by where they are on their way to a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ListedState {
     /// Holding a lease: running, or claimed to start within moments.
     Active,
+    /// Ready or waiting: for a worker, a slot of their job, or a replica that serves their
+    /// queue or declares their job.
+    Ready,
     /// Waiting for their due time: planned fires, delayed runs, retries.
     Due,
 }
@@ -103,9 +106,11 @@ pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(),
 }
 
 fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let shown = |state| args.state.is_none_or(|asked| asked == state);
     let query = RunsQuery {
-        active: args.state != Some(ListedState::Due),
-        due: args.state != Some(ListedState::Active),
+        active: shown(ListedState::Active),
+        ready: shown(ListedState::Ready),
+        due: shown(ListedState::Due),
         job: args.job.clone(),
         count: args.count,
     };
@@ -128,7 +133,8 @@ fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
             .map_err(CliError::io("writing the runs"));
     }
     if runs.is_empty() {
-        return writeln!(out, "no run is active or due").map_err(CliError::io("writing the runs"));
+        return writeln!(out, "no run is active, ready or due")
+            .map_err(CliError::io("writing the runs"));
     }
     let rows: Vec<Vec<String>> = runs
         .iter()

@@ -48,6 +48,9 @@ pub struct DeadRun {
 pub struct RunsQuery {
     /// Runs holding a lease (running, or claimed to start within moments).
     pub active: bool,
+    /// Runs ready or waiting: for a worker, a slot of their job, or a replica that serves
+    /// their queue or declares their job.
+    pub ready: bool,
     /// Runs waiting for their due time (planned fires, delayed runs, retries).
     pub due: bool,
     /// Only this job's.
@@ -131,8 +134,8 @@ impl Client {
         Ok(entries)
     }
 
-    /// Runs holding a lease, then runs due, soonest first, as `query` says; with Redis's clock,
-    /// ms, when they were read.
+    /// Runs holding a lease, then runs ready or waiting (in the order they are claimed), then
+    /// runs due, soonest first, as `query` says; with Redis's clock, ms, when they were read.
     ///
     /// # Errors
     /// [`ClientError::UnknownJob`] for a job with no such run that no replica declares; Redis
@@ -143,6 +146,10 @@ impl Client {
         if query.active {
             let leased = self.store.leased_runs(RUNS_SCANNED).await?;
             listed.extend(leased.into_iter().map(|(run_id, _)| (run_id, None)));
+        }
+        if query.ready {
+            let waiting = self.store.waiting_runs(RUNS_SCANNED).await?;
+            listed.extend(waiting.into_iter().map(|run_id| (run_id, None)));
         }
         if query.due {
             let due = self.store.due_runs(RUNS_SCANNED).await?;
@@ -158,7 +165,8 @@ impl Client {
                 // A planned cron fire has no record until it is promoted: its id and due time
                 // say what it is.
                 Some(due_ms) if fields.is_empty() => planned_fire(&run_id, due_ms),
-                // A leased run without a record has nothing to show: it is the reaper's.
+                // A leased or ready run without a record has nothing to show: the reaper or
+                // the claim buries it.
                 None if fields.is_empty() => continue,
                 _ => fields,
             };

@@ -242,6 +242,50 @@ impl Store {
             .during(&self.metrics, "due_runs")
     }
 
+    /// Up to `limit` runs waiting for a worker, in the order claims take them: those ready in
+    /// every queue a published job names (and `default`), highest priority first and a
+    /// priority's cron fires first; then those waiting for a slot of their job; then those put
+    /// aside for a replica that declares their job.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn waiting_runs(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        let mut connection = self.connection.clone();
+        let (defs, undeclared): (HashMap<String, String>, Vec<String>) = redis::pipe()
+            .hgetall(self.keys.defs())
+            .zrange(self.keys.undeclared_jobs(), 0, -1)
+            .query_async(&mut connection)
+            .await
+            .during(&self.metrics, "waiting_runs")?;
+        let mut queues = queues_of(&defs);
+        queues.push("default".to_owned());
+        queues.sort();
+        queues.dedup();
+        let mut jobs: Vec<&String> = defs.keys().collect();
+        jobs.sort();
+        let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
+        let mut lists = Vec::new();
+        for priority in Priority::ALL {
+            lists.extend(
+                queues
+                    .iter()
+                    .map(|queue| self.keys.ready_fires(queue, priority)),
+            );
+            lists.extend(queues.iter().map(|queue| self.keys.ready(queue, priority)));
+        }
+        lists.extend(jobs.iter().map(|job| self.keys.waiting(job)));
+        lists.extend(undeclared.iter().map(|job| self.keys.undeclared(job)));
+        let mut pipe = redis::pipe();
+        for list in &lists {
+            pipe.lrange(list, 0, end);
+        }
+        let found: Vec<Vec<String>> = pipe
+            .query_async(&mut connection)
+            .await
+            .during(&self.metrics, "waiting_runs")?;
+        Ok(found.into_iter().flatten().take(limit).collect())
+    }
+
     /// Up to `limit` runs holding a lease, earliest deadline first: id and lease deadline, ms.
     ///
     /// # Errors
@@ -299,14 +343,7 @@ impl Store {
             .query_async(&mut connection)
             .await
             .during(&self.metrics, "overview")?;
-        let queues: Vec<String> = defs
-            .values()
-            .filter_map(|definition| {
-                let value: serde_json::Value = serde_json::from_str(definition).ok()?;
-                Some(value.get("queue")?.as_str()?.to_owned())
-            })
-            .collect();
-        let counts = self.run_counts(&queues).await?;
+        let counts = self.run_counts(&queues_of(&defs)).await?;
         let mut pipe = redis::pipe();
         for (replica, _) in &replicas {
             pipe.hgetall(self.keys.replica(replica));
@@ -479,4 +516,14 @@ impl Store {
             })
             .collect())
     }
+}
+
+/// The queues the published definitions `defs` (job -> JSON) name, one per job.
+fn queues_of(defs: &HashMap<String, String>) -> Vec<String> {
+    defs.values()
+        .filter_map(|definition| {
+            let value: serde_json::Value = serde_json::from_str(definition).ok()?;
+            Some(value.get("queue")?.as_str()?.to_owned())
+        })
+        .collect()
 }
