@@ -53,15 +53,19 @@ pub(crate) fn intervals(scenario: &Scenario) -> Vec<(String, i64, Option<i64>)> 
     runs
 }
 
-/// Every `skipped` event as (run, reason).
-pub(crate) fn skipped_events(scenario: &Scenario) -> Vec<(String, String)> {
+/// Every entry of the events stream, oldest first.
+fn event_entries(scenario: &Scenario) -> Vec<redis::streams::StreamId> {
     let reply: redis::streams::StreamRangeReply = scenario
         .server
         .connection()
         .xrange_all(keys().events())
         .expect("XRANGE");
-    reply
-        .ids
+    reply.ids
+}
+
+/// Every `skipped` event as (run, reason).
+pub(crate) fn skipped_events(scenario: &Scenario) -> Vec<(String, String)> {
+    event_entries(scenario)
         .iter()
         .filter(|entry| entry.get::<String>("state").as_deref() == Some("skipped"))
         .map(|entry| {
@@ -142,13 +146,7 @@ fn assert_one_at_a_time_oldest_first(
 /// The runs handed back unstarted or lost (a fire claimed ahead that could not start during an
 /// outage, say), each with the time it came due again, ms.
 fn handed_back(scenario: &Scenario) -> HashMap<String, i64> {
-    let reply: redis::streams::StreamRangeReply = scenario
-        .server
-        .connection()
-        .xrange_all(keys().events())
-        .expect("XRANGE");
-    reply
-        .ids
+    event_entries(scenario)
         .iter()
         .filter(|entry| {
             entry.get::<String>("state").as_deref() == Some("retrying")
