@@ -44,6 +44,9 @@ for i = 5, #ARGV, 5 do
     end
     redis.call('HSET', run_key, 'state', 'succeeded', 'finished_ms', now_text, 'exit_code', exit_code,
       'output', output)
+    -- The hash holds its last attempt's outcome: an earlier attempt's failure or loss is in
+    -- the events, not beside a success.
+    redis.call('HDEL', run_key, 'reason', 'error')
     redis.call('PEXPIRE', run_key, retention)
     record_event(events, maxlen, run_id, 'succeeded', 'job', job or '', 'worker', worker,
       'attempt', attempt, 'exit_code', exit_code, 'started_ms', started or '',

@@ -1014,6 +1014,14 @@ async fn ack_records_success_and_frees_the_jobs_slot() {
             "{what} cannot ack the run"
         );
     }
+    // What an earlier attempt that was lost left in the hash.
+    let () = server
+        .connection()
+        .hset_multiple(
+            keys().run(&run.id),
+            &[("reason", "lost"), ("error", "lease expired")],
+        )
+        .expect("HSET");
     assert!(store.ack_run(&run, Some(0), "done\n").await.expect("ack"));
     assert!(
         !store.ack_run(&run, Some(0), "").await.expect("ack twice"),
@@ -1028,6 +1036,11 @@ async fn ack_records_success_and_frees_the_jobs_slot() {
     assert!(ttl > 0, "a finished run's hash expires after the retention");
     let hash = run_hash(&server, &run.id);
     assert_eq!(hash.get("state").map(String::as_str), Some("succeeded"));
+    assert_eq!(
+        (hash.get("reason"), hash.get("error")),
+        (None, None),
+        "a success is shown without an earlier attempt's failure"
+    );
     assert_eq!(hash.get("output").map(String::as_str), Some("done\n"));
     assert_eq!(hash.get("exit_code").map(String::as_str), Some("0"));
 }
