@@ -233,6 +233,21 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
     );
     let worker = regions.worker_of(&waiting).unwrap_or_default();
     assert!(worker.starts_with("eu-2/"), "{waiting} ran on {worker}");
+
+    // A queue that nothing in the schedule files names is said at start: most likely a typo.
+    let mut typo = regions.replica("typo-1", "eu-wset,default");
+    assert!(
+        wait_until(Duration::from_secs(10), || typo.log().contains(
+            "--queues names a queue that no job or [queues] table of this replica's schedule \
+             files uses"
+        ) && typo
+            .log()
+            .contains("eu-wset")),
+        "{}",
+        typo.log()
+    );
+    assert!(!typo.log().contains("queue=\"default\""), "{}", typo.log());
+    assert_eq!(typo.terminate(Duration::from_secs(15)), Some(0));
 }
 
 /// `[queues.eu-west] fallback = "default"`: once no live replica has served eu-west for its

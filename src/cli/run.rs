@@ -220,6 +220,23 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
                  its schedule directory declares jobs (SIGHUP or --watch reloads it)"
             );
         }
+        // A queue given by hand that nothing here names is most likely a typo: said, not
+        // refused, since replicas of other schedule files may declare jobs that use it.
+        for queue in &args.queues {
+            let named = queue == "default"
+                || jobs.iter().any(|job| job.queue == *queue)
+                || queues
+                    .iter()
+                    .any(|table| table.queue == *queue || table.fallback == *queue);
+            if !named {
+                warn!(
+                    namespace,
+                    queue,
+                    "--queues names a queue that no job or [queues] table of this replica's \
+                     schedule files uses: only jobs other replicas declare can have runs in it"
+                );
+            }
+        }
         // A first round trip, before the service manager hears that the replica is ready.
         store.now_ms().await?;
         let replica = Replica::builder(store)

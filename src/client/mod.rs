@@ -84,10 +84,11 @@ pub enum ClientError {
         /// Its paused job.
         job: String,
     },
-    /// No workflow instance has that id (never started, or finished longer ago than the
-    /// retention).
+    /// No workflow instance has that id (never started, finished longer ago than the
+    /// retention, or lost with Redis's data).
     #[error(
-        "no workflow instance \"{0}\": never started, or finished longer ago than the retention"
+        "no workflow instance \"{0}\": never started, finished longer ago than the retention, \
+         or lost with Redis's data (a restart without persistence, a restore from an older copy)"
     )]
     NoWorkflowInstance(String),
     /// No live replica has declared a workflow of that name.
