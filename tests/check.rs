@@ -178,3 +178,21 @@ fn check_lists_each_workflow_with_its_steps_and_refuses_a_cycle_where_it_is_writ
         "{errors}"
     );
 }
+
+#[test]
+fn the_summary_counts_workflows_apart_from_jobs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    fs::write(
+        dir.path().join("images.toml"),
+        "[jobs.compress]\ncommand = \"true\"\n[jobs.upload]\ncommand = \"true\"\n\
+         [workflows.images]\nsteps = [\"compress\", \"upload\"]\n",
+    )
+    .expect("write");
+    let schedules = dir.path().to_str().expect("UTF-8 path");
+    let out = redcron(&["check", "--schedules", schedules]).success();
+    assert!(
+        out.trim_end()
+            .ends_with(&format!("2 jobs and 1 workflow in {schedules}: all valid")),
+        "{out}"
+    );
+}

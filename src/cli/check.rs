@@ -45,13 +45,23 @@ pub(super) fn execute(args: &CheckArgs, out: &mut impl Write) -> Result<(), CliE
                 humantime::format_duration(queue.after)
             )?;
         }
-        let count = schedules.jobs.len();
-        writeln!(
-            out,
-            "{count} job{} in {}: all valid",
-            if count == 1 { "" } else { "s" },
-            args.schedules.display()
-        )
+        let workflows = schedules
+            .jobs
+            .iter()
+            .filter(|job| job.workflow.is_some())
+            .count();
+        let jobs = schedules.jobs.len() - workflows;
+        let plural = |count: usize| if count == 1 { "" } else { "s" };
+        let declared = if workflows == 0 {
+            format!("{jobs} job{}", plural(jobs))
+        } else {
+            format!(
+                "{jobs} job{} and {workflows} workflow{}",
+                plural(jobs),
+                plural(workflows)
+            )
+        };
+        writeln!(out, "{declared} in {}: all valid", args.schedules.display())
     })();
     written.map_err(CliError::io("writing the jobs"))
 }
