@@ -165,6 +165,20 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
     assert_eq!(eu.terminate(Duration::from_secs(15)), Some(0));
     let waiting = regions.trigger("invoice-eu");
     // runs list shows it, ready in its queue, as it does every run on its way to a worker.
+    let table = cli(
+        &regions.server,
+        regions.dir.path(),
+        &["runs", "list", "--job", "invoice-eu"],
+    )
+    .success();
+    let row = table
+        .lines()
+        .find(|line| line.starts_with(waiting.as_str()))
+        .unwrap_or_else(|| panic!("{waiting} not in\n{table}"));
+    assert!(
+        row.contains(" ready ") && row.contains(" eu-west "),
+        "{table}"
+    );
     for args in [
         &["runs", "list", "--job", "invoice-eu", "--json"][..],
         &["runs", "list", "--state", "ready", "--json"][..],

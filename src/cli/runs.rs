@@ -152,6 +152,7 @@ fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
                 run_id.clone(),
                 field("job"),
                 field("state"),
+                field("queue"),
                 instant("due_ms"),
                 instant("started_ms"),
                 field("attempt"),
@@ -161,7 +162,9 @@ fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
         .collect();
     write_table(
         out,
-        &["RUN", "JOB", "STATE", "DUE", "STARTED", "ATTEMPT", "WORKER"],
+        &[
+            "RUN", "JOB", "STATE", "QUEUE", "DUE", "STARTED", "ATTEMPT", "WORKER",
+        ],
         &rows,
     )
     .map_err(CliError::io("writing the runs"))
