@@ -358,7 +358,8 @@ fn duplicate_names(declared: &[(String, Source)]) -> Vec<Diagnostic> {
                 job: Some(name.clone()),
                 field: None,
                 message: format!(
-                    "declared twice: first at {}:{}; job names must be unique across all files",
+                    "declared twice: first at {}:{}; job and workflow names must be unique \
+                     across all files",
                     first.path.display(),
                     first.line
                 ),

@@ -219,7 +219,9 @@ fn a_directory_loads_whole_or_reports_every_file() {
     assert!(messages[1].contains("c.toml:2:12: job \"y\", field \"schedule\": expected 5"));
     assert!(messages[2].contains("d.toml:2:12: the file is not valid UTF-8"));
     assert!(messages[3].contains("b.toml:1:7: job \"x\": declared twice: first at"));
-    assert!(messages[3].ends_with("a.toml:1; job names must be unique across all files"));
+    assert!(
+        messages[3].ends_with("a.toml:1; job and workflow names must be unique across all files")
+    );
 
     let missing = load_dir(&dir.path().join("nope")).expect_err("missing");
     assert!(
