@@ -18,7 +18,9 @@
 -- ARGV[8] 1 when the run may be skipped as an overlap, 0 when it waits for a slot instead
 --
 -- Returns 'TAKEN' (start the run), 'BUSY' (skipped as an overlap), 'WAITING' (put aside until a
--- slot is free) or 'GONE' (the run is no longer this worker's: it was reaped).
+-- slot is free) or 'GONE' (the run is no longer this worker's: it was reaped, or its short lease
+-- expired before it could start, as extend_lease.lua refuses too: the reaper hands it back and
+-- the promoter judges it as a late fire).
 -- Cost: O(log N) plus the runs handed freed slots.
 if held(KEYS[3]) then
   return redis.error_reply(HELD)
@@ -35,7 +37,8 @@ local run_key = key_run(prefix, run_id)
 
 local holder, job, state, attempt, due_ms, overlap, max_concurrency = unpack(redis.call('HMGET',
   run_key, 'worker', 'job', 'state', 'attempt', 'due_ms', 'overlap', 'max_concurrency'))
-if holder ~= worker or state ~= 'active' or not job or not redis.call('ZSCORE', active, run_id) then
+local deadline = tonumber(redis.call('ZSCORE', active, run_id))
+if holder ~= worker or state ~= 'active' or not job or not deadline or deadline < now then
   return 'GONE'
 end
 local slots = job_limit(overlap, max_concurrency)

@@ -457,6 +457,50 @@ async fn a_fire_claimed_ahead_that_could_not_start_is_judged_late_by_its_misfire
     assert_eq!(state("alone@10000").0, "ready");
 }
 
+/// The same holds for a run claimed ahead while its job's slot was taken: past its short
+/// lease it takes no slot, however free the job is by then.
+#[tokio::test]
+async fn a_run_claimed_ahead_for_a_busy_job_takes_no_slot_past_its_short_lease() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[1_000, 2_000]).await;
+    let at_1000 = store.clone().with_frozen_clock(1_000);
+    at_1000
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    claim_run(&at_1000, &["default"]).await;
+    let at_1900 = store.clone().with_frozen_clock(1_900);
+    at_1900
+        .promote_due(100, THRESHOLD, Duration::from_millis(200))
+        .await
+        .expect("promote");
+    let ahead = claim_run(&at_1900, &["default"]).await;
+    assert_eq!(ahead.id, "tick@2000");
+    assert_eq!(ahead.pending_slot, Some(PendingSlot::SkipIfRunning));
+
+    // Redis answers again long after: the first run's slot has expired, and so has this lease.
+    let at_80000 = store.clone().with_frozen_clock(80_000);
+    assert_eq!(
+        at_80000
+            .take_job_slot(&ahead, PendingSlot::SkipIfRunning, LEASE)
+            .await
+            .expect("take"),
+        JobSlot::Gone
+    );
+    assert_eq!(
+        run_hash(&server, "tick@2000")
+            .get("starting")
+            .map(String::as_str),
+        Some("1"),
+        "it never started"
+    );
+    assert_eq!(
+        at_80000.expired_leases(10).await.expect("expired"),
+        ["tick@2000", "tick@1000"],
+        "both left to the reaper, earliest deadline first"
+    );
+}
+
 /// A client may send a script again when its connection broke before the reply came (the
 /// cluster client does): the repeated call must change nothing, even once the run has finished.
 #[tokio::test]
