@@ -152,6 +152,45 @@ async fn with_drift_the_definition_most_live_replicas_declare_is_planned_ties_by
 }
 
 #[tokio::test]
+async fn a_gap_in_the_leaders_reads_is_not_taken_for_the_replicas_it_could_not_see_beating() {
+    // b's definition wins the tie; the leader's own would be planned without b.
+    let (winner, loser) = if hash_of(EVERY_2S) < hash_of(EVERY_3S) {
+        (EVERY_2S, EVERY_3S)
+    } else {
+        (EVERY_3S, EVERY_2S)
+    };
+    let (server, store, mut planner, clock) = leader(loser, Duration::from_secs(300)).await;
+    declare(&store, "b", winner).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(published_hash(&server, "x"), Some(hash_of(winner)));
+
+    // A stall longer than the live time: b's heartbeat is as old as the leader's last read.
+    clock.advance(Duration::from_secs(8));
+    planner.tick().await.expect("tick");
+    assert_eq!(
+        published_hash(&server, "x"),
+        Some(hash_of(winner)),
+        "b, live before the stall, is not taken for gone by the first read after it"
+    );
+    // b beats again, then really stops: gone once it missed its beats for a live time.
+    declare(&store, "b", winner).await;
+    for _ in 0..5 {
+        clock.advance(Duration::from_secs(1));
+        planner.tick().await.expect("tick");
+        assert_eq!(published_hash(&server, "x"), Some(hash_of(winner)));
+    }
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(1));
+        planner.tick().await.expect("tick");
+    }
+    assert_eq!(
+        published_hash(&server, "x"),
+        Some(hash_of(loser)),
+        "b stopped beating 8 s ago without a gap in the leader's reads"
+    );
+}
+
+#[tokio::test]
 async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanish_is_held() {
     let hold = Duration::from_secs(2);
     let (server, store, mut planner, clock) = leader(EVERY_2S, hold).await;

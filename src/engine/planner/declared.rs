@@ -99,6 +99,11 @@ pub(super) struct Declarations {
     /// The declarations version at which definitions nobody references are to be removed, at
     /// the next tick that has nothing else to do.
     forget_at: Option<String>,
+    /// Redis's clock at the last read, and the replicas taken as live then.
+    last_read: Option<(i64, Vec<String>)>,
+    /// After a gap between two reads: until when (ms) the replicas live before it still count
+    /// as live, and which.
+    after_gap: Option<(i64, Vec<String>)>,
 }
 
 /// What [`Declarations::refresh`] found.
@@ -125,7 +130,35 @@ impl Declarations {
             kept_unreadable: HashSet::new(),
             drift: BTreeMap::new(),
             forget_at: None,
+            last_read: None,
+            after_gap: None,
         }
+    }
+
+    /// The replicas to take as live at `now_ms`, given those whose heartbeat is recent.
+    ///
+    /// When this replica could not read Redis for a heartbeat period or more (a Redis stall, a
+    /// paused process, a leader busy), the others' heartbeats may be old only because they
+    /// could not write either: those live before the gap count as live for one more live time,
+    /// so that a stall neither holds their jobs nor flips a drifted job's definition.
+    fn live_at(&mut self, now_ms: i64, beating: Vec<String>) -> Vec<String> {
+        let live_ms = i64::try_from(self.config.live_for.as_millis()).unwrap_or(i64::MAX);
+        if let Some((read_ms, before)) = self.last_read.take()
+            && now_ms - read_ms >= live_ms / 3
+        {
+            self.after_gap = Some((now_ms.saturating_add(live_ms), before));
+        }
+        let mut live = beating;
+        match &self.after_gap {
+            Some((until, before)) if now_ms < *until => {
+                live.extend(before.iter().cloned());
+                live.sort();
+                live.dedup();
+            }
+            _ => self.after_gap = None,
+        }
+        self.last_read = Some((now_ms, live.clone()));
+        live
     }
 
     /// The content hash of the planned definition of `job`.
@@ -178,7 +211,10 @@ impl Declarations {
             self.held_since.clear();
             self.planned.clear();
             self.own = None;
+            self.last_read = None;
+            self.after_gap = None;
         }
+        let live = self.live_at(now_ms, signal.live);
         let own_changed = !self
             .own
             .as_ref()
@@ -192,13 +228,13 @@ impl Declarations {
             // A declarer that found its definition damaged published it again: read it again.
             self.unreadable.clear();
         }
-        let read_at = (signal.version.clone(), signal.live.clone());
+        let read_at = (signal.version.clone(), live);
         let reread = inherited.is_some()
             || self.read_at.as_ref() != Some(&read_at)
             || !self.held_since.is_empty();
         if reread || own_changed {
             let others = if reread {
-                self.read_others(store, &signal.live).await?
+                self.read_others(store, &read_at.1).await?
             } else {
                 self.others.clone()
             };
@@ -235,7 +271,17 @@ impl Declarations {
         Ok(ids
             .into_iter()
             .zip(declared)
-            .filter_map(|(id, jobs)| Some((id, jobs?)))
+            .filter_map(|(id, jobs)| {
+                // Expired in a gap, with the heartbeat that kept them: as they were, until
+                // their replica publishes them again.
+                let jobs = jobs.or_else(|| {
+                    self.after_gap
+                        .as_ref()
+                        .filter(|(_, before)| before.contains(&id))
+                        .and_then(|_| self.others.get(&id).cloned())
+                })?;
+                Some((id, jobs))
+            })
             .collect())
     }
 
