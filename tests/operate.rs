@@ -946,3 +946,44 @@ fn replicated_writes_on_the_embedded_redis_are_refused_at_start() {
     );
     assert!(!data.exists(), "no embedded Redis was started");
 }
+
+#[tokio::test]
+async fn a_redis_that_takes_no_command_is_said_to_give_no_answer_not_to_be_unreachable() {
+    let (server, dir, store) = published().await;
+    // Every command held: the connection's handshake gets no answer.
+    server.stall(Duration::from_secs(4));
+    let out = cli(&server, dir.path(), &["status"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no answer from Redis at")
+            && out.stderr.contains("not paused (CLIENT PAUSE)"),
+        "{}",
+        out.stderr
+    );
+    let mut admin = server.connection();
+    let () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .expect("UNPAUSE");
+
+    // Writes held: the trigger's script times out, and the message says what that leaves.
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(15_000)
+        .arg("WRITE")
+        .query(&mut admin)
+        .expect("PAUSE");
+    let out = cli(&server, dir.path(), &["trigger", "greet"]);
+    let () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .expect("UNPAUSE");
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("Redis did not answer within 10s")
+            && out.stderr.contains("may or may not have been done"),
+        "{}",
+        out.stderr
+    );
+    drop(store);
+}

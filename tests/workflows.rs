@@ -334,6 +334,20 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
     let again = one_document(&setup.cli(&["workflow", "start", "images", "--json"]));
     schemas.assert_matches("workflow-started.json", &again);
     assert_ne!(again["id"], id.as_str(), "each start is a new instance");
+    // With `a` gone, nothing serves compress's queue: its run waits there, queued, and the
+    // steps after it wait for it, pending.
+    let waiting = again["id"].as_str().expect("id");
+    assert_eq!(
+        setup.statuses(waiting),
+        HashMap::from(
+            [
+                ("compress", "queued"),
+                ("watermark", "pending"),
+                ("upload", "pending")
+            ]
+            .map(|(step, status)| (step.to_owned(), status.to_owned()))
+        )
+    );
     // jobs tells the workflow's job from a job, with its steps.
     let jobs = one_document(&setup.cli(&["jobs", "--json"]));
     schemas.assert_matches("jobs.json", &jobs);
@@ -349,13 +363,15 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
         "{jobs}"
     );
     assert_eq!(workflow_of("compress"), Some(serde_json::Value::Null));
-    let table = setup.cli(&["jobs"]);
-    assert!(
-        table
-            .lines()
-            .any(|line| line.starts_with("images (workflow)")),
-        "{table}"
-    );
+    for command in ["jobs", "status"] {
+        let table = setup.cli(&[command]);
+        assert!(
+            table
+                .lines()
+                .any(|line| line.starts_with("images (workflow)")),
+            "{command}: {table}"
+        );
+    }
 
     let shown = setup.cli(&["workflow", "status", &id]);
     let row = shown.lines().nth(1).expect("a row");
@@ -673,6 +689,21 @@ fn bad_workflow_requests_are_refused_with_what_is_wrong_and_exit_code_2() {
     assert!(
         typo.contains("unknown workflow \"nope\": no live replica declares it"),
         "{typo}"
+    );
+    // A job's name is said to be a job's, with what runs it.
+    let _replica = setup.replica("r", &[]);
+    let mut said = String::new();
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            said = cli(&setup.server, setup.dir.path(), &["workflow", "start", "a"]).stderr;
+            said.contains("\"a\" is a job, not a workflow: run it with `redcron trigger a`")
+        }),
+        "{said}"
+    );
+    let listed = refused(&["workflow", "list", "a"]);
+    assert!(
+        listed.contains("\"a\" is a job, not a workflow"),
+        "{listed}"
     );
 }
 

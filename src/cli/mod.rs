@@ -250,6 +250,20 @@ impl RedisArgs {
     }
 }
 
+/// What a failed store call says: a call that timed out says so in words, and that what it
+/// asked may have been done all the same.
+fn store_failure(error: &crate::store::StoreError) -> String {
+    match error {
+        crate::store::StoreError::Redis { operation, source } if source.is_timeout() => format!(
+            "Redis did not answer within {} ({operation}): it may be paused, busy or failing \
+             over; what was asked of it may or may not have been done, so look before asking \
+             again",
+            humantime::format_duration(crate::store::RESPONSE_TIMEOUT)
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// `text` on one line: whatever answered in Redis's place may put line breaks in an error.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -317,8 +331,8 @@ pub enum CliError {
     /// A cron expression given on the command line.
     #[error("bad expression: {0}")]
     Expression(#[from] CronError),
-    /// Redis answered badly.
-    #[error("{0}")]
+    /// Redis answered badly, or not in time.
+    #[error("{}", store_failure(.0))]
     Store(#[from] crate::store::StoreError),
     /// Redis could not be reached at all, or refused the credentials.
     #[error("{problem} at {url}: {}; {hint}", one_line(&.source.to_string()))]
@@ -383,9 +397,15 @@ impl CliError {
                 if source.kind() == redis::ErrorKind::AuthenticationFailed
                     || matches!(source.code(), Some("WRONGPASS" | "NOAUTH"))
         );
+        let no_answer = matches!(
+            &source,
+            crate::store::StoreError::Redis { source, .. } if source.is_timeout()
+        );
         CliError::Unreachable {
             problem: if refused_credentials {
                 "Redis refused the user or password"
+            } else if no_answer {
+                "no answer from Redis"
             } else {
                 "cannot reach Redis"
             },
@@ -393,6 +413,11 @@ impl CliError {
             source,
             hint: if refused_credentials {
                 "check them in the URL (or REDIS_URL)"
+            } else if no_answer {
+                // Reached, or not: a dropped connection and a Redis that takes no command look
+                // alike from here.
+                "check that Redis is up at that address and not paused (CLIENT PAUSE), loading \
+                 its data or busy with a long command"
             } else if url_given {
                 "check the URL and that Redis is up"
             } else {
@@ -598,6 +623,7 @@ impl From<crate::client::ClientError> for CliError {
             | ClientError::NoDeadRun(_)
             | ClientError::JobPaused { .. }
             | ClientError::UnknownWorkflow(_)
+            | ClientError::NotAWorkflow(_)
             | ClientError::NoWorkflowInstance(_)
             | ClientError::UndeclaredStep { .. }) => CliError::Argument(error.to_string()),
         }

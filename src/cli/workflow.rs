@@ -16,8 +16,8 @@ use crate::store::{StepStatus, WorkflowInstance};
 pub(super) enum WorkflowCommand {
     /// Start an instance of a declared workflow now; prints its id.
     Start(StartArgs),
-    /// One row per instance, one column per step: pending, running, succeeded, failed or
-    /// skipped.
+    /// One row per instance, one column per step: pending, queued, running, succeeded,
+    /// failed or skipped.
     Status(StatusArgs),
     /// The newest instances, of one workflow or of all, as `status` shows them.
     List(ListArgs),

@@ -94,6 +94,9 @@ pub enum ClientError {
     /// No live replica has declared a workflow of that name.
     #[error("unknown workflow \"{0}\": no live replica declares it")]
     UnknownWorkflow(String),
+    /// The name is a job's, not a workflow's.
+    #[error("\"{0}\" is a job, not a workflow: run it with `redcron trigger {0}`")]
+    NotAWorkflow(String),
     /// No live replica declares the job of one of the workflow's steps: nothing was started.
     #[error(
         "workflow \"{workflow}\" was not started: no live replica declares job \"{job}\", one \
@@ -175,6 +178,21 @@ pub fn check_payload(text: &str) -> Result<(), ClientError> {
     serde_json::from_str::<serde_json::Value>(text)
         .map(|_| ())
         .map_err(|error| ClientError::Payload(format!("the payload is not valid JSON: {error}")))
+}
+
+/// Why `name` starts no workflow: it is a job's name, or no published name at all.
+pub(super) async fn no_workflow(store: &Store, name: &str) -> Result<ClientError, StoreError> {
+    let published = store.published_definitions(&[name]).await?;
+    Ok(
+        if published
+            .first()
+            .is_some_and(|published| published.definition.is_some())
+        {
+            ClientError::NotAWorkflow(name.to_owned())
+        } else {
+            ClientError::UnknownWorkflow(name.to_owned())
+        },
+    )
 }
 
 /// Whether the published definition of `job` is a workflow's: its runs start an instance.

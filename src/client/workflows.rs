@@ -1,6 +1,6 @@
 //! Workflow instances: started, read, retried.
 
-use super::{Client, ClientError, check_payload, starts_workflow};
+use super::{Client, ClientError, check_payload, no_workflow, starts_workflow};
 use crate::handler::object_problem;
 use crate::store::{WorkflowInstance, WorkflowStart, new_run_id};
 
@@ -29,7 +29,8 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// [`ClientError::UnknownWorkflow`], [`ClientError::UndeclaredStep`],
+    /// [`ClientError::UnknownWorkflow`], [`ClientError::NotAWorkflow`],
+    /// [`ClientError::UndeclaredStep`],
     /// [`ClientError::Payload`] for a payload that is not a JSON object, or Redis errors.
     pub async fn start_workflow(
         &self,
@@ -60,7 +61,7 @@ impl Client {
             WorkflowStart::Started { started_ms } | WorkflowStart::Exists { started_ms } => {
                 Ok(StartedWorkflow { id, started_ms })
             }
-            WorkflowStart::UnknownWorkflow => Err(ClientError::UnknownWorkflow(name.to_owned())),
+            WorkflowStart::UnknownWorkflow => Err(no_workflow(&self.store, name).await?),
             WorkflowStart::UndeclaredJob(job) => Err(ClientError::UndeclaredStep {
                 workflow: name.to_owned(),
                 job,
@@ -112,7 +113,8 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::UnknownWorkflow`] when `name` has no instance and no live replica declares
-    /// a workflow of that name (a typo must not read as "no instances"), or Redis errors.
+    /// a workflow of that name (a typo must not read as "no instances"),
+    /// [`ClientError::NotAWorkflow`] when it is a job's, or Redis errors.
     pub async fn workflows(
         &self,
         name: Option<&str>,
@@ -123,7 +125,7 @@ impl Client {
             && instances.is_empty()
             && !starts_workflow(&self.store, name).await?
         {
-            return Err(ClientError::UnknownWorkflow(name.to_owned()));
+            return Err(no_workflow(&self.store, name).await?);
         }
         Ok(instances)
     }

@@ -129,8 +129,11 @@ words! {
 words! {
     /// How a step of an instance stands, as `redcron workflow status` shows it.
     StepStatus {
-        /// Waiting for the steps it needs, or for a worker.
+        /// Waiting for the steps it needs.
         Pending => "pending",
+        /// Its run waits to start: for a worker, a slot of its job, or a replica serving its
+        /// queue (`redcron runs show` of its run says which).
+        Queued => "queued",
         /// Its run runs, or waits to be tried again.
         Running => "running",
         /// Its run succeeded.

@@ -74,7 +74,7 @@ pub use planning::{JobPlan, PlanOutcome, PlannedRun, SkippedFire, UnplanOutcome,
 pub use promotion::Promoted;
 pub use replicas::{Beat, ReplicaInstance};
 use reply::ScriptCall;
-pub use topology::Topology;
+pub use topology::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Topology};
 pub use workflows::{StepInstance, WorkflowInstance, WorkflowStart, step_run_id};
 
 /// Why a store operation failed.

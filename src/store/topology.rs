@@ -19,11 +19,11 @@ use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType}
 use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError, TlsMode};
 
 /// How long connecting to one Redis (or sentinel) may take.
-pub(super) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long a command or script may take to answer: a promotion or a catch-up plan of thousands
 /// of runs is one script call.
-pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The Redis a store talks to, and how to reach it.
 #[derive(Clone)]

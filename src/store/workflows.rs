@@ -197,30 +197,34 @@ impl Store {
             return Ok(None);
         }
         let mut instance = read_instance(workflow_id, &fields)?;
-        // A step whose run exists is pending until its run is claimed, then running.
+        // A step whose run exists is queued until its run first starts, then running (also
+        // while its run waits to be tried again).
         let queued: Vec<&mut StepInstance> = instance
             .steps
             .iter_mut()
-            .filter(|step| step.run_id.is_some() && step.status == StepStatus::Pending)
+            .filter(|step| step.status == StepStatus::Queued)
             .collect();
         if !queued.is_empty() {
             let mut pipe = redis::pipe();
             for step in &queued {
-                pipe.hget(
+                pipe.hmget(
                     self.keys.run(step.run_id.as_deref().unwrap_or_default()),
-                    "state",
+                    &["state", "attempt"],
                 );
             }
-            let states: Vec<Option<String>> = pipe
+            let runs: Vec<(Option<String>, Option<u32>)> = pipe
                 .query_async(&mut self.connection.clone())
                 .await
                 .during(&self.metrics, "workflow")?;
-            for (step, state) in queued.into_iter().zip(states) {
-                // A run that ended since the instance was read ran when it was read.
-                if !matches!(
-                    state.as_deref().and_then(RunState::parse),
-                    Some(RunState::Scheduled | RunState::Ready | RunState::Waiting)
-                ) {
+            for (step, (state, attempt)) in queued.into_iter().zip(runs) {
+                let waits_to_start = match state.as_deref().and_then(RunState::parse) {
+                    Some(RunState::Ready | RunState::Waiting) => true,
+                    // Due again after a failed attempt: it has run.
+                    Some(RunState::Scheduled) => attempt.unwrap_or(0) == 0,
+                    // A run that ended since the instance was read ran when it was read.
+                    _ => false,
+                };
+                if !waits_to_start {
                     step.status = StepStatus::Running;
                 }
             }
@@ -304,7 +308,6 @@ fn read_instance(
             // Never started: it will, unless the instance ended without it.
             "pending" if state == WorkflowState::Running => StepStatus::Pending,
             "pending" => StepStatus::Skipped,
-            "queued" => StepStatus::Pending,
             other => StepStatus::parse(other)
                 .ok_or_else(|| damaged(&format!("status {other:?} for step {name}")))?,
         };

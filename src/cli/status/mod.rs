@@ -519,7 +519,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     |(state, at)| (state.clone(), ago(overview.now_ms, *at)),
                 );
                 vec![
-                    job.name.clone(),
+                    job.label(),
                     if overview.paused.contains(&job.name) {
                         "paused"
                     } else {
