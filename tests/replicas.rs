@@ -682,7 +682,7 @@ fn replicas_ride_out_a_redis_restart_without_losing_a_planned_run() {
     };
     std::fs::create_dir(scenario.schedules()).expect("schedules dir");
     scenario.write_jobs(&scenario.every_second_job());
-    let _replicas: Vec<ReplicaProcess> = ["r1", "r2"]
+    let replicas: Vec<ReplicaProcess> = ["r1", "r2"]
         .iter()
         .map(|id| scenario.replica(id, &[]))
         .collect();
@@ -697,6 +697,59 @@ fn replicas_ride_out_a_redis_restart_without_losing_a_planned_run() {
     sleep_until(&scenario, to + 3_000);
 
     assert_each_fire_ran_once(&scenario, from, to);
+    for replica in &replicas {
+        assert!(
+            !replica.log().contains(DATA_LOST),
+            "the data came back with the AOF: {}",
+            replica.log()
+        );
+    }
+}
+
+/// What a replica logs when Redis lost the namespace's data.
+pub(crate) const DATA_LOST: &str = "Redis lost this namespace's data since the last heartbeat";
+
+#[test]
+fn every_replica_says_so_when_redis_lost_its_data_and_fires_go_on() {
+    // No persistence: a crash loses everything.
+    let mut scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
+    let replicas: Vec<ReplicaProcess> = ["r1", "r2"]
+        .iter()
+        .map(|id| scenario.replica(id, &[]))
+        .collect();
+    assert!(wait_until(Duration::from_secs(10), || !scenario
+        .ledger()
+        .is_empty()));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        replicas
+            .iter()
+            .all(|replica| !replica.log().contains(DATA_LOST))
+    );
+
+    scenario
+        .server
+        .crash_and_restart(Duration::from_millis(500));
+    let back = scenario.redis_now_ms();
+    assert!(
+        wait_until(Duration::from_secs(15), || replicas
+            .iter()
+            .all(|replica| replica.log().matches(DATA_LOST).count() == 1)),
+        "{}",
+        replicas
+            .iter()
+            .map(ReplicaProcess::log)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || scenario
+            .ledger()
+            .iter()
+            .any(|(run, _, _)| fire_ms(run) > back)),
+        "fires run again after the loss"
+    );
 }
 
 /// `redcron run` without a Redis URL in a directory of its own, with a job firing every second

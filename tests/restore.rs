@@ -10,7 +10,7 @@ use redcron::store::{FailOutcome, FailReason, Failure, HeldRun};
 use redis::Commands;
 
 use crate::defaults::{assert_overlaps_were_real, intervals, recorded, skipped_events};
-use crate::replicas::{Scenario, fire_ms, sleep_until};
+use crate::replicas::{DATA_LOST, Scenario, fire_ms, sleep_until};
 use crate::store::{FORBID_TICK, THRESHOLD, claim_run, plan, run_hash, setup};
 use crate::util::keys;
 use crate::util::wait_until;
@@ -86,7 +86,7 @@ fn after_redis_is_restored_from_an_older_copy_fires_resume_at_once() {
     ));
     // The default run lease: a stale run would hold its job for 30 s.
     let flags = ["--run-lease", "30s"];
-    let _replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &flags);
+    let replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &flags);
     sleep_until(&scenario, scenario.redis_now_ms() + 3_500);
     // Both jobs can be between two runs at the instant of the copy (their fires come
     // together): a copy is taken again, a moment later, until it holds active runs.
@@ -137,6 +137,10 @@ fn after_redis_is_restored_from_an_older_copy_fires_resume_at_once() {
             Some("succeeded"),
             "{run}"
         );
+    }
+    // An older copy of the same data is not a loss of it.
+    for replica in &replicas {
+        assert!(!replica.log().contains(DATA_LOST), "{}", replica.log());
     }
 }
 

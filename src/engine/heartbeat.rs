@@ -84,6 +84,8 @@ pub struct Heartbeat {
     /// may be a Redis restored from an older copy; twice is a second process beating, and the
     /// older of the two stops.
     foreign_beats: u8,
+    /// The `{ns}:origin` the last heartbeat found: another one later means Redis lost the data.
+    origin: Option<String>,
 }
 
 impl Heartbeat {
@@ -111,6 +113,7 @@ impl Heartbeat {
             beaten: false,
             held: false,
             foreign_beats: 0,
+            origin: None,
         }
     }
 
@@ -177,6 +180,7 @@ impl Heartbeat {
             );
         }
         self.beaten = true;
+        self.notice_origin(beat.origin);
         self.notice_hold(beat.held_for);
         if !beat.declarations_kept {
             self.publish(&jobs).await?;
@@ -190,6 +194,21 @@ impl Heartbeat {
             self.clear_gauges();
         }
         Ok(())
+    }
+
+    /// Warns when the namespace's data in Redis is not the copy the last heartbeat found.
+    fn notice_origin(&mut self, origin: String) {
+        if self.origin.as_ref().is_some_and(|before| *before != origin) {
+            self.store.metrics().redis_data_lost_total.inc();
+            error!(
+                replica = self.config.replica_id,
+                "Redis lost this namespace's data since the last heartbeat (restarted without \
+                 persistence, flushed, or replaced by another copy): the runs, workflow \
+                 instances, dead letters and history it held are gone, and a run in progress is \
+                 stopped when it next renews its lease"
+            );
+        }
+        self.origin = Some(origin);
     }
 
     /// A replica that does not lead exports no shared state: what it set while it led would

@@ -77,6 +77,9 @@ pub struct Metrics {
     /// declarations not what it declares (written over, restored from another copy) and
     /// published them again.
     pub declarations_republished_total: IntCounter,
+    /// `redcron_redis_data_lost_total`: times a heartbeat found the namespace's data in Redis
+    /// not the copy it found before (Redis restarted without persistence, was flushed).
+    pub redis_data_lost_total: IntCounter,
     /// `redcron_held`: 1 while the namespace is held (`redcron hold`), as the last heartbeat
     /// found.
     pub held: IntGauge,
@@ -223,6 +226,10 @@ impl Metrics {
             declarations_republished_total: counter(
                 "redcron_declarations_republished_total",
                 "Times this replica's published declarations were found damaged and published again",
+            ),
+            redis_data_lost_total: counter(
+                "redcron_redis_data_lost_total",
+                "Times a heartbeat found that Redis lost the namespace's data since the one before",
             ),
             held: gauge(
                 "redcron_held",

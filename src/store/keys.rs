@@ -163,6 +163,13 @@ impl Keys {
         self.key("replicas")
     }
 
+    /// String, without a TTL: names this copy of the namespace's data, written by the first
+    /// heartbeat that finds it missing. Another value, or none, where a replica saw one before
+    /// means Redis lost the data in between.
+    pub fn origin(&self) -> String {
+        self.key("origin")
+    }
+
     /// Zset replica id -> ms it stopped cleanly, for a day: `status` tells a replica that was
     /// stopped from one that was lost.
     pub fn stopped_replicas(&self) -> String {

@@ -17,6 +17,9 @@ pub struct Beat {
     pub previous_instance: Option<String>,
     /// How much longer the namespace is held (`redcron hold`), when it is.
     pub held_for: Option<Duration>,
+    /// What names this copy of the namespace's data (`{ns}:origin`): written by this
+    /// heartbeat when it was missing.
+    pub origin: String,
 }
 
 /// The process a replica id's heartbeats come from, as [`Store::replica_instance`] reads it.
@@ -52,29 +55,42 @@ impl Store {
         let now = self.now_ms().await?;
         let replica = self.keys.replica(replica_id);
         let ttl_ms = i64::try_from(millis(ttl)).unwrap_or(i64::MAX);
-        let (previous_instance, declarations_kept, held_ms): (Option<String>, bool, i64) =
-            redis::pipe()
-                .atomic()
-                .hget(&replica, "instance")
-                .zadd(self.keys.replicas(), replica_id, now)
-                .ignore()
-                .zrem(self.keys.stopped_replicas(), replica_id)
-                .ignore()
-                .hdel(&replica, "stopped_ms")
-                .ignore()
-                .hset_multiple(&replica, info)
-                .ignore()
-                .pexpire(&replica, ttl_ms)
-                .ignore()
-                .pexpire(self.keys.replica_jobs(replica_id), ttl_ms)
-                .pttl(self.keys.hold())
-                .query_async(&mut self.connection.clone())
-                .await
-                .during(&self.metrics, "heartbeat")?;
+        let origin = super::new_run_id();
+        let (previous_instance, declarations_kept, held_ms, found_origin): (
+            Option<String>,
+            bool,
+            i64,
+            Option<String>,
+        ) = redis::pipe()
+            .atomic()
+            .hget(&replica, "instance")
+            .zadd(self.keys.replicas(), replica_id, now)
+            .ignore()
+            .zrem(self.keys.stopped_replicas(), replica_id)
+            .ignore()
+            .hdel(&replica, "stopped_ms")
+            .ignore()
+            .hset_multiple(&replica, info)
+            .ignore()
+            .pexpire(&replica, ttl_ms)
+            .ignore()
+            .pexpire(self.keys.replica_jobs(replica_id), ttl_ms)
+            .pttl(self.keys.hold())
+            .get(self.keys.origin())
+            .set_options(
+                self.keys.origin(),
+                &origin,
+                redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX),
+            )
+            .ignore()
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "heartbeat")?;
         Ok(Beat {
             declarations_kept,
             previous_instance,
             held_for: u64::try_from(held_ms).ok().map(Duration::from_millis),
+            origin: found_origin.unwrap_or(origin),
         })
     }
 

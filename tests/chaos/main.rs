@@ -772,6 +772,7 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         "replicas",
         "paused",
         "undeclared-jobs",
+        "origin",
     ];
     names
         .into_iter()

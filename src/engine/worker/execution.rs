@@ -148,7 +148,8 @@ impl Execution {
             (Some(Stopped::Lost), _) => {
                 warn!(
                     run = run.id,
-                    "lease lost mid-run (reaped): stopped, the reaper decides"
+                    "lease lost mid-run (reaped, or Redis lost the run): stopped, the reaper \
+                     decides"
                 );
                 return Ended::Otherwise;
             }
