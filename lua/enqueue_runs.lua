@@ -95,9 +95,13 @@ for i = 3, #ARGV, 7 do
       'attempt', '0', 'max_attempts', def.max_attempts, 'queue', def.queue, 'priority', priority,
       'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
       'delivery', def.delivery, 'overlap', def.overlap, 'state', state)
-    -- Empty ones are left out: a field costs even when it says nothing.
-    if fingerprint ~= '' or payload ~= '' then
-      redis.call('HSET', run_key, 'fingerprint', fingerprint, 'payload', payload)
+    -- Empty ones are left out: a field costs even when it says nothing, and an empty payload
+    -- is no payload, not a JSON text.
+    if fingerprint ~= '' then
+      redis.call('HSET', run_key, 'fingerprint', fingerprint)
+    end
+    if payload ~= '' then
+      redis.call('HSET', run_key, 'payload', payload)
     end
     if def.max_concurrency then
       redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)

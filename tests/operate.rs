@@ -346,10 +346,23 @@ async fn enqueue_schedules_later_and_uniqueness_refuses_a_second_run() {
     )
     .failure(2);
     assert!(refused.contains("refused"), "{refused}");
+    // A unique run without a payload has none, as any run without one: not an empty text that
+    // would make it dead as a bad payload when claimed.
+    let keyed = run_id(
+        &cli(
+            &server,
+            dir.path(),
+            &["enqueue", "greet", "--at", at, "--unique-key", "k2"],
+        )
+        .success(),
+    );
+    let shown =
+        one_document(&cli(&server, dir.path(), &["runs", "show", &keyed, "--json"]).success());
+    assert_eq!(shown["payload"], serde_json::Value::Null, "{shown}");
     // Runs due now go straight to their ready list; later ones wait in the due set.
     let mut redis = server.connection();
     let due: usize = redis.zcard(keys().due()).expect("ZCARD");
-    assert_eq!(due, 2);
+    assert_eq!(due, 3);
     let ready: usize = redis
         .llen(keys().ready("default", Priority::Normal))
         .expect("LLEN");

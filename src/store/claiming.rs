@@ -215,9 +215,11 @@ impl ClaimedRun {
         let fire_ms = values
             .next()
             .and_then(|value| i64::from_redis_value(value).ok());
+        // An empty text is no payload: runs enqueued unique without one were written so.
         let payload = match values.next() {
             None | Some(Value::Nil) => Ok(None),
-            Some(value) => String::from_redis_value(value).map(Some),
+            Some(value) => String::from_redis_value(value)
+                .map(|text| Some(text).filter(|text| !text.is_empty())),
         };
         let mut number = || -> Option<u64> { u64::from_redis_value(values.next()?).ok() };
         let start_in = number().map(Duration::from_millis);
