@@ -55,8 +55,8 @@
 -- counted from that clock, and what its worker must do before starting it: 0 nothing, 1 take
 -- a slot of its job or skip it as an overlap (a first claim of a cron fire of a `forbid` job),
 -- 2 take a slot or wait for one)}.
--- Status 'EMPTY': the ready lists ran dry; 'MORE': runs may be left (every worker got one,
--- or the pop limit went to skipped runs); 'UNDECLARED' (alone): the replica's declarations
+-- Status 'EMPTY': the ready lists ran dry; 'MORE': runs are left (every worker got one, or the
+-- pop limit went to skipped runs); 'UNDECLARED' (alone): the replica's declarations
 -- are missing.
 -- Cost: O(limit + queues + jobs with runs put aside + replicas x jobs put aside by this call).
 if held(KEYS[8]) then
@@ -284,6 +284,11 @@ if next(set_aside) then
   end
 end
 
+-- Every worker may have got a run and no run be left: the lists tell, not the count (a bound
+-- that grows while runs wait must not grow for a load that just fills it).
+while first_list <= #ready_lists and redis.call('LLEN', ready_lists[first_list]) == 0 do
+  first_list = first_list + 1
+end
 local reply = {first_list > #ready_lists and 'EMPTY' or 'MORE', #skips / 2}
 for _, value in ipairs(skips) do
   reply[#reply + 1] = value

@@ -126,6 +126,14 @@ async fn one_claim_serves_several_workers_one_run_each() {
             drained: true,
         },
         Case {
+            name: "as-many-runs-as-workers",
+            ready: 3,
+            workers: 3,
+            pop_limit: 100,
+            claimed: 3,
+            drained: true,
+        },
+        Case {
             name: "nothing-ready",
             ready: 0,
             workers: 3,
