@@ -12,7 +12,9 @@
 -- ARGV[3] now override, ms, or '' for Redis's clock (tests only)
 --
 -- Returns {'OK', step...} with the steps made pending again (none when nothing failed or was
--- skipped), or {'MISSING'} when there is no such instance.
+-- skipped), {'MISSING'} when there is no such instance, or {'UNDECLARED', step, job} when no
+-- live replica declares the job of a step to run again (its definition is not published): it
+-- would fail again at once, so nothing is changed.
 -- Cost: O(steps).
 if held(KEYS[2]) then
   return redis.error_reply(HELD)
@@ -27,23 +29,30 @@ if not step_list then
   return {'MISSING'}
 end
 retention = tonumber(retention) or 604800000
-local retried = {}
+local to_retry = {}
 for _, step in ipairs(names_in(step_list)) do
-  local status = redis.call('HGET', wf_key, 'status:' .. step)
+  local status, job = unpack(redis.call('HMGET', wf_key, 'status:' .. step, 'job:' .. step))
   if status == 'failed' or status == 'skipped' then
-    -- The run before keeps its record (and its history) for the retention, out of the dead
-    -- letters: the step runs again under a new id.
-    local previous = current_step_run(wf_key, workflow_id, step)
-    redis.call('ZREM', dead, previous)
-    if redis.call('EXISTS', key_run(prefix, previous)) == 1 then
-      redis.call('PEXPIRE', key_run(prefix, previous), retention)
+    if not job or redis.call('HEXISTS', key_defs(prefix), job) == 0 then
+      return {'UNDECLARED', step, job or ''}
     end
-    local tries = redis.call('HINCRBY', wf_key, 'tries:' .. step, 1) + 1
-    redis.call('HSET', wf_key, 'status:' .. step, 'pending', 'at:' .. step, now,
-      'run:' .. step, step_run_id(workflow_id, step) .. '/' .. tries)
-    redis.call('HDEL', wf_key, 'error:' .. step, 'output:' .. step)
-    retried[#retried + 1] = step
+    to_retry[#to_retry + 1] = step
   end
+end
+local retried = {}
+for _, step in ipairs(to_retry) do
+  -- The run before keeps its record (and its history) for the retention, out of the dead
+  -- letters: the step runs again under a new id.
+  local previous = current_step_run(wf_key, workflow_id, step)
+  redis.call('ZREM', dead, previous)
+  if redis.call('EXISTS', key_run(prefix, previous)) == 1 then
+    redis.call('PEXPIRE', key_run(prefix, previous), retention)
+  end
+  local tries = redis.call('HINCRBY', wf_key, 'tries:' .. step, 1) + 1
+  redis.call('HSET', wf_key, 'status:' .. step, 'pending', 'at:' .. step, now,
+    'run:' .. step, step_run_id(workflow_id, step) .. '/' .. tries)
+  redis.call('HDEL', wf_key, 'error:' .. step, 'output:' .. step)
+  retried[#retried + 1] = step
 end
 if #retried > 0 then
   reopen_workflow(prefix, workflow_id)

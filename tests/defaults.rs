@@ -437,9 +437,11 @@ async fn a_backlog_of_tasks_does_not_delay_cron_fires() {
         "{} fires ran of {expected} due: {lags:?}",
         lags.len()
     );
+    // Behind the backlog a fire would wait for minutes; ahead of it, for one worker to finish
+    // a task. The bound leaves room for a loaded machine, not for a fire claimed after tasks.
     let p99 = percentile(&lags, 0.99);
     assert!(
-        p99 <= 50,
-        "cron fires start within 50 ms behind 100,000 tasks: p99 {p99} ms, lags {lags:?}"
+        p99 <= 250,
+        "cron fires start within 250 ms behind 100,000 tasks: p99 {p99} ms, lags {lags:?}"
     );
 }

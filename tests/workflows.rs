@@ -13,7 +13,7 @@ use tempfile::TempDir;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::schemas::{Schemas, json_lines};
-use crate::util::{cli, one_document, wait_until};
+use crate::util::{cli, keys, one_document, wait_until};
 
 /// A Redis and a schedule directory, with a ledger that every step appends
 /// `<run id> start|end <ms>` to.
@@ -489,7 +489,7 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
         recorded("true"),
     ))
     .with_fixed_path();
-    let replica = setup.replica("r1", &[]);
+    let mut replica = setup.replica("r1", &[]);
     let log = || replica.log();
     let start = |name: &str| setup.start(name, &[], &log);
 
@@ -615,6 +615,26 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
         again.trim(),
         format!("{paused}: no step failed or was skipped")
     );
+
+    // Once no live replica declares a failed step's job (its replica gone, its definition
+    // unpublished), a retry would fail it again at once: it is refused, and its dead run stays.
+    assert_eq!(replica.terminate(Duration::from_secs(10)), Some(0));
+    let () = redis::Commands::hdel(&mut setup.server.connection(), keys().defs(), "flaky")
+        .expect("HDEL");
+    let refused = cli(
+        &setup.server,
+        setup.dir.path(),
+        &["workflow", "retry", &goes_on],
+    )
+    .failure(2);
+    assert!(
+        refused.contains(&format!(
+            "instance {goes_on} was not retried: no live replica declares job \"flaky\""
+        )),
+        "{refused}"
+    );
+    let dead = setup.cli(&["dead", "list"]);
+    assert!(dead.contains(&format!("{goes_on}/flaky")), "{dead}");
 }
 
 #[test]

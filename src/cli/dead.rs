@@ -79,10 +79,11 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
             })?;
             if outcome.retried.is_empty() && outcome.left_paused.is_empty() {
                 writeln!(out, "no dead run to retry")
-                    .map_err(CliError::io("writing the result"))?;
+                    .map_err(CliError::io("done, but writing the result"))?;
             }
             for run_id in &outcome.retried {
-                writeln!(out, "{run_id} due again").map_err(CliError::io("writing the result"))?;
+                writeln!(out, "{run_id} due again")
+                    .map_err(CliError::io("done, but writing the result"))?;
             }
             for (run_id, job) in &outcome.left_paused {
                 eprintln!(
@@ -102,7 +103,7 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                 "{purged} dead run{} deleted",
                 if purged == 1 { "" } else { "s" }
             )
-            .map_err(CliError::io("writing the result"))
+            .map_err(CliError::io("done, but writing the result"))
         }
     }
 }

@@ -49,7 +49,7 @@ pub(super) fn hold(args: &HoldArgs, out: &mut impl Write) -> Result<(), CliError
         args.redis.namespace,
         humantime::format_duration(args.duration)
     )
-    .map_err(CliError::io("writing the result"))
+    .map_err(CliError::io("done, but writing the result"))
 }
 
 pub(super) fn release(args: &ReleaseArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -59,5 +59,5 @@ pub(super) fn release(args: &ReleaseArgs, out: &mut impl Write) -> Result<(), Cl
     })?;
     let message = if was_held { "released" } else { "was not held" };
     writeln!(out, "namespace \"{}\" {message}", args.redis.namespace)
-        .map_err(CliError::io("writing the result"))
+        .map_err(CliError::io("done, but writing the result"))
 }

@@ -624,6 +624,7 @@ impl From<crate::client::ClientError> for CliError {
             | ClientError::JobPaused { .. }
             | ClientError::UnknownWorkflow(_)
             | ClientError::NotAWorkflow(_)
+            | ClientError::RetryUndeclared { .. }
             | ClientError::NoWorkflowInstance(_)
             | ClientError::UndeclaredStep { .. }) => CliError::Argument(error.to_string()),
         }

@@ -31,5 +31,6 @@ pub(super) fn execute(args: &PauseArgs, pause: bool, out: &mut impl Write) -> Re
         (false, true) => "resumed",
         (false, false) => "was not paused",
     };
-    writeln!(out, "job \"{}\" {message}", args.job).map_err(CliError::io("writing the result"))
+    writeln!(out, "job \"{}\" {message}", args.job)
+        .map_err(CliError::io("done, but writing the result"))
 }

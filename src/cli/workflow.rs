@@ -121,7 +121,7 @@ fn retry(args: &RetryArgs, out: &mut impl Write) -> Result<(), CliError> {
     } else {
         format!("{}: running again from {}", args.id, steps.join(", "))
     };
-    writeln!(out, "{said}").map_err(CliError::io("writing the result"))?;
+    writeln!(out, "{said}").map_err(CliError::io("done, but writing the result"))?;
     for job in paused {
         eprintln!(
             "redcron: job \"{job}\" is paused: its step is skipped again unless it is resumed \

@@ -108,6 +108,19 @@ pub enum ClientError {
         /// The step's job.
         job: String,
     },
+    /// No live replica declares the job of a step a retry would run again: nothing changed.
+    #[error(
+        "instance {id} was not retried: no live replica declares job \"{job}\" of its step \
+         \"{step}\"; start a replica that declares it, then retry"
+    )]
+    RetryUndeclared {
+        /// The instance.
+        id: String,
+        /// The step.
+        step: String,
+        /// Its job.
+        job: String,
+    },
     /// Redis refused or could not be reached.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -2,7 +2,7 @@
 
 use super::{Client, ClientError, check_payload, no_workflow, starts_workflow};
 use crate::handler::object_problem;
-use crate::store::{WorkflowInstance, WorkflowStart, new_run_id};
+use crate::store::{WorkflowInstance, WorkflowRetry, WorkflowStart, new_run_id};
 
 /// A workflow instance started, see [`Client::start_workflow`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,12 +92,19 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// [`ClientError::NoWorkflowInstance`], or Redis errors.
+    /// [`ClientError::NoWorkflowInstance`]; [`ClientError::RetryUndeclared`] when no live
+    /// replica declares the job of a step to run again (nothing is changed: the step would
+    /// fail again at once); or Redis errors.
     pub async fn retry_workflow(&self, id: &str) -> Result<Vec<String>, ClientError> {
-        self.store
-            .retry_workflow(id)
-            .await?
-            .ok_or_else(|| ClientError::NoWorkflowInstance(id.to_owned()))
+        match self.store.retry_workflow(id).await? {
+            WorkflowRetry::Retried(steps) => Ok(steps),
+            WorkflowRetry::Missing => Err(ClientError::NoWorkflowInstance(id.to_owned())),
+            WorkflowRetry::UndeclaredJob { step, job } => Err(ClientError::RetryUndeclared {
+                id: id.to_owned(),
+                step,
+                job,
+            }),
+        }
     }
 
     /// The newest `limit` instances, of workflow `name` only when given, newest first.

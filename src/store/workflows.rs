@@ -33,6 +33,22 @@ pub enum WorkflowStart {
     UndeclaredJob(String),
 }
 
+/// What became of a retry of an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkflowRetry {
+    /// These steps run again (none when nothing failed or was skipped).
+    Retried(Vec<String>),
+    /// No such instance.
+    Missing,
+    /// No live replica declares the job of a step to run again: nothing was changed.
+    UndeclaredJob {
+        /// The step.
+        step: String,
+        /// Its job.
+        job: String,
+    },
+}
+
 /// One step of an instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepInstance {
@@ -116,15 +132,11 @@ impl Store {
     }
 
     /// Runs the instance `workflow_id` again from its steps that failed or were skipped (see
-    /// `lua/retry_workflow.lua`): the steps made pending again, none when nothing failed; `None`
-    /// when there is no such instance.
+    /// `lua/retry_workflow.lua`).
     ///
     /// # Errors
     /// Redis errors; [`StoreError::Held`] while the namespace is held.
-    pub async fn retry_workflow(
-        &self,
-        workflow_id: &str,
-    ) -> Result<Option<Vec<String>>, StoreError> {
+    pub async fn retry_workflow(&self, workflow_id: &str) -> Result<WorkflowRetry, StoreError> {
         let mut reply: Vec<String> = scripts::RETRY_WORKFLOW
             .key(self.keys.dead())
             .key(self.keys.hold())
@@ -134,9 +146,13 @@ impl Store {
             .invoke_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "retry_workflow")?;
-        match reply.first().map(String::as_str) {
-            Some("OK") => Ok(Some(reply.split_off(1))),
-            Some("MISSING") => Ok(None),
+        match (reply.first().map(String::as_str), reply.len()) {
+            (Some("OK"), _) => Ok(WorkflowRetry::Retried(reply.split_off(1))),
+            (Some("MISSING"), _) => Ok(WorkflowRetry::Missing),
+            (Some("UNDECLARED"), 3) => Ok(WorkflowRetry::UndeclaredJob {
+                job: reply.swap_remove(2),
+                step: reply.swap_remove(1),
+            }),
             _ => Err(reply_error("retry_workflow", format!("{reply:?}"))),
         }
     }
