@@ -497,6 +497,7 @@ impl Replica {
                 replica_id: config.replica_id.clone(),
                 period: config.heartbeat_period,
                 queues: config.workers.queues.clone(),
+                keep_declared: config.reaper.undeclared_grace,
             },
             workers.load(),
             self.jobs.subscribe(),

@@ -139,7 +139,10 @@ async fn with_drift_the_definition_most_live_replicas_declare_is_planned_ties_by
 
     // One of them stops: one replica for each definition, the smaller hash wins, and the
     // fires of the other schedule are unplanned.
-    store.withdraw_replica("c").await.expect("withdraw");
+    store
+        .withdraw_replica("c", Duration::from_secs(300))
+        .await
+        .expect("withdraw");
     planner.tick().await.expect("tick");
     let smaller = hash_of(EVERY_2S).min(hash_of(EVERY_3S));
     assert_eq!(published_hash(&server, "x"), Some(smaller.clone()));
@@ -188,6 +191,53 @@ async fn a_gap_in_the_leaders_reads_is_not_taken_for_the_replicas_it_could_not_s
         Some(hash_of(loser)),
         "b stopped beating 8 s ago without a gap in the leader's reads"
     );
+}
+
+#[tokio::test]
+async fn a_replica_restarted_under_its_id_without_a_job_ends_the_jobs_hold_at_once() {
+    let hold = Duration::from_secs(300);
+    let (server, store, mut planner, _clock) = leader(EVERY_2S, hold).await;
+    let with_z = format!("{EVERY_2S}{Z}");
+
+    // A clean stop (SIGTERM): b withdraws, z is held; b comes back without z.
+    declare(&store, "b", &with_z).await;
+    planner.tick().await.expect("tick");
+    store.withdraw_replica("b", hold).await.expect("withdraw");
+    planner.tick().await.expect("tick");
+    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)), "held");
+    declare(&store, "b", EVERY_2S).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(
+        published_hash(&server, "z"),
+        None,
+        "dropped once b is back without it"
+    );
+
+    // A crash (kill -9): b's declarations expire, z is held; b comes back without z.
+    declare(&store, "b", &with_z).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
+    let mut redis = server.connection();
+    let _: () = redis.del(keys().replica_jobs("b")).expect("DEL");
+    let _: () = redis.zrem(keys().replicas(), "b").expect("ZREM");
+    planner.tick().await.expect("tick");
+    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)), "held");
+    declare(&store, "b", EVERY_2S).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(
+        published_hash(&server, "z"),
+        None,
+        "dropped once b is back without it"
+    );
+
+    // A replica that comes back still declaring the job keeps it planned.
+    declare(&store, "b", &with_z).await;
+    planner.tick().await.expect("tick");
+    store.withdraw_replica("b", hold).await.expect("withdraw");
+    planner.tick().await.expect("tick");
+    declare(&store, "b", &with_z).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
 }
 
 #[tokio::test]
@@ -361,7 +411,10 @@ async fn definitions_no_replica_declares_are_forgotten_and_a_stopping_replica_wi
     stored.sort();
     assert_eq!(stored, [hash_of(EVERY_2S)]);
 
-    store.withdraw_replica("b").await.expect("withdraw");
+    store
+        .withdraw_replica("b", Duration::from_secs(300))
+        .await
+        .expect("withdraw");
     let exists: bool = redis.exists(keys().replica_jobs("b")).expect("EXISTS");
     let live: Option<f64> = redis.zscore(keys().replicas(), "b").expect("ZSCORE");
     assert!(!exists && live.is_none());
@@ -482,6 +535,7 @@ fn heartbeat_of(store: &Store, replica: &str, toml: &str) -> Heartbeat {
             replica_id: replica.to_owned(),
             period: Duration::from_secs(2),
             queues: vec!["default".to_owned()],
+            keep_declared: Duration::from_secs(300),
         },
         Arc::new(WorkerLoad::default()),
         own,

@@ -54,6 +54,9 @@ pub struct HeartbeatConfig {
     /// The queues this replica's workers claim from: reported, so that `status` and the
     /// leader's `redcron_queue_replicas` show a queue no live replica serves.
     pub queues: Vec<String>,
+    /// How long what this replica declared is kept once it stops cleanly: the undeclared
+    /// grace, within which the leader takes a restart without a job for its withdrawal.
+    pub keep_declared: Duration,
 }
 
 /// Records this replica as alive.
@@ -340,7 +343,8 @@ impl Heartbeat {
         }
         let withdrawn = tokio::time::timeout(
             WITHDRAW_TIMEOUT,
-            self.store.withdraw_replica(&self.config.replica_id),
+            self.store
+                .withdraw_replica(&self.config.replica_id, self.config.keep_declared),
         )
         .await;
         match withdrawn {

@@ -164,18 +164,34 @@ impl Store {
         Ok(true)
     }
 
-    /// Removes this replica's declarations and heartbeat, as it stops: the leader stops
-    /// planning the jobs only it declared at once, instead of after a grace. Its record stays a
-    /// day, marked stopped, for `status`.
+    /// Removes this replica's declarations and heartbeat, as it stops. Its record stays a
+    /// day, marked stopped, for `status`; what it declared stays for `keep_declared` (the
+    /// undeclared grace), so that the leader drops at once the jobs it no longer declares when
+    /// it comes back ([`Store::withdrawn_declarations`]).
     ///
     /// # Errors
     /// Redis errors.
-    pub async fn withdraw_replica(&self, replica_id: &str) -> Result<(), StoreError> {
+    pub async fn withdraw_replica(
+        &self,
+        replica_id: &str,
+        keep_declared: Duration,
+    ) -> Result<(), StoreError> {
         const KEPT_MS: i64 = 24 * 3600 * 1000;
         let now_ms = self.now_ms().await?;
         let stopped = self.keys.stopped_replicas();
+        let withdrawn = self.keys.withdrawn_jobs(replica_id);
         let () = redis::pipe()
             .atomic()
+            .cmd("COPY")
+            .arg(self.keys.replica_jobs(replica_id))
+            .arg(&withdrawn)
+            .arg("REPLACE")
+            .ignore()
+            .pexpire(
+                &withdrawn,
+                i64::try_from(millis(keep_declared)).unwrap_or(i64::MAX),
+            )
+            .ignore()
             .del(self.keys.replica_jobs(replica_id))
             .ignore()
             .hset(self.keys.replica(replica_id), "stopped_ms", now_ms)
@@ -247,6 +263,35 @@ impl Store {
             .await
             .during(&self.metrics, "replica_declarations")?;
         Ok(answers.into_iter().map(published_declarations).collect())
+    }
+
+    /// For each of `replicas`, which of `jobs` it declared when it last stopped cleanly (see
+    /// [`Store::withdraw_replica`]), by position.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn withdrawn_declarations(
+        &self,
+        replicas: &[&str],
+        jobs: &[&str],
+    ) -> Result<Vec<Vec<bool>>, StoreError> {
+        if replicas.is_empty() || jobs.is_empty() {
+            return Ok(vec![Vec::new(); replicas.len()]);
+        }
+        let mut pipe = redis::pipe();
+        for replica in replicas {
+            pipe.cmd("HMGET")
+                .arg(self.keys.withdrawn_jobs(replica))
+                .arg(jobs);
+        }
+        let answers: Vec<Vec<Option<String>>> = pipe
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "withdrawn_declarations")?;
+        Ok(answers
+            .into_iter()
+            .map(|found| found.iter().map(Option::is_some).collect())
+            .collect())
     }
 
     /// The declared definitions stored under `hashes`, by position.

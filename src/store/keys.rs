@@ -188,6 +188,13 @@ impl Keys {
         self.key(&format!("replica-jobs:{replica_id}"))
     }
 
+    /// Hash: what one replica declared when it last stopped cleanly (as `replica-jobs:<id>`),
+    /// kept for the undeclared grace, so that the leader tells a restart without a job from a
+    /// replica gone.
+    pub fn withdrawn_jobs(&self, replica_id: &str) -> String {
+        self.key(&format!("withdrawn-jobs:{replica_id}"))
+    }
+
     /// Hash content hash -> canonical JSON of every definition some replica declares, one copy
     /// per distinct definition: the leader reads the ones it plans but does not declare itself.
     pub fn declared_definitions(&self) -> String {

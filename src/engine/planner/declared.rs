@@ -104,6 +104,9 @@ pub(super) struct Declarations {
     /// After a gap between two reads: until when (ms) the replicas live before it still count
     /// as live, and which.
     after_gap: Option<(i64, Vec<String>)>,
+    /// Replicas no longer live, with what they declared and since when (ms), for the hold
+    /// time: one that comes back without a job withdrew it, however it stopped.
+    departed: HashMap<String, (HashMap<String, String>, i64)>,
 }
 
 /// What [`Declarations::refresh`] found.
@@ -132,6 +135,7 @@ impl Declarations {
             forget_at: None,
             last_read: None,
             after_gap: None,
+            departed: HashMap::new(),
         }
     }
 
@@ -213,6 +217,7 @@ impl Declarations {
             self.own = None;
             self.last_read = None;
             self.after_gap = None;
+            self.departed.clear();
         }
         let live = self.live_at(now_ms, signal.live);
         let own_changed = !self
@@ -391,7 +396,15 @@ impl Declarations {
         self.planned = planned;
         self.own = Some(own.clone());
         self.own_digests = own_digests;
-        self.others = others;
+        let hold_ms = i64::try_from(self.config.hold.as_millis()).unwrap_or(i64::MAX);
+        for (replica, declared) in std::mem::replace(&mut self.others, others) {
+            if !self.others.contains_key(&replica) {
+                self.departed.insert(replica, (declared, now_ms));
+            }
+        }
+        let live = &self.others;
+        self.departed
+            .retain(|replica, (_, since)| !live.contains_key(replica) && now_ms - *since < hold_ms);
         Ok(())
     }
 
@@ -503,12 +516,20 @@ impl Declarations {
             .collect();
         let hold_ms = i64::try_from(self.config.hold.as_millis()).unwrap_or(i64::MAX);
         let hold = humantime::format_duration(self.config.hold).to_string();
+        let stopped_with = self.stopped_with(store, others, &undeclared).await?;
         let mut withdrawn_jobs = Vec::new();
         for chosen in undeclared {
             let name = chosen.job.name.clone();
+            // A live replica declared it before (at the last read, before it departed, or when
+            // it last stopped cleanly) and does not now (a job undeclared is declared by none).
+            let departed = self
+                .departed
+                .iter()
+                .map(|(replica, (before, _))| (replica, before));
             let withdrawn = (own_before.contains(name.as_str())
                 && !own_now.contains(name.as_str()))
-                || self.others.iter().any(|(replica, before)| {
+                || stopped_with.contains(&name)
+                || self.others.iter().chain(departed).any(|(replica, before)| {
                     before.contains_key(&name)
                         && others
                             .get(replica)
@@ -553,6 +574,36 @@ impl Declarations {
                 .await?;
         }
         Ok(())
+    }
+
+    /// The `undeclared` jobs that a live replica (this one included) declared when it last
+    /// stopped cleanly: it came back without them.
+    async fn stopped_with(
+        &self,
+        store: &Store,
+        others: &HashMap<String, HashMap<String, String>>,
+        undeclared: &[Chosen],
+    ) -> Result<HashSet<String>, StoreError> {
+        let names: Vec<&str> = undeclared
+            .iter()
+            .map(|chosen| chosen.job.name.as_str())
+            .collect();
+        let replicas: Vec<&str> = others
+            .keys()
+            .map(String::as_str)
+            .chain([self.config.replica_id.as_str()])
+            .collect();
+        let declared = store.withdrawn_declarations(&replicas, &names).await?;
+        Ok(declared
+            .iter()
+            .flat_map(|had| {
+                names
+                    .iter()
+                    .zip(had)
+                    .filter(|(_, had)| **had)
+                    .map(|(name, _)| (*name).to_owned())
+            })
+            .collect())
     }
 
     /// Logs each job whose drift began, changed or ended, and sets the gauge.
