@@ -287,4 +287,53 @@ async fn history_shows_each_attempt_with_its_own_start_and_outcome() {
     assert_eq!(succeeded["duration_ms"], 250);
     assert_eq!(succeeded["exit_code"], 0);
     assert_eq!(succeeded["output"], "second attempt's output");
+
+    // A lost attempt uses no attempt number: the run after it is attempt 1 again, and its
+    // output is not shown against the attempt that was lost.
+    let run_id = enqueue(&at(10_000), "flaky", None).await;
+    let lost = claim_run(&at(10_000), &["default"]).await;
+    at(12_000)
+        .fail_run(
+            &lost.id,
+            Some(&lost.worker),
+            &Failure::without_output(FailReason::Lost, "lease expired"),
+            0.0,
+        )
+        .await
+        .expect("fail");
+    at(13_000)
+        .promote_due(100, Duration::from_secs(60), Duration::ZERO)
+        .await
+        .expect("promote");
+    let rerun = claim_run(&at(13_000), &["default"]).await;
+    assert_eq!((rerun.id.as_str(), rerun.attempt), (run_id.as_str(), 1));
+    assert!(
+        at(13_500)
+            .ack_run(&rerun, Some(0), "the rerun's output")
+            .await
+            .expect("ack")
+    );
+    let history =
+        one_document(&cli(&server, dir.path(), &["history", "flaky", "--json"]).success());
+    let of_run: Vec<&serde_json::Value> = history["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter(|row| row["run"] == run_id.as_str())
+        .collect();
+    let outputs: Vec<(&serde_json::Value, &serde_json::Value)> = of_run
+        .iter()
+        .map(|row| (&row["outcome"], &row["output"]))
+        .collect();
+    assert_eq!(
+        outputs,
+        [
+            (
+                &serde_json::json!("succeeded"),
+                &serde_json::json!("the rerun's output")
+            ),
+            (&serde_json::json!("retrying"), &serde_json::Value::Null),
+        ],
+        "{history}"
+    );
 }

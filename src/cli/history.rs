@@ -139,7 +139,13 @@ impl<'a> HistoryEntry<'a> {
             .get("redriven_ms")
             .and_then(|ms| ms.parse::<i64>().ok())
             .is_some_and(|redriven_ms| event.at_ms < redriven_ms);
-        let latest = same_attempt && !redriven_after;
+        // A lost or interrupted attempt uses no attempt number: the one run after it has the
+        // same, and another start.
+        let other_start = match (event.fields.get("started_ms"), run.get("started_ms")) {
+            (Some(event_start), Some(run_start)) => event_start != run_start,
+            _ => false,
+        };
+        let latest = same_attempt && !redriven_after && !other_start;
         Self {
             event,
             run,
