@@ -284,6 +284,15 @@ async fn runs_list_json_and_jsonl_match_their_schema() {
         table.contains(&format!(" {} (in ", rfc3339_of(fire_ms))),
         "{table}"
     );
+    // A listed planned fire is shown for what it is, not as unknown.
+    let shown = scenario.cli(&["runs", "show", &planned]).failure(2);
+    assert!(
+        shown.contains(&format!(
+            "run \"{planned}\" has no record yet: it is a planned fire of job \"nightly\", due {} (in ",
+            rfc3339_of(fire_ms)
+        )),
+        "{shown}"
+    );
 }
 
 /// `ms` as the CLI prints an instant.

@@ -97,4 +97,17 @@ fn bad_input_is_a_clear_error_with_exit_code_2() {
         let errors = redcron(args).failure(2);
         assert!(errors.contains(expected), "{args:?}: {errors}");
     }
+    // A disabled job's fires would never happen: none are listed.
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("off.toml"),
+        "[jobs.off]\nschedule = \"*/2 * * * * *\"\ncommand = \"true\"\nenabled = false\n",
+    )
+    .expect("write");
+    let schedules = dir.path().display().to_string();
+    let errors = redcron(&["next", "--job", "off", "--schedules", &schedules]).failure(2);
+    assert!(
+        errors.contains("job \"off\" is disabled (enabled = false): it does not fire"),
+        "{errors}"
+    );
 }

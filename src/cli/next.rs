@@ -67,6 +67,11 @@ pub(super) fn execute(args: &NextArgs, out: &mut impl Write) -> Result<(), CliEr
                     CliError::Argument(format!("no job \"{name}\" in {}", args.schedules.display()))
                 })?;
             let job = jobs.swap_remove(index);
+            if !job.enabled {
+                return Err(CliError::Argument(format!(
+                    "job \"{name}\" is disabled (enabled = false): it does not fire"
+                )));
+            }
             let schedule = job.schedule.ok_or_else(|| {
                 CliError::Argument(format!(
                     "job \"{name}\" has no schedule: it runs only when triggered"

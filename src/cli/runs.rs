@@ -96,10 +96,25 @@ pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(),
     match command {
         RunsCommand::List(args) => list(args, out),
         RunsCommand::Show(ShowArgs { id, json, redis }) => {
-            let fields = block_on(async {
+            let (fields, due) = block_on(async {
                 let client = Client::from_store(redis.connect().await?);
-                client.run(id).await.map_err(CliError::from)
+                let fields = client.run(id).await.map_err(CliError::from)?;
+                let due = if fields.is_empty() {
+                    Some(client.due_at(id).await.map_err(CliError::from)?)
+                } else {
+                    None
+                };
+                Ok::<_, CliError>((fields, due))
             })?;
+            if let Some((Some(due_ms), now_ms)) = due {
+                let job = id.rsplit_once('@').map_or(id.as_str(), |(job, _)| job);
+                return Err(CliError::Argument(format!(
+                    "run \"{id}\" has no record yet: it is a planned fire of job \"{job}\", due \
+                     {} ({}), and gets one when it comes due",
+                    rfc3339(due_ms),
+                    relative(now_ms, due_ms)
+                )));
+            }
             write_run(out, id, fields, *json)
         }
     }

@@ -244,6 +244,14 @@ fn write_tables(instances: &[WorkflowInstance], out: &mut impl Write) -> std::io
             .collect();
         write_table(out, &header, &rows)?;
     }
+    // A step that failed without a run has only this to say why.
+    for instance in instances {
+        for step in &instance.steps {
+            if let Some(error) = &step.error {
+                writeln!(out, "{} step {}: {error}", instance.id, step.name)?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -323,5 +331,22 @@ mod tests {
         assert_eq!(header[4..], ["a", "c", "b"], "{text}");
         assert_eq!(lines[1][5..], ["succeeded", "succeeded", "-"], "{text}");
         assert_eq!(lines[2][5..], ["succeeded", "skipped", "failed"], "{text}");
+    }
+
+    #[test]
+    fn a_step_that_failed_without_a_run_says_why_under_the_table() {
+        let mut failed = instance(
+            "id",
+            &[("a", StepStatus::Succeeded), ("b", StepStatus::Failed)],
+        );
+        failed.steps[1].error = Some("job b is declared by no live replica".to_owned());
+        let mut out = Vec::new();
+        write_tables(&[failed], &mut out).expect("written");
+        let text = String::from_utf8(out).expect("text");
+        assert_eq!(
+            text.lines().last(),
+            Some("id step b: job b is declared by no live replica"),
+            "{text}"
+        );
     }
 }

@@ -204,6 +204,15 @@ impl Client {
         Ok(self.store.run_fields(id).await?)
     }
 
+    /// When the run `id` is due, when it waits in the due set (a planned cron fire has no
+    /// record until it comes due), and Redis's clock now: ms both.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn due_at(&self, id: &str) -> Result<(Option<i64>, i64), ClientError> {
+        Ok(self.store.due_at(id).await?)
+    }
+
     /// The record of the dead run `id`.
     ///
     /// # Errors

@@ -242,6 +242,21 @@ impl Store {
             .during(&self.metrics, "due_runs")
     }
 
+    /// When the run `run_id` is due, if it is in the due set (a planned cron fire has no
+    /// record until then), with Redis's clock now: ms both.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn due_at(&self, run_id: &str) -> Result<(Option<i64>, i64), StoreError> {
+        let due: Option<i64> = self
+            .connection
+            .clone()
+            .zscore(self.keys.due(), run_id)
+            .await
+            .during(&self.metrics, "due_at")?;
+        Ok((due, self.now_ms().await?))
+    }
+
     /// Up to `limit` runs waiting for a worker, in the order claims take them: those ready in
     /// every queue a published job names (and `default`), highest priority first and a
     /// priority's cron fires first; then those waiting for a slot of their job; then those put
