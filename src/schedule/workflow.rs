@@ -121,6 +121,7 @@ pub(super) fn read_workflow(
     file: &FileContext<'_>,
     name: &Spanned<String>,
     table: RawWorkflow,
+    uses: &mut Vec<StepUse>,
 ) -> Result<Job, Vec<Diagnostic>> {
     let mut reader = Reader {
         file,
@@ -132,7 +133,7 @@ pub(super) fn read_workflow(
     if let Err(problem) = check_name(name.get_ref()) {
         reader.report(at, None, format!("bad workflow name: {problem}"));
     }
-    let steps = reader.take("steps", read_steps);
+    let steps = reader.steps(uses);
     let on_failure = reader.take("on_failure", typed::<OnFailure>);
     let schedule = reader.take("schedule", |value| {
         Schedule::parse(&typed::<String>(value)?).map_err(|error| error.to_string())
@@ -238,6 +239,28 @@ impl Reader<'_> {
         }
     }
 
+    /// Removes `steps` and reads it, each problem reported at the step it is about; the steps
+    /// that read at all go to `uses`, for the check of their jobs across files.
+    fn steps(&mut self, uses: &mut Vec<StepUse>) -> Option<Vec<Step>> {
+        let value = self.fields.remove("steps")?;
+        let span = value.span();
+        let offsets = entry_offsets(self.file.text_at(span.clone()), span.start);
+        let (steps, problems) = read_steps(value.into_inner(), &offsets, span.start);
+        for (step, offset) in &steps {
+            uses.push(StepUse {
+                workflow: self.name.get_ref().clone(),
+                step: step.name.clone(),
+                job: step.job.clone(),
+                source: self.file.source(*offset),
+            });
+        }
+        let valid = problems.is_empty() && !steps.is_empty();
+        for (offset, message) in problems {
+            self.report(offset, Some("steps"), message);
+        }
+        valid.then(|| steps.into_iter().map(|(step, _)| step).collect())
+    }
+
     fn report(&mut self, offset: usize, which: Option<&str>, message: String) {
         let field = which.map_or_else(
             || format!("workflows.{}", self.name.get_ref()),
@@ -261,74 +284,102 @@ struct RawStep {
     needs: Vec<String>,
 }
 
+/// Where each entry of the array written at `text` (which starts at byte `start` of its file)
+/// begins, by re-reading that text: a value read into [`Value`] keeps no positions inside it.
+/// Empty when it cannot be read so (its problems are then reported at the array).
+fn entry_offsets(text: &str, start: usize) -> Vec<usize> {
+    toml::de::ValueDeserializer::parse(text)
+        .ok()
+        .and_then(|entries| Vec::<Spanned<Value>>::deserialize(entries).ok())
+        .map(|entries| {
+            entries
+                .iter()
+                .map(|entry| start + entry.span().start)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A problem of a workflow's steps, at the byte offset of the step it is about.
+type Problem = (usize, String);
+
 /// `steps`: a list of job names, run one after another, or a list of step tables, each
-/// starting once the steps it `needs` have succeeded. Checks names, repeats, needs and cycles.
-fn read_steps(value: Value) -> Result<Vec<Step>, String> {
+/// starting once the steps it `needs` have succeeded. The steps that read, each with where it
+/// is written (`offsets`, else the array's `start`), and every problem, at the step it is about:
+/// names, repeats, needs and cycles.
+fn read_steps(value: Value, offsets: &[usize], start: usize) -> (Vec<(Step, usize)>, Vec<Problem>) {
+    let at = |index: usize| offsets.get(index).copied().unwrap_or(start);
+    let whole = |message: &str| (Vec::new(), vec![(start, message.to_owned())]);
     let Value::Array(entries) = value else {
-        return Err("expected a list of job names, or of { job, needs } tables".to_owned());
+        return whole("expected a list of job names, or of { job, needs } tables");
     };
     if entries.is_empty() {
-        return Err("a workflow needs at least one step".to_owned());
+        return whole("a workflow needs at least one step");
     }
-    let steps: Vec<Step> = if entries.iter().all(Value::is_str) {
-        let mut previous: Option<String> = None;
-        entries
-            .into_iter()
-            .map(|entry| {
-                let job = typed::<String>(entry)?;
-                let needs = previous.replace(job.clone()).into_iter().collect();
-                Ok(Step {
-                    name: job.clone(),
-                    job,
-                    needs,
-                })
-            })
-            .collect::<Result<_, String>>()?
-    } else if entries.iter().all(Value::is_table) {
-        entries
-            .into_iter()
-            .map(|entry| {
-                let raw = typed::<RawStep>(entry)?;
-                Ok(Step {
-                    name: raw.name.unwrap_or_else(|| raw.job.clone()),
-                    job: raw.job,
-                    needs: raw.needs,
-                })
-            })
-            .collect::<Result<_, String>>()?
-    } else if entries
-        .iter()
-        .all(|entry| entry.is_str() || entry.is_table())
-    {
-        return Err(
-            "a list of job names (one after another) or of { job, needs } tables (a DAG), not \
-             both"
-                .to_owned(),
+    let chain = entries.iter().all(Value::is_str);
+    if !chain && !entries.iter().all(Value::is_table) {
+        return whole(
+            if entries
+                .iter()
+                .all(|entry| entry.is_str() || entry.is_table())
+            {
+                "a list of job names (one after another) or of { job, needs } tables (a DAG), \
+                 not both"
+            } else {
+                "expected a list of job names (one after another) or of { job, needs } tables \
+                 (a DAG)"
+            },
         );
-    } else {
-        return Err(
-            "expected a list of job names (one after another) or of { job, needs } tables (a \
-             DAG)"
-                .to_owned(),
-        );
-    };
+    }
+    let mut problems = Vec::new();
+    let mut steps: Vec<(Step, usize)> = Vec::new();
+    let mut previous: Option<String> = None;
+    for (index, entry) in entries.into_iter().enumerate() {
+        let step = if chain {
+            typed::<String>(entry).map(|job| Step {
+                name: job.clone(),
+                needs: previous.replace(job.clone()).into_iter().collect(),
+                job,
+            })
+        } else {
+            typed::<RawStep>(entry).map(|raw| Step {
+                name: raw.name.unwrap_or_else(|| raw.job.clone()),
+                job: raw.job,
+                needs: raw.needs,
+            })
+        };
+        match step {
+            Ok(step) => steps.push((step, at(index))),
+            Err(message) => problems.push((at(index), message)),
+        }
+    }
     let mut index: HashMap<&str, usize> = HashMap::new();
-    for (at, step) in steps.iter().enumerate() {
-        check_name(&step.job).map_err(|problem| format!("step job: {problem}"))?;
-        check_name(&step.name).map_err(|problem| format!("step name: {problem}"))?;
-        if index.insert(&step.name, at).is_some() {
-            return Err(format!(
-                "step \"{}\" is named twice: give one of them name = \"...\"",
-                step.name
+    for (position, (step, offset)) in steps.iter().enumerate() {
+        if let Err(problem) = check_name(&step.job) {
+            problems.push((*offset, format!("step job: {problem}")));
+        }
+        if let Err(problem) = check_name(&step.name) {
+            problems.push((*offset, format!("step name: {problem}")));
+        }
+        if index.insert(&step.name, position).is_some() {
+            problems.push((
+                *offset,
+                format!(
+                    "step \"{}\" is named twice: give one of them name = \"...\"",
+                    step.name
+                ),
             ));
         }
     }
-    for step in &steps {
+    for (step, offset) in &steps {
         for need in &step.needs {
             if !index.contains_key(need.as_str()) {
-                return Err(format!(
-                    "step \"{}\" needs \"{need}\", which is not a step of this workflow",
-                    step.name
+                problems.push((
+                    *offset,
+                    format!(
+                        "step \"{}\" needs \"{need}\", which is not a step of this workflow",
+                        step.name
+                    ),
                 ));
             }
         }
@@ -338,16 +389,27 @@ fn read_steps(value: Value) -> Result<Vec<Step>, String> {
             .enumerate()
             .any(|(at, need)| step.needs[..at].contains(need))
         {
-            return Err(format!("step \"{}\" needs a step twice", step.name));
+            problems.push((
+                *offset,
+                format!("step \"{}\" needs a step twice", step.name),
+            ));
         }
     }
-    if let Some(cycle) = find_cycle(&steps, &index) {
-        return Err(format!(
-            "its steps wait for each other ({}): none of them could ever start",
-            cycle.join(" -> ")
-        ));
+    // A cycle is sought among steps whose needs all name steps.
+    if problems.is_empty() {
+        let plain: Vec<Step> = steps.iter().map(|(step, _)| step.clone()).collect();
+        if let Some(cycle) = find_cycle(&plain, &index) {
+            problems.push((
+                start,
+                format!(
+                    "its steps wait for each other ({}): none of them could ever start",
+                    cycle.join(" -> ")
+                ),
+            ));
+        }
     }
-    Ok(steps)
+    problems.sort_by_key(|(offset, _)| *offset);
+    (steps, problems)
 }
 
 /// A cycle of needs, as the names along it (the first repeated at the end), if there is one.
@@ -402,46 +464,57 @@ fn find_cycle(steps: &[Step], index: &HashMap<&str, usize>) -> Option<Vec<String
     })
 }
 
-/// The steps whose job is not declared in the directory (`jobs`), or is itself a workflow:
-/// refused when the schedules load, not found out when the step cannot be enqueued.
-pub(super) fn check_step_jobs(jobs: &[Job], declared: &[(String, Source)]) -> Vec<Diagnostic> {
+/// A step of a workflow as written, for the check of its job across files.
+#[derive(Debug, Clone)]
+pub(super) struct StepUse {
+    workflow: String,
+    step: String,
+    job: String,
+    source: Source,
+}
+
+/// Each step whose job is not a job declared in the directory (unknown, or a workflow), at the
+/// step; a job declared but invalid reports its own problem instead.
+pub(super) fn check_step_jobs(
+    uses: &[StepUse],
+    jobs: &[Job],
+    declared: &[(String, Source)],
+) -> Vec<Diagnostic> {
     let plain: std::collections::HashSet<&str> = jobs
         .iter()
         .filter(|job| job.workflow.is_none())
         .map(|job| job.name.as_str())
         .collect();
-    let mut diagnostics = Vec::new();
-    for job in jobs {
-        let Some(workflow) = &job.workflow else {
-            continue;
-        };
-        for step in &workflow.steps {
+    let workflows: std::collections::HashSet<&str> =
+        uses.iter().map(|used| used.workflow.as_str()).collect();
+    let valid: std::collections::HashSet<&str> = jobs.iter().map(|job| job.name.as_str()).collect();
+    uses.iter()
+        .filter(|used| {
             // A step naming a job that did not read well waits for that job's own problem.
-            let invalid = || {
-                declared.iter().any(|(name, _)| *name == step.job)
-                    && !jobs.iter().any(|other| other.name == step.job)
-            };
-            if plain.contains(step.job.as_str()) || invalid() {
-                continue;
-            }
-            let what = if jobs.iter().any(|other| other.name == step.job) {
+            let invalid_job = declared.iter().any(|(name, _)| *name == used.job)
+                && !valid.contains(used.job.as_str())
+                && !workflows.contains(used.job.as_str());
+            !plain.contains(used.job.as_str()) && !invalid_job
+        })
+        .map(|used| {
+            let what = if workflows.contains(used.job.as_str()) || valid.contains(used.job.as_str())
+            {
                 "a workflow: a step runs a job"
             } else {
                 "not a job declared in this directory"
             };
-            diagnostics.push(Diagnostic {
-                path: job.source.path.clone(),
-                position: Some((job.source.line, job.source.column)),
+            Diagnostic {
+                path: used.source.path.clone(),
+                position: Some((used.source.line, used.source.column)),
                 job: None,
-                field: Some(format!("workflows.{}.steps", job.name)),
+                field: Some(format!("workflows.{}.steps", used.workflow)),
                 message: format!(
                     "step \"{}\" runs \"{}\", which is {what}",
-                    step.name, step.job
+                    used.step, used.job
                 ),
-            });
-        }
-    }
-    diagnostics
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -544,6 +617,39 @@ mod tests {
         let nested = load("[workflows.w]\nsteps = [\"a\"]\n[workflows.v]\nsteps = [\"w\"]\n")
             .expect_err("a workflow as a step");
         assert!(nested[0].contains("which is a workflow"), "{nested:?}");
+    }
+
+    #[test]
+    fn every_problem_of_the_steps_is_reported_at_its_step() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let workflow = "[workflows.w]\nsteps = [\n  { job = \"a\" },\n  \
+                        { job = \"nope\", needs = [\"a\"] },\n  \
+                        { job = \"b\", needs = [\"typo\"] },\n  { job = \"a\" },\n]\n";
+        std::fs::write(dir.path().join("jobs.toml"), format!("{JOBS}{workflow}")).expect("write");
+        let error = crate::schedule::load_dir(dir.path()).expect_err("invalid");
+        let mut found: Vec<(Option<(usize, usize)>, &str)> = error
+            .diagnostics
+            .iter()
+            .map(|diagnostic| (diagnostic.position, diagnostic.message.as_str()))
+            .collect();
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                (
+                    Some((10, 3)),
+                    "step \"nope\" runs \"nope\", which is not a job declared in this directory"
+                ),
+                (
+                    Some((11, 3)),
+                    "step \"b\" needs \"typo\", which is not a step of this workflow"
+                ),
+                (
+                    Some((12, 3)),
+                    "step \"a\" is named twice: give one of them name = \"...\""
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use toml::{Spanned, Value};
 use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
 use super::notice::{self, DEFAULT_LATE_AFTER, Event, Notices, Target};
 use super::queues::{self, QueueFallback, RawQueue, read_queue};
-use super::workflow::{self, RawWorkflow, read_workflow};
+use super::workflow::{self, RawWorkflow, StepUse, read_workflow};
 use super::{Schedule, run_as};
 
 /// One problem found in a schedule file.
@@ -222,6 +222,7 @@ pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
     let mut jobs = Vec::new();
     let mut queues = Vec::new();
     let mut declared = Vec::new();
+    let mut step_uses = Vec::new();
     let mut diagnostics = Vec::new();
     let mut complete = true;
     for path in paths {
@@ -236,6 +237,7 @@ pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
             }),
         };
         declared.extend(contents.declared);
+        step_uses.extend(contents.step_uses);
         queues.extend(contents.queues);
         jobs.extend(contents.jobs);
         diagnostics.extend(contents.diagnostics);
@@ -246,7 +248,7 @@ pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
     // been reported with it; nor do they report what an invalid job would have settled.
     diagnostics.extend(duplicate_names(&declared));
     diagnostics.extend(mail_without_sendmail(&jobs));
-    diagnostics.extend(workflow::check_step_jobs(&jobs, &declared));
+    diagnostics.extend(workflow::check_step_jobs(&step_uses, &jobs, &declared));
     let job_queues: Vec<&str> = jobs.iter().map(|job| job.queue.as_str()).collect();
     diagnostics.extend(queues::check_fallbacks(&queues, &job_queues, complete));
     if diagnostics.is_empty() {
@@ -315,6 +317,9 @@ struct FileContents {
     /// Whether every job and workflow the file declares is among `jobs`: when one is not, what
     /// it would have declared (its queue, say) is unknown.
     complete: bool,
+    /// Every workflow step that read, in valid workflows or not: their jobs are checked across
+    /// files.
+    step_uses: Vec<StepUse>,
     diagnostics: Vec<Diagnostic>,
 }
 
@@ -325,6 +330,7 @@ impl FileContents {
             queues: Vec::new(),
             jobs: Vec::new(),
             complete: false,
+            step_uses: Vec::new(),
             diagnostics: vec![diagnostic],
         }
     }
@@ -467,11 +473,12 @@ fn read_file(path: &Path, text: &str) -> FileContents {
             Err(found) => diagnostics.extend(found),
         }
     }
+    let mut step_uses = Vec::new();
     let mut workflows: Vec<_> = raw.workflows.into_iter().collect();
     workflows.sort_by_key(|(name, _)| name.span().start);
     for (name, table) in workflows {
         declared.push((name.get_ref().clone(), file.source(name.span().start)));
-        match read_workflow(&file, &name, table.into_inner()) {
+        match read_workflow(&file, &name, table.into_inner(), &mut step_uses) {
             Ok(job) => jobs.push(job),
             Err(found) => diagnostics.extend(found),
         }
@@ -491,6 +498,7 @@ fn read_file(path: &Path, text: &str) -> FileContents {
         declared,
         queues,
         jobs,
+        step_uses,
         diagnostics,
     }
 }
@@ -517,6 +525,11 @@ impl<'a> FileContext<'a> {
     }
 
     /// The 1-based line and column (in characters) of a byte offset.
+    /// The text at `span`, empty when it is not within the file.
+    pub(super) fn text_at(&self, span: std::ops::Range<usize>) -> &'a str {
+        self.text.get(span).unwrap_or_default()
+    }
+
     fn position(&self, offset: usize) -> (usize, usize) {
         let mut offset = offset.min(self.text.len());
         while !self.text.is_char_boundary(offset) {
