@@ -1,7 +1,9 @@
 -- Takes a run out of the dead letters and makes it due now with its attempts reset: one
 -- script, so a crash can neither lose it nor leave it both dead and due. A dead workflow step
 -- re-driven runs its instance again from that step. A run of a paused job stays dead: it would
--- only be skipped, and so leave the dead letters without having run.
+-- only be skipped, and so leave the dead letters without having run; so does a run of a job with
+-- no published definition (no live replica has declared it for the undeclared grace), which
+-- would wait out that grace again and die as undeclared.
 --
 -- KEYS[1] dead           zset    run id -> ms it died
 -- KEYS[2] due            zset    run id -> due ms
@@ -13,8 +15,8 @@
 -- ARGV[3] events stream MAXLEN (approximate)
 -- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
 --
--- Returns 1 when re-driven, 0 when the run is not in the dead letters, or its job's name when
--- that job is paused.
+-- Returns 1 when re-driven, 0 when the run is not in the dead letters, {'paused', job} when its
+-- job is paused, or {'unknown', job} when its job has no published definition.
 -- Cost: O(log N).
 if held(KEYS[5]) then
   return redis.error_reply(HELD)
@@ -29,7 +31,10 @@ if redis.call('ZSCORE', dead, run_id) == false or redis.call('EXISTS', run_key) 
 end
 local job = redis.call('HGET', run_key, 'job')
 if job and redis.call('SISMEMBER', key_paused(prefix), job) == 1 then
-  return job
+  return {'paused', job}
+end
+if job and redis.call('HEXISTS', key_defs(prefix), job) == 0 then
+  return {'unknown', job}
 end
 redis.call('ZREM', dead, run_id)
 redis.call('HDEL', run_key, 'lost', 'error', 'reason', 'exit_code', 'output', 'finished_ms')

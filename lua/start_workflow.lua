@@ -5,7 +5,10 @@
 --
 -- The steps are the workflow's as its job's published definition says (`defs`, the field
 -- `workflow` of the canonical JSON), copied into the instance: a workflow changed by a deploy
--- changes the instances started after it, not the ones running.
+-- changes the instances started after it, not the ones running. A replica that declares the
+-- workflow while the published definition of its name is a job's (a deploy turning a job into
+-- a workflow, or back) gives its own, which is used then: as any replica runs its own definition
+-- of a job declared in several ways.
 --
 -- KEYS[1] workflows  zset    instance id -> ms started
 -- KEYS[2] defs       hash    job -> definition JSON, published by the leader
@@ -17,6 +20,7 @@
 -- ARGV[4] payload: a JSON object's text, or '' for none
 -- ARGV[5] how long a finished instance's hash is kept, ms
 -- ARGV[6] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[7] the starting replica's own definition of the workflow's job (canonical JSON), or ''
 --
 -- Returns {'OK', ms started}; {'EXISTS', ms it was started}; {'UNKNOWN', ''} when no live
 -- replica declares a workflow of that name; {'UNDECLARED', job} when no live replica declares
@@ -40,6 +44,10 @@ if started then
 end
 local ok, def = pcall(cjson.decode, redis.call('HGET', defs, name) or '')
 local workflow = ok and type(def) == 'table' and def.workflow
+if type(workflow) ~= 'table' and (ARGV[7] or '') ~= '' then
+  local own_ok, own = pcall(cjson.decode, ARGV[7])
+  workflow = own_ok and type(own) == 'table' and own.workflow
+end
 if type(workflow) ~= 'table' or type(workflow.steps) ~= 'table' or #workflow.steps == 0 then
   return {'UNKNOWN', ''}
 end

@@ -510,6 +510,39 @@ async fn dead_runs_can_be_listed_shown_retried_and_purged() {
     assert_eq!(json["runs"].as_array().map(Vec::len), Some(3), "{json}");
     cli(&server, dir.path(), &["resume", "greet"]).success();
 
+    // Nor while its job is unknown to the namespace: re-driven, it would wait for a declarer
+    // that is not coming, and die again.
+    let definition: String = server
+        .connection()
+        .hget(keys().defs(), "greet")
+        .expect("HGET");
+    let () = server
+        .connection()
+        .hdel(keys().defs(), "greet")
+        .expect("HDEL");
+    let refused = cli(&server, dir.path(), &["dead", "retry", &dead[0]]).failure(2);
+    assert!(
+        refused.contains(&format!(
+            "run {} stays dead: job \"greet\" is unknown to the namespace",
+            dead[0]
+        )),
+        "{refused}"
+    );
+    let all = cli(&server, dir.path(), &["dead", "retry", "--all"]);
+    assert_eq!(
+        (
+            all.code,
+            all.stderr.matches("is unknown to the namespace").count()
+        ),
+        (Some(0), 3),
+        "{}",
+        all.stderr
+    );
+    let () = server
+        .connection()
+        .hset(keys().defs(), "greet", definition)
+        .expect("HSET");
+
     let retried = cli(&server, dir.path(), &["dead", "retry", &dead[0]]).success();
     assert_eq!(retried.trim(), format!("{} due again", dead[0]));
     let fields = store.run_fields(&dead[0]).await.expect("run");

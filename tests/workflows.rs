@@ -833,3 +833,42 @@ fn payloads_are_merged_member_by_member_as_written() {
     );
     assert_eq!(passed(""), None);
 }
+
+#[tokio::test]
+async fn a_replica_that_declares_a_workflow_planned_as_a_job_starts_its_own() {
+    // A deploy turns job x into a workflow: the published definition is still the job's.
+    let server = RedisServer::start();
+    let store = crate::store::connect(&server).await;
+    let old = crate::store::jobs("[jobs.x]\ncommand = \"true\"\n[jobs.y]\ncommand = \"true\"\n");
+    store.publish_definitions(&old).await.expect("publish");
+    let new = crate::store::jobs("[jobs.y]\ncommand = \"true\"\n[workflows.x]\nsteps = [\"y\"]\n");
+    let own = new.iter().find(|job| job.name == "x").expect("workflow x");
+
+    // Asked by name (`workflow start x`), x is no workflow.
+    assert_eq!(
+        store
+            .start_workflow("x", "by-name", None, None)
+            .await
+            .expect("start"),
+        redcron::store::WorkflowStart::UnknownWorkflow
+    );
+    // A run of x claimed by the new replica starts the workflow it declares.
+    assert!(matches!(
+        store
+            .start_workflow("x", "x@1000", Some("{}"), Some(own))
+            .await
+            .expect("start"),
+        redcron::store::WorkflowStart::Started { .. }
+    ));
+    let instance = store
+        .workflow("x@1000")
+        .await
+        .expect("read")
+        .expect("an instance");
+    let steps: Vec<&str> = instance
+        .steps
+        .iter()
+        .map(|step| step.job.as_str())
+        .collect();
+    assert_eq!(steps, ["y"]);
+}

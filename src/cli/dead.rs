@@ -71,13 +71,16 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                 let outcome = match id {
                     Some(id) => client.retry_dead(id).await.map(|()| DeadRetried {
                         retried: vec![id.clone()],
-                        left_paused: Vec::new(),
+                        ..DeadRetried::default()
                     }),
                     None => client.retry_dead_runs(job.as_deref()).await,
                 };
                 outcome.map_err(CliError::from)
             })?;
-            if outcome.retried.is_empty() && outcome.left_paused.is_empty() {
+            if outcome.retried.is_empty()
+                && outcome.left_paused.is_empty()
+                && outcome.left_unknown.is_empty()
+            {
                 writeln!(out, "no dead run to retry")
                     .map_err(CliError::io("done, but writing the result"))?;
             }
@@ -89,6 +92,12 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                 eprintln!(
                     "redcron: {run_id} stays dead: job \"{job}\" is paused (redcron resume {job}, \
                      then retry it)"
+                );
+            }
+            for (run_id, job) in &outcome.left_unknown {
+                eprintln!(
+                    "redcron: {run_id} stays dead: job \"{job}\" is unknown to the namespace \
+                     (start a replica that declares it, then retry it)"
                 );
             }
             Ok(())

@@ -254,10 +254,9 @@ impl RedisArgs {
 /// asked may have been done all the same.
 fn store_failure(error: &crate::store::StoreError) -> String {
     match error {
-        crate::store::StoreError::Redis { operation, source } if source.is_timeout() => format!(
-            "Redis did not answer within {} ({operation}): it may be paused, busy or failing \
-             over; what was asked of it may or may not have been done, so look before asking \
-             again",
+        crate::store::StoreError::Redis { source, .. } if source.is_timeout() => format!(
+            "Redis did not answer within {}: it may be paused, busy or failing over; what was \
+             asked of it may or may not have been done, so look before asking again",
             humantime::format_duration(crate::store::RESPONSE_TIMEOUT)
         ),
         other => other.to_string(),
@@ -622,6 +621,7 @@ impl From<crate::client::ClientError> for CliError {
             | ClientError::Payload(_)
             | ClientError::NoDeadRun(_)
             | ClientError::JobPaused { .. }
+            | ClientError::JobUnknown { .. }
             | ClientError::UnknownWorkflow(_)
             | ClientError::NotAWorkflow(_)
             | ClientError::RetryUndeclared { .. }

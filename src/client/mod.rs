@@ -84,6 +84,19 @@ pub enum ClientError {
         /// Its paused job.
         job: String,
     },
+    /// The dead run's job has no published definition: re-driven, the run would wait for a
+    /// declarer and die again. It stays dead.
+    #[error(
+        "run {run} stays dead: job \"{job}\" is unknown to the namespace (no live replica has \
+         declared it for the undeclared grace); start a replica that declares it, then retry \
+         the run"
+    )]
+    JobUnknown {
+        /// The dead run.
+        run: String,
+        /// Its unknown job.
+        job: String,
+    },
     /// No workflow instance has that id (never started, finished longer ago than the
     /// retention, or lost with Redis's data).
     #[error(

@@ -16,6 +16,9 @@ pub struct DeadRetried {
     pub retried: Vec<String>,
     /// The runs that stay dead because their job is paused, each with that job.
     pub left_paused: Vec<(String, String)>,
+    /// The runs that stay dead because their job is unknown to the namespace (no live replica
+    /// has declared it for the undeclared grace), each with that job.
+    pub left_unknown: Vec<(String, String)>,
 }
 
 impl Client {
@@ -67,13 +70,17 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// [`ClientError::NoDeadRun`], [`ClientError::JobPaused`] (the run stays dead), or Redis
-    /// errors.
+    /// [`ClientError::NoDeadRun`], [`ClientError::JobPaused`] or [`ClientError::JobUnknown`]
+    /// (the run stays dead), or Redis errors.
     pub async fn retry_dead(&self, run_id: &str) -> Result<(), ClientError> {
         match self.store.redrive_run(run_id).await? {
             Redrive::Redriven => Ok(()),
             Redrive::NotDead => Err(ClientError::NoDeadRun(run_id.to_owned())),
             Redrive::JobPaused(job) => Err(ClientError::JobPaused {
+                run: run_id.to_owned(),
+                job,
+            }),
+            Redrive::JobUnknown(job) => Err(ClientError::JobUnknown {
                 run: run_id.to_owned(),
                 job,
             }),
@@ -118,6 +125,7 @@ impl Client {
                 // Retried by someone else meanwhile: no longer dead.
                 Redrive::NotDead => {}
                 Redrive::JobPaused(job) => outcome.left_paused.push((run_id, job)),
+                Redrive::JobUnknown(job) => outcome.left_unknown.push((run_id, job)),
             }
         }
         Ok(outcome)

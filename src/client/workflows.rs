@@ -57,7 +57,7 @@ impl Client {
             }
         }
         let id = new_run_id();
-        match self.store.start_workflow(name, &id, payload).await? {
+        match self.store.start_workflow(name, &id, payload, None).await? {
             WorkflowStart::Started { started_ms } | WorkflowStart::Exists { started_ms } => {
                 Ok(StartedWorkflow { id, started_ms })
             }

@@ -18,7 +18,12 @@ impl Handler for WorkflowStarter {
                 return Err(RunError::permanent(problem));
             }
             let started = store
-                .start_workflow(&run.job.name, &run.run_id, run.payload.as_deref())
+                .start_workflow(
+                    &run.job.name,
+                    &run.run_id,
+                    run.payload.as_deref(),
+                    Some(run.job.as_ref()),
+                )
                 .await
                 .map_err(|error| RunError::retryable(format!("starting the workflow: {error}")))?;
             let output = match started {

@@ -18,6 +18,9 @@ pub enum Redrive {
     NotDead,
     /// It stays dead: its job, named, is paused, and would only skip it.
     JobPaused(String),
+    /// It stays dead: its job, named, has no published definition (no live replica has
+    /// declared it for the undeclared grace), so the run would die as undeclared again.
+    JobUnknown(String),
 }
 
 impl Store {
@@ -56,9 +59,23 @@ impl Store {
         match answer {
             Value::Int(1) => Ok(Redrive::Redriven),
             Value::Int(0) => Ok(Redrive::NotDead),
-            Value::BulkString(job) => Ok(Redrive::JobPaused(
-                String::from_utf8_lossy(&job).into_owned(),
-            )),
+            Value::Array(reply) => match reply.as_slice() {
+                [Value::BulkString(reason), Value::BulkString(job)] => {
+                    let job = String::from_utf8_lossy(job).into_owned();
+                    match reason.as_slice() {
+                        b"paused" => Ok(Redrive::JobPaused(job)),
+                        b"unknown" => Ok(Redrive::JobUnknown(job)),
+                        _ => Err(reply_error(
+                            "redrive_run",
+                            format!("unexpected reason {reason:?}"),
+                        )),
+                    }
+                }
+                _ => Err(reply_error(
+                    "redrive_run",
+                    format!("unexpected reply {reply:?}"),
+                )),
+            },
             other => Err(reply_error(
                 "redrive_run",
                 format!("unexpected reply {other:?}"),

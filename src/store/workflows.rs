@@ -7,6 +7,7 @@ use redis::AsyncCommands;
 
 use super::reply::reply_error;
 use super::{During, RunState, StepStatus, Store, StoreError, WorkflowState, millis, scripts};
+use crate::schedule::Job;
 
 /// The run id of `step` of the instance `workflow_id`, as the scripts build it (`step_run_id`
 /// in `lua/include/workflows.lua`).
@@ -91,7 +92,9 @@ const OPERATION: &str = "start_workflow";
 
 impl Store {
     /// Starts an instance `workflow_id` of the workflow `name` with `payload` (a JSON object's
-    /// text) for its first steps; once per id (see [`WorkflowStart::Exists`]).
+    /// text) for its first steps; once per id (see [`WorkflowStart::Exists`]). The published
+    /// definition's steps are used, or those of `own` (the starting replica's definition of the
+    /// workflow) when the published definition of `name` is not a workflow's.
     ///
     /// # Errors
     /// Redis errors; [`StoreError::Held`] while the namespace is held.
@@ -100,7 +103,9 @@ impl Store {
         name: &str,
         workflow_id: &str,
         payload: Option<&str>,
+        own: Option<&Job>,
     ) -> Result<WorkflowStart, StoreError> {
+        let own = own.map(super::canonical_json).transpose()?;
         let (status, value): (String, redis::Value) = scripts::START_WORKFLOW
             .key(self.keys.workflows())
             .key(self.keys.defs())
@@ -111,6 +116,7 @@ impl Store {
             .arg(payload.unwrap_or_default())
             .arg(millis(self.settings.retention))
             .arg(self.now_arg())
+            .arg(own.unwrap_or_default())
             .invoke_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, OPERATION)?;
