@@ -1033,3 +1033,21 @@ async fn a_redis_that_takes_no_command_is_said_to_give_no_answer_not_to_be_unrea
     );
     drop(store);
 }
+
+#[tokio::test]
+async fn a_request_refused_by_a_hold_says_nothing_was_written() {
+    let (server, dir, _store) = published().await;
+    cli(&server, dir.path(), &["hold", "--for", "1m"]).success();
+    for args in [
+        &["trigger", "greet"][..],
+        &["workflow", "retry", "some-id"][..],
+    ] {
+        let refused = cli(&server, dir.path(), args).failure(2);
+        assert!(
+            refused.contains("the namespace is held (redcron hold): nothing was written"),
+            "{args:?}: {refused}"
+        );
+    }
+    cli(&server, dir.path(), &["release"]).success();
+    cli(&server, dir.path(), &["trigger", "greet"]).success();
+}

@@ -105,6 +105,16 @@ impl Scenario {
             .to_owned()
     }
 
+    /// Replicas `ids`, once a fire of theirs has run.
+    fn firing_replicas(&self, ids: &[&str]) -> Vec<ReplicaProcess> {
+        let replicas = ids.iter().map(|id| self.replica(id, &[])).collect();
+        assert!(
+            wait_until(Duration::from_secs(10), || !self.ledger().is_empty()),
+            "no fire ran"
+        );
+        replicas
+    }
+
     pub(crate) fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
         ReplicaProcess::start(
             id,
@@ -682,13 +692,7 @@ fn replicas_ride_out_a_redis_restart_without_losing_a_planned_run() {
     };
     std::fs::create_dir(scenario.schedules()).expect("schedules dir");
     scenario.write_jobs(&scenario.every_second_job());
-    let replicas: Vec<ReplicaProcess> = ["r1", "r2"]
-        .iter()
-        .map(|id| scenario.replica(id, &[]))
-        .collect();
-    assert!(wait_until(Duration::from_secs(10), || !scenario
-        .ledger()
-        .is_empty()));
+    let replicas = scenario.firing_replicas(&["r1", "r2"]);
     let from = (scenario.redis_now_ms() / 1000 + 1) * 1000;
     sleep_until(&scenario, from + 3_000);
 
@@ -714,13 +718,7 @@ fn every_replica_says_so_when_redis_lost_its_data_and_fires_go_on() {
     // No persistence: a crash loses everything.
     let mut scenario = Scenario::new();
     scenario.write_jobs(&scenario.every_second_job());
-    let replicas: Vec<ReplicaProcess> = ["r1", "r2"]
-        .iter()
-        .map(|id| scenario.replica(id, &[]))
-        .collect();
-    assert!(wait_until(Duration::from_secs(10), || !scenario
-        .ledger()
-        .is_empty()));
+    let replicas = scenario.firing_replicas(&["r1", "r2"]);
     std::thread::sleep(Duration::from_secs(2));
     assert!(
         replicas

@@ -363,6 +363,17 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
         "{jobs}"
     );
     assert_eq!(workflow_of("compress"), Some(serde_json::Value::Null));
+    let status = one_document(&setup.cli(&["status", "--json"]));
+    schemas.assert_matches("status.json", &status);
+    let in_status = status["jobs"]
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|job| job["job"] == "images"))
+        .map(|job| job["workflow"].clone());
+    assert_eq!(
+        in_status,
+        Some(serde_json::json!("compress -> watermark -> upload")),
+        "{status}"
+    );
     for command in ["jobs", "status"] {
         let table = setup.cli(&[command]);
         assert!(
@@ -378,6 +389,43 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
     assert!(
         row.starts_with("images") && row.contains(&id) && row.matches("succeeded").count() == 4,
         "{shown}"
+    );
+
+    // A step's run id is said to be one, with its instance.
+    let step = cli(
+        &setup.server,
+        setup.dir.path(),
+        &["workflow", "status", &format!("{id}/compress")],
+    )
+    .failure(2);
+    assert!(
+        step.contains(&format!(
+            "is the run of step \"compress\" of instance {id}: see `redcron workflow status {id}`"
+        )),
+        "{step}"
+    );
+
+    // A damaged instance is named on standard error; it hides no other instance.
+    let () = redis::Commands::hset(
+        &mut setup.server.connection(),
+        keys().workflow(waiting),
+        "status:compress",
+        "weird",
+    )
+    .expect("HSET");
+    let listed = cli(
+        &setup.server,
+        setup.dir.path(),
+        &["workflow", "list", "images"],
+    );
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    assert!(listed.stdout.contains(&id), "{}", listed.stdout);
+    assert!(
+        listed
+            .stderr
+            .contains(&format!("instance {waiting} cannot be read, left out")),
+        "{}",
+        listed.stderr
     );
 }
 
@@ -724,6 +772,16 @@ fn bad_workflow_requests_are_refused_with_what_is_wrong_and_exit_code_2() {
     assert!(
         listed.contains("\"a\" is a job, not a workflow"),
         "{listed}"
+    );
+    // A run's id is said to be a run's.
+    let triggered = setup.cli(&["trigger", "a"]);
+    let run = triggered.split_whitespace().next().expect("a run id");
+    let status = refused(&["workflow", "status", run]);
+    assert!(
+        status.contains(&format!(
+            "\"{run}\" is a run of job \"a\", not a workflow instance"
+        )),
+        "{status}"
     );
 }
 

@@ -251,7 +251,8 @@ impl RedisArgs {
 }
 
 /// What a failed store call says: a call that timed out says so in words, and that what it
-/// asked may have been done all the same.
+/// asked may have been done all the same; one refused while the namespace is held, that nothing
+/// was written.
 fn store_failure(error: &crate::store::StoreError) -> String {
     match error {
         crate::store::StoreError::Redis { source, .. } if source.is_timeout() => format!(
@@ -259,6 +260,10 @@ fn store_failure(error: &crate::store::StoreError) -> String {
              asked of it may or may not have been done, so look before asking again",
             humantime::format_duration(crate::store::RESPONSE_TIMEOUT)
         ),
+        crate::store::StoreError::Held { .. } => "the namespace is held (redcron hold): \
+            nothing was written; ask again once it is released (redcron release, or when the \
+            hold ends)"
+            .to_owned(),
         other => other.to_string(),
     }
 }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::enqueue::read_payload;
 use super::output::ListFormat;
-use super::times::{local_time, rfc3339};
+use super::times::{local_time, relative, rfc3339};
 use super::{CliError, RedisArgs, block_on, list_count, write_table};
 use crate::client::{Client, ClientError};
 use crate::store::{StepStatus, WorkflowInstance};
@@ -83,9 +83,7 @@ pub(super) fn execute(command: &WorkflowCommand, out: &mut impl Write) -> Result
                 for id in &args.ids {
                     match client.workflow(id).await.map_err(CliError::from)? {
                         Some(instance) => found.push(instance),
-                        None => {
-                            return Err(ClientError::NoWorkflowInstance(id.clone()).into());
-                        }
+                        None => return Err(no_instance(&client, id).await),
                     }
                 }
                 Ok(found)
@@ -94,16 +92,46 @@ pub(super) fn execute(command: &WorkflowCommand, out: &mut impl Write) -> Result
         }
         WorkflowCommand::Retry(args) => retry(args, out),
         WorkflowCommand::List(args) => {
-            let instances = block_on(async {
+            let listing = block_on(async {
                 let client = Client::from_store(args.redis.connect().await?);
                 client
                     .workflows(args.name.as_deref(), args.count)
                     .await
                     .map_err(CliError::from)
             })?;
-            show(&instances, args.format, out)
+            for (id, problem) in &listing.damaged {
+                eprintln!("redcron: instance {id} cannot be read, left out: {problem}");
+            }
+            show(&listing.instances, args.format, out)
         }
     }
+}
+
+/// Why `id` names no instance: it may name a run, or a planned fire, rather than nothing.
+async fn no_instance(client: &Client, id: &str) -> CliError {
+    let run = match client.run(id).await {
+        Ok(run) => run,
+        Err(error) => return error.into(),
+    };
+    if let (Some(instance), Some(step)) = (run.get("workflow"), run.get("step")) {
+        return CliError::Argument(format!(
+            "{id:?} is the run of step \"{step}\" of instance {instance}: see `redcron \
+             workflow status {instance}`"
+        ));
+    }
+    if let Some(job) = run.get("job") {
+        return CliError::Argument(format!(
+            "{id:?} is a run of job \"{job}\", not a workflow instance: see `redcron runs show`"
+        ));
+    }
+    if let Ok((Some(due_ms), now_ms)) = client.due_at(id).await {
+        return CliError::Argument(format!(
+            "{id:?} is a planned fire, due {} ({}): a workflow's fire starts its instance then",
+            rfc3339(due_ms),
+            relative(now_ms, due_ms)
+        ));
+    }
+    ClientError::NoWorkflowInstance(id.to_owned()).into()
 }
 
 fn retry(args: &RetryArgs, out: &mut impl Write) -> Result<(), CliError> {

@@ -2,7 +2,7 @@
 
 use super::{Client, ClientError, check_payload, no_workflow, starts_workflow};
 use crate::handler::object_problem;
-use crate::store::{WorkflowInstance, WorkflowRetry, WorkflowStart, new_run_id};
+use crate::store::{WorkflowInstance, WorkflowListing, WorkflowRetry, WorkflowStart, new_run_id};
 
 /// A workflow instance started, see [`Client::start_workflow`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +111,7 @@ impl Client {
     ///
     /// ```no_run
     /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
-    /// for instance in client.workflows(Some("images"), 20).await? {
+    /// for instance in client.workflows(Some("images"), 20).await?.instances {
     ///     println!("{} {}", instance.id, instance.state);
     /// }
     /// # Ok(())
@@ -126,14 +126,15 @@ impl Client {
         &self,
         name: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<WorkflowInstance>, ClientError> {
-        let instances = self.store.workflows(name, limit).await?;
+    ) -> Result<WorkflowListing, ClientError> {
+        let listing = self.store.workflows(name, limit).await?;
         if let Some(name) = name
-            && instances.is_empty()
+            && listing.instances.is_empty()
+            && listing.damaged.is_empty()
             && !starts_workflow(&self.store, name).await?
         {
             return Err(no_workflow(&self.store, name).await?);
         }
-        Ok(instances)
+        Ok(listing)
     }
 }

@@ -75,7 +75,9 @@ pub use promotion::Promoted;
 pub use replicas::{Beat, ReplicaInstance};
 use reply::ScriptCall;
 pub use topology::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Topology};
-pub use workflows::{StepInstance, WorkflowInstance, WorkflowRetry, WorkflowStart, step_run_id};
+pub use workflows::{
+    StepInstance, WorkflowInstance, WorkflowListing, WorkflowRetry, WorkflowStart, step_run_id,
+};
 
 /// Why a store operation failed.
 #[derive(Debug, Error)]

@@ -34,6 +34,16 @@ pub enum WorkflowStart {
     UndeclaredJob(String),
 }
 
+/// Instances listed by [`Store::workflows`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkflowListing {
+    /// The instances, newest first.
+    pub instances: Vec<WorkflowInstance>,
+    /// The instances whose hash cannot be read (written by something else, or damaged): id
+    /// and what is wrong with it.
+    pub damaged: Vec<(String, String)>,
+}
+
 /// What became of a retry of an instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkflowRetry {
@@ -254,17 +264,20 @@ impl Store {
         Ok(Some(instance))
     }
 
-    /// The newest `limit` instances, of the workflow `name` only when given, newest first.
+    /// The newest `limit` instances, of the workflow `name` only when given, newest first;
+    /// those whose hash cannot be read are named apart, so that one damaged hash hides no
+    /// other instance.
     ///
     /// # Errors
-    /// Redis errors; [`StoreError::Reply`] for a hash redcron did not write.
+    /// Redis errors.
     pub async fn workflows(
         &self,
         name: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<WorkflowInstance>, StoreError> {
+    ) -> Result<WorkflowListing, StoreError> {
         const PAGE: isize = 500;
         let mut found = Vec::new();
+        let mut damaged = Vec::new();
         let mut start = 0;
         while found.len() < limit {
             let ids: Vec<String> = self
@@ -292,12 +305,21 @@ impl Store {
                 let wanted = found_name
                     .as_deref()
                     .is_some_and(|found_name| name.is_none_or(|name| name == found_name));
-                if wanted && let Some(instance) = self.workflow(id).await? {
-                    found.push(instance);
+                if !wanted {
+                    continue;
+                }
+                match self.workflow(id).await {
+                    Ok(Some(instance)) => found.push(instance),
+                    Ok(None) => {}
+                    Err(StoreError::Reply { detail, .. }) => damaged.push((id.clone(), detail)),
+                    Err(error) => return Err(error),
                 }
             }
         }
-        Ok(found)
+        Ok(WorkflowListing {
+            instances: found,
+            damaged,
+        })
     }
 }
 

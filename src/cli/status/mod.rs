@@ -350,6 +350,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 let last = outcomes.get(&job.name);
                 json!({
                     "job": job.name,
+                    "workflow": job.workflow(),
                     "paused": overview.paused.contains(&job.name),
                     "last_outcome": last.map(|(state, _)| state),
                     "last_at": last.map(|(_, at)| rfc3339(*at)),
