@@ -901,6 +901,45 @@ fn a_reader_that_stops_reading_is_no_error() {
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }
 
+#[tokio::test]
+async fn a_reader_gone_before_a_new_runs_id_is_written_is_an_error_that_gives_the_id() {
+    let (server, dir, _store) = published().await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .args([
+            "trigger",
+            "greet",
+            "--redis",
+            &server.url(),
+            "--namespace",
+            "test",
+        ])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("redcron starts");
+    // As `redcron trigger greet | head -0` does: the run is created, its id cannot be written.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("redcron exits");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("was created, but writing its id: Broken pipe"),
+        "{stderr}"
+    );
+    // An endless payload is refused once it passes the limit, not read to its end.
+    let endless = cli(
+        &server,
+        dir.path(),
+        &["trigger", "greet", "--payload", "@/dev/zero"],
+    )
+    .failure(2);
+    assert!(
+        endless.contains("at most 1048576 are accepted"),
+        "{endless}"
+    );
+}
+
 /// A local Redis that cannot start (here: a socket path longer than a unix socket allows) is
 /// reported at once, with how it exited and where its log is, not after the start timeout.
 #[tokio::test]

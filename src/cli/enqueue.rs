@@ -198,7 +198,7 @@ fn submit(
         writeln!(out, "{run_id} due {due} ({})", relative(now_ms, due_ms))
     };
     // The run exists whatever happens to standard output: the error must not hide its id.
-    written.map_err(CliError::io(format!(
+    written.map_err(CliError::unreported(format!(
         "run {run_id} was created, but writing its id"
     )))?;
     if paused {
@@ -216,16 +216,24 @@ pub(super) fn read_payload(argument: Option<&str>) -> Result<Option<String>, Cli
     let Some(argument) = argument else {
         return Ok(None);
     };
+    // One byte past the limit is enough to refuse: an endless input (`@/dev/zero`, `yes |`) is
+    // never read whole.
+    let limit = u64::try_from(crate::handler::MAX_PAYLOAD_BYTES).unwrap_or(u64::MAX) + 1;
+    let read_limited = |input: &mut dyn Read, from: &str| {
+        let mut text = String::new();
+        input
+            .take(limit)
+            .read_to_string(&mut text)
+            .map_err(CliError::io(format!("reading the payload from {from}")))?;
+        Ok::<_, CliError>(text)
+    };
     let text = match argument.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(CliError::io(format!("reading the payload from {path}")))?,
-        None if argument == "-" => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .map_err(CliError::io("reading the payload from standard input"))?;
-            text
+        Some(path) => {
+            let mut file = std::fs::File::open(path)
+                .map_err(CliError::io(format!("reading the payload from {path}")))?;
+            read_limited(&mut file, path)?
         }
+        None if argument == "-" => read_limited(&mut std::io::stdin(), "standard input")?,
         None => argument.to_owned(),
     };
     check_payload(&text).map_err(CliError::from)?;

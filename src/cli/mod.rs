@@ -389,6 +389,15 @@ pub enum CliError {
         /// The underlying error.
         source: io::Error,
     },
+    /// The id of something just created could not be written: unlike [`CliError::Io`], an
+    /// error even when the reader went away.
+    #[error("{context}: {source}")]
+    Unreported {
+        /// What was created, with its id.
+        context: String,
+        /// The underlying error.
+        source: io::Error,
+    },
 }
 
 impl CliError {
@@ -449,6 +458,13 @@ impl CliError {
     fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
         let context = context.into();
         move |source| CliError::Io { context, source }
+    }
+
+    /// Like [`CliError::io`], for the id of something just created: a reader gone away is an
+    /// error too, since the id is lost and a retry would create a second.
+    fn unreported(context: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
+        let context = context.into();
+        move |source| CliError::Unreported { context, source }
     }
 }
 

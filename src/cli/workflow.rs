@@ -205,7 +205,7 @@ fn start(args: &StartArgs, out: &mut impl Write) -> Result<(), CliError> {
         writeln!(out, "{}", started.id)
     };
     // The instance exists whatever happens to standard output: the error must not hide its id.
-    written.map_err(CliError::io(format!(
+    written.map_err(CliError::unreported(format!(
         "instance {} was started, but writing its id",
         started.id
     )))
