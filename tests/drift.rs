@@ -199,36 +199,28 @@ async fn a_replica_restarted_under_its_id_without_a_job_ends_the_jobs_hold_at_on
     let (server, store, mut planner, _clock) = leader(EVERY_2S, hold).await;
     let with_z = format!("{EVERY_2S}{Z}");
 
-    // A clean stop (SIGTERM): b withdraws, z is held; b comes back without z.
-    declare(&store, "b", &with_z).await;
-    planner.tick().await.expect("tick");
-    store.withdraw_replica("b", hold).await.expect("withdraw");
-    planner.tick().await.expect("tick");
-    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)), "held");
-    declare(&store, "b", EVERY_2S).await;
-    planner.tick().await.expect("tick");
-    assert_eq!(
-        published_hash(&server, "z"),
-        None,
-        "dropped once b is back without it"
-    );
-
-    // A crash (kill -9): b's declarations expire, z is held; b comes back without z.
-    declare(&store, "b", &with_z).await;
-    planner.tick().await.expect("tick");
-    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
-    let mut redis = server.connection();
-    let _: () = redis.del(keys().replica_jobs("b")).expect("DEL");
-    let _: () = redis.zrem(keys().replicas(), "b").expect("ZREM");
-    planner.tick().await.expect("tick");
-    assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)), "held");
-    declare(&store, "b", EVERY_2S).await;
-    planner.tick().await.expect("tick");
-    assert_eq!(
-        published_hash(&server, "z"),
-        None,
-        "dropped once b is back without it"
-    );
+    // A clean stop (SIGTERM: b withdraws) and a crash (kill -9: b's declarations expire): z
+    // is held, until b comes back without it.
+    for crash in [false, true] {
+        declare(&store, "b", &with_z).await;
+        planner.tick().await.expect("tick");
+        if crash {
+            let mut redis = server.connection();
+            let _: () = redis.del(keys().replica_jobs("b")).expect("DEL");
+            let _: () = redis.zrem(keys().replicas(), "b").expect("ZREM");
+        } else {
+            store.withdraw_replica("b", hold).await.expect("withdraw");
+        }
+        planner.tick().await.expect("tick");
+        assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)), "held");
+        declare(&store, "b", EVERY_2S).await;
+        planner.tick().await.expect("tick");
+        assert_eq!(
+            published_hash(&server, "z"),
+            None,
+            "dropped once b is back without it (crash: {crash})"
+        );
+    }
 
     // A replica that comes back still declaring the job keeps it planned.
     declare(&store, "b", &with_z).await;

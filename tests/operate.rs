@@ -879,19 +879,28 @@ fn bench_prints_exactly_its_six_figures_and_leaves_nothing_behind() {
     assert_eq!(kept.as_deref(), Some("1"), "nothing else is touched");
 }
 
-#[test]
-fn a_reader_that_stops_reading_is_no_error() {
-    let server = RedisServer::start();
+/// `redcron args...` against `server`, in `dir`, whose reader is gone before anything is
+/// written, as in `redcron ... | head -0`.
+fn without_reader(server: &RedisServer, dir: &Path, args: &[&str]) -> std::process::Output {
     let url = server.url();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
-        .args(["status", "--redis", &url, "--namespace", "test"])
+        .args(args)
+        .args(["--redis", &url, "--namespace", "test"])
+        .current_dir(dir)
+        .env_remove("REDIS_URL")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("redcron starts");
-    // As `redcron status | head -0` does: the reader is gone before anything is written.
     drop(child.stdout.take());
-    let output = child.wait_with_output().expect("redcron exits");
+    child.wait_with_output().expect("redcron exits")
+}
+
+#[test]
+fn a_reader_that_stops_reading_is_no_error() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = without_reader(&server, dir.path(), &["status"]);
     assert!(
         output.status.success(),
         "{:?}: {}",
@@ -904,23 +913,8 @@ fn a_reader_that_stops_reading_is_no_error() {
 #[tokio::test]
 async fn a_reader_gone_before_a_new_runs_id_is_written_is_an_error_that_gives_the_id() {
     let (server, dir, _store) = published().await;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_redcron"))
-        .args([
-            "trigger",
-            "greet",
-            "--redis",
-            &server.url(),
-            "--namespace",
-            "test",
-        ])
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("redcron starts");
-    // As `redcron trigger greet | head -0` does: the run is created, its id cannot be written.
-    drop(child.stdout.take());
-    let output = child.wait_with_output().expect("redcron exits");
+    // The run is created, its id cannot be written.
+    let output = without_reader(&server, dir.path(), &["trigger", "greet"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
