@@ -176,7 +176,7 @@ impl<'a> HistoryEntry<'a> {
 
     /// A cron fire's time, from its id (`<job>@<fire ms>`); `None` for an ad-hoc run.
     fn fire_ms(&self) -> Option<i64> {
-        self.run_id.rsplit_once('@')?.1.parse().ok()
+        crate::store::parse_cron_run_id(&self.run_id).map(|(_, fire_ms)| fire_ms)
     }
 
     /// When the event's attempt started: as the event recorded it, else (events written before

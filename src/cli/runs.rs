@@ -107,7 +107,7 @@ pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(),
                 Ok::<_, CliError>((fields, due))
             })?;
             if let Some((Some(due_ms), now_ms)) = due {
-                let job = id.rsplit_once('@').map_or(id.as_str(), |(job, _)| job);
+                let job = crate::store::parse_cron_run_id(id).map_or(id.as_str(), |(job, _)| job);
                 return Err(CliError::Argument(format!(
                     "run \"{id}\" has no record yet: it is a planned fire of job \"{job}\", due \
                      {} ({}), and gets one when it comes due",

@@ -206,31 +206,45 @@ pub fn check_payload(text: &str) -> Result<(), ClientError> {
         .map_err(|error| ClientError::Payload(format!("the payload is not valid JSON: {error}")))
 }
 
-/// Why `name` starts no workflow: it is a job's name, or no published name at all.
-pub(super) async fn no_workflow(store: &Store, name: &str) -> Result<ClientError, StoreError> {
-    let published = store.published_definitions(&[name]).await?;
-    Ok(
-        if published
-            .first()
-            .is_some_and(|published| published.definition.is_some())
-        {
-            ClientError::NotAWorkflow(name.to_owned())
-        } else {
-            ClientError::UnknownWorkflow(name.to_owned())
-        },
-    )
+/// What runs of a published name do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Published {
+    /// Run a job's command or handler.
+    Job,
+    /// Start an instance of a workflow.
+    Workflow,
 }
 
-/// Whether the published definition of `job` is a workflow's: its runs start an instance.
-pub(super) async fn starts_workflow(store: &Store, job: &str) -> Result<bool, StoreError> {
-    let published = store.published_definitions(&[job]).await?;
-    Ok(published
-        .first()
-        .and_then(|published| published.definition.as_deref())
-        .and_then(|json| serde_json::from_str::<serde_json::Value>(json).ok())
-        .is_some_and(|definition| {
-            definition
-                .get("workflow")
-                .is_some_and(|workflow| !workflow.is_null())
+impl Published {
+    /// What the published definition of `name` is; `None` when none is published.
+    pub(super) async fn of(store: &Store, name: &str) -> Result<Option<Self>, StoreError> {
+        let published = store.published_definitions(&[name]).await?;
+        let Some(text) = published
+            .into_iter()
+            .next()
+            .and_then(|published| published.definition)
+        else {
+            return Ok(None);
+        };
+        let workflow = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .is_some_and(|definition| {
+                definition
+                    .get("workflow")
+                    .is_some_and(|workflow| !workflow.is_null())
+            });
+        Ok(Some(if workflow {
+            Published::Workflow
+        } else {
+            Published::Job
         }))
+    }
+
+    /// Why `name`, published as `kind` (or not at all), starts no workflow.
+    pub(super) fn no_workflow(kind: Option<Self>, name: &str) -> ClientError {
+        match kind {
+            Some(_) => ClientError::NotAWorkflow(name.to_owned()),
+            None => ClientError::UnknownWorkflow(name.to_owned()),
+        }
+    }
 }

@@ -262,9 +262,9 @@ fn planned_fire(run_id: &str, due_ms: i64) -> HashMap<String, String> {
         ("state".to_owned(), "scheduled".to_owned()),
         ("due_ms".to_owned(), due_ms.to_string()),
     ]);
-    if let Some((job, fire_ms)) = run_id.rsplit_once('@') {
+    if let Some((job, fire_ms)) = crate::store::parse_cron_run_id(run_id) {
         fields.insert("job".to_owned(), job.to_owned());
-        fields.insert("fire_ms".to_owned(), fire_ms.to_owned());
+        fields.insert("fire_ms".to_owned(), fire_ms.to_string());
     }
     fields
 }

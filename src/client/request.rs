@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Client, ClientError, DEFAULT_UNIQUE_FOR, Submitted, check_payload, starts_workflow};
+use super::{Client, ClientError, DEFAULT_UNIQUE_FOR, Published, Submitted, check_payload};
 use crate::handler::object_problem;
 use crate::schedule::Priority;
 use crate::store::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
@@ -221,7 +221,7 @@ impl RunRequest<'_> {
         // A workflow's payload must be an object: refused now rather than dead at its start.
         // The definition is read only for a payload that is not one.
         if let Some(problem) = self.payload.as_deref().and_then(object_problem)
-            && starts_workflow(store, &self.job).await?
+            && Published::of(store, &self.job).await? == Some(Published::Workflow)
         {
             return Err(ClientError::Payload(problem));
         }

@@ -1,6 +1,6 @@
 //! Workflow instances: started, read, retried.
 
-use super::{Client, ClientError, check_payload, no_workflow, starts_workflow};
+use super::{Client, ClientError, Published, check_payload};
 use crate::handler::object_problem;
 use crate::store::{WorkflowInstance, WorkflowListing, WorkflowRetry, WorkflowStart, new_run_id};
 
@@ -61,7 +61,10 @@ impl Client {
             WorkflowStart::Started { started_ms } | WorkflowStart::Exists { started_ms } => {
                 Ok(StartedWorkflow { id, started_ms })
             }
-            WorkflowStart::UnknownWorkflow => Err(no_workflow(&self.store, name).await?),
+            WorkflowStart::UnknownWorkflow => Err(Published::no_workflow(
+                Published::of(&self.store, name).await?,
+                name,
+            )),
             WorkflowStart::UndeclaredJob(job) => Err(ClientError::UndeclaredStep {
                 workflow: name.to_owned(),
                 job,
@@ -131,9 +134,11 @@ impl Client {
         if let Some(name) = name
             && listing.instances.is_empty()
             && listing.damaged.is_empty()
-            && !starts_workflow(&self.store, name).await?
         {
-            return Err(no_workflow(&self.store, name).await?);
+            let kind = Published::of(&self.store, name).await?;
+            if kind != Some(Published::Workflow) {
+                return Err(Published::no_workflow(kind, name));
+            }
         }
         Ok(listing)
     }

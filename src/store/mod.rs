@@ -70,7 +70,9 @@ pub use inspect::{Event, Overview, REAPING_GRACE, ReplicaInfo, RunCounts, Undecl
 pub use keys::{InvalidNamespace, Keys, validate_namespace};
 pub use leadership::{Acquisition, LeaderToken};
 pub use notices::{DamagedNotice, OwedNotice, Settle};
-pub use planning::{JobPlan, PlanOutcome, PlannedRun, SkippedFire, UnplanOutcome, cron_run_id};
+pub use planning::{
+    JobPlan, PlanOutcome, PlannedRun, SkippedFire, UnplanOutcome, cron_run_id, parse_cron_run_id,
+};
 pub use promotion::Promoted;
 pub use replicas::{Beat, ReplicaInstance};
 use reply::ScriptCall;

@@ -72,6 +72,13 @@ pub fn cron_run_id(job: &str, fire_ms: i64) -> String {
     format!("{job}@{fire_ms}")
 }
 
+/// The job and fire time (ms) a cron fire's run id names, as [`cron_run_id`] builds it; `None`
+/// for any other id.
+pub fn parse_cron_run_id(run_id: &str) -> Option<(&str, i64)> {
+    let (job, fire_ms) = run_id.rsplit_once('@')?;
+    Some((job, fire_ms.parse().ok()?))
+}
+
 impl Store {
     /// Removes a job's planned fires that are not due yet, fenced by `token`, and moves its cursor
     /// to `cursor_ms` (or forgets it, for a removed job): a changed schedule is planned afresh.
