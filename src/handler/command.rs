@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::SecondsFormat;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::{Pid, getpid};
+use nix::unistd::getpid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
+use tracing::error;
 
 use super::output::{Lines, Sink};
 use super::supervisor;
@@ -44,7 +44,7 @@ const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
 /// ```
 #[derive(Debug, Clone)]
 pub struct CommandHandler {
-    /// After SIGTERM, how long the process group has before SIGKILL.
+    /// After SIGTERM, how long the run's processes have before SIGKILL.
     pub kill_grace: Duration,
 }
 
@@ -62,15 +62,20 @@ impl Handler for CommandHandler {
         Box::pin(execute(run, grace))
     }
 
-    /// The kill grace, then time for the killed process group to be reaped and its output
+    /// The kill grace, then time for the run's killed processes to be reaped and its output
     /// read: a command is SIGKILLed, not dropped.
     fn stop_grace(&self) -> Duration {
         self.kill_grace + REAP_AFTER_KILL
     }
 }
 
-/// How long a command SIGKILLed at the end of its kill grace may take to be reaped.
+/// How long a command SIGKILLed at the end of its kill grace may take to be reaped, its output
+/// read after it.
 const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
+
+/// How long the processes of a run SIGKILLed at the end of its kill grace may take to end:
+/// within [`REAP_AFTER_KILL`], so that the handler still reports what happened.
+const KILL_WAIT: Duration = Duration::from_secs(4);
 
 /// Starts `command` under a supervisor (see [`supervisor`]), whose own child takes `identity`
 /// (groups, then group, then user, as cron does) and execs the program, in a process group of
@@ -89,8 +94,8 @@ pub(crate) fn spawn_supervised(
     for name in REPLICA_ONLY_ENV {
         command.env_remove(name);
     }
-    // Its own group, so a timeout reaches every process the command started. Set before the
-    // pre-exec closure runs, so the supervisor leads that group.
+    // Its own group, where the supervisor finds the processes the command started even once
+    // their parent has ended. Set before the pre-exec closure runs, so the supervisor leads it.
     command.process_group(0);
     let replica = getpid();
     // SAFETY: between fork and exec the closure only makes system calls and allocates nothing
@@ -194,10 +199,6 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
         ))
     })?;
     let child = supervised.child();
-    let group = child
-        .id()
-        .and_then(|pid| i32::try_from(pid).ok())
-        .map(Pid::from_raw);
 
     if let Some(mut stdin) = child.stdin.take() {
         let payload = run.payload.clone().unwrap_or_default();
@@ -214,7 +215,7 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
 
     let status = tokio::select! {
         status = child.wait() => status,
-        () = run.stop.cancelled() => terminate(child, group, grace).await,
+        () = run.stop.cancelled() => terminate(child, &run, grace).await,
     };
     if tokio::time::timeout(OUTPUT_DRAIN, reader).await.is_err() {
         // Still held open by a background process: keep what was read.
@@ -254,39 +255,42 @@ fn outcome(status: std::io::Result<ExitStatus>, output: String) -> Outcome {
     }
 }
 
-/// SIGTERM to the whole group, SIGKILL to whatever is left of it after `grace`.
+/// SIGTERM to every process of the run, SIGKILL to whatever is left of them after `grace`;
+/// returns once none of them runs (the supervisor, their subreaper, exits only then), so that
+/// the run is never handed back, retried or recorded while a process of it lives on. Processes
+/// that cannot be killed (stuck in the kernel, or set-user-ID ones a replica that is not root
+/// may not signal) are waited for [`KILL_WAIT`] at most, and logged.
 async fn terminate(
     child: &mut Child,
-    group: Option<Pid>,
+    run: &RunContext,
     grace: Duration,
 ) -> std::io::Result<ExitStatus> {
-    let Some(group) = group else {
+    let Some(supervisor) = child.id() else {
         // Already reaped: nothing to signal.
         return child.wait().await;
     };
-    let _ = killpg(group, Signal::SIGTERM);
-    let deadline = tokio::time::Instant::now() + grace;
-    let mut status = None;
-    // The group lives as long as any member: a child that ignores SIGTERM outlives the shell.
-    while tokio::time::Instant::now() < deadline {
-        if status.is_none() {
-            status = child.try_wait()?;
-        }
-        if status.is_some() && !group_lives(group) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    supervisor::stop_tree(supervisor);
+    if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
+        return status;
     }
-    let _ = killpg(group, Signal::SIGKILL);
-    match status {
-        Some(status) => Ok(status),
-        None => child.wait().await,
+    supervisor::end_tree(supervisor);
+    match tokio::time::timeout(KILL_WAIT, child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            error!(
+                run = run.run_id,
+                job = run.job.name,
+                supervisor,
+                wait = %humantime::format_duration(KILL_WAIT),
+                "processes of the run still live after SIGKILL: they may overlap the run's next \
+                 attempt; see the processes under its supervisor (redcron-run)"
+            );
+            Err(std::io::Error::other(format!(
+                "processes of the run still lived {} after SIGKILL",
+                humantime::format_duration(KILL_WAIT)
+            )))
+        }
     }
-}
-
-/// Whether a process of `group` still lives: zombies left for PID 1 to reap do not count.
-fn group_lives(group: Pid) -> bool {
-    killpg(group, None).is_ok() && supervisor::group_lives(group.as_raw()).unwrap_or(true)
 }
 
 /// The last [`OUTPUT_TAIL_BYTES`] of output.
@@ -352,6 +356,9 @@ async fn collect(mut stream: impl AsyncRead + Unpin, captured: Arc<Mutex<Capture
 
 #[cfg(test)]
 mod tests {
+    use nix::sys::signal::Signal;
+    use nix::unistd::Pid;
+
     use super::*;
 
     #[test]
@@ -482,6 +489,48 @@ mod tests {
             eventually(Duration::from_secs(1), || !running(child)).await,
             "the child that ignored SIGTERM is still running"
         );
+    }
+
+    #[tokio::test]
+    async fn a_stopped_command_returns_only_once_its_escaped_processes_are_dead() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pids = |name: &str| dir.path().join(name).display().to_string();
+        // One that left the group and its session and ignores SIGTERM, one that left them and
+        // does not, and one in the group: the shell's end must not end the wait for them.
+        let command = format!(
+            "setsid sh -c 'trap \"\" TERM; echo $$ > {stubborn}; exec sleep 60' & \
+             setsid sh -c 'echo $$ > {escaped}; exec sleep 60' & \
+             sh -c 'echo $$ > {grouped}; exec sleep 60' & \
+             sleep 60",
+            stubborn = pids("stubborn"),
+            escaped = pids("escaped"),
+            grouped = pids("grouped"),
+        );
+        let run = context(&command, None);
+        let stop = run.stop.clone();
+        let handler = CommandHandler {
+            kill_grace: Duration::from_millis(300),
+        };
+        let task = tokio::spawn(handler.call(run));
+        let mut tree = Vec::new();
+        for name in ["stubborn", "escaped", "grouped"] {
+            tree.push(pid_in(&dir.path().join(name)).await);
+        }
+        stop.cancel();
+        let error = task
+            .await
+            .expect("handler task")
+            .expect_err("a stopped command fails");
+        let left: Vec<&i32> = tree.iter().filter(|pid| running(**pid)).collect();
+        for pid in &left {
+            let _ = nix::sys::signal::kill(Pid::from_raw(**pid), Signal::SIGKILL);
+        }
+        assert!(
+            left.is_empty(),
+            "still running once the handler returned: {left:?}"
+        );
+        // What ended the shell, not what ended the processes it left.
+        assert_eq!(error.message, "killed by signal 15");
     }
 
     /// Whether `pid` runs: a zombie waiting to be reaped counts as gone.

@@ -8,7 +8,10 @@
 //! catchable parent-death signal, and forks the process that goes on to exec the shell. When
 //! the shell ends, the supervisor exits with the shell's status, so the worker sees what it
 //! always saw. When the replica dies, the supervisor kills the group and every descendant,
-//! including those that left the group with `setsid`, and only then exits.
+//! including those that left the group with `setsid`, and only then exits. When the replica
+//! stops a run (its timeout, the end of the shutdown grace, a lost lease), the supervisor sends
+//! SIGTERM to every process of the run and stays until all of them have ended, or until the
+//! replica asks it to kill what is left: the worker's wait for it is a wait for the whole tree.
 //!
 //! Everything here runs between fork and exec in a child of a multi-threaded process, where
 //! another thread may have held a lock at the fork: only system calls, no allocation, no
@@ -27,9 +30,20 @@ use nix::unistd::{ForkResult, Pid, fork, getpid, getppid, setgid, setgroups, set
 use crate::schedule::run_as::Identity;
 
 /// What the supervisor gets when its replica dies (`PR_SET_PDEATHSIG`), and what the replica
-/// sends with `sigqueue` to have a run's tree ended. It is blocked and waited for, so its
-/// default action (exit) never applies.
+/// sends with `sigqueue` to ask for a [`Request`]. It is blocked and waited for, so its default
+/// action (exit) never applies.
 const DEATH_SIGNAL: Signal = Signal::SIGUSR1;
+
+/// What the replica asks of a supervisor, in the value `sigqueue` sends with [`DEATH_SIGNAL`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Request {
+    /// Kill every process of the run now, then exit: the value 0, which is also what a signal
+    /// sent without a value carries.
+    Kill = 0,
+    /// Send SIGTERM to every process of the run, then stay (reaping) until every one of them
+    /// has ended, and exit as the shell did: a run is over only once nothing of it runs.
+    Stop = 1,
+}
 
 /// The longest pause between two sweeps while a run's tree is being killed.
 const SWEEP_PAUSE_MAX_MS: i64 = 1000;
@@ -74,18 +88,31 @@ pub(super) unsafe fn split(replica: Pid, identity: Option<&Identity>) -> io::Res
 }
 
 /// Asks the supervisor `pid` to kill its run's whole tree and exit: for a run given up before
-/// its command ended (its task dropped), which would otherwise go on unseen.
+/// its command ended (its task dropped), which would otherwise go on unseen, and for a stopped
+/// run whose processes outlived their kill grace.
 pub(super) fn end_tree(pid: u32) {
+    ask(pid, Request::Kill);
+}
+
+/// Asks the supervisor `pid` to send SIGTERM to every process of its run, those that left the
+/// process group included, and to exit only once every one of them has ended (or once
+/// [`end_tree`] asks). It then exits as the shell did.
+pub(super) fn stop_tree(pid: u32) {
+    ask(pid, Request::Stop);
+}
+
+fn ask(pid: u32, request: Request) {
     let Ok(pid) = pid_t::try_from(pid) else {
         return;
     };
-    // SAFETY: sigqueue only sends a signal; the value it carries is not read.
+    // SAFETY: sigqueue only sends a signal, with a number for its value: the pointer is never
+    // dereferenced.
     unsafe {
         libc::sigqueue(
             pid,
             DEATH_SIGNAL as c_int,
             libc::sigval {
-                sival_ptr: std::ptr::null_mut(),
+                sival_ptr: request as usize as *mut libc::c_void,
             },
         );
     }
@@ -112,16 +139,21 @@ fn become_shell(supervisor: Pid, identity: Option<&Identity>) -> io::Result<()> 
 }
 
 /// The supervisor's life once the shell exists: reap, until the shell ends (exit as it did) or
-/// the replica dies (kill the run's tree).
+/// the replica dies (kill the run's tree). Once asked to stop the run, the shell's end no longer
+/// ends the supervisor: the last of the run's processes does.
 fn supervise(shell: pid_t, replica: pid_t) -> ! {
     // Its copies of the replica's descriptors would keep them open: the write end of another
     // run's stdin, or of this run's stdout, would hold off the end-of-file its reader waits
     // for. Among them is the pipe on which the spawn waits for the exec; the shell's copy
     // still reports it.
     close_all_descriptors();
+    let me = getpid().as_raw();
     let mut waited = SigSet::empty();
     waited.add(Signal::SIGCHLD);
     waited.add(DEATH_SIGNAL);
+    let mut stopping = false;
+    // The shell's status, once it ended while the run was being stopped.
+    let mut ended: Option<c_int> = None;
     loop {
         let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
         // SAFETY: both pointers are valid for the call; the signals waited for are blocked.
@@ -129,16 +161,16 @@ fn supervise(shell: pid_t, replica: pid_t) -> ! {
         if signal == DEATH_SIGNAL as c_int {
             // SAFETY: sigwaitinfo filled it in for the signal it returned.
             let info = unsafe { info.assume_init() };
-            // SAFETY: the sender's pid is set for a signal sent by a process (kill, sigqueue)
-            // and for the parent-death signal, the cases told apart here.
-            let asked = info.si_code == libc::SI_QUEUE && unsafe { info.si_pid() } == replica;
-            // The death signal also comes when the thread that forked ends while the replica
-            // lives on (the kernel then reparents to another of its threads), and anyone may
-            // send that signal: only a new parent means the replica is gone.
-            if asked || getppid().as_raw() != replica {
-                kill_tree();
+            match request(&info, replica) {
+                Some(Request::Kill) => kill_tree(ended),
+                Some(Request::Stop) if !stopping => {
+                    stopping = true;
+                    stop_members(me);
+                }
+                _ => {}
             }
-            continue;
+            // What has ended meanwhile is reaped below: the shell may have ended before the
+            // request, its SIGCHLD taken after it (lower signals are taken first).
         }
         // A child ended (or the wait was interrupted): reap everything that ended, orphans of
         // the run included.
@@ -147,13 +179,79 @@ fn supervise(shell: pid_t, replica: pid_t) -> ! {
             // SAFETY: a plain wait for any child, into a local.
             let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             if pid == shell {
-                exit_as(status);
+                // A request sent before the shell ended is still pending: the replica, or its
+                // death, must not lose the processes the shell left to a plain exit.
+                if !stopping {
+                    match pending_request(replica) {
+                        Some(Request::Kill) => kill_tree(Some(status)),
+                        Some(Request::Stop) => {
+                            stopping = true;
+                            stop_members(me);
+                        }
+                        None => exit_as(status),
+                    }
+                }
+                ended = Some(status);
+                continue;
             }
             if pid > 0 || (pid < 0 && Errno::last() == Errno::EINTR) {
                 continue;
             }
+            // The subreaper of every process of the run has no child left: none of them runs.
+            if pid < 0
+                && Errno::last() == Errno::ECHILD
+                && let Some(status) = ended
+            {
+                exit_as(status);
+            }
             break;
         }
+    }
+}
+
+/// What a [`DEATH_SIGNAL`] asks: what the replica sent, or [`Request::Kill`] when the replica
+/// is gone; `None` for a signal that asks nothing.
+fn request(info: &libc::siginfo_t, replica: pid_t) -> Option<Request> {
+    // SAFETY: the sender's pid and value are set for a signal sent by a process (kill,
+    // sigqueue) and for the parent-death signal, the cases told apart here.
+    let (sender, value) = unsafe { (info.si_pid(), info.si_value().sival_ptr as usize) };
+    if info.si_code == libc::SI_QUEUE && sender == replica {
+        return Some(if value == Request::Stop as usize {
+            Request::Stop
+        } else {
+            Request::Kill
+        });
+    }
+    // The death signal also comes when the thread that forked ends while the replica lives on
+    // (the kernel then reparents to another of its threads), and anyone may send that signal:
+    // only a new parent means the replica is gone.
+    (getppid().as_raw() != replica).then_some(Request::Kill)
+}
+
+/// Takes a [`DEATH_SIGNAL`] already pending, without waiting, and what it asks.
+fn pending_request(replica: pid_t) -> Option<Request> {
+    let mut death = SigSet::empty();
+    death.add(DEATH_SIGNAL);
+    let now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
+    // SAFETY: valid pointers; the signal is blocked, so it waits pending until taken here.
+    let signal = unsafe { libc::sigtimedwait(death.as_ref(), info.as_mut_ptr(), &now) };
+    if signal != DEATH_SIGNAL as c_int {
+        // Nothing asked; the replica may still have died meanwhile.
+        return (getppid().as_raw() != replica).then_some(Request::Kill);
+    }
+    // SAFETY: sigtimedwait filled it in for the signal it returned.
+    request(&unsafe { info.assume_init() }, replica)
+}
+
+/// Sends SIGTERM to every process of the run, this one aside; without /proc, to its group.
+fn stop_members(me: pid_t) {
+    if signal_members(me, libc::SIGTERM).is_none() {
+        // SAFETY: a signal to this process's own group; the supervisor blocks it.
+        unsafe { libc::kill(-me, libc::SIGTERM) };
     }
 }
 
@@ -181,16 +279,17 @@ fn exit_as(status: c_int) -> ! {
     exit(libc::WEXITSTATUS(status));
 }
 
-/// Kills every process of the run, then this one. The group is not killed in one call, which
-/// would take the supervisor first: a process that left the group (`setsid`) would then go to
-/// PID 1 and live on. Instead each sweep kills the members of the group and the supervisor's
-/// children, and reaps; a killed process's own children are reparented to the supervisor, its
-/// subreaper, and die in the next sweep. It ends when a sweep finds nothing left.
-fn kill_tree() -> ! {
+/// Kills every process of the run, then exits: as the shell did when it had already ended
+/// (`shell`), killed otherwise. The group is not killed in one call, which would take the
+/// supervisor first: a process that left the group (`setsid`) would then go to PID 1 and live
+/// on. Instead each sweep kills every process of the run it finds, and reaps; a killed
+/// process's own children are reparented to the supervisor, their subreaper, and die in the
+/// next sweep if the last one missed them. It ends when a sweep finds nothing left.
+fn kill_tree(shell: Option<c_int>) -> ! {
     let me = getpid().as_raw();
     let mut pause_ms = 5;
     loop {
-        let Some(signalled) = kill_members(me) else {
+        let Some(signalled) = signal_members(me, libc::SIGKILL) else {
             // Without /proc the run's processes cannot be listed: the group at least, the
             // supervisor with it (the shell follows by its own death signal).
             // SAFETY: a signal to this process's own group.
@@ -206,64 +305,66 @@ fn kill_tree() -> ! {
         wait_for_child(pause_ms);
         pause_ms = (pause_ms * 2).min(SWEEP_PAUSE_MAX_MS);
     }
+    if let Some(status) = shell {
+        exit_as(status);
+    }
     // Reported as killed, for whoever reaps the supervisor: what the run was.
     // SAFETY: a signal to this process.
     unsafe { libc::kill(me, libc::SIGKILL) };
     exit(128 + libc::SIGKILL);
 }
 
-/// Sends SIGKILL to every live process (not a zombie) in the group `me` leads or whose parent
-/// is `me`, this one aside; how many, or `None` when /proc cannot be read or is not this
-/// process's view of the pids.
-fn kill_members(me: pid_t) -> Option<usize> {
+/// The most processes of one run that one pass over /proc finds: past it, the rest are found
+/// by the next sweep, once those found are gone.
+const MEMBERS_MAX: usize = 1024;
+
+/// Sends `signal` to every live process (not a zombie) of the run, this one aside: the members
+/// of the group `me` leads and every descendant of `me`, found by passes over /proc until one
+/// finds no more (a descendant's parent may come later in the listing). How many were
+/// signalled, or `None` when /proc cannot be read or is not this process's view of the pids.
+fn signal_members(me: pid_t, signal: c_int) -> Option<usize> {
     let proc = Dir::open(c"/proc")?;
     // /proc of another pid namespace would name other processes by these numbers.
     if read_stat(proc.fd, b"self")?.pid != me {
         return None;
     }
-    let mut signalled = 0;
-    proc.for_each(|name| {
-        let Some(pid) = parse_pid(name) else {
-            return;
-        };
-        if pid == me {
-            return;
-        }
-        let Some(stat) = read_stat(proc.fd, name) else {
-            // Already gone.
-            return;
-        };
-        let ended = matches!(stat.state, b'Z' | b'X');
-        if !ended && (stat.ppid == me || stat.pgrp == me) {
-            // SAFETY: a signal to a process of the run (its pid cannot be reused while it is
-            // the supervisor's child or in the supervisor's group).
-            if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
-                signalled += 1;
+    let mut members = [0 as pid_t; MEMBERS_MAX];
+    let mut found = 0;
+    loop {
+        let before = found;
+        proc.rewind();
+        proc.for_each(|name| {
+            let Some(pid) = parse_pid(name) else {
+                return;
+            };
+            if pid == me || found == MEMBERS_MAX || members[..found].contains(&pid) {
+                return;
             }
+            let Some(stat) = read_stat(proc.fd, name) else {
+                // Already gone.
+                return;
+            };
+            let ended = matches!(stat.state, b'Z' | b'X');
+            let of_run =
+                stat.ppid == me || stat.pgrp == me || members[..found].contains(&stat.ppid);
+            if !ended && of_run {
+                members[found] = pid;
+                found += 1;
+            }
+        })?;
+        if found == before || found == MEMBERS_MAX {
+            break;
         }
-    })?;
-    Some(signalled)
-}
-
-/// Whether a process of group `group` lives (not a zombie); `None` when /proc cannot tell. A
-/// run's process killed after its parent, the supervisor, exited is reparented to PID 1, which
-/// may take its time to reap it: in a container, seconds. Until then the group exists, and a
-/// timed-out run would wait for it as for a process that ignores SIGTERM.
-pub(super) fn group_lives(group: pid_t) -> Option<bool> {
-    let proc = Dir::open(c"/proc")?;
-    if read_stat(proc.fd, b"self")?.pid != getpid().as_raw() {
-        return None;
     }
-    let mut lives = false;
-    proc.for_each(|name| {
-        if lives || parse_pid(name).is_none() {
-            return;
+    let mut signalled = 0;
+    for &pid in &members[..found] {
+        // SAFETY: a signal to a process of the run, read from /proc just now: its pid could
+        // name another process only if it had ended and been reaped in between.
+        if unsafe { libc::kill(pid, signal) } == 0 {
+            signalled += 1;
         }
-        if let Some(stat) = read_stat(proc.fd, name) {
-            lives = stat.pgrp == group && !matches!(stat.state, b'Z' | b'X');
-        }
-    })?;
-    Some(lives)
+    }
+    Some(signalled)
 }
 
 /// Reaps every child that has ended; whether any child is left.
@@ -337,6 +438,12 @@ struct Dir {
 }
 
 impl Dir {
+    /// Back to the first entry, for another listing.
+    fn rewind(&self) {
+        // SAFETY: a seek on the directory's own descriptor.
+        unsafe { libc::lseek(self.fd, 0, libc::SEEK_SET) };
+    }
+
     fn open(path: &CStr) -> Option<Self> {
         // SAFETY: a NUL-terminated path.
         let fd = unsafe {
