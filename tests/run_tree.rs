@@ -276,3 +276,276 @@ fn killing_a_replica_kills_every_process_of_its_runs() {
         "processes of the runs outlived their killed replica: {survivors:?}"
     );
 }
+
+/// What each attempt of the job [`Attempts`] declares runs: it first notes in the ledger every
+/// process of an earlier attempt that still runs (an overlap), then starts a `sleep` in its
+/// process group and one that leaves the group and its session with `setsid` (ignoring SIGTERM
+/// when `STUBBORN` is set), each writing its pid to a file named for the attempt's shell.
+const ATTEMPT_SCRIPT: &str = r#"dir=$(dirname "$0")
+for file in "$dir"/*.pid; do
+  [ -e "$file" ] || continue
+  pid=$(cat "$file")
+  [ "$pid" = "$$" ] && continue
+  state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)
+  case "$state" in
+    ''|Z|X) ;;
+    *) echo "overlap $file $pid" >> "$dir/ledger" ;;
+  esac
+done
+echo "start $$ $REDCRON_ATTEMPT" >> "$dir/ledger"
+echo $$ > "$dir/shell.$$.pid"
+if [ -n "$STUBBORN" ]; then ignore='trap "" TERM;'; else ignore=''; fi
+setsid sh -c "$ignore"' echo $$ > "$0/escaped.$1.pid"; exec sleep 323' "$dir" $$ &
+sh -c 'echo $$ > "$0/grouped.$1.pid"; exec sleep 323' "$dir" $$ &
+sleep 323
+"#;
+
+/// One job whose attempts record whether they overlap an earlier one, on a Redis of its own.
+struct Attempts {
+    server: RedisServer,
+    dir: tempfile::TempDir,
+    mark: String,
+}
+
+impl Attempts {
+    /// The job `tree`, on demand, with `settings` (TOML lines) besides its command; its escaped
+    /// process ignores SIGTERM when `stubborn`.
+    fn new(settings: &str, stubborn: bool) -> Self {
+        require("setsid", "util-linux");
+        let server = RedisServer::start();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mark = format!(
+            "{}-{}",
+            std::process::id(),
+            dir.path()
+                .file_name()
+                .and_then(|name| name.to_str())
+                .expect("a temp dir name")
+        );
+        let attempts = Self { server, dir, mark };
+        let script = attempts.dir.path().join("attempt.sh");
+        std::fs::write(&script, ATTEMPT_SCRIPT).expect("write the attempt script");
+        std::fs::create_dir(attempts.schedules()).expect("schedules dir");
+        let stubborn = if stubborn { ", STUBBORN = \"1\"" } else { "" };
+        std::fs::write(
+            attempts.schedules().join("jobs.toml"),
+            format!(
+                "[jobs.tree]\ncommand = \"sh {script}\"\nenv = {{ {MARK} = \"{mark}\"{stubborn} }}\n\
+                 {settings}\n",
+                script = script.display(),
+                mark = attempts.mark,
+            ),
+        )
+        .expect("write jobs");
+        attempts
+    }
+
+    fn schedules(&self) -> std::path::PathBuf {
+        self.dir.path().join("schedules")
+    }
+
+    /// A replica serving the job, once it has published it.
+    fn replica(&self, id: &str, extra: &[&str], env: &[(&str, &str)]) -> ReplicaProcess {
+        let replica = ReplicaProcess::start_with_env(
+            id,
+            &self.server.url(),
+            &self.schedules(),
+            self.dir.path(),
+            extra,
+            env,
+        );
+        let published = wait_until(Duration::from_secs(10), || {
+            self.server
+                .connection()
+                .hexists(keys().defs(), "tree")
+                .unwrap_or(false)
+        });
+        assert!(published, "the job was not published:\n{}", replica.log());
+        replica
+    }
+
+    fn trigger(&self) {
+        cli(&self.server, self.dir.path(), &["trigger", "tree"]).success();
+    }
+
+    fn ledger(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("ledger")).unwrap_or_default()
+    }
+
+    /// The pid the `kind` process (`shell`, `grouped` or `escaped`) of the attempt whose shell
+    /// is `shell` wrote, once written.
+    fn pid(&self, kind: &str, shell: i32) -> Option<i32> {
+        std::fs::read_to_string(self.dir.path().join(format!("{kind}.{shell}.pid")))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Waits until `count` attempts have started their whole tree; the shells' pids, oldest
+    /// first.
+    fn wait_for_attempts(
+        &self,
+        count: usize,
+        limit: Duration,
+        log: impl Fn() -> String,
+    ) -> Vec<i32> {
+        let shells = || -> Vec<i32> {
+            self.ledger()
+                .lines()
+                .filter_map(|line| line.strip_prefix("start ")?.split(' ').next()?.parse().ok())
+                .collect()
+        };
+        let started = wait_until(limit, || {
+            let shells = shells();
+            shells.len() >= count
+                && shells.iter().all(|shell| {
+                    ["escaped", "grouped"]
+                        .iter()
+                        .all(|kind| self.pid(kind, *shell).is_some())
+                })
+        });
+        assert!(
+            started,
+            "{count} attempts did not start their processes; ledger:\n{}\n{}",
+            self.ledger(),
+            log()
+        );
+        shells()
+    }
+
+    /// The processes of the attempt whose shell is `shell` that still run.
+    fn alive(&self, shell: i32) -> Vec<Process> {
+        ["shell", "grouped", "escaped"]
+            .iter()
+            .filter_map(|kind| Process::read(self.pid(kind, shell)?))
+            .collect()
+    }
+
+    /// Asserts that no attempt found a process of an earlier one running when it started.
+    fn assert_no_overlap(&self) {
+        let ledger = self.ledger();
+        assert!(
+            !ledger.contains("overlap"),
+            "an attempt started while processes of an earlier one ran:\n{ledger}"
+        );
+    }
+}
+
+impl Drop for Attempts {
+    /// Not left behind for minutes when a test fails.
+    fn drop(&mut self) {
+        for process in marked(&self.mark) {
+            let _ = kill(Pid::from_raw(process.pid), Signal::SIGKILL);
+        }
+    }
+}
+
+#[test]
+fn a_timed_out_run_is_retried_only_once_every_process_of_it_is_dead() {
+    let attempts = Attempts::new("timeout = \"2s\"\nretries = 1\nbackoff = \"1s\"", false);
+    let replica = attempts.replica("r1", &[], &[]);
+    attempts.trigger();
+    let shells = attempts.wait_for_attempts(2, Duration::from_secs(30), || replica.log());
+    assert!(
+        replica.log().contains("timed out after 2s"),
+        "the first attempt did not time out:\n{}",
+        replica.log()
+    );
+    attempts.assert_no_overlap();
+    let first = attempts.alive(shells[0]);
+    assert!(
+        first.is_empty(),
+        "the timed-out attempt's processes live on: {first:?}"
+    );
+}
+
+#[test]
+fn a_run_stopped_at_the_end_of_the_shutdown_grace_is_handed_back_once_its_tree_is_dead() {
+    // Its escaped process ignores SIGTERM: only the SIGKILL at the end of the kill grace ends it.
+    let attempts = Attempts::new("", true);
+    let mut replica = attempts.replica("r1", &["--shutdown-grace", "1s"], &[]);
+    attempts.trigger();
+    let shells = attempts.wait_for_attempts(1, Duration::from_secs(15), || replica.log());
+    // The shutdown grace, the kill grace (10 s), and the recording of the outcome.
+    let code = replica.terminate(Duration::from_secs(25));
+    let left = attempts.alive(shells[0]);
+    assert!(
+        left.is_empty(),
+        "the replica exited while processes of its run lived: {left:?}\n{}",
+        replica.log()
+    );
+    assert_eq!(code, Some(0), "{}", replica.log());
+    assert!(
+        replica.log().contains("handing them back"),
+        "the run was not handed back:\n{}",
+        replica.log()
+    );
+    let next = attempts.replica("r2", &[], &[]);
+    attempts.wait_for_attempts(2, Duration::from_secs(15), || next.log());
+    attempts.assert_no_overlap();
+}
+
+#[test]
+fn a_second_signal_during_the_shutdown_grace_takes_the_runs_tree_along() {
+    let attempts = Attempts::new("", false);
+    let mut replica = attempts.replica("r1", &["--shutdown-grace", "60s"], &[]);
+    attempts.trigger();
+    let shells = attempts.wait_for_attempts(1, Duration::from_secs(15), || replica.log());
+    replica.signal(Signal::SIGTERM);
+    let waiting = wait_until(Duration::from_secs(5), || {
+        replica.log().contains("waiting for running runs to finish")
+    });
+    assert!(waiting, "no shutdown grace began:\n{}", replica.log());
+    replica.signal(Signal::SIGTERM);
+    let status = replica.wait_exit(Duration::from_secs(5));
+    assert_eq!(
+        status.and_then(|status| status.code()),
+        Some(130),
+        "{}",
+        replica.log()
+    );
+    // Well within the run lease: before any other replica could start the run again.
+    let gone = wait_until(Duration::from_secs(3), || {
+        attempts.alive(shells[0]).is_empty()
+    });
+    assert!(
+        gone,
+        "processes of the run outlived their replica: {:?}",
+        attempts.alive(shells[0])
+    );
+    let next = attempts.replica("r2", &[], &[]);
+    attempts.wait_for_attempts(2, Duration::from_secs(20), || next.log());
+    attempts.assert_no_overlap();
+}
+
+#[test]
+fn a_replica_stopped_by_a_dead_component_hands_its_run_back_once_its_tree_is_dead() {
+    let attempts = Attempts::new("", false);
+    let trigger = attempts.dir.path().join("planner-panics");
+    let trigger_path = trigger.display().to_string();
+    let mut replica = attempts.replica(
+        "r1",
+        &[],
+        &[("REDCRON_TEST_FAULT_PLANNER_PANIC", &trigger_path)],
+    );
+    attempts.trigger();
+    let shells = attempts.wait_for_attempts(1, Duration::from_secs(15), || replica.log());
+    std::fs::write(&trigger, "").expect("trigger the fault point");
+    let status = replica.wait_exit(Duration::from_secs(20));
+    let left = attempts.alive(shells[0]);
+    assert!(
+        left.is_empty(),
+        "the replica exited while processes of its run lived: {left:?}\n{}",
+        replica.log()
+    );
+    assert_eq!(
+        status.and_then(|status| status.code()),
+        Some(2),
+        "{}",
+        replica.log()
+    );
+    let next = attempts.replica("r2", &[], &[]);
+    attempts.wait_for_attempts(2, Duration::from_secs(15), || next.log());
+    attempts.assert_no_overlap();
+}
