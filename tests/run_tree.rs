@@ -1,5 +1,6 @@
-//! A run's processes die with their replica: every process its command started, not only its
-//! shell, so that a run started again on another replica never overlaps what is left of the
+//! A run's processes die with their run, however it ends (a timeout, the end of the shutdown
+//! grace, a second signal, a dead component, its replica killed): every process its command
+//! started, not only its shell, so that a run started again never overlaps what is left of the
 //! first attempt.
 //!
 //! Each job's processes carry a mark of their own in their environment, which /proc shows.
@@ -46,8 +47,8 @@ const CASES: [Case; 5] = [
         sleeps: 2,
         user: None,
     },
-    // Out of the run's process group (and session): a timeout does not reach it, the death
-    // of the replica must.
+    // Out of the run's process group (and session): a signal to the group does not reach it,
+    // the supervisor must.
     Case {
         job: "escaped",
         command: "setsid sleep 60 & sleep 60; echo done",
@@ -548,4 +549,22 @@ fn a_replica_stopped_by_a_dead_component_hands_its_run_back_once_its_tree_is_dea
     let next = attempts.replica("r2", &[], &[]);
     attempts.wait_for_attempts(2, Duration::from_secs(15), || next.log());
     attempts.assert_no_overlap();
+}
+
+#[test]
+fn a_run_whose_replica_was_killed_runs_again_only_once_its_tree_is_dead() {
+    let attempts = Attempts::new("", false);
+    let mut replica = attempts.replica("r1", &[], &[]);
+    attempts.trigger();
+    let shells = attempts.wait_for_attempts(1, Duration::from_secs(15), || replica.log());
+    replica.kill9();
+    let next = attempts.replica("r2", &[], &[]);
+    // Once the run's lease has expired, r2's reaper hands it on.
+    attempts.wait_for_attempts(2, Duration::from_secs(20), || next.log());
+    attempts.assert_no_overlap();
+    let first = attempts.alive(shells[0]);
+    assert!(
+        first.is_empty(),
+        "the killed replica's run lives on: {first:?}"
+    );
 }
