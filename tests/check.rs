@@ -196,3 +196,58 @@ fn the_summary_counts_workflows_apart_from_jobs() {
         "{out}"
     );
 }
+
+/// A job the system cannot start passes no check: a command longer than one argument may be
+/// (it would fail every fire with "Argument list too long"), a NUL in its command or
+/// environment, a working directory that is a file. `run` refuses it as `check` does.
+#[test]
+fn a_job_the_system_cannot_start_is_refused_at_its_place() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("jobs.toml");
+    let workdir = dir.path().join("a-file");
+    fs::write(&workdir, "").expect("write");
+    fs::write(
+        &file,
+        format!(
+            "[jobs.ok]\ncommand = \"true\"\n\n\
+             [jobs.huge]\nschedule = \"* * * * *\"\ncommand = \"echo {}\"\n\n\
+             [jobs.nul]\ncommand = \"echo a\\u0000b\"\nenv = {{ A = \"x\\u0000y\" }}\n\n\
+             [jobs.filed]\ncommand = \"true\"\nworkdir = \"{}\"\n",
+            "x".repeat(1024 * 1024),
+            workdir.display()
+        ),
+    )
+    .expect("write");
+    let schedules = dir.path().to_str().expect("UTF-8 path");
+    let errors = redcron(&["check", "--schedules", schedules]).failure(1);
+    let lines: Vec<&str> = errors.lines().collect();
+    assert_eq!(lines.len(), 4, "{errors}");
+    assert!(
+        lines[0].contains(
+            "jobs.toml:6:11: job \"huge\", field \"command\": the command is \
+                           1048581 bytes: the system passes at most 131071 bytes in one argument"
+        ),
+        "{errors}"
+    );
+    assert!(
+        lines[1].contains(
+            "jobs.toml:9:11: job \"nul\", field \"command\": the command \
+                           contains a NUL character"
+        ),
+        "{errors}"
+    );
+    assert!(
+        lines[2].contains("job \"nul\", field \"env\": the value of A contains a NUL"),
+        "{errors}"
+    );
+    assert!(
+        lines[3].contains("job \"filed\", field \"workdir\"")
+            && lines[3].contains("not a directory"),
+        "{errors}"
+    );
+    let refused = redcron(&["run", "--schedules", schedules]).failure(1);
+    assert!(
+        refused.contains("job \"huge\", field \"command\""),
+        "{refused}"
+    );
+}

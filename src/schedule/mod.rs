@@ -5,6 +5,7 @@ pub mod crontab;
 mod dst;
 pub mod file;
 pub mod job;
+pub mod limits;
 pub mod notice;
 pub mod queues;
 pub mod run_as;

@@ -22,7 +22,7 @@ use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
 use super::notice::{self, DEFAULT_LATE_AFTER, Event, Notices, Target};
 use super::queues::{self, QueueFallback, RawQueue, read_queue};
 use super::workflow::{self, RawWorkflow, StepUse, read_workflow};
-use super::{Schedule, run_as};
+use super::{Schedule, limits, run_as};
 
 /// One problem found in a schedule file.
 ///
@@ -599,11 +599,13 @@ impl JobReader<'_> {
                 )
             })
         });
+        let command_offset = self.offset_of("command");
         let command = self.take("command", |value| {
             let command = typed::<String>(value)?;
             if command.trim().is_empty() {
                 return Err("the command is empty".to_owned());
             }
+            limits::check_command(&command)?;
             Ok(command)
         });
         let workdir = self.take("workdir", |value| {
@@ -613,7 +615,9 @@ impl JobReader<'_> {
                     "the directory is empty: leave the field out to use the replica's".to_owned(),
                 );
             }
-            Ok(PathBuf::from(workdir))
+            let workdir = PathBuf::from(workdir);
+            limits::check_workdir(&workdir)?;
+            Ok(workdir)
         });
         let env = self.take("env", |value| {
             let env = typed::<BTreeMap<String, String>>(value)?;
@@ -622,7 +626,7 @@ impl JobReader<'_> {
                     "\"{key}\" is not a variable name: expected letters, digits and _, not \
                      starting with a digit"
                 )),
-                None => Ok(env),
+                None => limits::check_env(&env).map(|()| env),
             }
         });
         let priority = self.take("priority", typed::<Priority>);
@@ -775,6 +779,16 @@ impl JobReader<'_> {
             }
             return Err(self.diagnostics);
         };
+        // Each string fits; all of them together must too, with what the replica passes on.
+        if let Err(message) =
+            limits::check_exec_size(&command, env.as_ref().unwrap_or(&BTreeMap::new()))
+        {
+            self.report(
+                command_offset.unwrap_or(self.name.span().start),
+                Some("command"),
+                message,
+            );
+        }
         let notify = match (targets, notify_on) {
             (Some(targets), _) if targets.is_empty() => None,
             (Some(targets), on) => Some(Notices {
