@@ -231,6 +231,11 @@ impl JobsHandle {
         self.jobs.send_replace(shared_jobs(jobs));
     }
 
+    /// The job definitions the replica runs by now: what a reload compares with what it read.
+    pub fn current(&self) -> Jobs {
+        self.jobs.borrow().clone()
+    }
+
     /// Declares what a schedule directory declares instead: its jobs (as
     /// [`JobsHandle::replace`]) and its `[queues]` tables.
     ///

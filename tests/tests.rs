@@ -24,6 +24,7 @@ mod next;
 mod notices;
 mod operate;
 mod output;
+mod reload;
 mod replicas;
 mod restore;
 mod rolling_deploy;

@@ -11,6 +11,7 @@ mod import;
 mod next;
 mod output;
 mod pause;
+mod reload;
 mod run;
 mod runs;
 mod service;

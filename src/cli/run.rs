@@ -3,7 +3,7 @@
 //! process, each on the subdirectory of the schedule directory named after its namespace.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,11 +11,12 @@ use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{Instrument, error, info, warn};
 
+use super::reload::{Reloader, Trigger};
 use super::{CliError, RedisArgs, default_schedules, service};
 use crate::engine::Shutdown;
 use crate::engine::worker::Concurrency;
 use crate::metrics::Endpoint;
-use crate::replica::{JobsHandle, Replica, ReplicaConfig};
+use crate::replica::{Replica, ReplicaConfig};
 use crate::schedule::{Job, Schedules, load_schedules};
 use crate::store::StoreSettings;
 use crate::store::embedded::EmbeddedRedis;
@@ -244,7 +245,7 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
             .queue_fallbacks(queues)
             .config(config)
             .build();
-        schedules.push((replica.jobs_handle(), directory));
+        schedules.push(Arc::new(Reloader::new(replica.jobs_handle(), directory)));
         // With several namespaces, each line a replica logs says which it is about.
         let span = if several {
             tracing::info_span!("replica", namespace)
@@ -278,8 +279,9 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
         info!("no metrics endpoint (--metrics-addr none)");
     }
     if args.watch {
-        for (jobs, directory) in &schedules {
-            tokio::spawn(watch_schedules(jobs.clone(), directory.clone()));
+        for reloader in &schedules {
+            let reloader = reloader.clone();
+            tokio::spawn(async move { reloader.watch().await });
         }
     }
     tokio::spawn(handle_signals(shutdown.clone(), schedules));
@@ -347,65 +349,9 @@ fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
     config
 }
 
-/// Loads the schedule directory again, all or nothing: an invalid one keeps the previous
-/// definitions, and every problem is logged.
-fn reload(jobs: &JobsHandle, schedules: &Path) {
-    match load_schedules(schedules) {
-        Ok(loaded) => {
-            info!(
-                jobs = loaded.jobs.len(),
-                queues = loaded.queues.len(),
-                directory = %schedules.display(),
-                "schedules reloaded"
-            );
-            jobs.replace_schedules(loaded);
-        }
-        Err(problems) => {
-            for problem in &problems.diagnostics {
-                error!("{problem}");
-            }
-            error!(
-                directory = %schedules.display(),
-                "reload refused: keeping the previous definitions"
-            );
-        }
-    }
-}
-
-/// How long file changes are gathered before one reload: editors write in several steps.
-const WATCH_SETTLE: Duration = Duration::from_millis(300);
-
-/// Reloads the schedule directory after files in it change (`--watch`).
-async fn watch_schedules(jobs: JobsHandle, schedules: PathBuf) {
-    use notify::Watcher;
-    let (changed, mut changes) = tokio::sync::mpsc::channel(16);
-    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok_and(|event| !event.kind.is_access()) {
-            let _ = changed.try_send(());
-        }
-    });
-    let mut watcher = match watcher {
-        Ok(watcher) => watcher,
-        Err(problem) => {
-            error!(%problem, "cannot watch the schedule directory; SIGHUP still reloads");
-            return;
-        }
-    };
-    if let Err(problem) = watcher.watch(&schedules, notify::RecursiveMode::NonRecursive) {
-        error!(%problem, "cannot watch the schedule directory; SIGHUP still reloads");
-        return;
-    }
-    info!(directory = %schedules.display(), "watching the schedule directory");
-    while changes.recv().await.is_some() {
-        tokio::time::sleep(WATCH_SETTLE).await;
-        while changes.try_recv().is_ok() {}
-        reload(&jobs, &schedules);
-    }
-}
-
 /// SIGTERM or SIGINT: shut down in order; a second one: exit at once. SIGHUP: reload each
 /// namespace's schedule directory, keeping its previous definitions if it is invalid.
-async fn handle_signals(shutdown: Shutdown, schedules: Vec<(JobsHandle, PathBuf)>) {
+async fn handle_signals(shutdown: Shutdown, schedules: Vec<Arc<Reloader>>) {
     let (Ok(mut terminate), Ok(mut interrupt), Ok(mut hangup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -419,8 +365,8 @@ async fn handle_signals(shutdown: Shutdown, schedules: Vec<(JobsHandle, PathBuf)
             _ = terminate.recv() => {}
             _ = interrupt.recv() => {}
             _ = hangup.recv() => {
-                for (jobs, directory) in &schedules {
-                    reload(jobs, directory);
+                for reloader in &schedules {
+                    reloader.reload(Trigger::Signal);
                 }
                 continue;
             }

@@ -1,0 +1,147 @@
+//! Reloading a running replica's schedule directory as deploys do it: emptied, then filled one
+//! file at a time.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::replicas::Scenario;
+use crate::util::wait_until;
+
+/// One every-second job per file, each recording its runs under its own name.
+fn job_files(scenario: &Scenario) -> Vec<(String, String)> {
+    ["a", "b", "c"]
+        .iter()
+        .map(|name| {
+            (
+                format!("{name}.toml"),
+                format!(
+                    "[jobs.{name}]\nschedule = \"* * * * * *\"\ncommand = \"{}\"\n",
+                    scenario.record(name)
+                ),
+            )
+        })
+        .collect()
+}
+
+fn empty_the_directory(scenario: &Scenario) {
+    for entry in std::fs::read_dir(scenario.schedules()).expect("read schedules") {
+        std::fs::remove_file(entry.expect("entry").path()).expect("remove");
+    }
+}
+
+fn runs_of(scenario: &Scenario, job: &str) -> usize {
+    scenario
+        .ledger()
+        .iter()
+        .filter(|(_, _, tag)| tag == job)
+        .count()
+}
+
+/// A deploy that empties the directory and then copies the new files one by one leaves no gap
+/// in the fires: the empty directory is refused as a removal of every job, loudly, and the new
+/// files are read once, when the copy is done. A removal that is meant is applied by a SIGHUP.
+#[test]
+fn a_deploy_that_empties_the_directory_then_copies_files_leaves_no_gap() {
+    let scenario = Scenario::new();
+    let files = job_files(&scenario);
+    for (name, text) in &files {
+        std::fs::write(scenario.schedules().join(name), text).expect("write");
+    }
+    let replica = scenario.replica("r1", &["--watch"]);
+    assert!(
+        wait_until(Duration::from_secs(15), || runs_of(&scenario, "a") >= 2),
+        "no fires:\n{}",
+        replica.log()
+    );
+
+    empty_the_directory(&scenario);
+    assert!(
+        wait_until(Duration::from_secs(10), || replica.log().contains(
+            "reload refused: it would remove 3 of the 3 jobs at once"
+        )),
+        "the empty directory was not refused:\n{}",
+        replica.log()
+    );
+    let refusal = replica
+        .log()
+        .lines()
+        .find(|line| line.contains("reload refused"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(refusal.contains("ERROR"), "{refusal}");
+    assert!(
+        refusal.contains(&scenario.schedules().display().to_string()),
+        "{refusal}"
+    );
+    // Fires go on by the previous definitions.
+    let before = runs_of(&scenario, "c");
+    assert!(
+        wait_until(Duration::from_secs(10), || runs_of(&scenario, "c")
+            >= before + 3),
+        "fires stopped with the directory empty:\n{}",
+        replica.log()
+    );
+
+    // The copy, one file at a time, within the quiet the watch waits for: read once.
+    let reloads_before = replica.log().matches("schedules reloaded").count();
+    for (name, text) in &files {
+        std::fs::write(scenario.schedules().join(name), text).expect("write");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || replica
+            .log()
+            .matches("schedules reloaded")
+            .count()
+            > reloads_before),
+        "the copied files were not read:\n{}",
+        replica.log()
+    );
+    let before = runs_of(&scenario, "a");
+    assert!(
+        wait_until(Duration::from_secs(10), || runs_of(&scenario, "a")
+            >= before + 2),
+        "fires stopped after the copy:\n{}",
+        replica.log()
+    );
+    let log = replica.log();
+    assert_eq!(
+        log.matches("schedules reloaded").count(),
+        reloads_before + 1,
+        "the copy was read more than once:\n{log}"
+    );
+    assert_eq!(
+        log.matches("reload refused").count(),
+        1,
+        "a half-copied directory was read:\n{log}"
+    );
+
+    // Meant: emptied, refused, then confirmed by SIGHUP.
+    empty_the_directory(&scenario);
+    assert!(
+        wait_until(Duration::from_secs(10), || replica
+            .log()
+            .matches("reload refused")
+            .count()
+            == 2),
+        "{}",
+        replica.log()
+    );
+    replica.signal(Signal::SIGHUP);
+    assert!(
+        wait_until(Duration::from_secs(10), || replica
+            .log()
+            .contains("removing jobs as a second SIGHUP confirms")),
+        "{}",
+        replica.log()
+    );
+    // Nothing fires once the removal is applied (a fire claimed just before may still run).
+    std::thread::sleep(Duration::from_secs(2));
+    let settled = scenario.ledger().len();
+    assert!(
+        !wait_until(Duration::from_secs(3), || scenario.ledger().len() > settled),
+        "jobs still fire after the confirmed removal:\n{}",
+        replica.log()
+    );
+}
