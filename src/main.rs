@@ -18,7 +18,7 @@ fn main() -> ExitCode {
         Err(error) => {
             // Not `eprintln!`, which panics when standard error is closed or full: the exit
             // code must say what happened whatever became of the stream.
-            let _ = writeln!(std::io::stderr(), "redcron: {error}");
+            let _ = writeln!(std::io::stderr(), "redcron: {}", error.printable());
             error.exit_code()
         }
     }

@@ -93,3 +93,47 @@ fn a_relative_output_path_is_refused_with_the_file_and_line() {
         "{error}"
     );
 }
+
+/// `runs show` shows what a run printed without letting it steer the operator's terminal:
+/// escape sequences, a window title, the bell, NUL and carriage returns are written escaped,
+/// line breaks and tabs as they are; `--json` carries the output as it was.
+#[test]
+fn runs_show_escapes_the_control_characters_a_run_printed() {
+    let scenario = Scenario::new();
+    scenario.write_jobs(
+        r#"[jobs.hostile]
+command = "printf 'done\\n\\033[2J\\033]0;pwned\\007\\000\\r\\tend\\n'"
+"#,
+    );
+    let replica = scenario.replica("r1", &[]);
+    let run = scenario.trigger("hostile");
+    let show = |args: &[&str]| {
+        let mut all = vec!["runs", "show", run.as_str()];
+        all.extend_from_slice(args);
+        crate::util::cli(&scenario.server, scenario.dir.path(), &all).success()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || crate::util::one_document(
+            &show(&["--json"])
+        )["state"]
+            == "succeeded"),
+        "the run did not succeed:\n{}",
+        replica.log()
+    );
+    let document = crate::util::one_document(&show(&["--json"]));
+    assert_eq!(
+        document["output"], "done\n\u{1b}[2J\u{1b}]0;pwned\u{7}\0\r\tend\n",
+        "--json keeps the output as it was"
+    );
+    let text = show(&[]);
+    for raw in ['\u{1b}', '\u{7}', '\0', '\r'] {
+        assert!(
+            !text.contains(raw),
+            "{raw:?} reached the terminal: {text:?}"
+        );
+    }
+    assert!(
+        text.contains("done\n\\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\u{0}\\r\tend\n"),
+        "{text:?}"
+    );
+}

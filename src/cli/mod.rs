@@ -456,6 +456,12 @@ impl CliError {
         }
     }
 
+    /// The error as standard error shows it: what it quotes from outside (a run's error, a
+    /// value from Redis or a schedule file) cannot steer the terminal.
+    pub fn printable(&self) -> String {
+        output::printable(&self.to_string()).into_owned()
+    }
+
     fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
         let context = context.into();
         move |source| CliError::Io { context, source }
@@ -590,7 +596,11 @@ fn typed_fields(
 fn write_table(out: &mut impl io::Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
     let rows: Vec<Vec<String>> = rows
         .iter()
-        .map(|row| row.iter().map(|cell| printable(cell)).collect())
+        .map(|row| {
+            row.iter()
+                .map(|cell| output::printable_cell(cell).into_owned())
+                .collect()
+        })
         .collect();
     let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
     for row in &rows {
@@ -611,19 +621,6 @@ fn write_table(out: &mut impl io::Write, header: &[&str], rows: &[Vec<String>]) 
         writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
-}
-
-/// `text` with its control characters escaped (`\n`, `\t`, `\u{1b}`), the rest as it is.
-fn printable(text: &str) -> String {
-    text.chars()
-        .map(|character| {
-            if character.is_control() {
-                character.escape_default().to_string()
-            } else {
-                character.to_string()
-            }
-        })
-        .collect()
 }
 
 /// The command line's wording of a client's refusal.

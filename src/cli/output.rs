@@ -1,6 +1,8 @@
-//! How the commands print for scripts: one JSON document with `--json`, one JSON object a line
-//! with `--jsonl`. The shape of each is documented in docs/cli.md, and tested against it.
+//! How the commands print: for scripts, one JSON document with `--json`, one JSON object a line
+//! with `--jsonl` (the shape of each is documented in docs/cli.md, and tested against it); for
+//! people, text in which nothing read from outside can steer their terminal.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use serde_json::Value;
@@ -45,5 +47,53 @@ impl ListFormat {
             document.insert(name.to_owned(), Value::Array(elements));
             writeln!(out, "{}", Value::Object(document))
         }
+    }
+}
+
+/// `text` as a terminal may show it: its control characters escaped (`\u{1b}[2J`, `\r`,
+/// `\u{7}`), line breaks and tabs kept. What a run printed, a payload, an error that Redis or a
+/// job wrote: none of it may clear the screen, retitle the window or ring the bell of the
+/// operator who reads it.
+pub(super) fn printable(text: &str) -> Cow<'_, str> {
+    escaped(text, |character| matches!(character, '\n' | '\t'))
+}
+
+/// `text` on one line as a terminal may show it: every control character escaped, line breaks
+/// and tabs too, so that a table's cell can neither break its row nor steer the terminal.
+pub(super) fn printable_cell(text: &str) -> Cow<'_, str> {
+    escaped(text, |_| false)
+}
+
+/// `text` with its control characters (C0, DEL and C1) escaped as Rust writes them, but those
+/// that `kept` keeps.
+fn escaped(text: &str, kept: impl Fn(char) -> bool) -> Cow<'_, str> {
+    let escapes = |character: char| character.is_control() && !kept(character);
+    if !text.chars().any(escapes) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 8);
+    for character in text.chars() {
+        if escapes(character) {
+            shown.extend(character.escape_default());
+        } else {
+            shown.push(character);
+        }
+    }
+    Cow::Owned(shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_would_steer_a_terminal_is_escaped_and_lines_are_kept() {
+        let output = "done\n\u{1b}[2J\u{1b}]0;pwned\u{7}\0\r\u{9b}31m\tend\u{7f}é";
+        assert_eq!(
+            printable(output),
+            "done\n\\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\u{0}\\r\\u{9b}31m\tend\\u{7f}é"
+        );
+        assert_eq!(printable_cell("a\nb\tc"), "a\\nb\\tc");
+        assert!(matches!(printable("plain text\n"), Cow::Borrowed(_)));
     }
 }

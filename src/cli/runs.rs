@@ -6,7 +6,7 @@ use std::io::Write;
 use clap::{Subcommand, ValueEnum};
 use serde_json::{Map, Value};
 
-use super::output::ListFormat;
+use super::output::{ListFormat, printable, printable_cell};
 use super::times::{duration, relative, rfc3339};
 use super::{CliError, RedisArgs, block_on, list_count, typed_fields, write_table};
 use crate::client::{Client, RunsQuery};
@@ -257,8 +257,23 @@ pub(super) fn write_run(
             };
             shown.insert(name, items.join(" "));
         }
-        let width = shown.keys().map(String::len).max().unwrap_or(0).max(2);
-        writeln!(out, "{:width$}  {id}", "id").and_then(|()| {
+        // What the run printed, its payload and its error come from outside: shown, not obeyed.
+        let shown: Vec<(String, String)> = shown
+            .into_iter()
+            .map(|(name, value)| {
+                (
+                    printable_cell(&name).into_owned(),
+                    printable(&value).into_owned(),
+                )
+            })
+            .collect();
+        let width = shown
+            .iter()
+            .map(|(name, _)| name.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(2);
+        writeln!(out, "{:width$}  {}", "id", printable_cell(id)).and_then(|()| {
             shown
                 .iter()
                 .try_for_each(|(name, value)| writeln!(out, "{name:width$}  {value}"))

@@ -276,7 +276,13 @@ fn write_tables(instances: &[WorkflowInstance], out: &mut impl Write) -> std::io
     for instance in instances {
         for step in &instance.steps {
             if let Some(error) = &step.error {
-                writeln!(out, "{} step {}: {error}", instance.id, step.name)?;
+                writeln!(
+                    out,
+                    "{} step {}: {}",
+                    instance.id,
+                    step.name,
+                    super::output::printable(error)
+                )?;
             }
         }
     }
