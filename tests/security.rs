@@ -57,13 +57,18 @@ fn acl_line_from_security_md(namespace: &str) -> Vec<String> {
         .collect()
 }
 
-/// One process serving two namespaces keeps their health and metrics apart: a namespace that
-/// cannot write is named by `/readyz`, while the other one's fires go on and its metrics count
-/// under its own label.
+/// One process serving two namespaces keeps their health and metrics apart: a namespace whose
+/// writes Redis refuses while the replica runs (its ACL changed) is named by `/readyz`, while
+/// the other one's fires go on and its metrics count under its own label.
 #[test]
 fn a_namespace_that_cannot_write_is_named_by_readyz_while_the_other_runs() {
     let server = RedisServer::start();
+    // The user may use both namespaces at start.
     let url = acl_user(&server, "a");
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "redcron", "~{b}:*", "&{b}:*"])
+        .query(&mut server.connection())
+        .expect("ACL SETUSER");
 
     let dir = tempfile::tempdir().expect("temp dir");
     let (ledger_a, ledger_b) = (dir.path().join("ledger-a"), dir.path().join("ledger-b"));
@@ -81,10 +86,23 @@ fn a_namespace_that_cannot_write_is_named_by_readyz_while_the_other_runs() {
         &["--namespace", "a,b", "--metrics-addr", &address],
     );
     assert!(
-        wait_until(Duration::from_secs(10), || ledger_lines(&ledger_a) >= 3),
-        "no fires in the namespace the user may write:\n{}",
+        wait_until(Duration::from_secs(10), || ledger_lines(&ledger_a) >= 3
+            && ledger_lines(&ledger_b) >= 3),
+        "no fires in the two namespaces:\n{}",
         replica.log()
     );
+    // Namespace b is taken away from the user.
+    let () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "redcron",
+            "resetkeys",
+            "~{a}:*",
+            "resetchannels",
+            "&{a}:*",
+        ])
+        .query(&mut server.connection())
+        .expect("ACL SETUSER");
     let readiness = || {
         std::net::TcpStream::connect(("127.0.0.1", port))
             .is_ok()
@@ -97,17 +115,23 @@ fn a_namespace_that_cannot_write_is_named_by_readyz_while_the_other_runs() {
         readiness(),
         replica.log()
     );
-    assert_eq!(ledger_lines(&ledger_b), 0, "namespace b cannot have fired");
-    // Each namespace counts under its own label: a leads, b could not even elect itself.
+    // b fires no more; a goes on.
+    let (fired_a, fired_b) = (ledger_lines(&ledger_a), ledger_lines(&ledger_b));
+    assert!(
+        wait_until(Duration::from_secs(10), || ledger_lines(&ledger_a)
+            >= fired_a + 3),
+        "namespace a stopped firing:\n{}",
+        replica.log()
+    );
+    assert!(
+        ledger_lines(&ledger_b) <= fired_b + 1,
+        "namespace b went on firing"
+    );
+    // Each namespace counts under its own label.
     let metrics = http_get(port, "/metrics").1;
     assert_eq!(
         sample(&metrics, "redcron_leader{namespace=\"a\"}"),
         1.0,
-        "{metrics}"
-    );
-    assert_eq!(
-        sample(&metrics, "redcron_leader{namespace=\"b\"}"),
-        0.0,
         "{metrics}"
     );
     assert!(
@@ -128,6 +152,50 @@ fn a_namespace_that_cannot_write_is_named_by_readyz_while_the_other_runs() {
     let log = replica.log();
     assert!(log.contains("replica{namespace=\"a\"}"), "{log}");
     assert!(log.contains("replica{namespace=\"b\"}"), "{log}");
+}
+
+/// A replica or a command given a namespace the ACL user may not use says so in one line,
+/// with the ACL it needs: the replica at start, exiting 2, not refused at every tick for ever.
+#[test]
+fn a_namespace_the_acl_user_may_not_use_is_refused_in_one_clear_line() {
+    let server = RedisServer::start();
+    let url = acl_user(&server, "a");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let schedules = dir.path().join("schedules");
+    every_second_job(&schedules, &dir.path().join("ledger"));
+
+    let mut replica = ReplicaProcess::start(
+        "r1",
+        &url,
+        &schedules,
+        dir.path(),
+        &["--namespace", "other"],
+    );
+    let exited = replica.wait_exit(Duration::from_secs(20));
+    let log = replica.log();
+    assert_eq!(exited.and_then(|status| status.code()), Some(2), "{log}");
+    let error = log.lines().last().unwrap_or_default();
+    assert!(
+        error.starts_with(
+            "redcron: check_access: Redis refuses this user namespace \"other\" \
+             (NOPERM"
+        ) && error.contains("~{other}:*")
+            && error.contains("&{other}:*"),
+        "{log}"
+    );
+
+    for args in [&["status"][..], &["trigger", "tick"], &["runs", "list"]] {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["--redis", &url, "--namespace", "other"]);
+        let error = redcron_in(dir.path(), &all, "").failure(2);
+        assert_eq!(error.lines().count(), 1, "{args:?}: {error}");
+        assert!(
+            error.contains("Redis refuses this user namespace \"other\" (NOPERM")
+                && error.contains("the ACL line of SECURITY.md")
+                && !error.contains("Pipeline"),
+            "{args:?}: {error}"
+        );
+    }
 }
 
 #[test]

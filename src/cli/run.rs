@@ -238,8 +238,10 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
                 );
             }
         }
-        // A first round trip, before the service manager hears that the replica is ready.
+        // A first round trip, before the service manager hears that the replica is ready; a
+        // user the ACL keeps out of the namespace stops the replica here, saying so.
         store.now_ms().await?;
+        store.check_access().await?;
         let replica = Replica::builder(store)
             .jobs(jobs)
             .queue_fallbacks(queues)

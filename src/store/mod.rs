@@ -110,6 +110,22 @@ pub enum StoreError {
         /// The store operation refused.
         operation: &'static str,
     },
+    /// Redis refused this user a key, a channel or a command of the namespace (`NOPERM`): its
+    /// ACL does not allow what redcron needs, and no retry helps until an operator changes it.
+    #[error(
+        "{operation}: Redis refuses this user namespace \"{namespace}\" (NOPERM{}): give it \
+         the ACL line of SECURITY.md, which allows the keys ~{{{namespace}}}:*, the channels \
+         &{{{namespace}}}:* and the commands redcron sends",
+        .source.detail().map(|detail| format!(": {detail}")).unwrap_or_default()
+    )]
+    Forbidden {
+        /// The store operation refused.
+        operation: &'static str,
+        /// The namespace the user may not use.
+        namespace: String,
+        /// What Redis said (boxed: every store call's error is as large as its largest kind).
+        source: Box<redis::RedisError>,
+    },
     /// A claim found no declarations of this replica in Redis (they expired, Redis was
     /// restored): publish them ([`Store::publish_replica_jobs`]) and claim again.
     #[error("the declarations of replica {replica} are not in Redis")]
@@ -134,6 +150,13 @@ impl StoreError {
             metrics.health.redis_ok();
             metrics.health.write_refused();
         }
+        if source.code() == Some(NOPERM) {
+            return StoreError::Forbidden {
+                operation,
+                namespace: metrics.namespace().to_owned(),
+                source: Box::new(source),
+            };
+        }
         StoreError::Redis { operation, source }
     }
 }
@@ -152,6 +175,9 @@ impl<T> During<T> for Result<T, redis::RedisError> {
 
 /// The error code of a script refused while the namespace is held (`common.lua`'s `HELD`).
 const HELD: &str = "HELD";
+
+/// The error code of a command an ACL does not allow.
+const NOPERM: &str = "NOPERM";
 
 impl StoreError {
     /// Whether the call was refused because the namespace is held: expected while an operator
@@ -173,7 +199,7 @@ fn refuses_writes(error: &redis::RedisError) -> bool {
         "READONLY",
         "MISCONF",
         "NOREPLICAS",
-        "NOPERM",
+        NOPERM,
         NOT_REPLICATED,
     ];
     if error.code().is_some_and(|code| CODES.contains(&code)) {
@@ -431,6 +457,24 @@ impl Store {
             )),
             _ => None,
         }
+    }
+
+    /// Checks that Redis lets this user read the namespace's keys and publish on its channels,
+    /// as every replica must: a user whose ACL does not allow them would otherwise have each
+    /// component refused at every tick, for ever. A key read and a wake-up that costs the
+    /// promoters one look, nothing written.
+    ///
+    /// # Errors
+    /// [`StoreError::Forbidden`] when the ACL refuses either; other Redis errors.
+    pub async fn check_access(&self) -> Result<(), StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.exists(self.keys.leader())
+            .ignore()
+            .publish(self.keys.wake_promoter(), "0")
+            .ignore();
+        pipe.query_async::<()>(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "check_access")
     }
 
     /// Sends `command`, which names no key, to the server that holds this namespace: on a
