@@ -390,12 +390,20 @@ async fn a_count_of_zero_is_refused() {
 }
 
 #[tokio::test]
-async fn enqueue_refuses_a_delay_of_more_than_a_year_and_shows_when_the_run_is_due() {
+async fn enqueue_refuses_a_run_due_more_than_a_year_ahead_and_shows_when_the_run_is_due() {
     let scenario = Scenario::new().await;
     let error = scenario
         .cli(&["enqueue", "flaky", "--in", "400d"])
         .failure(2);
     assert!(error.contains("is more than 366 d"), "{error}");
+    // An instant that far ahead is held to the same bound.
+    let error = scenario
+        .cli(&["enqueue", "flaky", "--at", "9999-12-31T23:59:59Z"])
+        .failure(2);
+    assert!(
+        error.contains("--at \"9999-12-31T23:59:59Z\" is more than 366 d ahead"),
+        "{error}"
+    );
 
     let out = scenario.output(&["enqueue", "flaky", "--in", "2h"]);
     let (_, due) = out.split_once(" due ").unwrap_or_else(|| panic!("{out}"));

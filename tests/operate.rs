@@ -158,7 +158,7 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
         ),
         (
             &["trigger", "greet", "--payload", &big_arg],
-            "at most 1048576 are accepted",
+            "is more than 1 MiB (1048576 bytes), the most a run may carry",
         ),
         (
             &["enqueue", "greet", "--in", "soon"],
@@ -929,7 +929,7 @@ async fn a_reader_gone_before_a_new_runs_id_is_written_is_an_error_that_gives_th
     )
     .failure(2);
     assert!(
-        endless.contains("at most 1048576 are accepted"),
+        endless.contains("the payload in /dev/zero is more than 1 MiB (1048576 bytes)"),
         "{endless}"
     );
 }

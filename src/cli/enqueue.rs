@@ -67,7 +67,7 @@ pub(super) struct EnqueueArgs {
     /// Due after this long (30s, 15m, 2h; at most a year); 0s for now.
     #[arg(long = "in", value_name = "DURATION", group = "when", value_parser = delay)]
     delay: Option<Duration>,
-    /// Due at this RFC 3339 time.
+    /// Due at this RFC 3339 time (at most a year ahead).
     #[arg(long, value_name = "RFC3339", group = "when")]
     at: Option<String>,
     /// Accept an --at time in the past (on Redis's clock): the run is due at once.
@@ -105,6 +105,9 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
         ),
         None => None,
     };
+    if let Some(at_ms) = at_ms {
+        check_horizon(at_ms, args.at.as_deref().unwrap_or_default())?;
+    }
     submit(
         &args.redis,
         &args.run,
@@ -145,14 +148,31 @@ fn uniqueness_window(text: &str) -> Result<Duration, String> {
 fn delay(text: &str) -> Result<Duration, String> {
     let delay = humantime::parse_duration(text).map_err(|error| error.to_string())?;
     if delay > LONGEST_DELAY {
-        let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2);
-        return Err(format!(
-            "{text:?} is more than {}: enqueue a run at most that far ahead, or give the job a \
-             schedule",
-            elapsed(longest_ms)
-        ));
+        return Err(format!("{text:?} is {}", too_far()));
     }
     Ok(delay)
+}
+
+/// Holds `--at` to the bound of `--in`, on this machine's clock: a few seconds of skew with
+/// Redis's do not matter against a year.
+fn check_horizon(at_ms: i64, text: &str) -> Result<(), CliError> {
+    let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2);
+    if at_ms.saturating_sub(chrono::Utc::now().timestamp_millis()) > longest_ms {
+        return Err(CliError::Argument(format!(
+            "--at \"{text}\" is {}",
+            too_far()
+        )));
+    }
+    Ok(())
+}
+
+/// Why a run due past [`LONGEST_DELAY`] is refused, whether given by `--in` or `--at`.
+fn too_far() -> String {
+    let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2);
+    format!(
+        "more than {} ahead: enqueue a run at most that far ahead, or give the job a schedule",
+        elapsed(longest_ms)
+    )
 }
 
 /// Creates the run through [`Client`], with what `settings` adds to the request, and prints it.
@@ -225,6 +245,13 @@ pub(super) fn read_payload(argument: Option<&str>) -> Result<Option<String>, Cli
             .take(limit)
             .read_to_string(&mut text)
             .map_err(CliError::io(format!("reading the payload from {from}")))?;
+        // Read up to one byte past the limit: its size is unknown, not that byte count.
+        if text.len() > crate::handler::MAX_PAYLOAD_BYTES {
+            return Err(CliError::Argument(format!(
+                "the payload in {from} is more than 1 MiB ({} bytes), the most a run may carry",
+                crate::handler::MAX_PAYLOAD_BYTES
+            )));
+        }
         Ok::<_, CliError>(text)
     };
     let text = match argument.strip_prefix('@') {
