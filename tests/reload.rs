@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use redis::Commands;
 
 use crate::replicas::Scenario;
-use crate::util::wait_until;
+use crate::util::{keys, wait_until};
 
 /// One every-second job per file, each recording its runs under its own name.
 fn job_files(scenario: &Scenario) -> Vec<(String, String)> {
@@ -136,8 +137,20 @@ fn a_deploy_that_empties_the_directory_then_copies_files_leaves_no_gap() {
         "{}",
         replica.log()
     );
-    // Nothing fires once the removal is applied (a fire claimed just before may still run).
-    std::thread::sleep(Duration::from_secs(2));
+    // The removed jobs' planned fires go; nothing fires after them (one already running when
+    // the removal came may still end, so the ledger is read once none is active).
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let mut redis = scenario.server.connection();
+            let (due, active): (usize, usize) = (
+                redis.zcard(keys().due()).expect("ZCARD"),
+                redis.zcard(keys().active()).expect("ZCARD"),
+            );
+            due == 0 && active == 0
+        }),
+        "the removed jobs' fires are still planned:\n{}",
+        replica.log()
+    );
     let settled = scenario.ledger().len();
     assert!(
         !wait_until(Duration::from_secs(3), || scenario.ledger().len() > settled),
