@@ -47,6 +47,8 @@ impl Target {
             if command.trim().is_empty() {
                 return Err("\"exec:\" names no command".to_owned());
             }
+            // Started with `/bin/sh -c` as a job's command is: the same limits hold.
+            super::limits::check_command(command)?;
             return Ok(Target::Exec(command.to_owned()));
         }
         if let Some(rest) = text
@@ -264,6 +266,7 @@ mod tests {
             ("mailto:-oQ/tmp", "is not a mail address"),
             ("mailto:a@b@c", "is not a mail address"),
             ("exec:  ", "names no command"),
+            ("exec:page\0ops", "contains a NUL character"),
             ("https://", "is not a web address"),
             ("https://a b", "is not a web address"),
             ("ops@example.com", "expected \"mailto:ADDRESS\""),
