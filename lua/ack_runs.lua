@@ -1,8 +1,13 @@
+#!lua flags=allow-oom
 -- Records the success of several runs at once: drops each one's lease, frees its slot in its
 -- job's limit (handing it to a run waiting for one), keeps its outcome for `retention` ms.
 -- Workers of a replica share one call per batch of finished runs, so acks cost one round trip
 -- per batch rather than per run. A run that is a workflow step marks its step and enqueues the
 -- steps that may now start (include/workflows.lua), in the same call.
+--
+-- Redis runs it even out of memory (the flags line, allow-oom): an outcome costs a few bytes
+-- for each run that ran, and one refused would leave the run's lease to expire, and the run
+-- to run again.
 --
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] events  stream  run state changes

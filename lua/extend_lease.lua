@@ -1,7 +1,12 @@
+#!lua flags=allow-oom
 -- Extends a running run's lease (and its slot in its job's limit), for the worker that holds it only.
 -- It declares every key it touches, so it runs while the namespace is held (`redcron hold`):
 -- on a slot being migrated Redis runs it only where all of them are, and the runs of a held
 -- namespace keep their leases.
+--
+-- Redis runs it even out of memory (the flags line, allow-oom): a lease rewritten costs no
+-- memory, and one refused would expire under a worker that still runs the run, which the
+-- reaper would then hand to another worker while the first still runs it.
 --
 -- KEYS[1] active        zset  run id -> lease deadline ms
 -- KEYS[2] run:<id>      hash  the run

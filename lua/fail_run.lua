@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Records a run's failure and decides what becomes of it: back to the due set after an
 -- exponential, jittered, capped backoff while attempts are left (retrying), else the dead
 -- letters. Also how a replica that shuts down hands its runs back (reason 'interrupted' for a
@@ -7,6 +8,11 @@
 -- how the reaper ends runs whose worker died (reason 'lost'): an at-least-once run is run again
 -- at once, up to MAX_LOST times, an at-most-once run is dead. Neither uses up an attempt: the
 -- command did not fail, its worker went away.
+--
+-- Redis runs it even out of memory (the flags line, allow-oom): a worker's outcome or
+-- hand-back costs a few bytes for each run that ran, and one refused would leave the run's
+-- lease to expire; the reaper ends only leases that expired, which workers keep extending
+-- while Redis refuses other writes (extend_lease.lua).
 --
 -- KEYS[1] active         zset    run id -> lease deadline ms
 -- KEYS[2] due            zset    run id -> due ms

@@ -1,3 +1,4 @@
+#!lua
 -- Moves runs whose due time has come, or comes within the lead, from the due set to their ready
 -- lists, applying the job's misfire policy and starting deadline to runs that come too late. A
 -- run moved ahead of its due time is claimed ahead and started at that time by its worker (see
@@ -9,6 +10,10 @@
 -- time, so its short lease expired, or it was handed back) comes due again here, and is judged
 -- by the misfire policy as if it came due only now: `run-once` skips it when a later fire of the
 -- job has come due already (KEYS[8]), since that one ran or was judged in its place.
+--
+-- Redis refuses it whole while out of memory (the flags line, no allow-oom): a fire that became
+-- ready then would wait there, past the judgement below, for claims that cannot start it; left
+-- due, it is judged when writes resume, as after any outage.
 --
 -- KEYS[1] due     zset    run id -> due ms
 -- KEYS[2] defs    hash    job -> definition JSON, published by the leader

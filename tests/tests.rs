@@ -23,6 +23,7 @@ mod lifecycle;
 mod next;
 mod notices;
 mod operate;
+mod out_of_memory;
 mod output;
 mod reload;
 mod replicas;

@@ -1,7 +1,8 @@
 //! The Lua scripts, one per atomic operation, embedded at compile time.
 //!
 //! Each script is `lua/include/common.lua` (shared helpers) and `lua/include/workflows.lua`
-//! (what ending a workflow step does) followed by the script's own file.
+//! (what ending a workflow step does) followed by the script's own file, whose flags line, if
+//! it has one, goes first.
 //! `redis::Script` invokes by SHA and loads the source on NOSCRIPT, so a Redis restart or a
 //! failover to a replica without the script cache costs one extra round trip, not an error.
 
@@ -12,16 +13,25 @@ use redis::Script;
 macro_rules! script {
     ($name:ident, $file:literal) => {
         #[doc = concat!("`lua/", $file, "`: see its header for KEYS, ARGV and the reply.")]
-        pub static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../../lua/include/common.lua"),
-                "\n",
-                include_str!("../../lua/include/workflows.lua"),
-                "\n",
-                include_str!(concat!("../../lua/", $file))
-            ))
-        });
+        pub static $name: LazyLock<Script> =
+            LazyLock::new(|| Script::new(&source(include_str!(concat!("../../lua/", $file)))));
     };
+}
+
+/// A script's whole source: the helpers, then the script. A script's flags line (`#!lua
+/// flags=...`) goes first, the one place Redis reads it: a flagged script is refused whole,
+/// before it runs, by a Redis out of memory, unless its flags allow it (`allow-oom`), instead of
+/// failing at its first write that needs memory after the writes before it stood.
+fn source(script: &str) -> String {
+    const HELPERS: &str = concat!(
+        include_str!("../../lua/include/common.lua"),
+        "\n",
+        include_str!("../../lua/include/workflows.lua"),
+    );
+    match script.split_once('\n') {
+        Some((flags, body)) if flags.starts_with("#!") => format!("{flags}\n{HELPERS}\n{body}"),
+        _ => format!("{HELPERS}\n{script}"),
+    }
 }
 
 script!(ACQUIRE_LEADER, "acquire_leader.lua");

@@ -1,0 +1,226 @@
+//! A Redis out of memory (`maxmemory` reached under `noeviction`) refuses writes for as long as
+//! it lasts. Runs under way keep their leases and record their outcomes, so none runs twice;
+//! fires due meanwhile stay due and are judged by the misfire policy once writes resume, so
+//! none runs later than the threshold but the latest.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use redis::Commands;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{cli, keys, read_ledger, wait_until};
+
+/// The misfire threshold the replicas run with: short, so that an outage of seconds misses
+/// fires.
+const THRESHOLD_MS: i64 = 4_000;
+
+struct Scenario {
+    server: RedisServer,
+    dir: tempfile::TempDir,
+}
+
+impl Scenario {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
+        Self {
+            server: RedisServer::start(),
+            dir,
+        }
+    }
+
+    fn work(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn ledger_path(&self) -> PathBuf {
+        self.work().join("ledger")
+    }
+
+    /// A command appending `<run id> <start ms> [tag]` to the ledger.
+    fn record(&self, tag: &str) -> String {
+        format!(
+            "echo $REDCRON_RUN_ID $(date +%s%3N) {tag} >> {}",
+            self.ledger_path().display()
+        )
+    }
+
+    /// Jobs with the default settings: `tick` every second, `long` running through the outage,
+    /// `short` ending during it.
+    fn write_jobs(&self) {
+        let jobs = format!(
+            "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"{}\"\n\n\
+             [jobs.long]\ncommand = \"{}; sleep 33; {}\"\n\n\
+             [jobs.short]\ncommand = \"{}; sleep 1; {}\"\n",
+            self.record(""),
+            self.record("start"),
+            self.record("end"),
+            self.record("start"),
+            self.record("end"),
+        );
+        std::fs::write(self.work().join("schedules/jobs.toml"), jobs).expect("write jobs");
+    }
+
+    fn replica(&self, id: &str) -> ReplicaProcess {
+        let threshold = format!("{THRESHOLD_MS}ms");
+        ReplicaProcess::start(
+            id,
+            &self.server.url(),
+            &self.work().join("schedules"),
+            self.work(),
+            &["--misfire-threshold", &threshold],
+        )
+    }
+
+    fn redis_now_ms(&self) -> i64 {
+        let (seconds, micros): (i64, i64) = redis::cmd("TIME")
+            .query(&mut self.server.connection())
+            .expect("TIME");
+        seconds * 1000 + micros / 1000
+    }
+
+    /// Fills Redis past a small `maxmemory` under `noeviction`: from then on it refuses every
+    /// write that needs memory.
+    fn fill(&self) {
+        let mut redis = self.server.connection();
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query(&mut redis)
+            .expect("INFO");
+        let used: u64 = info
+            .lines()
+            .find_map(|line| line.strip_prefix("used_memory:"))
+            .and_then(|bytes| bytes.trim().parse().ok())
+            .expect("used_memory");
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg("noeviction")
+            .arg("maxmemory")
+            .arg(used + (1 << 20))
+            .query(&mut redis)
+            .expect("CONFIG SET");
+        // Redis checks the limit when a script starts, so one script passes it by 2 MiB.
+        let () = redis::Script::new(
+            "for i = 1, 2048 do redis.call('HSET', KEYS[1], i, string.rep('x', 1024)) end",
+        )
+        .key("filler")
+        .invoke(&mut redis)
+        .expect("fill redis");
+    }
+
+    /// Raises the limit, as an operator would: writes are taken again.
+    fn raise_the_limit(&self) {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(0)
+            .query(&mut self.server.connection())
+            .expect("CONFIG SET");
+    }
+}
+
+/// The fire time of a cron run id `<job>@<ms>`.
+fn fire_of(run: &str) -> Option<i64> {
+    run.split_once('@')?.1.parse().ok()
+}
+
+#[test]
+fn an_out_of_memory_redis_runs_no_run_twice_and_no_fire_past_the_misfire_threshold_but_one() {
+    let scenario = Scenario::new();
+    scenario.write_jobs();
+    let replicas = [scenario.replica("r1"), scenario.replica("r2")];
+    let logs = || {
+        replicas
+            .iter()
+            .map(ReplicaProcess::log)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let ledger = || read_ledger(&scenario.ledger_path());
+    assert!(
+        wait_until(Duration::from_secs(15), || ledger().len() >= 2),
+        "tick does not run:\n{}",
+        logs()
+    );
+    // One run lasts past the outage, one ends within it.
+    for job in ["long", "short"] {
+        cli(&scenario.server, scenario.work(), &["trigger", job]).success();
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            ledger().iter().filter(|(_, _, tag)| tag == "start").count() == 2
+        }),
+        "the triggered runs did not start:\n{}",
+        logs()
+    );
+
+    scenario.fill();
+    // Far past the heartbeats' life (the declarations expire, claims stop), the run lease and
+    // the threshold.
+    std::thread::sleep(Duration::from_secs(30));
+    scenario.raise_the_limit();
+    let raised = scenario.redis_now_ms();
+    // Fires resume, and the long run ends, with its lease kept through the outage.
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let entries = ledger();
+            entries
+                .iter()
+                .any(|(run, _, _)| fire_of(run).is_some_and(|fire| fire >= raised + 3_000))
+                && entries.iter().filter(|(_, _, tag)| tag == "end").count() == 2
+        }),
+        "fires did not resume, or a run did not end: {:?}\n{}",
+        ledger(),
+        logs()
+    );
+    // Past a run lease and a reaper period more: a run reaped meanwhile would have run again.
+    std::thread::sleep(Duration::from_secs(6));
+
+    let entries = ledger();
+    let mut counts: HashMap<(&str, &str), usize> = HashMap::new();
+    for (run, _, tag) in &entries {
+        *counts.entry((run.as_str(), tag.as_str())).or_default() += 1;
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, count)| **count > 1).collect();
+    assert!(twice.is_empty(), "ran twice: {twice:?}\n{}", logs());
+
+    // Missed means made ready later than the threshold: of those, the latest alone runs.
+    let mut redis = scenario.server.connection();
+    let missed: Vec<(&str, i64)> = entries
+        .iter()
+        .filter_map(|(run, _, _)| {
+            let fire = fire_of(run)?;
+            let ready: i64 = redis.hget(keys().run(run), "ready_ms").ok()?;
+            (ready - fire > THRESHOLD_MS).then_some((run.as_str(), ready - fire))
+        })
+        .collect();
+    assert!(
+        missed.len() <= 1,
+        "missed fires ran: {missed:?}\n{}",
+        logs()
+    );
+    // And a fire made ready in time starts soon after: once the components' retries after the
+    // outage (at most 5 s apart) and the fires before it (one at a time) let it.
+    let late: Vec<(&str, i64)> = entries
+        .iter()
+        .filter_map(|(run, start, _)| {
+            let fire = fire_of(run)?;
+            (start - fire > THRESHOLD_MS + 7_000).then_some((run.as_str(), start - fire))
+        })
+        .collect();
+    assert!(
+        late.len() <= 1,
+        "fires ran long past the misfire threshold under run-once: {late:?}\n{}",
+        logs()
+    );
+    // Every fire of the outage ran or was judged: the latest one missed ran.
+    assert!(
+        entries.iter().any(|(run, start, _)| fire_of(run)
+            .is_some_and(|fire| fire < raised && start - fire > THRESHOLD_MS)),
+        "no fire missed in the outage ran: {entries:?}"
+    );
+}
