@@ -1,7 +1,8 @@
 //! A Redis out of memory (`maxmemory` reached under `noeviction`) refuses writes for as long as
 //! it lasts. Runs under way keep their leases and record their outcomes, so none runs twice;
 //! fires due meanwhile stay due and are judged by the misfire policy once writes resume, so
-//! none runs later than the threshold but the latest.
+//! none runs later than the threshold but the latest; `status` says why nothing moves, and does
+//! not call the replicas lost.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,8 @@ use redis::Commands;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{cli, keys, read_ledger, wait_until};
+use crate::util::schemas::Schemas;
+use crate::util::{cli, keys, one_document, read_ledger, wait_until};
 
 /// The misfire threshold the replicas run with: short, so that an outage of seconds misses
 /// fires.
@@ -121,6 +123,12 @@ impl Scenario {
             .query(&mut self.server.connection())
             .expect("CONFIG SET");
     }
+
+    fn status(&self, args: &[&str]) -> crate::util::Run {
+        let mut all = vec!["status"];
+        all.extend(args);
+        cli(&self.server, self.work(), &all)
+    }
 }
 
 /// The fire time of a cron run id `<job>@<ms>`.
@@ -222,5 +230,77 @@ fn an_out_of_memory_redis_runs_no_run_twice_and_no_fire_past_the_misfire_thresho
         entries.iter().any(|(run, start, _)| fire_of(run)
             .is_some_and(|fire| fire < raised && start - fire > THRESHOLD_MS)),
         "no fire missed in the outage ran: {entries:?}"
+    );
+}
+
+#[test]
+fn status_says_redis_refuses_writes_and_calls_no_replica_lost_for_it() {
+    let scenario = Scenario::new();
+    scenario.write_jobs();
+    let replica = scenario.replica("r1");
+    assert!(
+        wait_until(Duration::from_secs(15), || scenario.status(&[]).code
+            == Some(0)
+            && scenario.status(&[]).stdout.contains("alive")),
+        "{}",
+        replica.log()
+    );
+
+    scenario.fill();
+    let during = scenario.status(&["--json"]);
+    assert_eq!(during.code, Some(2), "{}", during.stderr);
+    assert!(
+        during.stderr.contains("redis refuses writes (OOM)"),
+        "{}",
+        during.stderr
+    );
+    // Past three heartbeat periods: the heartbeat in Redis is stale.
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let status = one_document(&scenario.status(&["--json"]).stdout);
+            status["replicas"][0]["heartbeat_age_ms"]
+                .as_i64()
+                .is_some_and(|age| age > 6_000)
+        }),
+        "the heartbeat in Redis never went stale"
+    );
+    let status = one_document(&scenario.status(&["--json"]).stdout);
+    assert_eq!(status["writes_refused"]["code"], "OOM", "{status}");
+    assert!(
+        status["writes_refused"]["used_memory"].as_u64()
+            > status["writes_refused"]["maxmemory"].as_u64(),
+        "{status}"
+    );
+    assert_eq!(status["replicas"][0]["state"], "unknown", "{status}");
+    Schemas::of_the_docs().assert_matches("status.json", &status);
+    let text = scenario.status(&[]);
+    assert_eq!(text.code, Some(2), "{}", text.stderr);
+    assert!(
+        text.stdout.contains("redis refuses writes: OOM"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("CONFIG SET maxmemory"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout
+            .lines()
+            .any(|line| line.starts_with("r1 ") && line.ends_with(" unknown"))
+            && !text.stdout.contains("no live replica"),
+        "{}",
+        text.stdout
+    );
+
+    scenario.raise_the_limit();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let after = scenario.status(&[]);
+            after.code == Some(0) && after.stdout.contains("alive")
+        }),
+        "{}",
+        replica.log()
     );
 }

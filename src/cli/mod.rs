@@ -382,6 +382,10 @@ pub enum CliError {
     /// the files and listed before).
     #[error("{0}")]
     ImportNeedsAttention(String),
+    /// `status` found that Redis refuses writes: it showed the status, and fails so that a
+    /// check running it does not pass.
+    #[error("{0}")]
+    WritesRefused(String),
     /// Reading or writing a file or a stream.
     #[error("{context}: {source}")]
     Io {

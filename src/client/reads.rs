@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{Client, ClientError};
-use crate::store::{Event, Overview, RunState};
+use crate::store::{Event, Overview, RunState, WritesRefused};
 
 /// How many of the newest events a history or a status reads at most.
 pub const EVENTS_SCANNED: usize = 10_000;
@@ -82,6 +82,15 @@ impl Client {
     /// Redis errors.
     pub async fn recent_events(&self) -> Result<Vec<Event>, ClientError> {
         Ok(self.store.recent_events(EVENTS_SCANNED).await?)
+    }
+
+    /// Why Redis refuses writes now (out of memory, a read-only replica, ...), if it does:
+    /// asked without writing.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn writes_refused(&self) -> Result<Option<WritesRefused>, ClientError> {
+        Ok(self.store.writes_refused().await?)
     }
 
     /// How many notices are owed and not yet taken by their targets.

@@ -18,6 +18,7 @@
 //! - `notices`: the notices owed, taken and settled by the notifiers;
 //! - `workflows`: workflow instances started and read;
 //! - `replicas`: heartbeats;
+//! - `refusal`: whether Redis takes writes now, asked without writing;
 //! - `inspect`: what operators read, and their few writes;
 //! - `contract`: the run states and reasons the scripts and the Rust side share;
 //! - `scripts`: the scripts, each loaded with the helpers of `lua/include/common.lua`;
@@ -39,6 +40,7 @@ mod leadership;
 mod notices;
 mod planning;
 mod promotion;
+mod refusal;
 mod replicas;
 mod reply;
 mod routing;
@@ -74,6 +76,7 @@ pub use planning::{
     JobPlan, PlanOutcome, PlannedRun, SkippedFire, UnplanOutcome, cron_run_id, parse_cron_run_id,
 };
 pub use promotion::Promoted;
+pub use refusal::WritesRefused;
 pub use replicas::{Beat, ReplicaInstance};
 use reply::ScriptCall;
 pub use topology::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Topology};

@@ -1,5 +1,7 @@
 //! `redcron status` and `redcron jobs`: what the replicas are doing, read from Redis alone.
 
+mod refused;
+
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -14,7 +16,7 @@ use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::client::Client;
 use crate::schedule::Schedule;
 use crate::schedule::workflow::Workflow;
-use crate::store::{Event, Overview, ReplicaInfo, RunState, UndeclaredRuns};
+use crate::store::{Event, Overview, ReplicaInfo, RunState, UndeclaredRuns, WritesRefused};
 
 /// A replica silent for this many heartbeat periods is stale.
 const STALE_PERIODS: i64 = 3;
@@ -197,23 +199,28 @@ fn served_queues(replica: &ReplicaInfo) -> Vec<&str> {
 }
 
 /// How many live replicas serve `queue`.
-fn served_by(overview: &Overview, queue: &str) -> usize {
+fn served_by(overview: &Overview, queue: &str, refused: bool) -> usize {
     overview
         .replicas
         .iter()
         .filter(|replica| {
-            replica_state(overview, replica) == "alive" && served_queues(replica).contains(&queue)
+            replica_state(overview, replica, refused) == "alive"
+                && served_queues(replica).contains(&queue)
         })
         .count()
 }
 
-fn replica_state(overview: &Overview, replica: &ReplicaInfo) -> &'static str {
+/// A replica's state; while Redis `refused` writes, a stale heartbeat may be one Redis did not
+/// take, so it does not make the replica lost.
+fn replica_state(overview: &Overview, replica: &ReplicaInfo, refused: bool) -> &'static str {
     if replica.stopped_ms.is_some() {
         "stopped"
-    } else if is_stale(overview, replica.heartbeat_ms, &replica.info) {
-        "lost"
-    } else {
+    } else if !is_stale(overview, replica.heartbeat_ms, &replica.info) {
         "alive"
+    } else if refused {
+        refused::UNKNOWN
+    } else {
+        "lost"
     }
 }
 
@@ -292,14 +299,16 @@ fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
 }
 
 pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let (overview, events, owed_notices) = block_on(async {
+    let (overview, events, owed_notices, writes_refused) = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
         Ok((
             client.overview().await?,
             client.recent_events().await?,
             client.owed_notices().await?,
+            client.writes_refused().await?,
         ))
     })?;
+    let refused = writes_refused.is_some();
     let jobs = published(&overview);
     let outcomes = last_outcomes(&events);
     let running = |job: &str| {
@@ -323,8 +332,8 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 json!({
                     "id": replica.id,
                     "heartbeat_age_ms": overview.now_ms - replica.heartbeat_ms,
-                    "state": replica_state(&overview, replica),
-                    "stale": replica_state(&overview, replica) != "alive",
+                    "state": replica_state(&overview, replica, refused),
+                    "stale": replica_state(&overview, replica, refused) != "alive",
                     "queues": served_queues(replica),
                     "info": typed_fields(replica.info.clone()),
                 })
@@ -340,7 +349,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     "high": high,
                     "normal": normal,
                     "low": low,
-                    "served_by": served_by(&overview, queue),
+                    "served_by": served_by(&overview, queue, refused),
                 })
             })
             .collect();
@@ -377,6 +386,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         let status = json!({
             "leader": leader,
             "held_ms": overview.held_for.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+            "writes_refused": refused::json(writes_refused.as_ref()),
             "replicas": replicas,
             "due": overview.counts.due,
             "active": overview.counts.active,
@@ -386,7 +396,8 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             "undeclared": undeclared,
             "jobs": job_states,
         });
-        return writeln!(out, "{status}").map_err(CliError::io("writing the status"));
+        writeln!(out, "{status}").map_err(CliError::io("writing the status"))?;
+        return refused_or_ok(writes_refused.as_ref());
     }
 
     let written = (|| -> std::io::Result<()> {
@@ -403,6 +414,9 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 out,
                 "leader: none (an election is due within the lease ttl)"
             )?,
+        }
+        if let Some(refused) = &writes_refused {
+            writeln!(out, "{}", refused::paragraph(refused))?;
         }
         if let Some(left) = overview.held_for {
             writeln!(
@@ -435,7 +449,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 // A lost replica's record expires with its heartbeats: what it said is gone.
                 let field = |name: &str| replica.info.get(name).filter(|value| !value.is_empty());
                 let shown = |name: &str| field(name).cloned().unwrap_or_else(|| "-".to_owned());
-                let state = replica_state(&overview, replica);
+                let state = replica_state(&overview, replica, refused);
                 vec![
                     replica.id.clone(),
                     shown("host"),
@@ -471,10 +485,11 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 ],
                 &replicas,
             )?;
-            if overview
-                .replicas
-                .iter()
-                .all(|replica| replica_state(&overview, replica) != "alive")
+            if !refused
+                && overview
+                    .replicas
+                    .iter()
+                    .all(|replica| replica_state(&overview, replica, refused) != "alive")
             {
                 writeln!(
                     out,
@@ -490,7 +505,9 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             .map(|(queue, lengths)| {
                 std::iter::once(queue.clone())
                     .chain(lengths.iter().map(ToString::to_string))
-                    .chain(std::iter::once(served_by(&overview, queue).to_string()))
+                    .chain(std::iter::once(
+                        served_by(&overview, queue, refused).to_string(),
+                    ))
                     .collect()
             })
             .collect();
@@ -502,7 +519,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         )?;
         for (queue, lengths) in &overview.counts.ready {
             let waiting: u64 = lengths.iter().sum();
-            if waiting > 0 && served_by(&overview, queue) == 0 {
+            if waiting > 0 && !refused && served_by(&overview, queue, refused) == 0 {
                 writeln!(
                     out,
                     "queue {queue}: {waiting} ready run(s) and no live replica serves it: they \
@@ -545,7 +562,16 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             &rows,
         )
     })();
-    written.map_err(CliError::io("writing the status"))
+    written.map_err(CliError::io("writing the status"))?;
+    refused_or_ok(writes_refused.as_ref())
+}
+
+/// Once the status is shown: a Redis that refuses writes fails the command all the same, so
+/// that a check running `status` does not pass.
+fn refused_or_ok(writes_refused: Option<&WritesRefused>) -> Result<(), CliError> {
+    writes_refused.map_or(Ok(()), |refused| {
+        Err(CliError::WritesRefused(refused::error(refused)))
+    })
 }
 
 pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {
