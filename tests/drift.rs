@@ -194,6 +194,36 @@ async fn a_gap_in_the_leaders_reads_is_not_taken_for_the_replicas_it_could_not_s
 }
 
 #[tokio::test]
+async fn replicas_whose_heartbeats_redis_refused_for_want_of_memory_are_not_taken_for_gone() {
+    let (winner, loser) = if hash_of(EVERY_2S) < hash_of(EVERY_3S) {
+        (EVERY_2S, EVERY_3S)
+    } else {
+        (EVERY_3S, EVERY_2S)
+    };
+    let (server, store, mut planner, clock) = leader(loser, Duration::from_secs(300)).await;
+    declare(&store, "b", winner).await;
+    planner.tick().await.expect("tick");
+    assert_eq!(published_hash(&server, "x"), Some(hash_of(winner)));
+
+    // Redis refuses every write for longer than the live time, b's heartbeats too, while the
+    // leader reads every second: no gap in its reads, but one in what Redis took.
+    server.fill_memory();
+    for _ in 0..8 {
+        clock.advance(Duration::from_secs(1));
+        // Its plans are refused as well: the tick fails, as the ticks of a replica would.
+        let _ = planner.tick().await;
+    }
+    server.lift_memory_limit();
+    clock.advance(Duration::from_secs(1));
+    planner.tick().await.expect("tick");
+    assert_eq!(
+        published_hash(&server, "x"),
+        Some(hash_of(winner)),
+        "b, live before Redis refused writes, is not taken for gone by the first read after"
+    );
+}
+
+#[tokio::test]
 async fn a_replica_restarted_under_its_id_without_a_job_ends_the_jobs_hold_at_once() {
     let hold = Duration::from_secs(300);
     let (server, store, mut planner, _clock) = leader(EVERY_2S, hold).await;

@@ -290,32 +290,8 @@ fn readyz_fails_while_redis_refuses_writes_and_a_follower_counts_the_errors() {
     };
     let errors_before = errors();
 
-    // Fill Redis past a small maxmemory under noeviction: every write is refused with OOM.
-    let mut redis = setup.server.connection();
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query(&mut redis)
-        .expect("INFO");
-    let used: u64 = info
-        .lines()
-        .find_map(|line| line.strip_prefix("used_memory:"))
-        .and_then(|bytes| bytes.trim().parse().ok())
-        .expect("used_memory");
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-policy")
-        .arg("noeviction")
-        .arg("maxmemory")
-        .arg(used + (1 << 20))
-        .query(&mut redis)
-        .expect("CONFIG SET");
-    // Redis checks the limit when a script starts, so one script passes it by 2 MiB.
-    let _: () = redis::Script::new(
-        "for i = 1, 2048 do redis.call('HSET', KEYS[1], i, string.rep('x', 1024)) end",
-    )
-    .key("filler")
-    .invoke(&mut redis)
-    .expect("fill redis");
+    // Every write is refused with OOM.
+    setup.server.fill_memory();
     assert!(
         wait_until(Duration::from_secs(10), || http_get(port, "/readyz")
             == (503, "redis refuses writes\n".to_owned())),
@@ -332,7 +308,7 @@ fn readyz_fails_while_redis_refuses_writes_and_a_follower_counts_the_errors() {
     // Liveness allows an outage this short: a restart would not free Redis's memory.
     assert_eq!(http_get(port, "/healthz"), (200, "ok\n".to_owned()));
 
-    let _: () = redis.del("filler").expect("DEL filler");
+    let _: () = setup.server.connection().del("filler").expect("DEL filler");
     assert!(
         wait_until(Duration::from_secs(10), || http_get(port, "/readyz")
             == (200, "ready\n".to_owned())),

@@ -84,46 +84,6 @@ impl Scenario {
         seconds * 1000 + micros / 1000
     }
 
-    /// Fills Redis past a small `maxmemory` under `noeviction`: from then on it refuses every
-    /// write that needs memory.
-    fn fill(&self) {
-        let mut redis = self.server.connection();
-        let info: String = redis::cmd("INFO")
-            .arg("memory")
-            .query(&mut redis)
-            .expect("INFO");
-        let used: u64 = info
-            .lines()
-            .find_map(|line| line.strip_prefix("used_memory:"))
-            .and_then(|bytes| bytes.trim().parse().ok())
-            .expect("used_memory");
-        let () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxmemory-policy")
-            .arg("noeviction")
-            .arg("maxmemory")
-            .arg(used + (1 << 20))
-            .query(&mut redis)
-            .expect("CONFIG SET");
-        // Redis checks the limit when a script starts, so one script passes it by 2 MiB.
-        let () = redis::Script::new(
-            "for i = 1, 2048 do redis.call('HSET', KEYS[1], i, string.rep('x', 1024)) end",
-        )
-        .key("filler")
-        .invoke(&mut redis)
-        .expect("fill redis");
-    }
-
-    /// Raises the limit, as an operator would: writes are taken again.
-    fn raise_the_limit(&self) {
-        let () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxmemory")
-            .arg(0)
-            .query(&mut self.server.connection())
-            .expect("CONFIG SET");
-    }
-
     fn status(&self, args: &[&str]) -> crate::util::Run {
         let mut all = vec!["status"];
         all.extend(args);
@@ -166,11 +126,11 @@ fn an_out_of_memory_redis_runs_no_run_twice_and_no_fire_past_the_misfire_thresho
         logs()
     );
 
-    scenario.fill();
+    scenario.server.fill_memory();
     // Far past the heartbeats' life (the declarations expire, claims stop), the run lease and
     // the threshold.
     std::thread::sleep(Duration::from_secs(30));
-    scenario.raise_the_limit();
+    scenario.server.lift_memory_limit();
     let raised = scenario.redis_now_ms();
     // Fires resume, and the long run ends, with its lease kept through the outage.
     assert!(
@@ -246,7 +206,7 @@ fn status_says_redis_refuses_writes_and_calls_no_replica_lost_for_it() {
         replica.log()
     );
 
-    scenario.fill();
+    scenario.server.fill_memory();
     let during = scenario.status(&["--json"]);
     assert_eq!(during.code, Some(2), "{}", during.stderr);
     assert!(
@@ -294,7 +254,7 @@ fn status_says_redis_refuses_writes_and_calls_no_replica_lost_for_it() {
         text.stdout
     );
 
-    scenario.raise_the_limit();
+    scenario.server.lift_memory_limit();
     assert!(
         wait_until(Duration::from_secs(10), || {
             let after = scenario.status(&[]);

@@ -77,6 +77,12 @@ impl Health {
         self.writes_refused.store(true, Ordering::Relaxed);
     }
 
+    /// Whether Redis refused a write and no heartbeat was written since: the other replicas'
+    /// heartbeats are likely refused too, so their age says nothing of them.
+    pub fn writes_refused(&self) -> bool {
+        self.writes_refused.load(Ordering::Relaxed)
+    }
+
     /// The replica's heartbeat was written to Redis: progress, and Redis takes writes again.
     pub fn progressed(&self) {
         let now = self.now();

@@ -112,6 +112,48 @@ impl RedisServer {
             .expect("CLIENT PAUSE");
     }
 
+    /// Fills the server past a small `maxmemory` under `noeviction`: from then on it refuses
+    /// every write that needs memory (`OOM`), until the filler (the key `filler`) is deleted or
+    /// [`RedisServer::lift_memory_limit`].
+    pub fn fill_memory(&self) {
+        let mut redis = self.timed_connection();
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query(&mut redis)
+            .expect("INFO");
+        let used: u64 = info
+            .lines()
+            .find_map(|line| line.strip_prefix("used_memory:"))
+            .and_then(|bytes| bytes.trim().parse().ok())
+            .expect("used_memory");
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg("noeviction")
+            .arg("maxmemory")
+            .arg(used + (1 << 20))
+            .query(&mut redis)
+            .expect("CONFIG SET");
+        // Redis checks the limit when a script starts, so one script passes it by 2 MiB.
+        let () = redis::Script::new(
+            "for i = 1, 2048 do redis.call('HSET', KEYS[1], i, string.rep('x', 1024)) end",
+        )
+        .key("filler")
+        .invoke(&mut redis)
+        .expect("fill redis");
+    }
+
+    /// Lifts the memory limit, as an operator would (`CONFIG SET maxmemory 0`): writes are
+    /// taken again.
+    pub fn lift_memory_limit(&self) {
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(0)
+            .query(&mut self.timed_connection())
+            .expect("CONFIG SET");
+    }
+
     /// Copies the data as it is now to an RDB file kept for [`RedisServer::restore_snapshot`],
     /// with every write held off meanwhile, and returns `read`'s answer, read in the same
     /// instant.

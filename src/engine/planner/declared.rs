@@ -144,11 +144,13 @@ impl Declarations {
     /// When this replica could not read Redis for a heartbeat period or more (a Redis stall, a
     /// paused process, a leader busy), the others' heartbeats may be old only because they
     /// could not write either: those live before the gap count as live for one more live time,
-    /// so that a stall neither holds their jobs nor flips a drifted job's definition.
-    fn live_at(&mut self, now_ms: i64, beating: Vec<String>) -> Vec<String> {
+    /// so that a stall neither holds their jobs nor flips a drifted job's definition. So it is
+    /// while Redis refuses this replica's writes (`writes_refused`: out of memory, say), which
+    /// refuses every heartbeat: a gap that lasts until a heartbeat is written again.
+    fn live_at(&mut self, now_ms: i64, beating: Vec<String>, writes_refused: bool) -> Vec<String> {
         let live_ms = i64::try_from(self.config.live_for.as_millis()).unwrap_or(i64::MAX);
         if let Some((read_ms, before)) = self.last_read.take()
-            && now_ms - read_ms >= live_ms / 3
+            && (writes_refused || now_ms - read_ms >= live_ms / 3)
         {
             self.after_gap = Some((now_ms.saturating_add(live_ms), before));
         }
@@ -219,7 +221,7 @@ impl Declarations {
             self.after_gap = None;
             self.departed.clear();
         }
-        let live = self.live_at(now_ms, signal.live);
+        let live = self.live_at(now_ms, signal.live, store.metrics().health.writes_refused());
         let own_changed = !self
             .own
             .as_ref()
