@@ -19,7 +19,7 @@ const JOBS: &str = "[jobs.greet]\ncommand = \"cat >> ledger\"\nretries = 1\n\
                     [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> ticks\"\n";
 
 /// A Redis with `JOBS` published as a leader would, and a directory to run commands in.
-async fn published() -> (RedisServer, tempfile::TempDir, Store) {
+pub(crate) async fn published() -> (RedisServer, tempfile::TempDir, Store) {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let store = connect(&server).await;

@@ -4,6 +4,7 @@
 mod util;
 
 mod batches;
+mod burst;
 mod check;
 mod cli_contract;
 mod completions;

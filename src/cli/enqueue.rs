@@ -36,8 +36,6 @@ impl From<PriorityArg> for Priority {
 /// What a run carries, shared by both commands.
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// The declared job.
-    job: String,
     /// JSON for the command's standard input, @FILE to read it from a file, or - to read it
     /// from standard input (at most 1 MiB).
     #[arg(long, value_name = "JSON|@FILE|-")]
@@ -52,6 +50,8 @@ struct RunArgs {
 
 #[derive(Debug, Args)]
 pub(super) struct TriggerArgs {
+    /// The declared job.
+    job: String,
     #[command(flatten)]
     run: RunArgs,
     #[command(flatten)]
@@ -62,8 +62,16 @@ pub(super) struct TriggerArgs {
 #[command(group = clap::ArgGroup::new("when").required(true))]
 #[command(group = clap::ArgGroup::new("uniqueness"))]
 pub(super) struct EnqueueArgs {
+    /// The declared job.
+    #[arg(required_unless_present = "from")]
+    job: Option<String>,
     #[command(flatten)]
     run: RunArgs,
+    /// Many runs, one JSON object a line, from FILE or standard input (-): {"job": ...} with
+    /// any of "payload", "in", "at", "allow_past", "priority", "unique", "unique_key",
+    /// "unique_for", as the flags say; the other flags but --json are refused with it.
+    #[arg(long, value_name = "FILE|-", group = "when", conflicts_with_all = ["job", "payload", "priority", "unique", "unique_key", "allow_past"])]
+    from: Option<String>,
     /// Due after this long (30s, 15m, 2h; at most a year); 0s for now.
     #[arg(long = "in", value_name = "DURATION", group = "when", value_parser = delay)]
     delay: Option<Duration>,
@@ -88,10 +96,21 @@ pub(super) struct EnqueueArgs {
 
 pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), CliError> {
     let payload = read_payload(args.run.payload.as_deref())?;
-    submit(&args.redis, &args.run, payload, |request| request, out)
+    submit(
+        &args.redis,
+        &args.job,
+        &args.run,
+        payload,
+        |request| request,
+        out,
+    )
 }
 
 pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), CliError> {
+    let (Some(job), None) = (&args.job, &args.from) else {
+        let from = args.from.as_deref().unwrap_or("-");
+        return super::enqueue_lines::enqueue_lines(&args.redis, from, args.run.json, out);
+    };
     let payload = read_payload(args.run.payload.as_deref())?;
     let at_ms = match &args.at {
         Some(at) => Some(
@@ -110,6 +129,7 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
     }
     submit(
         &args.redis,
+        job,
         &args.run,
         payload,
         |mut request| {
@@ -136,7 +156,7 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
 }
 
 /// Reads `--unique-for`: a window of no time would make the run unique in name only.
-fn uniqueness_window(text: &str) -> Result<Duration, String> {
+pub(super) fn uniqueness_window(text: &str) -> Result<Duration, String> {
     let window = humantime::parse_duration(text).map_err(|error| format!("{text:?}: {error}"))?;
     if window.is_zero() {
         return Err(format!("{text:?}: uniqueness must hold for some time"));
@@ -145,7 +165,7 @@ fn uniqueness_window(text: &str) -> Result<Duration, String> {
 }
 
 /// Reads `--in`: a duration of at most [`LONGEST_DELAY`].
-fn delay(text: &str) -> Result<Duration, String> {
+pub(super) fn delay(text: &str) -> Result<Duration, String> {
     let delay = humantime::parse_duration(text).map_err(|error| error.to_string())?;
     if delay > LONGEST_DELAY {
         return Err(format!("{text:?} is {}", too_far()));
@@ -180,12 +200,13 @@ fn too_far() -> String {
 /// once.
 fn submit(
     redis: &RedisArgs,
+    job: &str,
     run: &RunArgs,
     payload: Option<String>,
     settings: impl FnOnce(RunRequest<'_>) -> RunRequest<'_>,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let job = run.job.clone();
+    let job = job.to_owned();
     let submitted = block_on(async {
         let client = Client::from_store(redis.connect().await?);
         let mut request = client.enqueue(job.clone());

@@ -5,6 +5,7 @@ mod check;
 mod dead;
 mod docs;
 mod enqueue;
+mod enqueue_lines;
 mod history;
 mod hold;
 mod import;

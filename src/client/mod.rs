@@ -1,6 +1,6 @@
 //! A client for other Rust programs: what the command line does to and reads of runs, jobs and
 //! workflows, as typed calls. The command line goes through it: `trigger` and `enqueue`
-//! ([`Client::enqueue`]); `pause`, `resume`, `dead retry`, `dead purge`, `hold` and `release`
+//! ([`Client::enqueue`], and [`Client::send_all`] for `enqueue --from`); `pause`, `resume`, `dead retry`, `dead purge`, `hold` and `release`
 //! (`operations`); `workflow start`, `status`, `list` and `retry` (`workflows`); `status`,
 //! `jobs`, `history`, `runs` and `dead list` and `show` (`reads`).
 //!
@@ -32,6 +32,7 @@ use thiserror::Error;
 use crate::handler::payload_problem;
 use crate::store::{Store, StoreError, StoreSettings};
 
+mod bulk;
 mod operations;
 mod reads;
 mod request;

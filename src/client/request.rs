@@ -205,6 +205,19 @@ impl RunRequest<'_> {
     pub async fn send(self) -> Result<Submitted, ClientError> {
         let store = &self.client.store;
         let now_ms = store.now_ms().await?;
+        let request = self.prepare(now_ms).await?;
+        let enqueued = store.enqueue_run(&request).await?;
+        submitted(request.job, enqueued, now_ms)
+    }
+
+    /// The request as the store takes it, `now_ms` being Redis's clock: the due time worked
+    /// out and checked, the payload checked against the job, the fingerprint made.
+    ///
+    /// # Errors
+    /// [`ClientError::InThePast`], [`ClientError::Payload`] for a payload that is not a JSON
+    /// object given to a workflow's job, or Redis errors.
+    pub(super) async fn prepare(self, now_ms: i64) -> Result<Enqueue, ClientError> {
+        let store = &self.client.store;
         let due_ms = match self.due {
             Due::Now => None,
             Due::After(delay) => {
@@ -239,29 +252,37 @@ impl RunRequest<'_> {
             };
             (fingerprint, self.unique_for)
         });
-        let request = Enqueue {
+        Ok(Enqueue {
             job: self.job,
             due_ms,
             payload: self.payload,
             priority: self.priority,
             unique,
-        };
-        match store.enqueue_run(&request).await? {
-            Enqueued::Scheduled {
-                run_id,
-                due_ms,
-                paused,
-            } => Ok(Submitted {
-                run_id,
-                due_ms,
-                now_ms,
-                paused,
-            }),
-            Enqueued::UnknownJob => Err(ClientError::UnknownJob(request.job)),
-            Enqueued::Duplicate { holder } => Err(ClientError::Duplicate {
-                job: request.job,
-                holder,
-            }),
-        }
+        })
+    }
+}
+
+/// What the store's answer for a run of `job` means to the caller.
+///
+/// # Errors
+/// [`ClientError::UnknownJob`] or [`ClientError::Duplicate`].
+pub(super) fn submitted(
+    job: String,
+    enqueued: Enqueued,
+    now_ms: i64,
+) -> Result<Submitted, ClientError> {
+    match enqueued {
+        Enqueued::Scheduled {
+            run_id,
+            due_ms,
+            paused,
+        } => Ok(Submitted {
+            run_id,
+            due_ms,
+            now_ms,
+            paused,
+        }),
+        Enqueued::UnknownJob => Err(ClientError::UnknownJob(job)),
+        Enqueued::Duplicate { holder } => Err(ClientError::Duplicate { job, holder }),
     }
 }
