@@ -4,10 +4,11 @@
 -- that exists already is answered as created and left as it is.
 --
 -- A run due now goes straight to its ready list and wakes the queue's idle workers; a later one
--- waits in the due set and wakes the promoters, which sleep until the earliest due time they
--- know of.
+-- waits in the ad-hoc runs' due set and wakes the promoters, which sleep until the earliest due
+-- time they know of. That set is not the fires': promotion takes the fires due first, so runs
+-- enqueued for one instant, however many, never hold back a fire due then.
 --
--- KEYS[1] due            zset    run id -> due ms
+-- KEYS[1] due-runs       zset    run id -> due ms, of ad-hoc runs
 -- KEYS[2] defs           hash    job -> definition JSON, published by the leader
 -- KEYS[3] paused         set     paused job names
 -- KEYS[4] wake-promoter  channel told when a run becomes due

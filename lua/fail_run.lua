@@ -15,12 +15,14 @@
 -- while Redis refuses other writes (extend_lease.lua).
 --
 -- KEYS[1] active         zset    run id -> lease deadline ms
--- KEYS[2] due            zset    run id -> due ms
+-- KEYS[2] due            zset    run id -> due ms, of cron fires (an ad-hoc run's retry goes to
+--                                due-runs, built from the prefix)
 -- KEYS[3] dead           zset    run id -> ms it died
 -- KEYS[4] events         stream  run state changes
 -- KEYS[5] wake-promoter  channel told when a retry becomes due
 -- KEYS[6] hold  string  set while the namespace is held (redcron hold): nothing is written
--- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>,
+--         due-runs
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it, or '' for the reaper (then the lease must have expired)
 -- ARGV[4] reason: failed | timeout | permanent (no retry) | corrupt (no retry) | lost |
@@ -52,8 +54,9 @@ local run_key = key_run(prefix, run_id)
 
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
 local holder, job, attempt, max_attempts, backoff, max_backoff, delivery, due_ms, started, notify,
-  notify_on = unpack(redis.call('HMGET', run_key, 'worker', 'job', 'attempt', 'max_attempts',
-    'backoff_ms', 'max_backoff_ms', 'delivery', 'due_ms', 'started_ms', 'notify', 'notify_on'))
+  notify_on, kind = unpack(redis.call('HMGET', run_key, 'worker', 'job', 'attempt',
+    'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery', 'due_ms', 'started_ms', 'notify',
+    'notify_on', 'kind'))
 if not deadline or (worker == '' and deadline > now) or (worker ~= '' and holder ~= worker) then
   return {'GONE', 0}
 end
@@ -100,7 +103,9 @@ local function subscribed(event)
 end
 
 if retry_at then
-  redis.call('ZADD', due, retry_at, run_id)
+  -- A fire's retry waits among the fires, an ad-hoc run's among the ad-hoc runs: a backlog of
+  -- them retried at once never holds back a fire's promotion.
+  redis.call('ZADD', kind == 'cron' and due or key_due_runs(prefix), retry_at, run_id)
   redis.call('HSET', run_key, 'state', 'retrying', 'due_ms', retry_at)
   record_event(events, maxlen, run_id, 'retrying', 'job', job or '', 'reason', reason,
     'attempt', attempt, 'worker', holder or '', 'due_ms', retry_at, 'error', message, unpack(ran))

@@ -24,6 +24,9 @@
 --                         again; their fires stay due meanwhile, neither skipped nor dead
 -- KEYS[7] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- KEYS[8] latest-fire hash  job -> its latest fire promoted (made ready or skipped), ms
+-- KEYS[9] due-runs zset    run id -> due ms, of ad-hoc runs: taken only once the fires due by
+--                          then are (KEYS[1]), so that a backlog of runs due at one instant,
+--                          however large, never holds back a fire due in that instant
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>
 -- ARGV[2] limit: most runs moved by this call
@@ -41,7 +44,7 @@ if held(KEYS[7]) then
   return redis.error_reply(HELD)
 end
 local due, defs, events, dead, planned, damaged = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local latest_fire = KEYS[8]
+local latest_fire, due_runs = KEYS[8], KEYS[9]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local maxlen, retention, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
 if not limit or not threshold or not maxlen or not retention or not lead then
@@ -125,12 +128,25 @@ local deferred = {}     -- due ms, run id: fires put back for a damaged definiti
 local ready_lists = {}  -- ready list key -> run ids, pushed together at the end
 local woken = {}        -- wake marker key -> true
 local told_skip = {}    -- job -> true once one of its skips in this call sent a notice
-local run_ids = redis.call('ZRANGEBYSCORE', due, '-inf', tostring(now + lead), 'WITHSCORES', 'LIMIT', 0, limit)
+-- The fires due first, then as many ad-hoc runs as the limit leaves: the ones only when no fire
+-- due by then is left behind.
+local horizon = tostring(now + lead)
+local run_ids = redis.call('ZRANGEBYSCORE', due, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, limit)
 local taken = {}
 for i = 1, #run_ids, 2 do
   taken[#taken + 1] = run_ids[i]
 end
 in_slices('ZREM', due, taken)
+if #taken < limit then
+  local runs = redis.call('ZRANGEBYSCORE', due_runs, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0,
+    limit - #taken)
+  local taken_runs = {}
+  for i = 1, #runs, 2 do
+    taken_runs[#taken_runs + 1] = runs[i]
+    run_ids[#run_ids + 1], run_ids[#run_ids + 2] = runs[i], runs[i + 1]
+  end
+  in_slices('ZREM', due_runs, taken_runs)
+end
 for i = 1, #run_ids, 2 do
   local run_id, due_ms = run_ids[i], tonumber(run_ids[i + 1])
   local run_key = key_run(prefix, run_id)
@@ -246,9 +262,11 @@ end
 
 -- The next due time leaves out the fires put back: they wait for the leader's repair, which
 -- wakes the promoters, not for a busy loop.
-local next_due = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2]
+local next_fire = tonumber(redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2])
+local next_run = tonumber(redis.call('ZRANGE', due_runs, 0, 0, 'WITHSCORES')[2])
+local next_due = next_fire and next_run and math.min(next_fire, next_run) or next_fire or next_run
 in_slices('ZADD', due, deferred)
-local reply = {ready, skipped, tonumber(next_due) or -1, now, #deferred / 2}
+local reply = {ready, skipped, next_due or -1, now, #deferred / 2}
 for _, value in ipairs(skips) do
   reply[#reply + 1] = value
 end

@@ -6,11 +6,12 @@
 -- would wait out that grace again and die as undeclared.
 --
 -- KEYS[1] dead           zset    run id -> ms it died
--- KEYS[2] due            zset    run id -> due ms
+-- KEYS[2] due            zset    run id -> due ms, of cron fires (an ad-hoc run goes to due-runs,
+--                                built from the prefix)
 -- KEYS[3] events         stream  run state changes
 -- KEYS[4] wake-promoter  channel told when a run becomes due
 -- KEYS[5] hold  string  set while the namespace is held (redcron hold): nothing is written
--- ARGV[1] key prefix "{ns}:" for run:<id>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, due-runs
 -- ARGV[2] run id
 -- ARGV[3] events stream MAXLEN (approximate)
 -- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
@@ -29,7 +30,7 @@ local run_key = key_run(prefix, run_id)
 if redis.call('ZSCORE', dead, run_id) == false or redis.call('EXISTS', run_key) == 0 then
   return 0
 end
-local job = redis.call('HGET', run_key, 'job')
+local job, kind = unpack(redis.call('HMGET', run_key, 'job', 'kind'))
 if job and redis.call('SISMEMBER', key_paused(prefix), job) == 1 then
   return {'paused', job}
 end
@@ -41,7 +42,8 @@ redis.call('HDEL', run_key, 'lost', 'error', 'reason', 'exit_code', 'output', 'f
 -- Marked, so that a re-driven cron fire is never skipped as an overlap (see claim_runs.lua).
 redis.call('HSET', run_key, 'attempt', 0, 'state', 'scheduled', 'due_ms', now, 'redriven_ms', now)
 redis.call('PERSIST', run_key)
-redis.call('ZADD', due, now, run_id)
+-- Ad-hoc runs wait apart from the fires: re-driving thousands at once holds back no fire.
+redis.call('ZADD', kind == 'cron' and due or key_due_runs(prefix), now, run_id)
 workflow_step_redriven(prefix, run_key, now)
 record_event(events, maxlen, run_id, 'scheduled', 'job', job or '', 'reason', 'redrive')
 redis.call('PUBLISH', wake, now)

@@ -321,7 +321,9 @@ async fn redrive_takes_only_dead_runs_out_of_the_dead_letters() {
         );
     }
     let mut redis = server.connection();
-    let due: Option<i64> = redis.zscore(store.keys().due(), &dead).expect("ZSCORE");
+    let due: Option<i64> = redis
+        .zscore(store.keys().due_runs(), &dead)
+        .expect("ZSCORE");
     let still_dead: Option<i64> = redis.zscore(store.keys().dead(), &dead).expect("ZSCORE");
     assert_eq!(
         (due, still_dead),

@@ -359,9 +359,9 @@ async fn enqueue_schedules_later_and_uniqueness_refuses_a_second_run() {
     let shown =
         one_document(&cli(&server, dir.path(), &["runs", "show", &keyed, "--json"]).success());
     assert_eq!(shown["payload"], serde_json::Value::Null, "{shown}");
-    // Runs due now go straight to their ready list; later ones wait in the due set.
+    // Runs due now go straight to their ready list; later ones wait in the ad-hoc runs' due set.
     let mut redis = server.connection();
-    let due: usize = redis.zcard(keys().due()).expect("ZCARD");
+    let due: usize = redis.zcard(keys().due_runs()).expect("ZCARD");
     assert_eq!(due, 3);
     let ready: usize = redis
         .llen(keys().ready("default", Priority::Normal))

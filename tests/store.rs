@@ -310,8 +310,8 @@ async fn bulk_enqueue_answers_each_run_in_order_across_pipelined_calls() {
         .llen(keys().ready("default", Priority::Normal))
         .expect("LLEN");
     assert_eq!(ready, 2_501, "runs due now are ready at once");
-    let due: usize = redis.zcard(keys().due()).expect("ZCARD");
-    assert_eq!(due, 1, "a later run waits in the due set");
+    let due: usize = redis.zcard(keys().due_runs()).expect("ZCARD");
+    assert_eq!(due, 1, "a later run waits in the ad-hoc runs' due set");
 }
 
 /// A leader whose planned fires Redis lost (a failover to a replica that had not received them)
@@ -1592,7 +1592,7 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
          key_wake_replica(prefix, 'r1'), cron_run_id('nightly', 1767225600000), \
          ready_list(prefix, 'cron', 'q', 'high'), ready_list(prefix, 'adhoc', 'q', 'low'), \
          key_notices(prefix), key_notice(prefix, 'r@1:1:dead'), key_notices_of(prefix, 'r1'), \
-         key_dead_jobs(prefix), key_paused(prefix)}}"
+         key_dead_jobs(prefix), key_paused(prefix), key_due_runs(prefix)}}"
     );
     let keys = redcron::store::Keys::new("test");
     let built: Vec<String> = redis::Script::new(&script)
@@ -1618,6 +1618,7 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
             keys.notices_of("r1"),
             keys.dead_jobs(),
             keys.paused(),
+            keys.due_runs(),
         ]
     );
 }

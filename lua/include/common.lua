@@ -16,6 +16,7 @@ local function key_notice(prefix, id) return prefix .. 'notice:' .. id end
 local function key_notices_of(prefix, replica) return prefix .. 'notices-of:' .. replica end
 local function key_dead_jobs(prefix) return prefix .. 'dead-jobs' end
 local function key_paused(prefix) return prefix .. 'paused' end
+local function key_due_runs(prefix) return prefix .. 'due-runs' end
 
 -- The id of a cron fire, as `cron_run_id` in src/store/planning.rs builds it: deterministic,
 -- so that one fire is only ever planned once.

@@ -160,7 +160,7 @@ impl Store {
     /// One `enqueue_runs.lua` call creating `requests`; collects the new runs' ids.
     fn enqueue_call(&self, requests: &[Enqueue], run_ids: &mut Vec<String>) -> ScriptCall {
         let keys = vec![
-            self.keys.due(),
+            self.keys.due_runs(),
             self.keys.defs(),
             self.keys.paused(),
             self.keys.wake_promoter(),

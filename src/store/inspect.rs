@@ -228,18 +228,25 @@ impl Store {
             .during(&self.metrics, "run_fields")
     }
 
-    /// Up to `limit` runs of the due set, soonest first: id and due time, ms. A planned cron
-    /// fire is there before its run has a hash.
+    /// Up to `limit` runs of the due sets (the fires' and the ad-hoc runs'), soonest first: id
+    /// and due time, ms. A planned cron fire is there before its run has a hash.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn due_runs(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
         let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
-        self.connection
-            .clone()
+        type Due = Vec<(String, i64)>;
+        let (mut fires, runs): (Due, Due) = redis::pipe()
             .zrange_withscores(self.keys.due(), 0, end)
+            .zrange_withscores(self.keys.due_runs(), 0, end)
+            .query_async(&mut self.connection.clone())
             .await
-            .during(&self.metrics, "due_runs")
+            .during(&self.metrics, "due_runs")?;
+        fires.extend(runs);
+        // Stable: at the same instant, fires before ad-hoc runs, as promotion takes them.
+        fires.sort_by_key(|(_, due_ms)| *due_ms);
+        fires.truncate(limit);
+        Ok(fires)
     }
 
     /// When the run `run_id` is due, if it is in the due set (a planned cron fire has no
@@ -248,13 +255,13 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn due_at(&self, run_id: &str) -> Result<(Option<i64>, i64), StoreError> {
-        let due: Option<i64> = self
-            .connection
-            .clone()
+        let (fire, run): (Option<i64>, Option<i64>) = redis::pipe()
             .zscore(self.keys.due(), run_id)
+            .zscore(self.keys.due_runs(), run_id)
+            .query_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "due_at")?;
-        Ok((due, self.now_ms().await?))
+        Ok((fire.or(run), self.now_ms().await?))
     }
 
     /// Up to `limit` runs waiting for a worker, in the order claims take them: those ready in
@@ -470,6 +477,7 @@ impl Store {
         queues.dedup();
         let mut pipe = redis::pipe();
         pipe.zcard(self.keys.due())
+            .zcard(self.keys.due_runs())
             .zcard(self.keys.active())
             .zcard(self.keys.dead());
         for queue in &queues {
@@ -483,7 +491,9 @@ impl Store {
             .await
             .during(&self.metrics, "run_counts")?;
         let mut reply = Reply::new("run_counts", answers);
-        let (due, active, dead) = (reply.next()?, reply.next()?, reply.next()?);
+        let (due_fires, due_runs): (u64, u64) = (reply.next()?, reply.next()?);
+        let due = due_fires + due_runs;
+        let (active, dead) = (reply.next()?, reply.next()?);
         let mut ready = Vec::with_capacity(queues.len());
         for queue in queues {
             let mut lengths = [0; Priority::ALL.len()];

@@ -87,9 +87,16 @@ impl Keys {
         self.key("def-hashes")
     }
 
-    /// Zset run id -> due ms: planned fires, delayed runs, retries.
+    /// Zset run id -> due ms: planned cron fires and their retries and re-drives.
     pub fn due(&self) -> String {
         self.key("due")
+    }
+
+    /// Zset run id -> due ms: ad-hoc runs due later, and their retries and re-drives. Apart from
+    /// [`Keys::due`] so that promotion takes the fires due first: a backlog of runs due at one
+    /// instant never holds back a fire due then.
+    pub fn due_runs(&self) -> String {
+        self.key("due-runs")
     }
 
     /// Hash job -> its fires planned and not promoted yet (ms, comma-separated): replanning on
@@ -333,6 +340,7 @@ mod tests {
         assert_eq!(keys.planned(), "{prod}:planned");
         for key in [
             keys.due(),
+            keys.due_runs(),
             keys.running("x"),
             keys.waiting("x"),
             keys.ready_fires("q", Priority::Low),

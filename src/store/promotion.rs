@@ -54,6 +54,7 @@ impl Store {
             .key(self.keys.damaged_definitions())
             .key(self.keys.hold())
             .key(self.keys.latest_fires())
+            .key(self.keys.due_runs())
             .arg(self.keys.prefix())
             .arg(limit)
             .arg(millis(misfire_threshold))

@@ -741,7 +741,12 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         Err(error) => return vec![format!("(SCAN failed: {error})")],
     };
     let mut held: HashSet<String> = HashSet::new();
-    for set in [keys().due(), keys().active(), keys().dead()] {
+    for set in [
+        keys().due(),
+        keys().due_runs(),
+        keys().active(),
+        keys().dead(),
+    ] {
         let runs: Vec<String> = connection.zrange(set, 0, -1).unwrap_or_default();
         held.extend(runs);
     }
@@ -764,6 +769,7 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         "declared-defs",
         "declarations",
         "due",
+        "due-runs",
         "planned",
         "latest-fire",
         "active",
