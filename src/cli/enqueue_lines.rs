@@ -59,7 +59,13 @@ struct Planned {
 impl Planned {
     /// Reads line `line`.
     fn read(line: usize, text: &str) -> Result<Self, String> {
-        let written: Line = serde_json::from_str(text).map_err(|error| error.to_string())?;
+        let written: Line = serde_json::from_str(text).map_err(|error| {
+            // serde_json ends its message with a position in the text it read, which is this
+            // one line: its column says all of it.
+            let message = error.to_string();
+            let message = message.split(" at line ").next().unwrap_or(&message);
+            format!("{message} (column {})", error.column())
+        })?;
         let payload = written.payload.map(|payload| payload.to_string());
         if let Some(payload) = &payload {
             check_payload(payload).map_err(|error| format!("payload: {error}"))?;
