@@ -193,15 +193,17 @@ async fn enqueue_from_lines_sends_nothing_for_a_bad_line_and_names_each_line_ref
     // A line that is not a run: named with its number, and no line's run is sent.
     let errors = enqueue(
         "{\"job\": \"greet\"}\n{\"job\": \"greet\", \"in\": \"soon\"}\n\n{bad\n\
-         {\"job\": \"greet\", \"when\": \"now\"}\n{\"job\": \"greet\", \"in\": \"1h\", \"at\": \"2030-01-01T00:00:00Z\"}\n",
+         {\"job\": \"greet\", \"when\": \"now\"}\n{\"job\": \"greet\", \"in\": \"1h\", \"at\": \"2030-01-01T00:00:00Z\"}\n\
+         {\"job\": \"greet\", \"at\": \"9999-12-31T23:59:59Z\"}\n",
     )
     .failure(2);
     for expected in [
-        "standard input: 4 lines are not a run, so no run was enqueued",
+        "standard input: 5 lines are not a run, so no run was enqueued",
         "line 2: \"in\": ",
         "line 4: key must be a string (column 2)",
         "line 5: unknown field `when`, expected one of",
         "line 6: \"in\" and \"at\" both say when",
+        "line 7: \"at\": \"9999-12-31T23:59:59Z\" is more than 366 d ahead",
     ] {
         assert!(errors.contains(expected), "{expected}: {errors}");
     }

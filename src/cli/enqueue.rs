@@ -125,7 +125,8 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
         None => None,
     };
     if let Some(at_ms) = at_ms {
-        check_horizon(at_ms, args.at.as_deref().unwrap_or_default())?;
+        within_horizon(at_ms, args.at.as_deref().unwrap_or_default())
+            .map_err(|error| CliError::Argument(format!("--at {error}")))?;
     }
     submit(
         &args.redis,
@@ -173,15 +174,12 @@ pub(super) fn delay(text: &str) -> Result<Duration, String> {
     Ok(delay)
 }
 
-/// Holds `--at` to the bound of `--in`, on this machine's clock: a few seconds of skew with
-/// Redis's do not matter against a year.
-fn check_horizon(at_ms: i64, text: &str) -> Result<(), CliError> {
+/// Holds `--at` (and a line's `"at"`) to the bound of `--in`, on this machine's clock: a few
+/// seconds of skew with Redis's do not matter against a year.
+pub(super) fn within_horizon(at_ms: i64, text: &str) -> Result<(), String> {
     let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2);
     if at_ms.saturating_sub(chrono::Utc::now().timestamp_millis()) > longest_ms {
-        return Err(CliError::Argument(format!(
-            "--at \"{text}\" is {}",
-            too_far()
-        )));
+        return Err(format!("\"{text}\" is {}", too_far()));
     }
     Ok(())
 }

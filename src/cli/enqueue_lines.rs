@@ -9,7 +9,7 @@ use chrono::DateTime;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::enqueue::{delay, uniqueness_window};
+use super::enqueue::{delay, uniqueness_window, within_horizon};
 use super::times::{relative, rfc3339};
 use super::{CliError, RedisArgs, block_on};
 use crate::client::{Client, ClientError, RunRequest, Submitted, check_payload};
@@ -90,6 +90,10 @@ impl Planned {
                     .map(|at| (at.timestamp_millis(), written.allow_past))
                     .map_err(|error| {
                         format!("\"at\": {at:?} is not an RFC 3339 time like 2026-03-08T00:00:00Z: {error}")
+                    })
+                    .and_then(|(at_ms, past_ok)| {
+                        within_horizon(at_ms, at).map_err(|error| format!("\"at\": {error}"))?;
+                        Ok((at_ms, past_ok))
                     })
             })
             .transpose()?;
