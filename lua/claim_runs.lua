@@ -178,7 +178,7 @@ end
 -- Takes (or keeps, when it was handed this run) a slot of `job` for the run until `deadline`.
 local function take_slot(running, job, run_id, slots, deadline)
   fill_job_slots(prefix, job, now)
-  if redis.call('ZSCORE', running, run_id) or redis.call('ZCARD', running) < slots then
+  if redis.call('ZSCORE', running, run_id) or not job_slots_full(prefix, job, running, slots) then
     redis.call('ZADD', running, deadline, run_id)
     return true
   end

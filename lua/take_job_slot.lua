@@ -44,7 +44,8 @@ end
 local slots = job_limit(overlap, max_concurrency)
 local running = key_running(prefix, job)
 fill_job_slots(prefix, job, now)
-if not slots or redis.call('ZSCORE', running, run_id) or redis.call('ZCARD', running) < slots then
+if not slots or redis.call('ZSCORE', running, run_id)
+    or not job_slots_full(prefix, job, running, slots) then
   if slots then
     redis.call('ZADD', running, now + lease, run_id)
   end

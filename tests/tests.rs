@@ -8,6 +8,7 @@ mod burst;
 mod check;
 mod cli_contract;
 mod completions;
+mod damaged;
 mod declarations;
 mod defaults;
 mod drift;

@@ -232,11 +232,31 @@ end
 -- to the next waiting run after that (a run lost from its ready list must not hold it forever).
 local SLOT_HANDOVER_MS = 60000
 
+-- Whether every slot of a job (`running:<job>`, `limit` of them) is held by a run of the job
+-- that may hold one: running (`active`) or handed the slot (`ready`). An entry that is no such
+-- run (no record, another job's run, a run that ended; written by something else or left by a
+-- damaged record) is dropped first, or it would keep the job's runs waiting until its deadline,
+-- or for ever with a far one. Entries are read only when the slots look full, so a free slot
+-- costs nothing. Cost: O(limit) when full.
+local function job_slots_full(prefix, job, running, limit)
+  if redis.call('ZCARD', running) < limit then
+    return false
+  end
+  for _, holder in ipairs(redis.call('ZRANGE', running, 0, -1)) do
+    local holder_job, state = unpack(redis.call('HMGET', key_run(prefix, holder), 'job', 'state'))
+    if holder_job ~= job or (state ~= 'active' and state ~= 'ready') then
+      redis.call('ZREM', running, holder)
+    end
+  end
+  return redis.call('ZCARD', running) >= limit
+end
+
 -- Hands the free slots of a job (`running:<job>`, zset run id -> deadline ms) to the runs
 -- waiting for one (`waiting:<job>`, a list, oldest first): each goes back to the head of its
 -- ready list with the slot reserved for it, so waiting runs start in the order they came and
 -- one at a time when the limit is 1. Slots whose deadline passed (a run whose replica died,
--- a handover never claimed) are freed first. Cost: O(log N) per run handed a slot.
+-- a handover never claimed) are freed first, and entries that are no run of the job holding a
+-- slot are dropped (job_slots_full). Cost: O(log N) per run handed a slot.
 local function fill_job_slots(prefix, job, now)
   local running, waiting = key_running(prefix, job), key_waiting(prefix, job)
   redis.call('ZREMRANGEBYSCORE', running, '-inf', now)
@@ -250,7 +270,7 @@ local function fill_job_slots(prefix, job, now)
       run_key, 'state', 'kind', 'queue', 'priority', 'overlap', 'max_concurrency'))
     local limit = job_limit(overlap, max_concurrency)
     if state == 'waiting' and queue and priority and limit
-        and redis.call('ZCARD', running) >= limit then
+        and job_slots_full(prefix, job, running, limit) then
       return
     end
     redis.call('LPOP', waiting)

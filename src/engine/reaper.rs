@@ -16,6 +16,8 @@ use super::{Backoff, Shutdown, log_store_failure};
 use crate::schedule::QueueFallbacks;
 use crate::store::{FailOutcome, FailReason, Failure, Store, StoreError};
 
+mod damage;
+
 /// How the reaper behaves.
 #[derive(Debug, Clone)]
 pub struct ReaperConfig {
@@ -136,6 +138,7 @@ impl Reaper {
                  a replica of a version without workflows) are settled now"
             );
         }
+        self.sweep_damage().await?;
         for run_id in self.store.expired_leases(self.config.batch).await? {
             match self.store.fail_run(&run_id, None, &failure, 0.5).await? {
                 FailOutcome::Retrying { .. } => {

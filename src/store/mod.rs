@@ -15,6 +15,7 @@
 //! - `finishing`: outcomes recorded, runs held and leases expired;
 //! - `enqueueing`: ad-hoc and delayed runs;
 //! - `dead`: the dead letters;
+//! - `damage`: job slots no run holds;
 //! - `notices`: the notices owed, taken and settled by the notifiers;
 //! - `workflows`: workflow instances started and read;
 //! - `replicas`: heartbeats;
@@ -29,6 +30,7 @@ mod claiming;
 mod clock;
 mod connection;
 mod contract;
+mod damage;
 mod dead;
 mod declarations;
 pub mod embedded;

@@ -1,0 +1,123 @@
+//! Damaged data in a namespace: entries that are no run, and records without the fields a run
+//! has. None may block a job past its deadline, and every command lists what is there, the
+//! damaged entries named as damaged.
+
+use std::path::Path;
+use std::time::Duration;
+
+use redis::Commands;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{cli, keys, wait_until};
+
+/// A replica declaring `lim`, a scheduled job with the default settings (so `overlap =
+/// "forbid"`: one slot) that fires once a year and appends its run id to `ledger`; returned once
+/// the job can be triggered.
+fn limited_job(server: &RedisServer, work: &Path) -> ReplicaProcess {
+    std::fs::create_dir(work.join("schedules")).expect("schedules dir");
+    std::fs::write(
+        work.join("schedules/jobs.toml"),
+        format!(
+            "[jobs.lim]\nschedule = \"0 0 1 1 *\"\ncommand = \"echo $REDCRON_RUN_ID >> {}\"\n",
+            work.join("ledger").display()
+        ),
+    )
+    .expect("write jobs");
+    let replica = ReplicaProcess::start("r1", &server.url(), &work.join("schedules"), work, &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || cli(server, work, &["jobs"])
+            .stdout
+            .contains("lim")),
+        "the job was not published:\n{}",
+        replica.log()
+    );
+    replica
+}
+
+/// Redis's clock, ms.
+fn redis_now_ms(redis: &mut redis::Connection) -> i64 {
+    let (seconds, micros): (i64, i64) = redis::cmd("TIME").query(redis).expect("TIME");
+    seconds * 1_000 + micros / 1_000
+}
+
+/// Triggers `lim` and returns the run id `trigger` printed (`<id> due now`).
+fn trigger(server: &RedisServer, work: &Path) -> String {
+    let out = cli(server, work, &["trigger", "lim"]).success();
+    out.split_whitespace()
+        .next()
+        .unwrap_or_else(|| panic!("no run id in {out:?}"))
+        .to_owned()
+}
+
+fn ledger(work: &Path) -> String {
+    std::fs::read_to_string(work.join("ledger")).unwrap_or_default()
+}
+
+#[test]
+fn an_entry_that_is_no_run_does_not_hold_a_slot_of_its_job() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    let replica = limited_job(&server, work);
+    let mut redis = server.connection();
+
+    // Written by something else, with a deadline far off: a slot that no run holds.
+    let now = redis_now_ms(&mut redis);
+    let () = redis
+        .zadd(keys().running("lim"), "junk", now + 600_000)
+        .expect("ZADD");
+    let run_id = trigger(&server, work);
+    assert!(
+        wait_until(Duration::from_secs(10), || ledger(work).contains(&run_id)),
+        "the run waited for a slot held by an entry that is no run:\n{}",
+        replica.log()
+    );
+}
+
+#[test]
+fn a_slot_past_its_deadline_frees_the_waiting_runs_though_no_run_comes() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    let replica = limited_job(&server, work);
+    let mut redis = server.connection();
+
+    // A slot handed to a run of the job that is in no list, so never claimed: only its
+    // deadline frees it.
+    let () = redis
+        .hset_multiple(
+            keys().run("ghost"),
+            &[
+                ("job", "lim"),
+                ("kind", "adhoc"),
+                ("state", "ready"),
+                ("queue", "default"),
+                ("priority", "normal"),
+                ("overlap", "forbid"),
+            ],
+        )
+        .expect("HSET");
+    let deadline = redis_now_ms(&mut redis) + 3_000;
+    let () = redis
+        .zadd(keys().running("lim"), "ghost", deadline)
+        .expect("ZADD");
+    let run_id = trigger(&server, work);
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let state: Option<String> = redis.hget(keys().run(&run_id), "state").expect("HGET");
+            state.as_deref() == Some("waiting")
+        }),
+        "the run did not wait for the slot:\n{}",
+        replica.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(15), || ledger(work).contains(&run_id)),
+        "the run still waits past the slot's deadline:\n{}",
+        replica.log()
+    );
+    assert!(
+        redis_now_ms(&mut redis) >= deadline,
+        "the run took a slot before its deadline"
+    );
+}
