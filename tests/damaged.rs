@@ -7,9 +7,13 @@ use std::time::Duration;
 
 use redis::Commands;
 
+use redcron::schedule::Priority;
+
+use crate::store::{connect, jobs};
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{cli, keys, wait_until};
+use crate::util::schemas::Schemas;
+use crate::util::{cli, keys, one_document, wait_until};
 
 /// A replica declaring `lim`, a scheduled job with the default settings (so `overlap =
 /// "forbid"`: one slot) that fires once a year and appends its run id to `ledger`; returned once
@@ -120,4 +124,93 @@ fn a_slot_past_its_deadline_frees_the_waiting_runs_though_no_run_comes() {
         redis_now_ms(&mut redis) >= deadline,
         "the run took a slot before its deadline"
     );
+}
+
+#[tokio::test]
+async fn every_listing_names_a_damaged_entry_and_goes_on_with_the_rest() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs("[jobs.lim]\ncommand = \"true\"\n"))
+        .await
+        .expect("publish");
+    let mut redis = server.connection();
+    let unreadable: &[u8] = b"bin\xffary";
+    let () = redis
+        .hset_multiple(
+            keys().run("good"),
+            &[("job", "lim"), ("state", "dead"), ("reason", "failed")],
+        )
+        .expect("HSET");
+    let () = redis.zadd(keys().dead(), "good", 1_000).expect("ZADD");
+    // Not UTF-8, so no run id; and a member with no record.
+    let () = redis.zadd(keys().dead(), unreadable, 2_000).expect("ZADD");
+    let () = redis.zadd(keys().dead(), "junk", 3_000).expect("ZADD");
+    let () = redis
+        .rpush(keys().ready("default", Priority::High), unreadable)
+        .expect("RPUSH");
+    let deadline = redis_now_ms(&mut redis) + 600_000;
+    let () = redis
+        .zadd(keys().active(), unreadable, deadline)
+        .expect("ZADD");
+
+    let listed = cli(&server, work, &["dead", "list"]).success();
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 4, "{listed}");
+    assert!(
+        lines[1].starts_with("good ") && lines[1].contains("failed"),
+        "{listed}"
+    );
+    assert!(
+        lines[2].starts_with("bin\\xffary ") && lines[2].contains("damaged"),
+        "{listed}"
+    );
+    assert!(
+        lines[3].starts_with("junk ") && lines[3].contains("damaged  no record"),
+        "{listed}"
+    );
+    let document = one_document(&cli(&server, work, &["dead", "list", "--json"]).success());
+    Schemas::of_the_docs().assert_matches("dead-list.json", &document);
+    let damaged: Vec<(&str, bool)> = document["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|run| (run["id"].as_str().expect("id"), run["damaged"].is_string()))
+        .collect();
+    assert_eq!(
+        damaged,
+        [("good", false), ("bin\\xffary", true), ("junk", true)]
+    );
+
+    let shown = cli(&server, work, &["dead", "show", "junk"]).failure(2);
+    assert!(
+        shown.contains("\"junk\" is in the dead letters but damaged (no record"),
+        "{shown}"
+    );
+
+    let runs = cli(&server, work, &["runs", "list"]).success();
+    assert_eq!(
+        runs.matches("bin\\xffary").count(),
+        2,
+        "leased and ready, each named: {runs}"
+    );
+    assert!(runs.contains("damaged: not a run id"), "{runs}");
+    let status = cli(&server, work, &["status"]).success();
+    assert!(status.contains("1 active, 3 dead"), "{status}");
+
+    let retry = cli(&server, work, &["dead", "retry", "--all"]);
+    assert_eq!(retry.code, Some(0), "{}", retry.stderr);
+    assert_eq!(retry.stdout, "good due again\n");
+    assert!(
+        retry
+            .stderr
+            .contains("bin\\xffary stays dead: it is damaged")
+            && retry.stderr.contains("junk stays dead: it is damaged"),
+        "{}",
+        retry.stderr
+    );
+    let purged = cli(&server, work, &["dead", "purge"]).success();
+    assert_eq!(purged, "2 dead runs deleted\n");
 }

@@ -80,6 +80,7 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
             if outcome.retried.is_empty()
                 && outcome.left_paused.is_empty()
                 && outcome.left_unknown.is_empty()
+                && outcome.damaged.is_empty()
             {
                 writeln!(out, "no dead run to retry")
                     .map_err(CliError::io("done, but writing the result"))?;
@@ -98,6 +99,12 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                 eprintln!(
                     "redcron: {run_id} stays dead: job \"{job}\" is unknown to the namespace \
                      (start a replica that declares it, then retry it)"
+                );
+            }
+            for (entry, damage) in &outcome.damaged {
+                eprintln!(
+                    "redcron: {entry} stays dead: it is damaged ({damage}) and cannot be retried \
+                     (redcron dead purge deletes it)"
                 );
             }
             Ok(())
@@ -150,13 +157,18 @@ fn list(
     let rows: Vec<Vec<String>> = runs
         .iter()
         .map(|(run_id, died_ms, fields)| {
+            // An entry that is no dead run says so where a run says why it died.
+            let (reason, error) = match fields.get("damaged") {
+                Some(damage) => ("damaged".to_owned(), damage.clone()),
+                None => (field(fields, "reason"), field(fields, "error")),
+            };
             vec![
                 run_id.clone(),
                 field(fields, "job"),
                 rfc3339(*died_ms),
                 field(fields, "attempt"),
-                field(fields, "reason"),
-                field(fields, "error"),
+                reason,
+                error,
             ]
         })
         .collect();

@@ -644,6 +644,7 @@ impl From<crate::client::ClientError> for CliError {
             error @ (ClientError::Duplicate { .. }
             | ClientError::Payload(_)
             | ClientError::NoDeadRun(_)
+            | ClientError::DamagedDeadRun { .. }
             | ClientError::JobPaused { .. }
             | ClientError::JobUnknown { .. }
             | ClientError::UnknownWorkflow(_)

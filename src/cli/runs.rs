@@ -163,10 +163,14 @@ fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
                         format!("{} ({})", rfc3339(ms), relative(now_ms, ms))
                     })
             };
+            // An entry that is no run says so where a run shows its state.
+            let state = fields
+                .get("damaged")
+                .map_or_else(|| field("state"), |damage| format!("damaged: {damage}"));
             vec![
                 run_id.clone(),
                 field("job"),
-                field("state"),
+                state,
                 field("queue"),
                 instant("due_ms"),
                 instant("started_ms"),

@@ -74,6 +74,17 @@ pub enum ClientError {
     /// No dead run has that id (it never died, was retried, or was purged).
     #[error("no dead run \"{0}\"")]
     NoDeadRun(String),
+    /// The run is in the dead letters, but its record is no dead run's: nothing can retry it.
+    #[error(
+        "run \"{run}\" is in the dead letters but damaged ({damage}): it cannot be retried; \
+         `redcron dead purge` deletes it"
+    )]
+    DamagedDeadRun {
+        /// The entry of the dead letters.
+        run: String,
+        /// Why it is no dead run.
+        damage: String,
+    },
     /// The dead run's job is paused: re-driven, the run would only be skipped. It stays dead.
     #[error(
         "run {run} stays dead: job \"{job}\" is paused and would skip it; resume the job \

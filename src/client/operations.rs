@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use super::reads::{UNREADABLE, dead_damage};
 use super::{Client, ClientError};
-use crate::store::Redrive;
+use crate::store::{Entry, Redrive};
 
 /// The most dead runs one [`Client::retry_dead_runs`] looks at.
 const RETRY_ALL_LIMIT: usize = 100_000;
@@ -19,6 +20,10 @@ pub struct DeadRetried {
     /// The runs that stay dead because their job is unknown to the namespace (no live replica
     /// has declared it for the undeclared grace), each with that job.
     pub left_unknown: Vec<(String, String)>,
+    /// The entries of the dead letters that are no dead run, so that nothing can retry them
+    /// (listed only when every job's runs are retried): each escaped (see [`Entry`]), with
+    /// why it is damaged.
+    pub damaged: Vec<(String, String)>,
 }
 
 impl Client {
@@ -88,7 +93,8 @@ impl Client {
     }
 
     /// Makes every dead run due again (of `job` only, when given), but those of paused jobs,
-    /// which stay dead: which were retried, and which were left.
+    /// which stay dead: which were retried, and which were left. An entry of the dead letters
+    /// that is no dead run is left and named, and the others are retried all the same.
     ///
     /// ```no_run
     /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
@@ -106,9 +112,16 @@ impl Client {
     /// errors.
     pub async fn retry_dead_runs(&self, job: Option<&str>) -> Result<DeadRetried, ClientError> {
         let mut chosen = Vec::new();
-        for (run_id, _) in self.store.dead_runs(RETRY_ALL_LIMIT).await? {
-            let run_job = self.store.run_fields(&run_id).await?.remove("job");
-            if job.is_none() || run_job.as_deref() == job {
+        let mut damaged = Vec::new();
+        for (entry, _) in self.store.dead_runs(RETRY_ALL_LIMIT).await? {
+            let Entry::Run(run_id) = entry else {
+                damaged.push((entry.to_string(), UNREADABLE.to_owned()));
+                continue;
+            };
+            let mut fields = self.store.run_fields(&run_id).await?;
+            if let Some(damage) = dead_damage(&fields) {
+                damaged.push((run_id, damage));
+            } else if job.is_none() || fields.remove("job").as_deref() == job {
                 chosen.push(run_id);
             }
         }
@@ -118,7 +131,11 @@ impl Client {
         {
             return Err(ClientError::UnknownJob(job.to_owned()));
         }
-        let mut outcome = DeadRetried::default();
+        let mut outcome = DeadRetried {
+            // Damaged entries belong to no job: shown only when every job's runs are retried.
+            damaged: if job.is_none() { damaged } else { Vec::new() },
+            ..DeadRetried::default()
+        };
         for run_id in chosen {
             match self.store.redrive_run(&run_id).await? {
                 Redrive::Redriven => outcome.retried.push(run_id),

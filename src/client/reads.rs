@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{Client, ClientError};
-use crate::store::{Event, Overview, RunState, WritesRefused};
+use crate::store::{Entry, Event, Overview, RunState, WritesRefused};
 
 /// How many of the newest events a history or a status reads at most.
 pub const EVENTS_SCANNED: usize = 10_000;
@@ -150,25 +150,32 @@ impl Client {
     /// [`ClientError::UnknownJob`] for a job with no such run that no replica declares; Redis
     /// errors.
     pub async fn runs(&self, query: &RunsQuery) -> Result<(Vec<ListedRun>, i64), ClientError> {
-        // Each id with its due time when it comes from the due set.
-        let mut listed: Vec<(String, Option<i64>)> = Vec::new();
+        // Each entry with its due time when it comes from the due set.
+        let mut listed: Vec<(Entry, Option<i64>)> = Vec::new();
         if query.active {
             let leased = self.store.leased_runs(RUNS_SCANNED).await?;
-            listed.extend(leased.into_iter().map(|(run_id, _)| (run_id, None)));
+            listed.extend(leased.into_iter().map(|(entry, _)| (entry, None)));
         }
         if query.ready {
             let waiting = self.store.waiting_runs(RUNS_SCANNED).await?;
-            listed.extend(waiting.into_iter().map(|run_id| (run_id, None)));
+            listed.extend(waiting.into_iter().map(|entry| (entry, None)));
         }
         if query.due {
             let due = self.store.due_runs(RUNS_SCANNED).await?;
-            listed.extend(
-                due.into_iter()
-                    .map(|(run_id, due_ms)| (run_id, Some(due_ms))),
-            );
+            listed.extend(due.into_iter().map(|(entry, due_ms)| (entry, Some(due_ms))));
         }
         let mut runs = Vec::new();
-        for (run_id, due_ms) in listed {
+        for (entry, due_ms) in listed {
+            let Entry::Run(run_id) = entry else {
+                // No run has it: listed as damaged, unless only one job's runs are asked for.
+                if query.job.is_none() {
+                    runs.push(ListedRun {
+                        run_id: entry.to_string(),
+                        fields: damaged(UNREADABLE),
+                    });
+                }
+                continue;
+            };
             let fields = self.store.run_fields(&run_id).await?;
             let fields = match due_ms {
                 // A planned cron fire has no record until it is promoted: its id and due time
@@ -225,26 +232,41 @@ impl Client {
     /// The record of the dead run `id`.
     ///
     /// # Errors
-    /// [`ClientError::NoDeadRun`] when it is not dead; Redis errors.
+    /// [`ClientError::DamagedDeadRun`] when it is in the dead letters but its record is not
+    /// a dead run's; [`ClientError::NoDeadRun`] when it is not dead; Redis errors.
     pub async fn dead_run(&self, id: &str) -> Result<HashMap<String, String>, ClientError> {
         let fields = self.store.run_fields(id).await?;
-        if fields.get("state").map(String::as_str) == Some(RunState::Dead.as_str()) {
-            Ok(fields)
-        } else {
-            Err(ClientError::NoDeadRun(id.to_owned()))
+        match dead_damage(&fields) {
+            None => Ok(fields),
+            Some(damage) if self.store.died_at(id).await?.is_some() => {
+                Err(ClientError::DamagedDeadRun {
+                    run: id.to_owned(),
+                    damage,
+                })
+            }
+            Some(_) => Err(ClientError::NoDeadRun(id.to_owned())),
         }
     }
 
-    /// The `count` runs that died last, newest first, with their records.
+    /// The `count` runs that died first, oldest first, with their records. An entry of the
+    /// dead letters that is no dead run (no run id, no record, a record of a run not dead) is
+    /// listed too, its id escaped (see [`Entry`]) and its fields only `damaged`, which says
+    /// why.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn dead_runs(&self, count: usize) -> Result<Vec<DeadRun>, ClientError> {
         let mut runs = Vec::new();
-        for (run_id, died_ms) in self.store.dead_runs(count).await? {
-            let fields = self.store.run_fields(&run_id).await?;
+        for (entry, died_ms) in self.store.dead_runs(count).await? {
+            let fields = match &entry {
+                Entry::Run(run_id) => {
+                    let fields = self.store.run_fields(run_id).await?;
+                    dead_damage(&fields).map_or(fields, |damage| damaged(&damage))
+                }
+                Entry::Unreadable(_) => damaged(UNREADABLE),
+            };
             runs.push(DeadRun {
-                run_id,
+                run_id: entry.to_string(),
                 died_ms,
                 fields,
             });
@@ -261,6 +283,24 @@ impl Client {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// Why an entry that is not UTF-8 is no run.
+pub(super) const UNREADABLE: &str = "not a run id: its bytes are not UTF-8";
+
+/// The fields a listing shows for a damaged entry: only `damaged`, saying why it is no run.
+fn damaged(why: &str) -> HashMap<String, String> {
+    HashMap::from([("damaged".to_owned(), why.to_owned())])
+}
+
+/// Why the record `fields` of an entry of the dead letters is no dead run's, if it is not.
+pub(super) fn dead_damage(fields: &HashMap<String, String>) -> Option<String> {
+    match fields.get("state") {
+        _ if fields.is_empty() => Some("no record: no run has this id".to_owned()),
+        Some(state) if state == RunState::Dead.as_str() => None,
+        Some(state) => Some(format!("its record says {state}, not dead")),
+        None => Some("its record has no state".to_owned()),
     }
 }
 

@@ -7,7 +7,7 @@ use redis::{AsyncCommands, Value};
 
 use super::During;
 use super::reply::reply_error;
-use super::{Store, StoreError, millis, scripts};
+use super::{Entry, Store, StoreError, millis, scripts};
 
 /// What [`Store::redrive_run`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,17 +24,30 @@ pub enum Redrive {
 }
 
 impl Store {
-    /// Up to `limit` dead runs, oldest death first: id and when it died, ms.
+    /// Up to `limit` dead runs, oldest death first: entry (an unreadable one too) and when it
+    /// died, ms.
     ///
     /// # Errors
     /// Redis errors.
-    pub async fn dead_runs(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
+    pub async fn dead_runs(&self, limit: usize) -> Result<Vec<(Entry, i64)>, StoreError> {
         let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
         self.connection
             .clone()
             .zrange_withscores(self.keys.dead(), 0, end)
             .await
             .during(&self.metrics, "dead_runs")
+    }
+
+    /// When the run `run_id` died, if it is in the dead letters (whatever its record says).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn died_at(&self, run_id: &str) -> Result<Option<i64>, StoreError> {
+        self.connection
+            .clone()
+            .zscore(self.keys.dead(), run_id)
+            .await
+            .during(&self.metrics, "died_at")
     }
 
     /// Takes a run out of the dead letters and makes it due now, attempts reset, unless its job

@@ -4,7 +4,7 @@
 use super::During;
 use super::connection::Connection;
 use super::reply::reply_error;
-use super::{ClaimedRun, FailReason, Store, StoreError, millis, scripts};
+use super::{ClaimedRun, Entry, FailReason, Store, StoreError, millis, scripts};
 
 /// An active run that Redis says a worker of a replica holds, see [`Store::held_runs`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,12 +238,23 @@ impl Store {
     /// Redis errors.
     pub async fn expired_leases(&self, limit: usize) -> Result<Vec<String>, StoreError> {
         let now = self.now_ms().await?;
-        let (reaping_paused, expired): (bool, Vec<String>) = redis::pipe()
+        let (reaping_paused, expired): (bool, Vec<Entry>) = redis::pipe()
             .exists(self.keys.reaping_paused())
             .zrangebyscore_limit(self.keys.active(), "-inf", now, 0, limit as isize)
             .query_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "expired_leases")?;
-        Ok(if reaping_paused { Vec::new() } else { expired })
+        if reaping_paused {
+            return Ok(Vec::new());
+        }
+        // An entry that is no run id has no lease to end: it must not stop the reaping of the
+        // others (`runs list` names it as damaged).
+        Ok(expired
+            .into_iter()
+            .filter_map(|entry| match entry {
+                Entry::Run(run_id) => Some(run_id),
+                Entry::Unreadable(_) => None,
+            })
+            .collect())
     }
 }

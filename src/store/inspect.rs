@@ -8,7 +8,7 @@ use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
 use super::reply::Reply;
-use super::{Store, StoreError, millis, published_declarations};
+use super::{Entry, Store, StoreError, millis, published_declarations};
 use crate::schedule::Priority;
 
 /// How long after a hold ends expired leases are still not reaped: long enough for workers to
@@ -67,7 +67,8 @@ pub struct Overview {
     pub definitions: HashMap<String, String>,
     /// Job -> content hash of its published definition.
     pub definition_hashes: HashMap<String, String>,
-    /// Active runs: id, job, lease deadline ms.
+    /// Active runs: id (escaped when it is no run id, see [`Entry`]), job (empty when its
+    /// record has none), lease deadline ms.
     pub running: Vec<(String, String, i64)>,
     /// Jobs whose ready runs were put aside by replicas that do not declare them, by job name.
     /// These runs are in no count above: neither due, nor ready, nor active.
@@ -228,14 +229,14 @@ impl Store {
             .during(&self.metrics, "run_fields")
     }
 
-    /// Up to `limit` runs of the due sets (the fires' and the ad-hoc runs'), soonest first: id
-    /// and due time, ms. A planned cron fire is there before its run has a hash.
+    /// Up to `limit` runs of the due sets (the fires' and the ad-hoc runs'), soonest first:
+    /// entry and due time, ms. A planned cron fire is there before its run has a hash.
     ///
     /// # Errors
     /// Redis errors.
-    pub async fn due_runs(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
+    pub async fn due_runs(&self, limit: usize) -> Result<Vec<(Entry, i64)>, StoreError> {
         let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
-        type Due = Vec<(String, i64)>;
+        type Due = Vec<(Entry, i64)>;
         let (mut fires, runs): (Due, Due) = redis::pipe()
             .zrange_withscores(self.keys.due(), 0, end)
             .zrange_withscores(self.keys.due_runs(), 0, end)
@@ -271,7 +272,7 @@ impl Store {
     ///
     /// # Errors
     /// Redis errors.
-    pub async fn waiting_runs(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+    pub async fn waiting_runs(&self, limit: usize) -> Result<Vec<Entry>, StoreError> {
         let mut connection = self.connection.clone();
         let (defs, undeclared): (HashMap<String, String>, Vec<String>) = redis::pipe()
             .hgetall(self.keys.defs())
@@ -301,18 +302,19 @@ impl Store {
         for list in &lists {
             pipe.lrange(list, 0, end);
         }
-        let found: Vec<Vec<String>> = pipe
+        let found: Vec<Vec<Entry>> = pipe
             .query_async(&mut connection)
             .await
             .during(&self.metrics, "waiting_runs")?;
         Ok(found.into_iter().flatten().take(limit).collect())
     }
 
-    /// Up to `limit` runs holding a lease, earliest deadline first: id and lease deadline, ms.
+    /// Up to `limit` runs holding a lease, earliest deadline first: entry and lease deadline,
+    /// ms.
     ///
     /// # Errors
     /// Redis errors.
-    pub async fn leased_runs(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
+    pub async fn leased_runs(&self, limit: usize) -> Result<Vec<(Entry, i64)>, StoreError> {
         let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
         self.connection
             .clone()
@@ -335,7 +337,7 @@ impl Store {
             Vec<(String, i64)>,
             HashMap<String, String>,
             HashMap<String, String>,
-            Vec<(String, i64)>,
+            Vec<(Entry, i64)>,
             Vec<(String, i64)>,
             Vec<(String, i64)>,
             i64,
@@ -371,7 +373,8 @@ impl Store {
             pipe.hgetall(self.keys.replica(replica));
             pipe.hgetall(self.keys.replica_jobs(replica));
         }
-        for (run_id, _) in &running {
+        // An unreadable entry is no run: it has no record to read a job from.
+        for run_id in running.iter().filter_map(|(entry, _)| entry.run_id()) {
             pipe.hget(self.keys.run(run_id), "job");
         }
         for (job, _) in &undeclared {
@@ -388,7 +391,7 @@ impl Store {
         // An empty pipeline is an empty command to Redis, which refuses it: a namespace with
         // nothing in it (a mistyped --namespace) must read as empty instead.
         let answers: Vec<Value> = if replicas.is_empty()
-            && running.is_empty()
+            && running.iter().all(|(entry, _)| entry.run_id().is_none())
             && undeclared.is_empty()
             && stopped.is_empty()
         {
@@ -417,10 +420,12 @@ impl Store {
             });
         }
         let mut running_runs = Vec::new();
-        for (run_id, deadline_ms) in running {
-            let job: Option<String> =
-                Option::from_redis_value(reply.next_value()?).unwrap_or_default();
-            running_runs.push((run_id, job.unwrap_or_default(), deadline_ms));
+        for (entry, deadline_ms) in running {
+            let job: Option<String> = match entry {
+                Entry::Run(_) => Option::from_redis_value(reply.next_value()?).unwrap_or_default(),
+                Entry::Unreadable(_) => None,
+            };
+            running_runs.push((entry.to_string(), job.unwrap_or_default(), deadline_ms));
         }
         let mut undeclared_runs = Vec::new();
         for (job, since_ms) in undeclared {
