@@ -214,3 +214,31 @@ async fn every_listing_names_a_damaged_entry_and_goes_on_with_the_rest() {
     let purged = cli(&server, work, &["dead", "purge"]).success();
     assert_eq!(purged, "2 dead runs deleted\n");
 }
+
+#[test]
+fn a_workflow_instance_without_a_name_or_a_hash_is_named_on_standard_error() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut redis = server.connection();
+    let () = redis
+        .zadd(keys().workflows(), "nameless", 1_000)
+        .expect("ZADD");
+    let () = redis
+        .hset(keys().workflow("nameless"), "state", "running")
+        .expect("HSET");
+    let () = redis
+        .zadd(keys().workflows(), "not-a-hash", 2_000)
+        .expect("ZADD");
+    let () = redis
+        .set(keys().workflow("not-a-hash"), "text")
+        .expect("SET");
+
+    let listed = cli(&server, dir.path(), &["workflow", "list"]);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    for note in [
+        "instance nameless cannot be read, left out: its hash has no name",
+        "instance not-a-hash cannot be read, left out: its key holds a string, not a hash",
+    ] {
+        assert!(listed.stderr.contains(note), "{}", listed.stderr);
+    }
+}

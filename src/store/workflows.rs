@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use redis::AsyncCommands;
 
 use super::reply::reply_error;
-use super::{During, RunState, StepStatus, Store, StoreError, WorkflowState, millis, scripts};
+use super::{
+    During, Entry, RunState, StepStatus, Store, StoreError, WorkflowState, millis, scripts,
+};
 use crate::schedule::Job;
 
 /// The run id of `step` of the instance `workflow_id`, as the scripts build it (`step_run_id`
@@ -280,38 +282,70 @@ impl Store {
         let mut damaged = Vec::new();
         let mut start = 0;
         while found.len() < limit {
-            let ids: Vec<String> = self
+            let entries: Vec<Entry> = self
                 .connection
                 .clone()
                 .zrevrange(self.keys.workflows(), start, start + PAGE - 1)
                 .await
                 .during(&self.metrics, "workflows")?;
-            if ids.is_empty() {
+            if entries.is_empty() {
                 break;
             }
             start += PAGE;
+            let mut ids = Vec::new();
+            for entry in entries {
+                match entry {
+                    Entry::Run(id) => ids.push(id),
+                    Entry::Unreadable(_) => {
+                        damaged.push((entry.to_string(), "its id is not UTF-8".to_owned()));
+                    }
+                }
+            }
+            // A key of another type would fail a whole pipeline of HGET: its type first.
             let mut pipe = redis::pipe();
             for id in &ids {
-                pipe.hget(self.keys.workflow(id), "name");
+                pipe.cmd("TYPE").arg(self.keys.workflow(id));
             }
-            let names: Vec<Option<String>> = pipe
+            let types: Vec<String> = pipe
                 .query_async(&mut self.connection.clone())
                 .await
                 .during(&self.metrics, "workflows")?;
-            for (id, found_name) in ids.iter().zip(names) {
+            let mut hashes = Vec::new();
+            for (id, kind) in ids.into_iter().zip(types) {
+                match kind.as_str() {
+                    "hash" => hashes.push(id),
+                    // Expired since it was listed: there is nothing to show.
+                    "none" => {}
+                    other => damaged.push((id, format!("its key holds a {other}, not a hash"))),
+                }
+            }
+            let mut pipe = redis::pipe();
+            for id in &hashes {
+                pipe.hget(self.keys.workflow(id), "name");
+            }
+            let names: Vec<Option<String>> = if hashes.is_empty() {
+                Vec::new()
+            } else {
+                pipe.query_async(&mut self.connection.clone())
+                    .await
+                    .during(&self.metrics, "workflows")?
+            };
+            for (id, found_name) in hashes.into_iter().zip(names) {
                 if found.len() >= limit {
                     break;
                 }
-                let wanted = found_name
-                    .as_deref()
-                    .is_some_and(|found_name| name.is_none_or(|name| name == found_name));
-                if !wanted {
+                let Some(found_name) = found_name else {
+                    // Of no workflow that can be told: named whatever the workflow asked for.
+                    damaged.push((id, "its hash has no name".to_owned()));
+                    continue;
+                };
+                if name.is_some_and(|name| name != found_name) {
                     continue;
                 }
-                match self.workflow(id).await {
+                match self.workflow(&id).await {
                     Ok(Some(instance)) => found.push(instance),
                     Ok(None) => {}
-                    Err(StoreError::Reply { detail, .. }) => damaged.push((id.clone(), detail)),
+                    Err(StoreError::Reply { detail, .. }) => damaged.push((id, detail)),
                     Err(error) => return Err(error),
                 }
             }
