@@ -242,3 +242,63 @@ fn a_workflow_instance_without_a_name_or_a_hash_is_named_on_standard_error() {
         assert!(listed.stderr.contains(note), "{}", listed.stderr);
     }
 }
+
+#[test]
+fn records_without_the_fields_redcron_writes_are_given_an_expiry_and_counted_by_status() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    let mut redis = server.connection();
+    // A run record without job or state, a workflow instance without a name, a run key that is
+    // no hash; and a run as redcron writes it, which must keep no expiry while it waits.
+    let () = redis
+        .hset(keys().run("garbage"), "note", "left here")
+        .expect("HSET");
+    let () = redis
+        .hset(keys().workflow("nameless"), "state", "running")
+        .expect("HSET");
+    let () = redis.set(keys().run("text"), "not a hash").expect("SET");
+    let () = redis
+        .hset_multiple(
+            keys().run("sound"),
+            &[("job", "lim"), ("state", "scheduled")],
+        )
+        .expect("HSET");
+    let replica = limited_job(&server, work);
+
+    let damaged = || {
+        let status = one_document(&cli(&server, work, &["status", "--json"]).success());
+        status["damaged_keys"]["count"].as_u64()
+    };
+    assert!(
+        wait_until(Duration::from_secs(15), || damaged() == Some(3)),
+        "the damaged records were not counted: {:?}\n{}",
+        damaged(),
+        replica.log()
+    );
+    let status = one_document(&cli(&server, work, &["status", "--json"]).success());
+    Schemas::of_the_docs().assert_matches("status.json", &status);
+    let mut named: Vec<&str> = status["damaged_keys"]["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .filter_map(|key| key.as_str())
+        .collect();
+    named.sort_unstable();
+    assert_eq!(named, ["run:garbage", "run:text", "wf:nameless"]);
+    for key in [
+        keys().run("garbage"),
+        keys().workflow("nameless"),
+        keys().run("text"),
+    ] {
+        let ttl: i64 = redis.pttl(&key).expect("PTTL");
+        assert!(ttl > 0, "{key} has no expiry ({ttl})");
+    }
+    let ttl: i64 = redis.pttl(keys().run("sound")).expect("PTTL");
+    assert_eq!(ttl, -1, "a sound run record was given an expiry");
+    let text = cli(&server, work, &["status"]).success();
+    assert!(
+        text.contains("damaged records: 3 ("),
+        "status does not say so: {text}"
+    );
+}

@@ -4,10 +4,13 @@
 use std::collections::HashMap;
 
 use super::{Client, ClientError};
-use crate::store::{Entry, Event, Overview, RunState, WritesRefused};
+use crate::store::{DamagedKeys, Entry, Event, Overview, RunState, WritesRefused};
 
 /// How many of the newest events a history or a status reads at most.
 pub const EVENTS_SCANNED: usize = 10_000;
+
+/// How many of the damaged records [`Client::damaged_keys`] names.
+const DAMAGED_KEYS_SHOWN: usize = 5;
 
 /// How many runs of each set [`Client::runs`] reads before it filters by job.
 const RUNS_SCANNED: usize = 10_000;
@@ -91,6 +94,16 @@ impl Client {
     /// Redis errors.
     pub async fn writes_refused(&self) -> Result<Option<WritesRefused>, ClientError> {
         Ok(self.store.writes_refused().await?)
+    }
+
+    /// The run and workflow records the reapers found damaged (without the fields redcron
+    /// writes, or not a hash) and gave an expiry, within the run retention: how many, and the
+    /// first few.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn damaged_keys(&self) -> Result<DamagedKeys, ClientError> {
+        Ok(self.store.damaged_keys(DAMAGED_KEYS_SHOWN).await?)
     }
 
     /// How many notices are owed and not yet taken by their targets.

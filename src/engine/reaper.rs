@@ -66,6 +66,9 @@ pub struct Reaper {
     unserved_since: HashMap<String, (Instant, bool)>,
     /// Where the next page of running workflow instances to settle starts.
     settle_from: usize,
+    /// Where the next page of the scan for damaged records starts (`SCAN` cursor; 0 starts a
+    /// round).
+    scan_cursor: u64,
 }
 
 /// How many running workflow instances one tick settles: the index is read a page a tick, so a
@@ -81,6 +84,7 @@ impl Reaper {
             fallbacks: None,
             unserved_since: HashMap::new(),
             settle_from: 0,
+            scan_cursor: 0,
         }
     }
 

@@ -1,12 +1,13 @@
-//! Damaged data: entries of run lists and sets that are no run id, and the job slots that no run
-//! of the job holds, found and freed so that neither blocks a job nor a listing.
+//! Damaged data: entries of run lists and sets that are no run id, job slots that no run of the
+//! job holds, and records no redcron script wrote as they are: found, freed or given an expiry,
+//! so that none blocks a job or a listing, or stays for ever unseen.
 
 use std::fmt;
 
 use redis::{FromRedisValue, Value};
 
 use super::During;
-use super::{Store, StoreError, scripts};
+use super::{Store, StoreError, millis, scripts};
 
 /// An entry of a run list or set as Redis holds it. Every run id is UTF-8: an entry that is not
 /// (written by something else, or damaged) is no run of any job, and every listing names it,
@@ -77,7 +78,81 @@ impl fmt::Display for Entry {
     }
 }
 
+/// How many keys one page of the damaged records' scan asks Redis to look at (`SCAN` COUNT).
+const SCANNED_PER_PAGE: u64 = 500;
+
+/// What the reapers found damaged lately: records that no redcron script wrote as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DamagedKeys {
+    /// How many were found within the retention.
+    pub count: u64,
+    /// The first few, oldest first: key suffixes (`run:<id>`, `wf:<id>`), escaped when they
+    /// are not UTF-8 (see [`Entry`]).
+    pub keys: Vec<String>,
+}
+
 impl Store {
+    /// Looks at one page of the namespace's keys (from `cursor`, 0 to start a round) and gives
+    /// the run and workflow records among them that are damaged (without the fields their kind
+    /// has, or not a hash) and have no expiry the retention as one, remembering them for
+    /// `status`. Returns the cursor of the next page (0 when the round is over) and how many
+    /// were found.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn expire_damaged_keys(&self, cursor: u64) -> Result<(u64, u64), StoreError> {
+        let prefix = self.keys.prefix();
+        let (next, keys): (u64, Vec<Vec<u8>>) = self
+            .query_keyless(
+                redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(format!("{prefix}*"))
+                    .arg("COUNT")
+                    .arg(SCANNED_PER_PAGE),
+            )
+            .await
+            .during(&self.metrics, "expire_damaged_keys")?;
+        let suffixes: Vec<&[u8]> = keys
+            .iter()
+            .filter_map(|key| key.strip_prefix(prefix.as_bytes()))
+            .filter(|suffix| suffix.starts_with(b"run:") || suffix.starts_with(b"wf:"))
+            .collect();
+        if suffixes.is_empty() {
+            return Ok((next, 0));
+        }
+        let found = scripts::EXPIRE_DAMAGED_KEYS
+            .key(self.keys.damaged_keys())
+            .key(self.keys.hold())
+            .arg(prefix)
+            .arg(millis(self.settings.retention))
+            .arg(self.now_arg())
+            .arg(suffixes)
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "expire_damaged_keys")?;
+        Ok((next, found))
+    }
+
+    /// The records the reapers found damaged within the retention: how many, and the first
+    /// `limit`.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn damaged_keys(&self, limit: usize) -> Result<DamagedKeys, StoreError> {
+        let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
+        let (count, keys): (u64, Vec<Entry>) = redis::pipe()
+            .zcard(self.keys.damaged_keys())
+            .zrange(self.keys.damaged_keys(), 0, end)
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "damaged_keys")?;
+        Ok(DamagedKeys {
+            count,
+            keys: keys.iter().map(Entry::to_string).collect(),
+        })
+    }
+
     /// Hands the slots of every published job whose deadline passed, or that no run of the job
     /// holds, to the job's waiting runs: what frees them when no run of the job comes or ends
     /// to do it. Returns how many entries left the waiting lists.

@@ -220,6 +220,13 @@ impl Keys {
         self.key("damaged-defs")
     }
 
+    /// Zset key suffix (`run:<id>`, `wf:<id>`) -> ms the reapers found it damaged (a record
+    /// without the fields its kind has, or of another type) and gave it an expiry: what
+    /// `status` counts.
+    pub fn damaged_keys(&self) -> String {
+        self.key("damaged-keys")
+    }
+
     /// Set of paused job names.
     pub fn paused(&self) -> String {
         self.key("paused")

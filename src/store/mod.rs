@@ -15,7 +15,7 @@
 //! - `finishing`: outcomes recorded, runs held and leases expired;
 //! - `enqueueing`: ad-hoc and delayed runs;
 //! - `dead`: the dead letters;
-//! - `damage`: entries that are no run id, and job slots no run holds;
+//! - `damage`: entries that are no run id, job slots no run holds, damaged records;
 //! - `notices`: the notices owed, taken and settled by the notifiers;
 //! - `workflows`: workflow instances started and read;
 //! - `replicas`: heartbeats;
@@ -65,7 +65,7 @@ pub use clock::{ManualClock, RedisClock};
 use connection::Connection;
 pub use connection::{NOT_REPLICATED, ReplicatedWrites};
 pub use contract::{FailReason, RunState, SkipReason, StepStatus, WorkflowState};
-pub use damage::Entry;
+pub use damage::{DamagedKeys, Entry};
 pub use dead::Redrive;
 use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};

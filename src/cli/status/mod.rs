@@ -16,7 +16,9 @@ use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::client::Client;
 use crate::schedule::Schedule;
 use crate::schedule::workflow::Workflow;
-use crate::store::{Event, Overview, ReplicaInfo, RunState, UndeclaredRuns, WritesRefused};
+use crate::store::{
+    DamagedKeys, Event, Overview, ReplicaInfo, RunState, UndeclaredRuns, WritesRefused,
+};
 
 /// A replica silent for this many heartbeat periods is stale.
 const STALE_PERIODS: i64 = 3;
@@ -290,6 +292,21 @@ fn set_aside(overview: &Overview, aside: &UndeclaredRuns) -> String {
 
 /// What `status` and `jobs` say instead of an empty table: most often the namespace is not the
 /// one the replicas use.
+/// The line that says how many records the reapers found damaged, naming the first few.
+fn damaged_records(damaged: &DamagedKeys) -> String {
+    let more = if damaged.count > damaged.keys.len() as u64 {
+        ", ..."
+    } else {
+        ""
+    };
+    format!(
+        "damaged records: {} ({}{more}): run or workflow records without the fields redcron \
+         writes (written by something else, or damaged); they expire after the run retention",
+        damaged.count,
+        damaged.keys.join(", ")
+    )
+}
+
 fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
     writeln!(
         out,
@@ -299,13 +316,14 @@ fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
 }
 
 pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let (overview, events, owed_notices, writes_refused) = block_on(async {
+    let (overview, events, owed_notices, writes_refused, damaged) = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
         Ok((
             client.overview().await?,
             client.recent_events().await?,
             client.owed_notices().await?,
             client.writes_refused().await?,
+            client.damaged_keys().await?,
         ))
     })?;
     let refused = writes_refused.is_some();
@@ -392,6 +410,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             "active": overview.counts.active,
             "dead": overview.counts.dead,
             "notices_owed": owed_notices,
+            "damaged_keys": { "count": damaged.count, "keys": damaged.keys },
             "ready": ready,
             "undeclared": undeclared,
             "jobs": job_states,
@@ -437,6 +456,9 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                 "notices: {owed_notices} owed, not yet sent (being sent, or waiting to be tried \
                  again: see the replicas' logs)"
             )?;
+        }
+        if damaged.count > 0 {
+            writeln!(out, "{}", damaged_records(&damaged))?;
         }
         for aside in &overview.undeclared {
             writeln!(out, "{}", set_aside(&overview, aside))?;
