@@ -186,6 +186,9 @@ impl Client {
                         run_id: entry.to_string(),
                         fields: damaged(UNREADABLE),
                     });
+                    if runs.len() == query.count {
+                        break;
+                    }
                 }
                 continue;
             };

@@ -290,8 +290,6 @@ fn set_aside(overview: &Overview, aside: &UndeclaredRuns) -> String {
     line
 }
 
-/// What `status` and `jobs` say instead of an empty table: most often the namespace is not the
-/// one the replicas use.
 /// The line that says how many records the reapers found damaged, naming the first few.
 fn damaged_records(damaged: &DamagedKeys) -> String {
     let more = if damaged.count > damaged.keys.len() as u64 {
@@ -307,6 +305,8 @@ fn damaged_records(damaged: &DamagedKeys) -> String {
     )
 }
 
+/// What `status` and `jobs` say instead of an empty table: most often the namespace is not the
+/// one the replicas use.
 fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
     writeln!(
         out,
