@@ -29,10 +29,11 @@ fn limited_job(server: &RedisServer, work: &Path) -> ReplicaProcess {
     )
     .expect("write jobs");
     let replica = ReplicaProcess::start("r1", &server.url(), &work.join("schedules"), work, &[]);
+    let mut redis = server.connection();
     assert!(
-        wait_until(Duration::from_secs(10), || cli(server, work, &["jobs"])
-            .stdout
-            .contains("lim")),
+        wait_until(Duration::from_secs(10), || redis
+            .hexists(keys().defs(), "lim")
+            .expect("HEXISTS")),
         "the job was not published:\n{}",
         replica.log()
     );
@@ -300,5 +301,52 @@ fn records_without_the_fields_redcron_writes_are_given_an_expiry_and_counted_by_
     assert!(
         text.contains("damaged records: 3 ("),
         "status does not say so: {text}"
+    );
+}
+
+#[test]
+fn expired_entries_of_the_active_runs_that_are_no_run_do_not_stop_the_reaping() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    let mut redis = server.connection();
+    // More entries that are not UTF-8 than the reaper takes in a batch, all expired before a
+    // run whose worker is gone.
+    for n in 0..150u8 {
+        let entry = [b'x', 0xff, n];
+        let () = redis.zadd(keys().active(), &entry[..], 1).expect("ZADD");
+    }
+    let () = redis
+        .hset_multiple(
+            keys().run("lost"),
+            &[
+                ("job", "lim"),
+                ("kind", "adhoc"),
+                ("state", "active"),
+                ("queue", "default"),
+                ("priority", "normal"),
+                ("attempt", "1"),
+                ("max_attempts", "1"),
+                ("worker", "gone/0"),
+            ],
+        )
+        .expect("HSET");
+    let () = redis.zadd(keys().active(), "lost", 2).expect("ZADD");
+    let replica = limited_job(&server, work);
+
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            let lease: Option<i64> = redis.zscore(keys().active(), "lost").expect("ZSCORE");
+            lease != Some(2)
+        }),
+        "the run whose lease expired was not reaped:\n{}",
+        replica.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let entries: Vec<Vec<u8>> = redis.zrange(keys().active(), 0, -1).expect("ZRANGE");
+            entries.iter().all(|entry| entry.first() != Some(&b'x'))
+        }),
+        "the entries that are no run stay among the active runs"
     );
 }

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use redis::{FromRedisValue, Value};
+use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
 use super::{Store, StoreError, millis, scripts};
@@ -92,6 +92,38 @@ pub struct DamagedKeys {
 }
 
 impl Store {
+    /// Drops from the active set those of its first `limit` expired entries that are no run
+    /// id (not UTF-8): the reaper takes expired leases oldest first, a batch at a time, and
+    /// would never reach the runs behind a batch of them. Returns how many were dropped.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn drop_damaged_leases(&self, limit: usize) -> Result<u64, StoreError> {
+        let now = self.now_ms().await?;
+        let expired: Vec<Entry> = self
+            .connection
+            .clone()
+            .zrangebyscore_limit(self.keys.active(), "-inf", now, 0, limit as isize)
+            .await
+            .during(&self.metrics, "drop_damaged_leases")?;
+        let unreadable: Vec<&[u8]> = expired
+            .iter()
+            .filter(|entry| entry.run_id().is_none())
+            .map(Entry::as_bytes)
+            .collect();
+        if unreadable.is_empty() {
+            return Ok(0);
+        }
+        scripts::DROP_DAMAGED_LEASES
+            .key(self.keys.active())
+            .key(self.keys.hold())
+            .arg(self.keys.prefix())
+            .arg(unreadable)
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "drop_damaged_leases")
+    }
+
     /// Looks at one page of the namespace's keys (from `cursor`, 0 to start a round) and gives
     /// the run and workflow records among them that are damaged (without the fields their kind
     /// has, or not a hash) and have no expiry the retention as one, remembering them for

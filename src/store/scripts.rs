@@ -52,6 +52,7 @@ script!(REDRIVE_RUN, "redrive_run.lua");
 script!(PURGE_DEAD, "purge_dead.lua");
 script!(FREE_EXPIRED_SLOTS, "free_expired_slots.lua");
 script!(EXPIRE_DAMAGED_KEYS, "expire_damaged_keys.lua");
+script!(DROP_DAMAGED_LEASES, "drop_damaged_leases.lua");
 script!(MOVE_READY_RUNS, "move_ready_runs.lua");
 script!(START_WORKFLOW, "start_workflow.lua");
 script!(RETRY_WORKFLOW, "retry_workflow.lua");
