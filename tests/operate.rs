@@ -332,7 +332,10 @@ async fn enqueue_schedules_later_and_uniqueness_refuses_a_second_run() {
     );
     enqueue_unique("0s", r#"{"a":2}"#).success();
 
-    let at = "2030-01-01T00:00:00Z";
+    // A month ahead: within the year a run may be enqueued ahead.
+    let at = (chrono::Utc::now() + chrono::Duration::days(30))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let at = at.as_str();
     cli(
         &server,
         dir.path(),

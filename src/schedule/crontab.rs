@@ -200,6 +200,15 @@ impl Converter<'_> {
             self.out.push('\n');
         } else if trimmed.starts_with('#') {
             let _ = writeln!(self.out, "{}", comment_text(trimmed));
+        } else if trimmed.contains('\0') {
+            // Neither a command nor an environment variable can hold one: the job would be
+            // refused when its file is loaded.
+            self.problem(
+                number,
+                "not imported: the line contains a NUL character (\\u0000), which no command \
+                 or environment variable can hold",
+            );
+            let _ = writeln!(self.out, "# {}", comment_text(trimmed));
         } else if let Some((name, value)) = assignment(trimmed) {
             self.assignment(number, trimmed, name, &value);
         } else if let Err(reason) = self.entry(number, trimmed) {

@@ -144,6 +144,18 @@ fn system_crontab_reads_the_user_field() {
 }
 
 #[test]
+fn a_line_with_a_nul_character_is_a_problem_and_no_job() {
+    let text = "PATH=\0/usr/bin\n0 0 * * * echo \0x\n0 1 * * * ok\n";
+    let import = import(text, &options(false));
+    assert_eq!(import.jobs, 1);
+    let problems: Vec<String> = import.problems.iter().map(Problem::to_string).collect();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].starts_with("line 1: not imported: the line contains a NUL"));
+    assert!(problems[1].starts_with("line 2: not imported: the line contains a NUL"));
+    assert_eq!(jobs(text, false).len(), 1);
+}
+
+#[test]
 fn unconvertible_lines_become_comments_and_problems() {
     let text =
         "@reboot /usr/bin/startup\n61 * * * * bad\n* * * * *\nCRON_TZ=Nowhere/City\n0 0 * * * ok\n";
