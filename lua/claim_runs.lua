@@ -34,6 +34,8 @@
 -- KEYS[6] undeclared-jobs            zset  job -> ms since when its put-aside runs wait
 -- KEYS[7] replicas                   zset  replica id -> last heartbeat ms
 -- KEYS[8] hold  string  set while the namespace is held (redcron hold): nothing is written
+-- KEYS[9] rewind  hash  claimed_ms: the latest claim's time, never below one a replica saw;
+--                       rewound_ms: when a claim last found Redis older than its replica saw it
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>, undeclared:<job>,
 --         replicas, replica-jobs:<replica id>, wake-replica:<replica id>
@@ -45,11 +47,20 @@
 -- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[8] lease of a run claimed ahead, ms past its due time: short, so that a run whose
 --         replica dies before starting it is reaped soon; its worker extends it when it starts
--- ARGV[9] W, the number of idle workers
--- ARGV[10..9+W] their worker ids "<replica id>/<slot>", one run each at most
--- ARGV[10+W..] the queues served
+-- ARGV[9] the claimed_ms this replica's last claim answered (its own view of Redis's data), or
+--         '' before its first claim
+-- ARGV[10] W, the number of idle workers
+-- ARGV[11..10+W] their worker ids "<replica id>/<slot>", one run each at most
+-- ARGV[11+W..] the queues served
 --
--- Returns {status, S, then S pairs of job and reason of the runs skipped or buried on the way,
+-- Redis comes back older than a replica saw it when it is restored from an older copy, fails
+-- over to a replica that lagged, or loses its last writes in a crash: then claimed_ms is below
+-- what that replica's last claim answered, and the claim records it (rewound_ms). A run that
+-- started before that may have ended in the writes Redis lost, so it skips no fire as an overlap
+-- (running_since in common.lua): the fire waits for the slot instead.
+--
+-- Returns {status, claimed_ms, 1 when this call found Redis older than the replica saw it or 0,
+-- S, then S pairs of job and reason of the runs skipped or buried on the way,
 -- R, then when R > 0 Redis's clock at the end of the call (ms) and R groups of (run id, worker
 -- id, job, attempt, max attempts, fire ms or nil, payload or nil, ms to wait before starting it,
 -- counted from that clock, and what its worker must do before starting it: 0 nothing, 1 take
@@ -72,7 +83,7 @@ local active, events, paused, dead, declared, undeclared_jobs, replicas_key = KE
   KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local prefix = ARGV[1]
 local lease, fingerprint_ttl, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local maxlen, retention, worker_count = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[9])
+local maxlen, retention, worker_count = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[10])
 local ahead_lease = tonumber(ARGV[8])
 if not lease or not fingerprint_ttl or not limit or not maxlen or not retention or not worker_count
     or not ahead_lease then
@@ -83,15 +94,24 @@ local WAKE_REPLICA_TTL_MS = 60000
 local now = now_ms(ARGV[7])
 local now_text, lease_deadline = tostring(now), tostring(now + lease)
 local workers, queues = {}, {}
-for i = 10, 9 + worker_count do
+for i = 11, 10 + worker_count do
   workers[#workers + 1] = ARGV[i]
 end
-for i = 10 + worker_count, #ARGV do
+for i = 11 + worker_count, #ARGV do
   queues[#queues + 1] = ARGV[i]
 end
 
 if redis.call('EXISTS', declared) == 0 then
   return {'UNDECLARED'}
+end
+local rewind = KEYS[9]
+local seen = tonumber(ARGV[9]) or 0
+local claimed = tonumber(redis.call('HGET', rewind, 'claimed_ms')) or 0
+local rewound = seen > claimed
+if rewound then
+  -- Raised past what this replica saw, so that it finds this rewind once only.
+  claimed = math.max(seen, now)
+  redis.call('HSET', rewind, 'rewound_ms', now, 'claimed_ms', claimed)
 end
 local serves = {}
 for _, queue in ipairs(queues) do
@@ -284,12 +304,19 @@ if next(set_aside) then
   end
 end
 
+-- Only a call that started or skipped runs moves claimed_ms: an idle claim stays a read.
+if #started > 0 or #skips > 0 then
+  claimed = math.max(claimed, now)
+  redis.call('HSET', rewind, 'claimed_ms', claimed)
+end
+
 -- Every worker may have got a run and no run be left: the lists tell, not the count (a bound
 -- that grows while runs wait must not grow for a load that just fills it).
 while first_list <= #ready_lists and redis.call('LLEN', ready_lists[first_list]) == 0 do
   first_list = first_list + 1
 end
-local reply = {first_list > #ready_lists and 'EMPTY' or 'MORE', #skips / 2}
+local reply = {first_list > #ready_lists and 'EMPTY' or 'MORE', claimed, rewound and 1 or 0,
+  #skips / 2}
 for _, value in ipairs(skips) do
   reply[#reply + 1] = value
 end

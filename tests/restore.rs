@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
 use redcron::store::{FailOutcome, FailReason, Failure, HeldRun};
 use redis::Commands;
 
@@ -55,6 +56,63 @@ async fn runs_a_replica_is_said_to_hold_are_listed_and_ended_as_lost_by_their_wo
         .exists(keys().running("tick"))
         .expect("EXISTS");
     assert!(!slot, "the job's slot is freed with it");
+}
+
+#[tokio::test]
+async fn a_fire_waits_for_a_run_that_redis_older_than_its_replica_saw_says_is_running() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[1_000, 2_000, 3_000]).await;
+    let at = |ms| store.clone().with_frozen_clock(ms);
+    let queues = ["default".to_owned()];
+    let promote = |ms| async move {
+        at(ms)
+            .promote_due(100, THRESHOLD, Duration::ZERO)
+            .await
+            .expect("promote")
+    };
+    promote(1_000).await;
+    let first = claim_run(&at(1_000), &["default"]).await;
+    // Redis comes back from a copy older than this replica's last claim saw it.
+    let () = server
+        .connection()
+        .hset(keys().rewind(), "claimed_ms", 500)
+        .expect("HSET");
+
+    // The copy says tick@1000 runs, but its end may be among the writes Redis lost: tick@2000
+    // waits for the slot rather than being skipped as its overlap.
+    promote(2_000).await;
+    let claimed = at(2_000)
+        .claim_runs(&["replica/1"], &queues, Duration::from_secs(30), 100)
+        .await
+        .expect("claim");
+    assert!(claimed.rewound, "{claimed:?}");
+    assert_eq!((claimed.runs.len(), claimed.skips.len()), (0, 0));
+    assert_eq!(
+        run_hash(&server, "tick@2000")
+            .get("state")
+            .map(String::as_str),
+        Some("waiting")
+    );
+
+    // Its replica records its success again: tick@2000 gets the slot and runs.
+    assert!(at(2_100).ack_run(&first, Some(0), "").await.expect("ack"));
+    let claimed = at(2_100)
+        .claim_runs(&["replica/1"], &queues, Duration::from_secs(30), 100)
+        .await
+        .expect("claim");
+    assert!(!claimed.rewound, "one rewind is found once");
+    let [Ok(second)] = &claimed.runs[..] else {
+        panic!("tick@2000 runs: {claimed:?}");
+    };
+    assert_eq!(second.id, "tick@2000");
+
+    // A run started since is an overlap as before.
+    promote(3_000).await;
+    let claimed = at(3_000)
+        .claim_runs(&["replica/2"], &queues, Duration::from_secs(30), 100)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.skips, [("tick".to_owned(), "overlap".to_owned())]);
 }
 
 /// When each fire of `job` started, from the ledger.
@@ -188,4 +246,120 @@ fn a_run_claimed_ahead_by_a_replica_that_died_runs_elsewhere_within_seconds() {
         "{run} started {} ms late: it waited for the run lease",
         started - fire
     );
+}
+
+/// Whether the ledger shows a run of `job` holding it at `due` (ms): started by then and not
+/// ended yet. Its outcome is recorded a moment after its command ends, and its start a moment
+/// before the command writes it: `slack` covers both.
+fn ran_across(runs: &[(String, i64, Option<i64>)], job: &str, due: i64, slack: i64) -> bool {
+    runs.iter().any(|(run, start, end)| {
+        run.starts_with(&format!("{job}@"))
+            && *start <= due + slack
+            && end.is_none_or(|end| end + slack > due)
+    })
+}
+
+#[test]
+fn a_restore_skips_no_fire_for_a_run_of_the_copy_that_had_finished() {
+    let mut scenario = Scenario::new();
+    // Default settings: `b` forbids overlaps, and its runs take half of each second, so the
+    // copy holds one of them active.
+    scenario.write_jobs(&format!(
+        "{}{}",
+        recording_job(&scenario, "a", "* * * * * *", "true"),
+        recording_job(&scenario, "b", "* * * * * *", "sleep 0.5")
+    ));
+    // The default run lease: a run of the copy holds its job for 30 s unless its replica says
+    // it has ended.
+    let replicas = scenario.replicas_with_a_leader(&["r1", "r2", "r3"], &["--run-lease", "30s"]);
+    sleep_until(&scenario, scenario.redis_now_ms() + 3_000);
+    let mut copied = None;
+    for _ in 0..10 {
+        let (copy_ms, active): (i64, Vec<(String, Option<String>)>) =
+            scenario.server.snapshot(|redis| {
+                let (seconds, micros): (i64, i64) = redis::cmd("TIME").query(redis).expect("TIME");
+                let active: Vec<String> = redis.zrange(keys().active(), 0, -1).expect("ZRANGE");
+                let active = active
+                    .into_iter()
+                    .map(|run| {
+                        // A run claimed ahead whose start the copy does not hold holds nothing.
+                        let (worker, starting): (Option<String>, Option<String>) = redis
+                            .hmget(keys().run(&run), &["worker", "starting"])
+                            .expect("HMGET");
+                        (run, worker.filter(|_| starting.is_none()))
+                    })
+                    .collect();
+                (seconds * 1000 + micros / 1000, active)
+            });
+        if let Some((run, Some(worker))) = active
+            .into_iter()
+            .find(|(run, _)| run.starts_with("b@") && fire_ms(run) <= copy_ms)
+        {
+            copied = Some((copy_ms, run, worker));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (copy_ms, active_in_copy, worker) = copied.expect("a copy holding a running run of b");
+    let holder = replicas
+        .iter()
+        .find(|replica| worker.starts_with(&format!("{}/", replica.id)))
+        .expect("the run's replica");
+    // Every replica claims again after the copy; then Redis is down for a second and comes
+    // back from the copy, in which `active_in_copy`, long finished, still holds `b`. Its
+    // replica is slow to come back (frozen until 2.5 s after the restore): until it says the
+    // run has ended, no replica knows.
+    sleep_until(&scenario, copy_ms + 5_000);
+    let down_ms = scenario.redis_now_ms();
+    holder.signal(Signal::SIGSTOP);
+    scenario.server.restore_snapshot(Duration::from_secs(1));
+    let restored = scenario.redis_now_ms();
+    sleep_until(&scenario, restored + 2_500);
+    holder.signal(Signal::SIGCONT);
+    let checked_to = restored + 6_000;
+    sleep_until(&scenario, checked_to + 6_000);
+
+    let runs = intervals(&scenario);
+    let skips = skipped_events(&scenario);
+    // No fire is recorded as skipped for a run that was not running at its due time.
+    for (run, reason) in &skips {
+        let job = run.split('@').next().unwrap_or_default();
+        assert!(
+            reason != "overlap" || ran_across(&runs, job, fire_ms(run), 250),
+            "{run}, {} ms after the restore, was skipped as an overlap while no run of {job} \
+             ran (the copy held {active_in_copy} active)",
+            fire_ms(run) - restored
+        );
+    }
+    for job in ["a", "b"] {
+        let starts = starts(&scenario, job);
+        let first = copy_ms - copy_ms % 1000 - 2_000;
+        for fire in (first..=checked_to).step_by(1000) {
+            let ran = starts.get(&fire).map_or(0, Vec::len);
+            let overlapped = skips.contains(&(format!("{job}@{fire}"), "overlap".to_owned()));
+            // A fire that ran between the copy and the outage may run once more: Redis lost
+            // its record. Any other runs once, or is skipped for a run that really ran.
+            let most = if (copy_ms - 1_000..down_ms).contains(&fire) {
+                2
+            } else {
+                1
+            };
+            assert!(
+                (1..=most).contains(&ran) || (ran == 0 && overlapped),
+                "{job}@{fire} ({} ms from the restore) ran {ran} times (the copy held \
+                 {active_in_copy} active; skips: {skips:?})",
+                fire - restored
+            );
+        }
+    }
+    assert_eq!(
+        starts(&scenario, "b")
+            .get(&fire_ms(&active_in_copy))
+            .map_or(0, Vec::len),
+        1,
+        "{active_in_copy}, active in the copy, ran once"
+    );
+    for replica in &replicas {
+        assert!(!replica.log().contains(DATA_LOST), "{}", replica.log());
+    }
 }

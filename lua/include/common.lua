@@ -17,6 +17,7 @@ local function key_notices_of(prefix, replica) return prefix .. 'notices-of:' ..
 local function key_dead_jobs(prefix) return prefix .. 'dead-jobs' end
 local function key_paused(prefix) return prefix .. 'paused' end
 local function key_due_runs(prefix) return prefix .. 'due-runs' end
+local function key_rewind(prefix) return prefix .. 'rewind' end
 
 -- The id of a cron fire, as `cron_run_id` in src/store/planning.rs builds it: deterministic,
 -- so that one fire is only ever planned once.
@@ -296,13 +297,19 @@ end
 -- Whether a run of the job in `running` had started by `due_ms` and is running still: what
 -- makes a fire of an `overlap = "forbid"` job skipped. A run handed a slot but not yet claimed,
 -- or one that started after the fire was due (late fires run one after another), does not count.
+-- Nor does a run started before Redis was last found older than a replica had seen it
+-- (`rewound_ms` in {ns}:rewind, see claim_runs.lua): Redis may have lost its end, and only its
+-- replica knows; the fire waits for its slot, which that replica frees within seconds when the
+-- run had ended, or the run frees when it ends.
 local function running_since(prefix, running, due_ms)
+  local rewound = tonumber(redis.call('HGET', key_rewind(prefix), 'rewound_ms')) or 0
   for _, run_id in ipairs(redis.call('ZRANGE', running, 0, -1)) do
     local state, started, starting = unpack(redis.call('HMGET', key_run(prefix, run_id), 'state',
       'started_ms', 'starting'))
     started = tonumber(started)
     -- A run claimed ahead that its worker has not started yet is not running.
-    if state == 'active' and not starting and started and started <= due_ms then
+    if state == 'active' and not starting and started and started <= due_ms
+        and started >= rewound then
       return true
     end
   end

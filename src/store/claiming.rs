@@ -2,6 +2,7 @@
 //! (`extend_lease.lua`, `take_job_slot.lua`), and the wait for runs to become ready.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redis::{AsyncCommands, FromRedisValue, Value};
@@ -105,6 +106,10 @@ pub struct Claimed {
     /// Redis's clock at the end of the call (ms), which the runs' waits count from; `None`
     /// when no run was claimed.
     pub redis_now_ms: Option<i64>,
+    /// Redis was older than this store's previous claim saw it (restored from an older copy,
+    /// failed over to a replica that lagged, or it lost writes in a crash): the runs that
+    /// started before this claim skip no fire as overlaps until they end (see `keys::rewind`).
+    pub rewound: bool,
 }
 
 impl Claimed {
@@ -321,6 +326,7 @@ impl Store {
             .key(self.keys.undeclared_jobs())
             .key(self.keys.replicas())
             .key(self.keys.hold())
+            .key(self.keys.rewind())
             .arg(self.keys.prefix())
             .arg(millis(lease.run))
             .arg(millis(self.settings.fingerprint_ttl))
@@ -329,6 +335,7 @@ impl Store {
             .arg(millis(self.settings.retention))
             .arg(self.now_arg())
             .arg(millis(lease.ahead))
+            .arg(self.claimed_ms.load(Ordering::Relaxed))
             .arg(workers.len())
             .arg(workers)
             .arg(queues);
@@ -384,6 +391,8 @@ impl Store {
                 replica: replica.to_owned(),
             });
         }
+        let claimed_ms: i64 = reply.next()?;
+        let rewound: i64 = reply.next()?;
         let skipped = reply.next()?;
         let skips = reply.skips(skipped)?;
         let count: u64 = reply.next()?;
@@ -394,11 +403,15 @@ impl Store {
             ClaimedRun::from_reply,
         )?;
         reply.finish()?;
+        // Claims of this store's clones may answer out of order: keeping the highest value
+        // seen never takes an earlier answer for a rewind.
+        self.claimed_ms.fetch_max(claimed_ms, Ordering::Relaxed);
         Ok(Claimed {
             runs,
             skips,
             drained: status == "EMPTY",
             redis_now_ms,
+            rewound: rewound == 1,
         })
     }
 

@@ -177,6 +177,14 @@ impl Keys {
         self.key("origin")
     }
 
+    /// Hash, without a TTL: `claimed_ms`, the time of the latest claim that started or skipped
+    /// runs (never below what a replica's claim saw), and `rewound_ms`, when a claim last found
+    /// it below what its replica had seen: Redis had come back older (a restore, a failover to
+    /// a replica that lagged, a crash that lost writes).
+    pub fn rewind(&self) -> String {
+        self.key("rewind")
+    }
+
     /// Zset replica id -> ms it stopped cleanly, for a day: `status` tells a replica that was
     /// stopped from one that was lost.
     pub fn stopped_replicas(&self) -> String {

@@ -51,6 +51,7 @@ mod topology;
 mod workflows;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use redis::{FromRedisValue, Script};
@@ -270,6 +271,9 @@ pub struct Store {
     /// A clock read instead of Redis's, by every script and by [`Store::now_ms`]: for tests of
     /// time-based decisions only.
     manual_clock: Option<ManualClock>,
+    /// The `claimed_ms` of `{ns}:rewind` that this store's last claim answered, shared by its
+    /// clones: a claim that finds Redis's below it knows Redis came back older.
+    claimed_ms: Arc<AtomicI64>,
 }
 
 impl Store {
@@ -340,6 +344,7 @@ impl Store {
             keys,
             settings,
             manual_clock: None,
+            claimed_ms: Arc::new(AtomicI64::new(0)),
         })
     }
 

@@ -779,6 +779,7 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         "paused",
         "undeclared-jobs",
         "origin",
+        "rewind",
     ];
     names
         .into_iter()

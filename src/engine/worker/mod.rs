@@ -267,6 +267,16 @@ impl Workers {
         count_skips(self.store.metrics(), &claimed.skips, |job| {
             self.declared.contains_key(job)
         });
+        if claimed.rewound {
+            warn!(
+                replica = self.config.replica_id,
+                "Redis came back older than this replica last saw it (restored from an older \
+                 copy, failed over to a replica that lagged, or it lost writes in a crash): a \
+                 run it says was running then skips no fire as an overlap, and this replica \
+                 compares what it runs with what Redis says at once"
+            );
+            self.reconcile_soon();
+        }
         // Waits count from the reply, never from a later poll of the run's task: a run claimed
         // ahead starts at its due time on Redis's clock, however long starting the batch takes.
         let claimed_at = tokio::time::Instant::now();
