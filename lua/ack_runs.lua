@@ -32,6 +32,10 @@ if not retention or not maxlen or (#ARGV - 4) % 5 ~= 0 then
 end
 local now = now_ms(ARGV[4])
 local now_text = tostring(now)
+-- Read before any write: moved at the end when a success is recorded (see claim_runs.lua), so
+-- that a Redis restored from a copy made before it is seen as older.
+local rewind = key_rewind(prefix)
+local written = tonumber(redis.call('HGET', rewind, 'written_ms')) or 0
 
 local recorded, finished = {}, {}
 for i = 5, #ARGV, 5 do
@@ -73,4 +77,7 @@ for i = 5, #ARGV, 5 do
   end
 end
 in_slices('ZREM', active, finished)
+if #finished > 0 then
+  redis.call('HSET', rewind, 'written_ms', math.max(written, now))
+end
 return recorded

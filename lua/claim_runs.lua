@@ -34,8 +34,9 @@
 -- KEYS[6] undeclared-jobs            zset  job -> ms since when its put-aside runs wait
 -- KEYS[7] replicas                   zset  replica id -> last heartbeat ms
 -- KEYS[8] hold  string  set while the namespace is held (redcron hold): nothing is written
--- KEYS[9] rewind  hash  claimed_ms: the latest claim's time, never below one a replica saw;
---                       rewound_ms: when a claim last found Redis older than its replica saw it
+-- KEYS[9] rewind  hash  written_ms: the time of the latest claim that started or skipped runs
+--                       or success recorded, never below one a replica saw; rewound_ms: when a
+--                       claim last found Redis older than its replica saw it
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>, undeclared:<job>,
 --         replicas, replica-jobs:<replica id>, wake-replica:<replica id>
@@ -47,19 +48,19 @@
 -- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[8] lease of a run claimed ahead, ms past its due time: short, so that a run whose
 --         replica dies before starting it is reaped soon; its worker extends it when it starts
--- ARGV[9] the claimed_ms this replica's last claim answered (its own view of Redis's data), or
+-- ARGV[9] the written_ms this replica's last claim answered (its own view of Redis's data), or
 --         '' before its first claim
 -- ARGV[10] W, the number of idle workers
 -- ARGV[11..10+W] their worker ids "<replica id>/<slot>", one run each at most
 -- ARGV[11+W..] the queues served
 --
 -- Redis comes back older than a replica saw it when it is restored from an older copy, fails
--- over to a replica that lagged, or loses its last writes in a crash: then claimed_ms is below
+-- over to a replica that lagged, or loses its last writes in a crash: then written_ms is below
 -- what that replica's last claim answered, and the claim records it (rewound_ms). A run that
 -- started before that may have ended in the writes Redis lost, so it skips no fire as an overlap
 -- (running_since in common.lua): the fire waits for the slot instead.
 --
--- Returns {status, claimed_ms, 1 when this call found Redis older than the replica saw it or 0,
+-- Returns {status, written_ms, 1 when this call found Redis older than the replica saw it or 0,
 -- S, then S pairs of job and reason of the runs skipped or buried on the way,
 -- R, then when R > 0 Redis's clock at the end of the call (ms) and R groups of (run id, worker
 -- id, job, attempt, max attempts, fire ms or nil, payload or nil, ms to wait before starting it,
@@ -106,12 +107,12 @@ if redis.call('EXISTS', declared) == 0 then
 end
 local rewind = KEYS[9]
 local seen = tonumber(ARGV[9]) or 0
-local claimed = tonumber(redis.call('HGET', rewind, 'claimed_ms')) or 0
-local rewound = seen > claimed
+local written = tonumber(redis.call('HGET', rewind, 'written_ms')) or 0
+local rewound = seen > written
 if rewound then
   -- Raised past what this replica saw, so that it finds this rewind once only.
-  claimed = math.max(seen, now)
-  redis.call('HSET', rewind, 'rewound_ms', now, 'claimed_ms', claimed)
+  written = math.max(seen, now)
+  redis.call('HSET', rewind, 'rewound_ms', now, 'written_ms', written)
 end
 local serves = {}
 for _, queue in ipairs(queues) do
@@ -304,10 +305,10 @@ if next(set_aside) then
   end
 end
 
--- Only a call that started or skipped runs moves claimed_ms: an idle claim stays a read.
+-- Only a call that started or skipped runs moves written_ms: an idle claim stays a read.
 if #started > 0 or #skips > 0 then
-  claimed = math.max(claimed, now)
-  redis.call('HSET', rewind, 'claimed_ms', claimed)
+  written = math.max(written, now)
+  redis.call('HSET', rewind, 'written_ms', written)
 end
 
 -- Every worker may have got a run and no run be left: the lists tell, not the count (a bound
@@ -315,7 +316,7 @@ end
 while first_list <= #ready_lists and redis.call('LLEN', ready_lists[first_list]) == 0 do
   first_list = first_list + 1
 end
-local reply = {first_list > #ready_lists and 'EMPTY' or 'MORE', claimed, rewound and 1 or 0,
+local reply = {first_list > #ready_lists and 'EMPTY' or 'MORE', written, rewound and 1 or 0,
   #skips / 2}
 for _, value in ipairs(skips) do
   reply[#reply + 1] = value

@@ -7,12 +7,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use redcron::store::{FailOutcome, FailReason, Failure, HeldRun};
+use redcron::store::{FailOutcome, FailReason, Failure, HeldRun, Store};
 use redis::Commands;
 
 use crate::defaults::{assert_overlaps_were_real, intervals, recorded, skipped_events};
 use crate::replicas::{DATA_LOST, Scenario, fire_ms, sleep_until};
-use crate::store::{FORBID_TICK, THRESHOLD, claim_run, plan, run_hash, setup};
+use crate::store::{FORBID_TICK, THRESHOLD, claim_run, connect, plan, run_hash, setup};
 use crate::util::keys;
 use crate::util::wait_until;
 
@@ -75,7 +75,7 @@ async fn a_fire_waits_for_a_run_that_redis_older_than_its_replica_saw_says_is_ru
     // Redis comes back from a copy older than this replica's last claim saw it.
     let () = server
         .connection()
-        .hset(keys().rewind(), "claimed_ms", 500)
+        .hset(keys().rewind(), "written_ms", 500)
         .expect("HSET");
 
     // The copy says tick@1000 runs, but its end may be among the writes Redis lost: tick@2000
@@ -113,6 +113,51 @@ async fn a_fire_waits_for_a_run_that_redis_older_than_its_replica_saw_says_is_ru
         .await
         .expect("claim");
     assert_eq!(claimed.skips, [("tick".to_owned(), "overlap".to_owned())]);
+}
+
+#[tokio::test]
+async fn a_success_recorded_after_the_copy_shows_every_replica_that_redis_came_back_older() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    // Another replica's store: what it saw of Redis is its own.
+    let other = connect(&server).await;
+    plan(&store, &token, "tick", &[1_000]).await;
+    let at = |store: &Store, ms| store.clone().with_frozen_clock(ms);
+    let queues = ["default".to_owned()];
+    let idle_claim = |store: Store| {
+        let queues = queues.clone();
+        async move {
+            store
+                .claim_runs(&["replica/1"], &queues, Duration::from_secs(30), 100)
+                .await
+                .expect("claim")
+        }
+    };
+    at(&store, 1_000)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let run = claim_run(&at(&store, 1_000), &["default"]).await;
+    let copy: HashMap<String, String> = server
+        .connection()
+        .hgetall(keys().rewind())
+        .expect("HGETALL");
+    assert!(!idle_claim(at(&other, 1_500)).await.rewound);
+    // The run's success is the only write after the copy; the other replica's next claim,
+    // with nothing to claim, reads it.
+    assert!(
+        at(&store, 1_800)
+            .ack_run(&run, Some(0), "")
+            .await
+            .expect("ack")
+    );
+    assert!(!idle_claim(at(&other, 1_900)).await.rewound);
+
+    // Redis comes back from the copy made before the success.
+    let () = server
+        .connection()
+        .hset_multiple(keys().rewind(), &copy.into_iter().collect::<Vec<_>>())
+        .expect("HSET");
+    assert!(idle_claim(at(&other, 2_000)).await.rewound);
 }
 
 /// When each fire of `job` started, from the ledger.

@@ -335,7 +335,7 @@ impl Store {
             .arg(millis(self.settings.retention))
             .arg(self.now_arg())
             .arg(millis(lease.ahead))
-            .arg(self.claimed_ms.load(Ordering::Relaxed))
+            .arg(self.written_ms.load(Ordering::Relaxed))
             .arg(workers.len())
             .arg(workers)
             .arg(queues);
@@ -391,7 +391,7 @@ impl Store {
                 replica: replica.to_owned(),
             });
         }
-        let claimed_ms: i64 = reply.next()?;
+        let written_ms: i64 = reply.next()?;
         let rewound: i64 = reply.next()?;
         let skipped = reply.next()?;
         let skips = reply.skips(skipped)?;
@@ -405,7 +405,7 @@ impl Store {
         reply.finish()?;
         // Claims of this store's clones may answer out of order: keeping the highest value
         // seen never takes an earlier answer for a rewind.
-        self.claimed_ms.fetch_max(claimed_ms, Ordering::Relaxed);
+        self.written_ms.fetch_max(written_ms, Ordering::Relaxed);
         Ok(Claimed {
             runs,
             skips,

@@ -177,10 +177,10 @@ impl Keys {
         self.key("origin")
     }
 
-    /// Hash, without a TTL: `claimed_ms`, the time of the latest claim that started or skipped
-    /// runs (never below what a replica's claim saw), and `rewound_ms`, when a claim last found
-    /// it below what its replica had seen: Redis had come back older (a restore, a failover to
-    /// a replica that lagged, a crash that lost writes).
+    /// Hash, without a TTL: `written_ms`, the time of the latest claim that started or skipped
+    /// runs or success recorded (never below what a replica's claim saw), and `rewound_ms`, when
+    /// a claim last found it below what its replica had seen: Redis had come back older (a
+    /// restore, a failover to a replica that lagged, a crash that lost writes).
     pub fn rewind(&self) -> String {
         self.key("rewind")
     }

@@ -271,9 +271,9 @@ pub struct Store {
     /// A clock read instead of Redis's, by every script and by [`Store::now_ms`]: for tests of
     /// time-based decisions only.
     manual_clock: Option<ManualClock>,
-    /// The `claimed_ms` of `{ns}:rewind` that this store's last claim answered, shared by its
+    /// The `written_ms` of `{ns}:rewind` that this store's last claim answered, shared by its
     /// clones: a claim that finds Redis's below it knows Redis came back older.
-    claimed_ms: Arc<AtomicI64>,
+    written_ms: Arc<AtomicI64>,
 }
 
 impl Store {
@@ -344,7 +344,7 @@ impl Store {
             keys,
             settings,
             manual_clock: None,
-            claimed_ms: Arc::new(AtomicI64::new(0)),
+            written_ms: Arc::new(AtomicI64::new(0)),
         })
     }
 
