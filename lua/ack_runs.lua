@@ -22,6 +22,7 @@
 -- Returns one number per run, in order: 1 when recorded, 0 when that attempt is no longer that
 -- worker's (its lease expired and it was reaped, so it will run again or is dead as lost).
 -- Cost: O(runs log N).
+check_types('ack_runs', KEYS, {'zset', 'stream', 'string'})
 if held(KEYS[3]) then
   return redis.error_reply(HELD)
 end
@@ -37,13 +38,31 @@ local now_text = tostring(now)
 local rewind = key_rewind(prefix)
 local written = tonumber(redis.call('HGET', rewind, 'written_ms')) or 0
 
+-- Every run is read, and the keys its success writes checked, before the first write: a damaged
+-- key must not fail the call after some runs of the batch were recorded.
+local runs, checked_jobs, notices_checked = {}, {}, false
+for i = 5, #ARGV, 5 do
+  local run_key = key_run(prefix, ARGV[i])
+  local fields = checked_read('ack_runs', run_key, 'hash', 'HMGET', 'state', 'worker', 'attempt',
+    'job', 'started_ms', 'overlap', 'max_concurrency', 'notify', 'notify_on')
+  local job = fields[4]
+  if job and not checked_jobs[job] and job_limit(fields[6], fields[7]) then
+    checked_jobs[job] = true
+    check_job_keys('ack_runs', prefix, job)
+  end
+  if fields[8] and not notices_checked then
+    notices_checked = true
+    check_type('ack_runs', key_dead_jobs(prefix), 'hash')
+  end
+  runs[#runs + 1] = fields
+end
+
 local recorded, finished = {}, {}
 for i = 5, #ARGV, 5 do
   local run_id, worker, attempt, exit_code, output = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local run_key = key_run(prefix, run_id)
   local state, holder, held_attempt, job, started, overlap, max_concurrency, notify, notify_on =
-    unpack(redis.call('HMGET', run_key, 'state', 'worker', 'attempt', 'job', 'started_ms', 'overlap',
-      'max_concurrency', 'notify', 'notify_on'))
+    unpack(runs[(i - 5) / 5 + 1], 1, 9)
   -- The attempt tells a reaped run claimed again by the same worker from the one it ran.
   if state ~= 'active' or holder ~= worker or held_attempt ~= attempt then
     recorded[#recorded + 1] = 0

@@ -7,6 +7,7 @@
 --
 -- Returns {1, token} when acquired, {0, holder's token} when the lease is held.
 -- Cost: O(1).
+check_types('acquire_leader', KEYS, {'string', 'string'})
 local leader, epoch_key = KEYS[1], KEYS[2]
 local replica, ttl = ARGV[1], tonumber(ARGV[2])
 if not ttl or ttl <= 0 then

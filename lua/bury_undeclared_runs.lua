@@ -21,6 +21,7 @@
 --
 -- Returns {job, runs ended, ...} for each job some of whose runs were ended.
 -- Cost: O(J × R + runs buried) for J jobs with runs put aside and R live replicas.
+check_types('bury_undeclared_runs', KEYS, {'zset', 'zset', 'zset', 'stream', 'string'})
 if held(KEYS[5]) then
   return redis.error_reply(HELD)
 end

@@ -71,6 +71,8 @@
 -- pop limit went to skipped runs); 'UNDECLARED' (alone): the replica's declarations
 -- are missing.
 -- Cost: O(limit + queues + jobs with runs put aside + replicas x jobs put aside by this call).
+check_types('claim_runs', KEYS, {'zset', 'stream', 'set', 'zset', 'hash', 'zset', 'zset',
+  'string'})
 if held(KEYS[8]) then
   return redis.error_reply(HELD)
 end
@@ -117,6 +119,12 @@ end
 local serves = {}
 for _, queue in ipairs(queues) do
   serves[queue] = true
+  -- The lists this call pops and the marker it sets, checked before its first write (below).
+  check_type('claim_runs', key_wake(prefix, queue), 'zset')
+  for _, priority in ipairs({'high', 'normal', 'low'}) do
+    check_type('claim_runs', ready_list(prefix, 'cron', queue, priority), 'list')
+    check_type('claim_runs', ready_list(prefix, 'adhoc', queue, priority), 'list')
+  end
 end
 
 -- Runs put aside for a replica that declares their job: this one declares it and serves its

@@ -23,6 +23,7 @@
 -- 'UNKNOWN', 0, 0 for a job no replica has declared; or 'DUPLICATE', the run id holding the
 -- fingerprint, 0.
 -- Cost: O(runs log N).
+check_types('enqueue_runs', KEYS, {'zset', 'hash', 'set', 'channel', 'string'})
 if held(KEYS[5]) then
   return redis.error_reply(HELD)
 end

@@ -22,6 +22,7 @@
 -- was reaped), or, for a start, when its lease has expired: the worker should stop it, or not
 -- start it.
 -- Cost: O(log N).
+check_types('extend_lease', KEYS, {'zset', 'hash', 'zset'})
 local active, run_key, running = KEYS[1], KEYS[2], KEYS[3]
 local run_id, worker, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms(ARGV[4])

@@ -37,6 +37,7 @@
 -- Returns {'RETRYING', due ms}, {'DEAD', ms}, or {'GONE', 0} when the run is no longer active
 -- for this worker (or, for the reaper, its lease was extended meanwhile).
 -- Cost: O(log N).
+check_types('fail_run', KEYS, {'zset', 'zset', 'zset', 'stream', 'channel', 'string'})
 if held(KEYS[6]) then
   return redis.error_reply(HELD)
 end
@@ -54,11 +55,15 @@ local run_key = key_run(prefix, run_id)
 
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
 local holder, job, attempt, max_attempts, backoff, max_backoff, delivery, due_ms, started, notify,
-  notify_on, kind = unpack(redis.call('HMGET', run_key, 'worker', 'job', 'attempt',
-    'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery', 'due_ms', 'started_ms', 'notify',
-    'notify_on', 'kind'))
+  notify_on, kind = unpack(checked_read('fail_run', run_key, 'hash', 'HMGET', 'worker', 'job',
+    'attempt', 'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery', 'due_ms', 'started_ms',
+    'notify', 'notify_on', 'kind'))
 if not deadline or (worker == '' and deadline > now) or (worker ~= '' and holder ~= worker) then
   return {'GONE', 0}
+end
+if job then
+  check_job_keys('fail_run', prefix, job)
+  check_type('fail_run', key_dead_jobs(prefix), 'hash')
 end
 redis.call('ZREM', active, run_id)
 if job then

@@ -10,6 +10,7 @@
 --
 -- Returns the number of definitions removed, or -1 when the declarations changed since.
 -- Cost: O(hashes).
+check_types('forget_declared_definitions', KEYS, {'string', 'hash'})
 local version, declared = KEYS[1], KEYS[2]
 if (redis.call('GET', version) or '0') ~= ARGV[1] then
   return -1

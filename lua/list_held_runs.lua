@@ -10,6 +10,7 @@
 --
 -- Returns {run id, worker id, attempt, ...} for each active run held by one of its workers.
 -- Cost: O(A) for A active runs (bounded by the workers of all replicas).
+check_types('list_held_runs', KEYS, {'zset', 'string'})
 if held(KEYS[2]) then
   return redis.error_reply(HELD)
 end

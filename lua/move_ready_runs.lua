@@ -4,9 +4,9 @@
 -- waiting for a slot of their job) stay: they move once they are ready, if the queue is still
 -- unserved.
 --
--- KEYS[1..6]  the moved queue's lists, in pairs per priority (high, normal, low): ready-fires,
---             then ready
--- KEYS[7..12] the fallback queue's lists, in the same order
+-- KEYS[1..6]  list  the moved queue's lists, in pairs per priority (high, normal, low):
+--                   ready-fires, then ready
+-- KEYS[7..12] list  the fallback queue's lists, in the same order
 -- KEYS[13]    wake:<fallback>  zset, one member: told that runs are ready
 -- KEYS[14]    hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1]     key prefix "{ns}:" for run:<id>
@@ -15,6 +15,8 @@
 --
 -- Returns how many runs were moved (call again while it returns the limit).
 -- Cost: O(limit).
+check_types('move_ready_runs', KEYS, {'list', 'list', 'list', 'list', 'list', 'list', 'list',
+  'list', 'list', 'list', 'list', 'list', 'zset', 'string'})
 if held(KEYS[14]) then
   return redis.error_reply(HELD)
 end

@@ -21,6 +21,8 @@
 -- (a failover to a replica that had not received them, a restore) while the leader kept its
 -- lease. Nothing is written then; the leader reads the cursors again and plans the lost fires.
 -- Cost: O(P log N) for P runs planned in all, N runs due.
+check_types('plan_fires', KEYS, {'string', 'zset', 'hash', 'stream', 'channel', 'hash',
+  'string'})
 if held(KEYS[7]) then
   return redis.error_reply(HELD)
 end

@@ -40,6 +40,8 @@
 -- now ms, fires left due for a damaged definition, then a job and a reason for each run skipped
 -- or dead}.
 -- Cost: O(limit log N).
+check_types('promote_due', KEYS, {'zset', 'hash', 'stream', 'zset', 'hash', 'set', 'string',
+  'hash'})
 if held(KEYS[7]) then
   return redis.error_reply(HELD)
 end

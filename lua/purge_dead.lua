@@ -8,6 +8,7 @@
 --
 -- Returns how many runs were deleted (call again while it returns the limit).
 -- Cost: O(limit log N).
+check_types('purge_dead', KEYS, {'zset', 'string'})
 if held(KEYS[2]) then
   return redis.error_reply(HELD)
 end

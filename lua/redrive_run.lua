@@ -19,6 +19,7 @@
 -- Returns 1 when re-driven, 0 when the run is not in the dead letters, {'paused', job} when its
 -- job is paused, or {'unknown', job} when its job has no published definition.
 -- Cost: O(log N).
+check_types('redrive_run', KEYS, {'zset', 'zset', 'stream', 'channel', 'string'})
 if held(KEYS[5]) then
   return redis.error_reply(HELD)
 end
@@ -30,7 +31,9 @@ local run_key = key_run(prefix, run_id)
 if redis.call('ZSCORE', dead, run_id) == false or redis.call('EXISTS', run_key) == 0 then
   return 0
 end
-local job, kind = unpack(redis.call('HMGET', run_key, 'job', 'kind'))
+local job, kind = unpack(checked_read('redrive_run', run_key, 'hash', 'HMGET', 'job', 'kind'))
+check_type('redrive_run', key_paused(prefix), 'set')
+check_type('redrive_run', key_defs(prefix), 'hash')
 if job and redis.call('SISMEMBER', key_paused(prefix), job) == 1 then
   return {'paused', job}
 end

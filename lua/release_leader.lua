@@ -5,6 +5,7 @@
 --
 -- Returns 1 when released, 0 when it was not held by this token.
 -- Cost: O(1).
+check_types('release_leader', KEYS, {'string'})
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end

@@ -6,6 +6,7 @@
 --
 -- Returns 1 when renewed, 0 when the lease is gone or held by another token (step down).
 -- Cost: O(1).
+check_types('renew_leader', KEYS, {'string'})
 local leader = KEYS[1]
 local token, ttl = ARGV[1], tonumber(ARGV[2])
 

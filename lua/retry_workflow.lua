@@ -16,6 +16,7 @@
 -- live replica declares the job of a step to run again (its definition is not published): it
 -- would fail again at once, so nothing is changed.
 -- Cost: O(steps).
+check_types('retry_workflow', KEYS, {'zset', 'string'})
 if held(KEYS[2]) then
   return redis.error_reply(HELD)
 end
@@ -24,7 +25,10 @@ local prefix, workflow_id = ARGV[1], ARGV[2]
 local now = now_ms(ARGV[3])
 local wf_key = key_workflow(prefix, workflow_id)
 
-local step_list, retention = unpack(redis.call('HMGET', wf_key, 'steps', 'retention_ms'))
+local step_list, retention = unpack(checked_read('retry_workflow', wf_key, 'hash', 'HMGET', 'steps',
+  'retention_ms'))
+check_type('retry_workflow', key_defs(prefix), 'hash')
+check_type('retry_workflow', key_workflows_running(prefix), 'zset')
 if not step_list then
   return {'MISSING'}
 end

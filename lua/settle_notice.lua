@@ -16,6 +16,7 @@
 --
 -- Returns 1 when done, 0 when the notice is not this sender's.
 -- Cost: O(log N).
+check_types('settle_notice', KEYS, {'zset', 'string'})
 if held(KEYS[2]) then
   return redis.error_reply(HELD)
 end
@@ -24,7 +25,8 @@ local prefix, id, replica, what, value = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARG
 local now = now_ms(ARGV[6])
 local key = key_notice(prefix, id)
 
-if not redis.call('ZSCORE', notices, id) or redis.call('HGET', key, 'holder') ~= replica then
+if not redis.call('ZSCORE', notices, id)
+    or checked_read('settle_notice', key, 'hash', 'HGET', 'holder') ~= replica then
   return 0
 end
 if what == 'extend' then

@@ -13,6 +13,7 @@
 --
 -- Returns the number of steps settled.
 -- Cost: O(steps of the instances given).
+check_types('settle_workflows', KEYS, {'zset', 'string'})
 if held(KEYS[2]) then
   return redis.error_reply(HELD)
 end
@@ -21,6 +22,9 @@ local prefix = ARGV[1]
 local now = now_ms(ARGV[2])
 local OUTCOME = {succeeded = 'succeeded', dead = 'failed', skipped = 'skipped'}
 
+for i = 3, #ARGV do
+  check_type('settle_workflows', key_workflow(prefix, ARGV[i]), 'hash')
+end
 local settled = 0
 for i = 3, #ARGV do
   local workflow_id = ARGV[i]

@@ -26,6 +26,7 @@
 -- replica declares a workflow of that name; {'UNDECLARED', job} when no live replica declares
 -- the job of one of its steps (nothing is written).
 -- Cost: O(steps).
+check_types('start_workflow', KEYS, {'zset', 'hash', 'string'})
 if held(KEYS[3]) then
   return redis.error_reply(HELD)
 end
@@ -38,7 +39,8 @@ end
 local now = now_ms(ARGV[6])
 local wf_key = key_workflow(prefix, workflow_id)
 
-local started = redis.call('HGET', wf_key, 'created_ms')
+local started = checked_read('start_workflow', wf_key, 'hash', 'HGET', 'created_ms')
+check_type('start_workflow', key_workflows_running(prefix), 'zset')
 if started then
   return {'EXISTS', tonumber(started)}
 end

@@ -22,6 +22,7 @@
 -- expired before it could start, as extend_lease.lua refuses too: the reaper hands it back and
 -- the promoter judges it as a late fire).
 -- Cost: O(log N) plus the runs handed freed slots.
+check_types('take_job_slot', KEYS, {'zset', 'stream', 'string'})
 if held(KEYS[3]) then
   return redis.error_reply(HELD)
 end
@@ -35,12 +36,14 @@ end
 local now = now_ms(ARGV[7])
 local run_key = key_run(prefix, run_id)
 
-local holder, job, state, attempt, due_ms, overlap, max_concurrency = unpack(redis.call('HMGET',
-  run_key, 'worker', 'job', 'state', 'attempt', 'due_ms', 'overlap', 'max_concurrency'))
+local holder, job, state, attempt, due_ms, overlap, max_concurrency = unpack(checked_read(
+  'take_job_slot', run_key, 'hash', 'HMGET', 'worker', 'job', 'state', 'attempt', 'due_ms',
+  'overlap', 'max_concurrency'))
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
 if holder ~= worker or state ~= 'active' or not job or not deadline or deadline < now then
   return 'GONE'
 end
+check_job_keys('take_job_slot', prefix, job)
 local slots = job_limit(overlap, max_concurrency)
 local running = key_running(prefix, job)
 fill_job_slots(prefix, job, now)

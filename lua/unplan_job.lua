@@ -13,6 +13,7 @@
 --
 -- Returns {'OK', runs removed} or {'FENCED', current leader token or ''}.
 -- Cost: O(P log N) for P planned runs.
+check_types('unplan_job', KEYS, {'string', 'zset', 'hash', 'hash', 'string'})
 if held(KEYS[5]) then
   return redis.error_reply(HELD)
 end

@@ -34,6 +34,7 @@ mod rolling_deploy;
 mod routing;
 mod run_as;
 mod run_tree;
+mod scripts;
 mod security;
 mod service;
 mod slots;

@@ -328,3 +328,45 @@ end
 -- key included: it refuses there instead of failing halfway at a key already moved.
 local HELD = 'HELD the namespace is held (redcron hold): try again once it is released'
 local function held(hold) return redis.call('EXISTS', hold) == 1 end
+
+-- Redis does not undo a script's writes when a later command of it fails, so a key of another
+-- type than the script expects (damaged by hand, or written by something else) would fail the
+-- script halfway: a run popped from its list and never put anywhere. Every script therefore
+-- checks the type of the keys it is given before its first write, and refuses with an error
+-- that names the script and the key, having written nothing. A key that does not exist is of
+-- every type. `types[i]` is the type (as TYPE names it) of `keys[i]`; 'channel' is no key.
+-- Cost: one TYPE per key.
+local function refuse_wrong_type(script, key, found, wanted)
+  error({err = 'WRONGTYPE ' .. script .. ': ' .. key .. ' holds a ' .. found .. ', not a '
+    .. wanted .. ' (nothing was written)'})
+end
+local function check_type(script, key, wanted)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= wanted then
+    refuse_wrong_type(script, key, found, wanted)
+  end
+end
+local function check_types(script, keys, types)
+  for i, wanted in ipairs(types) do
+    if wanted ~= 'channel' then
+      check_type(script, keys[i], wanted)
+    end
+  end
+end
+
+-- The reply of `command` on `key`, a read the script makes anyway before it writes (a run's
+-- hash): the same check as check_type, at no extra cost when the key is of its type.
+local function checked_read(script, key, wanted, command, ...)
+  local reply = redis.pcall(command, key, ...)
+  if type(reply) == 'table' and reply.err then
+    refuse_wrong_type(script, key, redis.call('TYPE', key).ok, wanted)
+  end
+  return reply
+end
+
+-- Checks a job's slots (running:<job>) and its waiting runs (waiting:<job>), as
+-- check_type does, for a script about to free or take a slot of the job.
+local function check_job_keys(script, prefix, job)
+  check_type(script, key_running(prefix, job), 'zset')
+  check_type(script, key_waiting(prefix, job), 'list')
+end

@@ -379,6 +379,10 @@ pub enum CliError {
         /// Why it cannot be bound.
         source: io::Error,
     },
+    /// Replicas report scripts that fail on a damaged key (`status`, after what it could show):
+    /// nothing those scripts do happens until the key is repaired.
+    #[error("{0}")]
+    ScriptsFailing(String),
     /// An import wrote its schedule files, with crontab lines that need attention (marked in
     /// the files and listed before).
     #[error("{0}")]

@@ -79,6 +79,15 @@ impl Client {
         Ok(self.store.overview().await?)
     }
 
+    /// The scripts that fail on a damaged key, by replica: (replica id, `<script> fails: <what
+    /// Redis said>`, which names the key). Readable when [`Client::overview`] is not.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn failing_scripts(&self) -> Result<Vec<(String, String)>, ClientError> {
+        Ok(self.store.failing_scripts().await?)
+    }
+
     /// The newest [`EVENTS_SCANNED`] outcomes of the events stream, newest first.
     ///
     /// # Errors

@@ -148,6 +148,16 @@ impl Heartbeat {
                 "heartbeat_period_ms",
                 self.config.period.as_millis().to_string(),
             ),
+            // What `redcron status` names: a script that keeps failing on a damaged key, or ''.
+            (
+                "failing_script",
+                self.store
+                    .metrics()
+                    .health
+                    .failing_script()
+                    .map(|(operation, error)| format!("{operation} fails: {error}"))
+                    .unwrap_or_default(),
+            ),
         ];
         let beat = self
             .store

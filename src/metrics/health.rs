@@ -1,7 +1,8 @@
 //! What `/healthz` and `/readyz` say of one replica.
 
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 /// What `/healthz` and `/readyz` report.
@@ -27,6 +28,12 @@ pub struct Health {
     stopping: AtomicBool,
     /// The first component that died, by name.
     died: OnceLock<String>,
+    /// The store operations (scripts) whose last call failed on the data it met (a key of the
+    /// wrong type), with what Redis said: these fail again on every call until an operator
+    /// repairs the key, so the replica is not ready meanwhile.
+    failing: Mutex<BTreeMap<&'static str, String>>,
+    /// Whether `failing` holds anything: read on every call, so that a success costs no lock.
+    any_failing: AtomicBool,
 }
 
 /// How long a replica may go without progress (no heartbeat written to Redis) before
@@ -46,6 +53,8 @@ impl Default for Health {
             held: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             died: OnceLock::new(),
+            failing: Mutex::new(BTreeMap::new()),
+            any_failing: AtomicBool::new(false),
         }
     }
 }
@@ -113,6 +122,39 @@ impl Health {
         let _ = self.died.set(component.to_owned());
     }
 
+    /// A call of `operation` failed on the data it met (see [`Health::failing_script`]).
+    pub fn script_failed(&self, operation: &'static str, error: String) {
+        // A poisoned lock only means a caller panicked mid-insert; the map is still whole.
+        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        failing.insert(operation, error);
+        self.any_failing.store(true, Ordering::Relaxed);
+    }
+
+    /// A call of `operation` succeeded: whatever it failed on is repaired.
+    pub fn call_succeeded(&self, operation: &'static str) {
+        if !self.any_failing.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        failing.remove(operation);
+        self.any_failing
+            .store(!failing.is_empty(), Ordering::Relaxed);
+    }
+
+    /// The first operation (script) whose last call failed on the data it met, and what Redis
+    /// said (the script and the key): `claim_runs` and `WRONGTYPE claim_runs: {ns}:paused holds
+    /// a string, not a set`.
+    pub fn failing_script(&self) -> Option<(&'static str, String)> {
+        if !self.any_failing.load(Ordering::Relaxed) {
+            return None;
+        }
+        let failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        failing
+            .iter()
+            .next()
+            .map(|(operation, error)| (*operation, error.clone()))
+    }
+
     /// The component that died, if one did.
     pub fn dead_component(&self) -> Option<&str> {
         self.died.get().map(String::as_str)
@@ -139,8 +181,8 @@ impl Health {
     /// `Ok` while the replica can take work, else why not (for `/readyz`).
     ///
     /// # Errors
-    /// A component died, shutdown began, Redis refuses writes, the namespace is held, or Redis
-    /// has not answered for [`READY_WITHIN`].
+    /// A component died, shutdown began, Redis refuses writes, the namespace is held, a script
+    /// keeps failing on a damaged key, or Redis has not answered for [`READY_WITHIN`].
     pub fn readiness(&self) -> Result<(), String> {
         if let Some(component) = self.died.get() {
             return Err(format!("the {component} died\n"));
@@ -158,6 +200,9 @@ impl Health {
         }
         if self.held.load(Ordering::Relaxed) {
             return Err("the namespace is held (redcron hold)\n".to_owned());
+        }
+        if let Some((operation, error)) = self.failing_script() {
+            return Err(format!("script {operation} fails: {error}\n"));
         }
         Ok(())
     }
@@ -183,6 +228,24 @@ mod tests {
         health.stopping();
         assert_eq!(health.readiness(), Err("shutting down\n".to_owned()));
         assert_eq!(health.liveness(), Ok(()));
+    }
+
+    #[test]
+    fn readiness_fails_while_a_script_fails_until_it_succeeds() {
+        let health = Health::default();
+        health.progressed();
+        let error = "WRONGTYPE claim_runs: {ns}:paused holds a string, not a set";
+        health.script_failed("claim_runs", error.to_owned());
+        // Other operations succeeding do not repair the one that fails.
+        health.call_succeeded("ack_runs");
+        assert_eq!(
+            health.readiness(),
+            Err(format!("script claim_runs fails: {error}\n"))
+        );
+        assert_eq!(health.liveness(), Ok(()));
+        health.call_succeeded("claim_runs");
+        assert_eq!(health.readiness(), Ok(()));
+        assert_eq!(health.failing_script(), None);
     }
 
     #[test]

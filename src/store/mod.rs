@@ -152,6 +152,9 @@ impl StoreError {
             return StoreError::Held { operation };
         }
         metrics.redis_errors_total.inc();
+        if let Some(error) = failure_of_the_data(&source) {
+            metrics.health.script_failed(operation, error);
+        }
         if refuses_writes(&source) {
             // A refusal is an answer: Redis is reachable, it takes no writes from us.
             metrics.health.redis_ok();
@@ -176,8 +179,32 @@ trait During<T> {
 
 impl<T> During<T> for Result<T, redis::RedisError> {
     fn during(self, metrics: &Metrics, operation: &'static str) -> Result<T, StoreError> {
-        self.map_err(|source| StoreError::redis(metrics, operation, source))
+        match self {
+            Ok(value) => {
+                metrics.health.call_succeeded(operation);
+                Ok(value)
+            }
+            Err(source) => Err(StoreError::redis(metrics, operation, source)),
+        }
     }
+}
+
+/// What Redis said, when a call failed on the data it met rather than on Redis being away or
+/// busy: a key of another type than the script expects (`WRONGTYPE`, from the script's own check
+/// or from Redis), or a script that broke at run time (`ERR ... script: ...`). Such a call fails
+/// again on every try until the data is repaired. Redis's note of where in the script is cut.
+fn failure_of_the_data(error: &redis::RedisError) -> Option<String> {
+    let code = error.code()?;
+    let detail = error.detail().unwrap_or_default();
+    if code != "WRONGTYPE" && !(code == "ERR" && detail.contains(" script: ")) {
+        return None;
+    }
+    let detail = detail
+        .split(" script: ")
+        .next()
+        .unwrap_or(detail)
+        .trim_end();
+    Some(format!("{code} {detail}"))
 }
 
 /// The error code of a script refused while the namespace is held (`common.lua`'s `HELD`).

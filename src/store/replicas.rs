@@ -123,6 +123,34 @@ impl Store {
         }))
     }
 
+    /// The scripts that fail on a damaged key, as the replicas reported them in their last
+    /// heartbeat: (replica id, `<script> fails: <what Redis said>`), by replica id. Read apart from
+    /// [`Store::overview`], which a damaged key can fail too.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn failing_scripts(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let replicas: Vec<String> = self
+            .connection
+            .clone()
+            .zrange(self.keys.replicas(), 0, -1)
+            .await
+            .during(&self.metrics, "failing_scripts")?;
+        let mut pipe = redis::pipe();
+        for replica in &replicas {
+            pipe.hget(self.keys.replica(replica), "failing_script");
+        }
+        let reports: Vec<Option<String>> = pipe
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "failing_scripts")?;
+        Ok(replicas
+            .into_iter()
+            .zip(reports)
+            .filter_map(|(replica, report)| Some((replica, report.filter(|r| !r.is_empty())?)))
+            .collect())
+    }
+
     /// The host `replica_id` last said it runs on; `None` when its hash is gone (a day after it
     /// stopped, or its heartbeats long expired).
     ///

@@ -315,17 +315,49 @@ fn no_jobs(out: &mut impl Write, namespace: &str) -> std::io::Result<()> {
     )
 }
 
+/// What the replicas report of their scripts that fail on a damaged key, one line each, or
+/// `None` when none does.
+fn failing_scripts_text(failing: &[(String, String)]) -> Option<String> {
+    let lines: Vec<String> = failing
+        .iter()
+        .map(|(replica, report)| {
+            format!(
+                "replica {replica}: script {report}; nothing that script does happens until \
+                 the key is repaired or deleted"
+            )
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
 pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let (overview, events, owed_notices, writes_refused, damaged) = block_on(async {
+    let (read, failing) = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
-        Ok((
-            client.overview().await?,
-            client.recent_events().await?,
-            client.owed_notices().await?,
-            client.writes_refused().await?,
-            client.damaged_keys().await?,
-        ))
+        let read = async {
+            Ok::<_, crate::client::ClientError>((
+                client.overview().await?,
+                client.recent_events().await?,
+                client.owed_notices().await?,
+                client.writes_refused().await?,
+                client.damaged_keys().await?,
+            ))
+        }
+        .await;
+        // A damaged key can fail the overview too: the replicas' reports still name it.
+        let failing = client.failing_scripts().await.unwrap_or_default();
+        Ok((read, failing))
     })?;
+    let failing_text = failing_scripts_text(&failing);
+    let (overview, events, owed_notices, writes_refused, damaged) = match read {
+        Ok(read) => read,
+        Err(error) => {
+            let error = CliError::from(error);
+            return Err(match failing_text {
+                Some(text) => CliError::ScriptsFailing(format!("{error}\n{text}")),
+                None => error,
+            });
+        }
+    };
     let refused = writes_refused.is_some();
     let jobs = published(&overview);
     let outcomes = last_outcomes(&events);
@@ -414,9 +446,13 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             "ready": ready,
             "undeclared": undeclared,
             "jobs": job_states,
+            "failing_scripts": failing
+                .iter()
+                .map(|(replica, report)| json!({ "replica": replica, "error": report }))
+                .collect::<Vec<_>>(),
         });
         writeln!(out, "{status}").map_err(CliError::io("writing the status"))?;
-        return refused_or_ok(writes_refused.as_ref());
+        return exit_status(writes_refused.as_ref(), failing_text);
     }
 
     let written = (|| -> std::io::Result<()> {
@@ -518,6 +554,9 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     "no live replica: no fire is planned or run until one starts"
                 )?;
             }
+            if let Some(text) = &failing_text {
+                writeln!(out, "{text}")?;
+            }
         }
         writeln!(out)?;
         let ready: Vec<Vec<String>> = overview
@@ -585,15 +624,20 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         )
     })();
     written.map_err(CliError::io("writing the status"))?;
-    refused_or_ok(writes_refused.as_ref())
+    exit_status(writes_refused.as_ref(), failing_text)
 }
 
-/// Once the status is shown: a Redis that refuses writes fails the command all the same, so
-/// that a check running `status` does not pass.
-fn refused_or_ok(writes_refused: Option<&WritesRefused>) -> Result<(), CliError> {
-    writes_refused.map_or(Ok(()), |refused| {
-        Err(CliError::WritesRefused(refused::error(refused)))
-    })
+/// The status's exit, once it is shown: a Redis that refuses writes, or replicas that report
+/// scripts failing on a damaged key, fail the command all the same, so that a check running
+/// `status` does not pass.
+fn exit_status(
+    writes_refused: Option<&WritesRefused>,
+    failing_text: Option<String>,
+) -> Result<(), CliError> {
+    if let Some(refused) = writes_refused {
+        return Err(CliError::WritesRefused(refused::error(refused)));
+    }
+    failing_text.map_or(Ok(()), |text| Err(CliError::ScriptsFailing(text)))
 }
 
 pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {
