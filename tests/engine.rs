@@ -459,6 +459,7 @@ async fn reaper_returns_runs_whose_lease_expired() {
             retried: 1,
             dead: 1,
             rerouted: 0,
+            requeued: 0,
         }
     );
     assert_eq!(

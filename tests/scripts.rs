@@ -1,14 +1,17 @@
 //! Scripts that meet a key of the wrong type refuse before their first write, naming the script
-//! and the key; a replica whose scripts keep failing says so in `/readyz` and `status`.
+//! and the key; the reaper puts back a run left in none of its lists; a replica whose scripts
+//! keep failing says so in `/readyz` and `status`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use redcron::engine::reaper::{Reaper, ReaperConfig};
 use redcron::schedule::Priority;
+use redcron::store::{Claim, FailReason, Failure};
 use redis::Commands;
 
-use crate::store::{FORBID_TICK, LEASE, THRESHOLD, claim_run, plan, run_hash, setup};
+use crate::store::{FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, plan, run_hash, setup};
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::{cli, free_port, http_get, keys, read_ledger, wait_until};
@@ -273,6 +276,89 @@ async fn an_ack_batch_that_meets_a_wrong_typed_key_records_none_of_its_runs() {
 
     let () = redis.del(keys().running("tock")).expect("DEL");
     assert_eq!(store.ack_runs(&batch).await.expect("ack"), [true, true]);
+}
+
+/// Runs left in none of the lists their state says they are in, one of each state: a tick of
+/// the reaper puts each back where it belongs, and the ready one is claimed.
+#[tokio::test]
+async fn the_reaper_puts_back_runs_left_in_no_list() {
+    let (server, store, token) = setup(
+        "[jobs.tick]\ncommand = \"true\"\noverlap = \"forbid\"\n\
+         [jobs.tock]\ncommand = \"true\"\noverlap = \"forbid\"\n\
+         [jobs.lost]\ncommand = \"true\"\nretries = 2\n[jobs.late]\ncommand = \"true\"\n",
+    )
+    .await;
+    let store = store.with_frozen_clock(10_000);
+    plan(&store, &token, "tock", &[9_100, 9_200]).await;
+    plan(&store, &token, "lost", &[9_300]).await;
+    plan(&store, &token, "late", &[20_000]).await;
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    // tock@9100 runs, so tock@9200 waits for its slot; lost@9300 runs and fails once.
+    assert_eq!(claim_run(&store, &["default"]).await.id, "tock@9100");
+    assert_eq!(claim_run(&store, &["default"]).await.id, "lost@9300");
+    let lost = store
+        .fail_run(
+            "lost@9300",
+            Some("replica/0"),
+            &Failure::without_output(FailReason::Failed, "exit status 1"),
+            0.5,
+        )
+        .await
+        .expect("fail");
+    assert!(
+        matches!(lost, redcron::store::FailOutcome::Retrying { .. }),
+        "{lost:?}"
+    );
+    assert_eq!(
+        claim(&store, &["default"]).await,
+        Claim::Empty { skipped: 0 }
+    );
+    assert_eq!(run_hash(&server, "tock@9200")["state"], "waiting");
+    plan(&store, &token, "tick", &[9_900]).await;
+    store
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+
+    // What a script failing halfway leaves: each run out of its list, its state unchanged.
+    let mut redis = server.connection();
+    let ready_fires = keys().ready_fires("default", Priority::Normal);
+    let _: i64 = redis.lrem(&ready_fires, 0, "tick@9900").expect("LREM");
+    let _: i64 = redis
+        .lrem(keys().waiting("tock"), 0, "tock@9200")
+        .expect("LREM");
+    let _: i64 = redis.zrem(keys().due(), "lost@9300").expect("ZREM");
+    let _: i64 = redis.zrem(keys().active(), "tock@9100").expect("ZREM");
+    let untouched: Vec<String> = redis.zrange(keys().due(), 0, -1).expect("ZRANGE");
+    assert_eq!(untouched, ["late@20000"]);
+    assert_eq!(run_hash(&server, "tick@9900")["state"], "ready");
+
+    let mut reaper = Reaper::new(store.clone(), ReaperConfig::default());
+    let reaped = reaper.tick().await.expect("tick");
+    assert_eq!(reaped.requeued, 4, "{reaped:?}");
+    let ready: Vec<String> = redis.lrange(&ready_fires, 0, -1).expect("LRANGE");
+    assert_eq!(ready, ["tick@9900"]);
+    let waiting: Vec<String> = redis.lrange(keys().waiting("tock"), 0, -1).expect("LRANGE");
+    assert_eq!(waiting, ["tock@9200"]);
+    let retry_at: Option<i64> = redis.zscore(keys().due(), "lost@9300").expect("ZSCORE");
+    let due_ms = run_hash(&server, "lost@9300")["due_ms"].parse().ok();
+    assert_eq!(retry_at, due_ms, "due again at its retry time");
+    let lease: Option<i64> = redis.zscore(keys().active(), "tock@9100").expect("ZSCORE");
+    assert_eq!(lease, Some(70_000), "a minute for its worker to extend it");
+    assert_eq!(
+        store
+            .metrics()
+            .stray_runs_total
+            .with_label_values(&["ready"])
+            .get(),
+        1
+    );
+    assert_eq!(claim_run(&store, &["default"]).await.id, "tick@9900");
+    // Put back once: the next cycle finds each where it belongs.
+    assert_eq!(reaper.tick().await.expect("tick").requeued, 0);
 }
 
 /// The scenario of a key damaged by hand, with the default settings: two replicas, a job firing

@@ -3,7 +3,8 @@
 //! It also buries (reason `undeclared`) runs that no live replica has declared the job of for
 //! a grace period, moves the ready runs of a queue that no live replica has served for its
 //! `fallback_after` to its fallback queue (`[queues.<name>]`), and settles the workflow steps
-//! whose runs ended without advancing their instance.
+//! whose runs ended without advancing their instance, and puts back the runs it finds in none of
+//! the lists their state says they are in (a page of run hashes a tick).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -31,6 +32,9 @@ pub struct ReaperConfig {
     pub undeclared_grace: Duration,
     /// A replica is live while its last heartbeat is at most this old.
     pub replica_live_for: Duration,
+    /// About how many run hashes a tick reads to find runs left in no list: a cycle over the
+    /// namespace takes (run hashes / this) ticks.
+    pub stray_page: usize,
 }
 
 impl Default for ReaperConfig {
@@ -40,6 +44,7 @@ impl Default for ReaperConfig {
             batch: 100,
             undeclared_grace: Duration::from_secs(300),
             replica_live_for: Duration::from_secs(6),
+            stray_page: 1000,
         }
     }
 }
@@ -53,6 +58,8 @@ pub struct Reaped {
     pub dead: u64,
     /// Ready runs moved from a queue no live replica serves to its fallback.
     pub rerouted: u64,
+    /// Runs found in none of the lists their state says they are in, put back.
+    pub requeued: u64,
 }
 
 /// Fails runs whose lease expired.
@@ -69,6 +76,9 @@ pub struct Reaper {
     /// Where the next page of the scan for damaged records starts (`SCAN` cursor; 0 starts a
     /// round).
     scan_cursor: u64,
+    /// Where the next page of run hashes searched for runs left in no list starts (a SCAN
+    /// cursor, "0" at the start of a cycle).
+    stray_cursor: String,
 }
 
 /// How many running workflow instances one tick settles: the index is read a page a tick, so a
@@ -85,6 +95,7 @@ impl Reaper {
             unserved_since: HashMap::new(),
             settle_from: 0,
             scan_cursor: 0,
+            stray_cursor: "0".to_owned(),
         }
     }
 
@@ -157,6 +168,26 @@ impl Reaper {
                 }
                 FailOutcome::Gone => {}
             }
+        }
+        let (next, strays) = self
+            .store
+            .requeue_stray_runs(&self.stray_cursor, self.config.stray_page)
+            .await?;
+        self.stray_cursor = next;
+        for stray in strays {
+            warn!(
+                run = stray.run_id,
+                job = stray.job,
+                state = stray.state,
+                "run found in none of the lists its state says it is in (a script failed \
+                 halfway, a restore, a hand edit): put back"
+            );
+            self.store
+                .metrics()
+                .stray_runs_total
+                .with_label_values(&[stray.state.as_str()])
+                .inc();
+            reaped.requeued += 1;
         }
         Ok(reaped)
     }

@@ -61,6 +61,9 @@ pub struct Metrics {
     pub dedup_skips_total: IntCounter,
     /// `redcron_reaped_runs_total`: runs whose lease expired.
     pub reaped_runs_total: IntCounter,
+    /// `redcron_stray_runs_total{state}`: runs the reaper found in none of the lists their
+    /// state says they are in (a script failed halfway, a restore, a hand edit) and put back.
+    pub stray_runs_total: IntCounterVec,
     /// `redcron_orphaned_runs_total`: runs Redis said this replica ran while it did not, ended
     /// as lost (the replica restarted, Redis restored from an older copy, a reply lost).
     pub orphaned_runs_total: IntCounter,
@@ -207,6 +210,11 @@ impl Metrics {
             ),
             dedup_skips_total: counter("redcron_dedup_skips_total", "Runs skipped as duplicates"),
             reaped_runs_total: counter("redcron_reaped_runs_total", "Runs whose lease expired"),
+            stray_runs_total: counter_vec(
+                "redcron_stray_runs_total",
+                "Runs found in none of the lists their state says they are in, put back",
+                &["state"],
+            ),
             orphaned_runs_total: counter(
                 "redcron_orphaned_runs_total",
                 "Runs Redis said this replica ran while it did not, ended as lost",

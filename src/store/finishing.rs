@@ -1,5 +1,5 @@
 //! A run's outcome recorded (`ack_runs.lua`, `fail_run.lua`), and the runs whose outcome is
-//! overdue: those a replica's workers hold, and those whose lease expired.
+//! overdue: those a replica's workers hold, those whose lease expired, and those left in no list.
 
 use super::During;
 use super::connection::Connection;
@@ -15,6 +15,19 @@ pub struct HeldRun {
     pub worker: String,
     /// The attempt it runs; `None` when the hash does not say (damaged).
     pub attempt: Option<u32>,
+}
+
+/// A run found in none of the lists its state says it is in, and put back
+/// ([`Store::requeue_stray_runs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StrayRun {
+    /// The run id.
+    pub run_id: String,
+    /// Its state, which says where it was put back: `ready` (its ready list), `waiting` (its
+    /// job's waiting runs), `scheduled` or `retrying` (the due set), `active` (the active set).
+    pub state: String,
+    /// Its job.
+    pub job: String,
 }
 
 /// A run's success, as a worker reports it.
@@ -225,6 +238,51 @@ impl Store {
                 )),
             })
             .collect()
+    }
+
+    /// Puts back the runs of one page (about `count` run hashes, from `cursor`; `"0"` starts a
+    /// cycle) that are in none of the lists their state says they are in: what a script that
+    /// failed halfway, a restore or a hand edit leaves. Returns the cursor of the next page
+    /// (`"0"` when the cycle is over) and the runs put back.
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
+    pub async fn requeue_stray_runs(
+        &self,
+        cursor: &str,
+        count: usize,
+    ) -> Result<(String, Vec<StrayRun>), StoreError> {
+        let values: Vec<String> = scripts::REQUEUE_STRAY_RUNS
+            .key(self.keys.active())
+            .key(self.keys.due())
+            .key(self.keys.events())
+            .key(self.keys.hold())
+            .arg(self.keys.prefix())
+            .arg(cursor)
+            .arg(count)
+            .arg(self.settings.events_maxlen)
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "requeue_stray_runs")?;
+        let Some((next, strays)) = values.split_first() else {
+            return Err(reply_error("requeue_stray_runs", "no cursor"));
+        };
+        let strays = strays
+            .chunks(3)
+            .map(|stray| match stray {
+                [run_id, state, job] => Ok(StrayRun {
+                    run_id: run_id.clone(),
+                    state: state.clone(),
+                    job: job.clone(),
+                }),
+                _ => Err(reply_error(
+                    "requeue_stray_runs",
+                    format!("unexpected {stray:?}"),
+                )),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((next.clone(), strays))
     }
 
     /// Up to `limit` runs whose lease deadline has passed on Redis's clock: their workers died.

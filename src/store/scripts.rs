@@ -47,6 +47,7 @@ script!(ACK_RUNS, "ack_runs.lua");
 script!(FAIL_RUN, "fail_run.lua");
 script!(LIST_HELD_RUNS, "list_held_runs.lua");
 script!(BURY_UNDECLARED_RUNS, "bury_undeclared_runs.lua");
+script!(REQUEUE_STRAY_RUNS, "requeue_stray_runs.lua");
 script!(ENQUEUE_RUNS, "enqueue_runs.lua");
 script!(REDRIVE_RUN, "redrive_run.lua");
 script!(PURGE_DEAD, "purge_dead.lua");

@@ -1,0 +1,105 @@
+-- Puts back the runs of one page of run hashes that are in none of the lists their state says
+-- they are in: a run `ready` in neither its ready list nor undeclared:<job>, `waiting` not in
+-- waiting:<job>, `scheduled` or `retrying` not in the due set, `active` not in the active set.
+-- Every script moves a run between lists in one atomic step, so no run is ever found so between
+-- two of them; one is only after a script failed halfway (Redis keeps the writes made before the
+-- error), a restore, or a hand edit, and it would wait forever, never run and never told. A
+-- ready run goes to the head of its ready list (it is late already), a waiting one back to the
+-- end of its job's waiting list (handed a slot if one is free), a due one into the due set at
+-- its due time, an active one into the active set with a short lease from now: its worker, if
+-- it still runs it, extends that lease; if not, the reaper takes it for lost when it expires.
+-- A hash that is not a run's (another type, no state) is left to the operator: it is no run.
+--
+-- The page is one SCAN step over the namespace's run hashes, resumed from the cursor the
+-- previous call returned: a cycle over every hash takes (run hashes / count) calls.
+--
+-- KEYS[1] active  zset    run id -> lease deadline ms
+-- KEYS[2] due     zset    run id -> due ms
+-- KEYS[3] events  stream  run state changes
+-- KEYS[4] hold  string  set while the namespace is held (redcron hold): nothing is written
+-- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
+--         wake:<queue>, waiting:<job>, running:<job>, undeclared:<job>
+-- ARGV[2] SCAN cursor: '0' starts a cycle
+-- ARGV[3] SCAN count: about how many keys this call reads
+-- ARGV[4] events stream MAXLEN (approximate)
+-- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
+--
+-- Returns {next cursor ('0' when the cycle is over), then for each run put back: run id, state,
+-- job}.
+-- Cost: O(count) hashes read, plus for each ready or waiting run a search of its list, skipped
+-- when that list is longer than MAX_SEARCHED (such a run is looked at again in the next cycle).
+check_types('requeue_stray_runs', KEYS, {'zset', 'zset', 'stream', 'string'})
+if held(KEYS[4]) then
+  return redis.error_reply(HELD)
+end
+local active, due, events = KEYS[1], KEYS[2], KEYS[3]
+local prefix, cursor, count, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+if not count or not maxlen then
+  return redis.error_reply('ERR requeue_stray_runs: count and maxlen must be numbers')
+end
+local now = now_ms(ARGV[5])
+-- How long a list may be for a run to be searched in it: LPOS reads it whole.
+local MAX_SEARCHED = 10000
+-- The lease of an active run put back: its worker extends it within a lease period if it runs.
+local STRAY_LEASE_MS = 60000
+
+-- Whether `run_id` is in `list`; nil when the list is too long to tell cheaply.
+local function listed(list, run_id)
+  check_type('requeue_stray_runs', list, 'list')
+  if redis.call('LLEN', list) > MAX_SEARCHED then
+    return nil
+  end
+  return redis.call('LPOS', list, run_id) ~= false
+end
+
+local scan = redis.call('SCAN', cursor, 'MATCH', prefix .. 'run:*', 'COUNT', count)
+local run_prefix = prefix .. 'run:'
+-- Read and checked whole before the first write (see check_type in common.lua).
+local strays = {}
+for _, run_key in ipairs(scan[2]) do
+  local run_id = string.sub(run_key, #run_prefix + 1)
+  local fields = redis.pcall('HMGET', run_key, 'state', 'job', 'kind', 'queue', 'priority',
+    'due_ms')
+  local state, job, kind, queue, priority, due_ms = false, false, false, false, false, false
+  if not fields.err then
+    state, job, kind, queue, priority, due_ms = unpack(fields, 1, 6)
+  end
+  local stray = nil
+  if (state == 'scheduled' or state == 'retrying') and not redis.call('ZSCORE', due, run_id) then
+    stray = {run_id, state, job or '', due_ms}
+  elseif state == 'active' and not redis.call('ZSCORE', active, run_id) then
+    stray = {run_id, state, job or ''}
+  elseif state == 'ready' and job and queue and priority then
+    local list = ready_list(prefix, kind, queue, priority)
+    local in_ready, aside = listed(list, run_id), listed(key_undeclared(prefix, job), run_id)
+    if in_ready == false and aside == false then
+      check_type('requeue_stray_runs', key_wake(prefix, queue), 'zset')
+      stray = {run_id, state, job, list, queue}
+    end
+  elseif state == 'waiting' and job and listed(key_waiting(prefix, job), run_id) == false then
+    check_job_keys('requeue_stray_runs', prefix, job)
+    stray = {run_id, state, job}
+  end
+  strays[#strays + 1] = stray
+end
+
+local reply = {scan[1]}
+for _, stray in ipairs(strays) do
+  local run_id, state, job = stray[1], stray[2], stray[3]
+  if state == 'scheduled' or state == 'retrying' then
+    redis.call('ZADD', due, tonumber(stray[4]) or now, run_id)
+  elseif state == 'active' then
+    redis.call('ZADD', active, now + STRAY_LEASE_MS, run_id)
+  elseif state == 'ready' then
+    redis.call('LPUSH', stray[4], run_id)
+    redis.call('ZADD', key_wake(prefix, stray[5]), 0, 'ready')
+  else
+    redis.call('RPUSH', key_waiting(prefix, job), run_id)
+    fill_job_slots(prefix, job, now)
+  end
+  record_event(events, maxlen, run_id, state, 'job', job, 'reason', 'stray')
+  reply[#reply + 1] = run_id
+  reply[#reply + 1] = state
+  reply[#reply + 1] = job
+end
+return reply
