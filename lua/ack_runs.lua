@@ -36,7 +36,7 @@ local now_text = tostring(now)
 -- Read before any write: moved at the end when a success is recorded (see claim_runs.lua), so
 -- that a Redis restored from a copy made before it is seen as older.
 local rewind = key_rewind(prefix)
-local written = tonumber(redis.call('HGET', rewind, 'written_ms')) or 0
+local written = tonumber(checked_read('ack_runs', rewind, 'hash', 'HGET', 'written_ms')) or 0
 
 -- Every run is read, and the keys its success writes checked, before the first write: a damaged
 -- key must not fail the call after some runs of the batch were recorded.

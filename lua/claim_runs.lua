@@ -72,7 +72,7 @@
 -- are missing.
 -- Cost: O(limit + queues + jobs with runs put aside + replicas x jobs put aside by this call).
 check_types('claim_runs', KEYS, {'zset', 'stream', 'set', 'zset', 'hash', 'zset', 'zset',
-  'string'})
+  'string', 'hash'})
 if held(KEYS[8]) then
   return redis.error_reply(HELD)
 end
@@ -107,15 +107,6 @@ end
 if redis.call('EXISTS', declared) == 0 then
   return {'UNDECLARED'}
 end
-local rewind = KEYS[9]
-local seen = tonumber(ARGV[9]) or 0
-local written = tonumber(redis.call('HGET', rewind, 'written_ms')) or 0
-local rewound = seen > written
-if rewound then
-  -- Raised past what this replica saw, so that it finds this rewind once only.
-  written = math.max(seen, now)
-  redis.call('HSET', rewind, 'rewound_ms', now, 'written_ms', written)
-end
 local serves = {}
 for _, queue in ipairs(queues) do
   serves[queue] = true
@@ -125,6 +116,16 @@ for _, queue in ipairs(queues) do
     check_type('claim_runs', ready_list(prefix, 'cron', queue, priority), 'list')
     check_type('claim_runs', ready_list(prefix, 'adhoc', queue, priority), 'list')
   end
+end
+
+local rewind = KEYS[9]
+local seen = tonumber(ARGV[9]) or 0
+local written = tonumber(redis.call('HGET', rewind, 'written_ms')) or 0
+local rewound = seen > written
+if rewound then
+  -- Raised past what this replica saw, so that it finds this rewind once only.
+  written = math.max(seen, now)
+  redis.call('HSET', rewind, 'rewound_ms', now, 'written_ms', written)
 end
 
 -- Runs put aside for a replica that declares their job: this one declares it and serves its

@@ -15,6 +15,7 @@
 --
 -- Returns how many keys were found damaged by this call.
 -- Cost: O(K) for the K suffixes given.
+check_types('expire_damaged_keys', KEYS, {'zset', 'string'})
 if held(KEYS[2]) then
   return redis.error_reply(HELD)
 end
@@ -22,10 +23,6 @@ local damaged_keys = KEYS[1]
 local prefix, retention = ARGV[1], tonumber(ARGV[2])
 if not retention then
   return redis.error_reply('ERR expire_damaged_keys: retention must be a number')
-end
-local kind = redis.call('TYPE', damaged_keys)['ok']
-if kind ~= 'zset' and kind ~= 'none' then
-  return redis.error_reply('WRONGTYPE expire_damaged_keys: ' .. damaged_keys .. ' holds a ' .. kind)
 end
 local now = now_ms(ARGV[3])
 

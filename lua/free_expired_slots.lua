@@ -13,6 +13,7 @@
 -- longer waiting, dropped.
 -- Cost: O(J) for J published jobs, plus O(limit) per job whose slots are full while runs wait,
 -- plus the runs handed a slot.
+check_types('free_expired_slots', KEYS, {'hash', 'string'})
 if held(KEYS[2]) then
   return redis.error_reply(HELD)
 end
@@ -20,8 +21,13 @@ local defs = KEYS[1]
 local prefix = ARGV[1]
 local now = now_ms(ARGV[2])
 
+local jobs = redis.call('HKEYS', defs)
+-- Every job's slots and waiting runs are checked before the first write.
+for _, job in ipairs(jobs) do
+  check_job_keys('free_expired_slots', prefix, job)
+end
 local handed = 0
-for _, job in ipairs(redis.call('HKEYS', defs)) do
+for _, job in ipairs(jobs) do
   local waiting = key_waiting(prefix, job)
   local before = redis.call('LLEN', waiting)
   if before > 0 then

@@ -41,7 +41,7 @@
 -- or dead}.
 -- Cost: O(limit log N).
 check_types('promote_due', KEYS, {'zset', 'hash', 'stream', 'zset', 'hash', 'set', 'string',
-  'hash'})
+  'hash', 'zset'})
 if held(KEYS[7]) then
   return redis.error_reply(HELD)
 end
