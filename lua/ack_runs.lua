@@ -57,16 +57,19 @@ for i = 5, #ARGV, 5 do
   runs[#runs + 1] = fields
 end
 
-local recorded, finished = {}, {}
+-- The runs recorded by this call: their states were read before it recorded any, so a second
+-- ack of one in the same batch is told by this set, not by its state.
+local recorded, finished, acked = {}, {}, {}
 for i = 5, #ARGV, 5 do
   local run_id, worker, attempt, exit_code, output = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local run_key = key_run(prefix, run_id)
   local state, holder, held_attempt, job, started, overlap, max_concurrency, notify, notify_on =
     unpack(runs[(i - 5) / 5 + 1], 1, 9)
   -- The attempt tells a reaped run claimed again by the same worker from the one it ran.
-  if state ~= 'active' or holder ~= worker or held_attempt ~= attempt then
+  if state ~= 'active' or holder ~= worker or held_attempt ~= attempt or acked[run_id] then
     recorded[#recorded + 1] = 0
   else
+    acked[run_id] = true
     if job and job_limit(overlap, max_concurrency) then
       free_job_slot(prefix, job, run_id, now)
     end
