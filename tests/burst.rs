@@ -218,13 +218,16 @@ async fn enqueue_from_lines_sends_nothing_for_a_bad_line_and_names_each_line_ref
     let run = enqueue(
         "{\"job\": \"greet\", \"payload\": {\"n\": 1}}\n{\"job\": \"nope\"}\n\
          {\"job\": \"greet\", \"in\": \"1h\", \"unique_key\": \"k\", \"priority\": \"normal\"}\n\
-         {\"job\": \"greet\", \"in\": \"2h\", \"unique_key\": \"k\"}\n",
+         {\"job\": \"greet\", \"in\": \"2h\", \"unique_key\": \"k\"}\n\
+         {\"job\": \"greet\", \"at\": \"2020-01-01T00:00:00Z\"}\n",
     );
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     for expected in [
-        "2 lines of 4 refused; every other line's run was enqueued",
+        "3 lines of 5 refused; every other line's run was enqueued",
         "line 2: unknown job \"nope\"",
         "line 4: ",
+        // As people read instants, not epoch milliseconds.
+        "line 5: due at 2020-01-01T00:00:00+00:00, before Redis's clock (20",
     ] {
         assert!(run.stderr.contains(expected), "{expected}: {}", run.stderr);
     }
@@ -238,7 +241,10 @@ async fn enqueue_from_lines_sends_nothing_for_a_bad_line_and_names_each_line_ref
             .map(|entry| entry["line"].as_u64().expect("a line"))
             .collect()
     };
-    assert_eq!((lines("runs"), lines("refused")), (vec![1, 3], vec![2, 4]));
+    assert_eq!(
+        (lines("runs"), lines("refused")),
+        (vec![1, 3], vec![2, 4, 5])
+    );
     assert_eq!(ready_or_due(), 2);
     let first = document["runs"][0]["id"].as_str().expect("an id");
     let shown =

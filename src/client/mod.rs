@@ -61,7 +61,11 @@ pub enum ClientError {
         holder: String,
     },
     /// The due time asked for is before Redis's clock, and the past was not allowed.
-    #[error("due at {due_ms} ms, before Redis's clock ({now_ms} ms)")]
+    #[error(
+        "due at {}, before Redis's clock ({})",
+        instant(*.due_ms),
+        instant(*.now_ms)
+    )]
     InThePast {
         /// The due time asked for, ms.
         due_ms: i64,
@@ -259,4 +263,10 @@ impl Published {
             None => ClientError::UnknownWorkflow(name.to_owned()),
         }
     }
+}
+
+/// An instant of an error's text as people read it (RFC 3339, UTC), or the number of ms it is
+/// when out of range.
+fn instant(ms: i64) -> String {
+    crate::notify::rfc3339(ms).unwrap_or_else(|| format!("{ms} ms"))
 }
