@@ -23,8 +23,10 @@
 -- ARGV[7] the starting replica's own definition of the workflow's job (canonical JSON), or ''
 --
 -- Returns {'OK', ms started}; {'EXISTS', ms it was started}; {'UNKNOWN', ''} when no live
--- replica declares a workflow of that name; {'UNDECLARED', job} when no live replica declares
--- the job of one of its steps (nothing is written).
+-- replica declares a workflow of that name, {'UNKNOWN', 'job'} when the name's published
+-- definition is a job's (told here, from the same reading: a caller reading `defs` again could
+-- find a workflow published since and call it a job); {'UNDECLARED', job} when no live replica
+-- declares the job of one of its steps (nothing is written).
 -- Cost: O(steps).
 check_types('start_workflow', KEYS, {'zset', 'hash', 'string'})
 if held(KEYS[3]) then
@@ -44,14 +46,18 @@ check_type('start_workflow', key_workflows_running(prefix), 'zset')
 if started then
   return {'EXISTS', tonumber(started)}
 end
-local ok, def = pcall(cjson.decode, redis.call('HGET', defs, name) or '')
+local published = redis.call('HGET', defs, name)
+local ok, def = pcall(cjson.decode, published or '')
 local workflow = ok and type(def) == 'table' and def.workflow
+-- A job's, as the client reads a published definition: one with no non-null "workflow".
+local published_job = published and not (ok and type(def) == 'table' and def.workflow ~= nil
+  and def.workflow ~= cjson.null)
 if type(workflow) ~= 'table' and (ARGV[7] or '') ~= '' then
   local own_ok, own = pcall(cjson.decode, ARGV[7])
   workflow = own_ok and type(own) == 'table' and own.workflow
 end
 if type(workflow) ~= 'table' or type(workflow.steps) ~= 'table' or #workflow.steps == 0 then
-  return {'UNKNOWN', ''}
+  return {'UNKNOWN', published_job and 'job' or ''}
 end
 local names, fields = {}, {}
 for _, step in ipairs(workflow.steps) do

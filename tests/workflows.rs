@@ -902,13 +902,13 @@ async fn a_replica_that_declares_a_workflow_planned_as_a_job_starts_its_own() {
     let new = crate::store::jobs("[jobs.y]\ncommand = \"true\"\n[workflows.x]\nsteps = [\"y\"]\n");
     let own = new.iter().find(|job| job.name == "x").expect("workflow x");
 
-    // Asked by name (`workflow start x`), x is no workflow.
+    // Asked by name (`workflow start x`), x is no workflow: a job.
     assert_eq!(
         store
             .start_workflow("x", "by-name", None, None)
             .await
             .expect("start"),
-        redcron::store::WorkflowStart::UnknownWorkflow
+        redcron::store::WorkflowStart::NotAWorkflow
     );
     // A run of x claimed by the new replica starts the workflow it declares.
     assert!(matches!(
@@ -929,4 +929,63 @@ async fn a_replica_that_declares_a_workflow_planned_as_a_job_starts_its_own() {
         .map(|step| step.job.as_str())
         .collect();
     assert_eq!(steps, ["y"]);
+}
+
+#[tokio::test]
+async fn a_start_that_finds_no_workflow_says_what_it_found_and_not_what_is_published_later() {
+    // A workflow is published between a start that found none and any later reading of its
+    // definition: such a reading would find a workflow the start could not use, and only the
+    // start's own reading says what it met. A published workflow whose steps cannot be read is
+    // that state kept still: the start finds no workflow, a reading finds one.
+    let server = RedisServer::start();
+    let store = crate::store::connect(&server).await;
+    let published =
+        crate::store::jobs("[jobs.a]\ncommand = \"true\"\n[workflows.w]\nsteps = [\"a\"]\n");
+    store
+        .publish_definitions(&published)
+        .await
+        .expect("publish");
+    let () = redis::Commands::hset(
+        &mut server.connection(),
+        keys().defs(),
+        "unusable",
+        r#"{"name":"unusable","workflow":{"steps":[]}}"#,
+    )
+    .expect("HSET");
+    let start = |name: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .start_workflow(name, &redcron::store::new_run_id(), None, None)
+                .await
+                .expect("start")
+        }
+    };
+    assert_eq!(
+        start("nothing").await,
+        redcron::store::WorkflowStart::UnknownWorkflow
+    );
+    assert_eq!(
+        start("a").await,
+        redcron::store::WorkflowStart::NotAWorkflow
+    );
+    assert_eq!(
+        start("unusable").await,
+        redcron::store::WorkflowStart::UnknownWorkflow
+    );
+    assert!(matches!(
+        start("w").await,
+        redcron::store::WorkflowStart::Started { .. }
+    ));
+
+    // The client says what the start found: never that a workflow's name is a job's.
+    let client = redcron::client::Client::from_store(store.clone());
+    assert!(matches!(
+        client.start_workflow("unusable", None).await,
+        Err(redcron::client::ClientError::UnknownWorkflow(name)) if name == "unusable"
+    ));
+    assert!(matches!(
+        client.start_workflow("a", None).await,
+        Err(redcron::client::ClientError::NotAWorkflow(name)) if name == "a"
+    ));
 }

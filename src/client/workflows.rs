@@ -61,10 +61,10 @@ impl Client {
             WorkflowStart::Started { started_ms } | WorkflowStart::Exists { started_ms } => {
                 Ok(StartedWorkflow { id, started_ms })
             }
-            WorkflowStart::UnknownWorkflow => Err(Published::no_workflow(
-                Published::of(&self.store, name).await?,
-                name,
-            )),
+            // Told apart by the start's own reading of the definition: one read after it could
+            // meet the workflow published since, and call it a job.
+            WorkflowStart::UnknownWorkflow => Err(ClientError::UnknownWorkflow(name.to_owned())),
+            WorkflowStart::NotAWorkflow => Err(ClientError::NotAWorkflow(name.to_owned())),
             WorkflowStart::UndeclaredJob(job) => Err(ClientError::UndeclaredStep {
                 workflow: name.to_owned(),
                 job,

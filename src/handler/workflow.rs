@@ -30,7 +30,9 @@ impl Handler for WorkflowStarter {
                 WorkflowStart::Started { .. } => format!("started workflow {}", run.run_id),
                 // A start tried again after its outcome was lost: the instance is there.
                 WorkflowStart::Exists { .. } => format!("workflow {} was started", run.run_id),
-                WorkflowStart::UnknownWorkflow => {
+                // Not a workflow only if the replica's own definition were none: the published
+                // one is a job's until the leader publishes the workflow.
+                WorkflowStart::UnknownWorkflow | WorkflowStart::NotAWorkflow => {
                     return Err(RunError::retryable(format!(
                         "workflow {} is not published yet: no live replica declares it",
                         run.job.name

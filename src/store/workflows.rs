@@ -30,8 +30,12 @@ pub enum WorkflowStart {
         /// When it was started, ms.
         started_ms: i64,
     },
-    /// No live replica declares a workflow of that name.
+    /// No live replica declares a workflow of that name, and no job of that name is published.
     UnknownWorkflow,
+    /// The name's published definition is a job's, not a workflow's. Told by the start itself,
+    /// from the reading that found no workflow: read again afterwards, the definition could be a
+    /// workflow published in between, and the name would be called a job's though it is not.
+    NotAWorkflow,
     /// No live replica declares the job of one of its steps: nothing was started.
     UndeclaredJob(String),
 }
@@ -140,7 +144,14 @@ impl Store {
             "EXISTS" => Ok(WorkflowStart::Exists {
                 started_ms: number()?,
             }),
-            "UNKNOWN" => Ok(WorkflowStart::UnknownWorkflow),
+            "UNKNOWN" => {
+                let published: String = super::reply::decode(OPERATION, value.clone())?;
+                Ok(if published == "job" {
+                    WorkflowStart::NotAWorkflow
+                } else {
+                    WorkflowStart::UnknownWorkflow
+                })
+            }
             "UNDECLARED" => Ok(WorkflowStart::UndeclaredJob(super::reply::decode(
                 OPERATION,
                 value.clone(),
