@@ -447,6 +447,11 @@ fn a_wrong_typed_key_stops_claims_visibly_and_loses_no_fire() {
         "{:?}",
         cli(&server, work, &["status"]).stderr
     );
+    // Damaged across two fires at least, however soon the replicas said so.
+    assert!(wait_until(Duration::from_secs(10), || redis_now(
+        &mut server.connection()
+    ) >= damaged_at
+        + 2_500));
     let () = redis.del(keys().paused()).expect("DEL");
     let repaired_at = redis_now(&mut redis);
 
