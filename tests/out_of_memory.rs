@@ -101,13 +101,7 @@ fn an_out_of_memory_redis_runs_no_run_twice_and_no_fire_past_the_misfire_thresho
     let scenario = Scenario::new();
     scenario.write_jobs();
     let replicas = [scenario.replica("r1"), scenario.replica("r2")];
-    let logs = || {
-        replicas
-            .iter()
-            .map(ReplicaProcess::log)
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let logs = || ReplicaProcess::logs(&replicas);
     let ledger = || read_ledger(&scenario.ledger_path());
     assert!(
         wait_until(Duration::from_secs(15), || ledger().len() >= 2),

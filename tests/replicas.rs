@@ -735,11 +735,7 @@ fn every_replica_says_so_when_redis_lost_its_data_and_fires_go_on() {
             .iter()
             .all(|replica| replica.log().matches(DATA_LOST).count() == 1)),
         "{}",
-        replicas
-            .iter()
-            .map(ReplicaProcess::log)
-            .collect::<Vec<_>>()
-            .join("\n")
+        ReplicaProcess::logs(&replicas)
     );
     assert!(
         wait_until(Duration::from_secs(10), || scenario

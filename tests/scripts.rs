@@ -402,13 +402,7 @@ fn a_wrong_typed_key_stops_claims_visibly_and_loses_no_fire() {
         ),
         ReplicaProcess::start("r2", &server.url(), &work.join("schedules"), work, &[]),
     ];
-    let logs = || {
-        replicas
-            .iter()
-            .map(ReplicaProcess::log)
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let logs = || ReplicaProcess::logs(&replicas);
     let starts = |run: &str| {
         read_ledger(&ledger)
             .iter()

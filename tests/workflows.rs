@@ -165,13 +165,7 @@ fn a_cron_fired_workflow_runs_once_per_fire_across_three_replicas_and_a_leader_k
         .iter()
         .map(|id| setup.replica(id, &[]))
         .collect();
-    let logs = |replicas: &[ReplicaProcess]| {
-        replicas
-            .iter()
-            .map(ReplicaProcess::log)
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let logs = ReplicaProcess::logs;
     // Until a replica has declared the workflow, listing it is refused as unknown.
     let instances = |setup: &Setup| -> Vec<Value> {
         let listed = cli(

@@ -107,6 +107,16 @@ impl ReplicaProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Everything the `replicas` logged so far, one after another: what a failed assertion
+    /// about several replicas shows.
+    pub fn logs(replicas: &[ReplicaProcess]) -> String {
+        replicas
+            .iter()
+            .map(ReplicaProcess::log)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// Its process id.
     pub fn pid(&self) -> Pid {
         Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"))
