@@ -102,11 +102,10 @@ fn runs_due_at_one_instant_do_not_delay_the_fires_due_then() {
         .map(|fire| started(*fire).expect("started") - fire)
         .collect();
     assert!(
-        lateness.iter().all(|late| *late <= 250),
-        "the fires from the burst's instant on started {lateness:?} ms late: at most 250 ms, \
+        lateness.iter().all(|late| *late <= 1_000),
+        "the fires from the burst's instant on started {lateness:?} ms late: at most a second, \
          the time for a worker slot to free on a loaded machine"
     );
-
     // No run of the burst is lost or ran twice: once the replicas have stopped (and handed
     // back what they had not run), each ran once or waits, ready or due again. Running all of
     // them, a shell each, would take minutes on a small machine.

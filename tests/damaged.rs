@@ -88,8 +88,8 @@ fn a_slot_past_its_deadline_frees_the_waiting_runs_though_no_run_comes() {
     let replica = limited_job(&server, work);
     let mut redis = server.connection();
 
-    // A slot handed to a run of the job that is in no list, so never claimed: only its
-    // deadline frees it.
+    // A slot handed to a run of the job that waits in a queue no replica serves, so is never
+    // claimed: only its deadline frees it.
     let () = redis
         .hset_multiple(
             keys().run("ghost"),
@@ -97,12 +97,15 @@ fn a_slot_past_its_deadline_frees_the_waiting_runs_though_no_run_comes() {
                 ("job", "lim"),
                 ("kind", "adhoc"),
                 ("state", "ready"),
-                ("queue", "default"),
+                ("queue", "elsewhere"),
                 ("priority", "normal"),
                 ("overlap", "forbid"),
             ],
         )
         .expect("HSET");
+    let () = redis
+        .rpush(keys().ready("elsewhere", Priority::Normal), "ghost")
+        .expect("RPUSH");
     let deadline = redis_now_ms(&mut redis) + 3_000;
     let () = redis
         .zadd(keys().running("lim"), "ghost", deadline)
