@@ -9,9 +9,13 @@
 -- KEYS[5] wake-promoter  channel told when a run becomes due earlier than anything before it
 -- KEYS[6] planned        hash    job -> its fires planned and not promoted yet, ms, comma-separated
 -- KEYS[7] hold  string  set while the namespace is held (redcron hold): nothing is written
+-- KEYS[8] planned-through string  ms up to which every job's fires are planned (promote_due.lua
+--                         lets `run-once` run a missed fire as the latest only past it)
 -- ARGV[1] leader token "<replica id>:<epoch>"
 -- ARGV[2] events stream MAXLEN (approximate)
--- ARGV[3..] one group per job: job name, the cursor ms the plan continues from (as the leader
+-- ARGV[3] ms up to which every job's fires are planned once this call's plans are written, or
+--         '' to leave it (a call that is not the last of its tick)
+-- ARGV[4..] one group per job: job name, the cursor ms the plan continues from (as the leader
 --           last read or wrote it), new cursor ms (only ever moves forward), P, S, then P
 --           triples of runs to plan (run id, fire ms, due ms = fire + jitter), then S pairs of
 --           fires skipped without running (run id, reason)
@@ -22,19 +26,23 @@
 -- lease. Nothing is written then; the leader reads the cursors again and plans the lost fires.
 -- Cost: O(P log N) for P runs planned in all, N runs due.
 check_types('plan_fires', KEYS, {'string', 'zset', 'hash', 'stream', 'channel', 'hash',
-  'string'})
+  'string', 'string'})
 if held(KEYS[7]) then
   return redis.error_reply(HELD)
 end
 local leader, due, cursor, events, wake, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local token, maxlen = ARGV[1], tonumber(ARGV[2])
+local planned_through = KEYS[8]
+local token, maxlen, through = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if not maxlen then
   return redis.error_reply('ERR plan_fires: maxlen must be a number')
+end
+if through ~= '' and not tonumber(through) then
+  return redis.error_reply('ERR plan_fires: planned-through must be a number or empty')
 end
 
 -- Checked whole before the first write: a malformed group must not leave a half-written plan.
 local jobs, froms, cursors = {}, {}, {}
-local i = 3
+local i = 4
 while i <= #ARGV do
   local from, new_cursor = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local runs, skips = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
@@ -53,6 +61,9 @@ if holder ~= token then
   return {'FENCED', holder or ''}
 end
 if #jobs == 0 then
+  if through ~= '' then
+    redis.call('SET', planned_through, through)
+  end
   return {'OK', 0}
 end
 local current = redis.call('HMGET', cursor, unpack(jobs))
@@ -66,7 +77,7 @@ end
 local earliest_before = tonumber(redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2])
 local added, earliest_added = 0, nil
 local new_fires = {}  -- job -> fires added by this call
-i = 3
+i = 4
 while i <= #ARGV do
   local job, runs, skips = ARGV[i], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
   i = i + 5
@@ -117,6 +128,9 @@ if #planned_jobs > 0 then
     updates[#updates + 1] = list
   end
   in_slices('HSET', planned, updates)
+end
+if through ~= '' then
+  redis.call('SET', planned_through, through)
 end
 if earliest_added and (not earliest_before or earliest_added < earliest_before) then
   redis.call('PUBLISH', wake, string.format('%d', earliest_added))

@@ -582,11 +582,14 @@ async fn many_jobs_are_planned_in_pipelined_calls_and_fenced_together() {
         })
         .collect();
     assert_eq!(
-        store.plan_jobs(&token, &plans).await.expect("plan"),
+        store.plan_jobs(&token, &plans, None).await.expect("plan"),
         PlanOutcome::Planned(7_500)
     );
     assert_eq!(
-        store.plan_jobs(&token, &plans).await.expect("plan again"),
+        store
+            .plan_jobs(&token, &plans, None)
+            .await
+            .expect("plan again"),
         PlanOutcome::Planned(0),
         "planning is idempotent"
     );
@@ -612,7 +615,7 @@ async fn many_jobs_are_planned_in_pipelined_calls_and_fenced_together() {
         })
         .collect();
     assert!(matches!(
-        store.plan_jobs(&token, &later).await.expect("plan"),
+        store.plan_jobs(&token, &later, None).await.expect("plan"),
         PlanOutcome::Fenced(holder) if holder.starts_with("other:")
     ));
     let due: usize = redis.zcard(keys().due()).expect("ZCARD");

@@ -106,6 +106,13 @@ impl Keys {
         self.key("planned")
     }
 
+    /// String: the time (ms) up to which the leader has planned every job's fires, so that
+    /// `run-once` does not run a missed fire as the latest while later missed fires are not
+    /// planned yet (after an outage longer than the horizon).
+    pub fn planned_through(&self) -> String {
+        self.key("planned-through")
+    }
+
     /// Hash job -> its latest fire promoted (made ready or skipped), ms: how `run-once` judges
     /// a fire claimed ahead that never started and comes due again late.
     pub fn latest_fires(&self) -> String {

@@ -146,12 +146,15 @@ impl Store {
         token: &LeaderToken,
         plan: &JobPlan,
     ) -> Result<PlanOutcome, StoreError> {
-        self.plan_jobs(token, std::slice::from_ref(plan)).await
+        self.plan_jobs(token, std::slice::from_ref(plan), None)
+            .await
     }
 
     /// Writes many jobs' plans, fenced by `token`: a script call per batch of jobs, all calls
     /// pipelined in one round trip. Runs planned before a fenced call stay planned (planning is
-    /// idempotent, and the new leader plans the same ids).
+    /// idempotent, and the new leader plans the same ids). `planned_through`, when given, is
+    /// the time up to which every job's fires are planned once `plans` are written: the last
+    /// call records it (alone when there is no plan), so no promoter reads it before the plans.
     ///
     /// # Errors
     /// Redis errors.
@@ -159,6 +162,7 @@ impl Store {
         &self,
         token: &LeaderToken,
         plans: &[JobPlan],
+        planned_through: Option<i64>,
     ) -> Result<PlanOutcome, StoreError> {
         // Bounded by Lua's stack (the script unpacks the job names) and by how long one call
         // may hold Redis.
@@ -175,12 +179,16 @@ impl Store {
             }
             runs += size;
         }
-        if first < plans.len() {
+        if first < plans.len() || planned_through.is_some() {
             calls.push(&plans[first..]);
         }
+        let last = calls.len().saturating_sub(1);
         let calls = calls
             .into_iter()
-            .map(|plans| self.plan_call(token, plans))
+            .enumerate()
+            .map(|(index, plans)| {
+                self.plan_call(token, plans, planned_through.filter(|_| index == last))
+            })
             .collect();
         let answers: Vec<Value> = self
             .invoke_batched(&scripts::PLAN_FIRES, OPERATION, calls)
@@ -196,8 +204,13 @@ impl Store {
         Ok(PlanOutcome::Planned(added))
     }
 
-    /// One `plan_fires.lua` call writing `plans`.
-    fn plan_call(&self, token: &LeaderToken, plans: &[JobPlan]) -> ScriptCall {
+    /// One `plan_fires.lua` call writing `plans`, and `planned_through` after them if given.
+    fn plan_call(
+        &self,
+        token: &LeaderToken,
+        plans: &[JobPlan],
+        planned_through: Option<i64>,
+    ) -> ScriptCall {
         let keys = vec![
             self.keys.leader(),
             self.keys.due(),
@@ -206,10 +219,12 @@ impl Store {
             self.keys.wake_promoter(),
             self.keys.planned(),
             self.keys.hold(),
+            self.keys.planned_through(),
         ];
         let mut args = vec![
             token.as_str().to_owned(),
             self.settings.events_maxlen.to_string(),
+            planned_through.map_or_else(String::new, |through| through.to_string()),
         ];
         for plan in plans {
             args.extend([

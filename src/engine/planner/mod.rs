@@ -232,27 +232,30 @@ impl Planner {
         } else {
             self.config.max_runs_per_tick
         };
+        let horizon_end = now_ms + millis(self.config.horizon);
         let mut plans = Vec::new();
+        let mut left = Vec::new();
         let mut size = 0;
-        for index in self.due_soon(&jobs, now_ms + millis(self.config.horizon)) {
-            if size > budget {
-                break;
-            }
+        for index in self.due_soon(&jobs, horizon_end) {
             let job = &jobs[index];
+            if size > budget {
+                left.push(index);
+                continue;
+            }
             let cursor_ms = self.cursors.get(&job.name).copied();
             if let Some(plan) = plan_job(job, cursor_ms, now_ms, &self.config) {
                 size += plan.runs.len() + plan.skipped.len();
-                plans.push(plan);
+                plans.push((index, plan));
             }
         }
-        within_budget(&mut plans, budget);
-        if plans.is_empty() {
-            return Ok(PlannerTick::Planned {
-                runs: 0,
-                skipped: 0,
-            });
-        }
-        let runs = match self.store.plan_jobs(&token, &plans).await {
+        within_budget(&mut plans, budget, &mut left);
+        let planned_through = self.planned_through(&jobs, &plans, &left, horizon_end);
+        let plans: Vec<JobPlan> = plans.into_iter().map(|(_, plan)| plan).collect();
+        let runs = match self
+            .store
+            .plan_jobs(&token, &plans, Some(planned_through))
+            .await
+        {
             Ok(PlanOutcome::Planned(added)) => added,
             Ok(PlanOutcome::Fenced(holder)) => {
                 self.fenced(&token, &holder);
@@ -290,13 +293,50 @@ impl Planner {
         Ok(PlannerTick::Planned { runs, skipped })
     }
 
+    /// The time up to which every job's fires are planned once `plans` are written: the
+    /// horizon's end, or just before the first fire that this tick leaves for a later one (of
+    /// a job `left` out for the budget, or of a plan cut short). Each plan's next fire is kept
+    /// for the next tick, which would search for it anyway.
+    fn planned_through(
+        &mut self,
+        jobs: &[Arc<Job>],
+        plans: &[(usize, JobPlan)],
+        left: &[usize],
+        horizon_end: i64,
+    ) -> i64 {
+        // `due_soon` cached the next fire of every job it returned, after its current cursor.
+        let mut first_unplanned = left
+            .iter()
+            .filter_map(|&index| self.next_fires[index].and_then(|next| next.fire_ms))
+            .min()
+            .unwrap_or(i64::MAX);
+        for (index, plan) in plans {
+            let job = &jobs[*index];
+            let next = NextFire {
+                cursor_ms: plan.cursor_ms,
+                fire_ms: job.schedule.as_ref().and_then(|schedule| {
+                    DateTime::from_timestamp_millis(plan.cursor_ms)
+                        .and_then(|cursor| schedule.next_after(cursor, job.timezone))
+                        .map(|fire| fire.timestamp_millis())
+                }),
+            };
+            if let Some(fire_ms) = next.fire_ms {
+                first_unplanned = first_unplanned.min(fire_ms);
+            }
+            self.next_fires[*index] = Some(next);
+        }
+        horizon_end.min(first_unplanned.saturating_sub(1))
+    }
+
     /// The positions in `jobs` of the jobs with a fire up to `horizon_end` after their cursor,
-    /// soonest first (missed fires are the soonest). Each job's next fire is kept with the
-    /// cursor it follows, so it is searched for once per cursor, not once per tick.
+    /// soonest first (missed fires are the soonest); disabled jobs are left out, as nothing is
+    /// planned for them. Each job's next fire is kept with the cursor it follows, so it is
+    /// searched for once per cursor, not once per tick.
     fn due_soon(&mut self, jobs: &[Arc<Job>], horizon_end: i64) -> Vec<usize> {
         let mut due_soon = Vec::new();
         for (index, (job, cached)) in jobs.iter().zip(self.next_fires.iter_mut()).enumerate() {
-            let (Some(&cursor_ms), Some(schedule)) = (self.cursors.get(&job.name), &job.schedule)
+            let (Some(&cursor_ms), Some(schedule), true) =
+                (self.cursors.get(&job.name), &job.schedule, job.enabled)
             else {
                 continue;
             };
@@ -477,13 +517,13 @@ impl Planner {
 }
 
 /// Keeps the soonest plans whose runs and skipped fires fit in `budget` (the first plan always
-/// fits): missed fires first, then by first fire.
-fn within_budget(plans: &mut Vec<JobPlan>, budget: usize) {
-    let size = |plan: &JobPlan| plan.runs.len() + plan.skipped.len();
+/// fits): missed fires first, then by first fire. The jobs of the plans dropped go to `left`.
+fn within_budget(plans: &mut Vec<(usize, JobPlan)>, budget: usize, left: &mut Vec<usize>) {
+    let size = |(_, plan): &(usize, JobPlan)| plan.runs.len() + plan.skipped.len();
     if plans.iter().map(size).sum::<usize>() <= budget {
         return;
     }
-    plans.sort_by_key(|plan| {
+    plans.sort_by_key(|(_, plan)| {
         if plan.skipped.is_empty() {
             plan.runs.first().map_or(i64::MAX, |run| run.fire_ms)
         } else {
@@ -498,7 +538,7 @@ fn within_budget(plans: &mut Vec<JobPlan>, budget: usize) {
             total <= budget
         })
         .count();
-    plans.truncate(keep.max(1));
+    left.extend(plans.drain(keep.max(1)..).map(|(index, _)| index));
 }
 
 /// What to write for one job at `now_ms`, given its cursor (the last fire planned or skipped):

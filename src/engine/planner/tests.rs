@@ -23,27 +23,39 @@ fn sized_plan(job: &str, first_fire_ms: i64, runs: usize, skipped: usize) -> Job
 
 #[test]
 fn a_tick_over_budget_keeps_missed_fires_then_the_soonest() {
-    let names = |plans: &[JobPlan]| {
+    let names = |plans: &[(usize, JobPlan)]| {
         plans
             .iter()
-            .map(|plan| plan.job.clone())
+            .map(|(_, plan)| plan.job.clone())
             .collect::<Vec<_>>()
     };
-    let mut plans = vec![
+    let mut plans: Vec<(usize, JobPlan)> = vec![
         sized_plan("late", 9_000, 3, 0),
         sized_plan("soon", 1_000, 3, 0),
         sized_plan("missed", 5_000, 1, 2),
         sized_plan("middle", 4_000, 3, 0),
-    ];
-    within_budget(&mut plans, 9);
+    ]
+    .into_iter()
+    .enumerate()
+    .collect();
+    let mut left = Vec::new();
+    within_budget(&mut plans, 9, &mut left);
     assert_eq!(names(&plans), ["missed", "soon", "middle"]);
+    assert_eq!(
+        left,
+        [0],
+        "the job of the plan dropped is left for a later tick"
+    );
 
-    let mut under = vec![sized_plan("a", 2, 1, 0), sized_plan("b", 1, 1, 0)];
-    within_budget(&mut under, 2);
+    let mut under = vec![(0, sized_plan("a", 2, 1, 0)), (1, sized_plan("b", 1, 1, 0))];
+    within_budget(&mut under, 2, &mut Vec::new());
     assert_eq!(names(&under), ["a", "b"], "within budget: untouched");
 
-    let mut huge = vec![sized_plan("big", 1, 50, 0), sized_plan("small", 2, 1, 0)];
-    within_budget(&mut huge, 10);
+    let mut huge = vec![
+        (0, sized_plan("big", 1, 50, 0)),
+        (1, sized_plan("small", 2, 1, 0)),
+    ];
+    within_budget(&mut huge, 10, &mut Vec::new());
     assert_eq!(names(&huge), ["big"], "the soonest plan always goes");
 }
 use crate::schedule::parse_file;
