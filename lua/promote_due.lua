@@ -11,6 +11,11 @@
 -- by the misfire policy as if it came due only now: `run-once` skips it when a later fire of the
 -- job has come due already (KEYS[8]), since that one ran or was judged in its place.
 --
+-- `run-once` runs a missed fire only when it is the job's latest missed fire. After an outage
+-- longer than the planner's horizon, the fires missed after the last one planned are not planned
+-- yet: a missed fire that would run as the latest is then left due until the leader has planned
+-- up to the misfire threshold (KEYS[10]), and judged again among the fires it plans.
+--
 -- Redis refuses it whole while out of memory (the flags line, no allow-oom): a fire that became
 -- ready then would wait there, past the judgement below, for claims that cannot start it; left
 -- due, it is judged when writes resume, as after any outage.
@@ -27,6 +32,8 @@
 -- KEYS[9] due-runs zset    run id -> due ms, of ad-hoc runs: taken only once the fires due by
 --                          then are (KEYS[1]), so that a backlog of runs due at one instant,
 --                          however large, never holds back a fire due in that instant
+-- KEYS[10] planned-through string  ms up to which the leader has planned every job's fires;
+--                          absent until a leader wrote it (then no fire waits for it)
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>
 -- ARGV[2] limit: most runs moved by this call
@@ -41,12 +48,12 @@
 -- or dead}.
 -- Cost: O(limit log N).
 check_types('promote_due', KEYS, {'zset', 'hash', 'stream', 'zset', 'hash', 'set', 'string',
-  'hash', 'zset'})
+  'hash', 'zset', 'string'})
 if held(KEYS[7]) then
   return redis.error_reply(HELD)
 end
 local due, defs, events, dead, planned, damaged = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local latest_fire, due_runs = KEYS[8], KEYS[9]
+local latest_fire, due_runs, planned_through = KEYS[8], KEYS[9], KEYS[10]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local maxlen, retention, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
 if not limit or not threshold or not maxlen or not retention or not lead then
@@ -104,6 +111,19 @@ local function later_fire_also_missed(job, fire_ms)
   return false
 end
 
+-- Whether the leader has not planned every fire up to the misfire threshold yet: after an
+-- outage longer than the planner's horizon, the latest fire planned before it is not the latest
+-- missed one, and `run-once` must not run it as such. Read once per call, only for a fire that
+-- is missed, so a fire on time costs nothing more.
+local behind
+local function planning_behind()
+  if behind == nil then
+    local through = tonumber(redis.call('GET', planned_through))
+    behind = through ~= nil and through < now - threshold
+  end
+  return behind
+end
+
 -- Why a fire of `job` claimed ahead and never started, due again now, is skipped; nil when it
 -- runs.
 local function misfire_of_unstarted(job, fire)
@@ -121,12 +141,16 @@ local function misfire_of_unstarted(job, fire)
   if def.misfire == 'skip' or latest_of(job).fire > fire then
     return 'missed'
   end
+  if planning_behind() then
+    return 'held'
+  end
   return nil
 end
 
 local ready, skipped = 0, 0
 local skips = {}
 local deferred = {}     -- due ms, run id: fires put back for a damaged definition
+local held = {}         -- due ms, run id: missed fires put back until the leader has planned
 local ready_lists = {}  -- ready list key -> run ids, pushed together at the end
 local woken = {}        -- wake marker key -> true
 local told_skip = {}    -- job -> true once one of its skips in this call sent a notice
@@ -169,45 +193,60 @@ for i = 1, #run_ids, 2 do
     local fire_ms
     job, fire_ms = string.match(run_id, '^(.+)@(%d+)$')
     local def = job and definition(job)
-    if job and def ~= 'damaged' then
-      plan_of(job).taken[fire_ms] = true
-      local seen = latest_of(job)
-      seen.fire = math.max(seen.fire, tonumber(fire_ms))
-    end
-    if not job then
-      reason = 'corrupt'
-      job = ''
-    elseif def == 'absent' then
-      reason = 'undeclared'
-    elseif def == 'damaged' then
-      reason = 'deferred'
-    else
-      queue, priority, kind = def.queue, def.priority, 'cron'
-      redis.call('HSET', run_key,
-        'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', run_ids[i + 1], 'created_ms', now_text,
-        'attempt', 0, 'max_attempts', def.retries + 1,
-        'queue', queue, 'priority', priority,
-        'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
-        'delivery', def.delivery, 'overlap', def.overlap,
-        'fingerprint', run_id)
-      if def.max_concurrency then
-        redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
-      end
-      set_run_notices(run_key, def.notify)
-      local lateness = now - due_ms
-      local deadline = def.starting_deadline
-      if deadline and lateness > deadline then
-        reason = 'deadline'
+    -- Judged before anything is written: a fire put back must stay planned, with no run hash.
+    local lateness = now - due_ms
+    local judged
+    if type(def) == 'table' then
+      if def.starting_deadline and lateness > def.starting_deadline then
+        judged = 'deadline'
       elseif lateness > threshold then
         if def.misfire == 'skip' then
-          reason = 'missed'
-        elseif def.misfire ~= 'run-all' and later_fire_also_missed(job, tonumber(fire_ms)) then
-          reason = 'missed'
+          judged = 'missed'
+        elseif def.misfire ~= 'run-all' then
+          if later_fire_also_missed(job, tonumber(fire_ms)) then
+            judged = 'missed'
+          elseif planning_behind() then
+            judged = 'held'
+          end
         end
       end
     end
+    if judged == 'held' then
+      reason = judged
+    else
+      if job and def ~= 'damaged' then
+        plan_of(job).taken[fire_ms] = true
+        local seen = latest_of(job)
+        seen.fire = math.max(seen.fire, tonumber(fire_ms))
+      end
+      if not job then
+        reason = 'corrupt'
+        job = ''
+      elseif def == 'absent' then
+        reason = 'undeclared'
+      elseif def == 'damaged' then
+        reason = 'deferred'
+      else
+        queue, priority, kind = def.queue, def.priority, 'cron'
+        redis.call('HSET', run_key,
+          'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', run_ids[i + 1], 'created_ms', now_text,
+          'attempt', 0, 'max_attempts', def.retries + 1,
+          'queue', queue, 'priority', priority,
+          'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
+          'delivery', def.delivery, 'overlap', def.overlap,
+          'fingerprint', run_id)
+        if def.max_concurrency then
+          redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
+        end
+        set_run_notices(run_key, def.notify)
+        reason = judged
+      end
+    end
   end
-  if reason == 'deferred' then
+  if reason == 'held' then
+    held[#held + 1] = run_ids[i + 1]
+    held[#held + 1] = run_id
+  elseif reason == 'deferred' then
     deferred[#deferred + 1] = run_ids[i + 1]
     deferred[#deferred + 1] = run_id
     redis.call('SADD', damaged, job)
@@ -230,7 +269,7 @@ for i = 1, #run_ids, 2 do
     woken[key_wake(prefix, queue)] = true
     ready = ready + 1
   end
-  if reason and reason ~= 'deferred' then
+  if reason and reason ~= 'deferred' and reason ~= 'held' then
     skipped = skipped + 1
     skips[#skips + 1] = job or ''
     skips[#skips + 1] = reason
@@ -263,11 +302,13 @@ for marker in pairs(woken) do
 end
 
 -- The next due time leaves out the fires put back: they wait for the leader's repair, which
--- wakes the promoters, not for a busy loop.
+-- wakes the promoters, or its next plan, which the promoters' longest sleep sees, not for a
+-- busy loop.
 local next_fire = tonumber(redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2])
 local next_run = tonumber(redis.call('ZRANGE', due_runs, 0, 0, 'WITHSCORES')[2])
 local next_due = next_fire and next_run and math.min(next_fire, next_run) or next_fire or next_run
 in_slices('ZADD', due, deferred)
+in_slices('ZADD', due, held)
 local reply = {ready, skipped, next_due or -1, now, #deferred / 2}
 for _, value in ipairs(skips) do
   reply[#reply + 1] = value

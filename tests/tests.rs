@@ -22,6 +22,7 @@ mod import_crontab;
 mod inspect;
 mod journal;
 mod lifecycle;
+mod long_outage;
 mod next;
 mod notices;
 mod operate;

@@ -55,6 +55,7 @@ impl Store {
             .key(self.keys.hold())
             .key(self.keys.latest_fires())
             .key(self.keys.due_runs())
+            .key(self.keys.planned_through())
             .arg(self.keys.prefix())
             .arg(limit)
             .arg(millis(misfire_threshold))
