@@ -156,3 +156,57 @@ async fn a_missed_fire_waits_for_the_plan_of_the_fires_missed_after_it() {
         .collect();
     assert_eq!(skipped, ["once@30000", "once@90000", "once@60000"]);
 }
+
+#[tokio::test]
+async fn a_fire_claimed_before_a_long_outage_waits_for_the_plan_too() {
+    let (server, store, _token) = setup("[jobs.hourly]\ncommand = \"true\"\n").await;
+    // Claimed ahead just before the outage, never started, handed back when Redis came back:
+    // due again at 199,000, its fire 60,000 long missed.
+    let mut redis = server.connection();
+    let run = cron_run_id("hourly", 60_000);
+    let () = redis
+        .hset_multiple(
+            keys().run(&run),
+            &[
+                ("job", "hourly"),
+                ("kind", "cron"),
+                ("fire_ms", "60000"),
+                ("attempt", "0"),
+                ("state", "retrying"),
+                ("reason", "not-started"),
+                ("queue", "default"),
+                ("priority", "normal"),
+            ],
+        )
+        .expect("HSET");
+    let () = redis.zadd(keys().due(), &run, 199_000).expect("ZADD");
+    let () = redis
+        .hset(keys().latest_fires(), "hourly", 60_000)
+        .expect("HSET");
+    let () = redis.set(keys().planned_through(), 60_000).expect("SET");
+    let ready = |redis: &mut redis::Connection| -> Vec<String> {
+        redis
+            .lrange(keys().ready_fires("default", Priority::Normal), 0, -1)
+            .expect("LRANGE")
+    };
+
+    store
+        .clone()
+        .with_frozen_clock(200_000)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    assert!(ready(&mut redis).is_empty(), "a later missed fire may come");
+    let due: Option<i64> = redis.zscore(keys().due(), &run).expect("ZSCORE");
+    assert_eq!(due, Some(199_000), "left due as it was");
+
+    // The leader planned up to the threshold and found no later fire: this one is the latest.
+    let () = redis.set(keys().planned_through(), 260_000).expect("SET");
+    store
+        .clone()
+        .with_frozen_clock(201_000)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    assert_eq!(ready(&mut redis), [run]);
+}
