@@ -360,6 +360,7 @@ mod tests {
         );
         assert_eq!(keys.ready("mail", Priority::High), "{prod}:ready:mail:high");
         assert_eq!(keys.planned(), "{prod}:planned");
+        assert_eq!(keys.planned_through(), "{prod}:planned-through");
         for key in [
             keys.due(),
             keys.due_runs(),

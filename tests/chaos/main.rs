@@ -772,6 +772,7 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         "due-runs",
         "planned",
         "latest-fire",
+        "planned-through",
         "active",
         "dead",
         "events",
