@@ -252,8 +252,9 @@ for i = 1, #run_ids, 2 do
     redis.call('SADD', damaged, job)
   elseif reason == 'duplicate' then
     record_event(events, maxlen, run_id, 'skipped', 'job', job or '', 'reason', reason)
-  elseif reason == 'corrupt' or (not reason and (not queue or not priority)) then
-    -- An id that names no job, or a run hash without its routing: nothing can run it.
+  elseif reason == 'corrupt' or (not reason and not routable(queue, priority)) then
+    -- An id that names no job, or a run hash without a routing a claim reads (no queue, a
+    -- queue that is no name, a priority of none of the three): nothing can run it.
     reason = 'corrupt'
     bury_corrupt_run(prefix, run_key, run_id, job or '', now, dead, events, maxlen)
   elseif reason then

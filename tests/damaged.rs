@@ -353,3 +353,90 @@ fn expired_entries_of_the_active_runs_that_are_no_run_do_not_stop_the_reaping() 
         "the entries that are no run stay among the active runs"
     );
 }
+
+#[test]
+fn a_run_routed_to_a_list_no_claim_reads_is_dead_as_corrupt_and_shown() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    let replica = limited_job(&server, work);
+    let mut redis = server.connection();
+    // Damaged before they come due: a priority of none of the three, a queue that is no name,
+    // a queue that is not UTF-8. Each would wait in a list that no replica reads.
+    let damage: [(&str, &[u8]); 3] = [
+        ("priority", b"bogus"),
+        ("queue", b"No Queue"),
+        ("queue", b"q\xff"),
+    ];
+    let mut runs = Vec::new();
+    for (field, value) in damage {
+        let enqueued = one_document(
+            &cli(&server, work, &["enqueue", "lim", "--in", "5s", "--json"]).success(),
+        );
+        let run_id = enqueued["id"].as_str().expect("id").to_owned();
+        let () = redis.hset(keys().run(&run_id), field, value).expect("HSET");
+        runs.push(run_id);
+    }
+    for run_id in &runs {
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                let died: Option<i64> = redis.zscore(keys().dead(), run_id).expect("ZSCORE");
+                died.is_some()
+            }),
+            "run {run_id} is not in the dead letters: {:?}\n{}",
+            redis.hget::<_, _, Option<Vec<u8>>>(keys().run(run_id), "state"),
+            replica.log()
+        );
+        let reason: Option<String> = redis.hget(keys().run(run_id), "reason").expect("HGET");
+        assert_eq!(reason.as_deref(), Some("corrupt"), "run {run_id}");
+    }
+
+    let listed = cli(&server, work, &["dead", "list"]).success();
+    for run_id in &runs[..2] {
+        assert!(
+            listed
+                .lines()
+                .any(|line| line.starts_with(run_id.as_str()) && line.contains(" corrupt")),
+            "{listed}"
+        );
+    }
+    assert!(
+        listed.lines().any(|line| line.starts_with(runs[2].as_str())
+            && line.contains("damaged  not UTF-8, shown escaped: queue")),
+        "{listed}"
+    );
+    let shown = cli(&server, work, &["runs", "show", &runs[2]]).success();
+    assert!(
+        shown.contains("q\\xff") && shown.contains("not UTF-8, shown escaped: queue"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn an_id_with_no_record_that_comes_due_is_dead_as_damaged_and_given_no_record() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    let replica = limited_job(&server, work);
+    let mut redis = server.connection();
+    let now = redis_now_ms(&mut redis);
+    let () = redis.zadd(keys().due_runs(), "junk", now).expect("ZADD");
+
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            let died: Option<i64> = redis.zscore(keys().dead(), "junk").expect("ZSCORE");
+            died.is_some()
+        }),
+        "the id was not buried:\n{}",
+        replica.log()
+    );
+    let recorded: bool = redis.exists(keys().run("junk")).expect("EXISTS");
+    assert!(!recorded, "a record was written for an id that had none");
+    let listed = cli(&server, work, &["dead", "list"]).success();
+    assert!(
+        listed
+            .lines()
+            .any(|line| line.starts_with("junk ") && line.contains("damaged  no record")),
+        "{listed}"
+    );
+}

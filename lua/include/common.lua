@@ -200,14 +200,28 @@ local function skip_run(prefix, run_key, run_id, job, reason, now, retention, ev
   end
 end
 
--- Sends a run nothing can execute (its id or hash is damaged) to the dead letters.
+-- Sends a run nothing can execute (its id or hash is damaged) to the dead letters. An id with
+-- no record gets none: the dead letters list it as damaged, an id that no run has, rather than
+-- as a run of no job.
 local function bury_corrupt_run(prefix, run_key, run_id, job, now, dead, events, maxlen)
-  redis.call('HSET', run_key, 'state', 'dead', 'reason', 'corrupt', 'finished_ms', now)
+  if redis.call('EXISTS', run_key) == 1 then
+    redis.call('HSET', run_key, 'state', 'dead', 'reason', 'corrupt', 'finished_ms', now)
+  end
   redis.call('ZADD', dead, now, run_id)
   record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'corrupt')
   if workflow_step_ended then
     workflow_step_ended(prefix, run_key, 'failed', '', now)
   end
+end
+
+-- Whether a run's `queue` and `priority` fields name a ready list a claim reads: a queue name
+-- as src/schedule/file checks it (check_name) and one of the three priorities. A run routed
+-- otherwise (a damaged or hand-written field) would wait in a list no replica ever reads.
+local PRIORITIES = {high = true, normal = true, low = true}
+local function routable(queue, priority)
+  return type(queue) == 'string' and #queue <= 128
+    and string.match(queue, '^[a-z0-9][a-z0-9._%-]*$') ~= nil
+    and PRIORITIES[priority] == true
 end
 
 -- The ready list a run waits in: cron fires (and their retries) have lists of their own, which

@@ -2,6 +2,7 @@
 //! job holds, and records no redcron script wrote as they are: found, freed or given an expiry,
 //! so that none blocks a job or a listing, or stays for ever unseen.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use redis::{AsyncCommands, FromRedisValue, Value};
@@ -36,6 +37,32 @@ impl Entry {
             Self::Unreadable(bytes) => bytes,
         }
     }
+}
+
+/// A run's record as Redis holds it, each name and value that is not UTF-8 escaped (see
+/// [`Entry`]) and named under `damaged`, so that a record with a damaged field is shown, not
+/// refused whole.
+pub(super) fn readable_record(record: Vec<(Entry, Entry)>) -> HashMap<String, String> {
+    let mut unreadable = Vec::new();
+    let mut fields: HashMap<String, String> = record
+        .into_iter()
+        .map(|(name, value)| {
+            let damaged = name.run_id().is_none() || value.run_id().is_none();
+            let name = name.to_string();
+            if damaged {
+                unreadable.push(name.clone());
+            }
+            (name, value.to_string())
+        })
+        .collect();
+    if !unreadable.is_empty() {
+        unreadable.sort_unstable();
+        fields.insert(
+            "damaged".to_owned(),
+            format!("not UTF-8, shown escaped: {}", unreadable.join(", ")),
+        );
+    }
+    fields
 }
 
 impl From<Vec<u8>> for Entry {
@@ -216,5 +243,24 @@ mod tests {
         let run = Entry::from(b"nightly@1767225600000".to_vec());
         assert_eq!(run.to_string(), "nightly@1767225600000");
         assert_eq!(run.run_id(), Some("nightly@1767225600000"));
+    }
+
+    #[test]
+    fn a_record_with_a_field_that_is_not_utf8_is_read_with_it_escaped_and_named() {
+        let record = readable_record(vec![
+            (Entry::from(b"job".to_vec()), Entry::from(b"lim".to_vec())),
+            (
+                Entry::from(b"queue".to_vec()),
+                Entry::from(b"q\xff".to_vec()),
+            ),
+        ]);
+        assert_eq!(record["job"], "lim");
+        assert_eq!(record["queue"], "q\\xff");
+        assert_eq!(record["damaged"], "not UTF-8, shown escaped: queue");
+        let sound = readable_record(vec![(
+            Entry::from(b"job".to_vec()),
+            Entry::from(b"lim".to_vec()),
+        )]);
+        assert!(!sound.contains_key("damaged"));
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
+use super::damage::readable_record;
 use super::reply::Reply;
 use super::{Entry, Store, StoreError, millis, published_declarations};
 use crate::schedule::Priority;
@@ -217,16 +218,19 @@ impl Store {
         Ok(was_held)
     }
 
-    /// Every field of a run's hash; empty when there is no such run (or it expired).
+    /// Every field of a run's hash; empty when there is no such run (or it expired). A name or
+    /// value that is not UTF-8 is escaped and named under `damaged` (see [`readable_record`]).
     ///
     /// # Errors
     /// Redis errors.
     pub async fn run_fields(&self, run_id: &str) -> Result<HashMap<String, String>, StoreError> {
-        self.connection
+        let record: Vec<(Entry, Entry)> = self
+            .connection
             .clone()
             .hgetall(self.keys.run(run_id))
             .await
-            .during(&self.metrics, "run_fields")
+            .during(&self.metrics, "run_fields")?;
+        Ok(readable_record(record))
     }
 
     /// Up to `limit` runs of the due sets (the fires' and the ad-hoc runs'), soonest first:
