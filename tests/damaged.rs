@@ -413,6 +413,27 @@ fn a_run_routed_to_a_list_no_claim_reads_is_dead_as_corrupt_and_shown() {
 }
 
 #[test]
+fn dead_show_and_retry_reach_an_unreadable_entry_by_the_id_dead_list_prints() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    let mut redis = server.connection();
+    let () = redis
+        .zadd(keys().dead(), &b"bin\xffary"[..], 1_000)
+        .expect("ZADD");
+
+    let listed = cli(&server, work, &["dead", "list"]).success();
+    assert!(listed.contains("bin\\xffary "), "{listed}");
+    for command in ["show", "retry"] {
+        let said = cli(&server, work, &["dead", command, "bin\\xffary"]).failure(2);
+        assert!(
+            said.contains("\"bin\\xffary\" is in the dead letters but damaged (not a run id"),
+            "dead {command}: {said}"
+        );
+    }
+}
+
+#[test]
 fn an_id_with_no_record_that_comes_due_is_dead_as_damaged_and_given_no_record() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().expect("temp dir");

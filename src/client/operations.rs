@@ -75,12 +75,13 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// [`ClientError::NoDeadRun`], [`ClientError::JobPaused`] or [`ClientError::JobUnknown`]
-    /// (the run stays dead), or Redis errors.
+    /// [`ClientError::NoDeadRun`], [`ClientError::DamagedDeadRun`] (an entry that is not
+    /// UTF-8, named escaped as `dead list` prints it), [`ClientError::JobPaused`] or
+    /// [`ClientError::JobUnknown`] (the run stays dead), or Redis errors.
     pub async fn retry_dead(&self, run_id: &str) -> Result<(), ClientError> {
         match self.store.redrive_run(run_id).await? {
             Redrive::Redriven => Ok(()),
-            Redrive::NotDead => Err(ClientError::NoDeadRun(run_id.to_owned())),
+            Redrive::NotDead => Err(self.not_dead(run_id).await?),
             Redrive::JobPaused(job) => Err(ClientError::JobPaused {
                 run: run_id.to_owned(),
                 job,

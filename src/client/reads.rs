@@ -254,23 +254,48 @@ impl Client {
         Ok(self.store.due_at(id).await?)
     }
 
-    /// The record of the dead run `id`.
+    /// The record of the dead run `id`. An entry that is not UTF-8 is named as `dead list`
+    /// prints it, escaped (`bin\xffary`).
     ///
     /// # Errors
     /// [`ClientError::DamagedDeadRun`] when it is in the dead letters but its record is not
-    /// a dead run's; [`ClientError::NoDeadRun`] when it is not dead; Redis errors.
+    /// a dead run's, or it is no run id; [`ClientError::NoDeadRun`] when it is not dead; Redis
+    /// errors.
     pub async fn dead_run(&self, id: &str) -> Result<HashMap<String, String>, ClientError> {
         let fields = self.store.run_fields(id).await?;
         match dead_damage(&fields) {
             None => Ok(fields),
-            Some(damage) if self.store.died_at(id).await?.is_some() => {
+            Some(damage)
+                if self
+                    .store
+                    .died_at(&Entry::Run(id.to_owned()))
+                    .await?
+                    .is_some() =>
+            {
                 Err(ClientError::DamagedDeadRun {
                     run: id.to_owned(),
                     damage,
                 })
             }
-            Some(_) => Err(ClientError::NoDeadRun(id.to_owned())),
+            Some(_) => Err(self.not_dead(id).await?),
         }
+    }
+
+    /// Why `id`, no dead run's id, is not one to show or retry: an entry of the dead letters
+    /// that is not UTF-8, which `id` names escaped as `dead list` printed it, is damaged;
+    /// anything else is no dead run.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub(super) async fn not_dead(&self, id: &str) -> Result<ClientError, ClientError> {
+        let entry = Entry::from_escaped(id);
+        if entry.run_id().is_none() && self.store.died_at(&entry).await?.is_some() {
+            return Ok(ClientError::DamagedDeadRun {
+                run: id.to_owned(),
+                damage: UNREADABLE.to_owned(),
+            });
+        }
+        Ok(ClientError::NoDeadRun(id.to_owned()))
     }
 
     /// The `count` runs that died first, oldest first, with their records. An entry of the

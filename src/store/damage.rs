@@ -39,6 +39,58 @@ impl Entry {
     }
 }
 
+impl Entry {
+    /// The entry an operator names by what a listing printed (see `Display`): `bin\xffary` is
+    /// the bytes `bin`, 0xff, `ary`, as `\\`, `\n`, `\t`, `\r` and `\u{1b}` are the characters
+    /// they stand for. A backslash that starts none of these is kept as written. A run id is
+    /// printed as it is, backslashes and all, so a caller looks for the text as written first.
+    pub fn from_escaped(text: &str) -> Self {
+        let mut bytes = Vec::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find('\\') {
+            bytes.extend_from_slice(&rest.as_bytes()[..at]);
+            let escape = &rest[at + 1..];
+            match unescape(escape) {
+                Some((decoded, used)) => {
+                    bytes.extend_from_slice(&decoded);
+                    rest = &escape[used..];
+                }
+                None => {
+                    bytes.push(b'\\');
+                    rest = escape;
+                }
+            }
+        }
+        bytes.extend_from_slice(rest.as_bytes());
+        bytes.into()
+    }
+}
+
+/// The bytes one escape written by `Entry`'s `Display` stands for, and how many bytes of
+/// `escape` (the text after its backslash) it takes; `None` for no such escape.
+fn unescape(escape: &str) -> Option<(Vec<u8>, usize)> {
+    let character = |c: char| {
+        let mut buffer = [0; 4];
+        c.encode_utf8(&mut buffer).as_bytes().to_vec()
+    };
+    match escape.as_bytes().first()? {
+        b'\\' => Some((vec![b'\\'], 1)),
+        b'n' => Some((vec![b'\n'], 1)),
+        b't' => Some((vec![b'\t'], 1)),
+        b'r' => Some((vec![b'\r'], 1)),
+        b'x' => {
+            let byte = u8::from_str_radix(escape.get(1..3)?, 16).ok()?;
+            Some((vec![byte], 3))
+        }
+        b'u' => {
+            let (digits, _) = escape.strip_prefix("u{")?.split_once('}')?;
+            let c = char::from_u32(u32::from_str_radix(digits, 16).ok()?)?;
+            Some((character(c), digits.len() + 3))
+        }
+        _ => None,
+    }
+}
+
 /// A run's record as Redis holds it, each name and value that is not UTF-8 escaped (see
 /// [`Entry`]) and named under `damaged`, so that a record with a damaged field is shown, not
 /// refused whole.
@@ -243,6 +295,26 @@ mod tests {
         let run = Entry::from(b"nightly@1767225600000".to_vec());
         assert_eq!(run.to_string(), "nightly@1767225600000");
         assert_eq!(run.run_id(), Some("nightly@1767225600000"));
+    }
+
+    #[test]
+    fn an_unreadable_entry_is_named_again_by_the_text_a_listing_printed() {
+        for bytes in [
+            &b"bin\xffary"[..],
+            b"\xff",
+            b"tab\there\\\x1b[31m\r\n\x00\xc3",
+            b"x\\xff\xfe",
+            b"caf\xc3\xa9\x7f\xff",
+        ] {
+            let entry = Entry::from(bytes.to_vec());
+            assert_eq!(Entry::from_escaped(&entry.to_string()), entry, "{entry}");
+        }
+        assert_eq!(Entry::from_escaped("bin\\xffary").as_bytes(), b"bin\xffary");
+        // A backslash that starts no escape is kept, so the text stays a run id.
+        assert_eq!(
+            Entry::from_escaped("a\\q\\x4"),
+            Entry::Run("a\\q\\x4".to_owned())
+        );
     }
 
     #[test]

@@ -38,14 +38,15 @@ impl Store {
             .during(&self.metrics, "dead_runs")
     }
 
-    /// When the run `run_id` died, if it is in the dead letters (whatever its record says).
+    /// When the entry `entry` of the dead letters died, if it is there (whatever its record
+    /// says, an unreadable one too).
     ///
     /// # Errors
     /// Redis errors.
-    pub async fn died_at(&self, run_id: &str) -> Result<Option<i64>, StoreError> {
+    pub async fn died_at(&self, entry: &Entry) -> Result<Option<i64>, StoreError> {
         self.connection
             .clone()
-            .zscore(self.keys.dead(), run_id)
+            .zscore(self.keys.dead(), entry.as_bytes())
             .await
             .during(&self.metrics, "died_at")
     }
