@@ -7,6 +7,7 @@ use nix::sys::signal::Signal;
 use redis::Commands;
 
 use crate::replicas::Scenario;
+use crate::util::replica::ReplicaProcess;
 use crate::util::{keys, wait_until};
 
 /// One every-second job per file, each recording its runs under its own name.
@@ -157,4 +158,127 @@ fn a_deploy_that_empties_the_directory_then_copies_files_leaves_no_gap() {
         "jobs still fire after the confirmed removal:\n{}",
         replica.log()
     );
+}
+
+/// A job file recording its runs under the job's name.
+fn job_file(scenario: &Scenario, name: &str) -> (String, String) {
+    (
+        format!("{name}.toml"),
+        format!(
+            "[jobs.{name}]\nschedule = \"* * * * * *\"\ncommand = \"{}\"\n",
+            scenario.record(name)
+        ),
+    )
+}
+
+/// A directory beside the schedules holding `jobs`.
+fn release(scenario: &Scenario, directory: &str, jobs: &[&str]) -> std::path::PathBuf {
+    let release = scenario.dir.path().join(directory);
+    std::fs::create_dir(&release).expect("release dir");
+    for job in jobs {
+        let (name, text) = job_file(scenario, job);
+        std::fs::write(release.join(name), text).expect("write");
+    }
+    release
+}
+
+/// Waits until `added` fires, then checks that `removed` fires no more.
+fn fires_follow(scenario: &Scenario, replica: &ReplicaProcess, added: &str, removed: &str) {
+    assert!(
+        wait_until(Duration::from_secs(15), || runs_of(scenario, added) >= 2),
+        "{added} never fired:\n{}",
+        replica.log()
+    );
+    // A run of the removed job already started when the reload came may still end.
+    let settled = runs_of(scenario, removed);
+    assert!(
+        !wait_until(Duration::from_secs(3), || runs_of(scenario, removed)
+            > settled + 1),
+        "{removed} still fires:\n{}",
+        replica.log()
+    );
+}
+
+/// A deploy that renames the new directory into place (`mv schedules schedules.old && mv
+/// schedules.new schedules`) is read, and so are later edits inside the new directory, and
+/// still after a SIGHUP: the watch follows the path, not the directory it first named.
+#[test]
+fn watch_follows_a_directory_renamed_into_place() {
+    let scenario = Scenario::new();
+    for job in ["a", "b", "c"] {
+        let (name, text) = job_file(&scenario, job);
+        std::fs::write(scenario.schedules().join(name), text).expect("write");
+    }
+    let replica = scenario.replica("r1", &["--watch"]);
+    assert!(
+        wait_until(Duration::from_secs(15), || runs_of(&scenario, "c") >= 2),
+        "no fires:\n{}",
+        replica.log()
+    );
+
+    let new = release(&scenario, "schedules.new", &["a", "b", "d"]);
+    std::fs::rename(
+        scenario.schedules(),
+        scenario.dir.path().join("schedules.old"),
+    )
+    .expect("rename the old directory away");
+    std::fs::rename(&new, scenario.schedules()).expect("rename the new directory in");
+    fires_follow(&scenario, &replica, "d", "c");
+
+    // An edit inside the directory renamed into place.
+    std::fs::remove_file(scenario.schedules().join("b.toml")).expect("remove b");
+    let (name, text) = job_file(&scenario, "e");
+    std::fs::write(scenario.schedules().join(name), text).expect("write e");
+    fires_follow(&scenario, &replica, "e", "b");
+
+    // A SIGHUP between edits leaves the watch where the path is.
+    let reloads = replica.log().matches("schedules reloaded").count();
+    replica.signal(Signal::SIGHUP);
+    assert!(
+        wait_until(Duration::from_secs(10), || replica
+            .log()
+            .matches("schedules reloaded")
+            .count()
+            > reloads),
+        "{}",
+        replica.log()
+    );
+    let (name, text) = job_file(&scenario, "f");
+    std::fs::write(scenario.schedules().join(name), text).expect("write f");
+    std::fs::remove_file(scenario.schedules().join("a.toml")).expect("remove a");
+    fires_follow(&scenario, &replica, "f", "a");
+}
+
+/// `--schedules current`, where `current` is a symlink switched to another release as deploy
+/// tools do it (`ln -sfn release-2 current.tmp && mv -T current.tmp current`): the switch is
+/// read, and so are later edits in the release it names.
+#[test]
+fn watch_follows_a_symlink_switched_to_another_release() {
+    let scenario = Scenario::new();
+    release(&scenario, "release-1", &["a", "b", "c"]);
+    release(&scenario, "release-2", &["a", "b", "d"]);
+    let current = scenario.dir.path().join("current");
+    std::os::unix::fs::symlink("release-1", &current).expect("symlink");
+    let replica = ReplicaProcess::start(
+        "r1",
+        &scenario.server.url(),
+        &current,
+        scenario.dir.path(),
+        &["--watch"],
+    );
+    assert!(
+        wait_until(Duration::from_secs(15), || runs_of(&scenario, "c") >= 2),
+        "no fires:\n{}",
+        replica.log()
+    );
+
+    let switching = scenario.dir.path().join("current.tmp");
+    std::os::unix::fs::symlink("release-2", &switching).expect("symlink");
+    std::fs::rename(&switching, &current).expect("switch the symlink");
+    fires_follow(&scenario, &replica, "d", "c");
+
+    let (name, text) = job_file(&scenario, "e");
+    std::fs::write(current.join(name), text).expect("write e");
+    std::fs::remove_file(current.join("b.toml")).expect("remove b");
+    fires_follow(&scenario, &replica, "e", "b");
 }

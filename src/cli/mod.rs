@@ -18,6 +18,7 @@ mod runs;
 mod service;
 mod status;
 mod times;
+mod watch_path;
 mod workflow;
 
 use crate::logs::LogFormat;

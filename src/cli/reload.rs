@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
+use super::watch_path::PathWatch;
 use crate::replica::JobsHandle;
 use crate::schedule::{Job, load_schedules};
 
@@ -100,34 +101,30 @@ impl Reloader {
     }
 
     /// Reloads the directory after files in it change, once it has been quiet for
-    /// [`WATCH_QUIET`] (`--watch`).
+    /// [`WATCH_QUIET`] (`--watch`). What is watched is what the path names at each change, so
+    /// a directory renamed into its place or a symlink swapped to another release is followed.
     pub(super) async fn watch(&self) {
-        use notify::Watcher;
         let (changed, mut changes) = tokio::sync::mpsc::channel(16);
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if event.is_ok_and(|event| !event.kind.is_access()) {
-                let _ = changed.try_send(());
-            }
-        });
-        let mut watcher = match watcher {
-            Ok(watcher) => watcher,
+        let mut watch = match PathWatch::start(&self.directory, changed) {
+            Ok(watch) => watch,
             Err(problem) => {
                 error!(%problem, "cannot watch the schedule directory; SIGHUP still reloads");
                 return;
             }
         };
-        if let Err(problem) = watcher.watch(&self.directory, notify::RecursiveMode::NonRecursive) {
-            error!(%problem, "cannot watch the schedule directory; SIGHUP still reloads");
-            return;
-        }
-        info!(directory = %self.directory.display(), "watching the schedule directory");
+        info!(directory = %watch.path().display(), "watching the schedule directory");
         while changes.recv().await.is_some() {
             let first = Instant::now();
+            watch.follow();
             while first.elapsed() < WATCH_LONGEST
                 && tokio::time::timeout(WATCH_QUIET, changes.recv())
                     .await
                     .is_ok_and(|change| change.is_some())
-            {}
+            {
+                // Followed at each change, not once at the end: a new directory's own files,
+                // written during the quiet wait, must wake this wait too.
+                watch.follow();
+            }
             self.reload(Trigger::Watch);
         }
     }
