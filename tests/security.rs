@@ -108,9 +108,16 @@ fn a_namespace_that_cannot_write_is_named_by_readyz_while_the_other_runs() {
             .is_ok()
             .then(|| http_get(port, "/readyz"))
     };
+    // /readyz names the refusal and the ACL the user needs.
     assert!(
-        wait_until(Duration::from_secs(10), || readiness()
-            == Some((503, "namespace b: redis refuses writes\n".to_owned()))),
+        wait_until(Duration::from_secs(10), || readiness().is_some_and(
+            |(code, body)| code == 503
+                && body.starts_with("namespace b: redis refuses writes: ")
+                && body.contains("Redis refuses this user namespace \"b\" (NOPERM")
+                && body.contains("the ACL line of SECURITY.md, which allows the keys ~{b}:*")
+                && body.ends_with('\n')
+                && body.lines().count() == 1
+        )),
         "{:?}\n{}",
         readiness(),
         replica.log()
@@ -148,8 +155,38 @@ fn a_namespace_that_cannot_write_is_named_by_readyz_while_the_other_runs() {
         1,
         "each family once: {metrics}"
     );
-    // Each line a replica logs names its namespace.
+    // The refusal is warned in one clear line, once per component, not at every tick: the
+    // replica has been refused for seconds by now, at several ticks a second.
     let log = replica.log();
+    let refusals: Vec<&str> = log.lines().filter(|line| line.contains("NOPERM")).collect();
+    assert!(!refusals.is_empty(), "the refusal was not logged:\n{log}");
+    for line in &refusals {
+        assert!(
+            line.contains(" WARN ")
+                && line.contains("Redis refuses this user namespace \"b\" (NOPERM")
+                && line.contains("the ACL line of SECURITY.md"),
+            "{line}"
+        );
+    }
+    assert!(
+        !log.contains("Transaction aborted") && !log.contains("Pipeline failure"),
+        "a refusal logged as redis-rs's dump:\n{log}"
+    );
+    // What failed: the line without its time and the error.
+    let failed = |line: &&str| {
+        let (_, line) = line.split_once(' ').unwrap_or_default();
+        line.split("error=").next().unwrap_or_default().to_owned()
+    };
+    let mut components: Vec<String> = refusals.iter().map(failed).collect();
+    components.sort();
+    components.dedup();
+    assert_eq!(
+        refusals.len(),
+        components.len(),
+        "a component warned of the refusal more than once:\n{}",
+        refusals.join("\n")
+    );
+    // Each line a replica logs names its namespace.
     assert!(log.contains("replica{namespace=\"a\"}"), "{log}");
     assert!(log.contains("replica{namespace=\"b\"}"), "{log}");
 }

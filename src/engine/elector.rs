@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::{Backoff, Leadership, Shutdown};
+use super::{Backoff, Leadership, Shutdown, log_store_failure};
 use crate::store::{Acquisition, LeaderToken, Store, StoreError};
 
 /// How the elector behaves.
@@ -119,7 +119,7 @@ impl Elector {
                     period
                 }
                 Err(error) => {
-                    warn!(%error, "elector tick failed");
+                    log_store_failure(&error, "elector tick failed");
                     backoff.failed().min(period)
                 }
             };

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use super::worker::WorkerLoad;
-use super::{Leadership, Shutdown};
+use super::{Leadership, Shutdown, log_store_failure};
 use crate::schedule::Jobs;
 use crate::store::{Store, StoreError};
 
@@ -339,7 +339,7 @@ impl Heartbeat {
         loop {
             match self.tick().await {
                 Ok(()) => {}
-                Err(HeartbeatError::Store(error)) => warn!(%error, "heartbeat failed"),
+                Err(HeartbeatError::Store(error)) => log_store_failure(&error, "heartbeat failed"),
                 Err(error @ HeartbeatError::ReplicaIdInUse { .. }) => {
                     // The other process keeps the id: withdrawing would remove its record.
                     error!(%error, "stopping this replica");

@@ -18,9 +18,10 @@ pub mod promoter;
 pub mod reaper;
 pub mod worker;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 pub use crate::shutdown::Shutdown;
 use tokio::sync::watch;
@@ -153,14 +154,35 @@ impl Backoff {
 /// one `EXISTS`.
 pub(crate) const HELD_RETRY: Duration = Duration::from_millis(250);
 
+/// How often a component warns that Redis refuses this user the namespace (`NOPERM`): each of
+/// its ticks fails so until an operator changes the ACL, and one line says all there is to say.
+const FORBIDDEN_WARN_EVERY: Duration = Duration::from_secs(30);
+
 /// Logs a failed store call as a warning, or at debug level when the namespace is held: every
-/// component meets an operator's hold, which the heartbeat announces once.
+/// component meets an operator's hold, which the heartbeat announces once. A refusal of the
+/// namespace to this user is warned once per [`FORBIDDEN_WARN_EVERY`] per component and
+/// namespace, and at debug level in between.
 pub(crate) fn log_store_failure(error: &StoreError, what: &str) {
+    static WARNED: LazyLock<Mutex<HashMap<(String, String), Instant>>> =
+        LazyLock::new(Mutex::default);
     if error.is_held() {
         tracing::debug!(%error, "{what}");
-    } else {
-        tracing::warn!(%error, "{what}");
+        return;
     }
+    if let Some(namespace) = error.forbidden_namespace() {
+        let mut warned = WARNED.lock().unwrap_or_else(PoisonError::into_inner);
+        let component = (what.to_owned(), namespace.to_owned());
+        let now = Instant::now();
+        if warned
+            .get(&component)
+            .is_some_and(|last| now.duration_since(*last) < FORBIDDEN_WARN_EVERY)
+        {
+            tracing::debug!(%error, "{what}");
+            return;
+        }
+        warned.insert(component, now);
+    }
+    tracing::warn!(%error, "{what}");
 }
 
 /// A test fault point, `REDCRON_TEST_FAULT_PLANNER_PANIC`: the path of a file; once the file

@@ -11,7 +11,6 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tracing::warn;
 
 use super::{Backoff, Shutdown, count_skips, log_store_failure};
 use crate::schedule::Jobs;
@@ -117,7 +116,9 @@ impl Promoter {
             if wakes.is_none() {
                 match self.store.wake_promoter().await {
                     Ok(stream) => wakes = Some(Box::pin(stream)),
-                    Err(error) => warn!(%error, "cannot subscribe to promoter wake-ups"),
+                    Err(error) => {
+                        log_store_failure(&error, "cannot subscribe to promoter wake-ups")
+                    }
                 }
             }
             let pause = match self.tick().await {

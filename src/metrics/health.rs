@@ -34,6 +34,10 @@ pub struct Health {
     failing: Mutex<BTreeMap<&'static str, String>>,
     /// Whether `failing` holds anything: read on every call, so that a success costs no lock.
     any_failing: AtomicBool,
+    /// Why Redis refused this user the namespace (`NOPERM`), with the ACL it needs, until a
+    /// heartbeat is written again: no retry helps before an operator changes the ACL, so
+    /// `/readyz` says what to change.
+    forbidden: Mutex<Option<String>>,
 }
 
 /// How long a replica may go without progress (no heartbeat written to Redis) before
@@ -55,6 +59,7 @@ impl Default for Health {
             died: OnceLock::new(),
             failing: Mutex::new(BTreeMap::new()),
             any_failing: AtomicBool::new(false),
+            forbidden: Mutex::new(None),
         }
     }
 }
@@ -86,6 +91,15 @@ impl Health {
         self.writes_refused.store(true, Ordering::Relaxed);
     }
 
+    /// Redis refused this user the namespace (`NOPERM`), as `why` says: not ready, saying why,
+    /// until a heartbeat is written again.
+    pub fn forbidden(&self, why: String) {
+        *self
+            .forbidden
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(why);
+    }
+
     /// Whether Redis refused a write and no heartbeat was written since: the other replicas'
     /// heartbeats are likely refused too, so their age says nothing of them.
     pub fn writes_refused(&self) -> bool {
@@ -97,7 +111,13 @@ impl Health {
         let now = self.now();
         self.redis_answered.store(now, Ordering::Relaxed);
         self.progressed.store(now, Ordering::Relaxed);
-        self.writes_refused.store(false, Ordering::Relaxed);
+        if self.writes_refused.swap(false, Ordering::Relaxed) {
+            // A refusal to the user is a refusal of writes: only one sets the other.
+            *self
+                .forbidden
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = None;
+        }
     }
 
     /// Whether the namespace is held (`redcron hold`): not ready while it is, since nothing is
@@ -196,6 +216,14 @@ impl Health {
             return Err("redis unreachable\n".to_owned());
         }
         if self.writes_refused.load(Ordering::Relaxed) {
+            if let Some(why) = self
+                .forbidden
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+            {
+                return Err(format!("redis refuses writes: {why}\n"));
+            }
             return Err("redis refuses writes\n".to_owned());
         }
         if self.held.load(Ordering::Relaxed) {
@@ -228,6 +256,26 @@ mod tests {
         health.stopping();
         assert_eq!(health.readiness(), Err("shutting down\n".to_owned()));
         assert_eq!(health.liveness(), Ok(()));
+    }
+
+    #[test]
+    fn readiness_names_a_refusal_of_the_namespace_until_a_heartbeat_is_written() {
+        let health = Health::default();
+        health.redis_ok();
+        health.write_refused();
+        health.forbidden("heartbeat: Redis refuses this user namespace \"b\" (NOPERM)".to_owned());
+        assert_eq!(
+            health.readiness(),
+            Err(
+                "redis refuses writes: heartbeat: Redis refuses this user namespace \"b\" \
+                 (NOPERM)\n"
+                    .to_owned()
+            )
+        );
+        health.progressed();
+        assert_eq!(health.readiness(), Ok(()));
+        health.write_refused();
+        assert_eq!(health.readiness(), Err("redis refuses writes\n".to_owned()));
     }
 
     #[test]

@@ -123,14 +123,16 @@ pub enum StoreError {
         "{operation}: Redis refuses this user namespace \"{namespace}\" (NOPERM{}): give it \
          the ACL line of SECURITY.md, which allows the keys ~{{{namespace}}}:*, the channels \
          &{{{namespace}}}:* and the commands redcron sends",
-        .source.detail().map(|detail| format!(": {detail}")).unwrap_or_default()
+        refusal_to_user(.source).flatten().map(|detail| format!(": {detail}")).unwrap_or_default()
     )]
     Forbidden {
         /// The store operation refused.
         operation: &'static str,
         /// The namespace the user may not use.
         namespace: String,
-        /// What Redis said (boxed: every store call's error is as large as its largest kind).
+        /// What Redis said (boxed: every store call's error is as large as its largest kind):
+        /// shown by its refusal's own words, also when the refusal came inside a pipeline or
+        /// a transaction, whose error would otherwise read as a dump of every failed command.
         source: Box<redis::RedisError>,
     },
     /// A claim found no declarations of this replica in Redis (they expired, Redis was
@@ -155,17 +157,20 @@ impl StoreError {
         if let Some(error) = failure_of_the_data(&source) {
             metrics.health.script_failed(operation, error);
         }
-        if refuses_writes(&source) {
+        let refused_to_user = refusal_to_user(&source).is_some();
+        if refused_to_user || refuses_writes(&source) {
             // A refusal is an answer: Redis is reachable, it takes no writes from us.
             metrics.health.redis_ok();
             metrics.health.write_refused();
         }
-        if source.code() == Some(NOPERM) {
-            return StoreError::Forbidden {
+        if refused_to_user {
+            let error = StoreError::Forbidden {
                 operation,
                 namespace: metrics.namespace().to_owned(),
                 source: Box::new(source),
             };
+            metrics.health.forbidden(error.to_string());
+            return error;
         }
         StoreError::Redis { operation, source }
     }
@@ -219,6 +224,26 @@ impl StoreError {
     pub fn is_held(&self) -> bool {
         matches!(self, StoreError::Held { .. })
     }
+
+    /// The namespace, when the call was refused because this user may not use it (`NOPERM`):
+    /// every call of every component fails so until an operator changes the ACL.
+    pub fn forbidden_namespace(&self) -> Option<&str> {
+        match self {
+            StoreError::Forbidden { namespace, .. } => Some(namespace),
+            _ => None,
+        }
+    }
+}
+
+/// Redis's words (if any) when it refused this user a key, a channel or a command (`NOPERM`):
+/// alone, or as one of the failed commands of a pipeline or an aborted transaction.
+fn refusal_to_user(error: &redis::RedisError) -> Option<Option<String>> {
+    error
+        .clone()
+        .into_server_errors()?
+        .iter()
+        .find(|(_, failed)| failed.code() == NOPERM)
+        .map(|(_, failed)| failed.details().map(str::to_owned))
 }
 
 /// Whether Redis answered but takes no writes now: out of memory under `noeviction`, a

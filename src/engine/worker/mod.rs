@@ -548,7 +548,9 @@ impl Workers {
                                 self.config.idle_wait,
                             )
                             .await
-                            .inspect_err(|error| warn!(%error, "cannot wait for ready runs"))
+                            .inspect_err(|error| {
+                                log_store_failure(error, "cannot wait for ready runs")
+                            })
                             .ok();
                     }
                     // Only shutdown may interrupt a wait: a blocking pop dropped half-way stays
@@ -558,7 +560,7 @@ impl Workers {
                         () = shutdown.cancelled() => break,
                         woken = wait(&mut waiter, self.config.idle_wait) => {
                             if let Err(error) = woken {
-                                warn!(%error, "waiting for ready runs failed");
+                                log_store_failure(&error, "waiting for ready runs failed");
                                 self.reconcile_soon();
                                 waiter = None;
                             }
