@@ -282,3 +282,44 @@ fn watch_follows_a_symlink_switched_to_another_release() {
     std::fs::remove_file(current.join("b.toml")).expect("remove b");
     fires_follow(&scenario, &replica, "e", "b");
 }
+
+/// `--schedules current/schedules`, where `current` is the symlink switched to another release
+/// (the layout of capistrano and its kind): the switch of a step above the directory is read.
+#[test]
+fn watch_follows_a_symlink_switched_above_the_directory() {
+    let scenario = Scenario::new();
+    for (release_dir, jobs) in [
+        ("release-1", ["a", "b", "c"]),
+        ("release-2", ["a", "b", "d"]),
+    ] {
+        let schedules = scenario.dir.path().join(release_dir).join("schedules");
+        std::fs::create_dir_all(&schedules).expect("release dir");
+        for job in jobs {
+            let (name, text) = job_file(&scenario, job);
+            std::fs::write(schedules.join(name), text).expect("write");
+        }
+    }
+    let current = scenario.dir.path().join("current");
+    std::os::unix::fs::symlink("release-1", &current).expect("symlink");
+    let replica = ReplicaProcess::start(
+        "r1",
+        &scenario.server.url(),
+        &current.join("schedules"),
+        scenario.dir.path(),
+        &["--watch"],
+    );
+    assert!(
+        wait_until(Duration::from_secs(15), || runs_of(&scenario, "c") >= 2),
+        "no fires:\n{}",
+        replica.log()
+    );
+
+    let switching = scenario.dir.path().join("current.tmp");
+    std::os::unix::fs::symlink("release-2", &switching).expect("symlink");
+    std::fs::rename(&switching, &current).expect("switch the symlink");
+    fires_follow(&scenario, &replica, "d", "c");
+
+    let (name, text) = job_file(&scenario, "e");
+    std::fs::write(current.join("schedules").join(name), text).expect("write e");
+    fires_follow(&scenario, &replica, "e", "c");
+}
