@@ -1,43 +1,42 @@
 -- Puts back the runs of one page of run hashes that are in none of the lists their state says
 -- they are in: a run `ready` in neither its ready list nor undeclared:<job>, `waiting` not in
--- waiting:<job>, `scheduled` or `retrying` not in the due set, `active` not in the active set.
+-- waiting:<job>, `scheduled` or `retrying` in neither due set, `active` not in the active set.
 -- Every script moves a run between lists in one atomic step, so no run is ever found so between
 -- two of them; one is only after a script failed halfway (Redis keeps the writes made before the
 -- error), a restore, or a hand edit, and it would wait forever, never run and never told. A
 -- ready run goes to the head of its ready list (it is late already), a waiting one back to the
--- end of its job's waiting list (handed a slot if one is free), a due one into the due set at
--- its due time, an active one into the active set with a short lease from now: its worker, if
+-- end of its job's waiting list (handed a slot if one is free), a due one into its kind's due
+-- set (a cron fire's `due`, an ad-hoc run's `due-runs`) at its due time, an active one into the active set with a short lease from now: its worker, if
 -- it still runs it, extends that lease; if not, the reaper takes it for lost when it expires.
 -- A hash that is not a run's (another type, no state) is left to the operator: it is no run.
 --
--- The page is one SCAN step over the namespace's run hashes, resumed from the cursor the
--- previous call returned: a cycle over every hash takes (run hashes / count) calls.
+-- The page is the run ids of one step of the reapers' walk over the namespace's keys (the
+-- same page whose damaged records expire_damaged_keys.lua looks at).
 --
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] due     zset    run id -> due ms
 -- KEYS[3] events  stream  run state changes
 -- KEYS[4] hold  string  set while the namespace is held (redcron hold): nothing is written
+-- KEYS[5] due-runs  zset  run id -> due ms, of ad-hoc runs
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>, waiting:<job>, running:<job>, undeclared:<job>
--- ARGV[2] SCAN cursor: '0' starts a cycle
--- ARGV[3] SCAN count: about how many keys this call reads
--- ARGV[4] events stream MAXLEN (approximate)
--- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[2] events stream MAXLEN (approximate)
+-- ARGV[3] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[4..] the run ids of the page
 --
--- Returns {next cursor ('0' when the cycle is over), then for each run put back: run id, state,
--- job}.
--- Cost: O(count) hashes read, plus for each ready or waiting run a search of its list, skipped
+-- Returns, for each run put back: run id, state, job.
+-- Cost: O(ids) hashes read, plus for each ready or waiting run a search of its list, skipped
 -- when that list is longer than MAX_SEARCHED (such a run is looked at again in the next cycle).
-check_types('requeue_stray_runs', KEYS, {'zset', 'zset', 'stream', 'string'})
+check_types('requeue_stray_runs', KEYS, {'zset', 'zset', 'stream', 'string', 'zset'})
 if held(KEYS[4]) then
   return redis.error_reply(HELD)
 end
-local active, due, events = KEYS[1], KEYS[2], KEYS[3]
-local prefix, cursor, count, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-if not count or not maxlen then
-  return redis.error_reply('ERR requeue_stray_runs: count and maxlen must be numbers')
+local active, due, events, due_runs = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
+local prefix, maxlen = ARGV[1], tonumber(ARGV[2])
+if not maxlen then
+  return redis.error_reply('ERR requeue_stray_runs: maxlen must be a number')
 end
-local now = now_ms(ARGV[5])
+local now = now_ms(ARGV[3])
 -- How long a list may be for a run to be searched in it: LPOS reads it whole.
 local MAX_SEARCHED = 10000
 -- The lease of an active run put back: its worker extends it within a lease period if it runs.
@@ -52,12 +51,11 @@ local function listed(list, run_id)
   return redis.call('LPOS', list, run_id) ~= false
 end
 
-local scan = redis.call('SCAN', cursor, 'MATCH', prefix .. 'run:*', 'COUNT', count)
-local run_prefix = prefix .. 'run:'
 -- Read and checked whole before the first write (see check_type in common.lua).
 local strays = {}
-for _, run_key in ipairs(scan[2]) do
-  local run_id = string.sub(run_key, #run_prefix + 1)
+for i = 4, #ARGV do
+  local run_id = ARGV[i]
+  local run_key = key_run(prefix, run_id)
   local fields = redis.pcall('HMGET', run_key, 'state', 'job', 'kind', 'queue', 'priority',
     'due_ms')
   local state, job, kind, queue, priority, due_ms = false, false, false, false, false, false
@@ -65,8 +63,9 @@ for _, run_key in ipairs(scan[2]) do
     state, job, kind, queue, priority, due_ms = unpack(fields, 1, 6)
   end
   local stray = nil
-  if (state == 'scheduled' or state == 'retrying') and not redis.call('ZSCORE', due, run_id) then
-    stray = {run_id, state, job or '', due_ms}
+  if (state == 'scheduled' or state == 'retrying') and not redis.call('ZSCORE', due, run_id)
+      and not redis.call('ZSCORE', due_runs, run_id) then
+    stray = {run_id, state, job or '', due_ms, kind == 'cron' and due or due_runs}
   elseif state == 'active' and not redis.call('ZSCORE', active, run_id) then
     stray = {run_id, state, job or ''}
   elseif state == 'ready' and job and queue and priority then
@@ -83,11 +82,11 @@ for _, run_key in ipairs(scan[2]) do
   strays[#strays + 1] = stray
 end
 
-local reply = {scan[1]}
+local reply = {}
 for _, stray in ipairs(strays) do
   local run_id, state, job = stray[1], stray[2], stray[3]
   if state == 'scheduled' or state == 'retrying' then
-    redis.call('ZADD', due, tonumber(stray[4]) or now, run_id)
+    redis.call('ZADD', stray[5], tonumber(stray[4]) or now, run_id)
   elseif state == 'active' then
     redis.call('ZADD', active, now + STRAY_LEASE_MS, run_id)
   elseif state == 'ready' then

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redcron::engine::reaper::{Reaper, ReaperConfig};
 use redcron::schedule::Priority;
-use redcron::store::{Claim, FailReason, Failure};
+use redcron::store::{Claim, Enqueue, Enqueued, FailReason, Failure};
 use redis::Commands;
 
 use crate::store::{FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, plan, run_hash, setup};
@@ -332,6 +332,21 @@ async fn the_reaper_puts_back_runs_left_in_no_list() {
         .promote_due(100, THRESHOLD, Duration::ZERO)
         .await
         .expect("promote");
+    // Two ad-hoc runs due later, in the ad-hoc runs' due set: one stays there, one leaves it.
+    let later = |due_ms| Enqueue {
+        job: "late".to_owned(),
+        due_ms: Some(due_ms),
+        payload: None,
+        priority: None,
+        unique: None,
+    };
+    let mut later_ids = Vec::new();
+    for due_ms in [30_000, 31_000] {
+        match store.enqueue_run(&later(due_ms)).await.expect("enqueue") {
+            Enqueued::Scheduled { run_id, .. } => later_ids.push(run_id),
+            other => panic!("not enqueued: {other:?}"),
+        }
+    }
 
     // What a script failing halfway leaves: each run out of its list, its state unchanged.
     let mut redis = server.connection();
@@ -342,13 +357,25 @@ async fn the_reaper_puts_back_runs_left_in_no_list() {
         .expect("LREM");
     let _: i64 = redis.zrem(keys().due(), "lost@9300").expect("ZREM");
     let _: i64 = redis.zrem(keys().active(), "tock@9100").expect("ZREM");
+    let _: i64 = redis.zrem(keys().due_runs(), &later_ids[1]).expect("ZREM");
     let untouched: Vec<String> = redis.zrange(keys().due(), 0, -1).expect("ZRANGE");
     assert_eq!(untouched, ["late@20000"]);
     assert_eq!(run_hash(&server, "tick@9900")["state"], "ready");
 
     let mut reaper = Reaper::new(store.clone(), ReaperConfig::default());
     let reaped = reaper.tick().await.expect("tick");
-    assert_eq!(reaped.requeued, 4, "{reaped:?}");
+    assert_eq!(reaped.requeued, 5, "{reaped:?}");
+    // An ad-hoc run goes back to its own due set, and one still there is no stray.
+    let later_due: Vec<(String, i64)> = redis
+        .zrange_withscores(keys().due_runs(), 0, -1)
+        .expect("ZRANGE");
+    assert_eq!(
+        later_due,
+        [
+            (later_ids[0].clone(), 30_000),
+            (later_ids[1].clone(), 31_000)
+        ]
+    );
     let ready: Vec<String> = redis.lrange(&ready_fires, 0, -1).expect("LRANGE");
     assert_eq!(ready, ["tick@9900"]);
     let waiting: Vec<String> = redis.lrange(keys().waiting("tock"), 0, -1).expect("LRANGE");
@@ -356,6 +383,12 @@ async fn the_reaper_puts_back_runs_left_in_no_list() {
     let retry_at: Option<i64> = redis.zscore(keys().due(), "lost@9300").expect("ZSCORE");
     let due_ms = run_hash(&server, "lost@9300")["due_ms"].parse().ok();
     assert_eq!(retry_at, due_ms, "due again at its retry time");
+    let fires_due: Vec<String> = redis.zrange(keys().due(), 0, -1).expect("ZRANGE");
+    assert_eq!(
+        fires_due,
+        ["late@20000", "lost@9300"],
+        "no ad-hoc run among the fires"
+    );
     let lease: Option<i64> = redis.zscore(keys().active(), "tock@9100").expect("ZSCORE");
     assert_eq!(lease, Some(70_000), "a minute for its worker to extend it");
     assert_eq!(

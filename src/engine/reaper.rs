@@ -32,9 +32,6 @@ pub struct ReaperConfig {
     pub undeclared_grace: Duration,
     /// A replica is live while its last heartbeat is at most this old.
     pub replica_live_for: Duration,
-    /// About how many run hashes a tick reads to find runs left in no list: a cycle over the
-    /// namespace takes (run hashes / this) ticks.
-    pub stray_page: usize,
 }
 
 impl Default for ReaperConfig {
@@ -44,7 +41,6 @@ impl Default for ReaperConfig {
             batch: 100,
             undeclared_grace: Duration::from_secs(300),
             replica_live_for: Duration::from_secs(6),
-            stray_page: 1000,
         }
     }
 }
@@ -73,12 +69,9 @@ pub struct Reaper {
     unserved_since: HashMap<String, (Instant, bool)>,
     /// Where the next page of running workflow instances to settle starts.
     settle_from: usize,
-    /// Where the next page of the scan for damaged records starts (`SCAN` cursor; 0 starts a
-    /// round).
-    scan_cursor: u64,
-    /// Where the next page of run hashes searched for runs left in no list starts (a SCAN
-    /// cursor, "0" at the start of a cycle).
-    stray_cursor: String,
+    /// Where the next page of the walk over the namespace's records starts (`SCAN` cursor; 0
+    /// starts a round): for damaged records and runs left in no list.
+    records_from: u64,
 }
 
 /// How many running workflow instances one tick settles: the index is read a page a tick, so a
@@ -94,8 +87,7 @@ impl Reaper {
             fallbacks: None,
             unserved_since: HashMap::new(),
             settle_from: 0,
-            scan_cursor: 0,
-            stray_cursor: "0".to_owned(),
+            records_from: 0,
         }
     }
 
@@ -169,26 +161,7 @@ impl Reaper {
                 FailOutcome::Gone => {}
             }
         }
-        let (next, strays) = self
-            .store
-            .requeue_stray_runs(&self.stray_cursor, self.config.stray_page)
-            .await?;
-        self.stray_cursor = next;
-        for stray in strays {
-            warn!(
-                run = stray.run_id,
-                job = stray.job,
-                state = stray.state,
-                "run found in none of the lists its state says it is in (a script failed \
-                 halfway, a restore, a hand edit): put back"
-            );
-            self.store
-                .metrics()
-                .stray_runs_total
-                .with_label_values(&[stray.state.as_str()])
-                .inc();
-            reaped.requeued += 1;
-        }
+        reaped.requeued = self.walk_records().await?;
         Ok(reaped)
     }
 

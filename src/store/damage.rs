@@ -157,8 +157,30 @@ impl fmt::Display for Entry {
     }
 }
 
-/// How many keys one page of the damaged records' scan asks Redis to look at (`SCAN` COUNT).
-const SCANNED_PER_PAGE: u64 = 500;
+/// How many keys one page of the reapers' walk over the namespace asks Redis to look at
+/// (`SCAN` COUNT).
+const SCANNED_PER_PAGE: u64 = 1_000;
+
+/// One page of the reapers' walk over the namespace's keys: the records in it, and where the
+/// next page starts. The damaged ones get an expiry ([`Store::expire_damaged_keys`]), the runs
+/// left in no list are put back ([`Store::requeue_stray_runs`]): one walk serves both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordPage {
+    /// The `SCAN` cursor of the next page; 0 when this page ended a round over every key.
+    pub next: u64,
+    /// The run and workflow records of the page, as key suffixes (`run:<id>`, `wf:<id>`),
+    /// bytes as Redis holds them.
+    pub suffixes: Vec<Vec<u8>>,
+}
+
+impl RecordPage {
+    /// The ids of the run records of the page.
+    pub fn run_ids(&self) -> impl Iterator<Item = &[u8]> {
+        self.suffixes
+            .iter()
+            .filter_map(|suffix| suffix.strip_prefix(b"run:".as_slice()))
+    }
+}
 
 /// What the reapers found damaged lately: records that no redcron script wrote as they are.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -203,15 +225,12 @@ impl Store {
             .during(&self.metrics, "drop_damaged_leases")
     }
 
-    /// Looks at one page of the namespace's keys (from `cursor`, 0 to start a round) and gives
-    /// the run and workflow records among them that are damaged (without the fields their kind
-    /// has, or not a hash) and have no expiry the retention as one, remembering them for
-    /// `status`. Returns the cursor of the next page (0 when the round is over) and how many
-    /// were found.
+    /// One page of the namespace's keys, from `cursor` (0 starts a round): its run and
+    /// workflow records.
     ///
     /// # Errors
     /// Redis errors.
-    pub async fn expire_damaged_keys(&self, cursor: u64) -> Result<(u64, u64), StoreError> {
+    pub async fn record_page(&self, cursor: u64) -> Result<RecordPage, StoreError> {
         let prefix = self.keys.prefix();
         let (next, keys): (u64, Vec<Vec<u8>>) = self
             .query_keyless(
@@ -223,26 +242,36 @@ impl Store {
                     .arg(SCANNED_PER_PAGE),
             )
             .await
-            .during(&self.metrics, "expire_damaged_keys")?;
-        let suffixes: Vec<&[u8]> = keys
+            .during(&self.metrics, "record_page")?;
+        let suffixes = keys
             .iter()
             .filter_map(|key| key.strip_prefix(prefix.as_bytes()))
             .filter(|suffix| suffix.starts_with(b"run:") || suffix.starts_with(b"wf:"))
+            .map(<[u8]>::to_vec)
             .collect();
-        if suffixes.is_empty() {
-            return Ok((next, 0));
+        Ok(RecordPage { next, suffixes })
+    }
+
+    /// Gives the records of `page` that are damaged (without the fields their kind has, or not
+    /// a hash) and have no expiry the retention as one, remembering them for `status`. Returns
+    /// how many were found.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn expire_damaged_keys(&self, page: &RecordPage) -> Result<u64, StoreError> {
+        if page.suffixes.is_empty() {
+            return Ok(0);
         }
-        let found = scripts::EXPIRE_DAMAGED_KEYS
+        scripts::EXPIRE_DAMAGED_KEYS
             .key(self.keys.damaged_keys())
             .key(self.keys.hold())
-            .arg(prefix)
+            .arg(self.keys.prefix())
             .arg(millis(self.settings.retention))
             .arg(self.now_arg())
-            .arg(suffixes)
+            .arg(&page.suffixes)
             .invoke_async(&mut self.connection.clone())
             .await
-            .during(&self.metrics, "expire_damaged_keys")?;
-        Ok((next, found))
+            .during(&self.metrics, "expire_damaged_keys")
     }
 
     /// The records the reapers found damaged within the retention: how many, and the first

@@ -4,7 +4,7 @@
 use super::During;
 use super::connection::Connection;
 use super::reply::reply_error;
-use super::{ClaimedRun, Entry, FailReason, Store, StoreError, millis, scripts};
+use super::{ClaimedRun, Entry, FailReason, RecordPage, Store, StoreError, millis, scripts};
 
 /// An active run that Redis says a worker of a replica holds, see [`Store::held_runs`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,35 +240,36 @@ impl Store {
             .collect()
     }
 
-    /// Puts back the runs of one page (about `count` run hashes, from `cursor`; `"0"` starts a
-    /// cycle) that are in none of the lists their state says they are in: what a script that
-    /// failed halfway, a restore or a hand edit leaves. Returns the cursor of the next page
-    /// (`"0"` when the cycle is over) and the runs put back.
+    /// Puts back the runs of `page` that are in none of the lists their state says they are
+    /// in: what a script that failed halfway, a restore or a hand edit leaves. Returns the runs
+    /// put back.
     ///
     /// # Errors
     /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
-    pub async fn requeue_stray_runs(
-        &self,
-        cursor: &str,
-        count: usize,
-    ) -> Result<(String, Vec<StrayRun>), StoreError> {
+    pub async fn requeue_stray_runs(&self, page: &RecordPage) -> Result<Vec<StrayRun>, StoreError> {
+        // An id that is not UTF-8 names no run redcron made: the damaged records' expiry is
+        // what becomes of it.
+        let run_ids: Vec<&[u8]> = page
+            .run_ids()
+            .filter(|id| std::str::from_utf8(id).is_ok())
+            .collect();
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let values: Vec<String> = scripts::REQUEUE_STRAY_RUNS
             .key(self.keys.active())
             .key(self.keys.due())
             .key(self.keys.events())
             .key(self.keys.hold())
+            .key(self.keys.due_runs())
             .arg(self.keys.prefix())
-            .arg(cursor)
-            .arg(count)
             .arg(self.settings.events_maxlen)
             .arg(self.now_arg())
+            .arg(run_ids)
             .invoke_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "requeue_stray_runs")?;
-        let Some((next, strays)) = values.split_first() else {
-            return Err(reply_error("requeue_stray_runs", "no cursor"));
-        };
-        let strays = strays
+        values
             .chunks(3)
             .map(|stray| match stray {
                 [run_id, state, job] => Ok(StrayRun {
@@ -281,8 +282,7 @@ impl Store {
                     format!("unexpected {stray:?}"),
                 )),
             })
-            .collect::<Result<_, _>>()?;
-        Ok((next.clone(), strays))
+            .collect()
     }
 
     /// Up to `limit` runs whose lease deadline has passed on Redis's clock: their workers died.

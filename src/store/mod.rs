@@ -66,7 +66,7 @@ pub use clock::{ManualClock, RedisClock};
 use connection::Connection;
 pub use connection::{NOT_REPLICATED, ReplicatedWrites};
 pub use contract::{FailReason, RunState, SkipReason, StepStatus, WorkflowState};
-pub use damage::{DamagedKeys, Entry};
+pub use damage::{DamagedKeys, Entry, RecordPage};
 pub use dead::Redrive;
 use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};

@@ -1,6 +1,6 @@
 //! What the reaper does about damaged data: job slots that only a deadline frees, entries of the
-//! active set that are no run, and records that no redcron script wrote as they are, which
-//! would otherwise never expire.
+//! active set that are no run, records that no redcron script wrote as they are, which would
+//! otherwise never expire, and runs left in no list.
 
 use tracing::{info, warn};
 
@@ -11,9 +11,7 @@ impl Reaper {
     /// Frees the job slots whose deadline passed, or that no run of their job holds, for the
     /// runs waiting for them: a claim or an end of a run of the job would, but none may come.
     /// Then drops the expired entries of the active set that are no run id, which would stop
-    /// the reaping of the leases behind them, and gives the damaged records of one page of the
-    /// namespace's keys an expiry: a round of pages goes over every key, each tick costing the
-    /// same.
+    /// the reaping of the leases behind them.
     pub(super) async fn sweep_damage(&mut self) -> Result<(), StoreError> {
         let handed = self.store.free_expired_slots().await?;
         if handed > 0 {
@@ -30,8 +28,17 @@ impl Reaper {
                  lease"
             );
         }
-        let (next, found) = self.store.expire_damaged_keys(self.scan_cursor).await?;
-        self.scan_cursor = next;
+        Ok(())
+    }
+
+    /// Walks one page further over the namespace's records: gives the damaged ones an expiry
+    /// and puts back the runs found in none of the lists their state says they are in (what a
+    /// script that failed halfway, a restore or a hand edit leaves). A round over every key
+    /// takes (keys / page) ticks, each costing the same. Returns how many runs were put back.
+    pub(super) async fn walk_records(&mut self) -> Result<u64, StoreError> {
+        let page = self.store.record_page(self.records_from).await?;
+        self.records_from = page.next;
+        let found = self.store.expire_damaged_keys(&page).await?;
         if found > 0 {
             warn!(
                 keys = found,
@@ -39,6 +46,21 @@ impl Reaper {
                  else, or damaged) expire after the run retention; status counts them"
             );
         }
-        Ok(())
+        let strays = self.store.requeue_stray_runs(&page).await?;
+        for stray in &strays {
+            warn!(
+                run = stray.run_id,
+                job = stray.job,
+                state = stray.state,
+                "run found in none of the lists its state says it is in (a script failed \
+                 halfway, a restore, a hand edit): put back"
+            );
+            self.store
+                .metrics()
+                .stray_runs_total
+                .with_label_values(&[stray.state.as_str()])
+                .inc();
+        }
+        Ok(strays.len() as u64)
     }
 }
