@@ -40,12 +40,6 @@ fn limited_job(server: &RedisServer, work: &Path) -> ReplicaProcess {
     replica
 }
 
-/// Redis's clock, ms.
-fn redis_now_ms(redis: &mut redis::Connection) -> i64 {
-    let (seconds, micros): (i64, i64) = redis::cmd("TIME").query(redis).expect("TIME");
-    seconds * 1_000 + micros / 1_000
-}
-
 /// Triggers `lim` and returns the run id `trigger` printed (`<id> due now`).
 fn trigger(server: &RedisServer, work: &Path) -> String {
     let out = cli(server, work, &["trigger", "lim"]).success();
@@ -68,7 +62,7 @@ fn an_entry_that_is_no_run_does_not_hold_a_slot_of_its_job() {
     let mut redis = server.connection();
 
     // Written by something else, with a deadline far off: a slot that no run holds.
-    let now = redis_now_ms(&mut redis);
+    let now = server.now_ms();
     let () = redis
         .zadd(keys().running("lim"), "junk", now + 600_000)
         .expect("ZADD");
@@ -106,7 +100,7 @@ fn a_slot_past_its_deadline_frees_the_waiting_runs_though_no_run_comes() {
     let () = redis
         .rpush(keys().ready("elsewhere", Priority::Normal), "ghost")
         .expect("RPUSH");
-    let deadline = redis_now_ms(&mut redis) + 3_000;
+    let deadline = server.now_ms() + 3_000;
     let () = redis
         .zadd(keys().running("lim"), "ghost", deadline)
         .expect("ZADD");
@@ -125,7 +119,7 @@ fn a_slot_past_its_deadline_frees_the_waiting_runs_though_no_run_comes() {
         replica.log()
     );
     assert!(
-        redis_now_ms(&mut redis) >= deadline,
+        server.now_ms() >= deadline,
         "the run took a slot before its deadline"
     );
 }
@@ -155,7 +149,7 @@ async fn every_listing_names_a_damaged_entry_and_goes_on_with_the_rest() {
     let () = redis
         .rpush(keys().ready("default", Priority::High), unreadable)
         .expect("RPUSH");
-    let deadline = redis_now_ms(&mut redis) + 600_000;
+    let deadline = server.now_ms() + 600_000;
     let () = redis
         .zadd(keys().active(), unreadable, deadline)
         .expect("ZADD");
@@ -440,7 +434,7 @@ fn an_id_with_no_record_that_comes_due_is_dead_as_damaged_and_given_no_record() 
     let work = dir.path();
     let replica = limited_job(&server, work);
     let mut redis = server.connection();
-    let now = redis_now_ms(&mut redis);
+    let now = server.now_ms();
     let () = redis.zadd(keys().due_runs(), "junk", now).expect("ZADD");
 
     assert!(

@@ -96,10 +96,7 @@ impl Setup {
     }
 
     fn redis_now_ms(&self) -> i64 {
-        let (seconds, micros): (i64, i64) = redis::cmd("TIME")
-            .query(&mut self.server.connection())
-            .expect("TIME");
-        seconds * 1000 + micros / 1000
+        self.server.now_ms()
     }
 
     /// Waits until a replica leads, then until the `count` fires of `tick` from the next whole

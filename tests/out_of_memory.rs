@@ -78,10 +78,7 @@ impl Scenario {
     }
 
     fn redis_now_ms(&self) -> i64 {
-        let (seconds, micros): (i64, i64) = redis::cmd("TIME")
-            .query(&mut self.server.connection())
-            .expect("TIME");
-        seconds * 1000 + micros / 1000
+        self.server.now_ms()
     }
 
     fn status(&self, args: &[&str]) -> crate::util::Run {

@@ -131,10 +131,7 @@ impl Scenario {
     }
 
     pub(crate) fn redis_now_ms(&self) -> i64 {
-        let (seconds, micros): (i64, i64) = redis::cmd("TIME")
-            .query(&mut self.server.connection())
-            .expect("TIME");
-        seconds * 1000 + micros / 1000
+        self.server.now_ms()
     }
 
     pub(crate) fn leader(&self) -> Option<String> {

@@ -449,12 +449,8 @@ fn a_wrong_typed_key_stops_claims_visibly_and_loses_no_fire() {
     );
 
     let mut redis = server.connection();
-    let redis_now = |redis: &mut redis::Connection| -> i64 {
-        let (seconds, micros): (i64, i64) = redis::cmd("TIME").query(redis).expect("TIME");
-        seconds * 1000 + micros / 1000
-    };
     let () = redis.set(keys().paused(), "x").expect("SET");
-    let damaged_at = redis_now(&mut redis);
+    let damaged_at = server.now_ms();
     let named = format!("claim_runs: {} holds a string, not a set", keys().paused());
     assert!(
         wait_until(Duration::from_secs(10), || {
@@ -475,12 +471,10 @@ fn a_wrong_typed_key_stops_claims_visibly_and_loses_no_fire() {
         cli(&server, work, &["status"]).stderr
     );
     // Damaged across two fires at least, however soon the replicas said so.
-    assert!(wait_until(Duration::from_secs(10), || redis_now(
-        &mut server.connection()
-    ) >= damaged_at
-        + 2_500));
+    assert!(wait_until(Duration::from_secs(10), || server.now_ms()
+        >= damaged_at + 2_500));
     let () = redis.del(keys().paused()).expect("DEL");
-    let repaired_at = redis_now(&mut redis);
+    let repaired_at = server.now_ms();
 
     assert!(
         wait_until(Duration::from_secs(10), || http_get(port, "/readyz").0

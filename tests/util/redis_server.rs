@@ -282,6 +282,14 @@ impl RedisServer {
         format!("{}?user={user}&pass={password}", self.url())
     }
 
+    /// Redis's clock, ms: the one the scripts decide by.
+    pub fn now_ms(&self) -> i64 {
+        let (seconds, micros): (i64, i64) = redis::cmd("TIME")
+            .query(&mut self.connection())
+            .expect("TIME");
+        seconds * 1_000 + micros / 1_000
+    }
+
     /// A plain synchronous connection, for seeding and inspecting state.
     pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.url())
