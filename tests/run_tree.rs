@@ -122,6 +122,23 @@ fn marked(mark: &str) -> Vec<Process> {
     found
 }
 
+/// The OOM score adjustment of process `pid`, as written in /proc.
+fn oom_score_adj(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+        .map(|value| value.trim().to_owned())
+        .unwrap_or_else(|error| panic!("cannot read the OOM score of {pid}: {error}"))
+}
+
+/// Whether a process started here may leave itself out of the OOM killer's choice (root with
+/// `CAP_SYS_RESOURCE` in the first user namespace; a container's root usually may not).
+fn may_lower_oom_score() -> bool {
+    std::process::Command::new("/bin/sh")
+        .args(["-c", "echo -1000 > /proc/self/oom_score_adj"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
 /// Panics, saying what to install, when `tool` is not on the `PATH`.
 fn require(tool: &str, package: &str) {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -242,15 +259,42 @@ fn killing_a_replica_kills_every_process_of_its_runs() {
             case.job
         );
         // Its copies of the replica's descriptors would hold pipes open: another run's stdin
-        // would never see its end.
-        let descriptors: Vec<_> = std::fs::read_dir(format!("/proc/{}/fd", supervisor.pid))
-            .expect("the supervisor's descriptors are listed")
-            .flatten()
-            .map(|entry| entry.file_name())
-            .collect();
+        // would never see its end. It keeps one of its own: the pipe on which it tells the
+        // replica that it ends by its own choice.
+        let descriptors: Vec<(String, String)> =
+            std::fs::read_dir(format!("/proc/{}/fd", supervisor.pid))
+                .expect("the supervisor's descriptors are listed")
+                .flatten()
+                .map(|entry| {
+                    let target = std::fs::read_link(entry.path()).unwrap_or_default();
+                    (
+                        entry.file_name().to_string_lossy().into_owned(),
+                        target.display().to_string(),
+                    )
+                })
+                .collect();
         assert!(
-            descriptors.is_empty(),
+            descriptors.len() == 1 && descriptors[0].1.starts_with("pipe:"),
             "job {}: the supervisor holds descriptors {descriptors:?}",
+            case.job
+        );
+        // A supervisor killed by the OOM killer frees nothing of its own: it leaves itself out
+        // of the choice where the system lets it, and the run's processes keep their score.
+        let lowest = if may_lower_oom_score() {
+            "-1000".to_owned()
+        } else {
+            oom_score_adj(replica_pid)
+        };
+        assert_eq!(
+            oom_score_adj(supervisor.pid),
+            lowest,
+            "job {}: the supervisor's OOM score adjustment",
+            case.job
+        );
+        assert_eq!(
+            oom_score_adj(shell.pid),
+            oom_score_adj(replica_pid),
+            "job {}: the shell's OOM score adjustment is not the replica's",
             case.job
         );
         supervisors.push(supervisor.pid);
@@ -567,4 +611,54 @@ fn a_run_whose_replica_was_killed_runs_again_only_once_its_tree_is_dead() {
         first.is_empty(),
         "the killed replica's run lives on: {first:?}"
     );
+}
+
+/// The supervisor (`redcron-run`) of the process `pid`: its nearest ancestor of that name.
+fn supervisor_of(pid: i32) -> Option<i32> {
+    let mut at = pid;
+    for _ in 0..8 {
+        let parent = Process::read(at)?.ppid;
+        let name = std::fs::read_to_string(format!("/proc/{parent}/comm")).ok()?;
+        if name.trim_end() == "redcron-run" {
+            return Some(parent);
+        }
+        at = parent;
+    }
+    None
+}
+
+#[test]
+fn a_run_whose_supervisor_was_killed_is_recorded_and_retried_only_once_its_tree_is_dead() {
+    let attempts = Attempts::new("retries = 1\nbackoff = \"1s\"", false);
+    let replica = attempts.replica("r1", &[], &[]);
+    attempts.trigger();
+    let shells = attempts.wait_for_attempts(1, Duration::from_secs(15), || replica.log());
+    let supervisor = supervisor_of(shells[0]).unwrap_or_else(|| {
+        panic!(
+            "no supervisor above the attempt's shell: {:?}",
+            marked(&attempts.mark)
+        )
+    });
+    // As the OOM killer does it: the supervisor alone, with SIGKILL.
+    kill(Pid::from_raw(supervisor), Signal::SIGKILL).expect("kill the supervisor");
+    let recorded = wait_until(Duration::from_secs(15), || {
+        replica.log().contains("failure recorded: due again")
+    });
+    // Read at once: the retry is due half a second later at the earliest.
+    let left = attempts.alive(shells[0]);
+    assert!(recorded, "the failure was not recorded:\n{}", replica.log());
+    assert!(
+        left.is_empty(),
+        "the run was recorded failed while processes of it lived: {left:?}\n{}",
+        replica.log()
+    );
+    assert!(
+        replica
+            .log()
+            .contains("its supervisor (redcron-run) was killed by signal 9"),
+        "the failure does not say what ended the run:\n{}",
+        replica.log()
+    );
+    attempts.wait_for_attempts(2, Duration::from_secs(15), || replica.log());
+    attempts.assert_no_overlap();
 }

@@ -3,17 +3,17 @@
 //! the command line), the tail of its output kept, and its lines sent where its job's `output` says.
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::SecondsFormat;
-use nix::unistd::getpid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tracing::error;
 
 use super::output::{Lines, Sink};
+use super::supervised::{Exit, KILL_WAIT, Supervised, spawn_supervised};
 use super::supervisor;
 use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
 use crate::schedule::run_as::Identity;
@@ -70,76 +70,8 @@ impl Handler for CommandHandler {
 }
 
 /// How long a command SIGKILLed at the end of its kill grace may take to be reaped, its output
-/// read after it.
+/// read after it: more than [`KILL_WAIT`], so that the handler still reports what happened.
 const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
-
-/// How long the processes of a run SIGKILLed at the end of its kill grace may take to end:
-/// within [`REAP_AFTER_KILL`], so that the handler still reports what happened.
-const KILL_WAIT: Duration = Duration::from_secs(4);
-
-/// Starts `command` under a supervisor (see [`supervisor`]), whose own child takes `identity`
-/// (groups, then group, then user, as cron does) and execs the program, in a process group of
-/// its own and without what the replica keeps to itself ([`REPLICA_ONLY_ENV`]). A replica
-/// killed outright (`kill -9`, the OOM killer) would otherwise leave its commands running while
-/// their leases expire and other replicas run them again, twice at once; with the supervisor,
-/// the whole tree dies with the replica: every command of a list or a pipeline, background
-/// processes, and those that left the process group. Runs and `exec:` notices start this way.
-///
-/// # Errors
-/// When the program cannot be started.
-pub(crate) fn spawn_supervised(
-    command: &mut Command,
-    identity: Option<Identity>,
-) -> std::io::Result<Supervised> {
-    for name in REPLICA_ONLY_ENV {
-        command.env_remove(name);
-    }
-    // Its own group, where the supervisor finds the processes the command started even once
-    // their parent has ended. Set before the pre-exec closure runs, so the supervisor leads it.
-    command.process_group(0);
-    let replica = getpid();
-    // SAFETY: between fork and exec the closure only makes system calls and allocates nothing
-    // (the identity was resolved before the fork); `split` is called where it must be.
-    unsafe {
-        command.pre_exec(move || supervisor::split(replica, identity.as_ref()));
-    }
-    command.spawn().map(|child| Supervised { child })
-}
-
-/// A spawned supervisor: when it is dropped before it was waited for to its end (a run's task
-/// dropped half-way, its runtime shut down, a notice's sending given up), it is asked to kill
-/// the whole tree. A SIGKILL (`kill_on_drop`) would take the supervisor alone, and leave the
-/// tree to live on.
-pub(crate) struct Supervised {
-    child: Child,
-}
-
-impl Supervised {
-    /// The supervisor's process: its pipes, its pid, its exit status (the program's).
-    pub(crate) fn child(&mut self) -> &mut Child {
-        &mut self.child
-    }
-}
-
-impl Drop for Supervised {
-    fn drop(&mut self) {
-        // `id()` is `None` once the child was reaped: its pid may have been reused since.
-        if let Some(pid) = self.child.id() {
-            supervisor::end_tree(pid);
-        }
-    }
-}
-
-/// What the replica was given for itself and no command it starts may see: the Redis URL
-/// carries its password, the webhook secret signs its notices, and the service manager's
-/// socket answers to the replica alone.
-const REPLICA_ONLY_ENV: [&str; 5] = [
-    "REDIS_URL",
-    "REDCRON_WEBHOOK_SECRET",
-    "NOTIFY_SOCKET",
-    "WATCHDOG_USEC",
-    "WATCHDOG_PID",
-];
 
 async fn execute(run: RunContext, grace: Duration) -> Outcome {
     let job = &run.job;
@@ -198,9 +130,7 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
             job.name
         ))
     })?;
-    let child = supervised.child();
-
-    if let Some(mut stdin) = child.stdin.take() {
+    if let Some(mut stdin) = supervised.child().stdin.take() {
         let payload = run.payload.clone().unwrap_or_default();
         // A command that never reads its input must not block the run.
         tokio::spawn(async move {
@@ -214,9 +144,21 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
     let reader = tokio::spawn(collect(output, captured.clone()));
 
     let status = tokio::select! {
-        status = child.wait() => status,
-        () = run.stop.cancelled() => terminate(child, &run, grace).await,
+        status = supervised.wait() => status,
+        () = run.stop.cancelled() => terminate(&mut supervised, &run, grace).await,
     };
+    if let Ok(Exit::SupervisorKilled(swept)) = &status
+        && swept.left > 0
+    {
+        error!(
+            run = run.run_id,
+            job = job.name,
+            left = swept.left,
+            wait = %humantime::format_duration(KILL_WAIT),
+            "processes of the run whose supervisor was killed still live after SIGKILL: they \
+             may overlap the run's next attempt"
+        );
+    }
     if tokio::time::timeout(OUTPUT_DRAIN, reader).await.is_err() {
         // Still held open by a background process: keep what was read.
     }
@@ -232,9 +174,20 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
     outcome(status, output)
 }
 
-fn outcome(status: std::io::Result<ExitStatus>, output: String) -> Outcome {
+fn outcome(status: std::io::Result<Exit>, output: String) -> Outcome {
     let status =
         status.map_err(|error| RunError::retryable(format!("waiting for the command: {error}")))?;
+    let status = match status {
+        Exit::Ended(status) => status,
+        Exit::SupervisorKilled(swept) => {
+            return Err(RunError {
+                retryable: true,
+                message: swept.to_string(),
+                exit_code: None,
+                output,
+            });
+        }
+    };
     match (status.code(), status.signal()) {
         (Some(0), _) => Ok(Completed {
             exit_code: Some(0),
@@ -261,20 +214,23 @@ fn outcome(status: std::io::Result<ExitStatus>, output: String) -> Outcome {
 /// that cannot be killed (stuck in the kernel, or set-user-ID ones a replica that is not root
 /// may not signal) are waited for [`KILL_WAIT`] at most, and logged.
 async fn terminate(
-    child: &mut Child,
+    supervised: &mut Supervised,
     run: &RunContext,
     grace: Duration,
-) -> std::io::Result<ExitStatus> {
-    let Some(supervisor) = child.id() else {
+) -> std::io::Result<Exit> {
+    let Some(supervisor) = supervised.child().id() else {
         // Already reaped: nothing to signal.
-        return child.wait().await;
+        return supervised.wait().await;
     };
     supervisor::stop_tree(supervisor);
-    if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
+    if let Ok(status) = tokio::time::timeout(grace, supervised.wait()).await {
         return status;
     }
-    supervisor::end_tree(supervisor);
-    match tokio::time::timeout(KILL_WAIT, child.wait()).await {
+    // Only while it is not reaped: its pid may name another process since.
+    if let Some(supervisor) = supervised.child().id() {
+        supervisor::end_tree(supervisor);
+    }
+    match tokio::time::timeout(KILL_WAIT, supervised.wait()).await {
         Ok(status) => status,
         Err(_) => {
             error!(
@@ -634,6 +590,57 @@ mod tests {
             "still running after their run was dropped: {:?}",
             tree.iter().filter(|pid| running(**pid)).collect::<Vec<_>>()
         );
+    }
+
+    #[tokio::test]
+    async fn a_command_whose_supervisor_was_killed_ends_once_its_whole_tree_is_dead() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pids = |name: &str| dir.path().join(name).display().to_string();
+        let command = format!(
+            "sh -c 'echo $$ > {grouped}; exec sleep 60' & \
+             setsid sh -c 'echo $$ > {escaped}; exec sleep 60' & \
+             echo $$ > {shell}; wait",
+            grouped = pids("grouped"),
+            escaped = pids("escaped"),
+            shell = pids("shell"),
+        );
+        let task = tokio::spawn(CommandHandler::default().call(context(&command, None)));
+        let mut tree = Vec::new();
+        for name in ["grouped", "escaped", "shell"] {
+            tree.push(pid_in(&dir.path().join(name)).await);
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", tree[2])).expect("stat");
+        let supervisor: i32 = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+            .expect("the shell's parent");
+        nix::sys::signal::kill(Pid::from_raw(supervisor), Signal::SIGKILL)
+            .expect("kill the supervisor");
+        let error = task
+            .await
+            .expect("handler task")
+            .expect_err("a run whose supervisor was killed fails");
+        let left: Vec<&i32> = tree.iter().filter(|pid| running(**pid)).collect();
+        for pid in &left {
+            let _ = nix::sys::signal::kill(Pid::from_raw(**pid), Signal::SIGKILL);
+        }
+        assert!(
+            left.is_empty(),
+            "still running once the handler returned: {left:?}"
+        );
+        // Two sleeps, and the shell when its own death signal had not yet ended it.
+        assert!(
+            error
+                .message
+                .starts_with("its supervisor (redcron-run) was killed by signal 9; ")
+                && error
+                    .message
+                    .ends_with(" processes of it still ran and were killed"),
+            "{}",
+            error.message
+        );
+        assert_eq!(error.exit_code, None);
+        assert!(error.retryable);
     }
 
     #[tokio::test]

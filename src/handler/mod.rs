@@ -4,7 +4,9 @@
 
 mod command;
 mod output;
+mod supervised;
 mod supervisor;
+mod tree;
 mod workflow;
 
 use std::collections::HashMap;
@@ -15,7 +17,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 pub use command::CommandHandler;
-pub(crate) use command::spawn_supervised;
+pub(crate) use supervised::{Exit, spawn_supervised};
 use tokio_util::sync::CancellationToken;
 pub(crate) use workflow::WorkflowStarter;
 pub use workflow::object_problem;

@@ -12,12 +12,14 @@
 //! stops a run (its timeout, the end of the shutdown grace, a lost lease), the supervisor sends
 //! SIGTERM to every process of the run and stays until all of them have ended, or until the
 //! replica asks it to kill what is left: the worker's wait for it is a wait for the whole tree.
+//! Every exit it chooses, it first tells the replica on a pipe of its own: a supervisor that
+//! ends without a word was killed (`kill -9`, the OOM killer), and the replica then kills what
+//! is left of the tree itself.
 //!
 //! Everything here runs between fork and exec in a child of a multi-threaded process, where
 //! another thread may have held a lock at the fork: only system calls, no allocation, no
 //! formatting, no locks.
 
-use std::ffi::CStr;
 use std::io;
 use std::mem::MaybeUninit;
 
@@ -27,6 +29,7 @@ use nix::sys::prctl::{set_child_subreaper, set_dumpable, set_name, set_pdeathsig
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 use nix::unistd::{ForkResult, Pid, fork, getpid, getppid, setgid, setgroups, setuid};
 
+use super::tree::{Dir, Stat, parse_pid, signal_members};
 use crate::schedule::run_as::Identity;
 
 /// What the supervisor gets when its replica dies (`PR_SET_PDEATHSIG`), and what the replica
@@ -50,7 +53,8 @@ const SWEEP_PAUSE_MAX_MS: i64 = 1000;
 
 /// Makes the child just forked for a run its supervisor, and returns only in a new child of it:
 /// the one that execs the command's shell, as `identity` when there is one. `replica` is the
-/// process that forked the supervisor.
+/// process that forked the supervisor; `ended_pipe` the write end of the pipe on which the
+/// supervisor says that it ends by its own choice, which it keeps and the shell does not.
 ///
 /// The supervisor keeps the replica's identity, so it can kill whatever the run starts, and the
 /// process group that `process_group(0)` gave it; the shell inherits that group.
@@ -62,7 +66,11 @@ const SWEEP_PAUSE_MAX_MS: i64 = 1000;
 ///
 /// # Safety
 /// Only in a `pre_exec` closure: between fork and exec, in the forked child.
-pub(super) unsafe fn split(replica: Pid, identity: Option<&Identity>) -> io::Result<()> {
+pub(super) unsafe fn split(
+    replica: Pid,
+    identity: Option<&Identity>,
+    ended_pipe: c_int,
+) -> io::Result<()> {
     set_child_subreaper(true)?;
     // Told apart from the replica it is a copy of by `ps -e`, `top` and `pkill -x redcron`.
     set_name(c"redcron-run")?;
@@ -83,7 +91,7 @@ pub(super) unsafe fn split(replica: Pid, identity: Option<&Identity>) -> io::Res
     // the new child only makes system calls before it returns to exec.
     match unsafe { fork() }? {
         ForkResult::Child => become_shell(supervisor, identity),
-        ForkResult::Parent { child } => supervise(child.as_raw(), replica.as_raw()),
+        ForkResult::Parent { child } => supervise(child.as_raw(), replica.as_raw(), ended_pipe),
     }
 }
 
@@ -141,12 +149,13 @@ fn become_shell(supervisor: Pid, identity: Option<&Identity>) -> io::Result<()> 
 /// The supervisor's life once the shell exists: reap, until the shell ends (exit as it did) or
 /// the replica dies (kill the run's tree). Once asked to stop the run, the shell's end no longer
 /// ends the supervisor: the last of the run's processes does.
-fn supervise(shell: pid_t, replica: pid_t) -> ! {
+fn supervise(shell: pid_t, replica: pid_t, ended_pipe: c_int) -> ! {
     // Its copies of the replica's descriptors would keep them open: the write end of another
     // run's stdin, or of this run's stdout, would hold off the end-of-file its reader waits
     // for. Among them is the pipe on which the spawn waits for the exec; the shell's copy
     // still reports it.
-    close_all_descriptors();
+    close_all_descriptors(ended_pipe);
+    exempt_from_oom_killer();
     let me = getpid().as_raw();
     let mut waited = SigSet::empty();
     waited.add(Signal::SIGCHLD);
@@ -162,7 +171,7 @@ fn supervise(shell: pid_t, replica: pid_t) -> ! {
             // SAFETY: sigwaitinfo filled it in for the signal it returned.
             let info = unsafe { info.assume_init() };
             match request(&info, replica) {
-                Some(Request::Kill) => kill_tree(ended),
+                Some(Request::Kill) => kill_tree(ended, ended_pipe),
                 Some(Request::Stop) if !stopping => {
                     stopping = true;
                     stop_members(me);
@@ -183,12 +192,12 @@ fn supervise(shell: pid_t, replica: pid_t) -> ! {
                 // death, must not lose the processes the shell left to a plain exit.
                 if !stopping {
                     match pending_request(replica) {
-                        Some(Request::Kill) => kill_tree(Some(status)),
+                        Some(Request::Kill) => kill_tree(Some(status), ended_pipe),
                         Some(Request::Stop) => {
                             stopping = true;
                             stop_members(me);
                         }
-                        None => exit_as(status),
+                        None => exit_as(status, ended_pipe),
                     }
                 }
                 ended = Some(status);
@@ -202,7 +211,7 @@ fn supervise(shell: pid_t, replica: pid_t) -> ! {
                 && Errno::last() == Errno::ECHILD
                 && let Some(status) = ended
             {
-                exit_as(status);
+                exit_as(status, ended_pipe);
             }
             break;
         }
@@ -247,17 +256,24 @@ fn pending_request(replica: pid_t) -> Option<Request> {
     request(&unsafe { info.assume_init() }, replica)
 }
 
+/// Whether a process is one of the run's that the supervisor `me` finds by itself: its child
+/// (orphans of the run are reparented to it) or in the group it leads.
+fn of_run(me: pid_t, stat: &Stat) -> bool {
+    stat.ppid == me || stat.pgrp == me
+}
+
 /// Sends SIGTERM to every process of the run, this one aside; without /proc, to its group.
 fn stop_members(me: pid_t) {
-    if signal_members(me, libc::SIGTERM).is_none() {
+    if signal_members(me, libc::SIGTERM, |_, stat| of_run(me, stat)).is_none() {
         // SAFETY: a signal to this process's own group; the supervisor blocks it.
         unsafe { libc::kill(-me, libc::SIGTERM) };
     }
 }
 
 /// Exits as the shell did: with its exit code, or killed by the signal that killed it (without
-/// a core file of its own).
-fn exit_as(status: c_int) -> ! {
+/// a core file of its own), once it has said so on `ended_pipe`.
+fn exit_as(status: c_int, ended_pipe: c_int) -> ! {
+    say_ended(ended_pipe);
     if libc::WIFSIGNALED(status) {
         let signal = libc::WTERMSIG(status);
         let _ = set_dumpable(false);
@@ -285,13 +301,14 @@ fn exit_as(status: c_int) -> ! {
 /// on. Instead each sweep kills every process of the run it finds, and reaps; a killed
 /// process's own children are reparented to the supervisor, their subreaper, and die in the
 /// next sweep if the last one missed them. It ends when a sweep finds nothing left.
-fn kill_tree(shell: Option<c_int>) -> ! {
+fn kill_tree(shell: Option<c_int>, ended_pipe: c_int) -> ! {
     let me = getpid().as_raw();
     let mut pause_ms = 5;
     loop {
-        let Some(signalled) = signal_members(me, libc::SIGKILL) else {
+        let Some(signalled) = signal_members(me, libc::SIGKILL, |_, stat| of_run(me, stat)) else {
             // Without /proc the run's processes cannot be listed: the group at least, the
             // supervisor with it (the shell follows by its own death signal).
+            say_ended(ended_pipe);
             // SAFETY: a signal to this process's own group.
             unsafe { libc::kill(-me, libc::SIGKILL) };
             exit(128 + libc::SIGKILL);
@@ -306,65 +323,13 @@ fn kill_tree(shell: Option<c_int>) -> ! {
         pause_ms = (pause_ms * 2).min(SWEEP_PAUSE_MAX_MS);
     }
     if let Some(status) = shell {
-        exit_as(status);
+        exit_as(status, ended_pipe);
     }
+    say_ended(ended_pipe);
     // Reported as killed, for whoever reaps the supervisor: what the run was.
     // SAFETY: a signal to this process.
     unsafe { libc::kill(me, libc::SIGKILL) };
     exit(128 + libc::SIGKILL);
-}
-
-/// The most processes of one run that one pass over /proc finds: past it, the rest are found
-/// by the next sweep, once those found are gone.
-const MEMBERS_MAX: usize = 1024;
-
-/// Sends `signal` to every live process (not a zombie) of the run, this one aside: the members
-/// of the group `me` leads and every descendant of `me`, found by passes over /proc until one
-/// finds no more (a descendant's parent may come later in the listing). How many were
-/// signalled, or `None` when /proc cannot be read or is not this process's view of the pids.
-fn signal_members(me: pid_t, signal: c_int) -> Option<usize> {
-    let proc = Dir::open(c"/proc")?;
-    // /proc of another pid namespace would name other processes by these numbers.
-    if read_stat(proc.fd, b"self")?.pid != me {
-        return None;
-    }
-    let mut members = [0 as pid_t; MEMBERS_MAX];
-    let mut found = 0;
-    loop {
-        let before = found;
-        proc.rewind();
-        proc.for_each(|name| {
-            let Some(pid) = parse_pid(name) else {
-                return;
-            };
-            if pid == me || found == MEMBERS_MAX || members[..found].contains(&pid) {
-                return;
-            }
-            let Some(stat) = read_stat(proc.fd, name) else {
-                // Already gone.
-                return;
-            };
-            let ended = matches!(stat.state, b'Z' | b'X');
-            let of_run =
-                stat.ppid == me || stat.pgrp == me || members[..found].contains(&stat.ppid);
-            if !ended && of_run {
-                members[found] = pid;
-                found += 1;
-            }
-        })?;
-        if found == before || found == MEMBERS_MAX {
-            break;
-        }
-    }
-    let mut signalled = 0;
-    for &pid in &members[..found] {
-        // SAFETY: a signal to a process of the run, read from /proc just now: its pid could
-        // name another process only if it had ended and been reaped in between.
-        if unsafe { libc::kill(pid, signal) } == 0 {
-            signalled += 1;
-        }
-    }
-    Some(signalled)
 }
 
 /// Reaps every child that has ended; whether any child is left.
@@ -405,10 +370,44 @@ fn set_default_action(signal: c_int) -> io::Result<()> {
     Errno::result(result).map(drop).map_err(io::Error::from)
 }
 
-/// Closes every descriptor of this process.
-fn close_all_descriptors() {
-    // SAFETY: close_range only closes descriptors, and none of them is used here again.
-    if unsafe { libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) } == 0 {
+/// Tells the replica, on the pipe it gave for that, that the supervisor ends by its own choice:
+/// with the run's tree ended as it must be. One byte into an empty pipe never blocks; a
+/// replica that is gone reads nothing, and the error is of no use to anyone here.
+fn say_ended(ended_pipe: c_int) {
+    // SAFETY: a write of one byte from a local into a descriptor this process keeps open.
+    unsafe { libc::write(ended_pipe, [1u8].as_ptr().cast(), 1) };
+}
+
+/// Leaves the supervisor out of the OOM killer's choice where the replica may (it is root or
+/// has `CAP_SYS_RESOURCE`; otherwise the write is refused and nothing changes). It is a copy of
+/// the replica that shares its memory and frees none of it when killed, so it would be chosen
+/// as often as the replica, and in vain; its children keep the replica's score, since it is
+/// changed only once the shell's process exists.
+fn exempt_from_oom_killer() {
+    const LOWEST: &[u8] = b"-1000";
+    // SAFETY: a NUL-terminated path; a write from a constant into the descriptor just opened,
+    // closed after.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::write(fd, LOWEST.as_ptr().cast(), LOWEST.len());
+            libc::close(fd);
+        }
+    }
+}
+
+/// Closes every descriptor of this process but `keep`.
+fn close_all_descriptors(keep: c_int) {
+    let keep = u32::try_from(keep).unwrap_or(u32::MAX);
+    let close_range = |first: u32, last: u32| {
+        // SAFETY: close_range only closes descriptors, and none of them is used here again.
+        unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) == 0 }
+    };
+    let below = keep == 0 || close_range(0, keep - 1);
+    if below && (keep == u32::MAX || close_range(keep + 1, u32::MAX)) {
         return;
     }
     // Before Linux 5.9: the ones /proc lists. Closing while listing is safe: the listing of a
@@ -420,6 +419,7 @@ fn close_all_descriptors() {
     let _ = dir.for_each(|name| {
         if let Some(fd) = parse_pid(name)
             && fd != own
+            && u32::try_from(fd) != Ok(keep)
         {
             // SAFETY: closing a descriptor nothing here uses.
             unsafe { libc::close(fd) };
@@ -432,152 +432,12 @@ fn exit(code: c_int) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-/// An open directory, listed with `getdents64` into a buffer on the stack.
-struct Dir {
-    fd: c_int,
-}
-
-impl Dir {
-    /// Back to the first entry, for another listing.
-    fn rewind(&self) {
-        // SAFETY: a seek on the directory's own descriptor.
-        unsafe { libc::lseek(self.fd, 0, libc::SEEK_SET) };
-    }
-
-    fn open(path: &CStr) -> Option<Self> {
-        // SAFETY: a NUL-terminated path.
-        let fd = unsafe {
-            libc::open(
-                path.as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        (fd >= 0).then_some(Self { fd })
-    }
-
-    /// Calls `each` with the name of every entry; `None` when the listing fails.
-    fn for_each(&self, mut each: impl FnMut(&[u8])) -> Option<()> {
-        // struct linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), d_name.
-        const NAME: usize = 19;
-        let mut buffer = [0u8; 4096];
-        loop {
-            // SAFETY: the kernel writes at most `buffer.len()` bytes into it.
-            let read = unsafe {
-                libc::syscall(
-                    libc::SYS_getdents64,
-                    self.fd,
-                    buffer.as_mut_ptr(),
-                    buffer.len(),
-                )
-            };
-            let read = usize::try_from(read).ok()?;
-            if read == 0 {
-                return Some(());
-            }
-            let entries = buffer.get(..read)?;
-            let mut at = 0;
-            while let Some(entry) = entries.get(at..) {
-                if entry.len() < NAME {
-                    break;
-                }
-                let length = usize::from(u16::from_ne_bytes([entry[16], entry[17]]));
-                let name = entry.get(NAME..length)?;
-                let end = name
-                    .iter()
-                    .position(|&byte| byte == 0)
-                    .unwrap_or(name.len());
-                each(&name[..end]);
-                at += length;
-            }
-        }
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        // SAFETY: the descriptor is this directory's own.
-        unsafe { libc::close(self.fd) };
-    }
-}
-
-/// What the supervisor needs of `/proc/<pid>/stat`.
-struct Stat {
-    pid: pid_t,
-    state: u8,
-    ppid: pid_t,
-    pgrp: pid_t,
-}
-
-/// Reads `<name>/stat` under the directory `proc`.
-fn read_stat(proc: c_int, name: &[u8]) -> Option<Stat> {
-    const SUFFIX: &[u8] = b"/stat\0";
-    let mut path = [0u8; 32];
-    path.get_mut(..name.len())?.copy_from_slice(name);
-    path.get_mut(name.len()..name.len() + SUFFIX.len())?
-        .copy_from_slice(SUFFIX);
-    // SAFETY: a NUL-terminated relative path under an open directory.
-    let fd = unsafe { libc::openat(proc, path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return None;
-    }
-    // The fields wanted come first; the rest of a longer line is not needed.
-    let mut buffer = [0u8; 512];
-    // SAFETY: the kernel writes at most `buffer.len()` bytes into it; the descriptor is ours.
-    let read = unsafe {
-        let read = libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len());
-        libc::close(fd);
-        read
-    };
-    parse_stat(buffer.get(..usize::try_from(read).ok()?)?)
-}
-
-/// `pid (comm) state ppid pgrp ...`; the command name may hold spaces and parentheses, but no
-/// later field holds a parenthesis.
-fn parse_stat(line: &[u8]) -> Option<Stat> {
-    let open = line.iter().position(|&byte| byte == b' ')?;
-    let close = line.iter().rposition(|&byte| byte == b')')?;
-    let mut fields = line
-        .get(close + 1..)?
-        .split(|&byte| byte == b' ')
-        .filter(|field| !field.is_empty());
-    let state = *fields.next()?.first()?;
-    Some(Stat {
-        pid: parse_pid(&line[..open])?,
-        state,
-        ppid: parse_pid(fields.next()?)?,
-        pgrp: parse_pid(fields.next()?)?,
-    })
-}
-
-/// A decimal number of at least one digit and nothing else.
-fn parse_pid(text: &[u8]) -> Option<pid_t> {
-    if text.is_empty() {
-        return None;
-    }
-    let zero: pid_t = 0;
-    text.iter().try_fold(zero, |number, &byte| {
-        let digit = pid_t::from(byte.checked_sub(b'0').filter(|digit| *digit < 10)?);
-        number.checked_mul(10)?.checked_add(digit)
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::os::fd::AsRawFd;
 
-    #[test]
-    fn stat_lines_are_read_past_odd_command_names() {
-        let stat =
-            parse_stat(b"4242 (a) b (c) R 17 4242 4242 0 -1 4194560 ...").expect("a stat line");
-        assert_eq!(
-            (stat.pid, stat.state, stat.ppid, stat.pgrp),
-            (4242, b'R', 17, 4242)
-        );
-        assert!(parse_stat(b"12 (sh) S").is_none(), "cut short");
-        assert!(parse_pid(b"self").is_none());
-        assert!(parse_pid(b"99999999999").is_none(), "overflows");
-        assert!(parse_pid(b"").is_none());
-    }
+    use super::*;
+    use crate::handler::tree::read_stat;
 
     /// Polls `condition` every 10 ms until it holds or 5 s pass; whether it held.
     fn eventually(mut condition: impl FnMut() -> bool) -> bool {
@@ -608,13 +468,15 @@ mod tests {
         use std::os::unix::process::{CommandExt, ExitStatusExt};
 
         let replica = getpid();
+        let (_reader, writer) = io::pipe().expect("a pipe");
+        let ended = writer.as_raw_fd();
         // The death signal follows the thread that forks, which a runtime may end at any time.
         let (mut child, thread) = std::thread::spawn(move || {
             let mut command = std::process::Command::new("/bin/sh");
             command.args(["-c", "exec sleep 60"]).process_group(0);
             // SAFETY: `split` in a pre-exec closure, where it belongs.
             unsafe {
-                command.pre_exec(move || split(replica, None));
+                command.pre_exec(move || split(replica, None, ended));
             }
             let child = command.spawn().expect("the supervisor starts");
             (child, nix::unistd::gettid())
@@ -660,25 +522,15 @@ mod tests {
         let replica = getpid();
         let mut command = std::process::Command::new("/nonexistent/sh");
         command.process_group(0);
+        let (_reader, writer) = io::pipe().expect("a pipe");
+        let ended = writer.as_raw_fd();
         // SAFETY: `split` in a pre-exec closure, where it belongs.
         unsafe {
-            command.pre_exec(move || split(replica, None));
+            command.pre_exec(move || split(replica, None, ended));
         }
         // The supervisor's child fails to exec and says so on the spawn's pipe, which the
         // supervisor itself let go of: the spawn neither hangs nor succeeds.
         let error = command.spawn().expect_err("nothing to exec");
         assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
-    }
-
-    #[test]
-    fn this_process_is_found_in_proc() {
-        let proc = Dir::open(c"/proc").expect("/proc");
-        let me = getpid().as_raw();
-        let stat = read_stat(proc.fd, b"self").expect("its own stat");
-        assert_eq!(stat.pid, me);
-        let mut found = false;
-        proc.for_each(|name| found |= parse_pid(name) == Some(me))
-            .expect("/proc lists");
-        assert!(found, "its pid is not listed in /proc");
     }
 }

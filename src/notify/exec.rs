@@ -7,7 +7,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::{DeliveryError, Document};
-use crate::handler::spawn_supervised;
+use crate::handler::{Exit, spawn_supervised};
 
 /// The most of a failed command's output that its error keeps.
 const ERROR_OUTPUT: usize = 300;
@@ -70,7 +70,7 @@ pub(super) async fn feed(
                 let _ = stdin.write_all(input).await;
             }
         };
-        let ((), status) = tokio::join!(writing, child.wait());
+        let ((), status) = tokio::join!(writing, supervised.wait());
         status
     })
     .await;
@@ -86,7 +86,10 @@ pub(super) async fn feed(
                 "cannot wait for {program}: {error}"
             )));
         }
-        Ok(Ok(status)) => status,
+        Ok(Ok(Exit::Ended(status))) => status,
+        Ok(Ok(Exit::SupervisorKilled(swept))) => {
+            return Err(DeliveryError::Transient(format!("{program}: {swept}")));
+        }
     };
     if status.success() {
         return Ok(());
