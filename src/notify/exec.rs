@@ -138,3 +138,67 @@ async fn read_start(mut stream: impl AsyncRead + Unpin) -> String {
     }
     String::from_utf8_lossy(&kept).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    use super::*;
+
+    /// The pid in `path` once it is written, and that process's parent.
+    async fn written_pid(path: &Path) -> (i32, i32) {
+        for _ in 0..500 {
+            if let Ok(text) = std::fs::read_to_string(path)
+                && let Ok(pid) = text.trim().parse::<i32>()
+                && text.ends_with('\n')
+            {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+                let parent = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+                    .expect("a parent");
+                return (pid, parent);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no pid was written to {}", path.display());
+    }
+
+    #[tokio::test]
+    async fn a_notice_command_whose_supervisor_was_killed_fails_once_its_tree_is_dead() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let shell = dir.path().join("shell");
+        let escaped = dir.path().join("escaped");
+        let mut command = Command::new("/bin/sh");
+        command.arg("-c").arg(format!(
+            "setsid sh -c 'echo $$ > {}; exec sleep 60' & echo $$ > {}; wait",
+            escaped.display(),
+            shell.display()
+        ));
+        let sending =
+            tokio::spawn(async move { feed(command, b"{}\n", Duration::from_secs(30)).await });
+        let (escaped, _) = written_pid(&escaped).await;
+        let (_, supervisor) = written_pid(&shell).await;
+        kill(Pid::from_raw(supervisor), Signal::SIGKILL).expect("kill the supervisor");
+        let error = sending.await.expect("the sending task");
+        let alive = std::fs::read_to_string(format!("/proc/{escaped}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, s)| s.starts_with('Z'))
+        });
+        if alive {
+            let _ = kill(Pid::from_raw(escaped), Signal::SIGKILL);
+        }
+        assert!(!alive, "the escaped process outlived the failed try");
+        match error {
+            Err(DeliveryError::Transient(message)) => assert!(
+                message.starts_with("/bin/sh: its supervisor (redcron-run) was killed by signal 9"),
+                "{message}"
+            ),
+            other => panic!("not a failure for now: {other:?}"),
+        }
+    }
+}
