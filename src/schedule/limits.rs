@@ -12,9 +12,9 @@ use std::path::Path;
 pub const MAX_ARG_BYTES: usize = 32 * 4096;
 
 /// Room kept in the system's limit for what each run adds to the environment
-/// (`REDCRON_JOB`, `REDCRON_RUN_ID`, `REDCRON_FIRE_TIME`, `REDCRON_ATTEMPT`, and `HOME`, `USER`
-/// and `LOGNAME` for a job with a `user`), and for a replica's environment that differs a
-/// little from the one `check` ran in.
+/// (`REDCRON_JOB`, `REDCRON_RUN_ID`, `REDCRON_FIRE_TIME`, `REDCRON_ATTEMPT`, `REDCRON_TREE`, and
+/// `HOME`, `USER` and `LOGNAME` for a job with a `user`), and for a replica's environment that
+/// differs a little from the one `check` ran in.
 const RUN_ENV_RESERVE: usize = 8 * 1024;
 
 /// A job's `command`: `/bin/sh -c` receives it as one argument.
