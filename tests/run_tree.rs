@@ -662,3 +662,45 @@ fn a_run_whose_supervisor_was_killed_is_recorded_and_retried_only_once_its_tree_
     attempts.wait_for_attempts(2, Duration::from_secs(15), || replica.log());
     attempts.assert_no_overlap();
 }
+
+#[test]
+fn a_run_whose_supervisor_was_killed_while_stopping_it_is_recorded_once_its_tree_is_dead() {
+    // Its escaped process ignores SIGTERM: the supervisor waits for it, until the kill grace.
+    let attempts = Attempts::new("timeout = \"2s\"\nretries = 1\nbackoff = \"1s\"", true);
+    let replica = attempts.replica("r1", &[], &[]);
+    attempts.trigger();
+    let shells = attempts.wait_for_attempts(1, Duration::from_secs(15), || replica.log());
+    let supervisor = supervisor_of(shells[0]).expect("a supervisor above the attempt's shell");
+    let escaped = attempts.pid("escaped", shells[0]).expect("the escaped pid");
+    // Stopping: the timeout's SIGTERM ended the shell, not the escaped process.
+    let stopping = wait_until(Duration::from_secs(15), || {
+        Process::read(shells[0]).is_none() && Process::read(escaped).is_some()
+    });
+    assert!(
+        stopping,
+        "the run was not being stopped:\n{}",
+        replica.log()
+    );
+    kill(Pid::from_raw(supervisor), Signal::SIGKILL).expect("kill the supervisor");
+    let recorded = wait_until(Duration::from_secs(8), || {
+        replica.log().contains("failure recorded: due again")
+    });
+    let left = attempts.alive(shells[0]);
+    assert!(
+        recorded,
+        "the failure was not recorded before the kill grace ended:\n{}",
+        replica.log()
+    );
+    assert!(
+        left.is_empty(),
+        "the run was recorded timed out while processes of it lived: {left:?}\n{}",
+        replica.log()
+    );
+    assert!(
+        replica.log().contains("timed out after 2s"),
+        "{}",
+        replica.log()
+    );
+    attempts.wait_for_attempts(2, Duration::from_secs(15), || replica.log());
+    attempts.assert_no_overlap();
+}
