@@ -16,8 +16,11 @@
 -- keeps its runs' slots in running:<job>; a run that finds every slot taken waits in
 -- waiting:<job> until one is freed (fill_job_slots in common.lua), except a cron fire of a
 -- `forbid` job, claimed for the first time, while a run of its job that had started by the
--- fire's due time still runs: that fire is skipped as an overlap. The rest start: their attempt
--- is counted and their lease recorded in the active set.
+-- fire's due time still runs: that fire is skipped as an overlap. A cron fire's first attempt
+-- that would start later than the misfire threshold is judged again by its job's policy
+-- (missed_at_start in common.lua, with {ns}:latest-fire): skipped as `missed` when the policy
+-- says so, freeing the slot it was handed for the next waiting run. The rest start: their
+-- attempt is counted and their lease recorded in the active set.
 --
 -- A run the promoter moved ahead of its due time (its lead) is claimed ahead: its worker waits
 -- the time left, measured on Redis's clock and returned here, before it starts the run; the
@@ -39,7 +42,7 @@
 --                       claim last found Redis older than its replica saw it
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>, undeclared:<job>,
---         replicas, replica-jobs:<replica id>, wake-replica:<replica id>
+--         replicas, replica-jobs:<replica id>, wake-replica:<replica id>, latest-fire
 -- ARGV[2] lease, ms
 -- ARGV[3] fingerprint ttl, ms
 -- ARGV[4] most runs popped by this call (skipped ones included)
@@ -107,6 +110,7 @@ end
 if redis.call('EXISTS', declared) == 0 then
   return {'UNDECLARED'}
 end
+check_type('claim_runs', key_latest_fires(prefix), 'hash')
 local serves = {}
 for _, queue in ipairs(queues) do
   serves[queue] = true
@@ -191,8 +195,14 @@ local function pop(count)
 end
 
 local skips = {}
+local told_missed = {}  -- job -> true once one of its missed fires in this call sent a notice
 local function skip(run_key, run_id, job, reason)
-  skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen)
+  -- Fires found missed as they start come one after another: one notice per job says so.
+  skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen,
+    reason == 'missed' and told_missed[job])
+  if reason == 'missed' then
+    told_missed[job] = true
+  end
   skips[#skips + 1] = job
   skips[#skips + 1] = reason
 end
@@ -247,10 +257,11 @@ while #started < #workers and pops < limit do
   for _, run_id in ipairs(run_ids) do
     local run_key = key_run(prefix, run_id)
     local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload, due_ms, kind,
-      max_concurrency, started_ms, redriven_ms, notify, notify_on, late_after =
-      unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap', 'created_ms', 'attempt',
-        'max_attempts', 'fire_ms', 'payload', 'due_ms', 'kind', 'max_concurrency', 'started_ms',
-        'redriven_ms', 'notify', 'notify_on', 'late_after_ms'))
+      max_concurrency, started_ms, redriven_ms, notify, notify_on, late_after, missed_after,
+      misfire = unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap', 'created_ms',
+        'attempt', 'max_attempts', 'fire_ms', 'payload', 'due_ms', 'kind', 'max_concurrency',
+        'started_ms', 'redriven_ms', 'notify', 'notify_on', 'late_after_ms', 'missed_after_ms',
+        'misfire'))
     attempt, max_attempts = tonumber(attempt), tonumber(max_attempts)
     local due = tonumber(due_ms) or now
     local wait = math.max(due - now, 0)
@@ -275,6 +286,13 @@ while #started < #workers and pops < limit do
       set_aside[job] = true
     elseif paused_job(job) then
       skip(run_key, run_id, job, 'paused')
+    elseif missed_at_start(prefix, job, kind, attempt == 0, redriven_ms, fire_ms, missed_after,
+        misfire, now) then
+      skip(run_key, run_id, job, 'missed')
+      -- A run handed a freed slot (fill_job_slots) holds it: the next waiting run takes it.
+      if slots then
+        free_job_slot(prefix, job, run_id, now)
+      end
     elseif fingerprint and fingerprint ~= '' and not lock(key_fingerprint(prefix, fingerprint), run_id .. '/' .. (created or ''), fingerprint_ttl) then
       skip(run_key, run_id, job, 'duplicate')
     elseif slots and not take_slot(key_running(prefix, job), job, run_id, slots, now + held_for) then

@@ -16,6 +16,12 @@
 -- yet: a missed fire that would run as the latest is then left due until the leader has planned
 -- up to the misfire threshold (KEYS[10]), and judged again among the fires it plans.
 --
+-- A fire made ready within the threshold is judged again when it starts (missed_at_start in
+-- common.lua): a fire of a job at its limit waits for a slot and may be past the threshold by
+-- then. This script writes what that needs into the fire's run hash: its `misfire` policy and
+-- `missed_after_ms` (its fire plus ARGV[3]); none for `run-all`, nor for a fire made ready
+-- already past the threshold (the one `run-once` runs late, judged here once and for all).
+--
 -- Redis refuses it whole while out of memory (the flags line, no allow-oom): a fire that became
 -- ready then would wait there, past the judgement below, for claims that cannot start it; left
 -- due, it is judged when writes resume, as after any outage.
@@ -188,6 +194,10 @@ for i = 1, #run_ids, 2 do
     elseif kind == 'cron' and attempt == '0' and tonumber(fire_ms)
         and (starting == '1' or last_reason == 'not-started') then
       reason = misfire_of_unstarted(job, tonumber(fire_ms))
+      -- Made ready past the threshold, it is the fire its policy runs late: not judged again.
+      if not reason and now - tonumber(fire_ms) > threshold then
+        redis.call('HDEL', run_key, 'missed_after_ms')
+      end
     end
   else
     local fire_ms
@@ -237,6 +247,12 @@ for i = 1, #run_ids, 2 do
           'fingerprint', run_id)
         if def.max_concurrency then
           redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
+        end
+        -- Made ready in time, it is judged again when it starts (missed_at_start in
+        -- common.lua): it may wait for a slot past the threshold.
+        if not judged and lateness <= threshold and def.misfire ~= 'run-all' then
+          redis.call('HSET', run_key, 'misfire', def.misfire,
+            'missed_after_ms', tonumber(fire_ms) + threshold)
         end
         set_run_notices(run_key, def.notify)
         reason = judged

@@ -3,12 +3,16 @@
 -- When none is free, the run is skipped as an overlap if it may be (a cron fire of a `forbid`
 -- job, claimed for the first time, while a run of its job that had started by its due time
 -- still runs), and otherwise waits for a slot (waiting:<job>) without using its attempt: as it
--- would have been had it been claimed at its due time.
+-- would have been had it been claimed at its due time. Before either, a cron fire's first
+-- attempt that starts later than the misfire threshold (its worker was held up past its due
+-- time) is judged again by its job's policy (missed_at_start in common.lua) and skipped as
+-- `missed` when the policy says so.
 --
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] events  stream  run state changes
 -- KEYS[3] hold  string  set while the namespace is held (redcron hold): nothing is written
--- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>,
+--         latest-fire
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it
 -- ARGV[4] lease, ms: how long the run and its slot are held unless extended
@@ -17,7 +21,8 @@
 -- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[8] 1 when the run may be skipped as an overlap, 0 when it waits for a slot instead
 --
--- Returns 'TAKEN' (start the run), 'BUSY' (skipped as an overlap), 'WAITING' (put aside until a
+-- Returns 'TAKEN' (start the run), 'BUSY' (skipped as an overlap), 'MISSED' (skipped as a missed
+-- fire), 'WAITING' (put aside until a
 -- slot is free) or 'GONE' (the run is no longer this worker's: it was reaped, or its short lease
 -- expired before it could start, as extend_lease.lua refuses too: the reaper hands it back and
 -- the promoter judges it as a late fire).
@@ -36,16 +41,27 @@ end
 local now = now_ms(ARGV[7])
 local run_key = key_run(prefix, run_id)
 
-local holder, job, state, attempt, due_ms, overlap, max_concurrency = unpack(checked_read(
-  'take_job_slot', run_key, 'hash', 'HMGET', 'worker', 'job', 'state', 'attempt', 'due_ms',
-  'overlap', 'max_concurrency'))
+local holder, job, state, attempt, due_ms, overlap, max_concurrency, kind, fire_ms, redriven,
+  missed_after, misfire = unpack(checked_read('take_job_slot', run_key, 'hash', 'HMGET', 'worker',
+  'job', 'state', 'attempt', 'due_ms', 'overlap', 'max_concurrency', 'kind', 'fire_ms',
+  'redriven_ms', 'missed_after_ms', 'misfire'))
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
 if holder ~= worker or state ~= 'active' or not job or not deadline or deadline < now then
   return 'GONE'
 end
 check_job_keys('take_job_slot', prefix, job)
+check_type('take_job_slot', key_latest_fires(prefix), 'hash')
 local slots = job_limit(overlap, max_concurrency)
 local running = key_running(prefix, job)
+-- The claim counted the attempt this start would use: the first is 1 here.
+if missed_at_start(prefix, job, kind, tonumber(attempt) == 1, redriven, fire_ms, missed_after,
+    misfire, now) then
+  redis.call('ZREM', active, run_id)
+  redis.call('HSET', run_key, 'attempt', 0)
+  redis.call('HDEL', run_key, 'worker', 'started_ms', 'starting')
+  skip_run(prefix, run_key, run_id, job, 'missed', now, retention, events, maxlen)
+  return 'MISSED'
+end
 fill_job_slots(prefix, job, now)
 if not slots or redis.call('ZSCORE', running, run_id)
     or not job_slots_full(prefix, job, running, slots) then

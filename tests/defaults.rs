@@ -270,7 +270,15 @@ fn after_a_redis_stall_late_fires_run_one_at_a_time_and_the_misfire_policy_decid
                     _ => 0,
                 }
             } else if !missed.contains(&fire) {
-                1
+                // Made ready in time, judged again when it would start (after the fires before
+                // it): skipped only when that came later than the threshold.
+                let judged_late = job != "all"
+                    && skips.contains(&(format!("{job}@{fire}"), "missed".to_owned()))
+                    && scenario
+                        .run_field(&format!("{job}@{fire}"), "finished_ms")
+                        .and_then(|ms| ms.parse::<i64>().ok())
+                        .is_some_and(|skipped| skipped - fire > THRESHOLD_MS);
+                usize::from(!judged_late)
             } else {
                 match job {
                     "all" => 1,

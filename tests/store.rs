@@ -1595,7 +1595,8 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
          key_wake_replica(prefix, 'r1'), cron_run_id('nightly', 1767225600000), \
          ready_list(prefix, 'cron', 'q', 'high'), ready_list(prefix, 'adhoc', 'q', 'low'), \
          key_notices(prefix), key_notice(prefix, 'r@1:1:dead'), key_notices_of(prefix, 'r1'), \
-         key_dead_jobs(prefix), key_paused(prefix), key_due_runs(prefix), key_rewind(prefix)}}"
+         key_dead_jobs(prefix), key_paused(prefix), key_due_runs(prefix), key_rewind(prefix), \
+         key_latest_fires(prefix)}}"
     );
     let keys = redcron::store::Keys::new("test");
     let built: Vec<String> = redis::Script::new(&script)
@@ -1623,6 +1624,7 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
             keys.paused(),
             keys.due_runs(),
             keys.rewind(),
+            keys.latest_fires(),
         ]
     );
 }

@@ -21,6 +21,7 @@ mod hostile;
 mod import_crontab;
 mod inspect;
 mod journal;
+mod late_start;
 mod lifecycle;
 mod long_outage;
 mod next;

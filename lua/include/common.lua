@@ -18,6 +18,7 @@ local function key_dead_jobs(prefix) return prefix .. 'dead-jobs' end
 local function key_paused(prefix) return prefix .. 'paused' end
 local function key_due_runs(prefix) return prefix .. 'due-runs' end
 local function key_rewind(prefix) return prefix .. 'rewind' end
+local function key_latest_fires(prefix) return prefix .. 'latest-fire' end
 
 -- The id of a cron fire, as `cron_run_id` in src/store/planning.rs builds it: deterministic,
 -- so that one fire is only ever planned once.
@@ -328,6 +329,31 @@ local function running_since(prefix, running, due_ms)
     end
   end
   return false
+end
+
+-- Whether a cron fire about to start now is a missed fire that its job's `misfire` policy skips.
+-- promote_due.lua judges a fire when it becomes ready; one of a job at its limit may then wait
+-- for a slot long past the threshold, so every start judges it again: a claim (claim_runs.lua,
+-- which also starts the runs handed a freed slot by fill_job_slots) and a slot taken at the due
+-- time (take_job_slot.lua). Only a fire's first attempt is judged: retries and re-driven runs
+-- are due at another time than their fire. The run's `missed_after_ms` (its fire plus the
+-- replica's `--misfire-threshold`) and `misfire` are written when promote_due makes the fire
+-- ready within the threshold; a `run-all` fire gets neither, nor does the missed fire that
+-- `run-once` chose to run late when it became ready: those always start. `skip` skips it;
+-- `run-once` skips it when a later fire of its job has come due ({ns}:latest-fire), which runs
+-- or was judged in its place, so that one late fire per outage at most starts.
+local function missed_at_start(prefix, job, kind, first_attempt, redriven, fire_ms, missed_after,
+    misfire, now)
+  missed_after, fire_ms = tonumber(missed_after), tonumber(fire_ms)
+  if kind ~= 'cron' or not first_attempt or redriven or not missed_after or not fire_ms
+      or now <= missed_after then
+    return false
+  end
+  if misfire == 'skip' then
+    return true
+  end
+  local latest = tonumber(redis.call('HGET', key_latest_fires(prefix), job)) or 0
+  return latest > fire_ms
 end
 
 -- Puts a run aside until a slot of its job is free (see fill_job_slots): neither skipped nor dead.

@@ -98,7 +98,7 @@ pub struct Claimed {
     /// The runs claimed, at most one per worker, in the order of the workers given; those that
     /// cannot be executed as errors.
     pub runs: Vec<Result<ClaimedRun, CorruptRun>>,
-    /// The job and reason of each run skipped (paused, duplicate, overlap) or buried (corrupt)
+    /// The job and reason of each run skipped (paused, duplicate, overlap, missed) or buried (corrupt)
     /// on the way, for the caller to count.
     pub skips: Vec<(String, String)>,
     /// Every ready list of the served queues ran dry: nothing to claim until a wake-up.
@@ -156,6 +156,9 @@ pub enum JobSlot {
     Taken,
     /// Its job is still busy: the run was skipped as an overlap.
     Busy,
+    /// The run starts later than the misfire threshold and its job's `misfire` policy skips
+    /// it: it was skipped as a missed fire.
+    Missed,
     /// Every slot is taken: the run waits in its job's queue until one is freed; it used no
     /// attempt.
     Waiting,
@@ -298,7 +301,8 @@ impl Store {
     /// Claims ready runs for several idle workers in one script call, one run each at most: strict
     /// priority across `queues`, for the jobs the workers' replica declares (worker ids are
     /// `<replica id>/<slot>`), skipping (and recording) paused, duplicate and overlapping runs,
-    /// popping at most `pop_limit` runs in all. Each claimed run's lease lasts `lease.run`, or
+    /// and fires that would start past the misfire threshold their promotion recorded when
+    /// their job's `misfire` policy says so, popping at most `pop_limit` runs in all. Each claimed run's lease lasts `lease.run`, or
     /// `lease.ahead` past its due time for a run claimed ahead.
     ///
     /// # Errors
@@ -471,7 +475,8 @@ impl Store {
 
     /// Takes a slot of the job of a run claimed ahead while every slot was taken, once its due
     /// time has come; when none is free, skips the run (reason `overlap`) or puts it aside to
-    /// wait for one, as `pending` says.
+    /// wait for one, as `pending` says. A fire that starts later than the misfire threshold is
+    /// skipped (reason `missed`) first when its job's `misfire` policy says so.
     ///
     /// # Errors
     /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
@@ -499,6 +504,7 @@ impl Store {
         match answer.as_str() {
             "TAKEN" => Ok(JobSlot::Taken),
             "BUSY" => Ok(JobSlot::Busy),
+            "MISSED" => Ok(JobSlot::Missed),
             "WAITING" => Ok(JobSlot::Waiting),
             "GONE" => Ok(JobSlot::Gone),
             other => Err(reply_error(

@@ -34,7 +34,8 @@ impl Promoted {
 
 impl Store {
     /// Moves up to `limit` runs due within `lead` to their ready lists; a run later than
-    /// `misfire_threshold` is a missed fire, handled by its job's misfire policy. Runs moved
+    /// `misfire_threshold` is a missed fire, handled by its job's misfire policy; a fire moved
+    /// within it is judged again when it starts (see [`Store::claim_runs`]). Runs moved
     /// ahead of their due time are claimed ahead and started on time ([`ClaimedRun::start_in`](super::ClaimedRun::start_in)).
     ///
     /// # Errors

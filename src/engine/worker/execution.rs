@@ -290,6 +290,17 @@ impl Execution {
                 );
                 false
             }
+            Some(JobSlot::Missed) => {
+                self.store
+                    .metrics()
+                    .record_skip(&run.job, SkipReason::Missed.as_str());
+                info!(
+                    run = run.id,
+                    job = run.job,
+                    "skipped: it would start later than the misfire threshold"
+                );
+                false
+            }
             Some(JobSlot::Waiting) => {
                 debug!(
                     run = run.id,

@@ -1,0 +1,250 @@
+//! A fire made ready within the misfire threshold may wait for its job's slot past it: it is
+//! judged again when it starts, on each path that starts a run (a claim, a slot handed on by
+//! an ack, a slot taken at the due time), so that of a job's fires that start later than the
+//! threshold, `run-once` runs one per outage at most, `skip` none and `run-all` every one.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redcron::store::{Claimed, ClaimedRun, JobSlot, PendingSlot, Store};
+
+use crate::store::{LEASE, THRESHOLD, claim_run, events, plan, run_hash, setup};
+
+/// Claims for `workers` idle workers at once, as a replica does.
+async fn claim_for(store: &Store, workers: usize) -> Claimed {
+    let names: Vec<String> = (0..workers).map(|slot| format!("replica/{slot}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    store
+        .claim_runs(&names, &["default".to_owned()], LEASE, 100)
+        .await
+        .expect("claim")
+}
+
+fn claimed_ids(claimed: &Claimed) -> Vec<String> {
+    let mut ids: Vec<String> = claimed
+        .runs
+        .iter()
+        .map(|run| run.as_ref().expect("a decodable run").id.clone())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn claimed_runs(claimed: Claimed) -> Vec<ClaimedRun> {
+    claimed
+        .runs
+        .into_iter()
+        .map(|run| run.expect("a decodable run"))
+        .collect()
+}
+
+/// Each run skipped, with its reason.
+fn skipped(server: &crate::util::redis_server::RedisServer) -> HashMap<String, String> {
+    events(server)
+        .into_iter()
+        .filter(|(_, state, _)| state == "skipped")
+        .map(|(run, _, reason)| (run, reason))
+        .collect()
+}
+
+fn skip_of(skips: &HashMap<String, String>, run: &str) -> Option<String> {
+    skips.get(run).cloned()
+}
+
+#[tokio::test]
+async fn a_fire_claimed_past_the_threshold_is_judged_again_by_its_policy() {
+    let (server, store, token) = setup(
+        "[jobs.skip]\ncommand = \"true\"\nmisfire = \"skip\"\n\
+         [jobs.once]\ncommand = \"true\"\n\
+         [jobs.alone]\ncommand = \"true\"\n\
+         [jobs.all]\ncommand = \"true\"\nmisfire = \"run-all\"\n\
+         [jobs.chosen]\ncommand = \"true\"\n",
+    )
+    .await;
+    plan(&store, &token, "skip", &[0]).await;
+    plan(&store, &token, "once", &[0, 65_000]).await;
+    plan(&store, &token, "alone", &[0]).await;
+    plan(&store, &token, "all", &[0, 65_000]).await;
+    // Ready 10 s late, within the threshold; claimed only 70 s late (every worker was busy).
+    for at in [10_000, 65_000] {
+        store
+            .clone()
+            .with_frozen_clock(at)
+            .promote_due(100, THRESHOLD, Duration::ZERO)
+            .await
+            .expect("promote");
+    }
+    let claimed = claim_for(&store.clone().with_frozen_clock(70_001), 10).await;
+    assert_eq!(
+        claimed_ids(&claimed),
+        ["all@0", "all@65000", "alone@0", "once@65000"],
+        "skip skips it; run-once runs it only when no later fire came due; run-all runs it"
+    );
+    let skips = skipped(&server);
+    assert_eq!(skip_of(&skips, "skip@0").as_deref(), Some("missed"));
+    assert_eq!(skip_of(&skips, "once@0").as_deref(), Some("missed"));
+    let mut reasons = claimed.skips.clone();
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        [
+            ("once".to_owned(), "missed".to_owned()),
+            ("skip".to_owned(), "missed".to_owned())
+        ],
+        "the claim reports its skips, for the metrics"
+    );
+
+    // The missed fire run-once chose when it became ready, 100 s late, is not judged again,
+    // though a later fire came due with it.
+    plan(&store, &token, "chosen", &[0, 100_000]).await;
+    let at_100000 = store.clone().with_frozen_clock(100_000);
+    at_100000
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let claimed = claim_for(&store.clone().with_frozen_clock(100_500), 10).await;
+    assert_eq!(claimed_ids(&claimed), ["chosen@0", "chosen@100000"]);
+    assert_eq!(
+        run_hash(&server, "chosen@0")
+            .get("state")
+            .map(String::as_str),
+        Some("active")
+    );
+}
+
+#[tokio::test]
+async fn a_fire_handed_a_freed_slot_past_the_threshold_is_judged_again_by_its_policy() {
+    let (server, store, token) = setup(
+        "[jobs.once]\ncommand = \"true\"\noverlap = \"forbid\"\n\
+         [jobs.skip]\ncommand = \"true\"\noverlap = \"forbid\"\nmisfire = \"skip\"\n\
+         [jobs.all]\ncommand = \"true\"\noverlap = \"forbid\"\nmisfire = \"run-all\"\n",
+    )
+    .await;
+    for job in ["once", "skip", "all"] {
+        plan(&store, &token, job, &[1_000, 2_000, 3_000]).await;
+    }
+    // Redis stalled: the fires come due together, 12-14 s late, within the threshold; the
+    // first of each job runs, the others wait for its slot.
+    let after_stall = store.clone().with_frozen_clock(15_000);
+    after_stall
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let first = claim_for(&after_stall, 9).await;
+    assert_eq!(claimed_ids(&first), ["all@1000", "once@1000", "skip@1000"]);
+
+    // The first runs end 63.5 s after the first fire: the next fire would start 61.5 s late,
+    // the last one 60.5 s late.
+    let at_end = store.clone().with_frozen_clock(63_500);
+    for run in claimed_runs(first) {
+        assert!(at_end.ack_run(&run, Some(0), "").await.expect("ack"));
+    }
+    let claimed = claim_for(&at_end, 9).await;
+    assert_eq!(
+        claimed_ids(&claimed),
+        ["all@2000", "once@3000"],
+        "run-once runs the latest, skip none, run-all the next in turn"
+    );
+    let skips = skipped(&server);
+    for run in ["once@2000", "skip@2000", "skip@3000"] {
+        assert_eq!(skip_of(&skips, run).as_deref(), Some("missed"), "{run}");
+    }
+    assert_eq!(
+        run_hash(&server, "all@3000")
+            .get("state")
+            .map(String::as_str),
+        Some("waiting")
+    );
+    // The slot of a fire skipped went on to the next: no fire of the job is left waiting.
+    for job in ["once", "skip"] {
+        let waiting: Vec<String> = redis::Commands::lrange(
+            &mut server.connection(),
+            crate::util::keys().waiting(job),
+            0,
+            -1,
+        )
+        .expect("LRANGE");
+        assert!(waiting.is_empty(), "{job}: {waiting:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_fire_that_takes_its_slot_past_the_threshold_is_judged_again_by_its_policy() {
+    let (server, store, token) = setup(
+        "[jobs.once]\ncommand = \"true\"\noverlap = \"forbid\"\n\
+         [jobs.all]\ncommand = \"true\"\noverlap = \"forbid\"\nmisfire = \"run-all\"\n",
+    )
+    .await;
+    // A threshold shorter than the short lease of a run claimed ahead (1 s past its due time),
+    // so that a worker late to take its slot still holds the run.
+    let threshold = Duration::from_millis(500);
+    let lead = Duration::from_millis(200);
+    for job in ["once", "all"] {
+        plan(&store, &token, job, &[10_000, 10_300, 10_900]).await;
+    }
+    let at_9900 = store.clone().with_frozen_clock(9_900);
+    at_9900
+        .promote_due(100, threshold, lead)
+        .await
+        .expect("promote");
+    let mut first = Vec::new();
+    for _ in 0..2 {
+        first.push(claim_run(&at_9900, &["default"]).await);
+    }
+    let at_10000 = store.clone().with_frozen_clock(10_000);
+    for run in &first {
+        assert!(at_10000.start_claimed_run(run, LEASE).await.expect("start"));
+    }
+    // Claimed ahead while the first runs hold the slots: the slot is taken at the due time.
+    let at_10150 = store.clone().with_frozen_clock(10_150);
+    at_10150
+        .promote_due(100, threshold, lead)
+        .await
+        .expect("promote");
+    let mut ahead = Vec::new();
+    for _ in 0..2 {
+        let run = claim_run(&at_10150, &["default"]).await;
+        assert_eq!(run.pending_slot, Some(PendingSlot::SkipIfRunning));
+        ahead.push(run);
+    }
+    let at_10850 = store.clone().with_frozen_clock(10_850);
+    for run in &first {
+        assert!(at_10850.ack_run(run, Some(0), "").await.expect("ack"));
+    }
+    // The workers take the slots 600 ms late, when the next fire has come due.
+    let at_10900 = store.clone().with_frozen_clock(10_900);
+    at_10900
+        .promote_due(100, threshold, Duration::ZERO)
+        .await
+        .expect("promote");
+    let mut outcomes = Vec::new();
+    for run in &ahead {
+        let outcome = at_10900
+            .take_job_slot(run, PendingSlot::SkipIfRunning, LEASE)
+            .await
+            .expect("take");
+        outcomes.push((run.id.clone(), outcome));
+    }
+    outcomes.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        outcomes,
+        [
+            ("all@10300".to_owned(), JobSlot::Taken),
+            ("once@10300".to_owned(), JobSlot::Missed)
+        ]
+    );
+    let hash = run_hash(&server, "once@10300");
+    assert_eq!(
+        (
+            hash.get("state").map(String::as_str),
+            hash.get("reason").map(String::as_str),
+            hash.get("attempt").map(String::as_str),
+        ),
+        (Some("skipped"), Some("missed"), Some("0")),
+        "a missed fire used no attempt"
+    );
+    assert_eq!(
+        skip_of(&skipped(&server), "once@10300").as_deref(),
+        Some("missed")
+    );
+}
