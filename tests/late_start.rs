@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use redcron::store::{Claimed, ClaimedRun, JobSlot, PendingSlot, Store};
 
+use crate::replicas::{Scenario, fire_ms};
 use crate::store::{LEASE, THRESHOLD, claim_run, events, plan, run_hash, setup};
+use crate::util::replica::ReplicaProcess;
+use crate::util::wait_until;
 
 /// Claims for `workers` idle workers at once, as a replica does.
 async fn claim_for(store: &Store, workers: usize) -> Claimed {
@@ -246,5 +249,79 @@ async fn a_fire_that_takes_its_slot_past_the_threshold_is_judged_again_by_its_po
     assert_eq!(
         skip_of(&skipped(&server), "once@10300").as_deref(),
         Some("missed")
+    );
+}
+
+/// The misfire threshold the replicas run with: short, so that a pause of seconds makes fires
+/// miss it, and the test takes seconds rather than minutes.
+const THRESHOLD_MS: i64 = 4_000;
+/// How much later than its judgement a fire may start: the claim, the worker's spawn and the
+/// command's own `date` on a loaded machine.
+const REACTION_MS: i64 = 1_500;
+
+#[test]
+fn after_writes_were_paused_a_forbid_job_slower_than_its_period_starts_one_late_fire_at_most() {
+    let scenario = Scenario::new();
+    // Default settings (overlap = "forbid", misfire = "run-once"); every 2 s, running 5 s:
+    // the fires that come due together after the pause wait 5 s each for the one before.
+    scenario.write_jobs(&format!(
+        "[jobs.slow]\nschedule = \"*/2 * * * * *\"\ncommand = \"{}; sleep 5\"\n",
+        scenario.record("")
+    ));
+    let threshold = format!("{THRESHOLD_MS}ms");
+    let replicas = [
+        scenario.replica("r1", &["--misfire-threshold", &threshold]),
+        scenario.replica("r2", &["--misfire-threshold", &threshold]),
+    ];
+    let logs = || ReplicaProcess::logs(&replicas);
+    assert!(
+        wait_until(Duration::from_secs(20), || scenario.ledger().len() >= 2),
+        "slow does not run:\n{}",
+        logs()
+    );
+
+    // Writes paused for 10 s, past the threshold: five fires come due meanwhile.
+    let paused = scenario.redis_now_ms();
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(10_000)
+        .arg("WRITE")
+        .query(&mut scenario.server.connection())
+        .expect("CLIENT PAUSE");
+    let resumed = paused + 10_000;
+    assert!(
+        wait_until(Duration::from_secs(40), || scenario
+            .ledger()
+            .iter()
+            .any(|(run, _, _)| fire_ms(run) >= resumed + 8_000)),
+        "fires did not resume after the pause: {:?}\n{}",
+        scenario.ledger(),
+        logs()
+    );
+
+    let ledger = scenario.ledger();
+    let mut runs: HashMap<&str, usize> = HashMap::new();
+    for (run, _, _) in &ledger {
+        *runs.entry(run.as_str()).or_default() += 1;
+    }
+    let twice: Vec<_> = runs.iter().filter(|(_, count)| **count > 1).collect();
+    assert!(twice.is_empty(), "ran twice: {twice:?}\n{}", logs());
+    let late: Vec<(&str, i64)> = ledger
+        .iter()
+        .map(|(run, started, _)| (run.as_str(), started - fire_ms(run)))
+        .filter(|(_, lateness)| *lateness > THRESHOLD_MS + REACTION_MS)
+        .collect();
+    assert!(
+        late.len() <= 1,
+        "fires started past the misfire threshold under run-once: {late:?} (paused at \
+         {paused})\n{}",
+        logs()
+    );
+    // The outage's catch-up ran: a fire due while writes were paused.
+    assert!(
+        ledger
+            .iter()
+            .any(|(run, _, _)| (paused..resumed).contains(&fire_ms(run))),
+        "no fire due in the pause ran: {ledger:?} (paused at {paused})"
     );
 }
