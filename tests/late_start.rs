@@ -325,3 +325,38 @@ fn after_writes_were_paused_a_forbid_job_slower_than_its_period_starts_one_late_
         "no fire due in the pause ran: {ledger:?} (paused at {paused})"
     );
 }
+
+/// The claim reads the job's latest fire only for a fire it finds late, after its pops: a
+/// wrong-typed `latest-fire` must refuse the claim before any, or the fire would be in no list.
+#[tokio::test]
+async fn a_claim_refuses_a_wrong_typed_latest_fire_with_the_late_fire_left_ready() {
+    let (server, store, token) = setup("[jobs.once]\ncommand = \"true\"\n").await;
+    plan(&store, &token, "once", &[0]).await;
+    store
+        .clone()
+        .with_frozen_clock(10_000)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let mut redis = server.connection();
+    let () =
+        redis::Commands::set(&mut redis, crate::util::keys().latest_fires(), "x").expect("SET");
+
+    let late = store.clone().with_frozen_clock(70_001);
+    let error = late
+        .claim_runs(&["replica/0"], &["default".to_owned()], LEASE, 100)
+        .await
+        .expect_err("a claim with latest-fire a string");
+    let named = format!(
+        "claim_runs: {} holds a string, not a hash",
+        crate::util::keys().latest_fires()
+    );
+    assert!(error.to_string().contains(&named), "{error}");
+    assert_eq!(
+        run_hash(&server, "once@0").get("state").map(String::as_str),
+        Some("ready")
+    );
+
+    let () = redis::Commands::del(&mut redis, crate::util::keys().latest_fires()).expect("DEL");
+    assert_eq!(claim_run(&late, &["default"]).await.id, "once@0");
+}
