@@ -765,11 +765,11 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
             let metrics = http_get(port, "/metrics").1;
             sample(
                 &metrics,
-                "redcron_runs_total{job=\"ok\",outcome=\"succeeded\",namespace=\"test\"}",
+                "redcron_runs_total{outcome=\"succeeded\",redcron_job=\"ok\",namespace=\"test\"}",
             ) == 3.0
                 && sample(
                     &metrics,
-                    "redcron_runs_total{job=\"bad\",outcome=\"dead\",namespace=\"test\"}",
+                    "redcron_runs_total{outcome=\"dead\",redcron_job=\"bad\",namespace=\"test\"}",
                 ) == 1.0
                 && sample(&metrics, "redcron_dead_runs{namespace=\"test\"}") == 1.0
                 && sample(&metrics, "redcron_workers_busy{namespace=\"test\"}") == 0.0
@@ -783,24 +783,27 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     assert_eq!(status, 200);
     for (series, expected) in [
         (
-            "redcron_runs_total{job=\"ok\",outcome=\"succeeded\",namespace=\"test\"}",
+            "redcron_runs_total{outcome=\"succeeded\",redcron_job=\"ok\",namespace=\"test\"}",
             3.0,
         ),
         (
-            "redcron_runs_total{job=\"bad\",outcome=\"retrying\",namespace=\"test\"}",
+            "redcron_runs_total{outcome=\"retrying\",redcron_job=\"bad\",namespace=\"test\"}",
             1.0,
         ),
         (
-            "redcron_runs_total{job=\"bad\",outcome=\"dead\",namespace=\"test\"}",
+            "redcron_runs_total{outcome=\"dead\",redcron_job=\"bad\",namespace=\"test\"}",
             1.0,
         ),
-        ("redcron_retries_total{job=\"bad\",namespace=\"test\"}", 1.0),
         (
-            "redcron_run_duration_seconds_count{job=\"ok\",namespace=\"test\"}",
+            "redcron_retries_total{redcron_job=\"bad\",namespace=\"test\"}",
+            1.0,
+        ),
+        (
+            "redcron_run_duration_seconds_count{redcron_job=\"ok\",namespace=\"test\"}",
             3.0,
         ),
         (
-            "redcron_run_duration_seconds_count{job=\"bad\",namespace=\"test\"}",
+            "redcron_run_duration_seconds_count{redcron_job=\"bad\",namespace=\"test\"}",
             2.0,
         ),
         ("redcron_dead_runs{namespace=\"test\"}", 1.0),
@@ -816,7 +819,7 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     }
     // Ad-hoc runs have no fire time: no fire lag is observed.
     assert!(
-        !metrics.contains("redcron_fire_lag_seconds_count{job=\"ok\",namespace=\"test\"}"),
+        !metrics.contains("redcron_fire_lag_seconds_count{redcron_job=\"ok\",namespace=\"test\"}"),
         "{metrics}"
     );
     assert!(
@@ -832,7 +835,7 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     assert!(wait_until(Duration::from_secs(10), || {
         sample(
             &http_get(port, "/metrics").1,
-            "redcron_skipped_fires_total{job=\"ok\",reason=\"paused\",namespace=\"test\"}",
+            "redcron_skipped_fires_total{reason=\"paused\",redcron_job=\"ok\",namespace=\"test\"}",
         ) == 1.0
     }));
 

@@ -14,6 +14,7 @@ mod defaults;
 mod drift;
 mod engine;
 mod examples;
+mod first_hour;
 mod fuzz;
 mod high_availability;
 mod hold;

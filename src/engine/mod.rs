@@ -236,7 +236,7 @@ mod tests {
                         .map(|pair| pair.value().to_owned())
                         .unwrap_or_default()
                 };
-                (label("job"), label("reason"))
+                (label(crate::metrics::JOB_LABEL), label("reason"))
             })
             .collect();
         for expected in [

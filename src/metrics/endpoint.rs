@@ -208,7 +208,7 @@ mod tests {
         for series in [
             "redcron_leader{namespace=\"a\"} 1",
             "redcron_leader{namespace=\"b\"} 0",
-            "redcron_runs_total{job=\"j\",outcome=\"dead\",namespace=\"b\"} 1",
+            "redcron_runs_total{outcome=\"dead\",redcron_job=\"j\",namespace=\"b\"} 1",
             "redcron_log_lines_dropped_total ",
         ] {
             assert!(
@@ -245,6 +245,45 @@ mod tests {
         // One namespace: the reasons as they were.
         let alone = Endpoint::new(vec![b]);
         assert_eq!(alone.liveness(), Err("the planner died\n".to_owned()));
+    }
+
+    /// Prometheus sets `job` to the scrape target's: a series of its own with a `job` label has
+    /// it renamed `exported_job`, and a dashboard grouped by job would merge every job.
+    #[test]
+    fn per_job_series_name_the_job_apart_from_the_scrape_target() {
+        let metrics = Metrics::new("test");
+        metrics
+            .runs_total
+            .with_label_values(&["nightly", "succeeded"])
+            .inc();
+        metrics
+            .run_duration_seconds
+            .with_label_values(&["nightly"])
+            .observe(0.1);
+        metrics
+            .fire_lag_seconds
+            .with_label_values(&["nightly"])
+            .observe(0.1);
+        metrics.record_skip("nightly", "paused");
+        metrics.retries_total.with_label_values(&["nightly"]).inc();
+        let exported = Endpoint::new(vec![Arc::new(metrics)]).encode();
+        for family in [
+            "redcron_runs_total{",
+            "redcron_run_duration_seconds_count{",
+            "redcron_fire_lag_seconds_count{",
+            "redcron_skipped_fires_total{",
+            "redcron_retries_total{",
+        ] {
+            let series = exported
+                .lines()
+                .find(|line| line.starts_with(family))
+                .unwrap_or_else(|| panic!("no {family} series in\n{exported}"));
+            assert!(series.contains("redcron_job=\"nightly\""), "{series}");
+        }
+        assert!(
+            !exported.contains("{job=") && !exported.contains(",job="),
+            "{exported}"
+        );
     }
 
     /// Every `redcron_*` series that the contrib dashboard and alert rules query is exported.
@@ -297,9 +336,11 @@ mod tests {
                     .collect();
                 rest = &rest[start + name.len()..];
                 seen += 1;
+                // A metric's name, or the label of the job a series counts.
                 assert!(
                     exported.contains(&format!("\n{name}"))
-                        || exported.contains(&format!("\n{name}{{")),
+                        || exported.contains(&format!("\n{name}{{"))
+                        || exported.contains(&format!("{name}=\"")),
                     "{file} uses {name}, which is not exported"
                 );
             }

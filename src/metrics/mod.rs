@@ -3,8 +3,11 @@
 //! A replica's metrics and health are one [`Metrics`] handle, made with its store (or passed in
 //! with [`crate::store::Store::with_metrics`]): components update them where the thing counted
 //! happens, and two replicas in one process count apart. Every series carries the replica's
-//! `namespace` label. Gauges of shared state (due, active, dead, ready runs) are refreshed from
-//! Redis by the leader only, so that summing over replicas does not count them twice.
+//! `namespace` label; the per-job ones carry `redcron_job`, not `job`, which Prometheus sets to
+//! the scrape target's job (a `job` label of the target's own is renamed `exported_job`, and
+//! every job's series would merge under the target's). Gauges of shared state (due, active,
+//! dead, ready runs) are refreshed from Redis by the leader only, so that summing over replicas
+//! does not count them twice.
 //!
 //! One [`Endpoint`] serves a process: the metrics of every namespace it serves, merged into one
 //! exposition, and one health that fails when any namespace's does.
@@ -24,15 +27,18 @@ pub struct Metrics {
     /// The namespace the replica serves: the `namespace` label of every series.
     namespace: String,
     registry: Registry,
-    /// `redcron_runs_total{job,outcome}`: runs finished, by outcome (succeeded, retrying, dead).
+    /// `redcron_runs_total{redcron_job,outcome}`: runs finished, by outcome (succeeded,
+    /// retrying, dead).
     pub runs_total: IntCounterVec,
-    /// `redcron_run_duration_seconds{job}`.
+    /// `redcron_run_duration_seconds{redcron_job}`.
     pub run_duration_seconds: HistogramVec,
-    /// `redcron_fire_lag_seconds{job}`: start minus fire time of cron runs.
+    /// `redcron_fire_lag_seconds{redcron_job}`: start minus fire time of each cron fire's first
+    /// start, so that retries, runs handed back and re-driven runs, which start late by
+    /// design, do not read as a late scheduler.
     pub fire_lag_seconds: HistogramVec,
-    /// `redcron_skipped_fires_total{job,reason}`.
+    /// `redcron_skipped_fires_total{redcron_job,reason}`.
     pub skipped_fires_total: IntCounterVec,
-    /// `redcron_retries_total{job}`.
+    /// `redcron_retries_total{redcron_job}`.
     pub retries_total: IntCounterVec,
     /// `redcron_notices_total{target,result}`: deliveries of notices by kind of target (mail,
     /// webhook, exec) and result (sent, failed: to be tried again, given_up).
@@ -96,6 +102,10 @@ pub struct Metrics {
     pub health: Health,
 }
 
+/// The label naming a run's job. Not `job`: Prometheus gives that name to the scrape target's
+/// job, and renames a target's own `job` label `exported_job`.
+pub const JOB_LABEL: &str = "redcron_job";
+
 /// Buckets for durations and lags, in seconds: from a millisecond to an hour.
 const BUCKETS: [f64; 16] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0,
@@ -128,7 +138,7 @@ impl Metrics {
         };
         let histogram_vec = |name: &str, help: &str| {
             let options = HistogramOpts::new(name, help).buckets(BUCKETS.to_vec());
-            registered(&registry, HistogramVec::new(options, &["job"]))
+            registered(&registry, HistogramVec::new(options, &[JOB_LABEL]))
         };
         let gauge = |name: &str, help: &str| registered(&registry, IntGauge::new(name, help));
         let counter = |name: &str, help: &str| registered(&registry, IntCounter::new(name, help));
@@ -146,7 +156,7 @@ impl Metrics {
             runs_total: counter_vec(
                 "redcron_runs_total",
                 "Runs finished, by outcome",
-                &["job", "outcome"],
+                &[JOB_LABEL, "outcome"],
             ),
             run_duration_seconds: histogram_vec(
                 "redcron_run_duration_seconds",
@@ -154,7 +164,7 @@ impl Metrics {
             ),
             fire_lag_seconds: histogram_vec(
                 "redcron_fire_lag_seconds",
-                "Start minus fire time of cron runs",
+                "Start minus fire time of the first start of cron fires",
             ),
             notices_total: counter_vec(
                 "redcron_notices_total",
@@ -164,7 +174,7 @@ impl Metrics {
             skipped_fires_total: counter_vec(
                 "redcron_skipped_fires_total",
                 "Fires recorded as skipped, by reason",
-                &["job", "reason"],
+                &[JOB_LABEL, "reason"],
             ),
             rerouted_runs_total: counter_vec(
                 "redcron_rerouted_runs_total",
@@ -174,7 +184,7 @@ impl Metrics {
             retries_total: counter_vec(
                 "redcron_retries_total",
                 "Runs due again after a failure",
-                &["job"],
+                &[JOB_LABEL],
             ),
             dead_runs: gauge(
                 "redcron_dead_runs",

@@ -36,6 +36,10 @@ pub struct ClaimedRun {
     /// Its job had no free slot when it was claimed ahead: take one
     /// ([`Store::take_job_slot`]) before starting it.
     pub pending_slot: Option<PendingSlot>,
+    /// This is a cron fire's first claim: its start, less its fire time, is how late the fire
+    /// ran. A retry, a run handed back or re-driven starts late by design, and says nothing of
+    /// the fire's lag.
+    pub first_claim: bool,
 }
 
 /// What a run claimed ahead without a slot of its job becomes at its due time when no slot is
@@ -192,7 +196,7 @@ impl ReadyWaiter {
 
 impl ClaimedRun {
     /// The values `claim_runs.lua` answers for each claimed run, in order.
-    pub const REPLY_FIELDS: [&'static str; 9] = [
+    pub const REPLY_FIELDS: [&'static str; 10] = [
         "run_id",
         "worker",
         "job",
@@ -202,11 +206,12 @@ impl ClaimedRun {
         "payload",
         "start_in_ms",
         "pending_slot",
+        "first_claim",
     ];
 
     /// Reads one claimed run of `claim_runs.lua`'s reply, its [`ClaimedRun::REPLY_FIELDS`]:
     /// `fire_ms` and `payload` may be nil, `pending_slot` is 0 (none), 1 (skip if running) or 2
-    /// (wait). The script checked the numbers; what can still be wrong is text that is not
+    /// (wait), `first_claim` 0 or 1. The script checked the numbers; what can still be wrong is text that is not
     /// UTF-8.
     ///
     /// # Errors
@@ -237,6 +242,11 @@ impl ClaimedRun {
             2 => Some(Some(PendingSlot::Wait)),
             _ => None,
         });
+        let first_claim = number().and_then(|flag| match flag {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        });
         let Some(id) = id else {
             return Err(CorruptRun {
                 run_id: String::new(),
@@ -244,7 +254,15 @@ impl ClaimedRun {
                 detail: "its id is not text".to_owned(),
             });
         };
-        match (job, attempt, max_attempts, payload, start_in, pending_slot) {
+        match (
+            job,
+            attempt,
+            max_attempts,
+            payload,
+            start_in,
+            pending_slot,
+            first_claim,
+        ) {
             (
                 Some(job),
                 Some(attempt),
@@ -252,6 +270,7 @@ impl ClaimedRun {
                 Ok(payload),
                 Some(start_in),
                 Some(pending_slot),
+                Some(first_claim),
             ) => Ok(Self {
                 id,
                 worker,
@@ -262,6 +281,7 @@ impl ClaimedRun {
                 payload,
                 start_in,
                 pending_slot,
+                first_claim,
             }),
             _ => Err(CorruptRun {
                 run_id: id,

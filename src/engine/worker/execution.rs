@@ -86,7 +86,7 @@ impl Execution {
                 "run started"
             );
         }
-        if let Some(fire_ms) = run.fire_ms {
+        if let Some(fire_ms) = run.fire_ms.filter(|_| run.first_claim) {
             let lag_ms = chrono::Utc::now().timestamp_millis() - fire_ms;
             self.store
                 .metrics()
