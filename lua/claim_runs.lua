@@ -70,7 +70,8 @@
 -- counted from that clock, and what its worker must do before starting it: 0 nothing, 1 take
 -- a slot of its job or skip it as an overlap (a first claim of a cron fire of a `forbid` job),
 -- 2 take a slot or wait for one, then 1 when this is the fire's first claim, whose start measures
--- how late the fire ran (a retry, a run handed back or re-driven, an ad-hoc run: 0))}.
+-- how late the fire ran (a retry, a run handed back or re-driven, an ad-hoc run: 0), and when
+-- the run was created (ms, nil if damaged): an ad-hoc run's stand-in for a fire time)}.
 -- Status 'EMPTY': the ready lists ran dry; 'MORE': runs are left (every worker got one, or the
 -- pop limit went to skipped runs); 'UNDECLARED' (alone): the replica's declarations
 -- are missing.
@@ -84,7 +85,7 @@ end
 local SLOT_NONE, SLOT_TAKE_OR_SKIP, SLOT_TAKE_OR_WAIT = 0, 1, 2
 -- How many values each claimed run is answered with: ClaimedRun::REPLY_FIELDS on the Rust side,
 -- which a test compares with this.
-local REPLY_FIELDS = 10
+local REPLY_FIELDS = 11
 
 local active, events, paused, dead, declared, undeclared_jobs, replicas_key = KEYS[1], KEYS[2],
   KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -311,7 +312,8 @@ while #started < #workers and pops < limit do
     end
     if admitted then
       started[#started + 1] = {run_id, workers[#started + 1], job, attempt + 1, max_attempts,
-        tonumber(fire_ms) or false, payload, wait, slot_pending, first_claim and 1 or 0, run_key,
+        tonumber(fire_ms) or false, payload, wait, slot_pending, first_claim and 1 or 0,
+        tonumber(created) or false, run_key,
         notify and {notify, notify_on, tonumber(late_after) or 0, due}}
       leases[#leases + 1] = wait == 0 and lease_deadline or tostring(now + held_for)
       leases[#leases + 1] = run_id
@@ -362,20 +364,20 @@ local claimed_ahead = false
 for _, run in ipairs(started) do
   local wait = run[8]
   claimed_ahead = claimed_ahead or wait > 0
-  redis.call('HSET', run[11], 'attempt', attempt_text(run[4]), 'state', 'active', 'worker', run[2],
+  redis.call('HSET', run[12], 'attempt', attempt_text(run[4]), 'state', 'active', 'worker', run[2],
     'started_ms', wait == 0 and now_text or tostring(now + wait))
   -- A run claimed ahead is not running until its worker starts it (extend_lease.lua or
   -- take_job_slot.lua write its real start): an outage at its due time delays that start, and
   -- a fire due meanwhile must not be skipped as its overlap.
   if wait > 0 then
-    redis.call('HSET', run[11], 'starting', '1')
+    redis.call('HSET', run[12], 'starting', '1')
   else
-    redis.call('HDEL', run[11], 'starting')
+    redis.call('HDEL', run[12], 'starting')
   end
   -- A late start is told now, by the replica that starts it, not when the run ends.
-  local notices = run[12]
+  local notices = run[13]
   if notices and now + wait - notices[4] > notices[3] then
-    add_notice(prefix, run[11], run[1], 'late', now, notices[1], notices[2], replica_of(run[2]))
+    add_notice(prefix, run[12], run[1], 'late', now, notices[1], notices[2], replica_of(run[2]))
   end
 end
 -- Runs may be left behind the ones claimed: wake other replicas' idle workers for them.

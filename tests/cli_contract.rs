@@ -308,6 +308,7 @@ async fn trigger_and_enqueue_json_match_their_schema() {
     let schemas = Schemas::of_the_docs();
     let triggered = one_document(&scenario.output(&["trigger", "flaky", "--json"]));
     schemas.assert_matches("enqueued.json", &triggered);
+    assert!(triggered["declared_by"].is_array(), "{triggered}");
     assert_eq!(triggered["job"], "flaky");
     assert_eq!(triggered["paused"], false);
 

@@ -1,11 +1,14 @@
-//! What a sysadmin meets in the first hour, with real replicas: the fire lag counts fires, not
-//! their retries.
+//! What a sysadmin meets in the first hour, with real replicas: a run asked for by hand is
+//! logged, told when it was asked for and warned about when nothing will run it; the fire lag
+//! counts fires, not their retries.
 
 use std::time::Duration;
 
+use redis::Commands;
+
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{cli, free_port, http_get, one_document, sample, wait_until};
+use crate::util::{cli, free_port, http_get, keys, one_document, sample, wait_until};
 
 /// A schedule directory holding `toml` in `jobs.toml`, under `dir`.
 fn schedules(dir: &std::path::Path, toml: &str) -> std::path::PathBuf {
@@ -13,6 +16,129 @@ fn schedules(dir: &std::path::Path, toml: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&schedules).expect("mkdir");
     std::fs::write(schedules.join("jobs.toml"), toml).expect("write");
     schedules
+}
+
+/// Whether the leader has published `job` and the replica `id` declares it: a trigger is
+/// accepted and the replica claims its run.
+fn declared(server: &RedisServer, id: &str, job: &str) -> bool {
+    let mut connection = server.connection();
+    connection.hexists(keys().defs(), job).unwrap_or(false)
+        && connection
+            .hexists(keys().replica_jobs(id), job)
+            .unwrap_or(false)
+}
+
+#[test]
+fn a_triggered_run_of_a_cron_job_is_told_when_it_was_asked_for_and_logged_at_info() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let told = dir.path().join("fire-time");
+    // Fires once a year, far from now: the only run is the triggered one.
+    let schedules = schedules(
+        dir.path(),
+        &format!(
+            "[jobs.report]\nschedule = \"0 3 1 1 *\"\n\
+             command = \"printf %s \\\"$REDCRON_FIRE_TIME\\\" > {}\"\n",
+            told.display()
+        ),
+    );
+    let replica = ReplicaProcess::start("r1", &server.url(), &schedules, dir.path(), &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || declared(
+            &server, "r1", "report"
+        )),
+        "{}",
+        replica.log()
+    );
+    let triggered =
+        one_document(&cli(&server, dir.path(), &["trigger", "report", "--json"]).success());
+    let run_id = triggered["id"].as_str().expect("an id").to_owned();
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            std::fs::read_to_string(&told).is_ok_and(|text| !text.is_empty())
+        }),
+        "the run did not write its fire time\n{}",
+        replica.log()
+    );
+    let fire_time = std::fs::read_to_string(&told).expect("written");
+    let fire_ms = chrono::DateTime::parse_from_rfc3339(&fire_time)
+        .unwrap_or_else(|error| panic!("{fire_time:?} is not RFC 3339: {error}"))
+        .timestamp_millis();
+    let run =
+        one_document(&cli(&server, dir.path(), &["runs", "show", &run_id, "--json"]).success());
+    let created_ms = run["created_ms"].as_i64().expect("created_ms");
+    // RFC 3339 to the second, as a fire time is given.
+    assert_eq!(fire_ms, created_ms / 1000 * 1000, "{fire_time} {run}");
+
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            replica.log().lines().any(|line| {
+                line.contains("INFO") && line.contains("run succeeded") && line.contains(&run_id)
+            })
+        }),
+        "{}",
+        replica.log()
+    );
+    assert!(
+        replica.log().lines().any(|line| line.contains("INFO")
+            && line.contains("run started")
+            && line.contains(&run_id)),
+        "{}",
+        replica.log()
+    );
+}
+
+#[test]
+fn a_trigger_that_no_live_replica_can_run_says_the_run_will_wait() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let schedules = schedules(dir.path(), "[jobs.sync]\ncommand = \"true\"\n");
+    let mut replica = ReplicaProcess::start("r1", &server.url(), &schedules, dir.path(), &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || declared(&server, "r1", "sync")),
+        "{}",
+        replica.log()
+    );
+    let served = cli(&server, dir.path(), &["trigger", "sync", "--json"]);
+    assert_eq!(served.code, Some(0), "{}", served.stderr);
+    assert_eq!(
+        one_document(&served.stdout)["declared_by"],
+        serde_json::json!(["r1"])
+    );
+    assert!(
+        !served.stderr.contains("no live replica"),
+        "{}",
+        served.stderr
+    );
+
+    // Stopped cleanly: its declarations are withdrawn at once; the leader's published
+    // definition stays for the grace, so the trigger is accepted.
+    assert_eq!(
+        replica.terminate(Duration::from_secs(20)),
+        Some(0),
+        "{}",
+        replica.log()
+    );
+    let waiting = cli(&server, dir.path(), &["trigger", "sync", "--json"]);
+    assert_eq!(waiting.code, Some(0), "{}", waiting.stderr);
+    assert_eq!(
+        one_document(&waiting.stdout)["declared_by"],
+        serde_json::json!([])
+    );
+    assert!(
+        waiting
+            .stderr
+            .contains("no live replica declares job \"sync\": the run waits"),
+        "{}",
+        waiting.stderr
+    );
+    let text = cli(&server, dir.path(), &["trigger", "sync"]);
+    assert_eq!(text.code, Some(0), "{}", text.stderr);
+    assert!(
+        text.stderr.contains("no live replica declares"),
+        "{}",
+        text.stderr
+    );
 }
 
 #[test]

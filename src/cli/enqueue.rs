@@ -205,7 +205,7 @@ fn submit(
     out: &mut impl Write,
 ) -> Result<(), CliError> {
     let job = job.to_owned();
-    let submitted = block_on(async {
+    let (submitted, declared_by) = block_on(async {
         let client = Client::from_store(redis.connect().await?);
         let mut request = client.enqueue(job.clone());
         if let Some(text) = payload {
@@ -214,7 +214,15 @@ fn submit(
         if let Some(priority) = run.priority {
             request = request.priority(priority.into());
         }
-        settings(request).send().await.map_err(CliError::from)
+        let submitted = settings(request).send().await.map_err(CliError::from)?;
+        // Read after the run exists: a failure here must not hide its id, so it reads as
+        // "unknown" rather than as an error.
+        let declared_by = client
+            .overview()
+            .await
+            .ok()
+            .map(|overview| live_declarers(&overview, &job));
+        Ok::<_, CliError>((submitted, declared_by))
     })?;
     let Submitted {
         run_id,
@@ -229,6 +237,7 @@ fn submit(
             "due": rfc3339(due_ms),
             "due_ms": due_ms,
             "paused": paused,
+            "declared_by": declared_by,
         });
         writeln!(out, "{document}")
     } else {
@@ -240,6 +249,13 @@ fn submit(
     written.map_err(CliError::unreported(format!(
         "run {run_id} was created, but writing its id"
     )))?;
+    if declared_by.as_ref().is_some_and(Vec::is_empty) {
+        eprintln!(
+            "redcron: no live replica declares job \"{job}\": the run waits until one that \
+             declares it runs (see `redcron status`), and goes to the dead letters as \
+             `undeclared` if none does within 5 minutes"
+        );
+    }
     if paused {
         eprintln!(
             "redcron: job \"{job}\" is paused: this run is skipped unless it is resumed \
@@ -247,6 +263,24 @@ fn submit(
         );
     }
     Ok(())
+}
+
+/// The live replicas that declare `job`, sorted: those that may claim its runs now.
+fn live_declarers(overview: &crate::store::Overview, job: &str) -> Vec<String> {
+    let mut replicas: Vec<String> = overview
+        .replicas
+        .iter()
+        .filter(|replica| {
+            super::status::replica_state(overview, replica, false) == "alive"
+                && replica
+                    .jobs
+                    .as_ref()
+                    .is_some_and(|jobs| jobs.contains_key(job))
+        })
+        .map(|replica| replica.id.clone())
+        .collect();
+    replicas.sort();
+    replicas
 }
 
 /// The payload as given (`JSON`, `@FILE` or `-`), checked as the client checks it, before

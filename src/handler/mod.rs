@@ -89,7 +89,8 @@ pub struct RunContext {
     pub job: Arc<Job>,
     /// This attempt's number, from 1.
     pub attempt: u32,
-    /// The fire time of a cron run.
+    /// The fire time of a cron run; for a run triggered or enqueued, when it was (the moment
+    /// it was asked for, as a fire is asked for by the clock). `None` only for a damaged record.
     pub fire_time: Option<DateTime<Utc>>,
     /// The payload of an ad-hoc run.
     pub payload: Option<String>,

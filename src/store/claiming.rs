@@ -40,6 +40,9 @@ pub struct ClaimedRun {
     /// ran. A retry, a run handed back or re-driven starts late by design, and says nothing of
     /// the fire's lag.
     pub first_claim: bool,
+    /// When the run was created, ms: when an ad-hoc run was triggered or enqueued, the moment
+    /// it stands for as a cron run stands for its fire time.
+    pub created_ms: Option<i64>,
 }
 
 /// What a run claimed ahead without a slot of its job becomes at its due time when no slot is
@@ -196,7 +199,7 @@ impl ReadyWaiter {
 
 impl ClaimedRun {
     /// The values `claim_runs.lua` answers for each claimed run, in order.
-    pub const REPLY_FIELDS: [&'static str; 10] = [
+    pub const REPLY_FIELDS: [&'static str; 11] = [
         "run_id",
         "worker",
         "job",
@@ -207,11 +210,12 @@ impl ClaimedRun {
         "start_in_ms",
         "pending_slot",
         "first_claim",
+        "created_ms",
     ];
 
     /// Reads one claimed run of `claim_runs.lua`'s reply, its [`ClaimedRun::REPLY_FIELDS`]:
     /// `fire_ms` and `payload` may be nil, `pending_slot` is 0 (none), 1 (skip if running) or 2
-    /// (wait), `first_claim` 0 or 1. The script checked the numbers; what can still be wrong is text that is not
+    /// (wait), `first_claim` 0 or 1, `created_ms` nil for a damaged record. The script checked the numbers; what can still be wrong is text that is not
     /// UTF-8.
     ///
     /// # Errors
@@ -247,6 +251,9 @@ impl ClaimedRun {
             1 => Some(true),
             _ => None,
         });
+        let created_ms = values
+            .next()
+            .and_then(|value| i64::from_redis_value(value).ok());
         let Some(id) = id else {
             return Err(CorruptRun {
                 run_id: String::new(),
@@ -282,6 +289,7 @@ impl ClaimedRun {
                 start_in,
                 pending_slot,
                 first_claim,
+                created_ms,
             }),
             _ => Err(CorruptRun {
                 run_id: id,

@@ -214,7 +214,11 @@ fn served_by(overview: &Overview, queue: &str, refused: bool) -> usize {
 
 /// A replica's state; while Redis `refused` writes, a stale heartbeat may be one Redis did not
 /// take, so it does not make the replica lost.
-fn replica_state(overview: &Overview, replica: &ReplicaInfo, refused: bool) -> &'static str {
+pub(super) fn replica_state(
+    overview: &Overview,
+    replica: &ReplicaInfo,
+    refused: bool,
+) -> &'static str {
     if replica.stopped_ms.is_some() {
         "stopped"
     } else if !is_stale(overview, replica.heartbeat_ms, &replica.info) {

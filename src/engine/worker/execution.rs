@@ -66,9 +66,10 @@ impl Execution {
         if !self.wait_for_start(&run).await {
             return Ended::Otherwise;
         }
-        // Cron fires are logged as cron logs them; ad-hoc runs can come by the thousand a
-        // second, so theirs are debug lines (their history is in Redis either way).
-        let cron = run.fire_ms.is_some();
+        // A cron job's runs, its fires and the runs someone triggered, are logged as cron logs
+        // them; an on-demand job's can come by the thousand a second, so theirs are debug lines
+        // (their history is in Redis either way).
+        let cron = run.fire_ms.is_some() || job.schedule.is_some();
         if cron {
             info!(
                 run = run.id,
@@ -105,7 +106,10 @@ impl Execution {
             run_id: run.id.clone(),
             job: job.clone(),
             attempt: run.attempt,
-            fire_time: run.fire_ms.and_then(DateTime::from_timestamp_millis),
+            fire_time: run
+                .fire_ms
+                .or(run.created_ms)
+                .and_then(DateTime::from_timestamp_millis),
             payload: run.payload.clone(),
             stop: stop.clone(),
         };
