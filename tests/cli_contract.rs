@@ -161,7 +161,7 @@ async fn history_json_and_jsonl_match_their_schema() {
     );
     let outcomes: Vec<(&str, &str)> = runs
         .iter()
-        .filter_map(|run| Some((run["run"].as_str()?, run["outcome"].as_str()?)))
+        .filter_map(|run| Some((run["id"].as_str()?, run["outcome"].as_str()?)))
         .collect();
     assert_eq!(
         outcomes,
@@ -175,6 +175,28 @@ async fn history_json_and_jsonl_match_their_schema() {
     assert_eq!(runs[1]["started_ms"], 5_000);
     assert_eq!(runs[1]["started"], "1970-01-01T00:00:05+00:00");
     assert_eq!(runs[1]["duration_ms"], 250);
+    for run in &runs {
+        assert_eq!(run["replica"], "replica", "the worker's replica: {run}");
+    }
+
+    // Each row names its job and replica: an ad-hoc run's id alone says neither.
+    let table = scenario.output(&["history"]);
+    assert_every_header_lines_up(&table);
+    let doomed = table
+        .lines()
+        .find(|line| line.starts_with(&scenario.doomed))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        doomed.contains(" doomed ") && doomed.contains(" replica "),
+        "{table}"
+    );
+    let by_replica = |replica: &str| {
+        one_document(&scenario.output(&["history", "--replica", replica, "--json"]))["runs"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    assert_eq!(by_replica("replica"), 3);
+    assert_eq!(by_replica("elsewhere"), 0);
 }
 
 #[tokio::test]
@@ -274,6 +296,10 @@ async fn runs_list_json_and_jsonl_match_their_schema() {
     );
     let due = list(&["--state", "due"]);
     assert_eq!(due.len(), 2, "{due:?}");
+    let on_replica = list(&["--replica", "replica", "--state", "active"]);
+    assert_eq!(on_replica.len(), 1, "{on_replica:?}");
+    assert_eq!(on_replica[0].0, running.id);
+    assert!(list(&["--replica", "elsewhere"]).is_empty());
     let flaky = list(&["--job", "flaky", "-n", "1"]);
     assert_eq!(flaky.len(), 1);
     assert_eq!(flaky[0].0, later);

@@ -271,7 +271,7 @@ async fn history_shows_each_attempt_with_its_own_start_and_outcome() {
             .unwrap_or_else(|| panic!("no row of attempt {attempt}: {history}"))
     };
     let (retried, succeeded) = (row(1), row(2));
-    assert_eq!(retried["run"], run_id.as_str());
+    assert_eq!(retried["id"], run_id.as_str());
     assert_eq!(retried["outcome"], "retrying");
     assert_eq!(retried["started"], "1970-01-01T00:00:01+00:00");
     assert_eq!(retried["duration_ms"], 400);
@@ -319,7 +319,7 @@ async fn history_shows_each_attempt_with_its_own_start_and_outcome() {
         .as_array()
         .expect("runs")
         .iter()
-        .filter(|row| row["run"] == run_id.as_str())
+        .filter(|row| row["id"] == run_id.as_str())
         .collect();
     let outputs: Vec<(&serde_json::Value, &serde_json::Value)> = of_run
         .iter()

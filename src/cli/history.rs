@@ -22,6 +22,9 @@ pub(super) struct HistoryArgs {
     /// Only failed attempts and dead runs.
     #[arg(long)]
     failed: bool,
+    /// Only the runs this replica ran (its id, as `status` lists it).
+    #[arg(long, value_name = "ID")]
+    replica: Option<String>,
     #[command(flatten)]
     format: ListFormat,
     #[command(flatten)]
@@ -32,7 +35,12 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
     let rows: Vec<(Event, HashMap<String, String>)> = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
         client
-            .history(args.job.as_deref(), args.count, args.failed)
+            .history(
+                args.job.as_deref(),
+                args.replica.as_deref(),
+                args.count,
+                args.failed,
+            )
             .await
             .map_err(CliError::from)
     })?
@@ -47,8 +55,9 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
             .map(|(event, run)| {
                 let entry = HistoryEntry::new(event, run);
                 json!({
-                    "run": entry.run_id,
+                    "id": entry.run_id,
                     "job": entry.field("job"),
+                    "replica": entry.replica(),
                     "outcome": entry.field("state"),
                     "at": rfc3339(event.at_ms),
                     "at_ms": event.at_ms,
@@ -95,6 +104,8 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
             };
             vec![
                 entry.run_id.clone(),
+                text("job"),
+                entry.replica().unwrap_or_default().to_owned(),
                 text("state"),
                 entry.fire_ms().map_or_else(String::new, rfc3339),
                 entry.started_ms().map_or_else(String::new, rfc3339),
@@ -109,7 +120,8 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
     write_table(
         out,
         &[
-            "RUN", "OUTCOME", "FIRE", "STARTED", "DURATION", "ATTEMPT", "EXIT", "REASON", "OUTPUT",
+            "RUN", "JOB", "REPLICA", "OUTCOME", "FIRE", "STARTED", "DURATION", "ATTEMPT", "EXIT",
+            "REASON", "OUTPUT",
         ],
         &table,
     )
@@ -168,6 +180,12 @@ impl<'a> HistoryEntry<'a> {
             .or_else(from_run)
             .map(String::as_str)
             .filter(|value| !value.is_empty())
+    }
+
+    /// The replica that ran the attempt, from its worker (`<replica id>/<slot>`); `None` for a
+    /// fire skipped before any replica claimed it.
+    fn replica(&self) -> Option<&'a str> {
+        crate::store::replica_of_worker(self.field("worker")?)
     }
 
     fn number(&self, name: &str) -> Option<i64> {

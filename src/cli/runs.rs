@@ -29,6 +29,10 @@ pub(super) struct ListArgs {
     /// Only this job's runs.
     #[arg(long, value_name = "JOB")]
     job: Option<String>,
+    /// Only the runs whose latest attempt this replica holds or held (its id, as `status`
+    /// lists it).
+    #[arg(long, value_name = "ID")]
+    replica: Option<String>,
     /// How many at most (at least 1).
     #[arg(short = 'n', long = "count", default_value_t = 100, value_parser = list_count)]
     count: usize,
@@ -127,6 +131,7 @@ fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
         ready: shown(ListedState::Ready),
         due: shown(ListedState::Due),
         job: args.job.clone(),
+        replica: args.replica.clone(),
         count: args.count,
     };
     let (listed, now_ms) = block_on(async {

@@ -58,6 +58,8 @@ pub struct RunsQuery {
     pub due: bool,
     /// Only this job's.
     pub job: Option<String>,
+    /// Only those whose attempt this replica holds or held (its worker's), when given.
+    pub replica: Option<String>,
     /// How many at most.
     pub count: usize,
 }
@@ -128,7 +130,7 @@ impl Client {
     ///
     /// ```no_run
     /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
-    /// for entry in client.history(Some("nightly-backup"), 10, true).await? {
+    /// for entry in client.history(Some("nightly-backup"), None, 10, true).await? {
     ///     println!("{:?}", entry.event.fields.get("state"));
     /// }
     /// # Ok(())
@@ -141,6 +143,7 @@ impl Client {
     pub async fn history(
         &self,
         job: Option<&str>,
+        replica: Option<&str>,
         count: usize,
         failed_only: bool,
     ) -> Result<Vec<HistoryEntry>, ClientError> {
@@ -152,6 +155,9 @@ impl Client {
             let ended_otherwise = matches!(state, Some(RunState::Succeeded | RunState::Skipped));
             if !(failed || (!failed_only && ended_otherwise))
                 || job.is_some_and(|job| job != field("job"))
+                || replica.is_some_and(|replica| {
+                    crate::store::replica_of_worker(&field("worker")) != Some(replica)
+                })
             {
                 continue;
             }
@@ -189,8 +195,9 @@ impl Client {
         let mut runs = Vec::new();
         for (entry, due_ms) in listed {
             let Entry::Run(run_id) = entry else {
-                // No run has it: listed as damaged, unless only one job's runs are asked for.
-                if query.job.is_none() {
+                // No run has it: listed as damaged, unless only one job's or one replica's runs
+                // are asked for.
+                if query.job.is_none() && query.replica.is_none() {
                     runs.push(ListedRun {
                         run_id: entry.to_string(),
                         fields: damaged(UNREADABLE),
@@ -211,10 +218,15 @@ impl Client {
                 None if fields.is_empty() => continue,
                 _ => fields,
             };
+            let worker = fields.get("worker").map(String::as_str).unwrap_or_default();
             if query
                 .job
                 .as_ref()
                 .is_some_and(|job| fields.get("job") != Some(job))
+                || query
+                    .replica
+                    .as_deref()
+                    .is_some_and(|replica| crate::store::replica_of_worker(worker) != Some(replica))
             {
                 continue;
             }

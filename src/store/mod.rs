@@ -81,7 +81,7 @@ pub use planning::{
 };
 pub use promotion::Promoted;
 pub use refusal::WritesRefused;
-pub use replicas::{Beat, ReplicaInstance};
+pub use replicas::{Beat, ReplicaInstance, replica_of_worker};
 use reply::ScriptCall;
 pub use topology::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Topology};
 pub use workflows::{

@@ -63,10 +63,7 @@ pub struct OwedNotice {
 impl OwedNotice {
     /// The replica that ran the attempt, from its worker id.
     pub fn replica(&self) -> Option<&str> {
-        self.worker
-            .as_deref()
-            .and_then(|worker| worker.rsplit_once('/'))
-            .map(|(replica, _)| replica)
+        self.worker.as_deref().and_then(super::replica_of_worker)
     }
 
     /// Reads a notice's hash as `take_notices.lua` answers it.

@@ -7,6 +7,12 @@ use redis::AsyncCommands;
 use super::During;
 use super::{Store, StoreError, millis};
 
+/// The replica of a worker id, `<replica id>/<slot>`: who ran an attempt, as its events and
+/// run record name the worker. `None` for what is no worker id.
+pub fn replica_of_worker(worker: &str) -> Option<&str> {
+    worker.rsplit_once('/').map(|(replica, _)| replica)
+}
+
 /// What one heartbeat found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Beat {
