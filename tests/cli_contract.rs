@@ -321,6 +321,35 @@ async fn runs_list_json_and_jsonl_match_their_schema() {
     );
 }
 
+#[tokio::test]
+async fn dead_list_shows_the_newest_deaths_first() {
+    let scenario = Scenario::new().await;
+    let at = |now_ms: i64| scenario.store.clone().with_frozen_clock(now_ms);
+    let later = enqueue(&at(7_000), "doomed", None).await;
+    let only = claim_run(&at(7_000), &["default"]).await;
+    at(7_400)
+        .fail_run(&only.id, Some(&only.worker), &failure("later"), 0.0)
+        .await
+        .expect("fail");
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["dead", "list", "--json"];
+        all.extend(args);
+        one_document(&scenario.output(&all))["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .filter_map(|run| run["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(ids(&[]), [later.clone(), scenario.doomed.clone()]);
+    assert_eq!(ids(&["-n", "1"]), std::slice::from_ref(&later));
+    let table = scenario.output(&["dead", "list", "-n", "1"]);
+    assert!(
+        table.contains(&later) && !table.contains(&scenario.doomed),
+        "{table}"
+    );
+}
+
 /// `ms` as the CLI prints an instant.
 fn rfc3339_of(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)

@@ -156,9 +156,10 @@ async fn every_listing_names_a_damaged_entry_and_goes_on_with_the_rest() {
 
     let listed = cli(&server, work, &["dead", "list"]).success();
     let lines: Vec<&str> = listed.lines().collect();
+    // Newest death first.
     assert_eq!(lines.len(), 4, "{listed}");
     assert!(
-        lines[1].starts_with("good ") && lines[1].contains("failed"),
+        lines[3].starts_with("good ") && lines[3].contains("failed"),
         "{listed}"
     );
     assert!(
@@ -166,7 +167,7 @@ async fn every_listing_names_a_damaged_entry_and_goes_on_with_the_rest() {
         "{listed}"
     );
     assert!(
-        lines[3].starts_with("junk ") && lines[3].contains("damaged  no record"),
+        lines[1].starts_with("junk ") && lines[1].contains("damaged  no record"),
         "{listed}"
     );
     let document = one_document(&cli(&server, work, &["dead", "list", "--json"]).success());
@@ -179,7 +180,7 @@ async fn every_listing_names_a_damaged_entry_and_goes_on_with_the_rest() {
         .collect();
     assert_eq!(
         damaged,
-        [("good", false), ("bin\\xffary", true), ("junk", true)]
+        [("junk", true), ("bin\\xffary", true), ("good", false)]
     );
 
     let shown = cli(&server, work, &["dead", "show", "junk"]).failure(2);

@@ -14,7 +14,7 @@ use crate::client::{Client, DeadRetried};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum DeadCommand {
-    /// Dead runs, oldest first.
+    /// Dead runs, newest first.
     List {
         /// How many at most (at least 1).
         #[arg(short = 'n', long = "count", default_value_t = 100, value_parser = list_count)]

@@ -126,7 +126,8 @@ impl Client {
     }
 
     /// The newest `count` outcomes (successes, skips, retries, deaths; only retries and deaths
-    /// when `failed_only`), of `job` only when given, each with its run's record.
+    /// when `failed_only`), of `job` only when given, of the attempts `replica` ran only when
+    /// given (a fire skipped before any replica claimed it has none), each with its run's record.
     ///
     /// ```no_run
     /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
@@ -310,7 +311,8 @@ impl Client {
         Ok(ClientError::NoDeadRun(id.to_owned()))
     }
 
-    /// The `count` runs that died first, oldest first, with their records. An entry of the
+    /// The `count` runs that died last, newest first (what an operator looks at after an
+    /// incident), with their records. An entry of the
     /// dead letters that is no dead run (no run id, no record, a record of a run not dead) is
     /// listed too, its id escaped (see [`Entry`]) and its fields only `damaged`, which says
     /// why.
@@ -319,7 +321,7 @@ impl Client {
     /// Redis errors.
     pub async fn dead_runs(&self, count: usize) -> Result<Vec<DeadRun>, ClientError> {
         let mut runs = Vec::new();
-        for (entry, died_ms) in self.store.dead_runs(count).await? {
+        for (entry, died_ms) in self.store.newest_dead_runs(count).await? {
             let fields = match &entry {
                 Entry::Run(run_id) => {
                     let fields = self.store.run_fields(run_id).await?;

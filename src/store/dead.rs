@@ -38,6 +38,20 @@ impl Store {
             .during(&self.metrics, "dead_runs")
     }
 
+    /// Up to `limit` dead runs, newest death first: entry (an unreadable one too) and when it
+    /// died, ms.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn newest_dead_runs(&self, limit: usize) -> Result<Vec<(Entry, i64)>, StoreError> {
+        let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
+        self.connection
+            .clone()
+            .zrevrange_withscores(self.keys.dead(), 0, end)
+            .await
+            .during(&self.metrics, "newest_dead_runs")
+    }
+
     /// When the entry `entry` of the dead letters died, if it is there (whatever its record
     /// says, an unreadable one too).
     ///
