@@ -350,6 +350,50 @@ async fn dead_list_shows_the_newest_deaths_first() {
     );
 }
 
+/// Every command that changes something answers --json with what it did.
+#[tokio::test]
+async fn commands_that_change_something_answer_json_too() {
+    let scenario = Scenario::new().await;
+    let schemas = Schemas::of_the_docs();
+    let document = |args: &[&str], schema: &str| {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let document = one_document(&scenario.output(&all));
+        schemas.assert_matches(schema, &document);
+        document
+    };
+    let paused = document(&["pause", "flaky"], "paused.json");
+    assert_eq!(
+        (&paused["paused"], &paused["was_paused"]),
+        (&Value::Bool(true), &Value::Bool(false))
+    );
+    let again = document(&["pause", "flaky"], "paused.json");
+    assert_eq!(again["was_paused"], true);
+    let resumed = document(&["resume", "flaky"], "paused.json");
+    assert_eq!(
+        (&resumed["paused"], &resumed["was_paused"]),
+        (&Value::Bool(false), &Value::Bool(true))
+    );
+
+    let held = document(&["hold", "--for", "1m"], "held.json");
+    assert_eq!(
+        (&held["held"], &held["for_ms"]),
+        (&Value::Bool(true), &Value::from(60_000))
+    );
+    let released = document(&["release"], "held.json");
+    assert_eq!(
+        (&released["held"], &released["was_held"]),
+        (&Value::Bool(false), &Value::Bool(true))
+    );
+
+    let retried = document(&["dead", "retry", &scenario.doomed], "dead-retried.json");
+    assert_eq!(retried["retried"], serde_json::json!([scenario.doomed]));
+    let none = document(&["dead", "retry", "--all"], "dead-retried.json");
+    assert_eq!(none["retried"], serde_json::json!([]));
+    let purged = document(&["dead", "purge"], "dead-purged.json");
+    assert_eq!(purged["purged"], 0);
+}
+
 /// `ms` as the CLI prints an instant.
 fn rfc3339_of(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)

@@ -657,6 +657,13 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
         again.trim(),
         format!("{paused}: no step failed or was skipped")
     );
+    let answered = one_document(&setup.cli(&["workflow", "retry", &paused, "--json"]));
+    Schemas::of_the_docs().assert_matches("workflow-retried.json", &answered);
+    assert_eq!(
+        (&answered["id"], &answered["steps"]),
+        (&serde_json::json!(paused), &serde_json::json!([])),
+        "{answered}"
+    );
 
     // Once no live replica declares a failed step's job (its replica gone, its definition
     // unpublished), a retry would fail it again at once: it is refused, and its dead run stays.

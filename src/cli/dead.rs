@@ -5,6 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::Subcommand;
+use serde_json::json;
 
 use super::output::ListFormat;
 use super::runs::{ShowArgs, run_document, write_run};
@@ -38,6 +39,9 @@ pub(super) enum DeadCommand {
         /// With --all: only this job's runs.
         #[arg(long, value_name = "JOB", requires = "all")]
         job: Option<String>,
+        /// Print what was retried and what stays dead as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         redis: RedisArgs,
     },
@@ -46,6 +50,9 @@ pub(super) enum DeadCommand {
         /// Only runs dead for longer than this (30m, 7d).
         #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
         older_than: Option<Duration>,
+        /// Print how many were deleted as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         redis: RedisArgs,
     },
@@ -65,7 +72,13 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
             })?;
             write_run(out, id, fields, *json)
         }
-        DeadCommand::Retry { id, job, redis, .. } => {
+        DeadCommand::Retry {
+            id,
+            job,
+            json,
+            redis,
+            ..
+        } => {
             let outcome = block_on(async {
                 let client = Client::from_store(redis.connect().await?);
                 let outcome = match id {
@@ -77,7 +90,21 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                 };
                 outcome.map_err(CliError::from)
             })?;
-            if outcome.retried.is_empty()
+            if *json {
+                let pairs = |runs: &[(String, String)], name: &str| -> Vec<serde_json::Value> {
+                    runs.iter()
+                        .map(|(run_id, value)| json!({"id": run_id, name: value}))
+                        .collect()
+                };
+                let document = json!({
+                    "retried": outcome.retried,
+                    "left_paused": pairs(&outcome.left_paused, "job"),
+                    "left_unknown": pairs(&outcome.left_unknown, "job"),
+                    "damaged": pairs(&outcome.damaged, "damage"),
+                });
+                writeln!(out, "{document}")
+                    .map_err(CliError::io("done, but writing the result"))?;
+            } else if outcome.retried.is_empty()
                 && outcome.left_paused.is_empty()
                 && outcome.left_unknown.is_empty()
                 && outcome.damaged.is_empty()
@@ -85,7 +112,7 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                 writeln!(out, "no dead run to retry")
                     .map_err(CliError::io("done, but writing the result"))?;
             }
-            for run_id in &outcome.retried {
+            for run_id in outcome.retried.iter().filter(|_| !*json) {
                 writeln!(out, "{run_id} due again")
                     .map_err(CliError::io("done, but writing the result"))?;
             }
@@ -109,11 +136,19 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
             }
             Ok(())
         }
-        DeadCommand::Purge { older_than, redis } => {
+        DeadCommand::Purge {
+            older_than,
+            json,
+            redis,
+        } => {
             let purged = block_on(async {
                 let client = Client::from_store(redis.connect().await?);
                 client.purge_dead(*older_than).await.map_err(CliError::from)
             })?;
+            if *json {
+                return writeln!(out, "{}", json!({ "purged": purged }))
+                    .map_err(CliError::io("done, but writing the result"));
+            }
             writeln!(
                 out,
                 "{purged} dead run{} deleted",

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::Args;
+use serde_json::json;
 
 use super::{CliError, RedisArgs, block_on};
 use crate::client::Client;
@@ -15,12 +16,18 @@ pub(super) struct HoldArgs {
     /// stop every fire of the namespace.
     #[arg(long = "for", value_name = "DURATION", default_value = "5m", value_parser = hold_duration)]
     duration: Duration,
+    /// Print the namespace's state as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     redis: RedisArgs,
 }
 
 #[derive(Debug, Args)]
 pub(super) struct ReleaseArgs {
+    /// Print the namespace's state as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     redis: RedisArgs,
 }
@@ -39,6 +46,15 @@ pub(super) fn hold(args: &HoldArgs, out: &mut impl Write) -> Result<(), CliError
         let client = Client::from_store(args.redis.connect().await?);
         client.hold(args.duration).await.map_err(CliError::from)
     })?;
+    if args.json {
+        let document = json!({
+            "namespace": args.redis.namespace,
+            "held": true,
+            "was_held": was_held,
+            "for_ms": u64::try_from(args.duration.as_millis()).unwrap_or(u64::MAX),
+        });
+        return writeln!(out, "{document}").map_err(CliError::io("done, but writing the result"));
+    }
     let again = if was_held { " (held again)" } else { "" };
     writeln!(
         out,
@@ -57,6 +73,14 @@ pub(super) fn release(args: &ReleaseArgs, out: &mut impl Write) -> Result<(), Cl
         let client = Client::from_store(args.redis.connect().await?);
         client.release().await.map_err(CliError::from)
     })?;
+    if args.json {
+        let document = json!({
+            "namespace": args.redis.namespace,
+            "held": false,
+            "was_held": was_held,
+        });
+        return writeln!(out, "{document}").map_err(CliError::io("done, but writing the result"));
+    }
     let message = if was_held { "released" } else { "was not held" };
     writeln!(out, "namespace \"{}\" {message}", args.redis.namespace)
         .map_err(CliError::io("done, but writing the result"))

@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use clap::Args;
+use serde_json::json;
 
 use super::{CliError, RedisArgs, block_on};
 use crate::client::Client;
@@ -11,6 +12,9 @@ use crate::client::Client;
 pub(super) struct PauseArgs {
     /// The declared job.
     job: String,
+    /// Print the job's state as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     redis: RedisArgs,
 }
@@ -25,12 +29,22 @@ pub(super) fn execute(args: &PauseArgs, pause: bool, out: &mut impl Write) -> Re
         };
         changed.map_err(CliError::from)
     })?;
-    let message = match (pause, changed) {
-        (true, true) => "paused: its fires are skipped until it is resumed",
-        (true, false) => "was already paused",
-        (false, true) => "resumed",
-        (false, false) => "was not paused",
+    let written = if args.json {
+        // What the job is now, and what it was: a script that pauses twice can tell.
+        let document = json!({
+            "job": args.job,
+            "paused": pause,
+            "was_paused": pause != changed,
+        });
+        writeln!(out, "{document}")
+    } else {
+        let message = match (pause, changed) {
+            (true, true) => "paused: its fires are skipped until it is resumed",
+            (true, false) => "was already paused",
+            (false, true) => "resumed",
+            (false, false) => "was not paused",
+        };
+        writeln!(out, "job \"{}\" {message}", args.job)
     };
-    writeln!(out, "job \"{}\" {message}", args.job)
-        .map_err(CliError::io("done, but writing the result"))
+    written.map_err(CliError::io("done, but writing the result"))
 }

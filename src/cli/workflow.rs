@@ -30,6 +30,9 @@ pub(super) enum WorkflowCommand {
 pub(super) struct RetryArgs {
     /// The instance id.
     id: String,
+    /// Print the steps run again as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     redis: RedisArgs,
 }
@@ -144,7 +147,14 @@ fn retry(args: &RetryArgs, out: &mut impl Write) -> Result<(), CliError> {
         let paused = paused_jobs_of(&client, &args.id, &steps).await?;
         Ok::<_, CliError>((steps, paused))
     })?;
-    let said = if steps.is_empty() {
+    let said = if args.json {
+        json!({
+            "id": args.id,
+            "steps": steps,
+            "paused_jobs": &paused,
+        })
+        .to_string()
+    } else if steps.is_empty() {
         format!("{}: no step failed or was skipped", args.id)
     } else {
         format!("{}: running again from {}", args.id, steps.join(", "))
