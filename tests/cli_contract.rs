@@ -149,6 +149,7 @@ async fn jobs_json_and_jsonl_match_their_schema() {
         "an on-demand job has none"
     );
     assert_eq!(jobs[2]["next_fires"].as_array().map(Vec::len), Some(3));
+    assert_eq!(jobs[2]["command"], "true", "the command, whole");
 }
 
 #[tokio::test]

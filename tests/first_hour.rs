@@ -1,6 +1,6 @@
 //! What a sysadmin meets in the first hour, with real replicas: a run asked for by hand is
-//! logged, told when it was asked for and warned about when nothing will run it; the fire lag
-//! counts fires, not their retries.
+//! logged, told when it was asked for and warned about when nothing will run it; `jobs` shows
+//! what each job runs; the fire lag counts fires, not their retries.
 
 use std::time::Duration;
 
@@ -8,7 +8,9 @@ use redis::Commands;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{cli, free_port, http_get, keys, one_document, sample, wait_until};
+use crate::util::{
+    cli, free_port, http_get, keys, one_document, redcron_in_with_env, sample, wait_until,
+};
 
 /// A schedule directory holding `toml` in `jobs.toml`, under `dir`.
 fn schedules(dir: &std::path::Path, toml: &str) -> std::path::PathBuf {
@@ -139,6 +141,48 @@ fn a_trigger_that_no_live_replica_can_run_says_the_run_will_wait() {
         "{}",
         text.stderr
     );
+}
+
+#[test]
+fn jobs_shows_each_command_cut_to_the_terminal_and_whole_in_json() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let command = "find /var/log/nginx -name '*.gz' -mtime +14 -delete && systemctl reload nginx";
+    let schedules = schedules(
+        dir.path(),
+        &format!("[jobs.logs]\nschedule = \"0 4 * * *\"\ncommand = \"{command}\"\n"),
+    );
+    let replica = ReplicaProcess::start("r1", &server.url(), &schedules, dir.path(), &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || declared(&server, "r1", "logs")),
+        "{}",
+        replica.log()
+    );
+    let url = server.url();
+    let jobs = |columns: &str, json: bool| {
+        let mut args = vec!["jobs", "--redis", &url, "--namespace", "test"];
+        if json {
+            args.push("--json");
+        }
+        redcron_in_with_env(dir.path(), &args, "", &[("COLUMNS", columns.as_ref())]).success()
+    };
+    let wide = jobs("400", false);
+    assert!(
+        wide.lines()
+            .next()
+            .is_some_and(|header| header.ends_with("COMMAND")),
+        "{wide}"
+    );
+    assert!(wide.contains(command), "{wide}");
+    let narrow = jobs("140", false);
+    let row = narrow
+        .lines()
+        .find(|line| line.starts_with("logs"))
+        .unwrap_or_else(|| panic!("{narrow}"));
+    assert!(row.chars().count() == 140 && row.ends_with('…'), "{narrow}");
+    assert!(row.contains("find /var/log"), "{narrow}");
+    let listed = one_document(&jobs("100", true));
+    assert_eq!(listed["jobs"][0]["command"], command, "{listed}");
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod run;
 mod runs;
 mod service;
 mod status;
+mod table;
 mod times;
 mod watch_path;
 mod workflow;
@@ -32,6 +33,7 @@ use clap::{Parser, Subcommand};
 use thiserror::Error;
 
 use crate::schedule::{CronError, Job, LoadError};
+use table::write_table;
 
 /// redcron: a distributed replacement for the system crontab, and a task queue, on Redis.
 #[derive(Debug, Parser)]
@@ -600,39 +602,6 @@ fn typed_fields(
         .collect()
 }
 
-/// Writes a table: columns padded to their widest cell, two spaces apart. Control characters in
-/// a cell (a line break in an error, a tab or an escape sequence in a command's output) are
-/// written escaped, so that they can neither break the columns nor steer the terminal.
-fn write_table(out: &mut impl io::Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
-    let rows: Vec<Vec<String>> = rows
-        .iter()
-        .map(|row| {
-            row.iter()
-                .map(|cell| output::printable_cell(cell).into_owned())
-                .collect()
-        })
-        .collect();
-    let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let header: Vec<String> = header.iter().map(|cell| (*cell).to_owned()).collect();
-    for row in std::iter::once(&header).chain(&rows) {
-        let mut line = String::new();
-        for (index, (cell, width)) in row.iter().zip(&widths).enumerate() {
-            if index + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<width$}  "));
-            }
-        }
-        writeln!(out, "{}", line.trim_end())?;
-    }
-    Ok(())
-}
-
 /// The command line's wording of a client's refusal.
 impl From<crate::client::ClientError> for CliError {
     fn from(error: crate::client::ClientError) -> Self {
@@ -737,25 +706,6 @@ mod tests {
                 "output": "42",
                 "job": "nightly",
             })
-        );
-    }
-
-    #[test]
-    fn table_columns_line_up_whatever_the_cells_hold() {
-        let rows = [
-            vec![
-                "a-run".to_owned(),
-                "line 1\nline 2\tend\u{1b}[31m".to_owned(),
-            ],
-            vec!["another-run".to_owned(), "ok".to_owned()],
-        ];
-        let mut out = Vec::new();
-        write_table(&mut out, &["RUN", "OUTPUT"], &rows).expect("written");
-        assert_eq!(
-            String::from_utf8(out).expect("UTF-8"),
-            "RUN          OUTPUT\n\
-             a-run        line 1\\nline 2\\tend\\u{1b}[31m\n\
-             another-run  ok\n"
         );
     }
 

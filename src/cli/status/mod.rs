@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::output::ListFormat;
+use super::table::{terminal_width, write_table_within};
 use super::times::{ago, duration, elapsed, format_fire, local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::client::Client;
@@ -60,6 +61,9 @@ struct Summary {
     /// For the job of a `[workflows.<name>]` table: the workflow its runs start.
     #[serde(default)]
     workflow: Option<Workflow>,
+    /// What its runs execute under `/bin/sh -c`.
+    #[serde(default)]
+    command: Option<String>,
 }
 
 impl Published {
@@ -661,6 +665,7 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
                     "timezone": job.timezone(),
                     "enabled": job.enabled(),
                     "workflow": job.workflow(),
+                    "command": job.summary.as_ref().and_then(|summary| summary.command.as_deref()),
                     "damaged": job.summary.is_none(),
                     "hash": job.hash,
                     "next_fires": job.next_fires(overview.now_ms, 3),
@@ -696,13 +701,26 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
                     None => String::new(),
                 },
                 warning,
+                job.summary
+                    .as_ref()
+                    .and_then(|summary| summary.command.clone())
+                    .unwrap_or_default(),
             ]
         })
         .collect();
-    write_table(
+    // The command last, cut to the terminal: whole with --json.
+    write_table_within(
         out,
-        &["JOB", "SCHEDULE", "ZONE", "NEXT FIRES", "WARNING"],
+        &[
+            "JOB",
+            "SCHEDULE",
+            "ZONE",
+            "NEXT FIRES",
+            "WARNING",
+            "COMMAND",
+        ],
         &rows,
+        terminal_width(),
     )
     .map_err(CliError::io("writing the jobs"))
 }
