@@ -1,6 +1,7 @@
 //! What a sysadmin meets in the first hour, with real replicas: a run asked for by hand is
-//! logged, told when it was asked for and warned about when nothing will run it; `jobs` shows
-//! what each job runs; the fire lag counts fires, not their retries.
+//! logged, told when it was asked for and warned about when nothing will run it; a replica
+//! started in the wrong directory says which flag it needs; `jobs` shows what each job runs;
+//! the fire lag counts fires, not their retries.
 
 use std::time::Duration;
 
@@ -9,7 +10,8 @@ use redis::Commands;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::{
-    cli, free_port, http_get, keys, one_document, redcron_in_with_env, sample, wait_until,
+    cli, free_port, http_get, keys, one_document, redcron_in, redcron_in_with_env, sample,
+    wait_until,
 };
 
 /// A schedule directory holding `toml` in `jobs.toml`, under `dir`.
@@ -140,6 +142,38 @@ fn a_trigger_that_no_live_replica_can_run_says_the_run_will_wait() {
         text.stderr.contains("no live replica declares"),
         "{}",
         text.stderr
+    );
+}
+
+#[test]
+fn run_in_a_directory_without_schedules_names_the_flag_to_pass() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let error = redcron_in(dir.path(), &["run", "--redis", &server.url()], "").failure(2);
+    assert!(
+        error.contains("no schedule directory at schedules (the default")
+            && error.contains("pass --schedules DIR"),
+        "{error}"
+    );
+    let elsewhere = dir.path().join("nowhere");
+    let error = redcron_in(
+        dir.path(),
+        &[
+            "run",
+            "--redis",
+            &server.url(),
+            "--schedules",
+            elsewhere.to_str().expect("UTF-8"),
+        ],
+        "",
+    )
+    .failure(2);
+    assert!(
+        error.contains(&format!(
+            "no schedule directory at {}:",
+            elsewhere.display()
+        )),
+        "{error}"
     );
 }
 

@@ -94,6 +94,20 @@ pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
             } else {
                 args.schedules.clone()
             };
+            // The one mistake of a first start: the default directory, relative to where the
+            // command runs, is not where the schedule files are.
+            if !schedules.exists() {
+                return Err(CliError::Argument(format!(
+                    "no schedule directory at {}{}: pass --schedules DIR, the directory of the \
+                     schedule files (*.toml), such as /etc/redcron/schedules",
+                    schedules.display(),
+                    if args.schedules == default_schedules() {
+                        " (the default, in the working directory)"
+                    } else {
+                        ""
+                    }
+                )));
+            }
             Ok(Served {
                 namespace: namespace.to_owned(),
                 schedules: load_schedules(&schedules)?,
