@@ -357,6 +357,15 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
         "{jobs}"
     );
     assert_eq!(workflow_of("compress"), Some(serde_json::Value::Null));
+    let images = jobs["jobs"]
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|job| job["job"] == "images"))
+        .unwrap_or_else(|| panic!("{jobs}"));
+    assert_eq!(
+        images["command"],
+        serde_json::Value::Null,
+        "it runs steps: {jobs}"
+    );
     let status = one_document(&setup.cli(&["status", "--json"]));
     schemas.assert_matches("status.json", &status);
     let in_status = status["jobs"]

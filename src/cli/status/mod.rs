@@ -79,6 +79,15 @@ impl Published {
         self.summary.as_ref()?.schedule.as_deref()
     }
 
+    /// What its runs execute; `None` for a workflow's job, which runs steps.
+    fn command(&self) -> Option<&str> {
+        self.summary
+            .as_ref()?
+            .command
+            .as_deref()
+            .filter(|command| !command.is_empty())
+    }
+
     fn timezone(&self) -> Option<&str> {
         self.summary
             .as_ref()
@@ -665,7 +674,7 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
                     "timezone": job.timezone(),
                     "enabled": job.enabled(),
                     "workflow": job.workflow(),
-                    "command": job.summary.as_ref().and_then(|summary| summary.command.as_deref()),
+                    "command": job.command(),
                     "damaged": job.summary.is_none(),
                     "hash": job.hash,
                     "next_fires": job.next_fires(overview.now_ms, 3),
@@ -701,10 +710,7 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
                     None => String::new(),
                 },
                 warning,
-                job.summary
-                    .as_ref()
-                    .and_then(|summary| summary.command.clone())
-                    .unwrap_or_default(),
+                job.command().unwrap_or_default().to_owned(),
             ]
         })
         .collect();
