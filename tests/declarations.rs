@@ -86,11 +86,11 @@ async fn a_replica_that_puts_runs_aside_wakes_the_replicas_that_declare_their_jo
         .ready_waiter("old", &queues, idle)
         .await
         .expect("waiter");
-    assert!(other.wait().await.expect("wait"), "the queue's wake-up");
+    assert!(other.wait(idle).await.expect("wait"), "the queue's wake-up");
     assert!(ids(&claim_as(&store, "old", 1).await.expect("claim")).is_empty());
 
     // The declarer is woken at once, not at the end of its idle wait.
-    let woken = tokio::time::timeout(Duration::from_secs(5), declarer.wait())
+    let woken = tokio::time::timeout(Duration::from_secs(5), declarer.wait(idle))
         .await
         .expect("woken long before its idle wait ends")
         .expect("wait");

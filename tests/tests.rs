@@ -40,6 +40,7 @@ mod run_tree;
 mod scripts;
 mod security;
 mod service;
+mod sharing;
 mod slots;
 mod store;
 mod topologies;

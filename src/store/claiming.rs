@@ -183,14 +183,15 @@ pub struct ReadyWaiter {
 }
 
 impl ReadyWaiter {
-    /// Waits until a queue's wake marker is set or the timeout passes; `true` when woken.
+    /// Waits until a queue's wake marker is set or `timeout` passes, at most the timeout the
+    /// waiter was opened with (its connection answers no later); `true` when woken.
     ///
     /// # Errors
     /// Redis errors: the caller should open a new waiter after a pause.
-    pub async fn wait(&mut self) -> Result<bool, StoreError> {
+    pub async fn wait(&mut self, timeout: Duration) -> Result<bool, StoreError> {
         let woken: Option<(String, String, f64)> = self
             .connection
-            .bzpopmin(&self.markers, self.timeout.as_secs_f64())
+            .bzpopmin(&self.markers, timeout.min(self.timeout).as_secs_f64())
             .await
             .during(&self.metrics, "wait")?;
         Ok(woken.is_some())

@@ -62,7 +62,9 @@ pub struct WorkerConfig {
     /// How long this replica's declarations stay in Redis without a heartbeat, when the workers
     /// publish them (they claim only runs of the jobs declared there).
     pub declarations_ttl: Duration,
-    /// How long an idle worker blocks for a wake-up before claiming again anyway.
+    /// How long an idle worker blocks for a wake-up before claiming again anyway, at most:
+    /// each wait lasts a random time between three quarters of it and all of it (see
+    /// [`wait_timeout`]).
     pub idle_wait: Duration,
     /// Most runs one claim may pop (skipped ones included); below the number of free slots,
     /// it also caps how many runs one claim starts.
@@ -558,7 +560,7 @@ impl Workers {
                     // collected by the next tick.
                     tokio::select! {
                         () = shutdown.cancelled() => break,
-                        woken = wait(&mut waiter, self.config.idle_wait) => {
+                        woken = wait(&mut waiter, wait_timeout(self.config.idle_wait)) => {
                             if let Err(error) = woken {
                                 log_store_failure(&error, "waiting for ready runs failed");
                                 self.reconcile_soon();
@@ -625,15 +627,26 @@ enum Idle {
     Failed(Duration),
 }
 
-/// Waits for a wake-up, or sleeps through the idle wait without a waiter.
-async fn wait(waiter: &mut Option<ReadyWaiter>, idle_wait: Duration) -> Result<bool, StoreError> {
+/// Waits for a wake-up for up to `timeout`, or sleeps through it without a waiter.
+async fn wait(waiter: &mut Option<ReadyWaiter>, timeout: Duration) -> Result<bool, StoreError> {
     match waiter {
-        Some(waiter) => waiter.wait().await,
+        Some(waiter) => waiter.wait(timeout).await,
         None => {
-            tokio::time::sleep(idle_wait).await;
+            tokio::time::sleep(timeout).await;
             Ok(false)
         }
     }
+}
+
+/// How long one idle wait lasts: a random time between three quarters of `idle_wait` and all
+/// of it. Redis wakes the replica that has blocked longest, and a wait that times out blocks
+/// again behind the rest; were every wait as long as the idle wait, with fires as often as it,
+/// the replica that claimed a fire would block again just after it, see the others' waits run
+/// out and re-enter behind it all second long, and be the one woken at every fire. Waits of
+/// differing lengths let every idle replica be the longest waiting in turn, at no cost to a
+/// fire: a replica is woken as soon as the marker is set, whatever its wait's length.
+fn wait_timeout(idle_wait: Duration) -> Duration {
+    idle_wait.mul_f64(rand::random_range(0.75..=1.0))
 }
 
 /// The declared jobs by name, sharing the definitions the replica holds.
