@@ -95,14 +95,15 @@ fn a_relative_output_path_is_refused_with_the_file_and_line() {
 }
 
 /// `runs show` shows what a run printed without letting it steer the operator's terminal:
-/// escape sequences, a window title, the bell, NUL and carriage returns are written escaped,
-/// line breaks and tabs as they are; `--json` carries the output as it was.
+/// escape sequences, a window title, the bell, NUL, carriage returns and a right-to-left
+/// override are written escaped, line breaks and tabs as they are; `--json` carries the output
+/// as it was.
 #[test]
 fn runs_show_escapes_the_control_characters_a_run_printed() {
     let scenario = Scenario::new();
     scenario.write_jobs(
         r#"[jobs.hostile]
-command = "printf 'done\\n\\033[2J\\033]0;pwned\\007\\000\\r\\tend\\n'"
+command = "printf 'done\\n\\033[2J\\033]0;pwned\\007\\000\\r\\tend\\342\\200\\256dne\\n'"
 "#,
     );
     let replica = scenario.replica("r1", &[]);
@@ -122,18 +123,18 @@ command = "printf 'done\\n\\033[2J\\033]0;pwned\\007\\000\\r\\tend\\n'"
     );
     let document = crate::util::one_document(&show(&["--json"]));
     assert_eq!(
-        document["output"], "done\n\u{1b}[2J\u{1b}]0;pwned\u{7}\0\r\tend\n",
+        document["output"], "done\n\u{1b}[2J\u{1b}]0;pwned\u{7}\0\r\tend\u{202e}dne\n",
         "--json keeps the output as it was"
     );
     let text = show(&[]);
-    for raw in ['\u{1b}', '\u{7}', '\0', '\r'] {
+    for raw in ['\u{1b}', '\u{7}', '\0', '\r', '\u{202e}'] {
         assert!(
             !text.contains(raw),
             "{raw:?} reached the terminal: {text:?}"
         );
     }
     assert!(
-        text.contains("done\n\\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\u{0}\\r\tend\n"),
+        text.contains("done\n\\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\u{0}\\r\tend\\u{202e}dne\n"),
         "{text:?}"
     );
 }

@@ -51,9 +51,10 @@ impl ListFormat {
 }
 
 /// `text` as a terminal may show it: its control characters escaped (`\u{1b}[2J`, `\r`,
-/// `\u{7}`), line breaks and tabs kept. What a run printed, a payload, an error that Redis or a
-/// job wrote: none of it may clear the screen, retitle the window or ring the bell of the
-/// operator who reads it.
+/// `\u{7}`), and its invisible format characters too (`\u{202e}`, see [`is_format`]), line
+/// breaks and tabs kept. What a run printed, a payload, an error that Redis or a job wrote: none
+/// of it may clear the screen, retitle the window, ring the bell or reorder what the operator
+/// reads.
 pub(super) fn printable(text: &str) -> Cow<'_, str> {
     escaped(text, |character| matches!(character, '\n' | '\t'))
 }
@@ -64,10 +65,11 @@ pub(super) fn printable_cell(text: &str) -> Cow<'_, str> {
     escaped(text, |_| false)
 }
 
-/// `text` with its control characters (C0, DEL and C1) escaped as Rust writes them, but those
-/// that `kept` keeps.
+/// `text` with its control characters (C0, DEL and C1) and format characters escaped as Rust
+/// writes them, but those that `kept` keeps.
 fn escaped(text: &str, kept: impl Fn(char) -> bool) -> Cow<'_, str> {
-    let escapes = |character: char| character.is_control() && !kept(character);
+    let escapes =
+        |character: char| (character.is_control() || is_format(character)) && !kept(character);
     if !text.chars().any(escapes) {
         return Cow::Borrowed(text);
     }
@@ -80,6 +82,38 @@ fn escaped(text: &str, kept: impl Fn(char) -> bool) -> Cow<'_, str> {
         }
     }
     Cow::Owned(shown)
+}
+
+/// Whether `character` is an invisible format character (Unicode's category Cf, as of Unicode
+/// 16) or a line or paragraph separator: shown raw, a right-to-left override (U+202E) or an
+/// isolate (U+2066..U+2069) makes a terminal show text in another order than it is (a file
+/// name `txt.exe` read as `exe.txt`), and a zero-width space, joiner or byte order mark
+/// (U+200B..U+200D, U+FEFF) hides a difference between two names that look the same.
+fn is_format(character: char) -> bool {
+    matches!(
+        character,
+        '\u{ad}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+    )
 }
 
 #[cfg(test)]
@@ -95,5 +129,16 @@ mod tests {
         );
         assert_eq!(printable_cell("a\nb\tc"), "a\\nb\\tc");
         assert!(matches!(printable("plain text\n"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn what_would_reorder_or_hide_text_is_escaped_and_other_letters_are_kept() {
+        let name = "report\u{202e}txt.exe \u{2066}a\u{2069} b\u{200b}c\u{feff} é ש 日本 🙂";
+        assert_eq!(
+            printable(name),
+            "report\\u{202e}txt.exe \\u{2066}a\\u{2069} b\\u{200b}c\\u{feff} é ש 日本 🙂"
+        );
+        assert_eq!(printable_cell("a\u{2028}b"), "a\\u{2028}b");
+        assert!(matches!(printable("é ש 日本 🙂"), Cow::Borrowed(_)));
     }
 }
