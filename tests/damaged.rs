@@ -456,3 +456,32 @@ fn an_id_with_no_record_that_comes_due_is_dead_as_damaged_and_given_no_record() 
         "{listed}"
     );
 }
+
+/// An event whose field is not UTF-8 (written by something else, or damaged) is shown by
+/// `history` with that field escaped, as `runs show` shows a record's, not with it left out.
+#[test]
+fn history_shows_an_event_field_that_is_not_utf8_escaped() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path();
+    let _: String = redis::cmd("XADD")
+        .arg(keys().events())
+        .arg("*")
+        .arg("run")
+        .arg("nightly@1767225600000")
+        .arg("job")
+        .arg("nightly")
+        .arg("state")
+        .arg("dead")
+        .arg("reason")
+        .arg(&b"bad\xffreason"[..])
+        .query(&mut server.connection())
+        .expect("XADD");
+
+    let document = one_document(&cli(&server, work, &["history", "--json"]).success());
+    let run = &document["runs"][0];
+    assert_eq!(run["run"], "nightly@1767225600000", "{document}");
+    assert_eq!(run["reason"], "bad\\xffreason", "{document}");
+    let text = cli(&server, work, &["history"]).success();
+    assert!(text.contains("bad\\xffreason"), "{text}");
+}

@@ -521,32 +521,29 @@ impl Store {
         })
     }
 
-    /// The newest `count` events, newest first.
+    /// The newest `count` events, newest first. A field name or value that is not UTF-8 is
+    /// escaped and named under `damaged` (see [`readable_record`]), not left out.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn recent_events(&self, count: usize) -> Result<Vec<Event>, StoreError> {
-        let reply: redis::streams::StreamRangeReply = self
+        let reply: Vec<(String, Vec<(Entry, Entry)>)> = self
             .connection
             .clone()
             .xrevrange_count(self.keys.events(), "+", "-", count)
             .await
             .during(&self.metrics, "recent_events")?;
         Ok(reply
-            .ids
             .into_iter()
-            .map(|entry| {
-                let at_ms = entry
-                    .id
+            .map(|(id, fields)| {
+                let at_ms = id
                     .split_once('-')
                     .and_then(|(ms, _)| ms.parse().ok())
                     .unwrap_or_default();
-                let fields = entry
-                    .map
-                    .into_iter()
-                    .filter_map(|(name, value)| Some((name, String::from_redis_value(value).ok()?)))
-                    .collect();
-                Event { at_ms, fields }
+                Event {
+                    at_ms,
+                    fields: readable_record(fields),
+                }
             })
             .collect())
     }
