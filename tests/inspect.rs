@@ -337,3 +337,50 @@ async fn history_shows_each_attempt_with_its_own_start_and_outcome() {
         "{history}"
     );
 }
+
+/// Runs ready in a queue that no published job names (enqueued to it, or left there by a reload
+/// that moved their job to another queue) are counted by `status`, which warns that no replica
+/// serves the queue, and listed by `runs list`.
+#[tokio::test]
+async fn ready_runs_in_a_queue_no_job_names_are_shown_and_said_unserved() {
+    let (server, dir, store) = published().await;
+    replica(&store, "r1", NIGHTLY, 0).await;
+    let mut redis = server.connection();
+    let keys = crate::util::keys();
+    let run = "0190b2e0-0000-7000-8000-000000000001";
+    let () = redis::cmd("HSET")
+        .arg(keys.run(run))
+        .arg(&[
+            ("job", "nightly"),
+            ("kind", "adhoc"),
+            ("state", "ready"),
+            ("queue", "orphan"),
+            ("priority", "normal"),
+            ("attempt", "0"),
+            ("max_attempts", "1"),
+        ])
+        .query(&mut redis)
+        .expect("HSET");
+    let () = redis::cmd("RPUSH")
+        .arg(keys.ready("orphan", redcron::schedule::Priority::Normal))
+        .arg(run)
+        .query(&mut redis)
+        .expect("RPUSH");
+
+    let status = one_document(&cli(&server, dir.path(), &["status", "--json"]).stdout);
+    let orphan = status["ready"]
+        .as_array()
+        .and_then(|queues| queues.iter().find(|queue| queue["queue"] == "orphan"))
+        .unwrap_or_else(|| panic!("no queue orphan in {status}"));
+    assert_eq!(orphan["normal"], 1, "{status}");
+    assert_eq!(orphan["served_by"], 0, "{status}");
+    let text = cli(&server, dir.path(), &["status"]).stdout;
+    assert!(
+        text.contains("queue orphan: 1 ready run(s) and no live replica serves it"),
+        "{text}"
+    );
+    for args in [&["runs", "list"][..], &["runs", "list", "--json"]] {
+        let listed = cli(&server, dir.path(), args).stdout;
+        assert!(listed.contains(run), "{args:?}: {listed}");
+    }
+}

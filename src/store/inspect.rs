@@ -270,7 +270,8 @@ impl Store {
     }
 
     /// Up to `limit` runs waiting for a worker, in the order claims take them: those ready in
-    /// every queue a published job names (and `default`), highest priority first and a
+    /// every queue a published job names, `default` and any other queue with ready runs
+    /// ([`Store::ready_queues`]), highest priority first and a
     /// priority's cron fires first; then those waiting for a slot of their job; then those put
     /// aside for a replica that declares their job.
     ///
@@ -286,6 +287,7 @@ impl Store {
             .during(&self.metrics, "waiting_runs")?;
         let mut queues = queues_of(&defs);
         queues.push("default".to_owned());
+        queues.extend(self.ready_queues().await?);
         queues.sort();
         queues.dedup();
         let mut jobs: Vec<&String> = defs.keys().collect();
@@ -327,7 +329,8 @@ impl Store {
             .during(&self.metrics, "leased_runs")
     }
 
-    /// What operators look at: leadership, replicas, counts, ready lengths, jobs, running runs.
+    /// What operators look at: leadership, replicas, counts, ready lengths (of every queue
+    /// with ready runs too, see [`Store::ready_queues`]), jobs, running runs.
     ///
     /// # Errors
     /// Redis errors.
@@ -371,7 +374,9 @@ impl Store {
             .query_async(&mut connection)
             .await
             .during(&self.metrics, "overview")?;
-        let counts = self.run_counts(&queues_of(&defs)).await?;
+        let mut queues = queues_of(&defs);
+        queues.extend(self.ready_queues().await?);
+        let counts = self.run_counts(&queues).await?;
         let mut pipe = redis::pipe();
         for (replica, _) in &replicas {
             pipe.hgetall(self.keys.replica(replica));

@@ -135,6 +135,21 @@ impl Keys {
         self.key(&format!("ready-fires:{queue}:{}", priority_name(priority)))
     }
 
+    /// The queue of a ready list's key ([`Keys::ready`] or [`Keys::ready_fires`]), read back
+    /// from a `SCAN` of the namespace; `None` for any other key, or one whose last part is no
+    /// priority (a list no claim reads).
+    pub fn queue_of_ready_list<'a>(&self, key: &'a str) -> Option<&'a str> {
+        let rest = key.strip_prefix(self.prefix.as_str())?;
+        let list = rest
+            .strip_prefix("ready-fires:")
+            .or_else(|| rest.strip_prefix("ready:"))?;
+        let (queue, priority) = list.rsplit_once(':')?;
+        Priority::ALL
+            .into_iter()
+            .any(|known| priority_name(known) == priority)
+            .then_some(queue)
+    }
+
     /// Zset with at most one member, added when runs become ready in `queue`: idle workers block
     /// on it instead of polling.
     pub fn wake(&self, queue: &str) -> String {
@@ -346,6 +361,29 @@ mod tests {
         for invalid in ["", "a}b", "{a", "a b", "ns\n", "é", &"x".repeat(65)] {
             let error = validate_namespace(invalid).expect_err(invalid);
             assert!(error.to_string().contains("1 to 64 letters"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_ready_list_key_names_its_queue_and_no_other_key_does() {
+        let keys = Keys::new("prod");
+        for priority in Priority::ALL {
+            assert_eq!(
+                keys.queue_of_ready_list(&keys.ready("mail.eu", priority)),
+                Some("mail.eu")
+            );
+            assert_eq!(
+                keys.queue_of_ready_list(&keys.ready_fires("default", priority)),
+                Some("default")
+            );
+        }
+        for other in [
+            "{prod}:ready:mail:urgent",
+            "{prod}:ready-runs",
+            "{other}:ready:mail:high",
+            "{prod}:run:ready:mail:high",
+        ] {
+            assert_eq!(keys.queue_of_ready_list(other), None, "{other}");
         }
     }
 

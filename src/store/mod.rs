@@ -42,6 +42,7 @@ mod leadership;
 mod notices;
 mod planning;
 mod promotion;
+mod queues;
 mod refusal;
 mod replicas;
 mod reply;
