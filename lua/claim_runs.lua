@@ -7,7 +7,8 @@
 -- A replica claims only runs of the jobs it declares (KEYS[5], published by its heartbeat): a
 -- popped run of another job is put aside in undeclared:<job> (listed in KEYS[6]) until a
 -- replica that declares it and serves its queue claims, which puts such runs back at the head
--- of their ready lists first. The replicas that declare it are woken at once (wake-replica:<id>):
+-- of their ready lists first (one whose queue or priority was damaged meanwhile goes to the
+-- dead letters as corrupt instead). The replicas that declare it are woken at once (wake-replica:<id>):
 -- the queue's wake marker this call consumed was meant for them. When the replica's declarations are not in Redis (they expired
 -- while Redis stalled), nothing is claimed: the replica publishes them and claims again.
 --
@@ -140,15 +141,22 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
   local aside = key_undeclared(prefix, job)
   if redis.call('HEXISTS', declared, job) == 1 then
     local run_ids = redis.call('LRANGE', aside, 0, -1)
-    local kept, back = {}, {}
+    local kept, back, corrupt = {}, {}, {}
     for _, run_id in ipairs(run_ids) do
       local kind, queue, priority = unpack(redis.call('HMGET', key_run(prefix, run_id), 'kind',
         'queue', 'priority'))
-      if queue and priority and serves[queue] then
+      if not routable(queue, priority) then
+        -- Damaged while it was put aside: dead as corrupt, as promote_due.lua buries a run
+        -- coming due so, rather than pushed to a ready list no claim reads.
+        corrupt[#corrupt + 1] = run_id
+      elseif serves[queue] then
         back[#back + 1] = {ready_list(prefix, kind, queue, priority), run_id}
-      elseif queue and priority then
+      else
         kept[#kept + 1] = run_id
       end
+    end
+    for _, run_id in ipairs(corrupt) do
+      bury_corrupt_run(prefix, key_run(prefix, run_id), run_id, job, now, dead, events, maxlen)
     end
     -- Pushed to the heads newest first, so that the oldest ends up first.
     for i = #back, 1, -1 do

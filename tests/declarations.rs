@@ -173,3 +173,29 @@ async fn runs_go_to_the_dead_letters_only_once_no_live_replica_declares_their_jo
         redis::Commands::hget(&mut server.connection(), keys().run(&y), "reason").expect("HGET");
     assert_eq!(reason.as_deref(), Some("undeclared"));
 }
+
+/// A run put aside for a replica that declares its job, whose record's priority was damaged
+/// meanwhile, goes to the dead letters as corrupt when that replica claims, as it would have
+/// had it been damaged before it came due, instead of being pushed to a list no claim reads.
+#[tokio::test]
+async fn a_run_put_aside_whose_routing_was_damaged_meanwhile_is_dead_as_corrupt() {
+    let (server, store, _token) = setup(JOBS).await;
+    declare(&store, "old", jobs("[jobs.x]\ncommand = \"true\"\n")).await;
+    let y = enqueue(&store, "y", None).await;
+    assert!(ids(&claim_as(&store, "old", 1).await.expect("claim")).is_empty());
+    let mut redis = server.connection();
+    let () = redis::Commands::hset(&mut redis, keys().run(&y), "priority", "urgent").expect("HSET");
+
+    let claimed = claim_as(&store, "replica", 1).await.expect("claim");
+    assert!(ids(&claimed).is_empty(), "{claimed:?}");
+    assert_eq!(dead(&server), std::slice::from_ref(&y));
+    let reason: Option<String> =
+        redis::Commands::hget(&mut redis, keys().run(&y), "reason").expect("HGET");
+    assert_eq!(reason.as_deref(), Some("corrupt"));
+    let unread: usize = redis::Commands::llen(
+        &mut redis,
+        format!("{}ready:default:urgent", keys().prefix()),
+    )
+    .expect("LLEN");
+    assert_eq!(unread, 0, "pushed to a list no claim reads");
+}

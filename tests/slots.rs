@@ -262,3 +262,48 @@ async fn cron_fires_are_claimed_before_a_backlog_of_ad_hoc_runs() {
         .expect("LLEN");
     assert_eq!(tasks, 100);
 }
+
+/// A run waiting for a slot of its job, whose record's priority was damaged meanwhile, goes to
+/// the dead letters as corrupt when it is handed the slot, as it would have had it been damaged
+/// before it came due, instead of being pushed to a list no claim reads.
+#[tokio::test]
+async fn a_waiting_run_whose_routing_was_damaged_meanwhile_is_dead_as_corrupt() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[1_000]).await;
+    let now = store.clone().with_frozen_clock(1_000);
+    now.promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let fire = claim_run(&now, &["default"]).await;
+    let triggered = enqueue(&now, "tick", None).await;
+    assert!(
+        claim_for(&now, 1).await.runs.is_empty(),
+        "the fire still runs"
+    );
+    assert_eq!(waiting(&server, "tick"), std::slice::from_ref(&triggered));
+    let () = server
+        .connection()
+        .hset(keys().run(&triggered), "priority", "urgent")
+        .expect("HSET");
+
+    assert!(now.ack_run(&fire, Some(0), "").await.expect("ack"));
+    let hash = run_hash(&server, &triggered);
+    assert_eq!(
+        (
+            hash.get("state").map(String::as_str),
+            hash.get("reason").map(String::as_str)
+        ),
+        (Some("dead"), Some("corrupt"))
+    );
+    let dead: Option<i64> = server
+        .connection()
+        .zscore(keys().dead(), &triggered)
+        .expect("ZSCORE");
+    assert!(dead.is_some(), "in the dead letters");
+    let unread: usize = server
+        .connection()
+        .llen(format!("{}ready:default:urgent", keys().prefix()))
+        .expect("LLEN");
+    assert_eq!(unread, 0, "pushed to a list no claim reads");
+    assert!(waiting(&server, "tick").is_empty());
+}

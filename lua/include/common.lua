@@ -19,6 +19,10 @@ local function key_paused(prefix) return prefix .. 'paused' end
 local function key_due_runs(prefix) return prefix .. 'due-runs' end
 local function key_rewind(prefix) return prefix .. 'rewind' end
 local function key_latest_fires(prefix) return prefix .. 'latest-fire' end
+-- The dead letters and the events stream, for a helper that may bury a run without them among
+-- its arguments (fill_job_slots).
+local function key_dead(prefix) return prefix .. 'dead' end
+local function key_events(prefix) return prefix .. 'events' end
 
 -- The id of a cron fire, as `cron_run_id` in src/store/planning.rs builds it: deterministic,
 -- so that one fire is only ever planned once.
@@ -168,9 +172,14 @@ local function replica_of(worker)
   return worker and string.match(worker, '^(.*)/[^/]*$') or nil
 end
 
--- Appends one state change of a run to the capped events stream.
+-- Appends one state change of a run to the capped events stream. Without `maxlen` (a helper
+-- that is not told the cap, for a rare event) it is not trimmed: the next capped append trims.
 local function record_event(events, maxlen, run_id, state, ...)
-  redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'run', run_id, 'state', state, ...)
+  if maxlen then
+    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'run', run_id, 'state', state, ...)
+  else
+    redis.call('XADD', events, '*', 'run', run_id, 'state', state, ...)
+  end
 end
 
 -- Records in its workflow how a run that is a workflow step ended, and starts the steps that
@@ -290,8 +299,12 @@ local function fill_job_slots(prefix, job, now)
       return
     end
     redis.call('LPOP', waiting)
-    -- An entry whose run is no longer waiting (ended elsewhere, damaged) is dropped.
-    if state == 'waiting' and queue and priority then
+    -- An entry whose run is no longer waiting (ended elsewhere, damaged) is dropped; one whose
+    -- routing was damaged while it waited is dead as corrupt, as promote_due.lua buries one
+    -- coming due so, rather than pushed to a ready list no claim reads.
+    if state == 'waiting' and not routable(queue, priority) then
+      bury_corrupt_run(prefix, run_key, run_id, job, now, key_dead(prefix), key_events(prefix))
+    elseif state == 'waiting' then
       if limit then
         redis.call('ZADD', running, now + SLOT_HANDOVER_MS, run_id)
       end
