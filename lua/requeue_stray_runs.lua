@@ -8,6 +8,10 @@
 -- end of its job's waiting list (handed a slot if one is free), a due one into its kind's due
 -- set (a cron fire's `due`, an ad-hoc run's `due-runs`) at its due time, an active one into the active set with a short lease from now: its worker, if
 -- it still runs it, extends that lease; if not, the reaper takes it for lost when it expires.
+-- A ready run whose queue or priority names no ready list a claim reads (damaged since it came
+-- due) goes to the dead letters as corrupt instead, wherever it is but undeclared:<job>, as
+-- promote_due.lua buries one coming due so: in such a list it would wait unseen, and as a stray
+-- it would be put there.
 -- A hash that is not a run's (another type, no state) is left to the operator: it is no run.
 --
 -- The page is the run ids of one step of the reapers' walk over the namespace's keys (the
@@ -24,7 +28,7 @@
 -- ARGV[3] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[4..] the run ids of the page
 --
--- Returns, for each run put back: run id, state, job.
+-- Returns, for each run put back: run id, state, job; for each run buried: run id, 'dead', job.
 -- Cost: O(ids) hashes read, plus for each ready or waiting run a search of its list, skipped
 -- when that list is longer than MAX_SEARCHED (such a run is looked at again in the next cycle).
 check_types('requeue_stray_runs', KEYS, {'zset', 'zset', 'stream', 'string', 'zset'})
@@ -68,7 +72,12 @@ for i = 4, #ARGV do
     stray = {run_id, state, job or '', due_ms, kind == 'cron' and due or due_runs}
   elseif state == 'active' and not redis.call('ZSCORE', active, run_id) then
     stray = {run_id, state, job or ''}
-  elseif state == 'ready' and job and queue and priority then
+  elseif state == 'ready' and job and not routable(queue, priority)
+      and listed(key_undeclared(prefix, job), run_id) == false then
+    -- One put aside is buried by the claim that takes it back (claim_runs.lua).
+    check_type('requeue_stray_runs', key_dead(prefix), 'zset')
+    stray = {run_id, 'dead', job}
+  elseif state == 'ready' and job then
     local list = ready_list(prefix, kind, queue, priority)
     local in_ready, aside = listed(list, run_id), listed(key_undeclared(prefix, job), run_id)
     if in_ready == false and aside == false then
@@ -89,6 +98,9 @@ for _, stray in ipairs(strays) do
     redis.call('ZADD', stray[5], tonumber(stray[4]) or now, run_id)
   elseif state == 'active' then
     redis.call('ZADD', active, now + STRAY_LEASE_MS, run_id)
+  elseif state == 'dead' then
+    bury_corrupt_run(prefix, key_run(prefix, run_id), run_id, job, now, key_dead(prefix), events,
+      maxlen)
   elseif state == 'ready' then
     redis.call('LPUSH', stray[4], run_id)
     redis.call('ZADD', key_wake(prefix, stray[5]), 0, 'ready')
@@ -96,7 +108,9 @@ for _, stray in ipairs(strays) do
     redis.call('RPUSH', key_waiting(prefix, job), run_id)
     fill_job_slots(prefix, job, now)
   end
-  record_event(events, maxlen, run_id, state, 'job', job, 'reason', 'stray')
+  if state ~= 'dead' then
+    record_event(events, maxlen, run_id, state, 'job', job, 'reason', 'stray')
+  end
   reply[#reply + 1] = run_id
   reply[#reply + 1] = state
   reply[#reply + 1] = job

@@ -507,3 +507,50 @@ fn a_wrong_typed_key_stops_claims_visibly_and_loses_no_fire() {
         cli(&server, work, &["status"]).stderr
     );
 }
+
+/// A ready run whose priority was damaged after it came due, in a list no claim reads or in
+/// none, goes to the dead letters as corrupt at the reapers' next walk, as one coming due so
+/// does, instead of waiting unseen or being put back where its record says.
+#[tokio::test]
+async fn a_ready_run_routed_to_no_list_a_claim_reads_is_dead_as_corrupt_at_the_next_walk() {
+    let (server, store, _token) = setup(FORBID_TICK).await;
+    let mut redis = server.connection();
+    let unread = format!("{}ready-fires:default:urgent", keys().prefix());
+    for (run, listed) in [("tick@1000", false), ("tick@2000", true)] {
+        let () = redis
+            .hset_multiple(
+                keys().run(run),
+                &[
+                    ("job", "tick"),
+                    ("kind", "cron"),
+                    ("state", "ready"),
+                    ("queue", "default"),
+                    ("priority", "urgent"),
+                    ("attempt", "0"),
+                    ("max_attempts", "1"),
+                ],
+            )
+            .expect("HSET");
+        if listed {
+            let () = redis.rpush(&unread, run).expect("RPUSH");
+        }
+    }
+
+    let mut reaper = Reaper::new(store.clone(), ReaperConfig::default());
+    reaper.tick().await.expect("tick");
+    for run in ["tick@1000", "tick@2000"] {
+        let hash = run_hash(&server, run);
+        assert_eq!(
+            (
+                hash.get("state").map(String::as_str),
+                hash.get("reason").map(String::as_str)
+            ),
+            (Some("dead"), Some("corrupt")),
+            "{run}"
+        );
+        let dead: Option<i64> = redis.zscore(keys().dead(), run).expect("ZSCORE");
+        assert!(dead.is_some(), "{run} is in the dead letters");
+    }
+    let pushed: Vec<String> = redis.lrange(&unread, 0, -1).expect("LRANGE");
+    assert_eq!(pushed, ["tick@2000"], "nothing put back there");
+}

@@ -24,7 +24,9 @@ pub struct StrayRun {
     /// The run id.
     pub run_id: String,
     /// Its state, which says where it was put back: `ready` (its ready list), `waiting` (its
-    /// job's waiting runs), `scheduled` or `retrying` (the due set), `active` (the active set).
+    /// job's waiting runs), `scheduled` or `retrying` (the due set), `active` (the active set);
+    /// or `dead`: a ready run whose record routes it to no list a claim reads, buried as
+    /// corrupt.
     pub state: String,
     /// Its job.
     pub job: String,

@@ -5,7 +5,7 @@
 use tracing::{info, warn};
 
 use super::Reaper;
-use crate::store::StoreError;
+use crate::store::{RunState, StoreError};
 
 impl Reaper {
     /// Frees the job slots whose deadline passed, or that no run of their job holds, for the
@@ -48,13 +48,22 @@ impl Reaper {
         }
         let strays = self.store.requeue_stray_runs(&page).await?;
         for stray in &strays {
-            warn!(
-                run = stray.run_id,
-                job = stray.job,
-                state = stray.state,
-                "run found in none of the lists its state says it is in (a script failed \
-                 halfway, a restore, a hand edit): put back"
-            );
+            if stray.state == RunState::Dead.as_str() {
+                warn!(
+                    run = stray.run_id,
+                    job = stray.job,
+                    "ready run whose record routes it to no list a claim reads (its queue or \
+                     priority damaged since it came due): dead as corrupt"
+                );
+            } else {
+                warn!(
+                    run = stray.run_id,
+                    job = stray.job,
+                    state = stray.state,
+                    "run found in none of the lists its state says it is in (a script failed \
+                     halfway, a restore, a hand edit): put back"
+                );
+            }
             self.store
                 .metrics()
                 .stray_runs_total
