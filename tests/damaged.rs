@@ -480,7 +480,7 @@ fn history_shows_an_event_field_that_is_not_utf8_escaped() {
 
     let document = one_document(&cli(&server, work, &["history", "--json"]).success());
     let run = &document["runs"][0];
-    assert_eq!(run["run"], "nightly@1767225600000", "{document}");
+    assert_eq!(run["id"], "nightly@1767225600000", "{document}");
     assert_eq!(run["reason"], "bad\\xffreason", "{document}");
     let text = cli(&server, work, &["history"]).success();
     assert!(text.contains("bad\\xffreason"), "{text}");
