@@ -23,7 +23,7 @@ use crate::store::embedded::EmbeddedRedis;
 
 #[derive(Debug, Args)]
 pub(super) struct RunArgs {
-    /// The directory of schedule files (*.toml).
+    /// The directory of schedule files (*.toml, its subdirectories included).
     #[arg(long, value_name = "DIR", default_value_os_t = default_schedules())]
     schedules: PathBuf,
     /// Without --redis, a private redis-server is started under --data-dir.

@@ -11,22 +11,34 @@ use tokio::sync::mpsc;
 use tracing::warn;
 
 /// What one watched directory is watched for: the change of one entry of it (a step of the
-/// path), or any change in it (the directory the path names).
+/// path), or any change in it or below it (the directory the path names, whose subdirectories
+/// hold schedule files too).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Interest {
     /// The directory, as it was given to the watcher: events name paths under it.
     directory: PathBuf,
-    /// The entry that matters, or `None` for every entry.
+    /// The entry that matters, or `None` for everything under the directory.
     entry: Option<OsString>,
 }
 
 impl Interest {
     fn covers(&self, path: &Path) -> bool {
-        path.parent() == Some(self.directory.as_path())
-            && self
-                .entry
-                .as_ref()
-                .is_none_or(|entry| path.file_name() == Some(entry.as_os_str()))
+        match &self.entry {
+            Some(entry) => {
+                path.parent() == Some(self.directory.as_path())
+                    && path.file_name() == Some(entry.as_os_str())
+            }
+            None => path.starts_with(&self.directory) && path != self.directory,
+        }
+    }
+
+    /// How the system's watcher watches the directory: the one the path names with its
+    /// subdirectories, so that a file written into one of them reloads too.
+    fn mode(&self) -> RecursiveMode {
+        match self.entry {
+            Some(_) => RecursiveMode::NonRecursive,
+            None => RecursiveMode::Recursive,
+        }
     }
 }
 
@@ -98,6 +110,14 @@ impl PathWatch {
                 Some((interest.directory.clone(), (metadata.dev(), metadata.ino())))
             })
             .collect();
+        let mode_of = |directory: &Path| {
+            interests
+                .iter()
+                .filter(|interest| interest.directory == directory)
+                .map(Interest::mode)
+                .find(|mode| *mode == RecursiveMode::Recursive)
+                .unwrap_or(RecursiveMode::NonRecursive)
+        };
         // Unwatched before watched again: the watcher keeps one watch per path, and a path
         // that names another directory now would otherwise keep the old one's.
         for stale in self.watched.iter().filter(|was| !wanted.contains(was)) {
@@ -107,9 +127,7 @@ impl PathWatch {
         let mut watched = Vec::with_capacity(wanted.len());
         for directory in wanted {
             if !self.watched.contains(&directory)
-                && let Err(problem) = self
-                    .watcher
-                    .watch(&directory.0, RecursiveMode::NonRecursive)
+                && let Err(problem) = self.watcher.watch(&directory.0, mode_of(&directory.0))
             {
                 warn!(
                     directory = %directory.0.display(),
@@ -163,6 +181,10 @@ mod tests {
         let covered = |path: PathBuf| interests.iter().any(|interest| interest.covers(&path));
         assert!(covered(root.join("current")), "the swapped symlink");
         assert!(covered(root.join("release/jobs.toml")), "a file it names");
+        assert!(
+            covered(root.join("release/cron.d/backup.toml")),
+            "a file in a subdirectory of it"
+        );
         assert!(!covered(root.join("other")), "another entry beside it");
         assert!(covered(root.clone()), "a step above");
     }

@@ -24,6 +24,10 @@ use super::queues::{self, QueueFallback, RawQueue, read_queue};
 use super::workflow::{self, RawWorkflow, StepUse, read_workflow};
 use super::{Schedule, limits, run_as};
 
+mod walk;
+
+pub use walk::schedule_files;
+
 /// One problem found in a schedule file.
 ///
 /// ```
@@ -157,7 +161,7 @@ pub struct Schedules {
     pub queues: Vec<QueueFallback>,
 }
 
-/// The jobs of every `*.toml` file in `dir`: [`load_schedules`] without the queue tables.
+/// The jobs of every `*.toml` file under `dir`: [`load_schedules`] without the queue tables.
 ///
 /// ```no_run
 /// use std::path::Path;
@@ -175,7 +179,8 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
     load_schedules(dir).map(|schedules| schedules.jobs)
 }
 
-/// Loads every `*.toml` file in `dir` (not recursively, in name order).
+/// Loads every `*.toml` file in `dir` and its subdirectories, in path order; names starting
+/// with `.` are skipped (see `walk`).
 ///
 /// ```no_run
 /// use std::path::Path;
@@ -193,31 +198,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
 /// A [`LoadError`] listing every problem in every file, including names declared twice, when
 /// anything at all is wrong: a directory is loaded whole or not at all.
 pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
-    let fail = |message: String| LoadError {
-        diagnostics: vec![Diagnostic {
-            path: dir.to_owned(),
-            position: None,
-            job: None,
-            field: None,
-            message,
-        }],
-    };
-    let entries = std::fs::read_dir(dir)
-        .map_err(|error| fail(format!("cannot read the schedule directory: {error}")))?;
-    let mut paths = Vec::new();
-    for entry in entries {
-        let path = entry
-            .map_err(|error| fail(format!("cannot read the schedule directory: {error}")))?
-            .path();
-        if path
-            .extension()
-            .is_some_and(|extension| extension == "toml")
-            && path.is_file()
-        {
-            paths.push(path);
-        }
-    }
-    paths.sort();
+    let paths = walk::schedule_files(dir).map_err(|diagnostics| LoadError { diagnostics })?;
 
     let mut jobs = Vec::new();
     let mut queues = Vec::new();
@@ -258,17 +239,23 @@ pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
     }
 }
 
-/// A job that mails its notices on a machine with no `sendmail`: refused when the schedules
-/// load, not found out when the first notice cannot go. Pointed at where `notify` is written:
-/// once for a `[defaults]` that every job of its file takes.
+/// The jobs that mail their notices on a machine with no `sendmail`: refused when the schedules
+/// load, not found out when the first notice cannot go. Said once for the directory, however
+/// many jobs mail: pointed at where the first one's `notify` is written (a `[defaults]` when it
+/// takes it from there), with the names of the others.
 fn mail_without_sendmail(jobs: &[Job]) -> Vec<Diagnostic> {
-    let mailing = jobs
+    let mailing: Vec<&Job> = jobs
         .iter()
-        .filter(|job| job.notify.as_ref().is_some_and(Notices::mails));
-    if mailing.clone().next().is_none() || notice::find_sendmail().is_some() {
+        .filter(|job| job.notify.as_ref().is_some_and(Notices::mails))
+        .collect();
+    let Some(first) = mailing.first() else {
+        return Vec::new();
+    };
+    if notice::find_sendmail().is_some() {
         return Vec::new();
     }
-    let message = match std::env::var_os(notice::SENDMAIL_ENV).filter(|named| !named.is_empty()) {
+    let mut message = match std::env::var_os(notice::SENDMAIL_ENV).filter(|named| !named.is_empty())
+    {
         Some(named) => format!(
             "a mailto: target needs sendmail, and {} ({}) is not a program that can be run",
             notice::SENDMAIL_ENV,
@@ -279,30 +266,39 @@ fn mail_without_sendmail(jobs: &[Job]) -> Vec<Diagnostic> {
                  (msmtp-mta works under the service unit's hardening; see the README)"
             .to_owned(),
     };
-    let mut found: Vec<Diagnostic> = mailing
-        .map(|job| {
-            let (line, column, inherited) =
-                job.source
-                    .notify
-                    .unwrap_or((job.source.line, job.source.column, false));
-            Diagnostic {
-                path: job.source.path.clone(),
-                position: Some((line, column)),
-                job: (!inherited).then(|| job.name.clone()),
-                field: Some(
-                    if inherited {
-                        "defaults.notify"
-                    } else {
-                        "notify"
-                    }
-                    .to_owned(),
-                ),
-                message: message.clone(),
+    const NAMED: usize = 5;
+    let others: Vec<&str> = mailing[1..].iter().map(|job| job.name.as_str()).collect();
+    if !others.is_empty() {
+        let mut names = others[..others.len().min(NAMED)].join(", ");
+        if others.len() > NAMED {
+            names.push_str(&format!(" and {} more", others.len() - NAMED));
+        }
+        message.push_str(&format!(
+            " (said once: {} other job{} mail{} too: {names})",
+            others.len(),
+            if others.len() == 1 { "" } else { "s" },
+            if others.len() == 1 { "s" } else { "" },
+        ));
+    }
+    let (line, column, inherited) =
+        first
+            .source
+            .notify
+            .unwrap_or((first.source.line, first.source.column, false));
+    vec![Diagnostic {
+        path: first.source.path.clone(),
+        position: Some((line, column)),
+        job: (!inherited).then(|| first.name.clone()),
+        field: Some(
+            if inherited {
+                "defaults.notify"
+            } else {
+                "notify"
             }
-        })
-        .collect();
-    found.dedup();
-    found
+            .to_owned(),
+        ),
+        message,
+    }]
 }
 
 /// What one file declares: every job name with its place, valid or not, and either the jobs or
