@@ -1,12 +1,14 @@
-//! Moving a server's crontab over: what the importer writes loads where it was written, and a
-//! missing `sendmail` is said once.
+//! Moving a server's crontab over: what the importer writes loads where it was written, a
+//! system crontab read the wrong way is said, a missing `sendmail` is said once, the hours a
+//! job runs at are said when the machine's clock is not on UTC, and a `MAILFROM` sends the mail.
 
 use std::ffi::OsStr;
 use std::path::Path;
 use std::time::Duration;
 
 use crate::replicas::Scenario;
-use crate::util::{redcron_in_with_env, wait_until};
+use crate::util::replica::ReplicaProcess;
+use crate::util::{fake_sendmail, redcron_in_with_env, wait_until};
 
 /// Runs `redcron args...` in `dir` with `env` added to its environment.
 fn redcron_with_env(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> crate::util::Run {
@@ -107,6 +109,35 @@ fn watch_loads_a_file_written_into_a_subdirectory() {
     );
 }
 
+/// `/etc/crontab` read without `--system` would run `root cd / && run-parts ...`: said, with
+/// the fix, and the import exits 1.
+#[test]
+fn a_system_crontab_read_as_a_users_suggests_system() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let crontab = "SHELL=/bin/sh\n\
+                   17 *\t* * *\troot    cd / && run-parts --report /etc/cron.hourly\n";
+    let run = redcron_in_with_env(dir.path(), &["import-crontab", "--tz", "UTC"], crontab, &[]);
+    let stderr = run.stderr.clone();
+    assert_eq!(run.code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "<stdin>:2: the command starts with \"root\", a user on this machine and no program"
+        ) && stderr.contains("import it with --system"),
+        "{stderr}"
+    );
+    // Read as what it is, the same crontab imports clean.
+    let run = redcron_in_with_env(
+        dir.path(),
+        &["import-crontab", "--system", "--tz", "UTC"],
+        crontab,
+        &[],
+    );
+    let stderr = run.stderr.clone();
+    let toml = run.success();
+    assert!(!stderr.contains("--system"), "{stderr}");
+    assert!(toml.contains("user = \"root\""), "{toml}");
+}
+
 /// Three files whose jobs mail, on a machine whose `PATH` has no `sendmail`: `check` and
 /// `next --job` say it once for the directory, not once per job.
 #[test]
@@ -149,4 +180,110 @@ fn a_missing_sendmail_is_said_once_for_the_directory() {
             "{args:?}:\n{stderr}"
         );
     }
+}
+
+/// `TZ=Europe/Berlin redcron next '30 3 * * *'` prints UTC times, as a job with no timezone
+/// runs, and says so; `check` names the jobs that read their hours in UTC, and not a job whose
+/// file declares the zone in its `[defaults]`.
+#[test]
+fn the_zone_is_said_when_the_machine_is_not_on_utc() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let berlin = [("TZ", OsStr::new("Europe/Berlin"))];
+    let run = redcron_with_env(
+        dir.path(),
+        &[
+            "next",
+            "30 3 * * *",
+            "--after",
+            "2026-07-01T00:00:00Z",
+            "-n",
+            "1",
+        ],
+        &berlin,
+    );
+    let stderr = run.stderr.clone();
+    assert_eq!(run.success(), "2026-07-01T03:30:00+00:00\n");
+    assert!(
+        stderr.contains(
+            "reading the fields in UTC, as a job with no timezone does; this machine's zone is \
+             Europe/Berlin: pass --tz Europe/Berlin for its clock"
+        ),
+        "{stderr}"
+    );
+    let run = redcron_with_env(
+        dir.path(),
+        &["next", "30 3 * * *", "--tz", "Europe/Berlin", "-n", "1"],
+        &berlin,
+    );
+    assert_eq!(run.stderr, "", "--tz says the zone: nothing to warn of");
+
+    let schedules = dir.path().join("schedules");
+    std::fs::create_dir(&schedules).expect("schedules");
+    std::fs::write(
+        schedules.join("utc.toml"),
+        "[jobs.report]\nschedule = \"0 6 * * *\"\ncommand = \"true\"\n",
+    )
+    .expect("utc");
+    std::fs::write(
+        schedules.join("local.toml"),
+        "[defaults]\ntimezone = \"Europe/Berlin\"\n\n\
+         [jobs.backup]\nschedule = \"0 3 * * *\"\ncommand = \"true\"\n",
+    )
+    .expect("local");
+    let out =
+        redcron_with_env(dir.path(), &["check", "--schedules", "schedules"], &berlin).success();
+    assert!(
+        out.contains(
+            "note: this machine's zone is Europe/Berlin, and 1 job reads its hours in UTC (the \
+             zone of a job that names none): report."
+        ),
+        "{out}"
+    );
+    let utc = [("TZ", OsStr::new("UTC"))];
+    let out = redcron_with_env(dir.path(), &["check", "--schedules", "schedules"], &utc).success();
+    assert!(!out.contains("note:"), "{out}");
+}
+
+/// A mail target with a sender (what `MAILFROM` becomes) mails from it: `From:` and the
+/// envelope's.
+#[test]
+fn a_mail_goes_from_its_sender() {
+    let scenario = Scenario::new();
+    let dir = scenario.dir.path();
+    let sendmail = fake_sendmail(dir);
+    let bin = sendmail.parent().expect("its directory");
+    scenario.write_jobs(
+        "[jobs.report]\ncommand = \"echo done\"\n\
+         notify = [\"mailto:ops@example.com?from=cron@web1.example.com\"]\n\
+         notify_on = [\"output\"]\n",
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let replica = ReplicaProcess::start_with_env(
+        "r1",
+        &scenario.server.url(),
+        &scenario.schedules(),
+        dir,
+        &[],
+        &[("PATH", &path)],
+    );
+    scenario.trigger("report");
+    let mail_log = dir.join("mail.log");
+    assert!(
+        wait_until(Duration::from_secs(15), || std::fs::read_to_string(
+            &mail_log
+        )
+        .is_ok_and(|mail| mail.contains("--END--"))),
+        "no mail:\n{}",
+        replica.log()
+    );
+    let mail = std::fs::read_to_string(&mail_log).expect("mail.log");
+    assert!(
+        mail.starts_with("ARGS: -i -f cron@web1.example.com -- ops@example.com\n"),
+        "{mail}"
+    );
+    assert!(mail.contains("\nFrom: cron@web1.example.com\n"), "{mail}");
 }

@@ -141,7 +141,10 @@ fn commands_environment_and_names_carry_over() {
     let notices = backup.notify.as_ref().expect("MAILTO gives a notice");
     assert_eq!(
         notices.targets,
-        [Target::Mail(vec!["ops@example.com".to_owned()])]
+        [Target::Mail {
+            to: vec!["ops@example.com".to_owned()],
+            from: None,
+        }]
     );
     assert_eq!(notices.on, [Event::Output]);
     assert_eq!(backup.env.get("SHELL").map(String::as_str), Some("/bin/sh"));
@@ -346,17 +349,20 @@ MAILTO=\"\"
     assert_eq!(
         mail_targets(job("one")),
         Some((
-            vec![Target::Mail(vec!["ops@example.com".to_owned()])],
+            vec![Target::Mail {
+                to: vec!["ops@example.com".to_owned()],
+                from: None,
+            }],
             vec![Event::Output]
         ))
     );
     assert_eq!(
         mail_targets(job("list")),
         Some((
-            vec![Target::Mail(vec![
-                "ops@example.com".to_owned(),
-                "dev@example.com".to_owned()
-            ])],
+            vec![Target::Mail {
+                to: vec!["ops@example.com".to_owned(), "dev@example.com".to_owned()],
+                from: None,
+            }],
             vec![Event::Output]
         ))
     );

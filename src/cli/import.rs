@@ -2,15 +2,17 @@
 //! files.
 
 use std::collections::HashSet;
-use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use chrono_tz::Tz;
 use clap::Args;
 
+use super::times::machine_zone;
 use super::{CliError, parse_zone};
-use crate::schedule::crontab::{ImportOptions, Importer, JobNames, user_exists_here};
+use crate::schedule::crontab::{
+    ImportOptions, Importer, JobNames, user_exists_here, user_not_program_here,
+};
+use crate::schedule::file::schedule_files;
 
 #[derive(Debug, Args)]
 pub(super) struct ImportArgs {
@@ -60,7 +62,17 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
     let zone = args.tz.as_deref().map(parse_zone).transpose()?;
     let mut names = JobNames::new(args.prefix.as_deref()).map_err(CliError::Argument)?;
     let (crontabs, schedule_dir) = match (&args.dir, &args.output) {
-        (Some(dir), Some(output)) => (directory(dir, output)?, Some(output.clone())),
+        // Written into a subdirectory of a schedule directory (the README's `-o
+        // schedules/cron.d`), the files load with those beside them: their names must not
+        // clash with any.
+        (Some(dir), Some(output)) => {
+            let schedule_dir = output
+                .parent()
+                .filter(|parent| holds_schedule_files(parent))
+                .unwrap_or(output);
+            let schedule_dir = schedule_dir.to_owned();
+            (directory(dir, output)?, Some(schedule_dir))
+        }
         (Some(_), None) => {
             return Err(CliError::Argument(
                 "--dir needs -o DIR, the directory to write the schedule files in".to_owned(),
@@ -75,10 +87,11 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
         }
     };
     if let Some(schedule_dir) = schedule_dir {
-        let rewritten: HashSet<OsString> = crontabs
+        // Compared as the files they are: `-o x.toml` is `./x.toml` in the directory's walk.
+        // A destination not there yet is in no walk.
+        let rewritten: HashSet<PathBuf> = crontabs
             .iter()
-            .filter_map(|crontab| crontab.destination.as_ref()?.file_name())
-            .map(ToOwned::to_owned)
+            .filter_map(|crontab| std::fs::canonicalize(crontab.destination.as_ref()?).ok())
             .collect();
         reserve_declared(&mut names, &schedule_dir, &rewritten);
     }
@@ -100,9 +113,11 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
                 .to_owned()
         }),
     );
-    if system {
-        importer = importer.checking_users(user_exists_here);
-    }
+    importer = if system {
+        importer.checking_users(user_exists_here)
+    } else {
+        importer.suspecting_user_fields(user_not_program_here)
+    };
     let (mut jobs, mut problems) = (0, 0);
     for crontab in &crontabs {
         let options = ImportOptions {
@@ -244,22 +259,25 @@ fn cron_reads_name(name: &str) -> bool {
             .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-'))
 }
 
-/// Takes the job names of the schedule files already in `dir`, but those about to be
-/// rewritten: job names are unique across all files of a schedule directory.
-fn reserve_declared(names: &mut JobNames, dir: &Path, rewritten: &HashSet<OsString>) {
-    // A directory not there yet declares nothing.
-    let Ok(entries) = std::fs::read_dir(dir) else {
+/// Takes the job names of the schedule files already in `dir` and its subdirectories, but
+/// those about to be rewritten: job names are unique across all files of a schedule directory.
+/// A directory that holds no schedule file of its own is not a schedule directory, and is not
+/// searched (it may be a home directory).
+fn reserve_declared(names: &mut JobNames, dir: &Path, rewritten: &HashSet<PathBuf>) {
+    if !holds_schedule_files(dir) {
         return;
+    }
+    let files = match schedule_files(dir) {
+        Ok(files) => files,
+        Err(problems) => {
+            for problem in problems {
+                eprintln!("redcron: {problem}; imported names may clash with its jobs");
+            }
+            return;
+        }
     };
-    for path in entries.filter_map(|entry| Some(entry.ok()?.path())) {
-        let is_schedule = path
-            .extension()
-            .is_some_and(|extension| extension == "toml")
-            && path.is_file()
-            && !path
-                .file_name()
-                .is_some_and(|name| rewritten.contains(name));
-        if !is_schedule {
+    for path in files {
+        if std::fs::canonicalize(&path).is_ok_and(|path| rewritten.contains(&path)) {
             continue;
         }
         let declared = std::fs::read_to_string(&path)
@@ -275,19 +293,22 @@ fn reserve_declared(names: &mut JobNames, dir: &Path, rewritten: &HashSet<OsStri
     }
 }
 
+/// Whether `dir` holds a `*.toml` file itself: what makes it a schedule directory.
+fn holds_schedule_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|entry| {
+            let path = entry.path();
+            path.extension()
+                .is_some_and(|extension| extension == "toml")
+                && path.is_file()
+        })
+    })
+}
+
 /// cron reads bytes; a stray non-UTF-8 byte in a comment must not stop the import.
 fn lossy(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes)
         .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
-}
-
-/// The zone this machine's clock runs in, as cron would read it; UTC when it cannot be told.
-fn machine_zone() -> Tz {
-    std::env::var("TZ")
-        .ok()
-        .and_then(|name| name.trim_start_matches(':').parse().ok())
-        .or_else(|| iana_time_zone::get_timezone().ok()?.parse().ok())
-        .unwrap_or(chrono_tz::UTC)
 }
 
 #[cfg(test)]

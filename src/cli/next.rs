@@ -4,11 +4,12 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 use clap::Args;
 use serde_json::json;
 
 use super::output::ListFormat;
-use super::times::format_fire;
+use super::times::{format_fire, machine_zone, on_utc_clock};
 use super::{CliError, default_schedules, list_count, parse_zone};
 use crate::schedule::{Schedule, load_dir};
 
@@ -24,14 +25,11 @@ pub(super) struct NextArgs {
     /// The directory of schedule files, with --job.
     #[arg(long, value_name = "DIR", default_value_os_t = default_schedules(), requires = "job")]
     schedules: PathBuf,
-    /// The IANA time zone the expression's fields are read in (a job has its own).
-    #[arg(
-        long,
-        value_name = "ZONE",
-        default_value = "UTC",
-        conflicts_with = "job"
-    )]
-    tz: String,
+    /// The IANA time zone the expression's fields are read in (a job has its own) [default:
+    /// UTC, as for a job that names no timezone, whatever this machine's zone; said on
+    /// standard error when this machine's is another].
+    #[arg(long, value_name = "ZONE", conflicts_with = "job")]
+    tz: Option<String>,
     /// List fires after this RFC 3339 time instead of after now.
     #[arg(long, value_name = "RFC3339")]
     after: Option<String>,
@@ -54,7 +52,7 @@ pub(super) fn execute(args: &NextArgs, out: &mut impl Write) -> Result<(), CliEr
         None => Utc::now(),
     };
     let (schedule, zone) = match (&args.expression, &args.job) {
-        (Some(expression), _) => (Schedule::parse(expression)?, parse_zone(&args.tz)?),
+        (Some(expression), _) => (Schedule::parse(expression)?, expression_zone(args)?),
         (None, job) => {
             let name = job.as_deref().ok_or_else(|| {
                 CliError::Argument("give a cron expression or --job NAME".to_owned())
@@ -94,4 +92,22 @@ pub(super) fn execute(args: &NextArgs, out: &mut impl Write) -> Result<(), CliEr
         writeln!(out, "{}", format_fire(fire, zone)).map_err(CliError::io("writing the fires"))?;
     }
     Ok(())
+}
+
+/// The zone an expression's fields are read in: `--tz`, else UTC, as a job that names no
+/// timezone reads them. Not this machine's zone: `next` shows when a job with this schedule
+/// would fire, and that does not change with the machine it is asked on. Said when the machine
+/// runs in another zone, where `30 3 * * *` would otherwise be taken for 03:30 on its clock.
+fn expression_zone(args: &NextArgs) -> Result<Tz, CliError> {
+    if let Some(zone) = &args.tz {
+        return parse_zone(zone);
+    }
+    let machine = machine_zone();
+    if !on_utc_clock(machine) {
+        eprintln!(
+            "redcron: reading the fields in UTC, as a job with no timezone does; this machine's \
+             zone is {machine}: pass --tz {machine} for its clock"
+        );
+    }
+    Ok(chrono_tz::UTC)
 }

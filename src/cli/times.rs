@@ -11,6 +11,26 @@ pub(super) fn rfc3339(ms: i64) -> String {
     crate::notify::rfc3339(ms).unwrap_or_else(|| ms.to_string())
 }
 
+/// The zone this machine's clock runs in, as cron reads it (`TZ`, then the system's setting);
+/// UTC when it cannot be told.
+pub(super) fn machine_zone() -> Tz {
+    std::env::var("TZ")
+        .ok()
+        .and_then(|name| name.trim_start_matches(':').parse().ok())
+        .or_else(|| iana_time_zone::get_timezone().ok()?.parse().ok())
+        .unwrap_or(chrono_tz::UTC)
+}
+
+/// Whether `zone` keeps UTC's clock all year (`UTC`, `Etc/UTC`, `Etc/GMT`...): a machine set
+/// to one reads a job's hours as a job with no timezone does.
+pub(super) fn on_utc_clock(zone: Tz) -> bool {
+    use chrono::Offset;
+    let now = Utc::now();
+    [now, now + chrono::Duration::days(182)]
+        .iter()
+        .all(|at| at.with_timezone(&zone).offset().fix().local_minus_utc() == 0)
+}
+
 /// A fire in its job's zone, RFC 3339 with the zone's offset and whole seconds:
 /// `2026-03-08T03:00:00-04:00`. What `next` prints, one a line, for scripts too.
 pub(super) fn format_fire(fire: DateTime<Utc>, zone: Tz) -> String {

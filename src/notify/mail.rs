@@ -10,9 +10,10 @@ use super::exec::feed;
 use super::{DeliveryError, Document};
 use crate::schedule::notice::find_sendmail;
 
-/// Mails `document` to `addresses`.
+/// Mails `document` to `addresses`, from `from` when given.
 pub(super) async fn send(
     addresses: &[String],
+    from: Option<&str>,
     document: &Document,
     timeout: Duration,
 ) -> Result<(), DeliveryError> {
@@ -24,14 +25,24 @@ pub(super) async fn send(
     let mut command = Command::new(sendmail);
     // -i: a line with a lone dot is text, not the end; `--`: no address is read as an option
     // (the schedule file refused those anyway).
-    command.arg("-i").arg("--").args(addresses);
-    feed(command, message(addresses, document).as_bytes(), timeout).await
+    command.arg("-i");
+    if let Some(from) = from {
+        // The envelope's sender too, where bounces go, as cronie does with MAILFROM.
+        command.arg("-f").arg(from);
+    }
+    command.arg("--").args(addresses);
+    feed(
+        command,
+        message(addresses, from, document).as_bytes(),
+        timeout,
+    )
+    .await
 }
 
 /// The mail: headers, then what happened in words, then the output. Header values come from
 /// job names, host names, replica ids and the store's own words, none of which holds a line
 /// break; the error text and output go in the body only.
-fn message(addresses: &[String], document: &Document) -> String {
+fn message(addresses: &[String], from: Option<&str>, document: &Document) -> String {
     let host = document.host.as_deref().unwrap_or("an unknown host");
     let mut what = document.event.to_owned();
     if let Some(reason) = &document.reason {
@@ -42,6 +53,9 @@ fn message(addresses: &[String], document: &Document) -> String {
         what.push(')');
     }
     let mut mail = String::new();
+    if let Some(from) = from {
+        let _ = writeln!(mail, "From: {from}");
+    }
     let _ = writeln!(mail, "To: {}", addresses.join(", "));
     let _ = writeln!(mail, "Subject: redcron: {} {what} on {host}", document.job);
     let _ = writeln!(mail, "Content-Type: text/plain; charset=UTF-8");
@@ -117,9 +131,14 @@ mod tests {
             replica: Some("db1".into()),
             recorded_time: "2026-12-03T03:00:01.500+00:00".into(),
         };
-        let mail = message(&["ops@example.com".into(), "root".into()], &document);
+        let mail = message(
+            &["ops@example.com".into(), "root".into()],
+            Some("cron@db1.example.com"),
+            &document,
+        );
         let (headers, body) = mail.split_once("\n\n").expect("headers, then a body");
         assert!(headers.contains("To: ops@example.com, root"), "{headers}");
+        assert!(headers.contains("From: cron@db1.example.com"), "{headers}");
         assert!(
             headers.contains("Subject: redcron: backup dead (failed, exit 3) on db1"),
             "{headers}"

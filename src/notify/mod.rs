@@ -185,8 +185,8 @@ impl Deliverer {
     /// Why the target did not take it.
     pub async fn deliver(&self, target: &Target, document: &Document) -> Result<(), DeliveryError> {
         match target {
-            Target::Mail(addresses) => {
-                mail::send(addresses, document, self.limits.command_timeout).await
+            Target::Mail { to, from } => {
+                mail::send(to, from.as_deref(), document, self.limits.command_timeout).await
             }
             Target::Webhook(url) => match &self.http {
                 Ok(http) => webhook::post(http, url, document, self.secret.as_deref()).await,

@@ -3,9 +3,12 @@
 //! What cron does with a line is kept: the expression and zone (`CRON_TZ`), the environment set
 //! by the variable lines above it, `%` as the start of standard input, a `SHELL` other than
 //! `/bin/sh`, and cron's delivery (no retries, at most one run per fire, overlapping runs allowed,
-//! missed fires skipped), and `MAILTO` becomes an `output` notice. Comments stay where they
-//! were. Lines that cannot be converted, or need a look, are marked with a comment that says
-//! why, and returned as problems.
+//! missed fires skipped), `MAILTO` becomes an `output` notice (sent from `MAILFROM`), and
+//! cronie's `RANDOM_DELAY` the job's `jitter`. Comments stay where they were. Lines that cannot
+//! be converted, or need a look, are marked with a comment that says why, and returned as
+//! problems: among them a bare `%` (cron cut the command there too), a variable only cron reads,
+//! and a user's crontab whose commands start with a user name (a system crontab read without
+//! `--system`).
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -61,6 +64,27 @@ impl fmt::Display for Problem {
 /// Tells whether a user exists, or why it cannot be told.
 pub type UserCheck = fn(&str) -> Result<(), String>;
 
+/// Tells whether the first word of a command names a user of this machine rather than a
+/// program: the sign of a system crontab's user field read as the start of the command.
+pub type UserWord = fn(word: &str, path: Option<&str>) -> bool;
+
+/// The variables only cron reads, which a command never saw: left out, and said so.
+/// (`CRON_TZ`, `MAILTO`, `MAILFROM` and `RANDOM_DELAY` are converted.)
+const CRON_ONLY: [(&str, &str); 3] = [
+    (
+        "CONTENT_TYPE",
+        "cronie's Content-Type of its mails; redcron's are text/plain in UTF-8",
+    ),
+    (
+        "CONTENT_TRANSFER_ENCODING",
+        "cronie's encoding of its mails; redcron's are 8bit",
+    ),
+    (
+        "START_HOURS_RANGE",
+        "anacron's window for starting jobs; give the job a schedule inside it instead",
+    ),
+];
+
 /// Imports crontabs one after another, so that the names of all their jobs are unique.
 #[derive(Debug, Clone)]
 pub struct Importer {
@@ -69,6 +93,9 @@ pub struct Importer {
     /// Checks the user field of system-format lines; `None` leaves them unchecked (the file may
     /// be meant for another machine).
     check_user: Option<UserCheck>,
+    /// Checks the first word of user-format lines for a user name; `None` leaves them
+    /// unchecked.
+    user_word: Option<UserWord>,
     /// Why the mail of a `MAILTO` cannot go from this machine, said at the first `MAILTO` and
     /// then forgotten: once per import.
     mail_unavailable: Option<String>,
@@ -80,8 +107,18 @@ impl Importer {
         Self {
             names,
             check_user: None,
+            user_word: None,
             mail_unavailable: None,
         }
+    }
+
+    /// Reports the user-format lines whose command starts with a word `user_word` takes for a
+    /// user name, suggesting `--system`: `/etc/crontab` read as a user's crontab would run
+    /// `root cd / && run-parts ...`. The jobs are still imported.
+    #[must_use]
+    pub fn suspecting_user_fields(mut self, user_word: UserWord) -> Self {
+        self.user_word = Some(user_word);
+        self
     }
 
     /// Reports `problem` next to the first `MAILTO` that becomes a mail target: the schedule
@@ -105,11 +142,14 @@ impl Importer {
         let mut converter = Converter {
             options,
             check_user: self.check_user,
+            user_word: self.user_word,
             mail_unavailable: &mut self.mail_unavailable,
             names: &mut self.names,
             zone: options.zone,
             env: BTreeMap::new(),
             mail_to: MailTo::Unset,
+            mail_from: None,
+            jitter_minutes: None,
             out: String::new(),
             jobs: 0,
             jobs_without_mail_to: 0,
@@ -145,6 +185,20 @@ pub fn import(text: &str, options: &ImportOptions) -> Import {
     Importer::new(JobNames::default()).import(text, options)
 }
 
+/// Whether `word` is a user of this machine and no program on `path` (the crontab's `PATH`, or
+/// the importer's), for [`Importer::suspecting_user_fields`]: `sync`, `mail` and `man` are
+/// users and programs both, and a line that runs them is no system crontab's.
+pub fn user_not_program_here(word: &str, path: Option<&str>) -> bool {
+    if word.contains('/') || !matches!(nix::unistd::User::from_name(word), Ok(Some(_))) {
+        return false;
+    }
+    let path = path
+        .map(std::ffi::OsString::from)
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    std::env::split_paths(&path).all(|dir| !super::notice::is_executable(&dir.join(word)))
+}
+
 /// Whether `user` exists on this machine, for [`Importer::checking_users`].
 ///
 /// # Errors
@@ -175,6 +229,8 @@ struct Converter<'a> {
     options: &'a ImportOptions,
     /// See [`Importer::checking_users`].
     check_user: Option<UserCheck>,
+    /// See [`Importer::suspecting_user_fields`].
+    user_word: Option<UserWord>,
     /// See [`Importer::mail_unavailable`]; taken when said.
     mail_unavailable: &'a mut Option<String>,
     /// Shared with the other crontabs of the import: names are unique across them.
@@ -186,6 +242,10 @@ struct Converter<'a> {
     env: BTreeMap<String, String>,
     /// The `MAILTO` in force, which becomes a notice instead of a variable.
     mail_to: MailTo,
+    /// The `MAILFROM` in force (cronie): the sender of that notice's mail.
+    mail_from: Option<String>,
+    /// The `RANDOM_DELAY` in force (cronie), in minutes: the jobs' `jitter`.
+    jitter_minutes: Option<u32>,
     out: String,
     jobs: usize,
     /// The jobs imported with no `MAILTO` in force, which the header tells about.
@@ -231,6 +291,14 @@ impl Converter<'_> {
             }
         } else if name == "MAILTO" {
             self.set_mail_to(value)
+        } else if name == "MAILFROM" {
+            self.set_mail_from(value)
+        } else if name == "RANDOM_DELAY" {
+            self.set_random_delay(value)
+        } else if let Some((_, what)) = CRON_ONLY.iter().find(|(only, _)| *only == name) {
+            Some(format!(
+                "only cron reads {name} ({what}): left out of the jobs' environment"
+            ))
         } else if is_variable_name(name) {
             self.env.insert(name.to_owned(), value.to_owned());
             None
@@ -266,6 +334,70 @@ impl Converter<'_> {
         }
     }
 
+    /// cronie's `MAILFROM`: the sender of the mails of the jobs below. Returns the problem
+    /// with the value, if any.
+    fn set_mail_from(&mut self, value: &str) -> Option<String> {
+        let value = value.trim();
+        if value.is_empty() {
+            self.mail_from = None;
+            return None;
+        }
+        match Target::parse(&format!("mailto:root?from={value}")) {
+            Ok(_) => {
+                self.mail_from = Some(value.to_owned());
+                None
+            }
+            Err(error) => {
+                self.mail_from = None;
+                Some(format!(
+                    "bad MAILFROM: {error}; the mails of the jobs below go from the user the \
+                     replica runs as"
+                ))
+            }
+        }
+    }
+
+    /// cronie's `RANDOM_DELAY` (minutes): each job below starts up to that late, as `jitter`
+    /// delays each fire. Returns the problem with the value, if any.
+    fn set_random_delay(&mut self, value: &str) -> Option<String> {
+        match value.trim().parse::<u32>() {
+            Ok(minutes) => {
+                self.jitter_minutes = (minutes > 0).then_some(minutes);
+                None
+            }
+            Err(_) => {
+                self.jitter_minutes = None;
+                Some(format!(
+                    "bad RANDOM_DELAY \"{value}\": expected a number of minutes; the jobs \
+                     below have no jitter"
+                ))
+            }
+        }
+    }
+
+    /// A bare `%` ends the command, as cron reads it: cron cut the command there too, so a
+    /// `date +%s` meant as a format never ran as written.
+    fn percent_problem(command: &str) -> Option<String> {
+        let (head, input) = split_input(command);
+        input.as_ref()?;
+        let format_word = head.split_whitespace().next_back().is_some_and(|word| {
+            word.trim_start_matches(['(', '$', '"', '\''])
+                .starts_with('+')
+        });
+        Some(if format_word {
+            format!(
+                "a bare % ends the command, as cron reads it: this runs \"{}\" with the rest \
+                 as its standard input, so the date format after it is lost (cron cut it there \
+                 too); write \\% for a literal %, as in date +\\%s",
+                comment_text(&head)
+            )
+        } else {
+            "a bare % ends the command, as cron reads it: the text after it is the command's \
+             standard input, each further % a newline; write \\% where a literal % was meant"
+                .to_owned()
+        })
+    }
+
     fn entry(&mut self, number: usize, line: &str) -> Result<(), String> {
         let field_count = if line.starts_with('@') { 1 } else { 5 };
         let (expression, rest) = split_fields(line, field_count);
@@ -282,6 +414,23 @@ impl Converter<'_> {
         if let (Some(user), Some(check_user)) = (&user, self.check_user)
             && let Err(problem) = check_user(user)
         {
+            self.problem(number, &problem);
+        }
+        if let (None, Some(user_word)) = (&user, self.user_word) {
+            let (word, _) = split_fields(command, 1);
+            if user_word(&word, self.env.get("PATH").map(String::as_str)) {
+                self.problem(
+                    number,
+                    &format!(
+                        "the command starts with \"{word}\", a user on this machine and no \
+                         program: this looks like a system crontab (/etc/crontab, \
+                         /etc/cron.d/*), whose lines name the user to run as; import it with \
+                         --system"
+                    ),
+                );
+            }
+        }
+        if let Some(problem) = Self::percent_problem(command) {
             self.problem(number, &problem);
         }
         let (command, input) = split_input(command);
@@ -311,8 +460,18 @@ impl Converter<'_> {
                 .collect();
             let _ = writeln!(out, "env = {{ {} }}", pairs.join(", "));
         }
+        if let Some(minutes) = self.jitter_minutes {
+            let _ = writeln!(out, "jitter = \"{minutes}m\"");
+        }
         match &self.mail_to {
             MailTo::To(target) => {
+                let target = match (target, &self.mail_from) {
+                    (Target::Mail { to, .. }, Some(from)) => Target::Mail {
+                        to: to.clone(),
+                        from: Some(from.clone()),
+                    },
+                    (target, _) => target.clone(),
+                };
                 let _ = writeln!(
                     out,
                     "notify = [{}]\nnotify_on = [\"output\"]",

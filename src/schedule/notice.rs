@@ -11,9 +11,15 @@ use serde::{Deserialize, Serialize, Serializer};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(into = "String", try_from = "String")]
 pub enum Target {
-    /// `mailto:ops@example.com[,dev@example.com]`: mailed through the local `sendmail`, as
-    /// cron mails a job's output.
-    Mail(Vec<String>),
+    /// `mailto:ops@example.com[,dev@example.com][?from=cron@example.com]`: mailed through the
+    /// local `sendmail`, as cron mails a job's output.
+    Mail {
+        /// The recipients; never empty.
+        to: Vec<String>,
+        /// The sender (`From:` and the envelope's, as cronie's `MAILFROM` sets them); `None`
+        /// leaves both to `sendmail`, which uses the user the replica runs as.
+        from: Option<String>,
+    },
     /// `https://...` or `http://...`: a JSON document POSTed to the address.
     Webhook(String),
     /// `exec:COMMAND`: run with `/bin/sh -c`, the same JSON document on its standard input.
@@ -26,7 +32,30 @@ impl Target {
     /// # Errors
     /// What is wrong with it, for the file's diagnostics.
     pub fn parse(text: &str) -> Result<Self, String> {
-        if let Some(addresses) = text.strip_prefix("mailto:") {
+        if let Some(mail) = text.strip_prefix("mailto:") {
+            let (addresses, parameters) = mail.split_once('?').unwrap_or((mail, ""));
+            let mut from = None;
+            for parameter in parameters
+                .split('&')
+                .filter(|parameter| !parameter.is_empty())
+            {
+                match parameter.split_once('=') {
+                    Some(("from", sender)) if is_mail_address(sender) => {
+                        from = Some(sender.to_owned());
+                    }
+                    Some(("from", sender)) => {
+                        return Err(format!(
+                            "\"{sender}\" is not a mail address for from=: expected user@host"
+                        ));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "\"{parameter}\" in \"{text}\": expected from=ADDRESS after the \
+                             addresses, the mail's sender"
+                        ));
+                    }
+                }
+            }
             let addresses: Vec<String> = addresses
                 .split(',')
                 .map(str::trim)
@@ -41,7 +70,10 @@ impl Target {
                     "\"{bad}\" is not a mail address: expected user@host (or a local user name)"
                 ));
             }
-            return Ok(Target::Mail(addresses));
+            return Ok(Target::Mail {
+                to: addresses,
+                from,
+            });
         }
         if let Some(command) = text.strip_prefix("exec:") {
             if command.trim().is_empty() {
@@ -70,7 +102,7 @@ impl Target {
     /// The kind of target, as metrics and logs label it: `mail`, `webhook` or `exec`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Target::Mail(_) => "mail",
+            Target::Mail { .. } => "mail",
             Target::Webhook(_) => "webhook",
             Target::Exec(_) => "exec",
         }
@@ -92,7 +124,13 @@ fn is_mail_address(address: &str) -> bool {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Mail(addresses) => write!(f, "mailto:{}", addresses.join(",")),
+            Target::Mail { to, from } => {
+                write!(f, "mailto:{}", to.join(","))?;
+                match from {
+                    Some(from) => write!(f, "?from={from}"),
+                    None => Ok(()),
+                }
+            }
             Target::Webhook(url) => f.write_str(url),
             Target::Exec(command) => write!(f, "exec:{command}"),
         }
@@ -196,7 +234,7 @@ impl Notices {
     pub fn mails(&self) -> bool {
         self.targets
             .iter()
-            .any(|target| matches!(target, Target::Mail(_)))
+            .any(|target| matches!(target, Target::Mail { .. }))
     }
 }
 
@@ -231,7 +269,8 @@ pub fn find_sendmail() -> Option<PathBuf> {
         .find(|candidate| is_executable(candidate))
 }
 
-fn is_executable(path: &Path) -> bool {
+/// Whether `path` is a file that can be run.
+pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path)
         .is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
@@ -246,6 +285,7 @@ mod tests {
         for text in [
             "mailto:ops@example.com",
             "mailto:ops@example.com,root",
+            "mailto:ops@example.com?from=cron@web1.example.com",
             "https://hooks.example.com/redcron?team=ops",
             "http://127.0.0.1:8080/notice",
             "exec:/usr/local/bin/page --team ops",
@@ -255,7 +295,10 @@ mod tests {
         }
         assert_eq!(
             Target::parse("mailto: ops@example.com , dev@example.com").expect("spaces"),
-            Target::Mail(vec!["ops@example.com".into(), "dev@example.com".into()])
+            Target::Mail {
+                to: vec!["ops@example.com".into(), "dev@example.com".into()],
+                from: None,
+            }
         );
     }
 

@@ -212,16 +212,19 @@ MAILTO=
     assert_eq!(
         notices(1),
         Some((
-            vec![Target::Mail(vec!["ops@example.com".into()])],
+            vec![Target::Mail {
+                to: vec!["ops@example.com".into()],
+                from: None,
+            }],
             vec![crate::schedule::Event::Output]
         ))
     );
     assert_eq!(
         notices(2).map(|(targets, _)| targets),
-        Some(vec![Target::Mail(vec![
-            "ops@example.com".into(),
-            "dev@example.com".into()
-        ])])
+        Some(vec![Target::Mail {
+            to: vec!["ops@example.com".into(), "dev@example.com".into()],
+            from: None,
+        }])
     );
     assert_eq!(notices(3), None);
     assert_eq!(notices(4), None);
@@ -314,4 +317,139 @@ proptest::proptest! {
         proptest::prop_assert!(loaded.is_ok(), "{:?}\n{}", loaded.err(), import.toml);
         proptest::prop_assert_eq!(loaded.map(|jobs| jobs.len()).unwrap_or(0), import.jobs);
     }
+}
+
+#[test]
+fn a_bare_percent_is_split_as_cron_splits_it_and_said() {
+    let import = import(
+        "0 0 * * * tar czf /b/$(date +%Y-%m-%d).tgz /srv\n\
+         0 1 * * * mail -s hi root%line one\n\
+         0 2 * * * date +\\%s >> /tmp/stamp\n",
+        &options(false),
+    );
+    let lines: Vec<usize> = import.problems.iter().map(|problem| problem.line).collect();
+    assert_eq!(lines, [1, 2], "{:?}", import.problems);
+    assert!(
+        import.problems[0]
+            .message
+            .contains("write \\% for a literal %, as in date +\\%s"),
+        "{}",
+        import.problems[0]
+    );
+    assert!(
+        import.problems[1]
+            .message
+            .contains("is the command's standard input"),
+        "{}",
+        import.problems[1]
+    );
+    // Still cron's reading: the first job runs what cron ran.
+    let job = parse_file(Path::new("imported.toml"), &import.toml)
+        .expect("loads")
+        .remove(0);
+    assert_eq!(
+        job.command,
+        "printf '%s' 'Y-\nm-\nd).tgz /srv' | (\ntar czf /b/$(date +\n)"
+    );
+}
+
+#[test]
+fn random_delay_becomes_jitter_and_mailfrom_the_sender() {
+    let text = "MAILTO=ops@example.com\nMAILFROM=cron@web1.example.com\nRANDOM_DELAY=15\n\
+                0 3 * * * /srv/bin/backup\nRANDOM_DELAY=0\nMAILFROM=\n0 4 * * * /srv/bin/report\n";
+    let import = import(text, &options(false));
+    assert!(import.problems.is_empty(), "{:?}", import.problems);
+    let jobs = jobs(text, false);
+    assert_eq!(jobs[0].jitter, std::time::Duration::from_secs(15 * 60));
+    assert_eq!(
+        jobs[0]
+            .notify
+            .as_ref()
+            .map(|notices| notices.targets.clone()),
+        Some(vec![Target::Mail {
+            to: vec!["ops@example.com".into()],
+            from: Some("cron@web1.example.com".into()),
+        }])
+    );
+    assert!(!jobs[0].env.contains_key("MAILFROM") && !jobs[0].env.contains_key("RANDOM_DELAY"));
+    assert_eq!(jobs[1].jitter, std::time::Duration::ZERO);
+    assert_eq!(
+        jobs[1]
+            .notify
+            .as_ref()
+            .map(|notices| notices.targets.clone()),
+        Some(vec![Target::Mail {
+            to: vec!["ops@example.com".into()],
+            from: None,
+        }])
+    );
+}
+
+#[test]
+fn variables_only_cron_reads_are_named_and_left_out() {
+    let text = "CONTENT_TYPE=text/html\nRANDOM_DELAY=soon\nMAILFROM=-oops\nFOO=bar\n\
+                0 3 * * * /srv/bin/backup\n";
+    let import = import(text, &options(false));
+    let said: Vec<(usize, &str)> = import
+        .problems
+        .iter()
+        .map(|problem| (problem.line, problem.message.as_str()))
+        .collect();
+    assert_eq!(said.len(), 3, "{said:?}");
+    assert!(
+        said[0].1.starts_with("only cron reads CONTENT_TYPE"),
+        "{said:?}"
+    );
+    assert!(
+        said[1].1.starts_with("bad RANDOM_DELAY \"soon\""),
+        "{said:?}"
+    );
+    assert!(said[2].1.starts_with("bad MAILFROM"), "{said:?}");
+    let job = jobs(text, false).remove(0);
+    assert_eq!(
+        job.env.keys().collect::<Vec<_>>(),
+        ["FOO"],
+        "only the command's variables stay"
+    );
+}
+
+#[test]
+fn a_command_starting_with_a_user_suggests_system() {
+    fn root_is_a_user(word: &str, _path: Option<&str>) -> bool {
+        word == "root"
+    }
+    let mut importer = Importer::new(JobNames::default()).suspecting_user_fields(root_is_a_user);
+    let import = importer.import(
+        "17 * * * * root cd / && run-parts --report /etc/cron.hourly\n17 * * * * sync\n",
+        &options(false),
+    );
+    assert_eq!(import.problems.len(), 1, "{:?}", import.problems);
+    assert_eq!(import.problems[0].line, 1);
+    assert!(
+        import.problems[0]
+            .message
+            .contains("\"root\", a user on this machine")
+            && import.problems[0]
+                .message
+                .ends_with("import it with --system"),
+        "{}",
+        import.problems[0]
+    );
+}
+
+#[test]
+fn a_user_that_is_also_a_program_is_not_taken_for_a_user_field() {
+    // `root` exists on every Unix machine, and no directory holds a program of that name here.
+    let empty = tempfile::tempdir().expect("temp dir");
+    let path = empty.path().to_str().expect("UTF-8");
+    assert!(user_not_program_here("root", Some(path)));
+    std::fs::write(empty.path().join("root"), "#!/bin/sh\n").expect("program");
+    std::fs::set_permissions(
+        empty.path().join("root"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("mode");
+    assert!(!user_not_program_here("root", Some(path)));
+    assert!(!user_not_program_here("no-such-user-here", Some(path)));
+    assert!(!user_not_program_here("/root", Some(path)));
 }
