@@ -287,3 +287,47 @@ fn a_mail_goes_from_its_sender() {
     );
     assert!(mail.contains("\nFrom: cron@web1.example.com\n"), "{mail}");
 }
+
+/// The drop-in for replacing a system crontab: systemd reads it with the unit without a word,
+/// and it lifts each setting that binds a root crontab's jobs.
+#[test]
+fn the_system_crontab_drop_in_passes_verify_and_lifts_the_hardening() {
+    const UNIT: &str = include_str!("../contrib/redcron.service");
+    const DROP_IN: &str = include_str!("../contrib/systemd/system-crontab.conf");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("redcron.service"),
+        UNIT.replace("/usr/bin/redcron", env!("CARGO_BIN_EXE_redcron")),
+    )
+    .expect("the unit");
+    let drop_ins = dir.path().join("redcron.service.d");
+    std::fs::create_dir(&drop_ins).expect("drop-in directory");
+    std::fs::write(drop_ins.join("system-crontab.conf"), DROP_IN).expect("the drop-in");
+    let verified = std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(dir.path().join("redcron.service"))
+        .output()
+        .expect("systemd-analyze runs (sudo apt-get install -y systemd)");
+    assert!(
+        verified.status.success() && verified.stderr.is_empty(),
+        "systemd-analyze verify: {}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    for (setting, in_unit) in [
+        ("User=", "User=redcron"),
+        ("ProtectSystem=", "ProtectSystem=strict"),
+        ("ProtectHome=", "ProtectHome=read-only"),
+        ("PrivateTmp=", "PrivateTmp=yes"),
+        ("NoNewPrivileges=", "NoNewPrivileges=yes"),
+    ] {
+        assert!(
+            UNIT.lines().any(|line| line == in_unit),
+            "the unit no longer says {in_unit}"
+        );
+        let lifted = DROP_IN
+            .lines()
+            .find(|line| line.starts_with(setting))
+            .unwrap_or_else(|| panic!("the drop-in leaves {in_unit}"));
+        assert_ne!(lifted, in_unit);
+    }
+}
