@@ -548,6 +548,7 @@ impl Replica {
                     ..config.notifier
                 },
             )
+            .with_jobs(self.jobs.subscribe())
             .run(background.clone()),
         );
 

@@ -1,6 +1,7 @@
 //! Moving a server's crontab over: what the importer writes loads where it was written, a
 //! system crontab read the wrong way is said, a missing `sendmail` is said once, the hours a
-//! job runs at are said when the machine's clock is not on UTC, and a `MAILFROM` sends the mail.
+//! job runs at are said when the machine's clock is not on UTC, a `MAILFROM` sends the mail
+//! (with cron's subject when asked), and the drop-in for a system crontab lifts the hardening.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -244,8 +245,8 @@ fn the_zone_is_said_when_the_machine_is_not_on_utc() {
     assert!(!out.contains("note:"), "{out}");
 }
 
-/// A mail target with a sender (what `MAILFROM` becomes) mails from it: `From:` and the
-/// envelope's.
+/// A mail target with a sender (what `MAILFROM` becomes) mails from it, `From:` and the
+/// envelope's; with `subject=cron`, the subject is cron's, with the job's command.
 #[test]
 fn a_mail_goes_from_its_sender() {
     let scenario = Scenario::new();
@@ -254,7 +255,7 @@ fn a_mail_goes_from_its_sender() {
     let bin = sendmail.parent().expect("its directory");
     scenario.write_jobs(
         "[jobs.report]\ncommand = \"echo done\"\n\
-         notify = [\"mailto:ops@example.com?from=cron@web1.example.com\"]\n\
+         notify = [\"mailto:ops@example.com?from=cron@web1.example.com&subject=cron\"]\n\
          notify_on = [\"output\"]\n",
     );
     let path = format!(
@@ -286,6 +287,14 @@ fn a_mail_goes_from_its_sender() {
         "{mail}"
     );
     assert!(mail.contains("\nFrom: cron@web1.example.com\n"), "{mail}");
+    let subject = mail
+        .lines()
+        .find_map(|line| line.strip_prefix("Subject: "))
+        .unwrap_or_default();
+    assert!(
+        subject.starts_with("Cron <") && subject.ends_with("> echo done"),
+        "{mail}"
+    );
 }
 
 /// The drop-in for replacing a system crontab: systemd reads it with the unit without a word,

@@ -144,6 +144,7 @@ fn commands_environment_and_names_carry_over() {
         [Target::Mail {
             to: vec!["ops@example.com".to_owned()],
             from: None,
+            cron_subject: false,
         }]
     );
     assert_eq!(notices.on, [Event::Output]);
@@ -352,6 +353,7 @@ MAILTO=\"\"
             vec![Target::Mail {
                 to: vec!["ops@example.com".to_owned()],
                 from: None,
+                cron_subject: false,
             }],
             vec![Event::Output]
         ))
@@ -362,6 +364,7 @@ MAILTO=\"\"
             vec![Target::Mail {
                 to: vec!["ops@example.com".to_owned(), "dev@example.com".to_owned()],
                 from: None,
+                cron_subject: false,
             }],
             vec![Event::Output]
         ))

@@ -8,11 +8,13 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use super::worker::retry_store;
 use super::{Backoff, Shutdown, log_store_failure};
 use crate::notify::{Deliverer, DeliveryError, DeliveryLimits, Document};
+use crate::schedule::Jobs;
 use crate::store::{OwedNotice, Settle, Store, StoreError};
 
 /// How the notifier behaves.
@@ -61,6 +63,8 @@ pub struct Notifier {
     config: NotifierConfig,
     deliverer: Deliverer,
     host: String,
+    /// The jobs this replica declares: a mail's cron-style subject quotes the command.
+    jobs: Option<watch::Receiver<Jobs>>,
 }
 
 impl Notifier {
@@ -75,7 +79,16 @@ impl Notifier {
             config,
             deliverer,
             host,
+            jobs: None,
         }
+    }
+
+    /// Quotes the command and user of the jobs in `jobs` in mails with a cron-style subject
+    /// (`mailto:...?subject=cron`).
+    #[must_use]
+    pub fn with_jobs(mut self, jobs: watch::Receiver<Jobs>) -> Self {
+        self.jobs = Some(jobs);
+        self
     }
 
     /// Takes one batch of notices and sends them, all at once; returns how many it took.
@@ -118,7 +131,12 @@ impl Notifier {
             Some(replica) => self.store.replica_host(replica).await.ok().flatten(),
             None => None,
         };
-        let document = Document::new(&notice, host);
+        let mut document = Document::new(&notice, host);
+        document.declared = self.jobs.as_ref().and_then(|jobs| {
+            let jobs = jobs.borrow();
+            let job = jobs.iter().find(|job| job.name == notice.job)?;
+            Some((job.command.clone(), job.user.clone()))
+        });
         let last_try = notice.tries >= self.config.max_tries;
         let mut failed_for_now = false;
         for (index, target) in notice.targets.iter().enumerate() {

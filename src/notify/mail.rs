@@ -10,13 +10,26 @@ use super::exec::feed;
 use super::{DeliveryError, Document};
 use crate::schedule::notice::find_sendmail;
 
-/// Mails `document` to `addresses`, from `from` when given.
+/// Who a mail goes to and from, and how its subject reads.
+pub(super) struct Envelope<'a> {
+    /// The recipients.
+    pub(super) to: &'a [String],
+    /// The sender, when the target names one.
+    pub(super) from: Option<&'a str>,
+    /// `Cron <user@host> command` instead of redcron's subject.
+    pub(super) cron_subject: bool,
+}
+
+/// The longest command a cron-style subject quotes, in characters: a header line stays short.
+const SUBJECT_COMMAND_CHARS: usize = 200;
+
+/// Mails `document` as `envelope` says.
 pub(super) async fn send(
-    addresses: &[String],
-    from: Option<&str>,
+    envelope: &Envelope<'_>,
     document: &Document,
     timeout: Duration,
 ) -> Result<(), DeliveryError> {
+    let (addresses, from) = (envelope.to, envelope.from);
     let sendmail = find_sendmail().ok_or_else(|| {
         DeliveryError::Refused(
             "no sendmail on PATH, at /usr/sbin/sendmail or at /usr/lib/sendmail".to_owned(),
@@ -31,18 +44,13 @@ pub(super) async fn send(
         command.arg("-f").arg(from);
     }
     command.arg("--").args(addresses);
-    feed(
-        command,
-        message(addresses, from, document).as_bytes(),
-        timeout,
-    )
-    .await
+    feed(command, message(envelope, document).as_bytes(), timeout).await
 }
 
 /// The mail: headers, then what happened in words, then the output. Header values come from
 /// job names, host names, replica ids and the store's own words, none of which holds a line
 /// break; the error text and output go in the body only.
-fn message(addresses: &[String], from: Option<&str>, document: &Document) -> String {
+fn message(envelope: &Envelope<'_>, document: &Document) -> String {
     let host = document.host.as_deref().unwrap_or("an unknown host");
     let mut what = document.event.to_owned();
     if let Some(reason) = &document.reason {
@@ -53,11 +61,15 @@ fn message(addresses: &[String], from: Option<&str>, document: &Document) -> Str
         what.push(')');
     }
     let mut mail = String::new();
-    if let Some(from) = from {
+    if let Some(from) = envelope.from {
         let _ = writeln!(mail, "From: {from}");
     }
-    let _ = writeln!(mail, "To: {}", addresses.join(", "));
-    let _ = writeln!(mail, "Subject: redcron: {} {what} on {host}", document.job);
+    let _ = writeln!(mail, "To: {}", envelope.to.join(", "));
+    if envelope.cron_subject {
+        let _ = writeln!(mail, "Subject: {}", cron_subject(document));
+    } else {
+        let _ = writeln!(mail, "Subject: redcron: {} {what} on {host}", document.job);
+    }
     let _ = writeln!(mail, "Content-Type: text/plain; charset=UTF-8");
     let _ = writeln!(mail, "X-Redcron-Notice: {}", document.notice);
     let _ = writeln!(mail, "X-Redcron-Job: {}", document.job);
@@ -101,6 +113,38 @@ fn message(addresses: &[String], from: Option<&str>, document: &Document) -> Str
     mail
 }
 
+/// cron's subject, `Cron <user@host> command`: the user the job runs as (the one it names, else
+/// the one this replica runs as, as its jobs do) and the command on one line, cut to
+/// [`SUBJECT_COMMAND_CHARS`]; the job's name when this replica does not declare it.
+fn cron_subject(document: &Document) -> String {
+    let host = document.host.as_deref().unwrap_or("localhost");
+    let (command, user) = match &document.declared {
+        Some((command, user)) => (command.as_str(), user.clone()),
+        None => (document.job.as_str(), None),
+    };
+    let user = user.unwrap_or_else(|| {
+        let uid = nix::unistd::getuid();
+        nix::unistd::User::from_uid(uid)
+            .ok()
+            .flatten()
+            .map_or_else(|| uid.to_string(), |user| user.name)
+    });
+    // A header is one line: the line breaks of a multi-line command (an imported crontab line
+    // with `%` input is one) become spaces, and so does any other control character.
+    let mut line: String = command
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if let Some((cut, _)) = line.char_indices().nth(SUBJECT_COMMAND_CHARS) {
+        line.truncate(cut);
+        line.push_str("...");
+    }
+    format!("Cron <{user}@{host}> {line}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,12 +174,15 @@ mod tests {
             host: Some("db1".into()),
             replica: Some("db1".into()),
             recorded_time: "2026-12-03T03:00:01.500+00:00".into(),
+            declared: None,
         };
-        let mail = message(
-            &["ops@example.com".into(), "root".into()],
-            Some("cron@db1.example.com"),
-            &document,
-        );
+        let to = ["ops@example.com".to_owned(), "root".to_owned()];
+        let envelope = Envelope {
+            to: &to,
+            from: Some("cron@db1.example.com"),
+            cron_subject: false,
+        };
+        let mail = message(&envelope, &document);
         let (headers, body) = mail.split_once("\n\n").expect("headers, then a body");
         assert!(headers.contains("To: ops@example.com, root"), "{headers}");
         assert!(headers.contains("From: cron@db1.example.com"), "{headers}");
@@ -148,6 +195,62 @@ mod tests {
         assert!(
             body.ends_with("Output (its last lines):\n\ndisk full\n"),
             "{body}"
+        );
+    }
+
+    #[test]
+    fn a_cron_subject_names_the_user_host_and_command_on_one_line() {
+        let mut document = Document {
+            notice: "backup@1:1:output".into(),
+            event: "output",
+            job: "backup".into(),
+            run: "backup@1".into(),
+            kind: Some("cron".into()),
+            queue: Some("default".into()),
+            attempt: 1,
+            outcome: Some("succeeded".into()),
+            reason: None,
+            exit_code: Some(0),
+            error: None,
+            fire_time: None,
+            fire_ms: None,
+            due_time: None,
+            started_time: None,
+            finished_time: None,
+            duration_ms: None,
+            late_ms: None,
+            output: Some("done\n".into()),
+            host: Some("web1".into()),
+            replica: Some("web1".into()),
+            recorded_time: "2026-12-03T03:00:01.500+00:00".into(),
+            declared: Some((
+                "printf '%s' 'a\nb' | (\n/usr/local/bin/backup.sh\n)".into(),
+                Some("root".into()),
+            )),
+        };
+        let to = ["ops@example.com".to_owned()];
+        let envelope = Envelope {
+            to: &to,
+            from: None,
+            cron_subject: true,
+        };
+        let mail = message(&envelope, &document);
+        let (headers, _) = mail.split_once("\n\n").expect("headers, then a body");
+        assert!(
+            headers.contains(
+                "\nSubject: Cron <root@web1> printf '%s' 'a b' | ( /usr/local/bin/backup.sh )\n"
+            ),
+            "{headers}"
+        );
+        // Not declared here: the job's name stands for its command.
+        document.declared = None;
+        assert!(cron_subject(&document).ends_with("@web1> backup"));
+        document.declared = Some(("x".repeat(500), None));
+        assert_eq!(
+            cron_subject(&document)
+                .split_once("> ")
+                .map(|(_, line)| line.len()),
+            Some(SUBJECT_COMMAND_CHARS + 3)
         );
     }
 }

@@ -99,6 +99,11 @@ pub struct Document {
     pub replica: Option<String>,
     /// When the outcome was recorded.
     pub recorded_time: String,
+    /// The job's command and the user it runs as (`None`: the replica's), as this replica
+    /// declares the job, for a mail's cron-style subject; `None` when it does not declare it.
+    /// Not sent to webhooks and commands: a declaration is not part of what happened.
+    #[serde(skip)]
+    pub declared: Option<(String, Option<String>)>,
 }
 
 impl Document {
@@ -139,6 +144,7 @@ impl Document {
             host,
             replica: notice.replica().map(str::to_owned),
             recorded_time: rfc3339(notice.created_ms).unwrap_or_default(),
+            declared: None,
         }
     }
 
@@ -185,8 +191,17 @@ impl Deliverer {
     /// Why the target did not take it.
     pub async fn deliver(&self, target: &Target, document: &Document) -> Result<(), DeliveryError> {
         match target {
-            Target::Mail { to, from } => {
-                mail::send(to, from.as_deref(), document, self.limits.command_timeout).await
+            Target::Mail {
+                to,
+                from,
+                cron_subject,
+            } => {
+                let envelope = mail::Envelope {
+                    to,
+                    from: from.as_deref(),
+                    cron_subject: *cron_subject,
+                };
+                mail::send(&envelope, document, self.limits.command_timeout).await
             }
             Target::Webhook(url) => match &self.http {
                 Ok(http) => webhook::post(http, url, document, self.secret.as_deref()).await,

@@ -469,6 +469,7 @@ impl Converter<'_> {
                     (Target::Mail { to, .. }, Some(from)) => Target::Mail {
                         to: to.clone(),
                         from: Some(from.clone()),
+                        cron_subject: false,
                     },
                     (target, _) => target.clone(),
                 };

@@ -11,14 +11,17 @@ use serde::{Deserialize, Serialize, Serializer};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(into = "String", try_from = "String")]
 pub enum Target {
-    /// `mailto:ops@example.com[,dev@example.com][?from=cron@example.com]`: mailed through the
-    /// local `sendmail`, as cron mails a job's output.
+    /// `mailto:ops@example.com[,dev@example.com][?from=cron@example.com][&subject=cron]`:
+    /// mailed through the local `sendmail`, as cron mails a job's output.
     Mail {
         /// The recipients; never empty.
         to: Vec<String>,
         /// The sender (`From:` and the envelope's, as cronie's `MAILFROM` sets them); `None`
         /// leaves both to `sendmail`, which uses the user the replica runs as.
         from: Option<String>,
+        /// `subject=cron`: the subject cron gives its mails, `Cron <user@host> command`, for
+        /// mail filters written for cron's.
+        cron_subject: bool,
     },
     /// `https://...` or `http://...`: a JSON document POSTed to the address.
     Webhook(String),
@@ -35,11 +38,13 @@ impl Target {
         if let Some(mail) = text.strip_prefix("mailto:") {
             let (addresses, parameters) = mail.split_once('?').unwrap_or((mail, ""));
             let mut from = None;
+            let mut cron_subject = false;
             for parameter in parameters
                 .split('&')
                 .filter(|parameter| !parameter.is_empty())
             {
                 match parameter.split_once('=') {
+                    Some(("subject", "cron")) => cron_subject = true,
                     Some(("from", sender)) if is_mail_address(sender) => {
                         from = Some(sender.to_owned());
                     }
@@ -50,8 +55,8 @@ impl Target {
                     }
                     _ => {
                         return Err(format!(
-                            "\"{parameter}\" in \"{text}\": expected from=ADDRESS after the \
-                             addresses, the mail's sender"
+                            "\"{parameter}\" in \"{text}\": expected from=ADDRESS (the mail's \
+                             sender) or subject=cron (cron's subject) after the addresses"
                         ));
                     }
                 }
@@ -73,6 +78,7 @@ impl Target {
             return Ok(Target::Mail {
                 to: addresses,
                 from,
+                cron_subject,
             });
         }
         if let Some(command) = text.strip_prefix("exec:") {
@@ -124,12 +130,21 @@ fn is_mail_address(address: &str) -> bool {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Mail { to, from } => {
+            Target::Mail {
+                to,
+                from,
+                cron_subject,
+            } => {
                 write!(f, "mailto:{}", to.join(","))?;
-                match from {
-                    Some(from) => write!(f, "?from={from}"),
-                    None => Ok(()),
+                let mut separator = '?';
+                if let Some(from) = from {
+                    write!(f, "{separator}from={from}")?;
+                    separator = '&';
                 }
+                if *cron_subject {
+                    write!(f, "{separator}subject=cron")?;
+                }
+                Ok(())
             }
             Target::Webhook(url) => f.write_str(url),
             Target::Exec(command) => write!(f, "exec:{command}"),
@@ -286,6 +301,8 @@ mod tests {
             "mailto:ops@example.com",
             "mailto:ops@example.com,root",
             "mailto:ops@example.com?from=cron@web1.example.com",
+            "mailto:ops@example.com?subject=cron",
+            "mailto:ops@example.com?from=cron@web1.example.com&subject=cron",
             "https://hooks.example.com/redcron?team=ops",
             "http://127.0.0.1:8080/notice",
             "exec:/usr/local/bin/page --team ops",
@@ -298,6 +315,7 @@ mod tests {
             Target::Mail {
                 to: vec!["ops@example.com".into(), "dev@example.com".into()],
                 from: None,
+                cron_subject: false,
             }
         );
     }

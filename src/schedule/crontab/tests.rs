@@ -215,6 +215,7 @@ MAILTO=
             vec![Target::Mail {
                 to: vec!["ops@example.com".into()],
                 from: None,
+                cron_subject: false,
             }],
             vec![crate::schedule::Event::Output]
         ))
@@ -224,6 +225,7 @@ MAILTO=
         Some(vec![Target::Mail {
             to: vec!["ops@example.com".into(), "dev@example.com".into()],
             from: None,
+            cron_subject: false,
         }])
     );
     assert_eq!(notices(3), None);
@@ -369,6 +371,7 @@ fn random_delay_becomes_jitter_and_mailfrom_the_sender() {
         Some(vec![Target::Mail {
             to: vec!["ops@example.com".into()],
             from: Some("cron@web1.example.com".into()),
+            cron_subject: false,
         }])
     );
     assert!(!jobs[0].env.contains_key("MAILFROM") && !jobs[0].env.contains_key("RANDOM_DELAY"));
@@ -381,6 +384,7 @@ fn random_delay_becomes_jitter_and_mailfrom_the_sender() {
         Some(vec![Target::Mail {
             to: vec!["ops@example.com".into()],
             from: None,
+            cron_subject: false,
         }])
     );
 }
