@@ -340,3 +340,89 @@ fn the_system_crontab_drop_in_passes_verify_and_lifts_the_hardening() {
         assert_ne!(lifted, in_unit);
     }
 }
+
+/// Starts a replica on a job that prints 108,894 bytes and mails them, with `env` added; the
+/// mail it sent.
+fn mail_of_long_output(env: &[(&str, &str)]) -> String {
+    let scenario = Scenario::new();
+    let dir = scenario.dir.path();
+    let sendmail = fake_sendmail(dir);
+    let bin = sendmail.parent().expect("its directory");
+    scenario.write_jobs(
+        "[jobs.chatty]\ncommand = \"seq 1 20000\"\n\
+         notify = [\"mailto:ops@example.com\"]\nnotify_on = [\"output\"]\n",
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut env = env.to_vec();
+    env.push(("PATH", &path));
+    let replica = ReplicaProcess::start_with_env(
+        "r1",
+        &scenario.server.url(),
+        &scenario.schedules(),
+        dir,
+        &[],
+        &env,
+    );
+    scenario.trigger("chatty");
+    let mail_log = dir.join("mail.log");
+    assert!(
+        wait_until(Duration::from_secs(15), || std::fs::read_to_string(
+            &mail_log
+        )
+        .is_ok_and(|mail| mail.contains("--END--"))),
+        "no mail:\n{}",
+        replica.log()
+    );
+    std::fs::read_to_string(&mail_log).expect("mail.log")
+}
+
+/// cron mails all of a job's output: the mail carries it up to the limit (1 MiB unless
+/// `REDCRON_MAIL_OUTPUT_LIMIT` says), while the run keeps its last 4 KiB; past the limit it is
+/// cut, and the mail says where.
+#[test]
+fn a_mail_carries_the_output_up_to_its_limit() {
+    let mail = mail_of_long_output(&[]);
+    let expected: String = (1..=20000).map(|n| format!("{n}\n")).collect();
+    assert!(
+        mail.contains(&format!("\nOutput:\n\n{expected}")),
+        "the whole output is not in the mail:\n{}",
+        &mail[..mail.len().min(2000)]
+    );
+    assert!(
+        !mail.contains("[redcron: the output is cut"),
+        "nothing to cut"
+    );
+
+    let mail = mail_of_long_output(&[("REDCRON_MAIL_OUTPUT_LIMIT", "10KiB")]);
+    assert!(mail.contains("\nOutput:\n\n1\n2\n3\n"), "{mail}");
+    assert!(
+        mail.contains("[redcron: the output is cut here, at 10240 bytes of 108894; its last 4 KiB are kept with the run: redcron runs show "),
+        "{mail}"
+    );
+    assert!(!mail.contains("\n20000\n"), "past the limit: {mail}");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("schedules")).expect("schedules");
+    let run = redcron_with_env(
+        dir.path(),
+        &[
+            "run",
+            "--schedules",
+            "schedules",
+            "--redis",
+            "redis://127.0.0.1:1",
+        ],
+        &[("REDCRON_MAIL_OUTPUT_LIMIT", OsStr::new("4MB"))],
+    );
+    assert_ne!(run.code, Some(0));
+    assert!(
+        run.stderr
+            .contains("REDCRON_MAIL_OUTPUT_LIMIT=\"4MB\" is not a size"),
+        "{}",
+        run.stderr
+    );
+}

@@ -83,6 +83,8 @@ struct Served {
 }
 
 pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
+    // Refused at the start, not found out at the first mail.
+    crate::notify::spool::limit().map_err(CliError::Argument)?;
     let namespaces = args.redis.namespaces();
     let several = namespaces.len() > 1;
     // A replica refuses to start on an invalid schedule directory, any of them.

@@ -13,7 +13,7 @@ use tracing::{error, info, warn};
 
 use super::worker::retry_store;
 use super::{Backoff, Shutdown, log_store_failure};
-use crate::notify::{Deliverer, DeliveryError, DeliveryLimits, Document};
+use crate::notify::{Deliverer, DeliveryError, DeliveryLimits, Document, spool};
 use crate::schedule::Jobs;
 use crate::store::{OwedNotice, Settle, Store, StoreError};
 
@@ -132,6 +132,9 @@ impl Notifier {
             None => None,
         };
         let mut document = Document::new(&notice, host);
+        if document.output.is_some() {
+            document.kept_output = spool::kept(&notice.run_id, notice.attempt);
+        }
         document.declared = self.jobs.as_ref().and_then(|jobs| {
             let jobs = jobs.borrow();
             let job = jobs.iter().find(|job| job.name == notice.job)?;

@@ -16,6 +16,7 @@ use super::output::{Lines, Sink};
 use super::supervised::{Exit, KILL_WAIT, Supervised, spawn_supervised};
 use super::supervisor;
 use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
+use crate::notify::spool::{self, Head};
 use crate::schedule::run_as::Identity;
 
 /// How much of a command's output (stdout and stderr together) is kept with the run.
@@ -140,6 +141,7 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
     let captured = Arc::new(Mutex::new(Captured {
         tail: Tail::default(),
         sink: Sink::new(&job.output, &run.run_id, &job.name),
+        head: Head::for_job(job),
     }));
     let reader = tokio::spawn(collect(output, captured.clone()));
 
@@ -167,6 +169,11 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
         .map(|mut captured| {
             if let Some(sink) = &mut captured.sink {
                 sink.finish();
+            }
+            if let Some(head) = captured.head.take()
+                && let Some(whole) = head.finish(OUTPUT_TAIL_BYTES)
+            {
+                spool::keep(&run.run_id, run.attempt, whole);
             }
             captured.tail.text()
         })
@@ -282,10 +289,12 @@ impl Tail {
     }
 }
 
-/// What is kept of a run's output while it runs: its tail, and where else its lines go.
+/// What is kept of a run's output while it runs: its tail, where else its lines go, and its
+/// beginning for a job that mails it.
 struct Captured {
     tail: Tail,
     sink: Option<Sink>,
+    head: Option<Head>,
 }
 
 async fn collect(mut stream: impl AsyncRead + Unpin, captured: Arc<Mutex<Captured>>) {
@@ -296,8 +305,11 @@ async fn collect(mut stream: impl AsyncRead + Unpin, captured: Arc<Mutex<Capture
             break;
         }
         if let Ok(mut captured) = captured.lock() {
-            let Captured { tail, sink } = &mut *captured;
+            let Captured { tail, sink, head } = &mut *captured;
             tail.push(&buffer[..read]);
+            if let Some(head) = head {
+                head.push(&buffer[..read]);
+            }
             if let Some(sink) = sink {
                 lines.push(&buffer[..read], sink);
             }

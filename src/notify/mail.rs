@@ -99,7 +99,21 @@ fn message(envelope: &Envelope<'_>, document: &Document) -> String {
             let _ = writeln!(mail, "{:<10} {value}", format!("{name}:"));
         }
     }
-    if let Some(output) = document
+    if let Some(kept) = &document.kept_output {
+        mail.push_str("\nOutput:\n\n");
+        mail.push_str(&kept.text);
+        if !kept.text.ends_with('\n') {
+            mail.push('\n');
+        }
+        if kept.is_cut() {
+            let _ = writeln!(
+                mail,
+                "\n[redcron: the output is cut here, at {} bytes of {}; its last 4 KiB are kept \
+                 with the run: redcron runs show {}]",
+                kept.limit, kept.total, document.run
+            );
+        }
+    } else if let Some(output) = document
         .output
         .as_deref()
         .filter(|output| !output.is_empty())
@@ -175,6 +189,7 @@ mod tests {
             replica: Some("db1".into()),
             recorded_time: "2026-12-03T03:00:01.500+00:00".into(),
             declared: None,
+            kept_output: None,
         };
         let to = ["ops@example.com".to_owned(), "root".to_owned()];
         let envelope = Envelope {
@@ -227,6 +242,7 @@ mod tests {
                 "printf '%s' 'a\nb' | (\n/usr/local/bin/backup.sh\n)".into(),
                 Some("root".into()),
             )),
+            kept_output: None,
         };
         let to = ["ops@example.com".to_owned()];
         let envelope = Envelope {

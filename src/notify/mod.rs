@@ -4,6 +4,7 @@
 
 mod exec;
 mod mail;
+pub mod spool;
 mod webhook;
 
 use std::time::Duration;
@@ -104,6 +105,11 @@ pub struct Document {
     /// Not sent to webhooks and commands: a declaration is not part of what happened.
     #[serde(skip)]
     pub declared: Option<(String, Option<String>)>,
+    /// The output up to the mail limit, when this replica ran the attempt and its output was
+    /// longer than the tail Redis keeps: what a mail carries instead of the tail. Not sent to
+    /// webhooks and commands, which get the tail.
+    #[serde(skip)]
+    pub kept_output: Option<spool::MailOutput>,
 }
 
 impl Document {
@@ -145,6 +151,7 @@ impl Document {
             replica: notice.replica().map(str::to_owned),
             recorded_time: rfc3339(notice.created_ms).unwrap_or_default(),
             declared: None,
+            kept_output: None,
         }
     }
 
