@@ -170,6 +170,14 @@ impl Importer {
                  user they ran as): add notify = [\"mailto:ADDRESS\"] and notify_on = [\"output\"].\n",
             );
         }
+        // The file declares the zone cron read its lines in, once: a job's hours are those of
+        // the machine the crontab ran on, wherever a replica runs, and one line moves them all.
+        let _ = write!(
+            toml,
+            "\n[defaults]\n# The zone cron read these lines in; a CRON_TZ line gives the jobs \
+             below it their own.\ntimezone = {}\n",
+            toml_string(options.zone.name())
+        );
         toml.push('\n');
         toml.push_str(&converter.out);
         Import {
@@ -450,7 +458,10 @@ impl Converter<'_> {
             // Run as that user, as cron did: the replica must run as root, and the user exist.
             let _ = writeln!(out, "user = {}", toml_string(&user));
         }
-        let _ = writeln!(out, "timezone = {}", toml_string(self.zone.name()));
+        if self.zone != self.options.zone {
+            // A `CRON_TZ` above it: the file's `[defaults]` has the machine's zone.
+            let _ = writeln!(out, "timezone = {}", toml_string(self.zone.name()));
+        }
         let _ = writeln!(out, "command = {}", toml_string(&command));
         if !self.env.is_empty() {
             let pairs: Vec<String> = self

@@ -457,3 +457,31 @@ fn a_user_that_is_also_a_program_is_not_taken_for_a_user_field() {
     assert!(!user_not_program_here("no-such-user-here", Some(path)));
     assert!(!user_not_program_here("/root", Some(path)));
 }
+
+#[test]
+fn the_file_declares_the_machines_zone_and_cron_tz_lines_their_own() {
+    let options = ImportOptions {
+        zone: chrono_tz::Europe::Berlin,
+        ..options(false)
+    };
+    let import = import(
+        "0 3 * * * /srv/bin/backup\nCRON_TZ=Asia/Tokyo\n0 9 * * * /srv/bin/open\n",
+        &options,
+    );
+    assert!(
+        import
+            .toml
+            .contains("\n[defaults]\n# The zone cron read these lines in; a CRON_TZ line gives the jobs below it their own.\ntimezone = \"Europe/Berlin\"\n"),
+        "{}",
+        import.toml
+    );
+    assert_eq!(
+        import.toml.matches("\ntimezone = ").count(),
+        2,
+        "{}",
+        import.toml
+    );
+    let jobs = parse_file(Path::new("imported.toml"), &import.toml).expect("loads");
+    assert_eq!(jobs[0].timezone, chrono_tz::Europe::Berlin);
+    assert_eq!(jobs[1].timezone, chrono_tz::Asia::Tokyo);
+}
