@@ -163,12 +163,21 @@ fn a_missing_sendmail_is_said_once_for_the_directory() {
         .expect("file");
     }
     let empty = tempfile::tempdir().expect("a PATH without sendmail");
-    let path = empty.path().as_os_str();
+    let mut env = vec![("PATH", empty.path().as_os_str())];
+    // A machine with a mail transfer agent installed has a sendmail where no PATH reaches:
+    // the one REDCRON_SENDMAIL names is looked for instead, and is not there either.
+    let missing = empty.path().join("sendmail");
+    if ["/usr/sbin/sendmail", "/usr/lib/sendmail"]
+        .iter()
+        .any(|path| Path::new(path).exists())
+    {
+        env.push(("REDCRON_SENDMAIL", missing.as_os_str()));
+    }
     for args in [
         &["check", "--schedules", "schedules"][..],
         &["next", "--job", "b", "--schedules", "schedules"][..],
     ] {
-        let stderr = redcron_with_env(dir.path(), args, &[("PATH", path)]).failure(1);
+        let stderr = redcron_with_env(dir.path(), args, &env).failure(1);
         assert_eq!(
             stderr.matches("needs sendmail").count(),
             1,
