@@ -1,4 +1,4 @@
-//! Shell completions and man pages, as a package installs them.
+//! Shell completions and man pages, as a package installs them, and `--help`.
 
 use std::process::Command;
 
@@ -89,4 +89,39 @@ fn the_man_pages_cover_every_command() {
         run.contains("metrics\\-addr"),
         "the options of run are on its page"
     );
+}
+
+#[test]
+fn help_shows_the_connection_and_tls_options_apart_from_the_commands_own() {
+    for command in ["status", "trigger", "run", "bench"] {
+        let help = redcron(&[command, "--help"]).success();
+        let section = |heading: &str| -> String {
+            help.split(&format!("\n{heading}:\n"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{command} --help has no {heading} section:\n{help}"))
+                .split("\n\n")
+                .take_while(|paragraph| paragraph.starts_with("  "))
+                .collect::<Vec<_>>()
+                .join("\n\n")
+        };
+        let options = section("Options");
+        let connection = section("Connection");
+        assert!(connection.contains("--redis <URL>"), "{command}: {help}");
+        assert!(!options.contains("--redis"), "{command}: {options}");
+        if command == "run" {
+            assert!(
+                options.contains("--queues") && !connection.contains("--queues"),
+                "run's own options stay under Options: {help}"
+            );
+        }
+        if command != "bench" {
+            assert!(connection.contains("--namespace <NS>"), "{command}: {help}");
+            let tls = section("TLS");
+            assert!(
+                tls.contains("--tls-ca-cert") && tls.contains("--tls-key"),
+                "{command}: {help}"
+            );
+            assert!(!options.contains("--tls-"), "{command}: {options}");
+        }
+    }
 }

@@ -30,7 +30,13 @@ const MAX_DELAYED: usize = 2_000;
 #[derive(Debug, Args)]
 pub(super) struct BenchArgs {
     /// The Redis to measure against (its `bench` namespace is deleted before and after).
-    #[arg(long, env = "REDIS_URL", value_name = "URL", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        value_name = "URL",
+        hide_env_values = true,
+        help_heading = "Connection"
+    )]
     redis: String,
     /// How many runs to enqueue and process.
     #[arg(long, value_name = "N", default_value_t = 20_000)]

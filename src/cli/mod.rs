@@ -98,32 +98,51 @@ enum Command {
     Man(docs::ManArgs),
 }
 
-/// Where the shared state is: every command that reads or steers runs takes these.
+/// Where the shared state is: every command that reads or steers runs takes these. `--help`
+/// shows them apart from the command's own options, since they are the same for every command.
 #[derive(Debug, Clone, clap::Args)]
 struct RedisArgs {
     /// The Redis the replicas share (redis://, rediss://, redis+unix://,
     /// redis+sentinel://host:port,.../master, redis+cluster://host:port,...) [default: the
     /// embedded Redis that `redcron run` started in --data-dir].
-    #[arg(long, env = "REDIS_URL", value_name = "URL", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        value_name = "URL",
+        hide_env_values = true,
+        help_heading = "Connection"
+    )]
     redis: Option<String>,
     /// Keys live under {NS}: replicas cooperate within one namespace (1 to 64 letters, digits,
     /// '.', '_' or '-'). `run` takes several, comma-separated: a replica for each in one
     /// process, each on the subdirectory NS of --schedules.
-    #[arg(long, value_name = "NS", default_value = "redcron", value_parser = namespaces)]
+    #[arg(
+        long,
+        value_name = "NS",
+        default_value = "redcron",
+        value_parser = namespaces,
+        help_heading = "Connection"
+    )]
     namespace: String,
     /// Where the embedded Redis keeps its data and socket.
-    #[arg(long, value_name = "DIR", default_value = ".redcron")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = ".redcron",
+        help_heading = "Connection"
+    )]
     data_dir: PathBuf,
     /// The CA certificate (PEM) a rediss:// server's certificate is checked against, instead
     /// of the system's roots.
-    #[arg(long, env = "REDIS_CA_CERT", value_name = "FILE")]
+    #[arg(long, env = "REDIS_CA_CERT", value_name = "FILE", help_heading = "TLS")]
     tls_ca_cert: Option<PathBuf>,
     /// A client certificate (PEM) for a Redis with tls-auth-clients.
     #[arg(
         long,
         env = "REDIS_CLIENT_CERT",
         value_name = "FILE",
-        requires = "tls_key"
+        requires = "tls_key",
+        help_heading = "TLS"
     )]
     tls_cert: Option<PathBuf>,
     /// The client certificate's private key (PEM).
@@ -131,7 +150,8 @@ struct RedisArgs {
         long,
         env = "REDIS_CLIENT_KEY",
         value_name = "FILE",
-        requires = "tls_cert"
+        requires = "tls_cert",
+        help_heading = "TLS"
     )]
     tls_key: Option<PathBuf>,
     /// Every state change must reach N replicas of the primary (WAIT) before it counts as
@@ -140,12 +160,19 @@ struct RedisArgs {
         long,
         env = "REDIS_REPLICATED_WRITES",
         value_name = "N",
-        default_value_t = 0
+        default_value_t = 0,
+        help_heading = "Connection"
     )]
     replicated_writes: u32,
     /// How long a state change may take to reach those replicas before it counts as failed
     /// (and is retried).
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1s",
+        value_parser = humantime::parse_duration,
+        help_heading = "Connection"
+    )]
     replicated_writes_timeout: std::time::Duration,
 }
 
