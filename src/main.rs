@@ -3,11 +3,13 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-use redcron::cli::{Cli, execute};
+use redcron::cli::{Cli, CliError, execute};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_env() {
+        Ok(cli) => cli,
+        Err(error) => return fail(&error),
+    };
     let logs = redcron::logs::init(cli.log_format());
     let result = execute(cli);
     // The lines still queued go out first, so that the error is the last line.
@@ -15,11 +17,13 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if error.is_broken_pipe() => ExitCode::SUCCESS,
-        Err(error) => {
-            // Not `eprintln!`, which panics when standard error is closed or full: the exit
-            // code must say what happened whatever became of the stream.
-            let _ = writeln!(std::io::stderr(), "redcron: {}", error.printable());
-            error.exit_code()
-        }
+        Err(error) => fail(&error),
     }
+}
+
+fn fail(error: &CliError) -> ExitCode {
+    // Not `eprintln!`, which panics when standard error is closed or full: the exit code must
+    // say what happened whatever became of the stream.
+    let _ = writeln!(std::io::stderr(), "redcron: {}", error.printable());
+    error.exit_code()
 }

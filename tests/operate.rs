@@ -285,8 +285,8 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
     let embedded = redcron_in(dir.path(), &["status"], "").failure(2);
     assert!(
         embedded.ends_with(
-            "no --redis URL (or REDIS_URL) was given, and no `redcron run` in this --data-dir \
-             has started its embedded Redis\n"
+            "no Redis URL was given (--redis, REDIS_URL or `redis` in a configuration file), \
+             and no `redcron run` in this --data-dir has started its embedded Redis\n"
         ),
         "{embedded}"
     );

@@ -302,7 +302,9 @@ fn an_acl_user_limited_to_the_namespace_runs_the_whole_engine() {
     assert_eq!(wrong.lines().count(), 1, "{wrong}");
     assert!(
         wrong.starts_with("redcron: Redis refused the user or password at ")
-            && wrong.ends_with("; check them in the URL (or REDIS_URL)\n"),
+            && wrong.ends_with(
+                "; check them in the URL (--redis, REDIS_URL or `redis` in the configuration file)\n"
+            ),
         "{wrong}"
     );
     assert!(

@@ -8,6 +8,7 @@ mod burst;
 mod check;
 mod cli_contract;
 mod completions;
+mod config;
 mod crontab_move;
 mod damaged;
 mod declarations;

@@ -2,6 +2,7 @@
 
 mod bench;
 mod check;
+pub mod config;
 mod dead;
 mod docs;
 mod enqueue;
@@ -29,7 +30,7 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use thiserror::Error;
 
 use crate::schedule::{CronError, Job, LoadError};
@@ -37,7 +38,7 @@ use table::write_table;
 
 /// redcron: a distributed replacement for the system crontab, and a task queue, on Redis.
 #[derive(Debug, Parser)]
-#[command(name = "redcron", version, about, max_term_width = 100)]
+#[command(name = "redcron", version, about, max_term_width = 100, arg = config::arg())]
 pub struct Cli {
     /// Log lines as text or as JSON objects (RUST_LOG sets the level).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
@@ -47,6 +48,19 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// Parses the process's command line, the options it does not give taking their defaults
+    /// from the configuration files.
+    ///
+    /// # Errors
+    /// A configuration file that cannot be read or says something wrong. A bad command line
+    /// prints its usage and exits, as clap does.
+    pub fn from_env() -> Result<Self, CliError> {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let settings = config::Settings::load(&args)?;
+        let matches = settings.apply(Self::command()).get_matches_from(args);
+        Self::from_arg_matches(&matches).map_err(|error| error.exit())
+    }
+
     /// The log format asked for.
     pub fn log_format(&self) -> LogFormat {
         self.log_format
@@ -391,6 +405,9 @@ pub enum CliError {
     /// A command-line value that is not what it should be.
     #[error("{0}")]
     Argument(String),
+    /// A configuration file that cannot be read, or says something wrong.
+    #[error("{0}")]
+    Config(#[from] config::ConfigError),
     /// A job name no replica declares (and, for the commands that read the past, that left no
     /// trace either).
     #[error(
@@ -465,7 +482,7 @@ impl CliError {
             url: without_password(url),
             source,
             hint: if refused_credentials {
-                "check them in the URL (or REDIS_URL)"
+                "check them in the URL (--redis, REDIS_URL or `redis` in the configuration file)"
             } else if no_answer {
                 // Reached, or not: a dropped connection and a Redis that takes no command look
                 // alike from here.
@@ -474,8 +491,8 @@ impl CliError {
             } else if url_given {
                 "check the URL and that Redis is up"
             } else {
-                "no --redis URL (or REDIS_URL) was given, and no `redcron run` in this \
-                 --data-dir has started its embedded Redis"
+                "no Redis URL was given (--redis, REDIS_URL or `redis` in a configuration \
+                 file), and no `redcron run` in this --data-dir has started its embedded Redis"
             },
         }
     }

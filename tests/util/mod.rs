@@ -73,6 +73,9 @@ pub fn redcron_in_with_env(
         .args(args)
         .current_dir(dir)
         .env_remove("REDIS_URL")
+        // No configuration file of the machine or of whoever runs the tests, unless a test
+        // names one.
+        .env("REDCRON_CONFIG", "/dev/null")
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -87,6 +87,7 @@ impl ReplicaProcess {
                 .flatten(),
             )
             .args(extra)
+            .env("REDCRON_CONFIG", "/dev/null")
             .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
