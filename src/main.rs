@@ -3,9 +3,13 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use clap::CommandFactory;
 use redcron::cli::{Cli, CliError, execute};
 
 fn main() -> ExitCode {
+    // A shell asking for completions (COMPLETE=bash redcron -- ...) is answered, and the process
+    // exits, before anything else is read.
+    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let cli = match Cli::from_env() {
         Ok(cli) => cli,
         Err(error) => return fail(&error),

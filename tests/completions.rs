@@ -1,8 +1,12 @@
 //! Shell completions and man pages, as a package installs them, and `--help`.
 
+use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
-use crate::util::redcron;
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{cli, redcron, wait_until};
 
 /// Every command, as `redcron --help` lists them.
 const COMMANDS: [&str; 19] = [
@@ -28,7 +32,7 @@ const COMMANDS: [&str; 19] = [
 ];
 
 #[test]
-fn completions_are_valid_scripts_that_know_every_command() {
+fn completions_are_valid_scripts_for_every_shell() {
     let bash = redcron(&["completions", "bash"]).success();
     let checked = Command::new("bash")
         .args(["-n", "-c", &bash])
@@ -39,18 +43,124 @@ fn completions_are_valid_scripts_that_know_every_command() {
         "bash -n: {}",
         String::from_utf8_lossy(&checked.stderr)
     );
-    for command in COMMANDS {
-        assert!(
-            bash.contains(&format!("redcron,{command})")),
-            "bash completes {command}"
-        );
-    }
+    assert!(bash.contains("complete -o nospace"), "{bash}");
     let zsh = redcron(&["completions", "zsh"]).success();
     assert!(zsh.starts_with("#compdef redcron"), "{}", &zsh[..40]);
     let fish = redcron(&["completions", "fish"]).success();
-    assert!(fish.contains("complete -c redcron"), "fish completions");
+    assert!(
+        fish.contains("--command redcron"),
+        "fish completions: {fish}"
+    );
     let error = redcron(&["completions", "tcsh"]).failure(2);
     assert!(error.contains("invalid value 'tcsh'"), "{error}");
+}
+
+/// What bash offers at a Tab after `words` (the last one being the word completed), in `dir`:
+/// the script `redcron completions bash` prints, sourced, called as bash calls it, with the
+/// `redcron` under test first on PATH.
+fn bash_offers(dir: &Path, env: &[(&str, &str)], words: &[&str]) -> Vec<String> {
+    let script = redcron(&["completions", "bash"]).success();
+    let quoted: Vec<String> = words.iter().map(|word| format!("'{word}'")).collect();
+    let current = words.len() - 1;
+    let program = format!(
+        "{script}\nCOMP_WORDS=({}); COMP_CWORD={current}; COMP_TYPE=9\n\
+         _clap_complete_redcron redcron {} {}\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        quoted.join(" "),
+        quoted[current],
+        quoted[current - 1]
+    );
+    let bin = Path::new(env!("CARGO_BIN_EXE_redcron"))
+        .parent()
+        .expect("the binary's directory");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = Command::new("bash")
+        .args(["-c", &program])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("REDCRON_CONFIG", "/dev/null")
+        .env_remove("REDIS_URL")
+        .envs(env.iter().copied())
+        .output()
+        .expect("bash runs");
+    assert!(
+        output.status.success(),
+        "bash: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("UTF-8")
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn bash_completes_commands_and_the_job_names_of_the_schedules_and_of_redis() {
+    let server = RedisServer::start();
+    let here = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(here.path().join("schedules")).expect("schedules/");
+    std::fs::write(
+        here.path().join("schedules/jobs.toml"),
+        "[jobs.nightly-backup]\nschedule = \"0 3 * * *\"\ncommand = \"true\"\n\
+         [jobs.nightly-report]\nschedule = \"0 4 * * *\"\ncommand = \"true\"\n\
+         [jobs.weekly]\nschedule = \"0 5 * * 0\"\ncommand = \"true\"\n",
+    )
+    .expect("written");
+    // A job only another machine's replica declares: only Redis knows it here.
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        elsewhere.path().join("sync.toml"),
+        "[jobs.nightly-sync]\nschedule = \"0 2 * * *\"\ncommand = \"true\"\n",
+    )
+    .expect("written");
+    let _replica = ReplicaProcess::start("r1", &server.url(), elsewhere.path(), here.path(), &[]);
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            cli(&server, here.path(), &["jobs"])
+                .success()
+                .contains("nightly-sync")
+        }),
+        "the leader published nightly-sync"
+    );
+
+    let commands = bash_offers(here.path(), &[], &["redcron", ""]);
+    for command in COMMANDS {
+        assert!(
+            commands.iter().any(|offered| offered == command),
+            "{command}: {commands:?}"
+        );
+    }
+    assert_eq!(
+        bash_offers(here.path(), &[], &["redcron", "trig"]),
+        ["trigger"]
+    );
+    let url = server.url();
+    assert_eq!(
+        bash_offers(
+            here.path(),
+            &[("REDIS_URL", &url)],
+            &["redcron", "trigger", "--namespace", "test", "nightly-"]
+        ),
+        ["nightly-backup", "nightly-report", "nightly-sync"]
+    );
+    // Redis out of reach: the names of the schedule files, at once.
+    for words in [
+        &["redcron", "pause", "w"][..],
+        &["redcron", "history", "--redis", "redis://127.0.0.1:1/", "w"],
+        &["redcron", "runs", "list", "--job", "w"],
+        &["redcron", "next", "--job", "w"],
+    ] {
+        assert_eq!(
+            bash_offers(here.path(), &[], words),
+            ["weekly"],
+            "{words:?}"
+        );
+    }
 }
 
 #[test]

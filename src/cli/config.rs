@@ -138,6 +138,11 @@ impl Settings {
         Ok(settings)
     }
 
+    /// The value set for the option `id`, if a file sets one.
+    pub(super) fn get(&self, id: &str) -> Option<&Setting> {
+        self.values.get(id)
+    }
+
     /// `command`, with the values set as the defaults of the options they stand for, in every
     /// subcommand that has them.
     pub(super) fn apply(&self, mut command: Command) -> Command {

@@ -37,7 +37,7 @@ pub(super) enum DeadCommand {
         #[arg(long, group = "which")]
         all: bool,
         /// With --all: only this job's runs.
-        #[arg(long, value_name = "JOB", requires = "all")]
+        #[arg(long, value_name = "JOB", requires = "all", add = super::complete::job_names())]
         job: Option<String>,
         /// Print what was retried and what stays dead as one JSON object instead of text.
         #[arg(long)]

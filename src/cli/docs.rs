@@ -23,11 +23,21 @@ pub(super) struct ManArgs {
     dir: Option<PathBuf>,
 }
 
-/// Prints the completion script of `args.shell`.
+/// Prints the completion script of `args.shell`: a few lines that ask `redcron` itself for the
+/// candidates at each Tab, so that job names come from the schedule files and Redis.
 pub(super) fn completions(args: &CompletionsArgs, out: &mut impl Write) -> Result<(), CliError> {
-    // Generated into memory first: the generator panics on a failed write (a closed pipe).
+    let shell = args.shell.to_string();
+    let shells = clap_complete::env::Shells::builtins();
+    let completer = shells
+        .completer(&shell)
+        .ok_or_else(|| CliError::Argument(format!("no completion for the shell {shell}")))?;
+    // Generated into memory first, so that a failed write is one error, not half a script.
+    // `redcron` is found on PATH when the shell completes: the script stays right when the
+    // binary moves, as a package's does.
     let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut Cli::command(), "redcron", &mut script);
+    completer
+        .write_registration("COMPLETE", "redcron", "redcron", "redcron", &mut script)
+        .map_err(CliError::io("writing the completions"))?;
     out.write_all(&script)
         .map_err(CliError::io("writing the completions"))
 }

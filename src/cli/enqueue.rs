@@ -51,6 +51,7 @@ struct RunArgs {
 #[derive(Debug, Args)]
 pub(super) struct TriggerArgs {
     /// The declared job.
+    #[arg(add = super::complete::job_names())]
     job: String,
     #[command(flatten)]
     run: RunArgs,
@@ -63,7 +64,7 @@ pub(super) struct TriggerArgs {
 #[command(group = clap::ArgGroup::new("uniqueness"))]
 pub(super) struct EnqueueArgs {
     /// The declared job.
-    #[arg(required_unless_present = "from")]
+    #[arg(required_unless_present = "from", add = super::complete::job_names())]
     job: Option<String>,
     #[command(flatten)]
     run: RunArgs,

@@ -15,6 +15,7 @@ use crate::store::{Event, RunState};
 #[derive(Debug, Args)]
 pub(super) struct HistoryArgs {
     /// Only this job's runs.
+    #[arg(add = super::complete::job_names())]
     job: Option<String>,
     /// How many outcomes, newest first (at least 1).
     #[arg(short = 'n', long = "count", default_value_t = 20, value_parser = list_count)]

@@ -2,6 +2,7 @@
 
 mod bench;
 mod check;
+mod complete;
 pub mod config;
 mod dead;
 mod docs;

@@ -20,7 +20,7 @@ pub(super) struct NextArgs {
     #[arg(required_unless_present = "job", conflicts_with = "job")]
     expression: Option<String>,
     /// A job declared in the schedule directory, instead of an expression.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = super::complete::job_names())]
     job: Option<String>,
     /// The directory of schedule files, with --job.
     #[arg(long, value_name = "DIR", default_value_os_t = default_schedules(), requires = "job")]

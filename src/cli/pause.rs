@@ -11,6 +11,7 @@ use crate::client::Client;
 #[derive(Debug, Args)]
 pub(super) struct PauseArgs {
     /// The declared job.
+    #[arg(add = super::complete::job_names())]
     job: String,
     /// Print the job's state as one JSON object instead of text.
     #[arg(long)]

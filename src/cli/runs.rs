@@ -27,7 +27,7 @@ pub(super) struct ListArgs {
     #[arg(long, value_enum)]
     state: Option<ListedState>,
     /// Only this job's runs.
-    #[arg(long, value_name = "JOB")]
+    #[arg(long, value_name = "JOB", add = super::complete::job_names())]
     job: Option<String>,
     /// Only the runs whose latest attempt this replica holds or held (its id, as `status`
     /// lists it).
