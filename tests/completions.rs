@@ -174,7 +174,8 @@ fn the_man_pages_cover_every_command() {
     let dir = tempfile::tempdir().expect("temp dir");
     let target = dir.path().join("man1");
     let listed = redcron(&["man", "--dir", target.to_str().expect("a UTF-8 path")]).success();
-    assert_eq!(listed.lines().count(), COMMANDS.len() + 1, "{listed}");
+    // And the schedule format's page.
+    assert_eq!(listed.lines().count(), COMMANDS.len() + 2, "{listed}");
     for name in std::iter::once("redcron".to_owned())
         .chain(COMMANDS.iter().map(|command| format!("redcron-{command}")))
     {
@@ -199,6 +200,65 @@ fn the_man_pages_cover_every_command() {
         run.contains("metrics\\-addr"),
         "the options of run are on its page"
     );
+}
+
+#[test]
+fn the_man_pages_say_where_the_files_are_and_hold_the_schedule_format() {
+    let page = redcron(&["man"]).success();
+    for expected in [
+        ".SH FILES",
+        "/etc/redcron/redcron.toml",
+        ".SH ENVIRONMENT",
+        "REDCRON_CONFIG",
+        "REDIS_URL",
+        "REDCRON_WEBHOOK_SECRET",
+        ".SH EXAMPLES",
+        "redcron\\-schedule(5)",
+    ] {
+        assert!(page.contains(expected), "redcron.1 has {expected}:\n{page}");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let man1 = dir.path().join("man1");
+    let listed = redcron(&["man", "--dir", man1.to_str().expect("a UTF-8 path")]).success();
+    let schedule_page = dir.path().join("man5/redcron-schedule.5");
+    assert!(
+        listed.lines().any(|line| Path::new(line) == schedule_page),
+        "section 5 goes beside man1: {listed}"
+    );
+    let schedule = std::fs::read_to_string(&schedule_page).expect("redcron-schedule.5");
+    for expected in [
+        ".TH redcron-schedule 5",
+        ".SH \"SCHEDULE FILES\"",
+        "\\fBmisfire\\fR",
+        ".SH \"THE CRON DIALECT\"",
+    ] {
+        assert!(schedule.contains(expected), "{expected}:\n{schedule}");
+    }
+    let read = |name: &str| std::fs::read_to_string(man1.join(name)).expect(name);
+    let environment = |page: &str| -> String {
+        let start = page
+            .find(".SH ENVIRONMENT")
+            .expect("an ENVIRONMENT section");
+        let end = page[start + 1..]
+            .find(".SH ")
+            .map_or(page.len(), |end| start + 1 + end);
+        page[start..end].to_owned()
+    };
+    let next = read("redcron-next.1");
+    assert!(next.contains(".SH EXAMPLES"), "{next}");
+    assert!(
+        !environment(&next).contains("REDIS_URL"),
+        "next talks to no Redis: {next}"
+    );
+    let trigger = environment(&read("redcron-trigger.1"));
+    assert!(
+        trigger.contains("REDIS_URL") && !trigger.contains("REDCRON_WEBHOOK_SECRET"),
+        "{trigger}"
+    );
+    // Into any other directory, the schedule format's page goes with the others.
+    let flat = dir.path().join("pages");
+    redcron(&["man", "--dir", flat.to_str().expect("a UTF-8 path")]).success();
+    assert!(flat.join("redcron-schedule.5").is_file());
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod pause;
 mod reload;
 mod run;
 mod runs;
+mod schedule_page;
 mod service;
 mod status;
 mod table;
