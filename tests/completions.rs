@@ -164,6 +164,49 @@ fn bash_completes_commands_and_the_job_names_of_the_schedules_and_of_redis() {
 }
 
 #[test]
+fn zsh_completes_a_job_name_at_the_first_tab_from_the_script_installed_in_fpath() {
+    let here = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(here.path().join("schedules")).expect("schedules/");
+    std::fs::write(
+        here.path().join("schedules/jobs.toml"),
+        "[jobs.hourly-report]\nschedule = \"0 * * * *\"\ncommand = \"true\"\n",
+    )
+    .expect("written");
+    let functions = here.path().join("zsh");
+    std::fs::create_dir(&functions).expect("zsh/");
+    let script = redcron(&["completions", "zsh"]).success();
+    std::fs::write(functions.join("_redcron"), script).expect("written");
+    let bin = Path::new(env!("CARGO_BIN_EXE_redcron"))
+        .parent()
+        .expect("the binary's directory");
+    // An interactive zsh in a terminal of its own, as a user has it: Tab once after a partial
+    // name, and wait (no longer than `timeout` allows) for the name to be completed.
+    let session = format!(
+        "zmodload zsh/zpty\n\
+         zpty z env PATH={bin}:$PATH REDCRON_CONFIG=/dev/null zsh -f -i\n\
+         zpty -w z 'fpath=({functions} $fpath); autoload -Uz compinit; compinit -u; cd {here}'\n\
+         zpty -w -n z $'redcron trigger hour\\t'\n\
+         zpty -r z seen '*hourly-report*' && print completed\n",
+        bin = bin.display(),
+        functions = functions.display(),
+        here = here.path().display(),
+    );
+    let output = Command::new("timeout")
+        .args(["20", "zsh", "-f", "-c", &session])
+        .output()
+        .unwrap_or_else(|error| {
+            panic!("cannot run zsh ({error}): install it with `sudo apt-get install -y zsh`")
+        });
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "completed",
+        "status {}, stderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
 fn the_man_pages_cover_every_command() {
     let page = redcron(&["man"]).success();
     assert!(page.contains(".TH redcron 1"), "a section 1 page");

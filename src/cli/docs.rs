@@ -40,6 +40,15 @@ pub(super) fn completions(args: &CompletionsArgs, out: &mut impl Write) -> Resul
     completer
         .write_registration("COMPLETE", "redcron", "redcron", "redcron", &mut script)
         .map_err(CliError::io("writing the completions"))?;
+    if shell == "zsh" {
+        // Installed as `_redcron` in $fpath, the script is the body of the function compinit
+        // calls at the first Tab: it must complete then too, not only define what completes
+        // from the second Tab on.
+        script.extend_from_slice(
+            b"if [ \"$funcstack[1]\" = \"_redcron\" ]; then\n    \
+              _clap_dynamic_completer_redcron \"$@\"\nfi\n",
+        );
+    }
     out.write_all(&script)
         .map_err(CliError::io("writing the completions"))
 }
