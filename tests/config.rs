@@ -183,3 +183,17 @@ fn a_bad_file_stops_every_command_naming_its_file_line_and_key() {
         "{refused}"
     );
 }
+
+#[test]
+fn help_shows_the_values_of_the_file_but_never_a_redis_password() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let work = tempfile::tempdir().expect("temp dir");
+    write(
+        home.path(),
+        ".config/redcron/redcron.toml",
+        "redis = \"redis://app:s3cret@127.0.0.1:1/\"\nnamespace = \"prod\"\n",
+    );
+    let help = as_user(home.path(), work.path(), &["status", "--help"], &[]).success();
+    assert!(help.contains("[default: prod]"), "{help}");
+    assert!(!help.contains("s3cret"), "{help}");
+}
