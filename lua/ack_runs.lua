@@ -46,9 +46,10 @@ for i = 5, #ARGV, 5 do
   local fields = checked_read('ack_runs', run_key, 'hash', 'HMGET', 'state', 'worker', 'attempt',
     'job', 'started_ms', 'overlap', 'max_concurrency', 'notify', 'notify_on')
   local job = fields[4]
-  if job and not checked_jobs[job] and job_limit(fields[6], fields[7]) then
-    checked_jobs[job] = true
-    check_job_keys('ack_runs', prefix, job)
+  local slots = job and slot_name(job, ARGV[i])
+  if job and not checked_jobs[slots] and job_limit(fields[6], fields[7]) then
+    checked_jobs[slots] = true
+    check_job_keys('ack_runs', prefix, slots)
   end
   if fields[8] and not notices_checked then
     notices_checked = true
@@ -71,7 +72,7 @@ for i = 5, #ARGV, 5 do
   else
     acked[run_id] = true
     if job and job_limit(overlap, max_concurrency) then
-      free_job_slot(prefix, job, run_id, now)
+      free_job_slot(prefix, slot_name(job, run_id), run_id, now)
     end
     redis.call('HSET', run_key, 'state', 'succeeded', 'finished_ms', now_text, 'exit_code', exit_code,
       'output', output)

@@ -290,6 +290,10 @@ while #started < #workers and pops < limit do
       bury_corrupt_run(prefix, run_key, run_id, job or '', now, dead, events, maxlen)
       skips[#skips + 1] = job or ''
       skips[#skips + 1] = 'corrupt'
+    elseif not declares(job) and slot_name(job, run_id) ~= job then
+      -- A run of this replica's own route (an every-replica job's) whose job it no longer
+      -- declares: no other replica may run it.
+      skip(run_key, run_id, job, 'undeclared')
     elseif not declares(job) then
       -- Left for a replica that declares the job; since when, for the dead letters' grace.
       redis.call('RPUSH', key_undeclared(prefix, job), run_id)
@@ -306,13 +310,14 @@ while #started < #workers and pops < limit do
       end
     elseif fingerprint and fingerprint ~= '' and not lock(key_fingerprint(prefix, fingerprint), run_id .. '/' .. (created or ''), fingerprint_ttl) then
       skip(run_key, run_id, job, 'duplicate')
-    elseif slots and not take_slot(key_running(prefix, job), job, run_id, slots, now + held_for) then
+    elseif slots and not take_slot(key_running(prefix, slot_name(job, run_id)),
+        slot_name(job, run_id), run_id, slots, now + held_for) then
       if wait > 0 then
         slot_pending = may_skip and SLOT_TAKE_OR_SKIP or SLOT_TAKE_OR_WAIT
-      elseif may_skip and running_since(prefix, key_running(prefix, job), due) then
+      elseif may_skip and running_since(prefix, key_running(prefix, slot_name(job, run_id)), due) then
         skip(run_key, run_id, job, 'overlap')
       else
-        wait_for_slot(prefix, run_key, run_id, job)
+        wait_for_slot(prefix, run_key, run_id, slot_name(job, run_id))
       end
       admitted = slot_pending ~= SLOT_NONE
     else

@@ -62,12 +62,12 @@ if not deadline or (worker == '' and deadline > now) or (worker ~= '' and holder
   return {'GONE', 0}
 end
 if job then
-  check_job_keys('fail_run', prefix, job)
+  check_job_keys('fail_run', prefix, slot_name(job, run_id))
   check_type('fail_run', key_dead_jobs(prefix), 'hash')
 end
 redis.call('ZREM', active, run_id)
 if job then
-  free_job_slot(prefix, job, run_id, now)
+  free_job_slot(prefix, slot_name(job, run_id), run_id, now)
 end
 redis.call('HSET', run_key, 'error', message, 'exit_code', exit_code, 'output', output,
   'reason', reason, 'finished_ms', now)

@@ -18,9 +18,17 @@
 --
 -- A fire made ready within the threshold is judged again when it starts (missed_at_start in
 -- common.lua): a fire of a job at its limit waits for a slot and may be past the threshold by
--- then. This script writes what that needs into the fire's run hash: its `misfire` policy and
+-- then. This script writes what that needs into the fire's run hash (each of its replicas' runs,
+-- for an every-replica fire: make_run): its `misfire` policy and
 -- `missed_after_ms` (its fire plus ARGV[3]); none for `run-all`, nor for a fire made ready
 -- already past the threshold (the one `run-once` runs late, judged here once and for all).
+--
+-- A fire of an every-replica job (`on = "every"`) that runs becomes one run per target, decided
+-- here, once: the replicas that declared the job within the misfire threshold (targets:<job>,
+-- which their heartbeats keep), down or not. Each run has its own id (<fire id>:<replica>, so a
+-- fire promoted twice makes no second run) and waits in that replica's own route
+-- (ready-fires:@<replica>:<priority>), which only that replica claims. The fire's own id gets no
+-- run, unless it is skipped whole (missed, past its deadline, or no target: `no-target`).
 --
 -- Redis refuses it whole while out of memory (the flags line, no allow-oom): a fire that became
 -- ready then would wait there, past the judgement below, for claims that cannot start it; left
@@ -153,6 +161,38 @@ local function misfire_of_unstarted(job, fire)
   return nil
 end
 
+-- The replicas a fire of the every-replica job `job` runs on, read when one of its fires runs;
+-- nil when targets:<job> is not a zset (damaged: the fire is skipped, not failed half-way).
+local function targets_of(job)
+  local targets = redis.pcall('ZRANGEBYSCORE', key_targets(prefix, job), now - threshold, '+inf')
+  if type(targets) ~= 'table' or targets.err then
+    return nil
+  end
+  return targets
+end
+
+-- Writes the hash of a cron fire's run made from its job's definition, waiting in `queue`;
+-- `in_time` when it is made ready within the threshold, so that it is judged again at its start.
+local function make_run(run_key, job, fire_ms, due_text, def, queue, fingerprint, in_time)
+  redis.call('HSET', run_key,
+    'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', due_text, 'created_ms', now_text,
+    'attempt', 0, 'max_attempts', def.retries + 1,
+    'queue', queue, 'priority', def.priority,
+    'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
+    'delivery', def.delivery, 'overlap', def.overlap,
+    'fingerprint', fingerprint)
+  if def.max_concurrency then
+    redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
+  end
+  -- Made ready in time, it is judged again when it starts (missed_at_start in
+  -- common.lua): it may wait for a slot past the threshold.
+  if in_time and def.misfire ~= 'run-all' then
+    redis.call('HSET', run_key, 'misfire', def.misfire,
+      'missed_after_ms', tonumber(fire_ms) + threshold)
+  end
+  set_run_notices(run_key, def.notify)
+end
+
 local ready, skipped = 0, 0
 local skips = {}
 local deferred = {}     -- due ms, run id: fires put back for a damaged definition
@@ -160,6 +200,7 @@ local held = {}         -- due ms, run id: missed fires put back until the leade
 local ready_lists = {}  -- ready list key -> run ids, pushed together at the end
 local woken = {}        -- wake marker key -> true
 local told_skip = {}    -- job -> true once one of its skips in this call sent a notice
+local fanned = {}       -- run id -> true: an every-replica fire made into its replicas' runs
 -- The fires due first, then as many ad-hoc runs as the limit leaves: the ones only when no fire
 -- due by then is left behind.
 local horizon = tostring(now + lead)
@@ -238,28 +279,38 @@ for i = 1, #run_ids, 2 do
         reason = 'deferred'
       else
         queue, priority, kind = def.queue, def.priority, 'cron'
-        redis.call('HSET', run_key,
-          'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', run_ids[i + 1], 'created_ms', now_text,
-          'attempt', 0, 'max_attempts', def.retries + 1,
-          'queue', queue, 'priority', priority,
-          'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
-          'delivery', def.delivery, 'overlap', def.overlap,
-          'fingerprint', run_id)
-        if def.max_concurrency then
-          redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
+        local in_time = not judged and lateness <= threshold
+        local targets = def.every and not judged and targets_of(job)
+        if targets and #targets > 0 then
+          for _, replica in ipairs(targets) do
+            local replica_run = replica_run_id(run_id, replica)
+            local replica_key = key_run(prefix, replica_run)
+            if redis.call('EXISTS', replica_key) == 1 then
+              -- Promoted before (the fire was planned again): one run per replica, ever.
+              record_event(events, maxlen, replica_run, 'skipped', 'job', job, 'reason', 'duplicate')
+            else
+              local route = private_route(replica)
+              make_run(replica_key, job, fire_ms, run_ids[i + 1], def, route, replica_run,
+                in_time)
+              redis.call('HSET', replica_key, 'state', 'ready', 'ready_ms', now_text)
+              local list = ready_list(prefix, kind, route, priority)
+              ready_lists[list] = ready_lists[list] or {}
+              table.insert(ready_lists[list], replica_run)
+              woken[key_wake(prefix, route)] = true
+              ready = ready + 1
+            end
+          end
+          fanned[run_id] = true
+        else
+          make_run(run_key, job, fire_ms, run_ids[i + 1], def, queue, run_id, in_time)
+          reason = judged or (def.every and 'no-target') or nil
         end
-        -- Made ready in time, it is judged again when it starts (missed_at_start in
-        -- common.lua): it may wait for a slot past the threshold.
-        if not judged and lateness <= threshold and def.misfire ~= 'run-all' then
-          redis.call('HSET', run_key, 'misfire', def.misfire,
-            'missed_after_ms', tonumber(fire_ms) + threshold)
-        end
-        set_run_notices(run_key, def.notify)
-        reason = judged
       end
     end
   end
-  if reason == 'held' then
+  if fanned[run_id] then
+    -- Made into its replicas' runs above.
+  elseif reason == 'held' then
     held[#held + 1] = run_ids[i + 1]
     held[#held + 1] = run_id
   elseif reason == 'deferred' then

@@ -84,8 +84,9 @@ for i = 4, #ARGV do
       check_type('requeue_stray_runs', key_wake(prefix, queue), 'zset')
       stray = {run_id, state, job, list, queue}
     end
-  elseif state == 'waiting' and job and listed(key_waiting(prefix, job), run_id) == false then
-    check_job_keys('requeue_stray_runs', prefix, job)
+  elseif state == 'waiting' and job
+      and listed(key_waiting(prefix, slot_name(job, run_id)), run_id) == false then
+    check_job_keys('requeue_stray_runs', prefix, slot_name(job, run_id))
     stray = {run_id, state, job}
   end
   strays[#strays + 1] = stray
@@ -105,8 +106,8 @@ for _, stray in ipairs(strays) do
     redis.call('LPUSH', stray[4], run_id)
     redis.call('ZADD', key_wake(prefix, stray[5]), 0, 'ready')
   else
-    redis.call('RPUSH', key_waiting(prefix, job), run_id)
-    fill_job_slots(prefix, job, now)
+    redis.call('RPUSH', key_waiting(prefix, slot_name(job, run_id)), run_id)
+    fill_job_slots(prefix, slot_name(job, run_id), now)
   end
   if state ~= 'dead' then
     record_event(events, maxlen, run_id, state, 'job', job, 'reason', 'stray')

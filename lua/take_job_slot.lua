@@ -49,10 +49,12 @@ local deadline = tonumber(redis.call('ZSCORE', active, run_id))
 if holder ~= worker or state ~= 'active' or not job or not deadline or deadline < now then
   return 'GONE'
 end
-check_job_keys('take_job_slot', prefix, job)
+-- Counted per replica for an every-replica job's run (slot_name).
+local slot_group = slot_name(job, run_id)
+check_job_keys('take_job_slot', prefix, slot_group)
 check_type('take_job_slot', key_latest_fires(prefix), 'hash')
 local slots = job_limit(overlap, max_concurrency)
-local running = key_running(prefix, job)
+local running = key_running(prefix, slot_group)
 -- The claim counted the attempt this start would use: the first is 1 here.
 if missed_at_start(prefix, job, kind, tonumber(attempt) == 1, redriven, fire_ms, missed_after,
     misfire, now) then
@@ -62,9 +64,9 @@ if missed_at_start(prefix, job, kind, tonumber(attempt) == 1, redriven, fire_ms,
   skip_run(prefix, run_key, run_id, job, 'missed', now, retention, events, maxlen)
   return 'MISSED'
 end
-fill_job_slots(prefix, job, now)
+fill_job_slots(prefix, slot_group, now)
 if not slots or redis.call('ZSCORE', running, run_id)
-    or not job_slots_full(prefix, job, running, slots) then
+    or not job_slots_full(prefix, slot_group, running, slots) then
   if slots then
     redis.call('ZADD', running, now + lease, run_id)
   end
@@ -83,5 +85,5 @@ if may_skip and running_since(prefix, running, tonumber(due_ms) or now) then
   skip_run(prefix, run_key, run_id, job, 'overlap', now, retention, events, maxlen)
   return 'BUSY'
 end
-wait_for_slot(prefix, run_key, run_id, job)
+wait_for_slot(prefix, run_key, run_id, slot_group)
 return 'WAITING'

@@ -25,10 +25,12 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
-use tracing::{Instrument, error, warn};
+use tracing::{Instrument, error, info, warn};
 
 use crate::engine::elector::{Elector, ElectorConfig};
-use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError, wait_for_replica_id};
+use crate::engine::heartbeat::{
+    Heartbeat, HeartbeatConfig, HeartbeatError, host_name, wait_for_replica_id,
+};
 use crate::engine::notifier::{Notifier, NotifierConfig};
 use crate::engine::planner::{DeclarationsConfig, Planner, PlannerConfig};
 use crate::engine::promoter::{Promoter, PromoterConfig};
@@ -37,8 +39,11 @@ use crate::engine::worker::{WorkerConfig, Workers};
 use crate::engine::{Leadership, Shutdown, arm_fault_points};
 use crate::handler::{Handler, Handlers};
 use crate::logs::panic_message;
-use crate::schedule::{Job, Jobs, QueueFallback, QueueFallbacks, Schedules, shared_jobs};
+use crate::schedule::{
+    Job, Jobs, Label, Labels, QueueFallback, QueueFallbacks, Schedules, shared_jobs,
+};
 use crate::store::Store;
+use crate::store::keys::private_route;
 
 /// How long a component may take to stop once its turn has come before it is abandoned: its
 /// tick waits on a Redis that does not answer, and every tick is one atomic call that may be
@@ -174,8 +179,12 @@ impl Supervisor {
 /// ```
 #[derive(Debug, Clone)]
 pub struct ReplicaConfig {
-    /// Unique among the replicas sharing a Redis.
+    /// Unique among the replicas sharing a Redis. Runs of every-replica jobs belong to it: a
+    /// replica restarted under the same id runs those that wait for it.
     pub replica_id: String,
+    /// The labels it was given (`--label`), beside `host`, `replica` and `queue` which it
+    /// carries on its own: it declares only the jobs whose `where` they match.
+    pub labels: Vec<Label>,
     /// The leader lease: a dead leader is replaced within about this long.
     pub leader_ttl: Duration,
     /// Claiming and executing runs.
@@ -198,6 +207,7 @@ impl Default for ReplicaConfig {
     fn default() -> Self {
         Self {
             replica_id: "replica".to_owned(),
+            labels: Vec::new(),
             leader_ttl: Duration::from_secs(5),
             workers: WorkerConfig::default(),
             shutdown_grace: Duration::from_secs(30),
@@ -215,6 +225,8 @@ impl Default for ReplicaConfig {
 pub struct JobsHandle {
     jobs: Arc<watch::Sender<Jobs>>,
     fallbacks: Arc<watch::Sender<QueueFallbacks>>,
+    /// The replica's labels: the jobs whose `where` they do not match are not declared.
+    labels: Arc<Labels>,
 }
 
 impl JobsHandle {
@@ -228,7 +240,8 @@ impl JobsHandle {
     /// # }
     /// ```
     pub fn replace(&self, jobs: Vec<Job>) {
-        self.jobs.send_replace(shared_jobs(jobs));
+        self.jobs
+            .send_replace(shared_jobs(matching(jobs, &self.labels)));
     }
 
     /// The job definitions the replica runs by now: what a reload compares with what it read.
@@ -249,6 +262,24 @@ impl JobsHandle {
         self.replace(schedules.jobs);
         self.fallbacks.send_replace(Arc::new(schedules.queues));
     }
+}
+
+/// The jobs of `jobs` whose `where` the replica's `labels` match: the others are another
+/// replica's to declare, and this one neither plans nor runs them.
+fn matching(jobs: Vec<Job>, labels: &Labels) -> Vec<Job> {
+    jobs.into_iter()
+        .filter(|job| {
+            let matches = job.selector.matches(labels);
+            if !matches {
+                info!(
+                    job = job.name,
+                    r#where = %job.selector,
+                    "not declared here: this replica does not carry every label of its where"
+                );
+            }
+            matches
+        })
+        .collect()
 }
 
 /// Builds a [`Replica`]: its store, jobs, handlers and settings.
@@ -342,12 +373,19 @@ impl ReplicaBuilder {
     /// # }
     /// ```
     pub fn build(self) -> Replica {
-        let (jobs, _) = watch::channel(shared_jobs(self.jobs));
+        let labels = Labels::of_replica(
+            &self.config.labels,
+            &host_name(),
+            &self.config.replica_id,
+            &self.config.workers.queues,
+        );
+        let (jobs, _) = watch::channel(shared_jobs(matching(self.jobs, &labels)));
         let (fallbacks, _) = watch::channel(Arc::new(self.fallbacks));
         Replica {
             store: self.store,
             jobs: Arc::new(jobs),
             fallbacks: Arc::new(fallbacks),
+            labels: Arc::new(labels),
             handlers: self.handlers,
             config: self.config,
         }
@@ -358,6 +396,8 @@ impl ReplicaBuilder {
 pub struct Replica {
     store: Store,
     jobs: Arc<watch::Sender<Jobs>>,
+    /// What it carries, published with its heartbeat.
+    labels: Arc<Labels>,
     fallbacks: Arc<watch::Sender<QueueFallbacks>>,
     handlers: Handlers,
     config: ReplicaConfig,
@@ -419,6 +459,7 @@ impl Replica {
         JobsHandle {
             jobs: self.jobs.clone(),
             fallbacks: self.fallbacks.clone(),
+            labels: self.labels.clone(),
         }
     }
 
@@ -462,6 +503,7 @@ impl Replica {
             Err(error) => return Err(ReplicaError::ReplicaIdInUse(error)),
         }
         let leadership = Leadership::new();
+        let misfire_threshold = config.promoter.misfire_threshold;
 
         let elector = Elector::new(
             self.store.clone(),
@@ -491,6 +533,14 @@ impl Replica {
                 replica_id: config.replica_id.clone(),
                 // As long as the heartbeat keeps them.
                 declarations_ttl: config.heartbeat_period * 3,
+                // Its own route too, where the runs of every-replica fires meant for it wait.
+                queues: config
+                    .workers
+                    .queues
+                    .iter()
+                    .cloned()
+                    .chain([private_route(&config.replica_id)])
+                    .collect(),
                 ..config.workers.clone()
             },
             self.jobs.subscribe(),
@@ -502,6 +552,8 @@ impl Replica {
                 replica_id: config.replica_id.clone(),
                 period: config.heartbeat_period,
                 queues: config.workers.queues.clone(),
+                labels: self.labels.published(),
+                targets_kept: misfire_threshold,
                 keep_declared: config.reaper.undeclared_grace,
             },
             workers.load(),
@@ -532,6 +584,7 @@ impl Replica {
                 self.store.clone(),
                 ReaperConfig {
                     replica_live_for: config.heartbeat_period * 3,
+                    misfire_threshold,
                     ..config.reaper
                 },
             )

@@ -557,6 +557,8 @@ fn heartbeat_of(store: &Store, replica: &str, toml: &str) -> Heartbeat {
             replica_id: replica.to_owned(),
             period: Duration::from_secs(2),
             queues: vec!["default".to_owned()],
+            labels: String::new(),
+            targets_kept: Duration::from_secs(60),
             keep_declared: Duration::from_secs(300),
         },
         Arc::new(WorkerLoad::default()),

@@ -1596,7 +1596,10 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
          ready_list(prefix, 'cron', 'q', 'high'), ready_list(prefix, 'adhoc', 'q', 'low'), \
          key_notices(prefix), key_notice(prefix, 'r@1:1:dead'), key_notices_of(prefix, 'r1'), \
          key_dead_jobs(prefix), key_paused(prefix), key_due_runs(prefix), key_rewind(prefix), \
-         key_latest_fires(prefix)}}"
+         key_latest_fires(prefix), key_targets(prefix, 'j'), key_replicas(prefix), \
+         private_route('r1'), \
+         replica_run_id('nightly@1767225600000', 'r1'), slot_name('j', 'j@1767225600000:r1'), \
+         slot_name('j', 'j@1767225600000'), slot_name('j', 'k@1:r1')}}"
     );
     let keys = redcron::store::Keys::new("test");
     let built: Vec<String> = redis::Script::new(&script)
@@ -1625,6 +1628,13 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
             keys.due_runs(),
             keys.rewind(),
             keys.latest_fires(),
+            keys.targets("j"),
+            keys.replicas(),
+            redcron::store::keys::private_route("r1"),
+            redcron::store::keys::replica_run_id("nightly@1767225600000", "r1"),
+            redcron::store::keys::slot_group("j", "j@1767225600000:r1").into_owned(),
+            redcron::store::keys::slot_group("j", "j@1767225600000").into_owned(),
+            redcron::store::keys::slot_group("j", "k@1:r1").into_owned(),
         ]
     );
 }

@@ -15,6 +15,7 @@ mod declarations;
 mod defaults;
 mod drift;
 mod engine;
+mod every;
 mod examples;
 mod first_hour;
 mod fuzz;

@@ -23,10 +23,34 @@ local function key_latest_fires(prefix) return prefix .. 'latest-fire' end
 -- its arguments (fill_job_slots).
 local function key_dead(prefix) return prefix .. 'dead' end
 local function key_events(prefix) return prefix .. 'events' end
+local function key_targets(prefix, job) return prefix .. 'targets:' .. job end
+local function key_replicas(prefix) return prefix .. 'replicas' end
 
 -- The id of a cron fire, as `cron_run_id` in src/store/planning.rs builds it: deterministic,
 -- so that one fire is only ever planned once.
 local function cron_run_id(job, fire_ms) return job .. '@' .. fire_ms end
+
+-- A replica's own route, the queue name its every-replica runs wait under, as
+-- `private_route` in src/store/keys.rs builds it: no queue name starts with '@'.
+local function private_route(replica) return '@' .. replica end
+
+-- The id of one replica's run of an every-replica job's fire, as `replica_run_id` in
+-- src/store/keys.rs builds it: deterministic, so that a fire promoted twice makes one run per
+-- replica, not two.
+local function replica_run_id(fire_id, replica) return fire_id .. ':' .. replica end
+
+-- The name a run's job slots are kept under (running:<name>, waiting:<name>): its job's, or for
+-- a replica's run of an every-replica job (`<job>@<fire ms>:<replica>`) `<job>@<replica>`, so
+-- that overlap and max_concurrency count per replica. As `slot_group` in src/store/keys.rs.
+local function slot_name(job, run_id)
+  if string.sub(run_id, 1, #job + 1) == job .. '@' then
+    local replica = string.match(string.sub(run_id, #job + 2), '^%d+:(.+)$')
+    if replica then
+      return job .. '@' .. replica
+    end
+  end
+  return job
+end
 
 -- A published definition (a job's canonical JSON in `defs`, as src/schedule/job.rs writes it)
 -- decoded into the fields the scripts read, or nil when it is not one: text that does not
@@ -73,6 +97,8 @@ local function decode_definition(raw)
     backoff = count(def.backoff), max_backoff = count(def.max_backoff),
     max_concurrency = optional_count(def.max_concurrency),
     starting_deadline = optional_count(def.starting_deadline),
+    -- Absent for a job whose fires run once (the form before `on` existed).
+    every = def.on == 'every',
   }
   for _, field in ipairs({'queue', 'priority', 'delivery', 'overlap', 'misfire', 'retries',
       'backoff', 'max_backoff', 'max_concurrency', 'starting_deadline'}) do
@@ -230,7 +256,8 @@ end
 local PRIORITIES = {high = true, normal = true, low = true}
 local function routable(queue, priority)
   return type(queue) == 'string' and #queue <= 128
-    and string.match(queue, '^[a-z0-9][a-z0-9._%-]*$') ~= nil
+    and (string.match(queue, '^[a-z0-9][a-z0-9._%-]*$') ~= nil
+      or string.match(queue, '^@[%w._%-@]+$') ~= nil)
     and PRIORITIES[priority] == true
 end
 
@@ -257,8 +284,8 @@ end
 -- to the next waiting run after that (a run lost from its ready list must not hold it forever).
 local SLOT_HANDOVER_MS = 60000
 
--- Whether every slot of a job (`running:<job>`, `limit` of them) is held by a run of the job
--- that may hold one: running (`active`) or handed the slot (`ready`). An entry that is no such
+-- Whether every slot of a job (`running:<job>`, `limit` of them; `job` is the slot name, see
+-- slot_name) is held by a run of the job that may hold one: running (`active`) or handed the slot (`ready`). An entry that is no such
 -- run (no record, another job's run, a run that ended; written by something else or left by a
 -- damaged record) is dropped first, or it would keep the job's runs waiting until its deadline,
 -- or for ever with a far one. Entries are read only when the slots look full, so a free slot
@@ -269,7 +296,8 @@ local function job_slots_full(prefix, job, running, limit)
   end
   for _, holder in ipairs(redis.call('ZRANGE', running, 0, -1)) do
     local holder_job, state = unpack(redis.call('HMGET', key_run(prefix, holder), 'job', 'state'))
-    if holder_job ~= job or (state ~= 'active' and state ~= 'ready') then
+    if not holder_job or slot_name(holder_job, holder) ~= job
+        or (state ~= 'active' and state ~= 'ready') then
       redis.call('ZREM', running, holder)
     end
   end

@@ -14,10 +14,12 @@ use tracing::{Instrument, error, info, warn};
 use super::reload::{Reloader, Trigger};
 use super::{CliError, RedisArgs, default_schedules, service};
 use crate::engine::Shutdown;
+use crate::engine::heartbeat::host_name;
 use crate::engine::worker::Concurrency;
 use crate::metrics::Endpoint;
 use crate::replica::{Replica, ReplicaConfig};
-use crate::schedule::{Job, Schedules, load_schedules};
+use crate::schedule::selector::RESERVED_KEYS;
+use crate::schedule::{Job, Label, Schedules, load_schedules};
 use crate::store::StoreSettings;
 use crate::store::embedded::EmbeddedRedis;
 
@@ -36,9 +38,14 @@ pub(super) struct RunArgs {
     /// runs keep waiting for a worker, back down after 10 s without a wait.
     #[arg(long, value_name = "N|MIN..MAX", default_value = "4")]
     workers: Concurrency,
-    /// This replica's id, unique among the replicas [default: <host>-<pid>].
+    /// This replica's id, unique among the replicas, kept across restarts: runs of
+    /// every-replica jobs wait for it [default: the host name].
     #[arg(long, value_name = "ID", value_parser = replica_id)]
     replica_id: Option<String>,
+    /// A label this replica carries, for jobs' `where` (repeatable). Every replica also
+    /// carries host=<host name>, replica=<id> and queue=<name> for each queue it serves.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+    labels: Vec<Label>,
     /// How long running runs may finish after SIGTERM before they are stopped and handed back.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
@@ -138,6 +145,19 @@ fn lease(text: &str) -> Result<Duration, String> {
 /// Reads a queue of `--queues`, named as queues are in schedule files.
 fn queue_name(text: &str) -> Result<String, String> {
     crate::schedule::check_name(text).map(|()| text.to_owned())
+}
+
+/// Reads a `--label`: `host`, `replica` and `queue` are the replica's own.
+fn label(text: &str) -> Result<Label, String> {
+    let label = Label::parse(text)?;
+    if RESERVED_KEYS.contains(&label.key.as_str()) {
+        return Err(format!(
+            "\"{}\" is a label every replica carries on its own (host=<host name>, \
+             replica=<id>, queue=<each queue it serves>): choose another key",
+            label.key
+        ));
+    }
+    Ok(label)
 }
 
 /// Reads `--replica-id`: it names keys and metrics, and appears in status and logs.
@@ -333,11 +353,25 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
 
 fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
     let defaults = ReplicaConfig::default();
+    // The host name, the same after a restart: the runs an every-replica job's fires left
+    // for this replica wait for this id. Outside the id's charset, it becomes one.
     let replica_id = args.replica_id.clone().unwrap_or_else(|| {
-        let host = nix::unistd::gethostname()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| "replica".to_owned());
-        format!("{host}-{}", std::process::id())
+        let host: String = host_name()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "._-@".contains(c) {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .take(64)
+            .collect();
+        if host.is_empty() {
+            "replica".to_owned()
+        } else {
+            host
+        }
     });
     let queues = if args.queues.is_empty() {
         let mut queues: BTreeSet<String> = jobs.iter().map(|job| job.queue.clone()).collect();
@@ -348,6 +382,7 @@ fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
     };
     let mut config = ReplicaConfig {
         replica_id,
+        labels: args.labels.clone(),
         leader_ttl: args.leader_ttl,
         shutdown_grace: args.shutdown_grace,
         ..defaults

@@ -12,7 +12,7 @@ use tracing::{error, info, warn};
 
 use super::worker::WorkerLoad;
 use super::{Leadership, Shutdown, log_store_failure};
-use crate::schedule::Jobs;
+use crate::schedule::{Jobs, Reach};
 use crate::store::{Store, StoreError};
 
 /// The longest a stopping replica waits to withdraw its declarations: without an answer they
@@ -29,7 +29,8 @@ pub enum HeartbeatError {
     /// Another process beats under this replica id.
     #[error(
         "another process uses replica id {replica_id:?} (host {host}, pid {pid}): give each \
-         replica its own --replica-id"
+         replica its own --replica-id (the default is the host name, so a second replica on \
+         one host needs one)"
     )]
     ReplicaIdInUse {
         /// The shared id.
@@ -54,6 +55,11 @@ pub struct HeartbeatConfig {
     /// The queues this replica's workers claim from: reported, so that `status` and the
     /// leader's `redcron_queue_replicas` show a queue no live replica serves.
     pub queues: Vec<String>,
+    /// Its labels but the queues, `key=value` comma-separated: what `status` and `jobs` show.
+    pub labels: String,
+    /// How long this replica stays a target of its every-replica jobs' fires once it stops
+    /// beating: the misfire threshold, within which it runs them when it comes back.
+    pub targets_kept: Duration,
     /// How long what this replica declared is kept once it stops cleanly: the undeclared
     /// grace, within which the leader takes a restart without a job for its withdrawal.
     pub keep_declared: Duration,
@@ -89,6 +95,9 @@ pub struct Heartbeat {
     foreign_beats: u8,
     /// The `{ns}:origin` the last heartbeat found: another one later means Redis lost the data.
     origin: Option<String>,
+    /// The every-replica jobs the last heartbeat declared this replica a target of: one gone
+    /// from the job list since (a reload) stops being targeted at once.
+    targeted: Vec<String>,
 }
 
 impl Heartbeat {
@@ -117,6 +126,7 @@ impl Heartbeat {
             held: false,
             foreign_beats: 0,
             origin: None,
+            targeted: Vec::new(),
         }
     }
 
@@ -144,6 +154,7 @@ impl Heartbeat {
             ("busy_workers", self.load.busy().to_string()),
             ("max_workers", self.load.limit().to_string()),
             ("queues", self.config.queues.join(",")),
+            ("labels", self.config.labels.clone()),
             (
                 "heartbeat_period_ms",
                 self.config.period.as_millis().to_string(),
@@ -200,12 +211,39 @@ impl Heartbeat {
         } else {
             self.check_declarations(&jobs).await?;
         }
+        self.declare_targets(&jobs).await?;
         self.store.metrics().health.progressed();
         if self.leadership.token().is_some() {
             self.refresh_gauges().await?;
         } else {
             self.clear_gauges();
         }
+        Ok(())
+    }
+
+    /// Makes this replica a target of the next fires of the every-replica jobs it declares, and
+    /// of no other.
+    async fn declare_targets(&mut self, jobs: &Jobs) -> Result<(), StoreError> {
+        let every: Vec<String> = jobs
+            .iter()
+            .filter(|job| job.on == Reach::Every)
+            .map(|job| job.name.clone())
+            .collect();
+        let dropped: Vec<String> = self
+            .targeted
+            .iter()
+            .filter(|job| !every.contains(job))
+            .cloned()
+            .collect();
+        self.store
+            .declare_targets(
+                &self.config.replica_id,
+                &every,
+                &dropped,
+                self.config.targets_kept,
+            )
+            .await?;
+        self.targeted = every;
         Ok(())
     }
 
@@ -365,7 +403,8 @@ impl Heartbeat {
     }
 }
 
-fn host_name() -> String {
+/// This machine's host name: what the `host` label and a replica's record carry.
+pub fn host_name() -> String {
     nix::unistd::gethostname()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default()

@@ -18,6 +18,7 @@ use crate::schedule::QueueFallbacks;
 use crate::store::{FailOutcome, FailReason, Failure, Store, StoreError};
 
 mod damage;
+mod stranded;
 
 /// How the reaper behaves.
 #[derive(Debug, Clone)]
@@ -32,6 +33,9 @@ pub struct ReaperConfig {
     pub undeclared_grace: Duration,
     /// A replica is live while its last heartbeat is at most this old.
     pub replica_live_for: Duration,
+    /// How long a replica's runs of every-replica fires wait for it, past their due time, once
+    /// it is gone: the misfire threshold.
+    pub misfire_threshold: Duration,
 }
 
 impl Default for ReaperConfig {
@@ -41,6 +45,7 @@ impl Default for ReaperConfig {
             batch: 100,
             undeclared_grace: Duration::from_secs(300),
             replica_live_for: Duration::from_secs(6),
+            misfire_threshold: Duration::from_secs(60),
         }
     }
 }
@@ -146,6 +151,7 @@ impl Reaper {
             );
         }
         self.sweep_damage().await?;
+        self.skip_stranded().await?;
         for run_id in self.store.expired_leases(self.config.batch).await? {
             match self.store.fail_run(&run_id, None, &failure, 0.5).await? {
                 FailOutcome::Retrying { .. } => {

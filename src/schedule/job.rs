@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use super::notice::Notices;
+use super::selector::{Reach, Selector};
 use super::workflow::Workflow;
 use super::{CronError, Schedule};
 
@@ -282,6 +283,14 @@ pub struct Job {
     /// command. Left out of the canonical form when `None`, as `notify` is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workflow: Option<Workflow>,
+    /// The labels a replica must carry to run it (`where`): a replica that does not match does
+    /// not declare it. Left out of the canonical form when empty, as `notify` is.
+    #[serde(rename = "where", skip_serializing_if = "Selector::is_empty")]
+    pub selector: Selector,
+    /// How many of the matching replicas run each fire (`on`): one, or each of them. Left out
+    /// of the canonical form for one.
+    #[serde(skip_serializing_if = "Reach::is_one")]
+    pub on: Reach,
     /// Where it was declared.
     #[serde(skip)]
     pub source: Source,
@@ -356,6 +365,8 @@ impl Job {
             output: wire.output,
             notify: wire.notify,
             workflow: wire.workflow,
+            selector: wire.selector,
+            on: wire.on,
             source: Source::default(),
         };
         let found = job.content_hash();
@@ -451,6 +462,10 @@ struct CanonicalJob {
     notify: Option<Notices>,
     #[serde(default)]
     workflow: Option<Workflow>,
+    #[serde(default, rename = "where")]
+    selector: Selector,
+    #[serde(default)]
+    on: Reach,
 }
 
 /// Feeds what is written to it to a SHA-256 hasher.

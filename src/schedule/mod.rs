@@ -9,6 +9,7 @@ pub mod limits;
 pub mod notice;
 pub mod queues;
 pub mod run_as;
+pub mod selector;
 pub mod workflow;
 
 use std::fmt;
@@ -25,6 +26,7 @@ pub use file::{
 pub use job::{DefinitionError, Delivery, Job, Misfire, Output, Overlap, Priority};
 pub use notice::{Event, Notices, Target};
 pub use queues::{QueueFallback, QueueFallbacks};
+pub use selector::{Label, Labels, Reach, Selector};
 pub use workflow::{OnFailure, Step, Workflow};
 
 /// The declared jobs as a replica currently knows them, one shared copy of each definition;

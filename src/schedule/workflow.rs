@@ -30,6 +30,7 @@ use chrono_tz::Tz;
 use super::Schedule;
 use super::file::{Diagnostic, FileContext, check_name, typed};
 use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
+use super::selector::{Reach, Selector};
 
 /// The fields a workflow table may have, for the unknown-field message.
 const FIELDS: [&str; 6] = [
@@ -202,6 +203,8 @@ pub(super) fn read_workflow(
         group: None,
         output: Output::default(),
         notify: None,
+        selector: Selector::default(),
+        on: Reach::One,
         workflow: Some(Workflow {
             steps,
             on_failure: on_failure.unwrap_or_default(),

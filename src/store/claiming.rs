@@ -490,7 +490,7 @@ impl Store {
         let extended: i64 = scripts::EXTEND_LEASE
             .key(self.keys.active())
             .key(self.keys.run(run_id))
-            .key(self.keys.running(job))
+            .key(self.keys.running(&super::keys::slot_group(job, run_id)))
             .arg(run_id)
             .arg(worker)
             .arg(millis(lease))

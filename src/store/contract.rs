@@ -85,6 +85,11 @@ words! {
         Deadline => "deadline",
         /// No live replica declared its job for the grace, or the last one withdrew it.
         Undeclared => "undeclared",
+        /// A fire of an every-replica job that no replica declared within the misfire threshold.
+        NoTarget => "no-target",
+        /// A replica's run of an every-replica fire whose replica did not come back to claim it
+        /// within the misfire threshold of its due time.
+        ReplicaDown => "replica-down",
     }
 }
 

@@ -37,6 +37,35 @@ pub fn validate_namespace(namespace: &str) -> Result<(), InvalidNamespace> {
     }
 }
 
+/// A replica's own route: the queue name under which the runs of every-replica jobs meant for
+/// it wait (`ready-fires:@<id>:<priority>`), which only its workers claim. No queue name starts
+/// with `@`.
+pub fn private_route(replica_id: &str) -> String {
+    format!("@{replica_id}")
+}
+
+/// The id of `replica_id`'s run of the every-replica fire `fire_id` (`<job>@<fire ms>`):
+/// deterministic, so that a fire promoted twice makes one run per replica.
+pub fn replica_run_id(fire_id: &str, replica_id: &str) -> String {
+    format!("{fire_id}:{replica_id}")
+}
+
+/// The name a run's job slots are kept under (`running:<name>`, `waiting:<name>`): its job's,
+/// or `<job>@<replica>` for a replica's run of an every-replica job, whose overlap and
+/// `max_concurrency` count per replica.
+pub fn slot_group<'a>(job: &'a str, run_id: &str) -> std::borrow::Cow<'a, str> {
+    let replica = run_id
+        .strip_prefix(job)
+        .and_then(|rest| rest.strip_prefix('@'))
+        .and_then(|rest| rest.split_once(':'))
+        .filter(|(fire, _)| !fire.is_empty() && fire.bytes().all(|byte| byte.is_ascii_digit()))
+        .map(|(_, replica)| replica);
+    match replica {
+        Some(replica) => format!("{job}@{replica}").into(),
+        None => job.into(),
+    }
+}
+
 /// The key names of one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keys {
@@ -223,6 +252,12 @@ impl Keys {
     /// expires with the replica's heartbeats.
     pub fn replica_jobs(&self, replica_id: &str) -> String {
         self.key(&format!("replica-jobs:{replica_id}"))
+    }
+
+    /// Zset replica id -> ms it last declared the every-replica job `job`: the targets of the
+    /// job's fires are those that declared it within the misfire threshold.
+    pub fn targets(&self, job: &str) -> String {
+        self.key(&format!("targets:{job}"))
     }
 
     /// Hash: what one replica declared when it last stopped cleanly (as `replica-jobs:<id>`),

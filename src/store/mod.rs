@@ -48,6 +48,7 @@ mod replicas;
 mod reply;
 mod routing;
 mod scripts;
+mod targets;
 mod topology;
 mod workflows;
 
@@ -84,6 +85,7 @@ pub use promotion::Promoted;
 pub use refusal::WritesRefused;
 pub use replicas::{Beat, ReplicaInstance, replica_of_worker};
 use reply::ScriptCall;
+pub use targets::StrandedRun;
 pub use topology::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Topology};
 pub use workflows::{
     StepInstance, WorkflowInstance, WorkflowListing, WorkflowRetry, WorkflowStart, step_run_id,

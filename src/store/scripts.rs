@@ -55,6 +55,7 @@ script!(FREE_EXPIRED_SLOTS, "free_expired_slots.lua");
 script!(EXPIRE_DAMAGED_KEYS, "expire_damaged_keys.lua");
 script!(DROP_DAMAGED_LEASES, "drop_damaged_leases.lua");
 script!(MOVE_READY_RUNS, "move_ready_runs.lua");
+script!(SKIP_STRANDED_RUNS, "skip_stranded_runs.lua");
 script!(START_WORKFLOW, "start_workflow.lua");
 script!(RETRY_WORKFLOW, "retry_workflow.lua");
 script!(SETTLE_WORKFLOWS, "settle_workflows.lua");

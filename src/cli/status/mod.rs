@@ -213,6 +213,16 @@ fn served_queues(replica: &ReplicaInfo) -> Vec<&str> {
         .unwrap_or_default()
 }
 
+/// The labels a replica's heartbeat says it carries (`host`, `replica` and those given with
+/// `--label`), which jobs' `where` match; its queues are its `queue=` labels, shown apart.
+fn labels(replica: &ReplicaInfo) -> Vec<&str> {
+    replica
+        .info
+        .get("labels")
+        .map(|list| list.split(',').filter(|label| !label.is_empty()).collect())
+        .unwrap_or_default()
+}
+
 /// How many live replicas serve `queue`.
 fn served_by(overview: &Overview, queue: &str, refused: bool) -> usize {
     overview
@@ -402,6 +412,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     "state": replica_state(&overview, replica, refused),
                     "stale": replica_state(&overview, replica, refused) != "alive",
                     "queues": served_queues(replica),
+                    "labels": labels(replica),
                     "info": typed_fields(replica.info.clone()),
                 })
             })
@@ -536,6 +547,10 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                         _ => "-".to_owned(),
                     },
                     shown("queues"),
+                    match labels(replica).join(" ") {
+                        none if none.is_empty() => "-".to_owned(),
+                        labels => labels,
+                    },
                     state.to_owned(),
                 ]
             })
@@ -556,6 +571,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     "HEARTBEAT",
                     "BUSY",
                     "QUEUES",
+                    "LABELS",
                     "STATE",
                 ],
                 &replicas,

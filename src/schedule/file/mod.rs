@@ -21,6 +21,7 @@ use toml::{Spanned, Value};
 use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
 use super::notice::{self, DEFAULT_LATE_AFTER, Event, Notices, Target};
 use super::queues::{self, QueueFallback, RawQueue, read_queue};
+use super::selector::{Reach, Selector};
 use super::workflow::{self, RawWorkflow, StepUse, read_workflow};
 use super::{Schedule, limits, run_as};
 
@@ -104,7 +105,7 @@ impl fmt::Display for LoadError {
 }
 
 /// The fields a job table may have, for the unknown-field message.
-const FIELDS: [&str; 24] = [
+const FIELDS: [&str; 26] = [
     "schedule",
     "timezone",
     "command",
@@ -129,6 +130,8 @@ const FIELDS: [&str; 24] = [
     "notify",
     "notify_on",
     "late_after",
+    "where",
+    "on",
 ];
 
 /// The fields `[defaults]` may not give: each job has its own.
@@ -710,6 +713,11 @@ impl JobReader<'_> {
             events.dedup();
             Ok(events)
         });
+        let selector = self.take("where", |value| {
+            Selector::parse(&typed::<Vec<String>>(value)?)
+        });
+        let on_offset = self.offset_of("on");
+        let on = self.take("on", typed::<Reach>).unwrap_or_default();
         let late_after_offset = self.offset_of("late_after");
         let late_after = self.take("late_after", |value| {
             let late_after = duration(value)?;
@@ -754,6 +762,16 @@ impl JobReader<'_> {
                     .unwrap_or(self.name.span().start),
                 Some("max_concurrency"),
                 "more than 1 needs overlap = \"allow\" (forbid runs one at a time)".to_owned(),
+            );
+        }
+        // A triggered run is one run: a job that has no fire would never run on every replica.
+        if on == Reach::Every && schedule.is_none() && !self.has_reported("schedule") {
+            self.report(
+                on_offset.unwrap_or(self.name.span().start),
+                Some("on"),
+                "\"every\" needs a schedule: it makes each fire one run per replica, and a \
+                 triggered run is one run"
+                    .to_owned(),
             );
         }
         if group.is_some() && user.is_none() && !self.has_reported("user") {
@@ -860,6 +878,8 @@ impl JobReader<'_> {
             output: output.unwrap_or_default(),
             notify,
             workflow: None,
+            selector: selector.unwrap_or_default(),
+            on,
         })
     }
 

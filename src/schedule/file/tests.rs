@@ -136,7 +136,7 @@ env = { 1BAD = \"x\" }
             "jobs.toml:6:1: job \"one\", field \"priorty\": unknown field: expected one of \
              schedule, timezone, command, workdir, env, priority, queue, timeout, retries, \
              backoff, max_backoff, overlap, max_concurrency, misfire, starting_deadline, jitter, delivery, \
-             enabled, user, group, output, notify, notify_on, late_after",
+             enabled, user, group, output, notify, notify_on, late_after, where, on",
             "jobs.toml:8:7: job \"two\", field \"command\": missing: every job needs a command",
             "jobs.toml:10:11: job \"two\", field \"timeout\": \"soon\" is not a duration \
              (expected number at 0): expected a string like \"30s\", \"15m\" or \"2h\"",

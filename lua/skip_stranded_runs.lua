@@ -1,0 +1,68 @@
+-- Skips the runs of every-replica fires that wait in the own route of a replica that is gone:
+-- it has not beaten (or it stopped) for the misfire threshold, and the run is due longer ago
+-- than that. A replica back within the threshold of a run's due time runs it; one stopped for
+-- good keeps no run waiting for ever. Only the runs' own replica claims from its route, so no
+-- other replica may run them instead.
+--
+-- KEYS[1] replicas          zset    replica id -> last heartbeat ms
+-- KEYS[2] stopped-replicas  zset    replica id -> ms it stopped cleanly
+-- KEYS[3] events            stream  run state changes
+-- KEYS[4] hold              string  set while the namespace is held (redcron hold): nothing is
+--                                   written
+-- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:@<replica>:<priority>
+-- ARGV[2] misfire threshold, ms
+-- ARGV[3] events stream MAXLEN (approximate)
+-- ARGV[4] retention of finished run hashes, ms
+-- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[6] limit: most runs looked at per list
+--
+-- Returns {run id, job, replica} for each run skipped (reason `replica-down`).
+-- Cost: O(gone replicas x 3 + limit per list).
+check_types('skip_stranded_runs', KEYS, {'zset', 'zset', 'stream', 'string'})
+if held(KEYS[4]) then
+  return redis.error_reply(HELD)
+end
+local replicas, stopped, events = KEYS[1], KEYS[2], KEYS[3]
+local prefix, threshold = ARGV[1], tonumber(ARGV[2])
+local maxlen, retention, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
+if not threshold or not maxlen or not retention or not limit then
+  return redis.error_reply('ERR skip_stranded_runs: threshold, maxlen, retention and limit must be numbers')
+end
+local now = now_ms(ARGV[5])
+local gone_since = now - threshold
+
+-- The replicas silent for the threshold: crashed (their last beat) or stopped (their stop).
+local gone = {}
+for _, replica in ipairs(redis.call('ZRANGEBYSCORE', replicas, '-inf', '(' .. gone_since)) do
+  gone[replica] = true
+end
+for _, replica in ipairs(redis.call('ZRANGEBYSCORE', stopped, '-inf', '(' .. gone_since)) do
+  if not redis.call('ZSCORE', replicas, replica) then
+    gone[replica] = true
+  end
+end
+local lists = {}
+for replica in pairs(gone) do
+  for _, priority in ipairs({'high', 'normal', 'low'}) do
+    local list = ready_list(prefix, 'cron', private_route(replica), priority)
+    check_type('skip_stranded_runs', list, 'list')
+    lists[#lists + 1] = {list, replica}
+  end
+end
+
+local reply = {}
+for _, entry in ipairs(lists) do
+  local list, replica = entry[1], entry[2]
+  for _, run_id in ipairs(redis.call('LRANGE', list, 0, limit - 1)) do
+    local run_key = key_run(prefix, run_id)
+    local job, state, due_ms = unpack(redis.call('HMGET', run_key, 'job', 'state', 'due_ms'))
+    if state == 'ready' and job and (tonumber(due_ms) or 0) < gone_since then
+      redis.call('LREM', list, 1, run_id)
+      skip_run(prefix, run_key, run_id, job, 'replica-down', now, retention, events, maxlen)
+      reply[#reply + 1] = run_id
+      reply[#reply + 1] = job
+      reply[#reply + 1] = replica
+    end
+  end
+end
+return reply

@@ -1,0 +1,495 @@
+//! Jobs that run on every replica, or on the replicas they choose: with real replica processes,
+//! each fire of an `on = "every"` job runs once on each matching replica and never on another,
+//! through kills, restarts and replicas gone for good; a job pinned with `where` never runs
+//! elsewhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use redis::Commands;
+use tempfile::TempDir;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{cli, keys, one_document, read_ledger, wait_until};
+
+/// A Redis, a schedule directory and the ledger its jobs append to.
+struct Hosts {
+    server: RedisServer,
+    dir: TempDir,
+}
+
+/// One line of the ledger: run id, start ms on the replica's clock, and the replica that ran
+/// it (its `NODE`), with `-end` when the line marks the end of the run.
+type Line = (String, i64, String);
+
+impl Hosts {
+    /// A Redis and `jobs` (TOML) as the schedule directory every replica declares.
+    fn new(jobs: &str) -> Self {
+        let server = RedisServer::start();
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("schedules")).expect("schedules dir");
+        std::fs::write(dir.path().join("schedules/jobs.toml"), jobs).expect("write jobs");
+        Self { server, dir }
+    }
+
+    fn ledger(&self) -> PathBuf {
+        self.dir.path().join("ledger")
+    }
+
+    /// Replica `id`, with `NODE=<id>` in its commands' environment and `extra` flags.
+    fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
+        ReplicaProcess::start_with_env(
+            id,
+            &self.server.url(),
+            &self.dir.path().join("schedules"),
+            self.dir.path(),
+            extra,
+            &[("NODE", id)],
+        )
+    }
+
+    fn lines(&self) -> Vec<Line> {
+        read_ledger(&self.ledger())
+    }
+
+    /// The fires (run ids without the replica) each replica ran (started), by replica.
+    fn started_by(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut started: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (run, _, node) in self.lines() {
+            if !node.ends_with("-end") {
+                let fire = run.rsplit_once(':').map_or(run.as_str(), |(fire, _)| fire);
+                started.entry(node).or_default().insert(fire.to_owned());
+            }
+        }
+        started
+    }
+
+    /// `state` and `reason` of run `run` in Redis (None for a run that has no record).
+    fn run_state(&self, run: &str) -> (Option<String>, Option<String>) {
+        let mut connection = self.server.connection();
+        let fields: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(keys().run(run))
+            .arg(&["state", "reason"])
+            .query(&mut connection)
+            .expect("read the run");
+        (fields[0].clone(), fields[1].clone())
+    }
+}
+
+/// A command that notes its run in the ledger, as `<run id> <ms> <replica>`.
+fn noting(ledger: &Path) -> String {
+    format!(
+        "echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}",
+        ledger.display()
+    )
+}
+
+/// The fire time (ms) in a run id `<job>@<fire ms>[:<replica>]`.
+fn fire_of(run: &str) -> i64 {
+    let fire = run.split_once('@').map_or("", |(_, rest)| rest);
+    let fire = fire.split_once(':').map_or(fire, |(fire, _)| fire);
+    fire.parse().expect("a fire time in the run id")
+}
+
+/// Asserts that every run in `lines` ran on the replica its id names, and started once.
+#[track_caller]
+fn each_run_once_on_its_own_replica(lines: &[Line], logs: &str) {
+    let mut seen = BTreeSet::new();
+    for (run, _, node) in lines.iter().filter(|(_, _, node)| !node.ends_with("-end")) {
+        assert!(
+            run.ends_with(&format!(":{node}")),
+            "{run} ran on {node}, not on its own replica\n{lines:?}\n{logs}"
+        );
+        assert!(
+            seen.insert(run.clone()),
+            "{run} ran twice\n{lines:?}\n{logs}"
+        );
+    }
+}
+
+#[test]
+fn an_every_replica_job_runs_each_fire_once_on_each_matching_replica_and_nowhere_else() {
+    let hosts = Hosts::new("");
+    let job = format!(
+        "[jobs.rotate]\nschedule = \"@every 1s\"\non = \"every\"\nwhere = [\"role=web\"]\n\
+         command = '{}'\n",
+        noting(&hosts.ledger())
+    );
+    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
+    let replicas = [
+        hosts.replica("web1", &["--label", "role=web"]),
+        hosts.replica("web2", &["--label", "role=web", "--label", "dc=eu"]),
+        hosts.replica("db1", &["--label", "role=db"]),
+    ];
+    let logs = || ReplicaProcess::logs(&replicas);
+    // Fires both web replicas ran: four of them show the fan-out is no accident of timing.
+    let both = || {
+        let started = hosts.started_by();
+        let empty = BTreeSet::new();
+        let web1 = started.get("web1").unwrap_or(&empty);
+        let web2 = started.get("web2").unwrap_or(&empty);
+        web1.intersection(web2).count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || both() >= 4),
+        "{:?}\n{}",
+        hosts.lines(),
+        logs()
+    );
+    let lines = hosts.lines();
+    each_run_once_on_its_own_replica(&lines, &logs());
+    assert!(
+        lines.iter().all(|(_, _, node)| node != "db1"),
+        "db1 does not carry role=web: {lines:?}"
+    );
+    // status shows what each replica carries.
+    let status =
+        one_document(&cli(&hosts.server, hosts.dir.path(), &["status", "--json"]).success());
+    let web2 = status["replicas"]
+        .as_array()
+        .expect("replicas")
+        .iter()
+        .find(|replica| replica["id"] == "web2")
+        .expect("web2 in status")
+        .clone();
+    let labels: Vec<&str> = web2["labels"]
+        .as_array()
+        .expect("labels")
+        .iter()
+        .filter_map(|label| label.as_str())
+        .collect();
+    assert!(
+        labels.contains(&"role=web")
+            && labels.contains(&"dc=eu")
+            && labels.contains(&"replica=web2"),
+        "{web2}"
+    );
+}
+
+#[test]
+fn overlap_of_an_every_replica_job_counts_per_replica() {
+    let hosts = Hosts::new("");
+    let ledger = hosts.ledger();
+    // Default overlap for a scheduled job: forbid. Each run lasts longer than the period.
+    let job = format!(
+        "[jobs.sync]\nschedule = \"@every 1s\"\non = \"every\"\n\
+         command = '{}; sleep 2.5; echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE-end\" >> {}'\n",
+        noting(&ledger),
+        ledger.display()
+    );
+    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
+    let replicas = [hosts.replica("a", &[]), hosts.replica("b", &[])];
+    let logs = || ReplicaProcess::logs(&replicas);
+    let ended = |node: &str| {
+        hosts
+            .lines()
+            .iter()
+            .filter(|(_, _, tag)| *tag == format!("{node}-end"))
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(40), || ended("a") >= 2
+            && ended("b") >= 2),
+        "{:?}\n{}",
+        hosts.lines(),
+        logs()
+    );
+    let lines = hosts.lines();
+    each_run_once_on_its_own_replica(&lines, &logs());
+    // Each replica's runs, as (start, end) intervals.
+    let mut intervals: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+    for (run, start, node) in lines.iter().filter(|(_, _, node)| !node.ends_with("-end")) {
+        if let Some((_, end, _)) = lines
+            .iter()
+            .find(|(other, _, tag)| other == run && *tag == format!("{node}-end"))
+        {
+            intervals
+                .entry(node.clone())
+                .or_default()
+                .push((*start, *end));
+        }
+    }
+    for (node, runs) in &intervals {
+        for pair in runs.windows(2) {
+            assert!(
+                pair[1].0 >= pair[0].1,
+                "{node} ran two runs of a forbid job at once: {runs:?}\n{}",
+                logs()
+            );
+        }
+    }
+    // Across replicas, one replica's run never holds back the other's: both runs of a fire
+    // start at its due time, together, and run side by side.
+    let starts = |node: &str| -> BTreeMap<String, i64> {
+        lines
+            .iter()
+            .filter(|(_, _, tag)| tag == node)
+            .map(|(run, start, _)| {
+                (
+                    run.rsplit_once(':')
+                        .map_or(run.clone(), |(fire, _)| fire.to_owned()),
+                    *start,
+                )
+            })
+            .collect()
+    };
+    let (on_a, on_b) = (starts("a"), starts("b"));
+    let together = on_a
+        .iter()
+        .filter(|(fire, start)| {
+            on_b.get(*fire)
+                .is_some_and(|other| (other - *start).abs() < 1_000)
+        })
+        .count();
+    assert!(
+        together >= 2,
+        "fires whose two runs started together: {together}\n{lines:?}\n{}",
+        logs()
+    );
+}
+
+#[test]
+fn a_pinned_job_never_runs_elsewhere_when_its_replica_is_killed() {
+    let hosts = Hosts::new("");
+    let ticks = hosts.dir.path().join("ticks");
+    let jobs = format!(
+        "[jobs.renew-cert]\nschedule = \"@every 1s\"\nwhere = [\"box=b\"]\ncommand = '{}'\n\n\
+         [jobs.tick]\nschedule = \"@every 1s\"\ncommand = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}'\n",
+        noting(&hosts.ledger()),
+        ticks.display()
+    );
+    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), jobs).expect("write jobs");
+    let mut replicas = [
+        hosts.replica("a", &["--label", "box=a"]),
+        hosts.replica("b", &["--label", "box=b"]),
+        hosts.replica("c", &["--label", "box=c"]),
+    ];
+    let logs = |replicas: &[ReplicaProcess]| ReplicaProcess::logs(replicas);
+    assert!(
+        wait_until(Duration::from_secs(20), || hosts.lines().len() >= 2),
+        "{}",
+        logs(&replicas)
+    );
+    replicas[1].kill9();
+    // Ten fires of the cluster-wide job later: past b's leases and heartbeats, where a run
+    // handed to another replica would have run.
+    let ticked = read_ledger(&ticks).len();
+    assert!(
+        wait_until(Duration::from_secs(30), || read_ledger(&ticks).len()
+            >= ticked + 10),
+        "{}",
+        logs(&replicas)
+    );
+    let lines = hosts.lines();
+    assert!(
+        lines.iter().all(|(_, _, node)| node == "b"),
+        "the job pinned to box=b ran elsewhere: {lines:?}\n{}",
+        logs(&replicas)
+    );
+}
+
+#[test]
+fn a_replica_killed_mid_run_runs_its_own_run_again_when_it_comes_back_and_no_other() {
+    let hosts = Hosts::new("");
+    let ledger = hosts.ledger();
+    let job = format!(
+        "[jobs.backup-local]\nschedule = \"@every 8s\"\non = \"every\"\n\
+         command = '{}; sleep 3; echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE-end\" >> {}'\n",
+        noting(&ledger),
+        ledger.display()
+    );
+    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
+    let mut replicas = vec![
+        hosts.replica("a", &[]),
+        hosts.replica("b", &[]),
+        hosts.replica("c", &[]),
+    ];
+    // A run of b's that has started and not ended.
+    let running_on_b = || {
+        let lines = hosts.lines();
+        lines
+            .iter()
+            .find(|(run, _, node)| {
+                node == "b"
+                    && !lines
+                        .iter()
+                        .any(|(other, _, tag)| other == run && tag == "b-end")
+            })
+            .map(|(run, _, _)| run.clone())
+    };
+    let mut interrupted = None;
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            interrupted = running_on_b();
+            interrupted.is_some()
+        }),
+        "{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    let interrupted = interrupted.expect("a run of b");
+    replicas[1].kill9();
+    replicas[1] = hosts.replica("b", &[]);
+    let ended = |run: &str| {
+        hosts
+            .lines()
+            .iter()
+            .filter(|(other, _, tag)| other == run && tag.ends_with("-end"))
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(40), || ended(&interrupted) == 1),
+        "{interrupted} did not run again on b\n{:?}\n{}",
+        hosts.lines(),
+        ReplicaProcess::logs(&replicas)
+    );
+    let lines = hosts.lines();
+    let runs_of_it: Vec<&Line> = lines
+        .iter()
+        .filter(|(run, _, _)| *run == interrupted)
+        .collect();
+    assert!(
+        runs_of_it.iter().all(|(_, _, node)| node.starts_with('b')),
+        "{runs_of_it:?}"
+    );
+    assert_eq!(
+        runs_of_it.iter().filter(|(_, _, node)| node == "b").count(),
+        2,
+        "started on b, killed, and started once more: {runs_of_it:?}"
+    );
+    // Every run that ended did so once, on its own replica.
+    let mut ends = BTreeSet::new();
+    for (run, _, tag) in lines.iter().filter(|(_, _, tag)| tag.ends_with("-end")) {
+        assert!(
+            run.ends_with(&format!(":{}", tag.trim_end_matches("-end"))),
+            "{lines:?}"
+        );
+        assert!(ends.insert(run.clone()), "{run} ended twice: {lines:?}");
+    }
+}
+
+#[test]
+fn a_target_down_at_the_due_time_runs_when_back_within_the_threshold_and_is_skipped_after() {
+    // A short misfire threshold, so that being away longer than it takes seconds, not minutes.
+    let threshold = ["--misfire-threshold", "6s"];
+    let hosts = Hosts::new("");
+    let job = format!(
+        "[jobs.logs-clean]\nschedule = \"@every 2s\"\non = \"every\"\ncommand = '{}'\n",
+        noting(&hosts.ledger())
+    );
+    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
+    let mut replicas = vec![
+        hosts.replica("a", &threshold),
+        hosts.replica("b", &threshold),
+        hosts.replica("c", &threshold),
+    ];
+    let ran = |node: &str| hosts.started_by().get(node).cloned().unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(20), || !ran("b").is_empty()),
+        "{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    // Away for a short while: the fires due meanwhile wait for b, which runs them once back.
+    replicas[1].terminate(Duration::from_secs(10));
+    let away_from = ran("a").iter().map(|fire| fire_of(fire)).max().unwrap_or(0);
+    let missed_while_away = || {
+        ran("a")
+            .into_iter()
+            .filter(|fire| fire_of(fire) > away_from)
+            .collect::<BTreeSet<_>>()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || !missed_while_away().is_empty()),
+        "{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    let while_away = missed_while_away();
+    replicas[1] = hosts.replica("b", &threshold);
+    assert!(
+        wait_until(Duration::from_secs(15), || while_away.is_subset(&ran("b"))),
+        "b did not run the fires due while it was away for less than the threshold: {while_away:?}\n{:?}\n{}",
+        hosts.lines(),
+        ReplicaProcess::logs(&replicas)
+    );
+    // Away for longer than the threshold: its runs are skipped, not kept waiting, and no
+    // replica runs them instead.
+    replicas[1].terminate(Duration::from_secs(10));
+    let gone_from = ran("a").iter().map(|fire| fire_of(fire)).max().unwrap_or(0);
+    let fires_since = || {
+        ran("a")
+            .into_iter()
+            .filter(|fire| fire_of(fire) > gone_from)
+            .collect::<Vec<_>>()
+    };
+    // Fires up to twice the threshold after it left: the first of them waited for b and are
+    // skipped; the last ones are not b's any more.
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            fires_since()
+                .iter()
+                .any(|fire| fire_of(fire) > gone_from + 14_000)
+        }),
+        "{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    let first = fires_since()
+        .into_iter()
+        .min_by_key(|fire| fire_of(fire))
+        .expect("a fire after b left");
+    let first_for_b = format!("{first}:b");
+    assert!(
+        wait_until(Duration::from_secs(10), || hosts.run_state(&first_for_b)
+            == (Some("skipped".to_owned()), Some("replica-down".to_owned()))),
+        "{first_for_b}: {:?}\n{}",
+        hosts.run_state(&first_for_b),
+        ReplicaProcess::logs(&replicas)
+    );
+    let last = fires_since()
+        .into_iter()
+        .max_by_key(|fire| fire_of(fire))
+        .expect("a fire after b left");
+    assert_eq!(
+        hosts.run_state(&format!("{last}:b")),
+        (None, None),
+        "b is no target once gone for the threshold"
+    );
+    // Nothing of b's waits in its route.
+    let mut connection = hosts.server.connection();
+    let waiting: usize = connection
+        .llen(keys().ready_fires("@b", redcron::schedule::Priority::Normal))
+        .expect("llen");
+    assert_eq!(waiting, 0);
+    each_run_once_on_its_own_replica(&hosts.lines(), &ReplicaProcess::logs(&replicas));
+}
+
+#[test]
+fn a_rolling_restart_that_adds_a_label_brings_the_replica_into_the_job() {
+    let hosts = Hosts::new("");
+    let job = format!(
+        "[jobs.nginx-logs]\nschedule = \"@every 1s\"\non = \"every\"\nwhere = [\"role=web\"]\n\
+         command = '{}'\n",
+        noting(&hosts.ledger())
+    );
+    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
+    let mut replicas = vec![
+        hosts.replica("a", &["--label", "role=web"]),
+        hosts.replica("b", &[]),
+    ];
+    let ran = |node: &str| hosts.started_by().get(node).cloned().unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(20), || ran("a").len() >= 3),
+        "{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    assert!(ran("b").is_empty(), "{:?}", hosts.lines());
+    replicas[1].terminate(Duration::from_secs(10));
+    replicas[1] = hosts.replica("b", &["--label", "role=web"]);
+    assert!(
+        wait_until(Duration::from_secs(20), || ran("b").len() >= 3),
+        "{:?}\n{}",
+        hosts.lines(),
+        ReplicaProcess::logs(&replicas)
+    );
+    each_run_once_on_its_own_replica(&hosts.lines(), &ReplicaProcess::logs(&replicas));
+}
