@@ -166,6 +166,32 @@ fn an_every_replica_job_runs_each_fire_once_on_each_matching_replica_and_nowhere
             && labels.contains(&"replica=web2"),
         "{web2}"
     );
+    // jobs says where the job runs, and how each replica's last run went.
+    let jobs = one_document(&cli(&hosts.server, hosts.dir.path(), &["jobs", "--json"]).success());
+    let rotate = &jobs["jobs"][0];
+    assert_eq!(
+        (rotate["on"].as_str(), rotate["where"].clone()),
+        (Some("every"), serde_json::json!(["role=web"])),
+        "{jobs}"
+    );
+    let last: Vec<(&str, &str)> = rotate["last_by_replica"]
+        .as_array()
+        .expect("last_by_replica")
+        .iter()
+        .filter_map(|last| Some((last["replica"].as_str()?, last["outcome"].as_str()?)))
+        .collect();
+    assert_eq!(
+        last,
+        [("web1", "succeeded"), ("web2", "succeeded")],
+        "{jobs}"
+    );
+    let text = cli(&hosts.server, hosts.dir.path(), &["jobs"]).success();
+    assert!(
+        text.contains(
+            "rotate: runs each fire on every replica with role=web; last: web1 succeeded"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

@@ -54,16 +54,21 @@ pub fn replica_run_id(fire_id: &str, replica_id: &str) -> String {
 /// or `<job>@<replica>` for a replica's run of an every-replica job, whose overlap and
 /// `max_concurrency` count per replica.
 pub fn slot_group<'a>(job: &'a str, run_id: &str) -> std::borrow::Cow<'a, str> {
-    let replica = run_id
+    match replica_of_run(job, run_id) {
+        Some(replica) => format!("{job}@{replica}").into(),
+        None => job.into(),
+    }
+}
+
+/// The replica a run of `job` is meant for, when it is a replica's run of an every-replica
+/// fire (`<job>@<fire ms>:<replica>`, see [`replica_run_id`]); `None` for any other run.
+pub fn replica_of_run<'a>(job: &str, run_id: &'a str) -> Option<&'a str> {
+    run_id
         .strip_prefix(job)
         .and_then(|rest| rest.strip_prefix('@'))
         .and_then(|rest| rest.split_once(':'))
         .filter(|(fire, _)| !fire.is_empty() && fire.bytes().all(|byte| byte.is_ascii_digit()))
-        .map(|(_, replica)| replica);
-    match replica {
-        Some(replica) => format!("{job}@{replica}").into(),
-        None => job.into(),
-    }
+        .map(|(_, replica)| replica)
 }
 
 /// The key names of one namespace.

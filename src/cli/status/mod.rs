@@ -2,7 +2,7 @@
 
 mod refused;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use chrono::DateTime;
@@ -17,6 +17,7 @@ use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::client::Client;
 use crate::schedule::Schedule;
 use crate::schedule::workflow::Workflow;
+use crate::store::keys::replica_of_run;
 use crate::store::{
     DamagedKeys, Event, Overview, ReplicaInfo, RunState, UndeclaredRuns, WritesRefused,
 };
@@ -64,6 +65,12 @@ struct Summary {
     /// What its runs execute under `/bin/sh -c`.
     #[serde(default)]
     command: Option<String>,
+    /// The labels a replica must carry to declare it; absent for every replica.
+    #[serde(default, rename = "where")]
+    selector: Vec<String>,
+    /// `every` for a job each of whose fires runs on every replica that declares it.
+    #[serde(default)]
+    on: Option<String>,
 }
 
 impl Published {
@@ -102,6 +109,32 @@ impl Published {
     fn workflow(&self) -> Option<String> {
         let workflow = self.summary.as_ref()?.workflow.as_ref()?;
         Some(workflow.describe())
+    }
+
+    /// Its `where` terms (empty for every replica).
+    fn selector(&self) -> &[String] {
+        self.summary
+            .as_ref()
+            .map_or(&[], |summary| summary.selector.as_slice())
+    }
+
+    /// Whether each fire runs on every replica that declares it (`on = "every"`).
+    fn on_every(&self) -> bool {
+        self.summary
+            .as_ref()
+            .is_some_and(|summary| summary.on.as_deref() == Some("every"))
+    }
+
+    /// Where it runs, as `jobs` says it under the table: `None` for a job that runs once per
+    /// fire on any replica.
+    fn placement(&self) -> Option<String> {
+        let selector = self.selector().join(", ");
+        match (self.on_every(), selector.is_empty()) {
+            (false, true) => None,
+            (false, false) => Some(format!("runs once per fire, on a replica with {selector}")),
+            (true, true) => Some("runs each fire on every replica".to_owned()),
+            (true, false) => Some(format!("runs each fire on every replica with {selector}")),
+        }
     }
 
     /// Its name, marked when it starts a workflow.
@@ -274,6 +307,29 @@ fn last_outcomes(events: &[Event]) -> HashMap<String, (String, i64)> {
             && let Some(job) = event.fields.get("job")
         {
             last.entry(job.clone())
+                .or_insert_with(|| (state.as_str().to_owned(), event.at_ms));
+        }
+    }
+    last
+}
+
+/// The latest outcome of each replica's runs of the every-replica job `job` in `events`
+/// (newest first): replica -> state and when, by replica id.
+fn last_by_replica(events: &[Event], job: &str) -> BTreeMap<String, (String, i64)> {
+    let mut last = BTreeMap::new();
+    for event in events {
+        let state = event
+            .fields
+            .get("state")
+            .and_then(|state| RunState::parse(state))
+            .filter(|state| state.is_finished() || *state == RunState::Retrying);
+        let replica = event
+            .fields
+            .get("run")
+            .filter(|_| event.fields.get("job").is_some_and(|of| of == job))
+            .and_then(|run| replica_of_run(job, run));
+        if let (Some(state), Some(replica)) = (state, replica) {
+            last.entry(replica.to_owned())
                 .or_insert_with(|| (state.as_str().to_owned(), event.at_ms));
         }
     }
@@ -674,9 +730,10 @@ fn exit_status(
 }
 
 pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let overview = block_on(async {
+    let (overview, events) = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
-        client.overview().await.map_err(CliError::from)
+        let overview = client.overview().await?;
+        Ok::<_, CliError>((overview, client.recent_events().await?))
     })?;
     let jobs = published(&overview);
     if args.format.is_json() {
@@ -697,6 +754,14 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
                     "declared_by": declarers.same,
                     "drift": declarers.differs,
                     "not_declared_by": declarers.undeclared,
+                    "where": job.selector(),
+                    "on": if job.on_every() { "every" } else { "one" },
+                    "last_by_replica": last_by_replica(&events, &job.name)
+                        .into_iter()
+                        .map(|(replica, (outcome, at_ms))| {
+                            json!({ "replica": replica, "outcome": outcome, "at_ms": at_ms })
+                        })
+                        .collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -744,7 +809,28 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
         &rows,
         terminal_width(),
     )
-    .map_err(CliError::io("writing the jobs"))
+    .map_err(CliError::io("writing the jobs"))?;
+    // Where the jobs that do not run just anywhere run, and for every-replica jobs how each
+    // replica's last run went: one line each, below the table.
+    for job in &jobs {
+        let Some(placement) = job.placement() else {
+            continue;
+        };
+        let last: Vec<String> = last_by_replica(&events, &job.name)
+            .into_iter()
+            .map(|(replica, (outcome, at_ms))| {
+                format!("{replica} {outcome} {}", ago(overview.now_ms, at_ms))
+            })
+            .collect();
+        let last = if last.is_empty() {
+            String::new()
+        } else {
+            format!("; last: {}", last.join(", "))
+        };
+        writeln!(out, "{}: {placement}{last}", job.name)
+            .map_err(CliError::io("writing the jobs"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
