@@ -431,6 +431,25 @@ fn a_target_down_at_the_due_time_runs_when_back_within_the_threshold_and_is_skip
         ReplicaProcess::logs(&replicas)
     );
     let while_away = missed_while_away();
+    // What waits for b is listed among the ready runs.
+    let first_away = format!(
+        "{}:b",
+        while_away.iter().next().expect("a fire while b was away")
+    );
+    let listed = cli(
+        &hosts.server,
+        hosts.dir.path(),
+        &["runs", "list", "--state", "ready", "--json"],
+    )
+    .success();
+    assert!(
+        one_document(&listed)["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .any(|run| run["id"] == first_away.as_str()),
+        "{first_away} not listed as ready: {listed}"
+    );
     replicas[1] = hosts.replica("b", &threshold);
     assert!(
         wait_until(Duration::from_secs(15), || while_away.is_subset(&ran("b"))),

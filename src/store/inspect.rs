@@ -1,13 +1,14 @@
 //! What operators read (`status`, `jobs`, `runs`, `history`) and their few writes (pause,
 //! clear a namespace): plain commands, no script the engine depends on.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
 use super::damage::readable_record;
+use super::keys::{private_route, replica_slot_group};
 use super::reply::Reply;
 use super::{Entry, Store, StoreError, millis, published_declarations};
 use crate::schedule::Priority;
@@ -270,22 +271,32 @@ impl Store {
     }
 
     /// Up to `limit` runs waiting for a worker, in the order claims take them: those ready in
-    /// every queue a published job names, `default` and any other queue with ready runs
-    /// ([`Store::ready_queues`]), highest priority first and a
-    /// priority's cron fires first; then those waiting for a slot of their job; then those put
-    /// aside for a replica that declares their job.
+    /// every queue a published job names, `default`, each replica's own route (runs of
+    /// every-replica fires) and any other queue with ready runs ([`Store::ready_queues`]),
+    /// highest priority first and a priority's cron fires first; then those waiting for a slot
+    /// of their job (per replica for an every-replica job); then those put aside for a replica
+    /// that declares their job.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn waiting_runs(&self, limit: usize) -> Result<Vec<Entry>, StoreError> {
         let mut connection = self.connection.clone();
-        let (defs, undeclared): (HashMap<String, String>, Vec<String>) = redis::pipe()
+        let (defs, undeclared, live, stopped): (
+            HashMap<String, String>,
+            Vec<String>,
+            Vec<String>,
+            Vec<String>,
+        ) = redis::pipe()
             .hgetall(self.keys.defs())
             .zrange(self.keys.undeclared_jobs(), 0, -1)
+            .zrange(self.keys.replicas(), 0, -1)
+            .zrange(self.keys.stopped_replicas(), 0, -1)
             .query_async(&mut connection)
             .await
             .during(&self.metrics, "waiting_runs")?;
+        let replicas: BTreeSet<String> = live.into_iter().chain(stopped).collect();
         let mut queues = queues_of(&defs);
+        queues.extend(replicas.iter().map(|replica| private_route(replica)));
         queues.push("default".to_owned());
         queues.extend(self.ready_queues().await?);
         queues.sort();
@@ -303,6 +314,16 @@ impl Store {
             lists.extend(queues.iter().map(|queue| self.keys.ready(queue, priority)));
         }
         lists.extend(jobs.iter().map(|job| self.keys.waiting(job)));
+        for job in jobs
+            .iter()
+            .filter(|job| runs_on_every_replica(&defs[**job]))
+        {
+            lists.extend(
+                replicas
+                    .iter()
+                    .map(|replica| self.keys.waiting(&replica_slot_group(job, replica))),
+            );
+        }
         lists.extend(undeclared.iter().map(|job| self.keys.undeclared(job)));
         let mut pipe = redis::pipe();
         for list in &lists {
@@ -555,6 +576,12 @@ impl Store {
 }
 
 /// The queues the published definitions `defs` (job -> JSON) name, one per job.
+/// Whether a published definition is an every-replica job's (`"on": "every"`).
+fn runs_on_every_replica(definition: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(definition)
+        .is_ok_and(|value| value.get("on").and_then(|on| on.as_str()) == Some("every"))
+}
+
 fn queues_of(defs: &HashMap<String, String>) -> Vec<String> {
     defs.values()
         .filter_map(|definition| {

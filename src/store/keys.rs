@@ -55,9 +55,15 @@ pub fn replica_run_id(fire_id: &str, replica_id: &str) -> String {
 /// `max_concurrency` count per replica.
 pub fn slot_group<'a>(job: &'a str, run_id: &str) -> std::borrow::Cow<'a, str> {
     match replica_of_run(job, run_id) {
-        Some(replica) => format!("{job}@{replica}").into(),
+        Some(replica) => replica_slot_group(job, replica).into(),
         None => job.into(),
     }
+}
+
+/// The name `replica`'s slots of the every-replica job `job` are kept under (see
+/// [`slot_group`]).
+pub fn replica_slot_group(job: &str, replica: &str) -> String {
+    format!("{job}@{replica}")
 }
 
 /// The replica a run of `job` is meant for, when it is a replica's run of an every-replica
