@@ -185,6 +185,13 @@ fn an_every_replica_job_runs_each_fire_once_on_each_matching_replica_and_nowhere
         [("web1", "succeeded"), ("web2", "succeeded")],
         "{jobs}"
     );
+    let checked =
+        crate::util::redcron_in(hosts.dir.path(), &["check", "--schedules", "schedules"], "")
+            .success();
+    assert!(
+        checked.contains("job rotate: runs each fire on every replica with role=web"),
+        "{checked}"
+    );
     let text = cli(&hosts.server, hosts.dir.path(), &["jobs"]).success();
     assert!(
         text.contains(

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::times::{machine_zone, on_utc_clock};
 use super::{CliError, default_schedules, write_jobs};
-use crate::schedule::{Job, load_schedules};
+use crate::schedule::{Job, load_schedules, placement};
 
 /// How many upcoming fires are shown per job.
 const SHOWN_FIRES: usize = 3;
@@ -36,6 +36,11 @@ pub(super) fn execute(args: &CheckArgs, out: &mut impl Write) -> Result<(), CliE
                     workflow.describe(),
                     workflow.on_failure.as_str()
                 )?;
+            }
+        }
+        for job in &schedules.jobs {
+            if let Some(placement) = placement(job.on, &job.selector) {
+                writeln!(out, "job {}: {placement}", job.name)?;
             }
         }
         for queue in &schedules.queues {

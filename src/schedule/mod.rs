@@ -26,7 +26,7 @@ pub use file::{
 pub use job::{DefinitionError, Delivery, Job, Misfire, Output, Overlap, Priority};
 pub use notice::{Event, Notices, Target};
 pub use queues::{QueueFallback, QueueFallbacks};
-pub use selector::{Label, Labels, Reach, Selector};
+pub use selector::{Label, Labels, Reach, Selector, placement};
 pub use workflow::{OnFailure, Step, Workflow};
 
 /// The declared jobs as a replica currently knows them, one shared copy of each definition;

@@ -212,6 +212,30 @@ impl Reach {
     }
 }
 
+/// Where a job runs, in words, as `check` and `jobs` say it: `None` for a job whose fires run
+/// once on any replica.
+///
+/// ```
+/// use redcron::schedule::{Reach, Selector, placement};
+///
+/// let web = Selector::parse(&["role=web".to_owned()])?;
+/// assert_eq!(
+///     placement(Reach::Every, &web).as_deref(),
+///     Some("runs each fire on every replica with role=web")
+/// );
+/// assert_eq!(placement(Reach::One, &Selector::default()), None);
+/// # Ok::<(), String>(())
+/// ```
+pub fn placement(on: Reach, selector: &Selector) -> Option<String> {
+    let terms = selector.to_string().replace(',', ", ");
+    match (on, selector.is_empty()) {
+        (Reach::One, true) => None,
+        (Reach::One, false) => Some(format!("runs once per fire, on a replica with {terms}")),
+        (Reach::Every, true) => Some("runs each fire on every replica".to_owned()),
+        (Reach::Every, false) => Some(format!("runs each fire on every replica with {terms}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,8 +15,8 @@ use super::table::{terminal_width, write_table_within};
 use super::times::{ago, duration, elapsed, format_fire, local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::client::Client;
-use crate::schedule::Schedule;
 use crate::schedule::workflow::Workflow;
+use crate::schedule::{Reach, Schedule, Selector, placement};
 use crate::store::keys::replica_of_run;
 use crate::store::{
     DamagedKeys, Event, Overview, ReplicaInfo, RunState, UndeclaredRuns, WritesRefused,
@@ -128,13 +128,15 @@ impl Published {
     /// Where it runs, as `jobs` says it under the table: `None` for a job that runs once per
     /// fire on any replica.
     fn placement(&self) -> Option<String> {
-        let selector = self.selector().join(", ");
-        match (self.on_every(), selector.is_empty()) {
-            (false, true) => None,
-            (false, false) => Some(format!("runs once per fire, on a replica with {selector}")),
-            (true, true) => Some("runs each fire on every replica".to_owned()),
-            (true, false) => Some(format!("runs each fire on every replica with {selector}")),
-        }
+        let on = if self.on_every() {
+            Reach::Every
+        } else {
+            Reach::One
+        };
+        // The terms were checked when their file was loaded: a definition damaged there shows
+        // as for every replica rather than failing the whole listing.
+        let selector = Selector::parse(self.selector()).unwrap_or_default();
+        placement(on, &selector)
     }
 
     /// Its name, marked when it starts a workflow.
