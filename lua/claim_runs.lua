@@ -8,8 +8,11 @@
 -- popped run of another job is put aside in undeclared:<job> (listed in KEYS[6]) until a
 -- replica that declares it and serves its queue claims, which puts such runs back at the head
 -- of their ready lists first (one whose queue or priority was damaged meanwhile goes to the
--- dead letters as corrupt instead). The replicas that declare it are woken at once (wake-replica:<id>):
--- the queue's wake marker this call consumed was meant for them. When the replica's declarations are not in Redis (they expired
+-- dead letters as corrupt instead). The replicas that declare it are woken at once
+-- (wake-replica:<id>): the queue's wake marker this call consumed was meant for them. A run of
+-- the replica's own route (@<replica id>: an every-replica fire's run, see promote_due.lua) is
+-- the only one no other replica may take: when this replica no longer declares its job, it is
+-- skipped (`undeclared`). When the replica's declarations are not in Redis (they expired
 -- while Redis stalled), nothing is claimed: the replica publishes them and claims again.
 --
 -- A popped run is skipped (and recorded) when its job is paused or another run holds its
@@ -56,7 +59,7 @@
 --         '' before its first claim
 -- ARGV[10] W, the number of idle workers
 -- ARGV[11..10+W] their worker ids "<replica id>/<slot>", one run each at most
--- ARGV[11+W..] the queues served
+-- ARGV[11+W..] the queues served, and the replica's own route @<replica id>
 --
 -- Redis comes back older than a replica saw it when it is restored from an older copy, fails
 -- over to a replica that lagged, or loses its last writes in a crash: then written_ms is below

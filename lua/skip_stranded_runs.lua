@@ -55,7 +55,13 @@ for _, entry in ipairs(lists) do
   local list, replica = entry[1], entry[2]
   for _, run_id in ipairs(redis.call('LRANGE', list, 0, limit - 1)) do
     local run_key = key_run(prefix, run_id)
-    local job, state, due_ms = unpack(redis.call('HMGET', run_key, 'job', 'state', 'due_ms'))
+    -- A record that is no hash (damaged) is left where it is, for the reaper's walk over the
+    -- records: an error here would stop the sweep after its first writes.
+    local fields = redis.pcall('HMGET', run_key, 'job', 'state', 'due_ms')
+    local job, state, due_ms = false, false, false
+    if not fields.err then
+      job, state, due_ms = unpack(fields, 1, 3)
+    end
     if state == 'ready' and job and (tonumber(due_ms) or 0) < gone_since then
       redis.call('LREM', list, 1, run_id)
       skip_run(prefix, run_key, run_id, job, 'replica-down', now, retention, events, maxlen)
