@@ -545,3 +545,68 @@ fn a_rolling_restart_that_adds_a_label_brings_the_replica_into_the_job() {
     );
     each_run_once_on_its_own_replica(&hosts.lines(), &ReplicaProcess::logs(&replicas));
 }
+
+/// A replica's claim at `now_ms`, from the default queue and its own route.
+async fn claim_as(store: &redcron::store::Store, replica: &str, now_ms: i64) -> Vec<String> {
+    let claimed = store
+        .clone()
+        .with_frozen_clock(now_ms)
+        .claim_runs(
+            &[&format!("{replica}/0"), &format!("{replica}/1")],
+            &["default".to_owned(), format!("@{replica}")],
+            crate::store::LEASE,
+            100,
+        )
+        .await
+        .expect("claim");
+    claimed
+        .runs
+        .iter()
+        .map(|run| run.as_ref().expect("a whole run").id.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_every_replica_fire_promoted_twice_makes_one_run_per_target_claimed_by_it_alone() {
+    use crate::store::{THRESHOLD, declare, jobs, plan, setup};
+
+    let toml = "[jobs.rotate]\nschedule = \"@hourly\"\non = \"every\"\ncommand = \"true\"\n";
+    let (server, store, token) = setup(toml).await;
+    let every = ["rotate".to_owned()];
+    // r1 and r2 declared the job within the threshold before the fire; r3 before that.
+    for (replica, at) in [("r3", 30_000), ("r1", 95_000), ("r2", 99_000)] {
+        declare(&store, replica, jobs(toml)).await;
+        store
+            .clone()
+            .with_frozen_clock(at)
+            .declare_targets(replica, &every, &[], THRESHOLD)
+            .await
+            .expect("targets");
+    }
+    plan(&store, &token, "rotate", &[100_000]).await;
+    let at_fire = store.clone().with_frozen_clock(100_000);
+    let promoted = at_fire
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    assert_eq!(promoted.ready, 2, "{promoted:?}");
+    // Planned again (two leaders, a lost cursor): promoting it again makes no second run.
+    let mut connection = server.connection();
+    let () = connection
+        .zadd(keys().due(), "rotate@100000", 100_000)
+        .expect("plan again");
+    at_fire
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote again");
+    // Each target claims its own run, once; r3 and the others' routes give it nothing.
+    assert_eq!(claim_as(&store, "r2", 100_001).await, ["rotate@100000:r2"]);
+    assert_eq!(claim_as(&store, "r3", 100_001).await, Vec::<String>::new());
+    assert_eq!(claim_as(&store, "r1", 100_001).await, ["rotate@100000:r1"]);
+    assert_eq!(claim_as(&store, "r1", 100_002).await, Vec::<String>::new());
+    // The fire's own id made no run.
+    let fire: i64 = connection
+        .exists(keys().run("rotate@100000"))
+        .expect("exists");
+    assert_eq!(fire, 0);
+}
