@@ -40,13 +40,20 @@ impl Hosts {
 
     /// Replica `id`, with `NODE=<id>` in its commands' environment and `extra` flags.
     fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
+        self.replica_with_env(id, extra, &[])
+    }
+
+    /// Like [`Hosts::replica`], with `env` added to its environment.
+    fn replica_with_env(&self, id: &str, extra: &[&str], env: &[(&str, &str)]) -> ReplicaProcess {
+        let mut env = env.to_vec();
+        env.push(("NODE", id));
         ReplicaProcess::start_with_env(
             id,
             &self.server.url(),
             &self.dir.path().join("schedules"),
             self.dir.path(),
             extra,
-            &[("NODE", id)],
+            &env,
         )
     }
 
@@ -120,7 +127,8 @@ fn an_every_replica_job_runs_each_fire_once_on_each_matching_replica_and_nowhere
     std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
     let replicas = [
         hosts.replica("web1", &["--label", "role=web"]),
-        hosts.replica("web2", &["--label", "role=web", "--label", "dc=eu"]),
+        // Labels from the environment, as the service unit's /etc/default/redcron gives them.
+        hosts.replica_with_env("web2", &[], &[("REDCRON_LABELS", "role=web,dc=eu")]),
         hosts.replica("db1", &["--label", "role=db"]),
     ];
     let logs = || ReplicaProcess::logs(&replicas);

@@ -150,7 +150,7 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
     let big = dir.path().join("big.json");
     std::fs::write(&big, format!("\"{}\"", "x".repeat(1024 * 1024))).expect("write");
     let big_arg = format!("@{}", big.display());
-    let cases: [(&[&str], &str); 21] = [
+    let cases: [(&[&str], &str); 23] = [
         (&["trigger", "nope"], "unknown job \"nope\""),
         (
             &["trigger", "greet", "--payload", "{bad"],
@@ -201,6 +201,11 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
             &["run", "--replica-id", "a b"],
             "\"a b\" is not a replica id: 1 to 64 letters, digits and . _ - @",
         ),
+        (
+            &["run", "--label", "host=db1"],
+            "\"host\" is a label every replica carries on its own",
+        ),
+        (&["run", "--label", "role"], "\"role\" is not key=value"),
         (
             &["bench", "--concurrency", "5000"],
             "\"5000\" is not a number of workers from 1 to 4096",

@@ -42,9 +42,16 @@ pub(super) struct RunArgs {
     /// every-replica jobs wait for it [default: the host name].
     #[arg(long, value_name = "ID", value_parser = replica_id)]
     replica_id: Option<String>,
-    /// A label this replica carries, for jobs' `where` (repeatable). Every replica also
-    /// carries host=<host name>, replica=<id> and queue=<name> for each queue it serves.
-    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+    /// A label this replica carries, for jobs' `where` (repeatable, or comma-separated in
+    /// REDCRON_LABELS). Every replica also carries host=<host name>, replica=<id> and
+    /// queue=<name> for each queue it serves.
+    #[arg(
+        long = "label",
+        value_name = "KEY=VALUE",
+        value_parser = label,
+        env = "REDCRON_LABELS",
+        value_delimiter = ','
+    )]
     labels: Vec<Label>,
     /// How long running runs may finish after SIGTERM before they are stopped and handed back.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
