@@ -618,3 +618,37 @@ async fn an_every_replica_fire_promoted_twice_makes_one_run_per_target_claimed_b
         .expect("exists");
     assert_eq!(fire, 0);
 }
+
+#[tokio::test]
+async fn a_replica_that_no_longer_declares_an_every_replica_job_skips_its_runs_of_it() {
+    use crate::store::{THRESHOLD, declare, jobs, plan, setup};
+
+    let toml = "[jobs.rotate]\nschedule = \"@hourly\"\non = \"every\"\ncommand = \"true\"\n";
+    let (server, store, token) = setup(toml).await;
+    declare(&store, "r1", jobs(toml)).await;
+    store
+        .clone()
+        .with_frozen_clock(99_000)
+        .declare_targets("r1", &["rotate".to_owned()], &[], THRESHOLD)
+        .await
+        .expect("targets");
+    plan(&store, &token, "rotate", &[100_000]).await;
+    store
+        .clone()
+        .with_frozen_clock(100_000)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    // A reload drops the job before r1 claims its run: no other replica may run it instead.
+    declare(&store, "r1", jobs("[jobs.other]\ncommand = \"true\"\n")).await;
+    assert_eq!(claim_as(&store, "r1", 100_001).await, Vec::<String>::new());
+    let state: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(keys().run("rotate@100000:r1"))
+        .arg(&["state", "reason"])
+        .query(&mut server.connection())
+        .expect("read the run");
+    assert_eq!(
+        state,
+        [Some("skipped".to_owned()), Some("undeclared".to_owned())]
+    );
+}
