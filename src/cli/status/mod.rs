@@ -16,7 +16,7 @@ use super::times::{ago, duration, elapsed, format_fire, local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::client::Client;
 use crate::schedule::workflow::Workflow;
-use crate::schedule::{Reach, Schedule, Selector, placement};
+use crate::schedule::{Label, Labels, Reach, Schedule, Selector, placement};
 use crate::store::keys::replica_of_run;
 use crate::store::{
     DamagedKeys, Event, Overview, ReplicaInfo, RunState, UndeclaredRuns, WritesRefused,
@@ -125,6 +125,21 @@ impl Published {
             .is_some_and(|summary| summary.on.as_deref() == Some("every"))
     }
 
+    /// Whether `replica`'s published labels (and queues) match the job's `where`.
+    fn matches(&self, replica: &ReplicaInfo) -> bool {
+        let given: Vec<Label> = labels(replica)
+            .into_iter()
+            .filter_map(|label| Label::parse(label).ok())
+            .collect();
+        let queues: Vec<String> = served_queues(replica)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        // Its host and id are among the labels it published: none to add.
+        let carried = Labels::of_replica(&given, "", "", &queues);
+        Selector::parse(self.selector()).is_ok_and(|selector| selector.matches(&carried))
+    }
+
     /// Where it runs, as `jobs` says it under the table: `None` for a job that runs once per
     /// fire on any replica.
     fn placement(&self) -> Option<String> {
@@ -191,6 +206,9 @@ struct Declarers {
     /// Replicas that do not declare the job at all: not drift, but the usual state of a rolling
     /// deploy that adds or removes it. They never run it.
     undeclared: Vec<String>,
+    /// Those of `undeclared` whose labels the job's `where` does not match: as meant, so not
+    /// worth a warning.
+    excluded: Vec<String>,
 }
 
 impl Declarers {
@@ -208,6 +226,10 @@ impl Declarers {
                 continue;
             };
             let list = match jobs.get(&job.name) {
+                None if !job.selector().is_empty() && !job.matches(replica) => {
+                    declarers.undeclared.push(replica.id.clone());
+                    &mut declarers.excluded
+                }
                 None => &mut declarers.undeclared,
                 Some(hash) if Some(hash) == job.hash.as_ref() => &mut declarers.same,
                 Some(_) => &mut declarers.differs,
@@ -218,6 +240,7 @@ impl Declarers {
             &mut declarers.same,
             &mut declarers.differs,
             &mut declarers.undeclared,
+            &mut declarers.excluded,
         ] {
             list.sort();
         }
@@ -230,8 +253,14 @@ impl Declarers {
         if !self.differs.is_empty() {
             parts.push(format!("DRIFT: differs on {}", self.differs.join(", ")));
         }
-        if !self.undeclared.is_empty() {
-            parts.push(format!("not declared by {}", self.undeclared.join(", ")));
+        let unexpected: Vec<&str> = self
+            .undeclared
+            .iter()
+            .filter(|replica| !self.excluded.contains(replica))
+            .map(String::as_str)
+            .collect();
+        if !unexpected.is_empty() {
+            parts.push(format!("not declared by {}", unexpected.join(", ")));
         }
         parts.join("; ")
     }

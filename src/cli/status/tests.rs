@@ -61,6 +61,7 @@ fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
             same: vec!["a".to_owned()],
             differs: vec!["b".to_owned(), "d".to_owned()],
             undeclared: vec!["c".to_owned(), "g".to_owned()],
+            excluded: Vec::new(),
         }
     );
     assert_eq!(
@@ -72,6 +73,51 @@ fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
         ..Declarers::default()
     };
     assert_eq!(everywhere.warning(), "");
+}
+
+#[test]
+fn a_replica_whose_labels_the_where_does_not_match_is_no_warning() {
+    let labelled = |id: &str, labels: &str| {
+        let mut replica = replica(id, true, Some(&[]));
+        replica.info.insert("labels".to_owned(), labels.to_owned());
+        replica
+            .info
+            .insert("queues".to_owned(), "default".to_owned());
+        replica
+    };
+    let overview = Overview {
+        now_ms: 0,
+        leader: None,
+        counts: RunCounts {
+            due: 0,
+            active: 0,
+            dead: 0,
+            ready: Vec::new(),
+        },
+        paused: Vec::new(),
+        held_for: None,
+        replicas: vec![
+            labelled("db1", "host=db1,replica=db1,role=db"),
+            labelled("web2", "host=web2,replica=web2,role=web"),
+        ],
+        definitions: HashMap::new(),
+        definition_hashes: HashMap::new(),
+        running: Vec::new(),
+        undeclared: Vec::new(),
+    };
+    let job = Published::parse(
+        "rotate",
+        r#"{"schedule": "@daily", "timezone": "UTC", "enabled": true, "where": ["queue=default", "role=web"], "on": "every"}"#,
+        Some(&"h1".to_owned()),
+    );
+    let declarers = Declarers::of(&overview, &job);
+    // Both leave it undeclared; only web2, which matches, is a surprise.
+    assert_eq!(declarers.undeclared, ["db1", "web2"]);
+    assert_eq!(declarers.warning(), "not declared by web2");
+    assert_eq!(
+        job.placement().as_deref(),
+        Some("runs each fire on every replica with queue=default, role=web")
+    );
 }
 
 #[test]
