@@ -16,8 +16,11 @@
 -- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[6] limit: most runs looked at per list
 --
+-- Replicas gone for longer than the retention are not looked at any more: their runs were
+-- skipped by then, and the `replicas` zset keeps every id that ever beat.
+--
 -- Returns {run id, job, replica} for each run skipped (reason `replica-down`).
--- Cost: O(gone replicas x 3 + limit per list).
+-- Cost: O(replicas gone within the retention x 3 + limit per list).
 check_types('skip_stranded_runs', KEYS, {'zset', 'zset', 'stream', 'string'})
 if held(KEYS[4]) then
   return redis.error_reply(HELD)
@@ -33,10 +36,11 @@ local gone_since = now - threshold
 
 -- The replicas silent for the threshold: crashed (their last beat) or stopped (their stop).
 local gone = {}
-for _, replica in ipairs(redis.call('ZRANGEBYSCORE', replicas, '-inf', '(' .. gone_since)) do
+local forgotten = now - retention
+for _, replica in ipairs(redis.call('ZRANGEBYSCORE', replicas, forgotten, '(' .. gone_since)) do
   gone[replica] = true
 end
-for _, replica in ipairs(redis.call('ZRANGEBYSCORE', stopped, '-inf', '(' .. gone_since)) do
+for _, replica in ipairs(redis.call('ZRANGEBYSCORE', stopped, forgotten, '(' .. gone_since)) do
   if not redis.call('ZSCORE', replicas, replica) then
     gone[replica] = true
   end
