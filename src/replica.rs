@@ -589,6 +589,7 @@ impl Replica {
                 },
             )
             .with_queue_fallbacks(self.fallbacks.subscribe())
+            .with_jobs(self.jobs.subscribe())
             .run(background.clone()),
         );
         supervisor.spawn(Component::Heartbeat, heartbeat.run(background.clone()));

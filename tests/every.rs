@@ -12,7 +12,7 @@ use tempfile::TempDir;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{cli, keys, one_document, read_ledger, wait_until};
+use crate::util::{cli, free_port, http_get, keys, one_document, read_ledger, wait_until};
 
 /// A Redis, a schedule directory and the ledger its jobs append to.
 struct Hosts {
@@ -420,10 +420,14 @@ fn a_target_down_at_the_due_time_runs_when_back_within_the_threshold_and_is_skip
         noting(&hosts.ledger())
     );
     std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
+    // a and c skip b's runs once it is gone: their metrics count it.
+    let ports = [free_port(), free_port()];
+    let metrics_at = |port: u16| format!("127.0.0.1:{port}");
+    let (at_a, at_c) = (metrics_at(ports[0]), metrics_at(ports[1]));
     let mut replicas = vec![
-        hosts.replica("a", &threshold),
+        hosts.replica("a", &[threshold[0], threshold[1], "--metrics-addr", &at_a]),
         hosts.replica("b", &threshold),
-        hosts.replica("c", &threshold),
+        hosts.replica("c", &[threshold[0], threshold[1], "--metrics-addr", &at_c]),
     ];
     let ran = |node: &str| hosts.started_by().get(node).cloned().unwrap_or_default();
     assert!(
@@ -504,6 +508,27 @@ fn a_target_down_at_the_due_time_runs_when_back_within_the_threshold_and_is_skip
         "{first_for_b}: {:?}\n{}",
         hosts.run_state(&first_for_b),
         ReplicaProcess::logs(&replicas)
+    );
+    let counted = || -> f64 {
+        ports
+            .iter()
+            .flat_map(|port| {
+                http_get(*port, "/metrics")
+                    .1
+                    .lines()
+                    .filter(|line| {
+                        line.starts_with("redcron_skipped_fires_total{")
+                            && line.contains("reason=\"replica-down\"")
+                    })
+                    .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || counted() >= 1.0),
+        "{}",
+        http_get(ports[0], "/metrics").1
     );
     let last = fires_since()
         .into_iter()

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::{Backoff, Shutdown, log_store_failure};
-use crate::schedule::QueueFallbacks;
+use crate::schedule::{Jobs, QueueFallbacks};
 use crate::store::{FailOutcome, FailReason, Failure, Store, StoreError};
 
 mod damage;
@@ -69,6 +69,8 @@ pub struct Reaper {
     config: ReaperConfig,
     /// The `[queues]` tables this replica declares.
     fallbacks: Option<watch::Receiver<QueueFallbacks>>,
+    /// The jobs this replica declares: the `job` label of the runs it skips for a gone replica.
+    jobs: Option<watch::Receiver<Jobs>>,
     /// Since when, as this replica saw it, no live replica has served each queue that has a
     /// fallback, and whether this replica moved runs away since (said once, then quietly).
     unserved_since: HashMap<String, (Instant, bool)>,
@@ -90,6 +92,7 @@ impl Reaper {
             store,
             config,
             fallbacks: None,
+            jobs: None,
             unserved_since: HashMap::new(),
             settle_from: 0,
             records_from: 0,
@@ -100,6 +103,14 @@ impl Reaper {
     #[must_use]
     pub fn with_queue_fallbacks(mut self, fallbacks: watch::Receiver<QueueFallbacks>) -> Self {
         self.fallbacks = Some(fallbacks);
+        self
+    }
+
+    /// Labels the runs it skips for a gone replica with their job when this replica declares
+    /// it, as the promoter labels its skips.
+    #[must_use]
+    pub fn with_jobs(mut self, jobs: watch::Receiver<Jobs>) -> Self {
+        self.jobs = Some(jobs);
         self
     }
 

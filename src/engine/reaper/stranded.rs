@@ -1,8 +1,11 @@
 //! What the reaper does about the runs of every-replica fires whose replica is gone.
 
+use std::collections::HashSet;
+
 use tracing::warn;
 
 use super::Reaper;
+use crate::engine::count_skips;
 use crate::store::StoreError;
 
 impl Reaper {
@@ -23,6 +26,18 @@ impl Reaper {
                 "skipped (replica-down): its replica did not come back for it within the misfire \
                  threshold"
             );
+        }
+        if !skipped.is_empty() {
+            let skips: Vec<(String, String)> = skipped
+                .iter()
+                .map(|run| (run.job.clone(), "replica-down".to_owned()))
+                .collect();
+            let jobs = self.jobs.as_ref().map(|jobs| jobs.borrow().clone());
+            let declared: HashSet<&str> = jobs
+                .iter()
+                .flat_map(|jobs| jobs.iter().map(|job| job.name.as_str()))
+                .collect();
+            count_skips(self.store.metrics(), &skips, |name| declared.contains(name));
         }
         Ok(())
     }
