@@ -81,6 +81,20 @@ struct RawFile {
     replicated_writes_timeout: Option<Spanned<String>>,
 }
 
+/// The ids of the options a file sets (the keys of `RawFile`): those whose environment variable
+/// stands over the files. Every other option's variable is its only default.
+pub(super) const FILE_OPTIONS: [&str; 9] = [
+    "redis",
+    "namespace",
+    "schedules",
+    "data_dir",
+    "tls_ca_cert",
+    "tls_cert",
+    "tls_key",
+    "replicated_writes",
+    "replicated_writes_timeout",
+];
+
 /// One value a file sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Setting {

@@ -165,8 +165,8 @@ fn files(page: &mut Roff) {
         (
             "/etc/default/redcron",
             "The environment of the packaged service (redcron.service): RUST_LOG, \
-             REDCRON_WEBHOOK_SECRET, REDCRON_SENDMAIL, and REDIS_URL where a password is better \
-             kept in a file only root reads.",
+             REDCRON_WEBHOOK_SECRET, REDCRON_SENDMAIL, REDCRON_LABELS, and REDIS_URL where a \
+             password is better kept in a file only root reads.",
         ),
         (
             "/var/lib/redcron",
@@ -185,12 +185,17 @@ fn files(page: &mut Roff) {
 /// and, for a replica (`replica`), those of its notices.
 fn environment(page: &mut Roff, command: &clap::Command, replica: bool) {
     page.control("SH", ["ENVIRONMENT"]);
-    let mut options: Vec<(String, String)> = Vec::new();
+    let mut options: Vec<(String, String, bool)> = Vec::new();
     let mut commands = vec![command];
     while let Some(command) = commands.pop() {
         for arg in command.get_arguments() {
             if let (Some(env), Some(long)) = (arg.get_env(), arg.get_long()) {
-                let entry = (env.to_string_lossy().into_owned(), long.to_owned());
+                let in_files = config::FILE_OPTIONS.contains(&arg.get_id().as_str());
+                let entry = (
+                    env.to_string_lossy().into_owned(),
+                    long.to_owned(),
+                    in_files,
+                );
                 if !options.contains(&entry) {
                     options.push(entry);
                 }
@@ -201,11 +206,13 @@ fn environment(page: &mut Roff, command: &clap::Command, replica: bool) {
     options.sort();
     let mut entries: Vec<(String, String)> = options
         .into_iter()
-        .map(|(env, long)| {
-            (
-                env,
-                format!("The default of --{long}, over the configuration files."),
-            )
+        .map(|(env, long, in_files)| {
+            let text = if in_files {
+                format!("The default of --{long}, over the configuration files.")
+            } else {
+                format!("The default of --{long}, which no configuration file sets.")
+            };
+            (env, text)
         })
         .collect();
     entries.push((
