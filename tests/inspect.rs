@@ -338,6 +338,58 @@ async fn history_shows_each_attempt_with_its_own_start_and_outcome() {
     );
 }
 
+/// A replica's own route (`@<id>`, where its runs of every-replica fires wait) found with ready
+/// runs is counted once by `status`, served by that replica alone, and said to wait for it
+/// rather than for a replica started with `--queues`; `runs list` lists its runs once.
+#[tokio::test]
+async fn a_replicas_own_route_is_shown_once_and_said_to_wait_for_its_replica() {
+    let (server, dir, store) = published().await;
+    replica(&store, "r1", NIGHTLY, 0).await;
+    let mut redis = server.connection();
+    let keys = crate::util::keys();
+    let run = "nightly@1767225600000:gone";
+    let () = redis::cmd("HSET")
+        .arg(keys.run(run))
+        .arg(&[
+            ("job", "nightly"),
+            ("kind", "cron"),
+            ("state", "ready"),
+            ("queue", "@gone"),
+            ("priority", "normal"),
+            ("attempt", "0"),
+            ("max_attempts", "1"),
+        ])
+        .query(&mut redis)
+        .expect("HSET");
+    let () = redis::cmd("RPUSH")
+        .arg(keys.ready_fires("@gone", redcron::schedule::Priority::Normal))
+        .arg(run)
+        .query(&mut redis)
+        .expect("RPUSH");
+
+    let status = one_document(&cli(&server, dir.path(), &["status", "--json"]).stdout);
+    let routes: Vec<&serde_json::Value> = status["ready"]
+        .as_array()
+        .map(|queues| {
+            queues
+                .iter()
+                .filter(|queue| queue["queue"] == "@gone")
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(routes.len(), 1, "{status}");
+    assert_eq!(routes[0]["normal"], 1, "{status}");
+    assert_eq!(routes[0]["served_by"], 0, "{status}");
+    let text = cli(&server, dir.path(), &["status"]).stdout;
+    assert!(
+        text.contains("route @gone: 1 ready run(s) of every-replica jobs for replica gone"),
+        "{text}"
+    );
+    assert!(!text.contains("--queues @gone"), "{text}");
+    let listed = cli(&server, dir.path(), &["runs", "list"]).stdout;
+    assert_eq!(listed.matches(run).count(), 1, "{listed}");
+}
+
 /// Runs ready in a queue that no published job names (enqueued to it, or left there by a reload
 /// that moved their job to another queue) are counted by `status`, which warns that no replica
 /// serves the queue, and listed by `runs list`.

@@ -44,6 +44,11 @@ pub fn private_route(replica_id: &str) -> String {
     format!("@{replica_id}")
 }
 
+/// The replica whose own route `queue` is (see [`private_route`]); `None` for a queue.
+pub fn route_replica(queue: &str) -> Option<&str> {
+    queue.strip_prefix('@')
+}
+
 /// The id of `replica_id`'s run of the every-replica fire `fire_id` (`<job>@<fire ms>`):
 /// deterministic, so that a fire promoted twice makes one run per replica.
 pub fn replica_run_id(fire_id: &str, replica_id: &str) -> String {

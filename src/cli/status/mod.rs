@@ -17,7 +17,7 @@ use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
 use crate::client::Client;
 use crate::schedule::workflow::Workflow;
 use crate::schedule::{Label, Labels, Reach, Schedule, Selector, placement};
-use crate::store::keys::replica_of_run;
+use crate::store::keys::{replica_of_run, route_replica};
 use crate::store::{
     DamagedKeys, Event, Overview, ReplicaInfo, RunState, UndeclaredRuns, WritesRefused,
 };
@@ -294,7 +294,11 @@ fn served_by(overview: &Overview, queue: &str, refused: bool) -> usize {
         .iter()
         .filter(|replica| {
             replica_state(overview, replica, refused) == "alive"
-                && served_queues(replica).contains(&queue)
+                && match route_replica(queue) {
+                    // A replica's own route is served by that replica alone, whatever its queues.
+                    Some(id) => replica.id == id,
+                    None => served_queues(replica).contains(&queue),
+                }
         })
         .count()
 }
@@ -701,6 +705,15 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         for (queue, lengths) in &overview.counts.ready {
             let waiting: u64 = lengths.iter().sum();
             if waiting > 0 && !refused && served_by(&overview, queue, refused) == 0 {
+                if let Some(id) = route_replica(queue) {
+                    writeln!(
+                        out,
+                        "route {queue}: {waiting} ready run(s) of every-replica jobs for replica \
+                         {id}, which is not alive: they wait for it, and are skipped as \
+                         replica-down once it has been gone longer than the misfire threshold"
+                    )?;
+                    continue;
+                }
                 writeln!(
                     out,
                     "queue {queue}: {waiting} ready run(s) and no live replica serves it: they \
