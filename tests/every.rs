@@ -677,3 +677,57 @@ async fn a_replica_that_no_longer_declares_an_every_replica_job_skips_its_runs_o
         [Some("skipped".to_owned()), Some("undeclared".to_owned())]
     );
 }
+
+#[tokio::test]
+async fn a_replica_back_past_the_threshold_finds_its_run_of_a_skip_job_missed_at_its_start() {
+    use crate::store::{THRESHOLD, declare, jobs, plan, setup};
+
+    let toml = "[jobs.rotate]\nschedule = \"@hourly\"\non = \"every\"\nmisfire = \"skip\"\n\
+                command = \"true\"\n";
+    let (server, store, token) = setup(toml).await;
+    for replica in ["r1", "r2"] {
+        declare(&store, replica, jobs(toml)).await;
+        store
+            .clone()
+            .with_frozen_clock(99_000)
+            .declare_targets(replica, &["rotate".to_owned()], &[], THRESHOLD)
+            .await
+            .expect("targets");
+    }
+    plan(&store, &token, "rotate", &[100_000]).await;
+    store
+        .clone()
+        .with_frozen_clock(100_000)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    // Each replica's run carries what its start is judged by, as a fire's own run does.
+    let threshold = i64::try_from(THRESHOLD.as_millis()).expect("a small threshold");
+    let judged: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(keys().run("rotate@100000:r2"))
+        .arg(&["misfire", "missed_after_ms"])
+        .query(&mut server.connection())
+        .expect("read the run");
+    assert_eq!(
+        judged,
+        [
+            Some("skip".to_owned()),
+            Some((100_000 + threshold).to_string())
+        ]
+    );
+    // r1 starts its run in time; r2, back past the threshold, skips its own as missed.
+    assert_eq!(claim_as(&store, "r1", 100_001).await, ["rotate@100000:r1"]);
+    assert_eq!(
+        claim_as(&store, "r2", 100_001 + threshold).await,
+        Vec::<String>::new()
+    );
+    let state: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(keys().run("rotate@100000:r2"))
+        .arg(&["state", "reason"])
+        .query(&mut server.connection())
+        .expect("read the run");
+    assert_eq!(
+        state,
+        [Some("skipped".to_owned()), Some("missed".to_owned())]
+    );
+}
