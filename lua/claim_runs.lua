@@ -309,7 +309,7 @@ while #started < #workers and pops < limit do
       skip(run_key, run_id, job, 'missed')
       -- A run handed a freed slot (fill_job_slots) holds it: the next waiting run takes it.
       if slots then
-        free_job_slot(prefix, job, run_id, now)
+        free_job_slot(prefix, slot_name(job, run_id), run_id, now)
       end
     elseif fingerprint and fingerprint ~= '' and not lock(key_fingerprint(prefix, fingerprint), run_id .. '/' .. (created or ''), fingerprint_ttl) then
       skip(run_key, run_id, job, 'duplicate')
