@@ -319,8 +319,8 @@ local function fill_job_slots(prefix, job, now)
       return
     end
     local run_key = key_run(prefix, run_id)
-    local state, kind, queue, priority, overlap, max_concurrency = unpack(redis.call('HMGET',
-      run_key, 'state', 'kind', 'queue', 'priority', 'overlap', 'max_concurrency'))
+    local state, kind, queue, priority, overlap, max_concurrency, run_job = unpack(redis.call(
+      'HMGET', run_key, 'state', 'kind', 'queue', 'priority', 'overlap', 'max_concurrency', 'job'))
     local limit = job_limit(overlap, max_concurrency)
     if state == 'waiting' and queue and priority and limit
         and job_slots_full(prefix, job, running, limit) then
@@ -331,7 +331,9 @@ local function fill_job_slots(prefix, job, now)
     -- routing was damaged while it waited is dead as corrupt, as promote_due.lua buries one
     -- coming due so, rather than pushed to a ready list no claim reads.
     if state == 'waiting' and not routable(queue, priority) then
-      bury_corrupt_run(prefix, run_key, run_id, job, now, key_dead(prefix), key_events(prefix))
+      -- Named by its own job: `job` is the slot name, per replica for an every-replica job.
+      bury_corrupt_run(prefix, run_key, run_id, run_job or job, now, key_dead(prefix),
+        key_events(prefix))
     elseif state == 'waiting' then
       if limit then
         redis.call('ZADD', running, now + SLOT_HANDOVER_MS, run_id)
