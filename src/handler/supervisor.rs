@@ -20,6 +20,7 @@
 //! another thread may have held a lock at the fork: only system calls, no allocation, no
 //! formatting, no locks.
 
+use std::ffi::CStr;
 use std::io;
 use std::mem::MaybeUninit;
 
@@ -48,6 +49,10 @@ enum Request {
     Stop = 1,
 }
 
+/// The name a supervisor gives itself (its `comm`): told apart from the replica it is a copy of
+/// by `ps -e`, `top` and `pkill -x redcron`, and found by it among a run's ancestors.
+pub(super) const SUPERVISOR_NAME: &CStr = c"redcron-run";
+
 /// The longest pause between two sweeps while a run's tree is being killed.
 const SWEEP_PAUSE_MAX_MS: i64 = 1000;
 
@@ -72,8 +77,7 @@ pub(super) unsafe fn split(
     ended_pipe: c_int,
 ) -> io::Result<()> {
     set_child_subreaper(true)?;
-    // Told apart from the replica it is a copy of by `ps -e`, `top` and `pkill -x redcron`.
-    set_name(c"redcron-run")?;
+    set_name(SUPERVISOR_NAME)?;
     // Blocked before the death signal is armed, or a replica dying in between would kill the
     // supervisor by that signal's default action, before it could kill anything. Every signal
     // stays blocked: a timeout's SIGTERM to the group must not end the supervisor before the
