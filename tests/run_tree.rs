@@ -715,7 +715,15 @@ fn a_replica_restarted_after_it_was_killed_with_a_supervisor_ends_the_run_before
     attempts.trigger();
     let shells = attempts.wait_for_attempts(1, Duration::from_secs(15), || replica.log());
     let supervisor = supervisor_of(shells[0]).expect("a supervisor above the attempt's shell");
-    // Both with SIGKILL, as `pkill -9 -f 'redcron run'` does; the replica stopped first, so
+    // Not the replica's command line, which `pkill -f 'redcron run'` would match.
+    let title = Process::read(supervisor)
+        .expect("the supervisor runs")
+        .command;
+    assert!(
+        title.starts_with("redcron-run ") && !title.contains("redcron run"),
+        "the supervisor's command line: {title}"
+    );
+    // Both with SIGKILL, as `kill -9 <replica> <supervisor>` does; the replica stopped first, so
     // that it cannot sweep the tree in between.
     replica.signal(Signal::SIGSTOP);
     kill(Pid::from_raw(supervisor), Signal::SIGKILL).expect("kill the supervisor");

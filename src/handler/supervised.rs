@@ -13,7 +13,7 @@ use libc::pid_t;
 use nix::unistd::getpid;
 use tokio::process::{Child, Command};
 
-use super::supervisor::{self, SUPERVISOR_NAME};
+use super::supervisor::{self, SUPERVISOR_NAME, Title};
 use super::tree::{Stat, parse_stat, signal_members};
 use crate::schedule::run_as::Identity;
 
@@ -55,10 +55,18 @@ pub(crate) fn spawn_supervised(
     let (ended, ended_pipe) = ended_pipe()?;
     let writer = ended_pipe.as_raw_fd();
     let replica = getpid();
-    // SAFETY: between fork and exec the closure only makes system calls and allocates nothing
-    // (the identity was resolved before the fork); `split` is called where it must be.
+    let title = command
+        .as_std()
+        .get_envs()
+        .find(|(name, _)| *name == RUN_ID_VARIABLE)
+        .and_then(|(_, run)| Title::for_run(&run?.to_string_lossy()));
+    // SAFETY: between fork and exec the closure only makes system calls, writes bytes made
+    // before the fork and allocates nothing (the identity was resolved before the fork);
+    // `split` is called where it must be.
     unsafe {
-        command.pre_exec(move || supervisor::split(replica, identity.as_ref(), writer));
+        command.pre_exec(move || {
+            supervisor::split(replica, identity.as_ref(), writer, title.as_ref())
+        });
     }
     let child = command.spawn()?;
     // The supervisor holds its own copy: the replica's would only keep the pipe open.
