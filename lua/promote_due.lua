@@ -19,7 +19,9 @@
 -- A fire made ready within the threshold is judged again when it starts (missed_at_start in
 -- common.lua): a fire of a job at its limit waits for a slot and may be past the threshold by
 -- then. This script writes what that needs into the fire's run hash: its `misfire` policy and
--- `missed_after_ms` (its fire plus ARGV[3]); none for `run-all`, nor for a fire made ready
+-- `missed_after_ms` (its due time, the fire plus its jitter, plus ARGV[3]: the same base this
+-- script judges lateness from, so a jitter longer than the threshold makes no fire missed that
+-- started on time); none for `run-all`, nor for a fire made ready
 -- already past the threshold (the one `run-once` runs late, judged here once and for all).
 --
 -- Redis refuses it whole while out of memory (the flags line, no allow-oom): a fire that became
@@ -252,7 +254,7 @@ for i = 1, #run_ids, 2 do
         -- common.lua): it may wait for a slot past the threshold.
         if not judged and lateness <= threshold and def.misfire ~= 'run-all' then
           redis.call('HSET', run_key, 'misfire', def.misfire,
-            'missed_after_ms', tonumber(fire_ms) + threshold)
+            'missed_after_ms', due_ms + threshold)
         end
         set_run_notices(run_key, def.notify)
         reason = judged

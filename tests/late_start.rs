@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redcron::store::{Claimed, ClaimedRun, JobSlot, PendingSlot, Store};
+use redcron::store::{
+    Claimed, ClaimedRun, JobPlan, JobSlot, PendingSlot, PlannedRun, Store, cron_run_id,
+};
 
 use crate::replicas::{Scenario, fire_ms};
 use crate::store::{LEASE, THRESHOLD, claim_run, events, plan, run_hash, setup};
@@ -249,6 +251,47 @@ async fn a_fire_that_takes_its_slot_past_the_threshold_is_judged_again_by_its_po
     assert_eq!(
         skip_of(&skipped(&server), "once@10300").as_deref(),
         Some("missed")
+    );
+}
+
+/// A fire is due at its fire time plus its jitter, and its lateness counts from then, at its
+/// start as when it becomes ready: a jitter longer than the misfire threshold delays fires,
+/// it does not make them missed.
+#[tokio::test]
+async fn a_jitter_longer_than_the_threshold_makes_no_fire_missed() {
+    let (server, store, token) =
+        setup("[jobs.skip]\nschedule = \"@every 20s\"\ncommand = \"true\"\nmisfire = \"skip\"\njitter = \"90s\"\n").await;
+    let (fire_ms, due_ms) = (0, 90_000);
+    let planned = JobPlan {
+        job: "skip".to_owned(),
+        from_cursor_ms: 0,
+        cursor_ms: fire_ms,
+        runs: vec![PlannedRun {
+            run_id: cron_run_id("skip", fire_ms),
+            fire_ms,
+            due_ms,
+        }],
+        skipped: Vec::new(),
+    };
+    store.plan_fires(&token, &planned).await.expect("plan");
+    let on_time = store.clone().with_frozen_clock(due_ms);
+    on_time
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let claimed = claim_for(&store.clone().with_frozen_clock(due_ms + 500), 1).await;
+    assert_eq!(
+        claimed_ids(&claimed),
+        ["skip@0"],
+        "skips: {:?}",
+        claimed.skips
+    );
+    assert_eq!(
+        run_hash(&server, "skip@0")
+            .get("missed_after_ms")
+            .map(String::as_str),
+        Some("150000"),
+        "the bound counts from the due time"
     );
 }
 
