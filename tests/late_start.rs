@@ -459,6 +459,15 @@ fn after_writes_were_paused_a_forbid_job_slower_than_its_period_starts_one_late_
          {paused})\n{}",
         logs()
     );
+    // The fires skipped as missed are said in the log, as an overlap is.
+    assert!(
+        logs().lines().any(
+            |line| line.contains("skipped: later than the misfire threshold")
+                && line.contains("job=\"slow\" reason=\"missed\"")
+        ),
+        "no missed fire logged:\n{}",
+        logs()
+    );
     // The outage's catch-up ran: a fire due while writes were paused.
     assert!(
         ledger
