@@ -196,8 +196,11 @@ for i = 1, #run_ids, 2 do
     elseif kind == 'cron' and attempt == '0' and tonumber(fire_ms)
         and (starting == '1' or last_reason == 'not-started') then
       reason = misfire_of_unstarted(job, tonumber(fire_ms))
+      if reason then
+        -- Skipped, it ran nothing: the start and worker of its claim ahead are not its.
+        redis.call('HDEL', run_key, 'worker', 'started_ms', 'starting')
       -- Made ready past the threshold, it is the fire its policy runs late: not judged again.
-      if not reason and now - tonumber(fire_ms) > threshold then
+      elseif now - tonumber(fire_ms) > threshold then
         redis.call('HDEL', run_key, 'missed_after_ms')
       end
     end

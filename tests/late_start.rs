@@ -351,6 +351,13 @@ async fn a_fire_handed_back_before_it_started_is_still_judged_at_its_start() {
         skip_of(&skipped(&server), "skip@10000").as_deref(),
         Some("missed")
     );
+    // It ran nothing: no start or worker of the claim ahead is left to read as if it had.
+    let hash = run_hash(&server, "skip@10000");
+    assert_eq!(
+        (hash.get("started_ms"), hash.get("worker")),
+        (None, None),
+        "{hash:?}"
+    );
 }
 
 /// A fire is due at its fire time plus its jitter, and its lateness counts from then, at its
