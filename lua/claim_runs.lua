@@ -306,6 +306,9 @@ while #started < #workers and pops < limit do
       skip(run_key, run_id, job, 'paused')
     elseif missed_at_start(prefix, job, kind, attempt == 0, redriven_ms, fire_ms, missed_after,
         misfire, now) then
+      -- It ran nothing: the start and worker a claim ahead handed back left are not its (as
+      -- take_job_slot.lua clears them when it skips one).
+      redis.call('HDEL', run_key, 'worker', 'started_ms', 'starting')
       skip(run_key, run_id, job, 'missed')
       -- A run handed a freed slot (fill_job_slots) holds it: the next waiting run takes it.
       if slots then

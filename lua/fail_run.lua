@@ -55,9 +55,9 @@ local run_key = key_run(prefix, run_id)
 
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
 local holder, job, attempt, max_attempts, backoff, max_backoff, delivery, due_ms, started, notify,
-  notify_on, kind = unpack(checked_read('fail_run', run_key, 'hash', 'HMGET', 'worker', 'job',
-    'attempt', 'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery', 'due_ms', 'started_ms',
-    'notify', 'notify_on', 'kind'))
+  notify_on, kind, starting = unpack(checked_read('fail_run', run_key, 'hash', 'HMGET', 'worker',
+    'job', 'attempt', 'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery', 'due_ms',
+    'started_ms', 'notify', 'notify_on', 'kind', 'starting'))
 if not deadline or (worker == '' and deadline > now) or (worker ~= '' and holder ~= worker) then
   return {'GONE', 0}
 end
@@ -85,6 +85,12 @@ if reason == 'not-started'
     or (reason == 'lost' and delivery ~= 'at-most-once'
       and redis.call('HINCRBY', run_key, 'lost', 1) <= MAX_LOST) then
   redis.call('HSET', run_key, 'attempt', math.max(attempt - 1, 0))
+  -- Only a fire that never started is judged at its start (missed_at_start in common.lua): one
+  -- whose command had started and was stopped or lost runs again however late, as a retry
+  -- would. A run claimed ahead and handed back before its start (`starting`) is still judged.
+  if reason ~= 'not-started' and starting ~= '1' then
+    redis.call('HDEL', run_key, 'missed_after_ms', 'misfire')
+  end
   -- A run claimed ahead and never started is due again at its own time, not before.
   retry_at = reason == 'not-started' and math.max(now, tonumber(due_ms) or now) or now
 elseif (reason == 'failed' or reason == 'timeout') and attempt < max_attempts

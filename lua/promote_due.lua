@@ -19,8 +19,10 @@
 -- A fire made ready within the threshold is judged again when it starts (missed_at_start in
 -- common.lua): a fire of a job at its limit waits for a slot and may be past the threshold by
 -- then. This script writes what that needs into the fire's run hash (each of its replicas' runs,
--- for an every-replica fire: make_run): its `misfire` policy and
--- `missed_after_ms` (its fire plus ARGV[3]); none for `run-all`, nor for a fire made ready
+-- for an every-replica fire: make_run): its `misfire` policy and `missed_after_ms` (its due
+-- time, the fire plus its jitter, plus ARGV[3]: the same base this script judges lateness from,
+-- so a jitter longer than the threshold makes no fire missed that started on time); none for
+-- `run-all`, nor for a fire made ready
 -- already past the threshold (the one `run-once` runs late, judged here once and for all).
 --
 -- A fire of an every-replica job (`on = "every"`) that runs becomes one run per target, decided
@@ -188,7 +190,7 @@ local function make_run(run_key, job, fire_ms, due_text, def, queue, fingerprint
   -- common.lua): it may wait for a slot past the threshold.
   if in_time and def.misfire ~= 'run-all' then
     redis.call('HSET', run_key, 'misfire', def.misfire,
-      'missed_after_ms', tonumber(fire_ms) + threshold)
+      'missed_after_ms', tonumber(due_text) + threshold)
   end
   set_run_notices(run_key, def.notify)
 end
@@ -235,8 +237,11 @@ for i = 1, #run_ids, 2 do
     elseif kind == 'cron' and attempt == '0' and tonumber(fire_ms)
         and (starting == '1' or last_reason == 'not-started') then
       reason = misfire_of_unstarted(job, tonumber(fire_ms))
+      if reason then
+        -- Skipped, it ran nothing: the start and worker of its claim ahead are not its.
+        redis.call('HDEL', run_key, 'worker', 'started_ms', 'starting')
       -- Made ready past the threshold, it is the fire its policy runs late: not judged again.
-      if not reason and now - tonumber(fire_ms) > threshold then
+      elseif now - tonumber(fire_ms) > threshold then
         redis.call('HDEL', run_key, 'missed_after_ms')
       end
     end

@@ -436,3 +436,67 @@ async fn ready_runs_in_a_queue_no_job_names_are_shown_and_said_unserved() {
         assert!(listed.contains(run), "{args:?}: {listed}");
     }
 }
+
+/// A skipped run ran no attempt: its history row shows no start, replica or attempt, though
+/// the run's hash still holds those of an earlier attempt (a retry of a job paused meanwhile).
+#[tokio::test]
+async fn history_shows_a_skip_without_the_start_of_an_earlier_attempt() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = connect(&server).await;
+    let flaky = jobs("[jobs.flaky]\ncommand = \"false\"\nretries = 1\nbackoff = \"1s\"\n");
+    store.publish_definitions(&flaky).await.expect("publish");
+    declare(&store, "replica", flaky).await;
+    let at = |now_ms: i64| store.clone().with_frozen_clock(now_ms);
+    let run_id = enqueue(&at(1_000), "flaky", None).await;
+    let first = claim_run(&at(1_000), &["default"]).await;
+    at(1_400)
+        .fail_run(
+            &first.id,
+            Some(&first.worker),
+            &Failure::without_output(FailReason::Failed, "exit status 1"),
+            0.0,
+        )
+        .await
+        .expect("fail");
+    let () = redis::Commands::sadd(
+        &mut server.connection(),
+        crate::util::keys().paused(),
+        "flaky",
+    )
+    .expect("SADD");
+    at(5_000)
+        .promote_due(100, Duration::from_secs(60), Duration::ZERO)
+        .await
+        .expect("promote");
+    let claimed = store
+        .clone()
+        .with_frozen_clock(5_000)
+        .claim_runs(
+            &["replica/0"],
+            &["default".to_owned()],
+            Duration::from_secs(30),
+            100,
+        )
+        .await
+        .expect("claim");
+    assert_eq!(claimed.skips, [("flaky".to_owned(), "paused".to_owned())]);
+
+    let history =
+        one_document(&cli(&server, dir.path(), &["history", "flaky", "--json"]).success());
+    let skip = history["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .find(|row| row["id"] == run_id.as_str() && row["outcome"] == "skipped")
+        .unwrap_or_else(|| panic!("no skipped row: {history}"));
+    assert_eq!(
+        (&skip["started"], &skip["replica"], &skip["attempt"]),
+        (
+            &serde_json::Value::Null,
+            &serde_json::Value::Null,
+            &serde_json::Value::Null
+        ),
+        "{skip}"
+    );
+}

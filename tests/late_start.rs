@@ -6,7 +6,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redcron::store::{Claimed, ClaimedRun, JobSlot, PendingSlot, Store};
+use nix::sys::signal::Signal;
+use redcron::store::{
+    Claimed, ClaimedRun, FailReason, Failure, JobPlan, JobSlot, PendingSlot, PlannedRun, Store,
+    cron_run_id,
+};
 
 use crate::replicas::{Scenario, fire_ms};
 use crate::store::{LEASE, THRESHOLD, claim_run, events, plan, run_hash, setup};
@@ -252,6 +256,151 @@ async fn a_fire_that_takes_its_slot_past_the_threshold_is_judged_again_by_its_po
     );
 }
 
+/// Only a fire that never started is judged at its start: one whose command started and was
+/// stopped by a shutdown's grace or lost with its replica runs again however late it is by
+/// then, as it would after any handing back, since nothing could run it meanwhile.
+#[tokio::test]
+async fn a_fire_stopped_or_lost_after_it_started_runs_again_however_late() {
+    let (_server, store, token) = setup(
+        "[jobs.once]\nschedule = \"@every 20s\"\ncommand = \"true\"\n\
+         [jobs.lost]\nschedule = \"@every 20s\"\ncommand = \"true\"\n\
+         [jobs.skip]\nschedule = \"@every 20s\"\ncommand = \"true\"\nmisfire = \"skip\"\n",
+    )
+    .await;
+    for job in ["once", "lost", "skip"] {
+        plan(&store, &token, job, &[0, 20_000]).await;
+    }
+    let at_0 = store.clone().with_frozen_clock(0);
+    at_0.promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let first = claimed_runs(claim_for(&at_0, 3).await);
+    assert_eq!(first.len(), 3);
+    // The next fires come due while the first runs run (`forbid`): skipped as their overlaps,
+    // and each job's latest fire is past its first.
+    let at_20000 = store.clone().with_frozen_clock(20_000);
+    at_20000
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let overlaps = claim_for(&at_20000, 3).await;
+    assert!(overlaps.runs.is_empty(), "{:?}", claimed_ids(&overlaps));
+
+    // 65 s after their fire: two are stopped by their replica's shutdown, one is reaped.
+    let at_65000 = store.clone().with_frozen_clock(65_000);
+    for run in &first {
+        let (worker, reason) = if run.job == "lost" {
+            (None, FailReason::Lost)
+        } else {
+            (Some(run.worker.as_str()), FailReason::Interrupted)
+        };
+        let failure = Failure::without_output(reason, "handed back");
+        at_65000
+            .fail_run(&run.id, worker, &failure, 0.0)
+            .await
+            .expect("fail");
+    }
+    at_65000
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let again = claim_for(&at_65000, 3).await;
+    assert_eq!(
+        claimed_ids(&again),
+        ["lost@0", "once@0", "skip@0"],
+        "skips: {:?}",
+        again.skips
+    );
+    for run in claimed_runs(again) {
+        assert_eq!(run.attempt, 1, "{}: handing back used no attempt", run.id);
+    }
+}
+
+/// A fire claimed ahead and handed back before it started never ran: it is still judged when
+/// it would start.
+#[tokio::test]
+async fn a_fire_handed_back_before_it_started_is_still_judged_at_its_start() {
+    let (server, store, token) =
+        setup("[jobs.skip]\nschedule = \"@every 20s\"\ncommand = \"true\"\nmisfire = \"skip\"\n")
+            .await;
+    plan(&store, &token, "skip", &[10_000]).await;
+    let lead = Duration::from_millis(200);
+    let at_9900 = store.clone().with_frozen_clock(9_900);
+    at_9900
+        .promote_due(100, THRESHOLD, lead)
+        .await
+        .expect("promote");
+    let run = claim_run(&at_9900, &["default"]).await;
+    let failure = Failure::without_output(FailReason::NotStarted, "handed back by shutdown");
+    store
+        .clone()
+        .with_frozen_clock(9_950)
+        .fail_run(&run.id, Some(&run.worker), &failure, 0.0)
+        .await
+        .expect("hand back");
+    // Ready again in time, it waits for a worker until past the threshold.
+    store
+        .clone()
+        .with_frozen_clock(20_000)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let late = claim_for(&store.clone().with_frozen_clock(70_001), 1).await;
+    assert!(late.runs.is_empty(), "{:?}", claimed_ids(&late));
+    assert_eq!(
+        skip_of(&skipped(&server), "skip@10000").as_deref(),
+        Some("missed")
+    );
+    // It ran nothing: no start or worker of the claim ahead is left to read as if it had.
+    let hash = run_hash(&server, "skip@10000");
+    assert_eq!(
+        (hash.get("started_ms"), hash.get("worker")),
+        (None, None),
+        "{hash:?}"
+    );
+}
+
+/// A fire is due at its fire time plus its jitter, and its lateness counts from then, at its
+/// start as when it becomes ready: a jitter longer than the misfire threshold delays fires,
+/// it does not make them missed.
+#[tokio::test]
+async fn a_jitter_longer_than_the_threshold_makes_no_fire_missed() {
+    let (server, store, token) =
+        setup("[jobs.skip]\nschedule = \"@every 20s\"\ncommand = \"true\"\nmisfire = \"skip\"\njitter = \"90s\"\n").await;
+    let (fire_ms, due_ms) = (0, 90_000);
+    let planned = JobPlan {
+        job: "skip".to_owned(),
+        from_cursor_ms: 0,
+        cursor_ms: fire_ms,
+        runs: vec![PlannedRun {
+            run_id: cron_run_id("skip", fire_ms),
+            fire_ms,
+            due_ms,
+        }],
+        skipped: Vec::new(),
+    };
+    store.plan_fires(&token, &planned).await.expect("plan");
+    let on_time = store.clone().with_frozen_clock(due_ms);
+    on_time
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let claimed = claim_for(&store.clone().with_frozen_clock(due_ms + 500), 1).await;
+    assert_eq!(
+        claimed_ids(&claimed),
+        ["skip@0"],
+        "skips: {:?}",
+        claimed.skips
+    );
+    assert_eq!(
+        run_hash(&server, "skip@0")
+            .get("missed_after_ms")
+            .map(String::as_str),
+        Some("150000"),
+        "the bound counts from the due time"
+    );
+}
+
 /// The misfire threshold the replicas run with: short, so that a pause of seconds makes fires
 /// miss it, and the test takes seconds rather than minutes.
 const THRESHOLD_MS: i64 = 4_000;
@@ -317,12 +466,72 @@ fn after_writes_were_paused_a_forbid_job_slower_than_its_period_starts_one_late_
          {paused})\n{}",
         logs()
     );
+    // The fires skipped as missed are said in the log, as an overlap is.
+    assert!(
+        logs().lines().any(
+            |line| line.contains("skipped: later than the misfire threshold")
+                && line.contains("job=\"slow\" reason=\"missed\"")
+        ),
+        "no missed fire logged:\n{}",
+        logs()
+    );
     // The outage's catch-up ran: a fire due while writes were paused.
     assert!(
         ledger
             .iter()
             .any(|(run, _, _)| (paused..resumed).contains(&fire_ms(run))),
         "no fire due in the pause ran: {ledger:?} (paused at {paused})"
+    );
+}
+
+/// A deploy stops a replica mid-run: the run its shutdown grace stopped runs again on another
+/// replica, though by then it is later than the misfire threshold and later fires came due (and
+/// were skipped as its overlaps). Default settings; a threshold shorter than the grace, so that
+/// the handing back comes past it in seconds rather than minutes.
+#[test]
+fn a_run_stopped_by_a_shutdown_runs_again_on_another_replica_past_the_threshold() {
+    let scenario = Scenario::new();
+    scenario.write_jobs(&format!(
+        "[jobs.report]\nschedule = \"*/2 * * * * *\"\ncommand = \"{}; sleep 20\"\n",
+        scenario.record("")
+    ));
+    let flags = ["--misfire-threshold", "2s", "--shutdown-grace", "3s"];
+    let replicas = vec![
+        scenario.replica("r1", &flags),
+        scenario.replica("r2", &flags),
+    ];
+    let logs = |replicas: &[ReplicaProcess]| ReplicaProcess::logs(replicas);
+    assert!(
+        wait_until(Duration::from_secs(20), || !scenario.ledger().is_empty()),
+        "report does not run:\n{}",
+        logs(&replicas)
+    );
+    let run = scenario.ledger()[0].0.clone();
+    let worker = scenario
+        .run_field(&run, "worker")
+        .expect("the run's worker");
+    let stopped = replicas
+        .iter()
+        .position(|replica| worker.starts_with(&format!("{}/", replica.id)))
+        .expect("one of ours runs it");
+    replicas[stopped].signal(Signal::SIGTERM);
+
+    let ran_again = wait_until(Duration::from_secs(30), || {
+        scenario
+            .ledger()
+            .iter()
+            .filter(|(id, _, _)| *id == run)
+            .count()
+            >= 2
+    });
+    assert!(
+        ran_again,
+        "{run} did not run again after its replica stopped it (state {:?}, reason {:?}); \
+         ledger {:?}\n{}",
+        scenario.run_field(&run, "state"),
+        scenario.run_field(&run, "reason"),
+        scenario.ledger(),
+        logs(&replicas)
     );
 }
 

@@ -704,3 +704,52 @@ fn a_run_whose_supervisor_was_killed_while_stopping_it_is_recorded_once_its_tree
     attempts.wait_for_attempts(2, Duration::from_secs(15), || replica.log());
     attempts.assert_no_overlap();
 }
+
+#[test]
+fn a_replica_restarted_after_it_was_killed_with_a_supervisor_ends_the_run_before_it_runs_again() {
+    let attempts = Attempts::new("", false);
+    // A lease as long as a deployment's: the restart comes well before it expires, and is
+    // what hands the run back.
+    let lease = ["--run-lease", "60s"];
+    let mut replica = attempts.replica("r1", &lease, &[]);
+    attempts.trigger();
+    let shells = attempts.wait_for_attempts(1, Duration::from_secs(15), || replica.log());
+    let supervisor = supervisor_of(shells[0]).expect("a supervisor above the attempt's shell");
+    // Not the replica's command line, which `pkill -f 'redcron run'` would match.
+    let title = Process::read(supervisor)
+        .expect("the supervisor runs")
+        .command;
+    assert!(
+        title.starts_with("redcron-run ") && !title.contains("redcron run"),
+        "the supervisor's command line: {title}"
+    );
+    // Both with SIGKILL, as `kill -9 <replica> <supervisor>` does; the replica stopped first, so
+    // that it cannot sweep the tree in between.
+    replica.signal(Signal::SIGSTOP);
+    kill(Pid::from_raw(supervisor), Signal::SIGKILL).expect("kill the supervisor");
+    replica.kill9();
+    let orphans = wait_until(Duration::from_secs(5), || {
+        Process::read(supervisor).is_none() && !attempts.alive(shells[0]).is_empty()
+    });
+    assert!(
+        orphans,
+        "killing the replica with the supervisor left nothing of the run to end: {:?}",
+        attempts.alive(shells[0])
+    );
+
+    let restarted = attempts.replica("r1", &lease, &[]);
+    attempts.wait_for_attempts(2, Duration::from_secs(30), || restarted.log());
+    attempts.assert_no_overlap();
+    let first = attempts.alive(shells[0]);
+    assert!(
+        first.is_empty(),
+        "the first attempt's processes outlived the restart: {first:?}"
+    );
+    let log = restarted.log();
+    let killed = log.find("outlived its replica and its supervisor: killed");
+    let handed_back = log.find("is not running here: lost");
+    assert!(
+        killed.is_some() && killed < handed_back,
+        "the restarted replica did not end the run's processes before handing it back:\n{log}"
+    );
+}

@@ -49,7 +49,20 @@ fn a_backlog_of_slow_runs_grows_the_workers_to_the_maximum_and_a_calm_spell_shri
     );
 
     const RUNS: usize = 40;
-    for _ in 0..RUNS {
+    // The metrics endpoint answers before the replica has published its jobs, and a trigger of
+    // a job no replica has declared yet is refused: the first trigger waits for that.
+    assert!(
+        wait_until(Duration::from_secs(10), || cli(
+            &server,
+            dir.path(),
+            &["trigger", "slow"]
+        )
+        .code
+            == Some(0)),
+        "the replica declares slow\n{}",
+        replica.log()
+    );
+    for _ in 1..RUNS {
         cli(&server, dir.path(), &["trigger", "slow"]).success();
     }
     // Doubling every GROW_AFTER while runs wait: 1, 2, 4, 8.

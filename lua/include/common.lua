@@ -378,11 +378,14 @@ end
 -- promote_due.lua judges a fire when it becomes ready; one of a job at its limit may then wait
 -- for a slot long past the threshold, so every start judges it again: a claim (claim_runs.lua,
 -- which also starts the runs handed a freed slot by fill_job_slots) and a slot taken at the due
--- time (take_job_slot.lua). Only a fire's first attempt is judged: retries and re-driven runs
--- are due at another time than their fire. The run's `missed_after_ms` (its fire plus the
--- replica's `--misfire-threshold`) and `misfire` are written when promote_due makes the fire
--- ready within the threshold; a `run-all` fire gets neither, nor does the missed fire that
--- `run-once` chose to run late when it became ready: those always start. `skip` skips it;
+-- time (take_job_slot.lua). Only a fire that never started is judged: retries and re-driven
+-- runs are due at another time than their fire, and fail_run.lua drops the bound of an attempt
+-- that started and was handed back or lost (it runs again however late), keeping it for one
+-- claimed ahead and handed back before its start. The run's `missed_after_ms` (its due time,
+-- fire plus jitter, plus the replica's `--misfire-threshold`) and `misfire` are written when
+-- promote_due makes the fire ready within the threshold; a `run-all` fire gets neither, nor
+-- does the missed fire that `run-once` chose to run late when it became ready: those always
+-- start. `skip` skips it;
 -- `run-once` skips it when a later fire of its job has come due ({ns}:latest-fire), which runs
 -- or was judged in its place, so that one late fire per outage at most starts.
 local function missed_at_start(prefix, job, kind, first_attempt, redriven, fire_ms, missed_after,

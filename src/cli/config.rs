@@ -140,6 +140,16 @@ impl Settings {
             let text = match std::fs::read_to_string(path) {
                 Ok(text) => text,
                 Err(error) if error.kind() == io::ErrorKind::NotFound && !required => continue,
+                // A default file behind a directory this user may not enter (another user's
+                // home kept as $HOME by `setpriv` or `sudo -u`) cannot be known to exist: read
+                // as absent. One that exists and cannot be read is still an error.
+                Err(error)
+                    if error.kind() == io::ErrorKind::PermissionDenied
+                        && !required
+                        && std::fs::metadata(path).is_err() =>
+                {
+                    continue;
+                }
                 Err(source) => {
                     return Err(ConfigError::Unreadable {
                         path: path.clone(),

@@ -134,8 +134,9 @@ struct HistoryEntry<'a> {
     event: &'a Event,
     run: &'a HashMap<String, String>,
     run_id: String,
-    /// Whether the event is of the attempt the run's hash describes (its last): only then does
-    /// the hash stand in for what the event lacks (an earlier attempt's output is gone).
+    /// Whether the event is of the attempt the run's hash describes (its last; a skip is of
+    /// none): only then does the hash stand in for what the event lacks (an earlier attempt's
+    /// output is gone).
     latest: bool,
 }
 
@@ -158,7 +159,11 @@ impl<'a> HistoryEntry<'a> {
             (Some(event_start), Some(run_start)) => event_start != run_start,
             _ => false,
         };
-        let latest = same_attempt && !redriven_after && !other_start;
+        // A skipped fire ran no attempt: the start, replica and exit of one handed back before
+        // it was skipped are not the skip's.
+        let skipped =
+            event.fields.get("state").map(String::as_str) == Some(RunState::Skipped.as_str());
+        let latest = same_attempt && !redriven_after && !other_start && !skipped;
         Self {
             event,
             run,
@@ -205,13 +210,10 @@ impl<'a> HistoryEntry<'a> {
     }
 
     /// How long the attempt ran: as the event recorded it, else from the run's start and
-    /// finish (never for a skipped fire, which did not run).
+    /// finish (never for a skipped fire, which did not run: it is not `latest`).
     fn duration_ms(&self) -> Option<i64> {
         if let Some(ms) = self.number("duration_ms") {
             return Some(ms);
-        }
-        if self.event.fields.get("state").map(String::as_str) == Some(RunState::Skipped.as_str()) {
-            return None;
         }
         if !self.latest {
             return None;

@@ -18,13 +18,14 @@ pub mod promoter;
 pub mod reaper;
 pub mod worker;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 pub use crate::shutdown::Shutdown;
 use tokio::sync::watch;
+use tracing::info;
 
 use crate::metrics::{Health, Metrics};
 use crate::store::{FailReason, LeaderToken, SkipReason, StoreError};
@@ -35,19 +36,32 @@ const UNDECLARED_JOB_LABEL: &str = "undeclared";
 
 /// Counts runs a script skipped (or buried), `(job, reason)` as it reported them, labelled by
 /// their job when `declares` it and by a reason the store knows: anything else is counted
-/// under one label value, so the number of series stays bounded.
-pub(crate) fn count_skips(
+/// under one label value, so the number of series stays bounded. The fires skipped for a reason
+/// their job's owner may act on (an overlap, a missed fire, a starting deadline) are logged at
+/// INFO, one line per job and reason: the fires missed in one outage come due together, and
+/// one line says how many.
+pub(crate) fn record_skips(
     metrics: &Metrics,
     skips: &[(String, String)],
     declares: impl Fn(&str) -> bool,
 ) {
-    for (job, reason) in skips {
-        let job = if declares(job) {
-            job.as_str()
+    // Ordered, so that a call's lines come out the same way each time.
+    let mut told: BTreeMap<(&str, &str), (SkipReason, u64)> = BTreeMap::new();
+    for (name, reason) in skips {
+        let skip = SkipReason::parse(reason);
+        if let Some(
+            told_reason @ (SkipReason::Overlap | SkipReason::Missed | SkipReason::Deadline),
+        ) = skip
+        {
+            told.entry((name.as_str(), told_reason.as_str()))
+                .or_insert((told_reason, 0))
+                .1 += 1;
+        }
+        let job = if declares(name) {
+            name.as_str()
         } else {
             UNDECLARED_JOB_LABEL
         };
-        let skip = SkipReason::parse(reason);
         if skip == Some(SkipReason::Duplicate) {
             metrics.dedup_skips_total.inc();
         }
@@ -56,6 +70,14 @@ pub(crate) fn count_skips(
             .or_else(|| FailReason::parse(reason).map(FailReason::as_str))
             .unwrap_or("other");
         metrics.record_skip(job, reason);
+    }
+    for ((job, reason), (skip, fires)) in told {
+        let why = match skip {
+            SkipReason::Overlap => "the job's previous run was still running (overlap forbidden)",
+            SkipReason::Deadline => "later than the job's starting_deadline",
+            _ => "later than the misfire threshold, and the job's misfire policy skips it",
+        };
+        info!(job, reason, fires, "skipped: {why}");
     }
 }
 
@@ -213,7 +235,7 @@ mod tests {
     #[test]
     fn skips_of_jobs_not_declared_here_and_unknown_reasons_share_one_label_each() {
         let metrics = Metrics::new("test");
-        count_skips(
+        record_skips(
             &metrics,
             &[
                 ("mine".to_owned(), "overlap".to_owned()),

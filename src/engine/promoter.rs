@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use super::{Backoff, Shutdown, count_skips, log_store_failure};
+use super::{Backoff, Shutdown, log_store_failure, record_skips};
 use crate::schedule::Jobs;
 use crate::store::{Promoted, Store, StoreError};
 use tokio::sync::watch;
@@ -83,7 +83,7 @@ impl Promoter {
             let jobs = self.jobs.borrow();
             // One set per pass with skips, not a scan of every job per skip.
             let declared: HashSet<&str> = jobs.iter().map(|job| job.name.as_str()).collect();
-            count_skips(self.store.metrics(), &promoted.skips, |name| {
+            record_skips(self.store.metrics(), &promoted.skips, |name| {
                 declared.contains(name)
             });
         }

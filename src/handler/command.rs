@@ -13,7 +13,7 @@ use tokio::process::Command;
 use tracing::error;
 
 use super::output::{Lines, Sink};
-use super::supervised::{Exit, KILL_WAIT, Supervised, spawn_supervised};
+use super::supervised::{Exit, KILL_WAIT, RUN_ID_VARIABLE, Supervised, spawn_supervised};
 use super::supervisor;
 use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
 use crate::notify::spool::{self, Head};
@@ -82,7 +82,7 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
         .arg(&job.command)
         .envs(&job.env)
         .env("REDCRON_JOB", &job.name)
-        .env("REDCRON_RUN_ID", &run.run_id)
+        .env(RUN_ID_VARIABLE, &run.run_id)
         .env("REDCRON_ATTEMPT", run.attempt.to_string())
         .stdin(Stdio::piped());
     // One pipe for stdout and stderr, as cron gives a job: its lines are kept, logged and

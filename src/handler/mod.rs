@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 pub use command::CommandHandler;
-pub(crate) use supervised::{Exit, spawn_supervised};
+pub(crate) use supervised::{Exit, KILL_WAIT, end_unsupervised, spawn_supervised};
 use tokio_util::sync::CancellationToken;
 pub(crate) use workflow::WorkflowStarter;
 pub use workflow::object_problem;

@@ -13,8 +13,8 @@ use libc::pid_t;
 use nix::unistd::getpid;
 use tokio::process::{Child, Command};
 
-use super::supervisor;
-use super::tree::{Stat, signal_members};
+use super::supervisor::{self, SUPERVISOR_NAME, Title};
+use super::tree::{Stat, parse_stat, signal_members};
 use crate::schedule::run_as::Identity;
 
 /// The variable that marks every process of a supervised program with a value of its own
@@ -24,7 +24,7 @@ const TREE_MARK: &str = "REDCRON_TREE";
 
 /// How long processes sent SIGKILL may take to end before what is left of them is reported
 /// (stuck in the kernel, or set-user-ID ones a replica that is not root may not signal).
-pub(super) const KILL_WAIT: Duration = Duration::from_secs(4);
+pub(crate) const KILL_WAIT: Duration = Duration::from_secs(4);
 
 /// The longest pause between two sweeps of a tree whose supervisor is gone.
 const SWEEP_PAUSE_MAX: Duration = Duration::from_secs(1);
@@ -55,10 +55,18 @@ pub(crate) fn spawn_supervised(
     let (ended, ended_pipe) = ended_pipe()?;
     let writer = ended_pipe.as_raw_fd();
     let replica = getpid();
-    // SAFETY: between fork and exec the closure only makes system calls and allocates nothing
-    // (the identity was resolved before the fork); `split` is called where it must be.
+    let title = command
+        .as_std()
+        .get_envs()
+        .find(|(name, _)| *name == RUN_ID_VARIABLE)
+        .and_then(|(_, run)| Title::for_run(&run?.to_string_lossy()));
+    // SAFETY: between fork and exec the closure only makes system calls, writes bytes made
+    // before the fork and allocates nothing (the identity was resolved before the fork);
+    // `split` is called where it must be.
     unsafe {
-        command.pre_exec(move || supervisor::split(replica, identity.as_ref(), writer));
+        command.pre_exec(move || {
+            supervisor::split(replica, identity.as_ref(), writer, title.as_ref())
+        });
     }
     let child = command.spawn()?;
     // The supervisor holds its own copy: the replica's would only keep the pipe open.
@@ -221,15 +229,76 @@ impl Drop for Supervised {
 /// descendants, until a sweep finds none or [`KILL_WAIT`] has passed. How many the first sweep
 /// found (`None` without /proc: then the group alone is killed), and how many the last one did.
 fn sweep(group: pid_t, mark: &str) -> (Option<usize>, usize) {
-    let me = getpid().as_raw();
     let marked = format!("{TREE_MARK}={mark}");
     // The group's id cannot name another group while one of its members runs (a pid is not
     // reused while it names a group), and once none runs it matches nothing of the tree.
-    let mut of_tree =
+    let of_tree =
         |pid: pid_t, stat: &Stat| stat.pgrp == group || environment_holds(pid, marked.as_bytes());
-    let Some(first) = signal_members(me, libc::SIGKILL, &mut of_tree) else {
+    let swept = kill_until_gone(of_tree);
+    if swept.0.is_none() {
         // SAFETY: a signal to the tree's own group.
         unsafe { libc::kill(-group, libc::SIGKILL) };
+    }
+    swept
+}
+
+/// Kills with SIGKILL what is left of run `run_id` on this machine that no supervisor watches:
+/// each process whose environment names the run (`REDCRON_RUN_ID`, which every process of a
+/// run's command inherits, those that left its group included) and that is neither under a
+/// live supervisor (`redcron-run`) nor an ancestor of this replica, and their descendants,
+/// sweep after sweep as a killed supervisor's tree (at most [`KILL_WAIT`]). For a run that Redis
+/// says this replica runs while it does not: its previous process was killed with the run's
+/// supervisor (`kill -9` of both, `pkill -9 -f`), whose processes then went on under PID 1,
+/// and must be gone before the run is handed back and starts again. A live supervisor's
+/// processes are left to it: it kills them itself when its replica dies. How many the first
+/// sweep found (`None` without /proc: nothing could be looked for), and how many the last one
+/// did.
+pub(crate) fn end_unsupervised(run_id: &str) -> (Option<usize>, usize) {
+    let named = format!("{RUN_ID_VARIABLE}={run_id}");
+    let mine = ancestors(getpid().as_raw());
+    kill_until_gone(|pid: pid_t, stat: &Stat| {
+        !mine.contains(&pid)
+            && environment_holds(pid, named.as_bytes())
+            && !ancestors(stat.ppid)
+                .iter()
+                .any(|&ancestor| is_supervisor(ancestor))
+    })
+}
+
+/// The variable that names the run in every run's environment (set by the command handler).
+pub(super) const RUN_ID_VARIABLE: &str = "REDCRON_RUN_ID";
+
+/// `pid` and its ancestors up to PID 1, as /proc says now; a chain cut short where a process
+/// has ended meanwhile (its children are then reparented, and found so by the next sweep).
+fn ancestors(pid: pid_t) -> Vec<pid_t> {
+    let mut chain = Vec::new();
+    let mut at = pid;
+    // A chain longer than this loops through a reused pid read half-way through its change.
+    while at > 0 && chain.len() < 4096 && !chain.contains(&at) {
+        chain.push(at);
+        let Ok(stat) = std::fs::read(format!("/proc/{at}/stat")) else {
+            break;
+        };
+        let Some(stat) = parse_stat(&stat) else {
+            break;
+        };
+        at = stat.ppid;
+    }
+    chain
+}
+
+/// Whether `pid` is a run's supervisor, by the name it gives itself.
+fn is_supervisor(pid: pid_t) -> bool {
+    std::fs::read(format!("/proc/{pid}/comm"))
+        .is_ok_and(|comm| comm.strip_suffix(b"\n").unwrap_or(&comm) == SUPERVISOR_NAME.to_bytes())
+}
+
+/// Kills with SIGKILL, sweep after sweep, every process `of_tree` picks and their descendants,
+/// until a sweep finds none or [`KILL_WAIT`] has passed: how many the first sweep found (`None`
+/// without /proc), and how many the last one did.
+fn kill_until_gone(mut of_tree: impl FnMut(pid_t, &Stat) -> bool) -> (Option<usize>, usize) {
+    let me = getpid().as_raw();
+    let Some(first) = signal_members(me, libc::SIGKILL, &mut of_tree) else {
         return (None, 0);
     };
     let deadline = Instant::now() + KILL_WAIT;

@@ -20,6 +20,7 @@
 //! another thread may have held a lock at the fork: only system calls, no allocation, no
 //! formatting, no locks.
 
+use std::ffi::CStr;
 use std::io;
 use std::mem::MaybeUninit;
 
@@ -48,6 +49,10 @@ enum Request {
     Stop = 1,
 }
 
+/// The name a supervisor gives itself (its `comm`): told apart from the replica it is a copy of
+/// by `ps -e`, `top` and `pkill -x redcron`, and found by it among a run's ancestors.
+pub(super) const SUPERVISOR_NAME: &CStr = c"redcron-run";
+
 /// The longest pause between two sweeps while a run's tree is being killed.
 const SWEEP_PAUSE_MAX_MS: i64 = 1000;
 
@@ -70,10 +75,14 @@ pub(super) unsafe fn split(
     replica: Pid,
     identity: Option<&Identity>,
     ended_pipe: c_int,
+    title: Option<&Title>,
 ) -> io::Result<()> {
     set_child_subreaper(true)?;
-    // Told apart from the replica it is a copy of by `ps -e`, `top` and `pkill -x redcron`.
-    set_name(c"redcron-run")?;
+    set_name(SUPERVISOR_NAME)?;
+    if let Some(title) = title {
+        // SAFETY: between fork and exec, as this function is.
+        unsafe { title.write() };
+    }
     // Blocked before the death signal is armed, or a replica dying in between would kill the
     // supervisor by that signal's default action, before it could kill anything. Every signal
     // stays blocked: a timeout's SIGTERM to the group must not end the supervisor before the
@@ -93,6 +102,68 @@ pub(super) unsafe fn split(
         ForkResult::Child => become_shell(supervisor, identity),
         ForkResult::Parent { child } => supervise(child.as_raw(), replica.as_raw(), ended_pipe),
     }
+}
+
+/// The command line a supervisor shows in place of the replica's it was forked with
+/// (`/proc/<pid>/cmdline`, what `ps -f`, `pgrep -f` and `pkill -f` read): `redcron-run <run
+/// id>`. With the replica's, `pkill -9 -f 'redcron run'` would kill every supervisor along with
+/// the replica, and leave the runs' processes going on under PID 1. Written over the replica's
+/// own argument area, as `setproctitle` does, cut to its length and padded with NULs; the
+/// kernel then reads the area as it always did (its last byte stays NUL).
+pub(super) struct Title {
+    /// The title's bytes, made before the fork, since the supervisor may not allocate.
+    text: Vec<u8>,
+    /// The address of the replica's argument area, from `/proc/self/stat`.
+    start: usize,
+    /// Its length in bytes, the NUL that ends its last argument included.
+    length: usize,
+}
+
+impl Title {
+    /// The title for `run`, or `None` when the argument area cannot be found (no /proc, a
+    /// kernel that does not show it).
+    pub(super) fn for_run(run: &str) -> Option<Self> {
+        let (start, end) = (*ARGUMENT_AREA.get_or_init(|| {
+            let stat = std::fs::read("/proc/self/stat").ok()?;
+            argument_area(&stat)
+        }))?;
+        Some(Self {
+            text: format!("{} {run}", SUPERVISOR_NAME.to_string_lossy()).into_bytes(),
+            start,
+            length: end.checked_sub(start).filter(|length| *length > 0)?,
+        })
+    }
+
+    /// # Safety
+    /// Only in the forked child, whose argument area is its own copy.
+    unsafe fn write(&self) {
+        let kept = self.text.len().min(self.length - 1);
+        let area = std::ptr::with_exposed_provenance_mut::<u8>(self.start);
+        // SAFETY: the area is the process's own argument strings, on its initial stack,
+        // mapped and writable for its whole life; nothing in the supervisor reads them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.text.as_ptr(), area, kept);
+            std::ptr::write_bytes(area.add(kept), 0, self.length - kept);
+        }
+    }
+}
+
+/// Where this process's argument strings lie, read once.
+static ARGUMENT_AREA: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
+
+/// `arg_start` and `arg_end`, fields 48 and 49 of a `/proc/<pid>/stat` line (0 when the reader
+/// may not see them).
+fn argument_area(stat: &[u8]) -> Option<(usize, usize)> {
+    let close = stat.iter().rposition(|&byte| byte == b')')?;
+    let mut fields = stat
+        .get(close + 1..)?
+        .split(|byte| byte.is_ascii_whitespace())
+        .filter(|field| !field.is_empty())
+        // Field 3, the state, is the first after the command name.
+        .skip(48 - 3);
+    let mut number = || -> Option<usize> { std::str::from_utf8(fields.next()?).ok()?.parse().ok() };
+    let (start, end) = (number()?, number()?);
+    (start > 0 && end > start).then_some((start, end))
 }
 
 /// Asks the supervisor `pid` to kill its run's whole tree and exit: for a run given up before
@@ -476,7 +547,7 @@ mod tests {
             command.args(["-c", "exec sleep 60"]).process_group(0);
             // SAFETY: `split` in a pre-exec closure, where it belongs.
             unsafe {
-                command.pre_exec(move || split(replica, None, ended));
+                command.pre_exec(move || split(replica, None, ended, None));
             }
             let child = command.spawn().expect("the supervisor starts");
             (child, nix::unistd::gettid())
@@ -526,11 +597,20 @@ mod tests {
         let ended = writer.as_raw_fd();
         // SAFETY: `split` in a pre-exec closure, where it belongs.
         unsafe {
-            command.pre_exec(move || split(replica, None, ended));
+            command.pre_exec(move || split(replica, None, ended, None));
         }
         // The supervisor's child fails to exec and says so on the spawn's pipe, which the
         // supervisor itself let go of: the spawn neither hangs nor succeeds.
         let error = command.spawn().expect_err("nothing to exec");
         assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
+    }
+
+    #[test]
+    fn the_argument_area_is_where_the_kernel_reads_the_command_line() {
+        let stat = std::fs::read("/proc/self/stat").expect("its own stat");
+        let (start, end) = argument_area(&stat).expect("the argument area is shown");
+        let command_line = std::fs::read("/proc/self/cmdline").expect("its own command line");
+        assert_eq!(end - start, command_line.len());
+        assert_eq!(argument_area(b"12 (sh) S 1 12"), None, "cut short");
     }
 }

@@ -164,7 +164,7 @@ pub(super) fn read_stat(proc: c_int, name: &[u8]) -> Option<Stat> {
 
 /// `pid (comm) state ppid pgrp ...`; the command name may hold spaces and parentheses, but no
 /// later field holds a parenthesis.
-fn parse_stat(line: &[u8]) -> Option<Stat> {
+pub(super) fn parse_stat(line: &[u8]) -> Option<Stat> {
     let open = line.iter().position(|&byte| byte == b' ')?;
     let close = line.iter().rposition(|&byte| byte == b')')?;
     let mut fields = line

@@ -269,7 +269,7 @@ impl Metrics {
 
     /// Counts one skipped (or, `corrupt`, buried) run under the labels the caller chose: a job
     /// this replica declares and a reason the store knows, so that nothing written to Redis
-    /// makes new series (see `engine::count_skips`).
+    /// makes new series (see `engine::record_skips`).
     pub fn record_skip(&self, job: &str, reason: &str) {
         self.skipped_fires_total
             .with_label_values(&[job, reason])

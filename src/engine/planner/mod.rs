@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::{Backoff, Leadership, Shutdown, log_store_failure};
+use super::{Backoff, Leadership, Shutdown, log_store_failure, record_skips};
 use crate::schedule::{Job, Jobs, Misfire};
 use crate::store::{
     JobPlan, LeaderToken, PlanOutcome, PlannedRun, SkipReason, SkippedFire, Store, StoreError,
@@ -279,12 +279,13 @@ impl Planner {
         let mut skipped = 0;
         for plan in &plans {
             skipped += plan.skipped.len() as u64;
-            for fire in &plan.skipped {
-                // The leader plans only jobs a live replica declares: a bounded set of series.
-                self.store
-                    .metrics()
-                    .record_skip(&plan.job, fire.reason.as_str());
-            }
+            let skips: Vec<(String, String)> = plan
+                .skipped
+                .iter()
+                .map(|fire| (plan.job.clone(), fire.reason.as_str().to_owned()))
+                .collect();
+            // The leader plans only jobs a live replica declares: a bounded set of series.
+            record_skips(self.store.metrics(), &skips, |_| true);
             self.cursors.insert(plan.job.clone(), plan.cursor_ms);
         }
         if runs > 0 || skipped > 0 {

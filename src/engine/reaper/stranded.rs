@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use tracing::warn;
 
 use super::Reaper;
-use crate::engine::count_skips;
+use crate::engine::record_skips;
 use crate::store::StoreError;
 
 impl Reaper {
@@ -37,7 +37,7 @@ impl Reaper {
                 .iter()
                 .flat_map(|jobs| jobs.iter().map(|job| job.name.as_str()))
                 .collect();
-            count_skips(self.store.metrics(), &skips, |name| declared.contains(name));
+            record_skips(self.store.metrics(), &skips, |name| declared.contains(name));
         }
         Ok(())
     }

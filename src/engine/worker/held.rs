@@ -9,8 +9,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tracing::warn;
+use tracing::{error, warn};
 
+use crate::handler::{KILL_WAIT, end_unsupervised};
 use crate::store::{Ack, FailOutcome, FailReason, Failure, Store, StoreError};
 
 /// How long a recorded success is remembered: a Redis restored from a copy older than this
@@ -147,6 +148,7 @@ pub(crate) async fn reconcile(
             }
             continue;
         }
+        end_left_processes(&run.run_id).await;
         let failure = Failure::without_output(
             FailReason::Lost,
             "Redis said this replica runs it, but it does not (the replica restarted, Redis was \
@@ -171,6 +173,39 @@ pub(crate) async fn reconcile(
         reconciled.lost += 1;
     }
     Ok(reconciled)
+}
+
+/// Kills what is left on this machine of a run Redis says this replica runs while it does not,
+/// before the run is handed back: a previous process of this replica killed together with the
+/// run's supervisor (`kill -9` of both, `pkill -9 -f 'redcron run'`) leaves the run's processes
+/// going on under PID 1, and the run's next attempt would overlap them. A restarted replica
+/// reconciles before its first claim, within seconds, while the run's lease still keeps every
+/// other replica from starting it again.
+async fn end_left_processes(run_id: &str) {
+    let id = run_id.to_owned();
+    let swept = tokio::task::spawn_blocking(move || end_unsupervised(&id)).await;
+    match swept {
+        Ok((Some(killed), left)) if killed > 0 => {
+            warn!(
+                run = run_id,
+                killed, "processes of the run outlived its replica and its supervisor: killed"
+            );
+            if left > 0 {
+                error!(
+                    run = run_id,
+                    left,
+                    after = %humantime::format_duration(KILL_WAIT),
+                    "processes of the run still live after SIGKILL"
+                );
+            }
+        }
+        Ok(_) => {}
+        Err(error) => error!(
+            run = run_id,
+            %error,
+            "looking for processes the run left behind failed"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use held::{HeldRuns, reconcile};
 use sizing::Sizing;
 pub use sizing::{Concurrency, GROW_AFTER, SHRINK_AFTER, WorkerLoad};
 
-use super::{Backoff, Shutdown, count_skips, log_store_failure};
+use super::{Backoff, Shutdown, log_store_failure, record_skips};
 use crate::handler::{Handler, Handlers, WorkflowStarter};
 use crate::schedule::{Job, Jobs};
 use crate::store::{
@@ -266,7 +266,7 @@ impl Workers {
             }
             claimed => claimed?,
         };
-        count_skips(self.store.metrics(), &claimed.skips, |job| {
+        record_skips(self.store.metrics(), &claimed.skips, |job| {
             self.declared.contains_key(job)
         });
         if claimed.rewound {
