@@ -157,10 +157,6 @@ impl fmt::Display for Entry {
     }
 }
 
-/// How many keys one page of the reapers' walk over the namespace asks Redis to look at
-/// (`SCAN` COUNT).
-const SCANNED_PER_PAGE: u64 = 1_000;
-
 /// One page of the reapers' walk over the namespace's keys: the records in it, and where the
 /// next page starts. The damaged ones get an expiry ([`Store::expire_damaged_keys`]), the runs
 /// left in no list are put back ([`Store::requeue_stray_runs`]): one walk serves both.
@@ -232,17 +228,7 @@ impl Store {
     /// Redis errors.
     pub async fn record_page(&self, cursor: u64) -> Result<RecordPage, StoreError> {
         let prefix = self.keys.prefix();
-        let (next, keys): (u64, Vec<Vec<u8>>) = self
-            .query_keyless(
-                redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(format!("{prefix}*"))
-                    .arg("COUNT")
-                    .arg(SCANNED_PER_PAGE),
-            )
-            .await
-            .during(&self.metrics, "record_page")?;
+        let (next, keys) = self.scan_page("", cursor, "record_page").await?;
         let suffixes = keys
             .iter()
             .filter_map(|key| key.strip_prefix(prefix.as_bytes()))

@@ -109,22 +109,10 @@ impl Store {
     /// Redis errors.
     pub async fn clear_namespace(&self) -> Result<u64, StoreError> {
         let mut connection = self.connection.clone();
-        // Braces are not special in Redis glob patterns; a namespace has no `*`, `?` or `[`.
-        let pattern = format!("{}*", self.keys.prefix());
         let mut cursor = 0u64;
         let mut deleted = 0;
         loop {
-            let (next, keys): (u64, Vec<String>) = self
-                .query_keyless(
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(1_000),
-                )
-                .await
-                .during(&self.metrics, "clear_namespace")?;
+            let (next, keys) = self.scan_page("", cursor, "clear_namespace").await?;
             if !keys.is_empty() {
                 deleted += keys.len() as u64;
                 let () = redis::cmd("UNLINK")

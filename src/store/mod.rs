@@ -47,6 +47,7 @@ mod refusal;
 mod replicas;
 mod reply;
 mod routing;
+mod scan;
 mod scripts;
 mod targets;
 mod topology;

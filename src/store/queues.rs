@@ -1,9 +1,6 @@
 //! The queues that hold ready runs, found in Redis rather than in the published definitions.
 
-use super::{During, Store, StoreError};
-
-/// How many keys one `SCAN` call asks Redis to look at.
-const SCANNED_PER_CALL: u64 = 1_000;
+use super::{Store, StoreError};
 
 impl Store {
     /// Every queue with a ready list in Redis, sorted: those no published job names too (a
@@ -14,23 +11,11 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn ready_queues(&self) -> Result<Vec<String>, StoreError> {
-        // Braces are not special in Redis glob patterns; a namespace has no `*`, `?` or `[`.
-        let pattern = format!("{}ready*", self.keys.prefix());
         let mut queues = Vec::new();
         let mut cursor = 0u64;
         loop {
             // A key that is not UTF-8 names no queue a claim reads.
-            let (next, keys): (u64, Vec<Vec<u8>>) = self
-                .query_keyless(
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(SCANNED_PER_CALL),
-                )
-                .await
-                .during(&self.metrics, "ready_queues")?;
+            let (next, keys) = self.scan_page("ready", cursor, "ready_queues").await?;
             queues.extend(keys.iter().filter_map(|key| {
                 let key = std::str::from_utf8(key).ok()?;
                 Some(self.keys.queue_of_ready_list(key)?.to_owned())
