@@ -11,7 +11,7 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, debug, info, warn};
 
 use super::acker::{PendingAck, RECORD_WINDOW};
-use crate::engine::{Backoff, Shutdown, log_store_failure};
+use crate::engine::{Backoff, Shutdown, log_store_failure, record_skips};
 use crate::handler::{Outcome, RunContext, RunError, payload_problem};
 use crate::metrics::Health;
 use crate::schedule::{Job, Overlap};
@@ -273,6 +273,17 @@ impl Execution {
         ready
     }
 
+    /// Counts and logs a run skipped as it would start, as claims and promotions log theirs: one
+    /// line per job and reason. A run of a job this replica declares: its name is a bounded
+    /// label.
+    fn record_skip(&self, run: &ClaimedRun, reason: SkipReason) {
+        record_skips(
+            self.store.metrics(),
+            &[(run.job.clone(), reason.as_str().to_owned())],
+            |_| true,
+        );
+    }
+
     /// Takes the slot of its job that a run claimed ahead without one needs; `false` when the
     /// run must not start (skipped as an overlap, waiting for a slot, reaped).
     async fn take_job_slot(&self, run: &ClaimedRun, pending: PendingSlot) -> bool {
@@ -283,26 +294,11 @@ impl Execution {
         {
             Some(JobSlot::Taken) => true,
             Some(JobSlot::Busy) => {
-                // A run of a job this replica declares: its name is a bounded label.
-                self.store
-                    .metrics()
-                    .record_skip(&run.job, SkipReason::Overlap.as_str());
-                info!(
-                    run = run.id,
-                    job = run.job,
-                    "skipped: the job's previous run is still running (overlap forbidden)"
-                );
+                self.record_skip(run, SkipReason::Overlap);
                 false
             }
             Some(JobSlot::Missed) => {
-                self.store
-                    .metrics()
-                    .record_skip(&run.job, SkipReason::Missed.as_str());
-                info!(
-                    run = run.id,
-                    job = run.job,
-                    "skipped: it would start later than the misfire threshold"
-                );
+                self.record_skip(run, SkipReason::Missed);
                 false
             }
             Some(JobSlot::Waiting) => {
