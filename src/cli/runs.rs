@@ -68,7 +68,7 @@ pub(super) struct ShowArgs {
 
 /// The instants of a run's record, ms since the epoch: `--json` adds each as RFC 3339 under its
 /// name without `_ms`, and text shows only that. Its other `_ms` fields are spans.
-const RUN_INSTANTS: [&str; 7] = [
+const RUN_INSTANTS: [&str; 8] = [
     "created_ms",
     "due_ms",
     "fire_ms",
@@ -76,6 +76,7 @@ const RUN_INSTANTS: [&str; 7] = [
     "started_ms",
     "finished_ms",
     "redriven_ms",
+    "missed_after_ms",
 ];
 
 /// The fields of a run that `--json` always carries, `null` when the run has none (yet): what
@@ -307,4 +308,29 @@ fn readable(name: String, value: String) -> (String, String) {
         duration(ms)
     };
     (stem.to_owned(), shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readable;
+
+    #[test]
+    fn instants_read_as_times_and_spans_as_durations() {
+        let field = |name: &str, value: &str| readable(name.to_owned(), value.to_owned());
+        for instant in ["due_ms", "missed_after_ms"] {
+            assert_eq!(
+                field(instant, "1767225600000").1,
+                "2026-01-01T00:00:00+00:00",
+                "{instant}"
+            );
+        }
+        assert_eq!(
+            field("backoff_ms", "30000"),
+            ("backoff".to_owned(), "30 s".to_owned())
+        );
+        assert_eq!(
+            field("due_ms", "soon"),
+            ("due_ms".to_owned(), "soon".to_owned())
+        );
+    }
 }
