@@ -574,11 +574,16 @@ mod tests {
         assert_eq!(error.exit_code, None);
     }
 
-    #[tokio::test]
-    async fn a_run_dropped_half_way_takes_its_whole_tree_along() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let pids = |name: &str| dir.path().join(name).display().to_string();
-        // One process in the run's group, one that left it (and its session) with setsid.
+    /// Starts a run whose command leaves one process in the run's group and one that left it
+    /// (and its session) with setsid, and waits for them: the handler's task, and the pids of
+    /// those two and of the shell, in that order.
+    async fn start_tree(
+        dir: &std::path::Path,
+    ) -> (
+        tokio::task::JoinHandle<Result<Completed, RunError>>,
+        Vec<i32>,
+    ) {
+        let pids = |name: &str| dir.join(name).display().to_string();
         let command = format!(
             "sh -c 'echo $$ > {grouped}; exec sleep 60' & \
              setsid sh -c 'echo $$ > {escaped}; exec sleep 60' & \
@@ -590,8 +595,15 @@ mod tests {
         let task = tokio::spawn(CommandHandler::default().call(context(&command, None)));
         let mut tree = Vec::new();
         for name in ["grouped", "escaped", "shell"] {
-            tree.push(pid_in(&dir.path().join(name)).await);
+            tree.push(pid_in(&dir.join(name)).await);
         }
+        (task, tree)
+    }
+
+    #[tokio::test]
+    async fn a_run_dropped_half_way_takes_its_whole_tree_along() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (task, tree) = start_tree(dir.path()).await;
         task.abort();
         assert!(task.await.is_err_and(|error| error.is_cancelled()));
         assert!(
@@ -607,20 +619,7 @@ mod tests {
     #[tokio::test]
     async fn a_command_whose_supervisor_was_killed_ends_once_its_whole_tree_is_dead() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let pids = |name: &str| dir.path().join(name).display().to_string();
-        let command = format!(
-            "sh -c 'echo $$ > {grouped}; exec sleep 60' & \
-             setsid sh -c 'echo $$ > {escaped}; exec sleep 60' & \
-             echo $$ > {shell}; wait",
-            grouped = pids("grouped"),
-            escaped = pids("escaped"),
-            shell = pids("shell"),
-        );
-        let task = tokio::spawn(CommandHandler::default().call(context(&command, None)));
-        let mut tree = Vec::new();
-        for name in ["grouped", "escaped", "shell"] {
-            tree.push(pid_in(&dir.path().join(name)).await);
-        }
+        let (task, tree) = start_tree(dir.path()).await;
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", tree[2])).expect("stat");
         let supervisor: i32 = stat
             .rsplit_once(')')
