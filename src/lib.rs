@@ -10,6 +10,8 @@
 //! - [`engine`]: the replica's components: elector, planner, promoter, workers, reaper,
 //!   heartbeat, one file each.
 //! - [`handler`]: what executes a run: the command handler, or Rust handlers by job name.
+//! - `process`: running and ending OS processes: a command under a supervisor that takes its
+//!   whole tree down with the replica, for runs and `exec:` notices alike.
 //! - [`replica`]: the components wired together, supervised, and shut down in order.
 //! - [`client`]: what other programs do to runs and jobs (enqueue, pause, dead letters), typed.
 //! - [`cli`]: the `redcron` command line, one file per subcommand.
@@ -52,6 +54,7 @@ pub mod handler;
 pub mod logs;
 pub mod metrics;
 pub mod notify;
+mod process;
 pub mod replica;
 pub mod schedule;
 pub mod shutdown;

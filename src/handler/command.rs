@@ -13,10 +13,9 @@ use tokio::process::Command;
 use tracing::error;
 
 use super::output::{Lines, Sink};
-use super::supervised::{Exit, KILL_WAIT, RUN_ID_VARIABLE, Supervised, spawn_supervised};
-use super::supervisor;
 use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
 use crate::notify::spool::{self, Head};
+use crate::process::{self, Exit, KILL_WAIT, RUN_ID_VARIABLE, Supervised, spawn_supervised};
 use crate::schedule::run_as::Identity;
 
 /// How much of a command's output (stdout and stderr together) is kept with the run.
@@ -229,13 +228,13 @@ async fn terminate(
         // Already reaped: nothing to signal.
         return supervised.wait().await;
     };
-    supervisor::stop_tree(supervisor);
+    process::stop_tree(supervisor);
     if let Ok(status) = tokio::time::timeout(grace, supervised.wait()).await {
         return status;
     }
     // Only while it is not reaped: its pid may name another process since.
     if let Some(supervisor) = supervised.child().id() {
-        supervisor::end_tree(supervisor);
+        process::end_tree(supervisor);
     }
     match tokio::time::timeout(KILL_WAIT, supervised.wait()).await {
         Ok(status) => status,

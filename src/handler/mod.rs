@@ -4,9 +4,6 @@
 
 mod command;
 mod output;
-mod supervised;
-mod supervisor;
-mod tree;
 mod workflow;
 
 use std::collections::HashMap;
@@ -17,7 +14,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 pub use command::CommandHandler;
-pub(crate) use supervised::{Exit, KILL_WAIT, end_unsupervised, spawn_supervised};
 use tokio_util::sync::CancellationToken;
 pub(crate) use workflow::WorkflowStarter;
 pub use workflow::object_problem;

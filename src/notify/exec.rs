@@ -7,7 +7,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::{DeliveryError, Document};
-use crate::handler::{Exit, spawn_supervised};
+use crate::process::{Exit, spawn_supervised};
 
 /// The most of a failed command's output that its error keeps.
 const ERROR_OUTPUT: usize = 300;

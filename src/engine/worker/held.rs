@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{error, warn};
 
-use crate::handler::{KILL_WAIT, end_unsupervised};
+use crate::process::{KILL_WAIT, end_unsupervised};
 use crate::store::{Ack, FailOutcome, FailReason, Failure, Store, StoreError};
 
 /// How long a recorded success is remembered: a Redis restored from a copy older than this

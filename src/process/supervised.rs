@@ -266,7 +266,7 @@ pub(crate) fn end_unsupervised(run_id: &str) -> (Option<usize>, usize) {
 }
 
 /// The variable that names the run in every run's environment (set by the command handler).
-pub(super) const RUN_ID_VARIABLE: &str = "REDCRON_RUN_ID";
+pub(crate) const RUN_ID_VARIABLE: &str = "REDCRON_RUN_ID";
 
 /// `pid` and its ancestors up to PID 1, as /proc says now; a chain cut short where a process
 /// has ended meanwhile (its children are then reparented, and found so by the next sweep).

@@ -169,14 +169,14 @@ fn argument_area(stat: &[u8]) -> Option<(usize, usize)> {
 /// Asks the supervisor `pid` to kill its run's whole tree and exit: for a run given up before
 /// its command ended (its task dropped), which would otherwise go on unseen, and for a stopped
 /// run whose processes outlived their kill grace.
-pub(super) fn end_tree(pid: u32) {
+pub(crate) fn end_tree(pid: u32) {
     ask(pid, Request::Kill);
 }
 
 /// Asks the supervisor `pid` to send SIGTERM to every process of its run, those that left the
 /// process group included, and to exit only once every one of them has ended (or once
 /// [`end_tree`] asks). It then exits as the shell did.
-pub(super) fn stop_tree(pid: u32) {
+pub(crate) fn stop_tree(pid: u32) {
     ask(pid, Request::Stop);
 }
 
@@ -508,7 +508,7 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     use super::*;
-    use crate::handler::tree::read_stat;
+    use crate::process::tree::read_stat;
 
     /// Polls `condition` every 10 ms until it holds or 5 s pass; whether it held.
     fn eventually(mut condition: impl FnMut() -> bool) -> bool {
