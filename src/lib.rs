@@ -10,6 +10,8 @@
 //! - [`engine`]: the replica's components: elector, planner, promoter, workers, reaper,
 //!   heartbeat, one file each.
 //! - [`handler`]: what executes a run: the command handler, or Rust handlers by job name.
+//! - [`payload`]: the rules a run's payload obeys (JSON, its size, a workflow's an object),
+//!   which the client, the CLI and the worker all check.
 //! - `process`: running and ending OS processes: a command under a supervisor that takes its
 //!   whole tree down with the replica, for runs and `exec:` notices alike.
 //! - [`replica`]: the components wired together, supervised, and shut down in order.
@@ -54,6 +56,7 @@ pub mod handler;
 pub mod logs;
 pub mod metrics;
 pub mod notify;
+pub mod payload;
 mod process;
 pub mod replica;
 pub mod schedule;

@@ -292,7 +292,7 @@ pub(super) fn read_payload(argument: Option<&str>) -> Result<Option<String>, Cli
     };
     // One byte past the limit is enough to refuse: an endless input (`@/dev/zero`, `yes |`) is
     // never read whole.
-    let limit = u64::try_from(crate::handler::MAX_PAYLOAD_BYTES).unwrap_or(u64::MAX) + 1;
+    let limit = u64::try_from(crate::payload::MAX_PAYLOAD_BYTES).unwrap_or(u64::MAX) + 1;
     let read_limited = |input: &mut dyn Read, from: &str| {
         let mut text = String::new();
         input
@@ -300,10 +300,10 @@ pub(super) fn read_payload(argument: Option<&str>) -> Result<Option<String>, Cli
             .read_to_string(&mut text)
             .map_err(CliError::io(format!("reading the payload from {from}")))?;
         // Read up to one byte past the limit: its size is unknown, not that byte count.
-        if text.len() > crate::handler::MAX_PAYLOAD_BYTES {
+        if text.len() > crate::payload::MAX_PAYLOAD_BYTES {
             return Err(CliError::Argument(format!(
                 "the payload in {from} is more than 1 MiB ({} bytes), the most a run may carry",
-                crate::handler::MAX_PAYLOAD_BYTES
+                crate::payload::MAX_PAYLOAD_BYTES
             )));
         }
         Ok::<_, CliError>(text)

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::handler::payload_problem;
+use crate::payload::payload_problem;
 use crate::store::{Store, StoreError, StoreSettings};
 
 mod bulk;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{Client, ClientError, DEFAULT_UNIQUE_FOR, Published, Submitted, check_payload};
-use crate::handler::object_problem;
+use crate::payload::object_problem;
 use crate::schedule::Priority;
 use crate::store::{Enqueue, Enqueued, key_fingerprint, payload_fingerprint};
 

@@ -1,7 +1,7 @@
 //! Workflow instances: started, read, retried.
 
 use super::{Client, ClientError, Published, check_payload};
-use crate::handler::object_problem;
+use crate::payload::object_problem;
 use crate::store::{WorkflowInstance, WorkflowListing, WorkflowRetry, WorkflowStart, new_run_id};
 
 /// A workflow instance started, see [`Client::start_workflow`].

@@ -338,7 +338,7 @@ mod tests {
         tail.push(object.as_bytes());
         let text = tail.text();
         assert!(text.starts_with(CUT_MARK), "{}", &text[..20]);
-        assert!(crate::handler::object_problem(&text).is_some());
+        assert!(crate::payload::object_problem(&text).is_some());
 
         let mut whole = Tail::default();
         whole.push(b"one line\n{\"a\": 1}\n");

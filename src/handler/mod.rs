@@ -16,44 +16,8 @@ use chrono::{DateTime, Utc};
 pub use command::CommandHandler;
 use tokio_util::sync::CancellationToken;
 pub(crate) use workflow::WorkflowStarter;
-pub use workflow::object_problem;
 
 use crate::schedule::Job;
-
-/// The largest payload a run may carry, in bytes.
-///
-/// ```
-/// use redcron::handler::{MAX_PAYLOAD_BYTES, payload_problem};
-///
-/// // Valid JSON, one byte too long.
-/// let payload = format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES - 1));
-/// assert!(payload_problem(&payload).is_some());
-/// ```
-pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
-
-/// Why `payload` cannot be handed to a handler, if it cannot: it must be JSON of at most
-/// [`MAX_PAYLOAD_BYTES`]. Runs are written by other programs too (the library's bulk API, or
-/// anything with access to Redis), so workers check what they read, not only what the CLI
-/// accepts.
-///
-/// ```
-/// use redcron::handler::payload_problem;
-///
-/// assert_eq!(payload_problem(r#"{"image": "cat.png"}"#), None);
-/// let problem = payload_problem("cat.png").expect("not JSON");
-/// assert!(problem.starts_with("the payload is not valid JSON"));
-/// ```
-pub fn payload_problem(payload: &str) -> Option<String> {
-    if payload.len() > MAX_PAYLOAD_BYTES {
-        return Some(format!(
-            "the payload is {} bytes: at most {MAX_PAYLOAD_BYTES} are accepted",
-            payload.len()
-        ));
-    }
-    serde_json::from_str::<serde::de::IgnoredAny>(payload)
-        .err()
-        .map(|error| format!("the payload is not valid JSON: {error}"))
-}
 
 /// A boxed, sendable future: what handlers return.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;

@@ -2,6 +2,7 @@
 //! instance of the workflow, whose id is the run's id.
 
 use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
+use crate::payload::object_problem;
 use crate::store::{Store, WorkflowStart};
 
 /// Starts the workflow of the run's job with the run's payload.
@@ -50,15 +51,5 @@ impl Handler for WorkflowStarter {
                 output,
             })
         })
-    }
-}
-
-/// Why `payload` cannot be a workflow's: it must be a JSON object, whose members every step
-/// receives (see DESIGN.md, workflows).
-pub fn object_problem(payload: &str) -> Option<String> {
-    match serde_json::from_str::<serde_json::Value>(payload) {
-        Ok(serde_json::Value::Object(_)) => None,
-        Ok(_) => Some("a workflow's payload must be a JSON object".to_owned()),
-        Err(error) => Some(format!("the payload is not valid JSON: {error}")),
     }
 }

@@ -12,8 +12,9 @@ use tracing::{Instrument, debug, info, warn};
 
 use super::acker::{PendingAck, RECORD_WINDOW};
 use crate::engine::{Backoff, Shutdown, log_store_failure, record_skips};
-use crate::handler::{Outcome, RunContext, RunError, payload_problem};
+use crate::handler::{Outcome, RunContext, RunError};
 use crate::metrics::Health;
+use crate::payload::payload_problem;
 use crate::schedule::{Job, Overlap};
 use crate::store::{
     Ack, ClaimedRun, FailOutcome, FailReason, Failure, JobSlot, PendingSlot, RunState, SkipReason,
