@@ -1,10 +1,9 @@
 //! What executes a claimed run: the built-in [`CommandHandler`] for jobs declared with a
-//! `command`, the starter of a workflow for a workflow's own job, or a Rust handler registered
-//! by job name (library mode).
+//! `command`, or a Rust handler registered by job name (library mode). A workflow's own job is
+//! the engine's to run: its handler starts the workflow in the store.
 
 mod command;
 mod output;
-mod workflow;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,7 +14,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 pub use command::CommandHandler;
 use tokio_util::sync::CancellationToken;
-pub(crate) use workflow::WorkflowStarter;
 
 use crate::schedule::Job;
 

@@ -7,7 +7,8 @@
 //! declared job but never inject a command.
 //!
 //! This file is the claim loop; `execution` runs one claimed run, `acker` records successes in
-//! batches, and `held` compares the runs this replica holds with what Redis says it holds.
+//! batches, `held` compares the runs this replica holds with what Redis says it holds, and
+//! `workflow_starter` is the handler of a workflow's own job.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -23,6 +24,7 @@ mod acker;
 mod execution;
 mod held;
 mod sizing;
+mod workflow_starter;
 
 pub use acker::RECORD_WINDOW;
 use acker::{PendingAck, record_successes};
@@ -32,9 +34,10 @@ pub use held::Reconciled;
 use held::{HeldRuns, reconcile};
 use sizing::Sizing;
 pub use sizing::{Concurrency, GROW_AFTER, SHRINK_AFTER, WorkerLoad};
+use workflow_starter::WorkflowStarter;
 
 use super::{Backoff, Shutdown, log_store_failure, record_skips};
-use crate::handler::{Handler, Handlers, WorkflowStarter};
+use crate::handler::{Handler, Handlers};
 use crate::schedule::{Job, Jobs};
 use crate::store::{
     ClaimLeases, ClaimedRun, CorruptRun, FailReason, Failure, MIN_AHEAD_LEASE, ReadyWaiter,

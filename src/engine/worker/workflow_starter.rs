@@ -1,7 +1,7 @@
 //! The handler of a workflow's own job: each of its runs (a cron fire, a trigger) starts one
 //! instance of the workflow, whose id is the run's id.
 
-use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
+use crate::handler::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
 use crate::payload::object_problem;
 use crate::store::{Store, WorkflowStart};
 
