@@ -16,6 +16,7 @@ pub mod notifier;
 pub mod planner;
 pub mod promoter;
 pub mod reaper;
+mod retry;
 pub mod worker;
 
 use std::collections::{BTreeMap, HashMap};

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use super::worker::retry_store;
+use super::retry::retry_store;
 use super::{Backoff, Shutdown, log_store_failure};
 use crate::notify::{Deliverer, DeliveryError, DeliveryLimits, Document, spool};
 use crate::schedule::Jobs;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
-use super::execution::retry_store;
 use super::held::HeldRuns;
+use crate::engine::retry::retry_store;
 use crate::store::{Ack, RunState, Store};
 
 /// The most successes one ack call records.

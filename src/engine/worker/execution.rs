@@ -10,15 +10,15 @@ use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, debug, info, warn};
 
-use super::acker::{PendingAck, RECORD_WINDOW};
-use crate::engine::{Backoff, Shutdown, log_store_failure, record_skips};
+use super::acker::PendingAck;
+use crate::engine::retry::retry_store;
+use crate::engine::{Shutdown, record_skips};
 use crate::handler::{Outcome, RunContext, RunError};
-use crate::metrics::Health;
 use crate::payload::payload_problem;
 use crate::schedule::{Job, Overlap};
 use crate::store::{
     Ack, ClaimedRun, FailOutcome, FailReason, Failure, JobSlot, PendingSlot, RunState, SkipReason,
-    Store, StoreError,
+    Store,
 };
 
 /// How an execution ended, for the runs the replica holds.
@@ -423,41 +423,6 @@ impl Execution {
                 "cannot record the failure: the lease will expire and the reaper will"
             ),
         }
-    }
-}
-
-/// Retries a store call with backoff for [`RECORD_WINDOW`] at most, the call under way
-/// included, and for as long as the namespace is held unless the replica is stopping (its
-/// `health` says so); `None` when the window passed without an answer.
-pub(crate) async fn retry_store<T, F, Fut>(health: &Health, mut call: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, StoreError>>,
-{
-    let mut deadline = tokio::time::Instant::now() + RECORD_WINDOW;
-    let mut backoff = Backoff::default();
-    loop {
-        // A call abandoned at the deadline may still be carried out by Redis, as one that
-        // timed out may: each is one atomic script, and the run's lease settles the rest.
-        let pause = match tokio::time::timeout_at(deadline, call()).await {
-            Ok(Ok(value)) => return Some(value),
-            Ok(Err(error)) => {
-                log_store_failure(&error, "store call failed; retrying");
-                if error.is_held() && !health.is_stopping() {
-                    // Redis answers, and takes the call once the hold ends: the outcome waits
-                    // for that however long the hold lasts (leases are kept, nothing is reaped
-                    // meanwhile). A replica that stops waits one window more at most: its
-                    // service manager will not wait for the hold.
-                    deadline = tokio::time::Instant::now() + RECORD_WINDOW;
-                }
-                backoff.failed_with(&error)
-            }
-            Err(_) => return None,
-        };
-        if tokio::time::Instant::now() + pause >= deadline {
-            return None;
-        }
-        tokio::time::sleep(pause).await;
     }
 }
 

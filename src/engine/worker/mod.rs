@@ -28,7 +28,6 @@ mod workflow_starter;
 
 pub use acker::RECORD_WINDOW;
 use acker::{PendingAck, record_successes};
-pub(crate) use execution::retry_store;
 use execution::{Ended, Execution};
 pub use held::Reconciled;
 use held::{HeldRuns, reconcile};
