@@ -27,6 +27,7 @@ mod inspect;
 mod journal;
 mod late_start;
 mod lifecycle;
+mod links;
 mod long_outage;
 mod next;
 mod notices;

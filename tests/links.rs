@@ -1,0 +1,196 @@
+//! Every link between the project's documents leads somewhere: a relative link names a file
+//! that exists, and a `#fragment` names a heading of the page it points into (as GitHub makes
+//! heading anchors), so that moving a section cannot leave a reader at a dead end.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The documents a reader follows links between: the Markdown files at the top of the
+/// repository and under docs/ and contrib/.
+fn documents(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for dir in [root.to_path_buf(), root.join("docs"), root.join("contrib")] {
+        let mut pending = vec![dir];
+        while let Some(dir) = pending.pop() {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() && dir != root {
+                    pending.push(path);
+                } else if path.extension().is_some_and(|extension| extension == "md") {
+                    found.push(path);
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The lines of `text` outside fenced code blocks, with their numbers (from 1).
+fn prose_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            lines.push((index + 1, line));
+        }
+    }
+    lines
+}
+
+/// `line` without its inline code spans, which hold text such as `[jobs.x](...)` that is no
+/// link.
+fn without_code_spans(line: &str) -> String {
+    line.split('`')
+        .enumerate()
+        .filter(|(index, _)| index % 2 == 0)
+        .map(|(_, part)| part)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The targets of the inline links `[text](target)` of `line`.
+fn link_targets(line: &str) -> Vec<String> {
+    let prose = without_code_spans(line);
+    let mut targets = Vec::new();
+    let mut rest = prose.as_str();
+    while let Some(at) = rest.find("](") {
+        let after = &rest[at + 2..];
+        let Some(end) = after.find(')') else {
+            break;
+        };
+        targets.push(after[..end].trim().to_owned());
+        rest = &after[end..];
+    }
+    targets
+}
+
+/// The anchor GitHub gives a heading: lower case, punctuation but `-` and `_` dropped, spaces
+/// made `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of the headings of `text`, a repeated heading's second anchor ending in `-1`.
+fn anchors(text: &str) -> HashSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut anchors = HashSet::new();
+    for (_, line) in prose_lines(text) {
+        let Some(heading) = line.strip_prefix('#') else {
+            continue;
+        };
+        let heading = heading.trim_start_matches('#');
+        if !heading.starts_with(' ') {
+            continue;
+        }
+        let base = slug(heading);
+        let count = seen.entry(base.clone()).or_default();
+        anchors.insert(if *count == 0 {
+            base.clone()
+        } else {
+            format!("{base}-{count}")
+        });
+        *count += 1;
+    }
+    anchors
+}
+
+#[test]
+fn every_link_between_the_documents_leads_to_a_file_and_a_heading_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let documents = documents(root);
+    assert!(
+        documents.iter().any(|path| path.ends_with("README.md")),
+        "no README.md found under {}",
+        root.display()
+    );
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for document in &documents {
+        let text = fs::read_to_string(document).expect("a document is readable");
+        for (number, line) in prose_lines(&text) {
+            for target in link_targets(line) {
+                if target.contains("://") || target.starts_with("mailto:") || target.is_empty() {
+                    continue;
+                }
+                checked += 1;
+                let (file, fragment) = match target.split_once('#') {
+                    Some((file, fragment)) => (file, Some(fragment)),
+                    None => (target.as_str(), None),
+                };
+                let linked = if file.is_empty() {
+                    document.clone()
+                } else {
+                    document
+                        .parent()
+                        .expect("a document has a directory")
+                        .join(file)
+                };
+                let place = format!(
+                    "{}:{number}: ({target})",
+                    document.strip_prefix(root).unwrap_or(document).display()
+                );
+                if !linked.exists() {
+                    broken.push(format!("{place}: no file {file}"));
+                    continue;
+                }
+                let Some(fragment) = fragment else {
+                    continue;
+                };
+                if linked
+                    .extension()
+                    .is_some_and(|extension| extension == "md")
+                {
+                    let linked_text = fs::read_to_string(&linked).expect("a document is readable");
+                    if !anchors(&linked_text).contains(fragment) {
+                        broken.push(format!("{place}: no heading with the anchor #{fragment}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 0,
+        "no relative link found: the scan reads nothing"
+    );
+    assert!(
+        broken.is_empty(),
+        "{} broken links:\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn headings_get_the_anchors_github_gives_them() {
+    let text = "# redcron\n## How a fire runs, and when it can run twice\n### Per-host jobs: every replica, or the replicas you choose\n## Notices\n## Notices\n```\n## not a heading\n```\n";
+    let anchors = anchors(text);
+    for anchor in [
+        "redcron",
+        "how-a-fire-runs-and-when-it-can-run-twice",
+        "per-host-jobs-every-replica-or-the-replicas-you-choose",
+        "notices",
+        "notices-1",
+    ] {
+        assert!(
+            anchors.contains(anchor),
+            "{anchor} missing from {anchors:?}"
+        );
+    }
+    assert!(!anchors.contains("not-a-heading"));
+}
