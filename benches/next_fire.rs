@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use criterion::{Criterion, criterion_group, criterion_main};
 use redcron::schedule::crontab::{ImportOptions, import};
-use redcron::schedule::{CronExpr, Schedule};
+use redcron::schedule::{CronExpr, Reach, Schedule, Selector};
 
 const ZONES: [Tz; 4] = [
     chrono_tz::UTC,
@@ -108,6 +108,8 @@ fn next_fire(c: &mut Criterion) {
         system: false,
         zone: chrono_tz::UTC,
         source: "bench".to_owned(),
+        selector: Selector::default(),
+        on: Reach::One,
     };
     let mut group = c.benchmark_group("import");
     group.sample_size(10);

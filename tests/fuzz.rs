@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use chrono::{DateTime, Utc};
 use proptest::prelude::*;
 use redcron::schedule::crontab::{ImportOptions, import};
-use redcron::schedule::{Schedule, parse_file};
+use redcron::schedule::{Reach, Schedule, Selector, parse_file};
 use redcron::store::ClaimedRun;
 use redis::Value;
 
@@ -212,6 +212,8 @@ fn import_options(system: bool) -> ImportOptions {
         system,
         zone: chrono_tz::UTC,
         source: "fuzz".to_owned(),
+        selector: Selector::default(),
+        on: Reach::One,
     }
 }
 

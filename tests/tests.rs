@@ -9,6 +9,7 @@ mod check;
 mod cli_contract;
 mod completions;
 mod config;
+mod crontab_hosts;
 mod crontab_move;
 mod damaged;
 mod declarations;

@@ -309,10 +309,16 @@ fn examples(page: &mut Roff, subcommand: Option<&str>) {
             "The last failed runs of a job:",
             "redcron history nightly-backup --failed -n 10",
         )],
-        Some("import-crontab") => &[(
-            "Turn this user's crontab into a schedule file:",
-            "crontab -l | redcron import-crontab -o schedules/imported.toml",
-        )],
+        Some("import-crontab") => &[
+            (
+                "Turn this user's crontab into a schedule file:",
+                "crontab -l | redcron import-crontab -o schedules/imported.toml",
+            ),
+            (
+                "Import this machine's system crontab as jobs of this machine alone:",
+                "redcron import-crontab --system /etc/crontab --where host=$(hostname) -o schedules/$(hostname).toml",
+            ),
+        ],
         Some(_) => &[],
     };
     if examples.is_empty() {

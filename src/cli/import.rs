@@ -1,7 +1,7 @@
 //! `redcron import-crontab`: turn a crontab, or every crontab of a directory, into schedule
 //! files.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -9,10 +9,12 @@ use clap::Args;
 
 use super::times::machine_zone;
 use super::{CliError, parse_zone};
+use crate::engine::heartbeat::host_name;
 use crate::schedule::crontab::{
-    ImportOptions, Importer, JobNames, user_exists_here, user_not_program_here,
+    HostLocal, ImportOptions, Importer, JobNames, user_exists_here, user_not_program_here,
 };
 use crate::schedule::file::schedule_files;
+use crate::schedule::{Reach, Selector};
 
 #[derive(Debug, Args)]
 pub(super) struct ImportArgs {
@@ -44,6 +46,115 @@ pub(super) struct ImportArgs {
     /// either way.
     #[arg(long)]
     keep_going: bool,
+    /// Run the jobs only on replicas with this label: writes where = [...] into every job
+    /// (--where host=$(hostname) keeps a machine's crontab on that machine). Repeatable.
+    #[arg(long = "where", value_name = "KEY=VALUE")]
+    where_terms: Vec<String>,
+    /// Run each fire on every replica (that matches --where), as each machine's crontab ran
+    /// its lines: writes on = "every" into every job.
+    #[arg(long)]
+    every_replica: bool,
+    /// With --dir, for the crontab NAME of the directory alone: add KEY=VALUE to its jobs'
+    /// where. Repeatable.
+    #[arg(long, value_name = "NAME=KEY=VALUE")]
+    where_file: Vec<String>,
+    /// With --dir, for the crontab NAME of the directory alone: run each fire of its jobs on
+    /// every replica (that matches their where). Repeatable.
+    #[arg(long, value_name = "NAME")]
+    every_replica_file: Vec<String>,
+}
+
+/// Where the jobs of each crontab run: `--where` and `--every-replica` for all, the `-file`
+/// options for one crontab of `--dir` each.
+struct Placements {
+    /// The terms of `--where`.
+    terms: Vec<String>,
+    /// `--every-replica`.
+    every: bool,
+    /// The terms of `--where-file`, by crontab name.
+    file_terms: BTreeMap<String, Vec<String>>,
+    /// The names of `--every-replica-file`.
+    every_files: BTreeSet<String>,
+}
+
+impl Placements {
+    /// Reads the options, each term checked as a job's `where` is.
+    fn parse(args: &ImportArgs) -> Result<Self, CliError> {
+        // Checked here, not by clap: a `requires` is not enforced beside the input's default.
+        let per_file = [
+            ("--where-file", args.where_file.is_empty()),
+            ("--every-replica-file", args.every_replica_file.is_empty()),
+        ];
+        if let (None, Some((option, _))) = (&args.dir, per_file.iter().find(|(_, none)| !none)) {
+            return Err(CliError::Argument(format!(
+                "{option} names a crontab of --dir DIR; for a single crontab, use --where or \
+                 --every-replica"
+            )));
+        }
+        Selector::parse(&args.where_terms)
+            .map_err(|error| CliError::Argument(format!("--where: {error}")))?;
+        let mut file_terms: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for given in &args.where_file {
+            let Some((name, term)) = given.split_once('=') else {
+                return Err(CliError::Argument(format!(
+                    "--where-file: \"{given}\" is not NAME=KEY=VALUE (nginx=host=web1, say)"
+                )));
+            };
+            Selector::parse(&[term.to_owned()])
+                .map_err(|error| CliError::Argument(format!("--where-file {name}: {error}")))?;
+            file_terms
+                .entry(name.to_owned())
+                .or_default()
+                .push(term.to_owned());
+        }
+        Ok(Self {
+            terms: args.where_terms.clone(),
+            every: args.every_replica,
+            file_terms,
+            every_files: args.every_replica_file.iter().cloned().collect(),
+        })
+    }
+
+    /// The crontab names the `-file` options give that are not among `crontabs`: a typo would
+    /// otherwise leave a file's jobs where they were not meant to run.
+    fn check_names(&self, crontabs: &[Crontab], dir: &Path) -> Result<(), CliError> {
+        let read: BTreeSet<&str> = crontabs.iter().filter_map(|c| c.name.as_deref()).collect();
+        let unknown = self
+            .file_terms
+            .keys()
+            .map(|name| ("--where-file", name))
+            .chain(
+                self.every_files
+                    .iter()
+                    .map(|name| ("--every-replica-file", name)),
+            )
+            .find(|(_, name)| !read.contains(name.as_str()));
+        match unknown {
+            Some((option, name)) => Err(CliError::Argument(format!(
+                "{option} {name}: {} holds no crontab named \"{name}\" that cron reads",
+                dir.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The `where` and `on` of the jobs of `crontab`.
+    fn of(&self, crontab: &Crontab) -> (Selector, Reach) {
+        let own = crontab.name.as_ref();
+        let terms: Vec<String> = self
+            .terms
+            .iter()
+            .chain(
+                own.and_then(|name| self.file_terms.get(name))
+                    .into_iter()
+                    .flatten(),
+            )
+            .cloned()
+            .collect();
+        let selector = Selector::parse(&terms).expect("every term was checked as it was read");
+        let every = self.every || own.is_some_and(|name| self.every_files.contains(name));
+        (selector, if every { Reach::Every } else { Reach::One })
+    }
 }
 
 /// One crontab to import, and where its schedule file goes.
@@ -56,10 +167,13 @@ struct Crontab {
     text: String,
     /// The schedule file to write; `None` for standard output.
     destination: Option<PathBuf>,
+    /// Its name in `--dir`, which the `-file` options give; `None` for a single crontab.
+    name: Option<String>,
 }
 
 pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), CliError> {
     let zone = args.tz.as_deref().map(parse_zone).transpose()?;
+    let placements = Placements::parse(args)?;
     let mut names = JobNames::new(args.prefix.as_deref()).map_err(CliError::Argument)?;
     let (crontabs, schedule_dir) = match (&args.dir, &args.output) {
         // Written into a subdirectory of a schedule directory (the README's `-o
@@ -86,6 +200,9 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
             (vec![single(&args.input, output.clone())?], schedule_dir)
         }
     };
+    if let Some(dir) = &args.dir {
+        placements.check_names(&crontabs, dir)?;
+    }
     if let Some(schedule_dir) = schedule_dir {
         // Compared as the files they are: `-o x.toml` is `./x.toml` in the directory's walk.
         // A destination not there yet is in no walk.
@@ -120,10 +237,13 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
     };
     let (mut jobs, mut problems) = (0, 0);
     for crontab in &crontabs {
+        let (selector, on) = placements.of(crontab);
         let options = ImportOptions {
             system,
             zone,
             source: crontab.source.clone(),
+            selector,
+            on,
         };
         let imported = importer.import(&crontab.text, &options);
         for problem in &imported.problems {
@@ -131,6 +251,9 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
                 "redcron: {}:{}: {}",
                 crontab.label, problem.line, problem.message
             );
+        }
+        if !options.placed() {
+            warn_host_local(crontab, &imported.host_local);
         }
         match &crontab.destination {
             Some(path) => std::fs::write(path, &imported.toml)
@@ -177,6 +300,30 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
     Ok(())
 }
 
+/// Says each line of `crontab` that does this machine's work and became a job any one replica
+/// runs, with the options that place it. A warning, not a problem: the line may be meant to
+/// move (a backup of `/etc` that any machine can take is rare, but the importer cannot tell).
+fn warn_host_local(crontab: &Crontab, lines: &[HostLocal]) {
+    let options = match &crontab.name {
+        Some(name) => format!(
+            "--every-replica-file {name} to run it on every replica, or \
+             --where-file {name}=host={}",
+            host_name()
+        ),
+        None => format!(
+            "--every-replica to run it on every replica, or --where host={}",
+            host_name()
+        ),
+    };
+    for line in lines {
+        eprintln!(
+            "redcron: {}:{}: job {} looks host-local ({}) but runs on any one replica; pass \
+             {options} to keep it on this machine",
+            crontab.label, line.line, line.job, line.reason
+        );
+    }
+}
+
 fn plural(count: usize) -> &'static str {
     if count == 1 { "" } else { "s" }
 }
@@ -198,6 +345,7 @@ fn single(input: &str, destination: Option<PathBuf>) -> Result<Crontab, CliError
         label,
         text: lossy(bytes),
         destination,
+        name: None,
     })
 }
 
@@ -242,6 +390,7 @@ fn directory(dir: &Path, output: &Path) -> Result<Vec<Crontab>, CliError> {
             label: path.display().to_string(),
             text: lossy(bytes),
             destination: Some(output.join(format!("{name}.toml"))),
+            name: Some(name.to_owned()),
         });
     }
     std::fs::create_dir_all(output)

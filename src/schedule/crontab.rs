@@ -8,7 +8,8 @@
 //! be converted, or need a look, are marked with a comment that says why, and returned as
 //! problems: among them a bare `%` (cron cut the command there too), a variable only cron reads,
 //! and a user's crontab whose commands start with a user name (a system crontab read without
-//! `--system`).
+//! `--system`). Where the jobs run (`where`, `on`) is the importer's to say, since a crontab
+//! ran on one machine; a line whose command looks like work on that machine is marked with why.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -16,8 +17,9 @@ use std::fmt::{self, Write as _};
 use chrono_tz::Tz;
 use toml::Value;
 
-use super::{Schedule, Target};
+use super::{Reach, Schedule, Selector, Target};
 
+mod host_local;
 mod names;
 
 pub use names::JobNames;
@@ -32,6 +34,21 @@ pub struct ImportOptions {
     pub zone: Tz,
     /// Where the crontab came from, for the header comment.
     pub source: String,
+    /// The replicas that may run the jobs, written as each job's `where`: a crontab ran on one
+    /// machine, and its jobs may belong to that machine (`host=web1`) or to machines like it.
+    /// Empty: any replica.
+    pub selector: Selector,
+    /// How many of those replicas run each fire, written as each job's `on` when
+    /// [`Reach::Every`].
+    pub on: Reach,
+}
+
+impl ImportOptions {
+    /// Whether the jobs are placed at all: without `where` or `on = "every"`, each fire runs on
+    /// any one replica, which a host-local line should not.
+    pub fn placed(&self) -> bool {
+        !self.selector.is_empty() || self.on == Reach::Every
+    }
 }
 
 /// The converted schedule file and what could not be converted.
@@ -44,6 +61,22 @@ pub struct Import {
     /// One per crontab line left out or changed in a way the user should know about; each is
     /// also marked in `toml`, above the line.
     pub problems: Vec<Problem>,
+    /// The lines whose command looks like work on the machine the crontab ran on, each also
+    /// marked in `toml`, in its job's table.
+    pub host_local: Vec<HostLocal>,
+}
+
+/// A crontab line whose command acts on the machine it ran on: its logs, files, services,
+/// `run-parts` directories or certificates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLocal {
+    /// The line's number in the crontab, from 1.
+    pub line: usize,
+    /// The job it became.
+    pub job: String,
+    /// What in the command is this machine's (`run-parts runs the scripts of this machine's
+    /// /etc/cron.daily`).
+    pub reason: String,
 }
 
 /// A crontab line that needs attention.
@@ -154,6 +187,7 @@ impl Importer {
             jobs: 0,
             jobs_without_mail_to: 0,
             problems: Vec::new(),
+            host_local: Vec::new(),
         };
         for (index, line) in text.lines().enumerate() {
             converter.line(index + 1, line);
@@ -184,6 +218,7 @@ impl Importer {
             toml,
             jobs: converter.jobs,
             problems: converter.problems,
+            host_local: converter.host_local,
         }
     }
 }
@@ -259,6 +294,7 @@ struct Converter<'a> {
     /// The jobs imported with no `MAILTO` in force, which the header tells about.
     jobs_without_mail_to: usize,
     problems: Vec<Problem>,
+    host_local: Vec<HostLocal>,
 }
 
 impl Converter<'_> {
@@ -443,6 +479,7 @@ impl Converter<'_> {
         }
         let (command, input) = split_input(command);
         let name = self.names.unique(&command);
+        let host_local = host_local::reason(&command);
         let command = self.wrap_for_shell(&command);
         let command = match input {
             Some(input) => format!("printf '%s' {} | (\n{command}\n)", shell_quote(&input)),
@@ -453,6 +490,20 @@ impl Converter<'_> {
         let out = &mut self.out;
         let _ = writeln!(out, "[jobs.{name}]");
         let _ = writeln!(out, "# crontab line {number}: {}", comment_text(line));
+        if let Some(reason) = host_local {
+            let hint = if self.options.placed() {
+                ""
+            } else {
+                ": it runs on any one replica; on = \"every\" runs it on each, \
+                 where = [\"host=...\"] on one machine"
+            };
+            let _ = writeln!(out, "# host-local: {}{hint}", comment_text(&reason));
+            self.host_local.push(HostLocal {
+                line: number,
+                job: name.clone(),
+                reason,
+            });
+        }
         let _ = writeln!(out, "schedule = {}", toml_string(schedule.as_str()));
         if let Some(user) = user {
             // Run as that user, as cron did: the replica must run as root, and the user exist.
@@ -492,6 +543,14 @@ impl Converter<'_> {
             }
             MailTo::Off => {}
             MailTo::Unset => self.jobs_without_mail_to += 1,
+        }
+        if !self.options.selector.is_empty() {
+            let terms = Value::try_from(&self.options.selector)
+                .expect("a selector is a list of strings, which TOML holds");
+            let _ = writeln!(out, "where = {terms}");
+        }
+        if self.options.on == Reach::Every {
+            let _ = writeln!(out, "on = \"every\"");
         }
         let _ = writeln!(
             out,

@@ -9,6 +9,8 @@ fn options(system: bool) -> ImportOptions {
         system,
         zone: chrono_tz::UTC,
         source: "crontab".to_owned(),
+        selector: Selector::default(),
+        on: Reach::One,
     }
 }
 
@@ -484,4 +486,106 @@ fn the_file_declares_the_machines_zone_and_cron_tz_lines_their_own() {
     let jobs = parse_file(Path::new("imported.toml"), &import.toml).expect("loads");
     assert_eq!(jobs[0].timezone, chrono_tz::Europe::Berlin);
     assert_eq!(jobs[1].timezone, chrono_tz::Asia::Tokyo);
+}
+
+/// The jobs of `text` imported with `where_terms` and `on`, loaded.
+fn placed_jobs(text: &str, where_terms: &[&str], on: Reach) -> (Import, Vec<crate::schedule::Job>) {
+    let terms: Vec<String> = where_terms.iter().map(|term| (*term).to_owned()).collect();
+    let options = ImportOptions {
+        selector: Selector::parse(&terms).expect("valid terms"),
+        on,
+        ..options(true)
+    };
+    let import = import(text, &options);
+    let jobs = parse_file(Path::new("imported.toml"), &without_users(&import.toml)).unwrap_or_else(
+        |errors| panic!("imported file does not load: {errors:?}\n{}", import.toml),
+    );
+    (import, jobs)
+}
+
+#[test]
+fn where_and_every_replica_are_written_into_every_job() {
+    let text = "0 4 * * * root /usr/local/bin/report\n@daily root /usr/local/bin/sync\n";
+    let (import, jobs) = placed_jobs(text, &["role=web", "host=web1"], Reach::Every);
+    assert_eq!(jobs.len(), 2, "{}", import.toml);
+    for job in &jobs {
+        assert_eq!(job.on, Reach::Every, "{}", import.toml);
+        assert_eq!(job.selector.to_string(), "host=web1,role=web");
+    }
+    assert_eq!(
+        import
+            .toml
+            .matches("\nwhere = [\"host=web1\", \"role=web\"]\non = \"every\"\n")
+            .count(),
+        2,
+        "{}",
+        import.toml
+    );
+
+    let (import, jobs) = placed_jobs(text, &["host=web1"], Reach::One);
+    assert!(
+        jobs.iter()
+            .all(|job| job.on == Reach::One && job.selector.to_string() == "host=web1"),
+        "{}",
+        import.toml
+    );
+    assert!(!import.toml.contains("\non = "), "{}", import.toml);
+
+    // Unplaced, the file is as it was: neither field.
+    let (import, jobs) = placed_jobs(text, &[], Reach::One);
+    assert!(jobs.iter().all(|job| job.selector.is_empty()));
+    assert!(
+        !import.toml.contains("\nwhere = ") && !import.toml.contains("\non = "),
+        "{}",
+        import.toml
+    );
+}
+
+#[test]
+fn host_local_lines_are_marked_with_why_and_returned() {
+    let text = "SHELL=/bin/sh\n\
+                25 6 * * * root test -x /usr/sbin/anacron || run-parts --report /etc/cron.daily\n\
+                0 3 * * * root /usr/local/bin/backup-db --to s3://backups/app\n\
+                30 4 * * * root find /var/log/nginx -name '*.gz' -mtime +14 -delete\n";
+    let (import, _) = placed_jobs(text, &[], Reach::One);
+    assert_eq!(
+        import.host_local,
+        vec![
+            HostLocal {
+                line: 2,
+                job: "run-parts-report-etc-cron-daily".to_owned(),
+                reason: "run-parts runs the scripts of this machine's /etc/cron.daily".to_owned(),
+            },
+            HostLocal {
+                line: 4,
+                job: "find-var-log-nginx-name".to_owned(),
+                reason: "uses /var/log/nginx on this machine".to_owned(),
+            },
+        ],
+        "{}",
+        import.toml
+    );
+    // Inside its job's table, with what placing it takes since nothing placed it.
+    assert!(
+        import.toml.contains(
+            "# crontab line 4: 30 4 * * * root find /var/log/nginx -name '*.gz' -mtime +14 -delete\n\
+             # host-local: uses /var/log/nginx on this machine: it runs on any one replica; \
+             on = \"every\" runs it on each, where = [\"host=...\"] on one machine\n"
+        ),
+        "{}",
+        import.toml
+    );
+    assert_eq!(import.toml.matches("# host-local: ").count(), 2);
+    assert!(import.problems.is_empty(), "{:?}", import.problems);
+
+    // Placed, the mark says why alone.
+    let (import, _) = placed_jobs(text, &[], Reach::Every);
+    assert_eq!(import.host_local.len(), 2);
+    assert!(
+        import
+            .toml
+            .contains("# host-local: uses /var/log/nginx on this machine\nschedule = "),
+        "{}",
+        import.toml
+    );
 }
