@@ -1,7 +1,8 @@
 //! Moving the crontabs of several machines over: `import-crontab --where` and `--every-replica`
 //! (for all crontabs, or for one crontab of `--dir`) place the jobs, the files they write load,
 //! real replicas with labels declare exactly the jobs meant for them, and the lines that look
-//! host-local are marked and, when left unplaced, warned of.
+//! host-local are marked and, when left unplaced, warned of. The README's example is run as
+//! written, read from README.md so that it cannot drift.
 
 use std::path::Path;
 use std::time::Duration;
@@ -12,6 +13,61 @@ use serde_json::Value;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::{cli, one_document, redcron_in, wait_until};
+
+/// The README's section on moving a whole server crontab over.
+fn readme_section() -> String {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("### Moving a server's whole crontab over")
+        .expect("README has the section");
+    let rest = &readme[start..];
+    let end = rest[4..].find("\n### ").map_or(rest.len(), |end| end + 4);
+    rest[..end].to_owned()
+}
+
+/// The fenced code blocks of `text` whose opening fence names `language`, in order.
+fn code_blocks(text: &str, language: &str) -> Vec<String> {
+    let fence = format!("```{language}\n");
+    text.split(fence.as_str())
+        .skip(1)
+        .map(|block| {
+            block
+                .split("\n```")
+                .next()
+                .expect("split yields one part")
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Writes the crontabs of the README's block under `root`: each starts at its `# /etc/...`
+/// comment, which names it.
+fn write_crontabs(root: &Path, block: &str) -> usize {
+    let mut written = 0;
+    for file in block.split("# /").skip(1) {
+        let (header, text) = file.split_once('\n').expect("a header line");
+        let path = header
+            .split(',')
+            .next()
+            .expect("split yields one part")
+            .trim();
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("crontab dir");
+        std::fs::write(&path, text).expect("crontab");
+        written += 1;
+    }
+    written
+}
+
+/// The words of a README command, its `/etc/...` paths moved under `root`.
+fn command_words(line: &str, root: &Path) -> Vec<String> {
+    line.split_whitespace()
+        .map(|word| match word.strip_prefix('/') {
+            Some(path) if path.starts_with("etc/") => root.join(path).display().to_string(),
+            _ => word.to_owned(),
+        })
+        .collect()
+}
 
 /// The job `name` of `jobs --json`, once every replica of `all` is in its `declared_by` or its
 /// `not_declared_by`.
@@ -29,6 +85,134 @@ fn job_once_judged(server: &RedisServer, dir: &Path, name: &str, all: &[&str]) -
         .collect();
     judged.sort_unstable();
     (judged == all).then_some(job)
+}
+
+/// The README's three web servers, moved over with its commands as written: the files load,
+/// `check` says where each job runs as the README shows, the file shown is the file written,
+/// and replicas started as the README starts them (`--label role=web`) declare every job but
+/// the one pinned to `host=web1` (no replica here runs on a host of that name), which a replica
+/// with another role declares none of.
+#[test]
+fn the_readmes_web_servers_move_over_as_written() {
+    let section = readme_section();
+    let root = tempfile::tempdir().expect("temp dir");
+    let crontabs = code_blocks(&section, "crontab");
+    assert_eq!(crontabs.len(), 1, "{section}");
+    assert_eq!(write_crontabs(root.path(), &crontabs[0]), 4, "{section}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("schedules")).expect("schedules");
+
+    let commands = code_blocks(&section, "sh");
+    assert_eq!(commands.len(), 1, "{section}");
+    let mut run_args = None;
+    let mut checked = None;
+    for line in commands[0].lines().filter(|line| !line.starts_with('#')) {
+        let words = command_words(line, root.path());
+        assert_eq!(words[0], "redcron", "{line}");
+        let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        if args[0] == "run" {
+            run_args = Some(words[2..].to_vec());
+            continue;
+        }
+        let done = redcron_in(dir.path(), &args, "");
+        assert!(
+            !done.stderr.contains("host-local"),
+            "{line}: every host-local line was placed, yet:\n{}",
+            done.stderr
+        );
+        let out = done.success();
+        if args[0] == "check" {
+            checked = Some(out);
+        }
+    }
+    let checked = checked.expect("the README checks the files");
+    assert!(
+        checked.contains("6 jobs in schedules: all valid"),
+        "{checked}"
+    );
+    let said = code_blocks(&section, "text");
+    assert_eq!(said.len(), 1, "{section}");
+    for line in said[0].lines() {
+        assert!(
+            checked.contains(line),
+            "check did not say {line:?}:\n{checked}"
+        );
+    }
+    let shown = code_blocks(&section, "toml");
+    assert_eq!(shown.len(), 1, "{section}");
+    assert!(
+        section.contains("(`schedules/cron.d/nginx.toml`)"),
+        "{section}"
+    );
+    let written = std::fs::read_to_string(dir.path().join("schedules/cron.d/nginx.toml"))
+        .expect("nginx.toml");
+    assert!(
+        written.contains(&shown[0]),
+        "README shows:\n{}\nthe file is:\n{written}",
+        shown[0]
+    );
+
+    let server = RedisServer::start();
+    let schedules = dir.path().join("schedules");
+    let run_args = run_args.expect("the README starts the replicas");
+    let run_args: Vec<&str> = run_args.iter().map(String::as_str).collect();
+    let replicas = [
+        ReplicaProcess::start("web-a", &server.url(), &schedules, dir.path(), &run_args),
+        ReplicaProcess::start("web-b", &server.url(), &schedules, dir.path(), &run_args),
+        ReplicaProcess::start(
+            "db1",
+            &server.url(),
+            &schedules,
+            dir.path(),
+            &["--label", "role=db"],
+        ),
+    ];
+    let all = ["db1", "web-a", "web-b"];
+    for (name, on) in [
+        ("run-parts-report-etc-cron-hourly", "every"),
+        ("run-parts-report-etc-cron-daily", "every"),
+        ("find-var-log-nginx-name", "every"),
+        ("backup-db-to-s3-example-backups-shop", "one"),
+        ("weekly-report", "one"),
+    ] {
+        let mut job = None;
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                job = job_once_judged(&server, dir.path(), name, &all);
+                job.is_some()
+            }),
+            "job {name} was not judged by every replica:\n{}",
+            ReplicaProcess::logs(&replicas)
+        );
+        let job = job.expect("judged");
+        assert_eq!(
+            job["declared_by"],
+            serde_json::json!(["web-a", "web-b"]),
+            "{job}"
+        );
+        assert_eq!(job["not_declared_by"], serde_json::json!(["db1"]), "{job}");
+        assert_eq!(job["where"], serde_json::json!(["role=web"]), "{job}");
+        assert_eq!(job["on"], on, "{job}");
+    }
+    // No replica here is web1: each says so at its start, and none declares the job.
+    for replica in &replicas {
+        assert!(
+            wait_until(Duration::from_secs(10), || replica.log().lines().any(
+                |line| line.contains("not declared here") && line.contains("certbot-q-renew")
+            )),
+            "replica {} did not say it leaves certbot-q-renew out:\n{}",
+            replica.id,
+            replica.log()
+        );
+    }
+    let listed = one_document(&cli(&server, dir.path(), &["jobs", "--json"]).success());
+    let certbot = listed["jobs"]
+        .as_array()
+        .expect("a jobs array")
+        .iter()
+        .find(|job| job["job"] == "certbot-q-renew");
+    // Declared by no replica, it is no job of the cluster's.
+    assert_eq!(certbot, None, "{listed}");
 }
 
 /// `--where host=$(hostname)` keeps a machine's crontab on that machine: the file is loaded
