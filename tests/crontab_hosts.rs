@@ -353,12 +353,17 @@ fn host_local_lines_are_warned_of_until_placed_and_per_file_options_name_real_cr
     let site = std::fs::read_to_string(dir.path().join("out/site.toml")).expect("site.toml");
     assert!(!site.contains("\non = "), "{site}");
 
+    std::fs::remove_dir_all(dir.path().join("out")).expect("out");
     let typo = import(&["--where-file", "ngnix=host=web1"]).failure(2);
     assert!(
         typo.contains(&format!(
             "--where-file ngnix: {cron_d} holds no crontab named \"ngnix\" that cron reads"
         )),
         "{typo}"
+    );
+    assert!(
+        !dir.path().join("out").exists(),
+        "an import refused for a misspelt name wrote its output directory"
     );
     let bad_term = import(&["--where", "role"]).failure(2);
     assert!(

@@ -185,7 +185,12 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
                 .filter(|parent| holds_schedule_files(parent))
                 .unwrap_or(output);
             let schedule_dir = schedule_dir.to_owned();
-            (directory(dir, output)?, Some(schedule_dir))
+            let crontabs = directory(dir, output)?;
+            // Before anything is written: a misspelt name leaves no empty directory behind.
+            placements.check_names(&crontabs, dir)?;
+            std::fs::create_dir_all(output)
+                .map_err(CliError::io(format!("creating {}", output.display())))?;
+            (crontabs, Some(schedule_dir))
         }
         (Some(_), None) => {
             return Err(CliError::Argument(
@@ -200,9 +205,6 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
             (vec![single(&args.input, output.clone())?], schedule_dir)
         }
     };
-    if let Some(dir) = &args.dir {
-        placements.check_names(&crontabs, dir)?;
-    }
     if let Some(schedule_dir) = schedule_dir {
         // Compared as the files they are: `-o x.toml` is `./x.toml` in the directory's walk.
         // A destination not there yet is in no walk.
@@ -349,8 +351,7 @@ fn single(input: &str, destination: Option<PathBuf>) -> Result<Crontab, CliError
     })
 }
 
-/// The crontabs cron reads in `dir`, in name order, each to `<name>.toml` in `output`, which is
-/// created if missing.
+/// The crontabs cron reads in `dir`, in name order, each to `<name>.toml` in `output`.
 fn directory(dir: &Path, output: &Path) -> Result<Vec<Crontab>, CliError> {
     if output.exists() && !output.is_dir() {
         return Err(CliError::Argument(format!(
@@ -393,8 +394,6 @@ fn directory(dir: &Path, output: &Path) -> Result<Vec<Crontab>, CliError> {
             name: Some(name.to_owned()),
         });
     }
-    std::fs::create_dir_all(output)
-        .map_err(CliError::io(format!("creating {}", output.display())))?;
     Ok(crontabs)
 }
 
