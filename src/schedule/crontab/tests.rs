@@ -306,7 +306,8 @@ fn users_the_check_refuses_are_problems_and_their_jobs_are_kept() {
 }
 
 proptest::proptest! {
-    /// Whatever the crontab holds, the importer does not panic and its output loads.
+    /// Whatever the crontab holds and wherever its jobs are placed, the importer does not
+    /// panic, its output loads, and every job runs where it was placed.
     #[test]
     fn output_always_loads(
         lines in proptest::collection::vec(
@@ -314,12 +315,24 @@ proptest::proptest! {
             0..12,
         ),
         system in proptest::bool::ANY,
+        terms in proptest::collection::vec("[a-z][a-z0-9]{0,4}=[a-z0-9@.]{1,5}", 0..3),
+        every in proptest::bool::ANY,
     ) {
         let text = lines.join("\n");
-        let import = import(&text, &options(system));
+        let options = ImportOptions {
+            selector: Selector::parse(&terms).expect("the strategy makes valid terms"),
+            on: if every { Reach::Every } else { Reach::One },
+            ..options(system)
+        };
+        let import = import(&text, &options);
         let loaded = parse_file(Path::new("fuzz.toml"), &without_users(&import.toml));
         proptest::prop_assert!(loaded.is_ok(), "{:?}\n{}", loaded.err(), import.toml);
-        proptest::prop_assert_eq!(loaded.map(|jobs| jobs.len()).unwrap_or(0), import.jobs);
+        let jobs = loaded.unwrap_or_default();
+        proptest::prop_assert_eq!(jobs.len(), import.jobs);
+        for job in &jobs {
+            proptest::prop_assert_eq!(&job.selector, &options.selector);
+            proptest::prop_assert_eq!(job.on, options.on);
+        }
     }
 }
 
