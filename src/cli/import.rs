@@ -80,7 +80,8 @@ struct Placements {
 impl Placements {
     /// Reads the options, each term checked as a job's `where` is.
     fn parse(args: &ImportArgs) -> Result<Self, CliError> {
-        // Checked here, not by clap: a `requires` is not enforced beside the input's default.
+        // Checked here: clap's `requires = "dir"` let these through without --dir, and the
+        // message can say what to use instead.
         let per_file = [
             ("--where-file", args.where_file.is_empty()),
             ("--every-replica-file", args.every_replica_file.is_empty()),
