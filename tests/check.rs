@@ -251,3 +251,53 @@ fn a_job_the_system_cannot_start_is_refused_at_its_place() {
         "{refused}"
     );
 }
+
+#[test]
+fn a_where_no_replica_can_match_is_refused_at_its_place() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    fs::write(
+        dir.path().join("hosts.toml"),
+        "[jobs.rotate]\nschedule = \"@daily\"\ncommand = \"logrotate\"\non = \"every\"\n\
+         where = [\"role=web\", \"role=db\"]\n\n\
+         [jobs.report]\nschedule = \"@daily\"\ncommand = \"report\"\nqueue = \"reports\"\n\
+         where = [\"queue=default\"]\n\n\
+         [jobs.regional]\nschedule = \"@daily\"\ncommand = \"sync\"\nwhere = [\"queue=eu-west\"]\n\n\
+         [jobs.both]\nschedule = \"@daily\"\ncommand = \"sync\"\nqueue = \"eu-west\"\n\
+         where = [\"queue=eu-west\", \"queue=default\"]\n",
+    )
+    .expect("write");
+    let schedules = dir.path().to_str().expect("UTF-8 path");
+    let errors = redcron(&["check", "--schedules", schedules]).failure(1);
+    let lines: Vec<&str> = errors.lines().collect();
+    assert_eq!(lines.len(), 3, "{errors}");
+    assert!(
+        lines[0].ends_with(
+            "hosts.toml:5:9: job \"rotate\", field \"where\": \"role=db\" and \"role=web\" \
+             cannot both hold: a replica carries one value of each label key (only queue= \
+             repeats, once per queue it serves), so no replica would run the job; keep one of \
+             them, or give the replicas meant a label they share"
+        ),
+        "{errors}"
+    );
+    assert!(
+        lines[1].ends_with(
+            "hosts.toml:11:9: job \"report\", field \"where\": \"queue=default\" picks replicas \
+             serving queue \"default\", but the job's runs wait in queue \"reports\", which only \
+             replicas serving \"reports\" claim: set queue = \"default\" (where is then not \
+             needed), or add \"queue=reports\" to where for replicas serving both"
+        ),
+        "{errors}"
+    );
+    // The README's own words: where = ["queue=eu-west"] picks what queue = "eu-west" does, so
+    // a job that says only the first has its runs wait in the default queue.
+    assert!(
+        lines[2].contains("hosts.toml:16:9: job \"regional\", field \"where\"")
+            && lines[2].contains("set queue = \"eu-west\""),
+        "{errors}"
+    );
+    let refused = redcron(&["run", "--schedules", schedules]).failure(1);
+    assert!(
+        refused.contains("job \"rotate\", field \"where\""),
+        "{refused}"
+    );
+}

@@ -173,6 +173,61 @@ impl Selector {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Why no replica can match this `where`, if none can: two values of one key. A replica
+    /// carries one value of each key (`run` refuses a key given twice), but one `queue=` per
+    /// queue it serves, so only `queue=` terms may name several values.
+    ///
+    /// ```
+    /// use redcron::schedule::Selector;
+    ///
+    /// let both = Selector::parse(&["role=web".to_owned(), "role=db".to_owned()])?;
+    /// assert!(both.impossible().is_some_and(|why| why.contains("\"role=db\" and \"role=web\"")));
+    /// let queues = Selector::parse(&["queue=a".to_owned(), "queue=b".to_owned()])?;
+    /// assert_eq!(queues.impossible(), None);
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn impossible(&self) -> Option<String> {
+        // Sorted: terms of one key are neighbours.
+        let (first, second) = self
+            .0
+            .windows(2)
+            .map(|pair| (&pair[0], &pair[1]))
+            .find(|(first, second)| first.key == second.key && first.key != "queue")?;
+        Some(format!(
+            "\"{first}\" and \"{second}\" cannot both hold: a replica carries one value of each \
+             label key (only queue= repeats, once per queue it serves), so no replica would run \
+             the job; keep one of them, or give the replicas meant a label they share",
+        ))
+    }
+
+    /// Why the runs of a job whose fires run once (`on = "one"`), waiting in `queue`, do not
+    /// go where this `where` sends them, if they do not: its `queue=` terms name other queues.
+    /// Only a replica that serves `queue` claims them, so the `where` alone would pick
+    /// replicas that may never see a run; a job meant for replicas serving both says both.
+    ///
+    /// ```
+    /// use redcron::schedule::Selector;
+    ///
+    /// let reports = Selector::parse(&["queue=reports".to_owned()])?;
+    /// assert_eq!(reports.other_queue("reports"), None);
+    /// assert!(reports.other_queue("default").is_some());
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn other_queue(&self, queue: &str) -> Option<String> {
+        let mut queues = self.0.iter().filter(|term| term.key == "queue");
+        let named = queues.clone().next()?;
+        if queues.any(|term| term.value == queue) {
+            return None;
+        }
+        Some(format!(
+            "\"{named}\" picks replicas serving queue \"{}\", but the job's runs wait in queue \
+             \"{queue}\", which only replicas serving \"{queue}\" claim: set queue = \"{}\" \
+             (where is then not needed), or add \"queue={queue}\" to where for replicas \
+             serving both",
+            named.value, named.value
+        ))
+    }
 }
 
 impl fmt::Display for Selector {

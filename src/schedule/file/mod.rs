@@ -629,6 +629,7 @@ impl JobReader<'_> {
             }
         });
         let priority = self.take("priority", typed::<Priority>);
+        let queue_offset = self.offset_of("queue");
         let queue = self.take("queue", |value| {
             let queue = typed::<String>(value)?;
             check_name(&queue).map(|()| queue)
@@ -713,6 +714,7 @@ impl JobReader<'_> {
             events.dedup();
             Ok(events)
         });
+        let where_offset = self.offset_of("where");
         let selector = self.take("where", |value| {
             Selector::parse(&typed::<Vec<String>>(value)?)
         });
@@ -773,6 +775,36 @@ impl JobReader<'_> {
                  triggered run is one run"
                     .to_owned(),
             );
+        }
+        // A `where` no replica matches is a job nobody runs, found out only when its fires are
+        // skipped as undeclared: said here. An every-replica run waits in its replica's own
+        // route, whatever the job's queue.
+        if let Some(selector) = &selector {
+            let queue = queue.as_deref().unwrap_or("default");
+            if let Some(message) = selector.impossible() {
+                self.report(
+                    where_offset.unwrap_or(self.name.span().start),
+                    Some("where"),
+                    message,
+                );
+            } else if let Some(message) = selector
+                .other_queue(queue)
+                .filter(|_| on == Reach::One && !self.has_reported("queue"))
+            {
+                // A `where` from [defaults] that a job's own queue contradicts is the job's
+                // mistake, said at its queue.
+                let (offset, field) =
+                    if self.inherited.contains("where") && !self.inherited.contains("queue") {
+                        (queue_offset, "queue")
+                    } else {
+                        (where_offset, "where")
+                    };
+                self.report(
+                    offset.unwrap_or(self.name.span().start),
+                    Some(field),
+                    message,
+                );
+            }
         }
         if group.is_some() && user.is_none() && !self.has_reported("user") {
             self.report(
