@@ -178,6 +178,62 @@ fn run_in_a_directory_without_schedules_names_the_flag_to_pass() {
 }
 
 #[test]
+fn a_mistaken_label_is_refused_naming_where_it_was_written() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let schedules = schedules(dir.path(), "");
+    // No Redis there: a label let through would fail on the connection instead.
+    let run = |labels: &[&str], env: &str| {
+        let mut args = vec![
+            "run",
+            "--redis",
+            "redis://127.0.0.1:1/",
+            "--metrics-addr",
+            "none",
+            "--schedules",
+            schedules.to_str().expect("UTF-8"),
+        ];
+        args.extend(labels);
+        redcron_in_with_env(
+            dir.path(),
+            &args,
+            "",
+            &[("REDCRON_LABELS", std::ffi::OsStr::new(env))],
+        )
+        .failure(2)
+    };
+    let error = run(&[], "role=web,host=web1");
+    assert!(
+        error.starts_with(
+            "redcron: REDCRON_LABELS (\"role=web,host=web1\"): \"host\" is a label every replica \
+             carries on its own"
+        ) && !error.contains("--label"),
+        "{error}"
+    );
+    // Commas separate labels; a value with one is said to be two, not read as a wrong label.
+    let error = run(&["--label", "note=a,b"], "");
+    assert!(
+        error.starts_with(
+            "redcron: --label: \"b\" is not key=value (role=web, say), in \"note=a,b\": a comma \
+             separates two labels"
+        ),
+        "{error}"
+    );
+    // A replica carries one value of a key, as a where names one.
+    let error = run(&["--label", "role=web", "--label", "role=db"], "");
+    assert!(
+        error.starts_with(
+            "redcron: --label: \"role=db\" gives \"role\" a second value after \"role=web\""
+        ),
+        "{error}"
+    );
+    let help = redcron_in(dir.path(), &["run", "--help"], "").success();
+    assert!(
+        help.contains("KEY=VALUE,KEY=VALUE gives two") && help.contains("REDCRON_LABELS"),
+        "{help}"
+    );
+}
+
+#[test]
 fn jobs_shows_each_command_cut_to_the_terminal_and_whole_in_json() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().expect("temp dir");

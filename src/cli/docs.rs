@@ -233,6 +233,12 @@ fn environment(page: &mut Roff, command: &clap::Command, replica: bool) {
     ));
     if replica {
         entries.push((
+            super::run::LABELS_ENV.to_owned(),
+            "The labels of the replica, as --label gives them (role=web,dc=eu), when no --label \
+             is given; no configuration file sets them."
+                .to_owned(),
+        ));
+        entries.push((
             crate::notify::WEBHOOK_SECRET_ENV.to_owned(),
             "Signs the webhooks of notices (X-Redcron-Signature); jobs never see it.".to_owned(),
         ));

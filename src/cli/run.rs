@@ -3,6 +3,7 @@
 //! process, each on the subdirectory of the schedule directory named after its namespace.
 
 use std::collections::BTreeSet;
+use std::env::VarError;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,10 +19,12 @@ use crate::engine::heartbeat::host_name;
 use crate::engine::worker::Concurrency;
 use crate::metrics::Endpoint;
 use crate::replica::{Replica, ReplicaConfig};
-use crate::schedule::selector::RESERVED_KEYS;
-use crate::schedule::{Job, Label, Schedules, load_schedules};
+use crate::schedule::{Job, Label, Schedules, given_labels, load_schedules};
 use crate::store::StoreSettings;
 use crate::store::embedded::EmbeddedRedis;
+
+/// Labels of the replica, when no `--label` is given.
+pub(super) const LABELS_ENV: &str = "REDCRON_LABELS";
 
 #[derive(Debug, Args)]
 pub(super) struct RunArgs {
@@ -42,17 +45,12 @@ pub(super) struct RunArgs {
     /// every-replica jobs wait for it [default: the host name].
     #[arg(long, value_name = "ID", value_parser = replica_id)]
     replica_id: Option<String>,
-    /// A label this replica carries, for jobs' `where` (repeatable, or comma-separated in
-    /// REDCRON_LABELS). Every replica also carries host=<host name>, replica=<id> and
-    /// queue=<name> for each queue it serves.
-    #[arg(
-        long = "label",
-        value_name = "KEY=VALUE",
-        value_parser = label,
-        env = "REDCRON_LABELS",
-        value_delimiter = ','
-    )]
-    labels: Vec<Label>,
+    /// A label this replica carries, for jobs' `where`: repeatable, and KEY=VALUE,KEY=VALUE
+    /// gives two (no label value holds a comma), one value per key. Every replica also
+    /// carries host=<host name>, replica=<id> and queue=<name> for each queue it serves.
+    /// [env: REDCRON_LABELS, read when no --label is given]
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
     /// How long running runs may finish after SIGTERM before they are stopped and handed back.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
@@ -99,6 +97,7 @@ struct Served {
 pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
     // Refused at the start, not found out at the first mail.
     crate::notify::spool::limit().map_err(CliError::Argument)?;
+    let labels = labels(&args.labels)?;
     let namespaces = args.redis.namespaces();
     let several = namespaces.len() > 1;
     // A replica refuses to start on an invalid schedule directory, any of them.
@@ -132,7 +131,7 @@ pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
         })
         .collect::<Result<Vec<_>, CliError>>()?;
     let runtime = tokio::runtime::Runtime::new().map_err(CliError::io("starting the runtime"))?;
-    let stopped = runtime.block_on(run(args, served));
+    let stopped = runtime.block_on(run(args, &labels, served));
     // The replica has stopped: a blocking task still under way (a name lookup for a Redis that
     // went away, say) must not hold up the exit.
     runtime.shutdown_timeout(Duration::from_secs(1));
@@ -154,17 +153,21 @@ fn queue_name(text: &str) -> Result<String, String> {
     crate::schedule::check_name(text).map(|()| text.to_owned())
 }
 
-/// Reads a `--label`: `host`, `replica` and `queue` are the replica's own.
-fn label(text: &str) -> Result<Label, String> {
-    let label = Label::parse(text)?;
-    if RESERVED_KEYS.contains(&label.key.as_str()) {
-        return Err(format!(
-            "\"{}\" is a label every replica carries on its own (host=<host name>, \
-             replica=<id>, queue=<each queue it serves>): choose another key",
-            label.key
-        ));
+/// The labels the replica is given: `--label`, else `REDCRON_LABELS` (read here, not by clap,
+/// so that a mistake names where it was written).
+fn labels(given: &[String]) -> Result<Vec<Label>, CliError> {
+    if !given.is_empty() {
+        return given_labels(given.iter().map(String::as_str))
+            .map_err(|error| CliError::Argument(format!("--label: {error}")));
     }
-    Ok(label)
+    match std::env::var(LABELS_ENV) {
+        Ok(text) if !text.is_empty() => given_labels([text.as_str()])
+            .map_err(|error| CliError::Argument(format!("{LABELS_ENV} (\"{text}\"): {error}"))),
+        Ok(_) | Err(VarError::NotPresent) => Ok(Vec::new()),
+        Err(VarError::NotUnicode(_)) => Err(CliError::Argument(format!(
+            "{LABELS_ENV} is not UTF-8: labels are key=value in letters, digits and . _ - @"
+        ))),
+    }
 }
 
 /// Reads `--replica-id`: it names keys and metrics, and appears in status and logs.
@@ -196,7 +199,7 @@ fn metrics_address(text: &str) -> Result<MetricsAddress, String> {
         })
 }
 
-async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
+async fn run(args: &RunArgs, labels: &[Label], served: Vec<Served>) -> Result<(), CliError> {
     let shutdown = Shutdown::new();
     // Bound first: the endpoint is part of what a replica promises its probes, so an address
     // in use stops it before it touches Redis.
@@ -247,7 +250,7 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
         if let Some(warning) = store.replication_warning().await {
             warn!(namespace, "{warning}");
         }
-        let config = config(args, &jobs);
+        let config = config(args, labels, &jobs);
         info!(
             replica = config.replica_id,
             namespace,
@@ -358,7 +361,7 @@ async fn run(args: &RunArgs, served: Vec<Served>) -> Result<(), CliError> {
     }
 }
 
-fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
+fn config(args: &RunArgs, labels: &[Label], jobs: &[Job]) -> ReplicaConfig {
     let defaults = ReplicaConfig::default();
     // The host name, the same after a restart: the runs an every-replica job's fires left
     // for this replica wait for this id. Outside the id's charset, it becomes one.
@@ -389,7 +392,7 @@ fn config(args: &RunArgs, jobs: &[Job]) -> ReplicaConfig {
     };
     let mut config = ReplicaConfig {
         replica_id,
-        labels: args.labels.clone(),
+        labels: labels.to_vec(),
         leader_ttl: args.leader_ttl,
         shutdown_grace: args.shutdown_grace,
         ..defaults

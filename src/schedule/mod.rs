@@ -26,7 +26,7 @@ pub use file::{
 pub use job::{DefinitionError, Delivery, Job, Misfire, Output, Overlap, Priority};
 pub use notice::{Event, Notices, Target};
 pub use queues::{QueueFallback, QueueFallbacks};
-pub use selector::{Label, Labels, Reach, Selector, placement};
+pub use selector::{Label, Labels, Reach, Selector, given_labels, placement};
 pub use workflow::{OnFailure, Step, Workflow};
 
 /// The declared jobs as a replica currently knows them, one shared copy of each definition;

@@ -97,6 +97,59 @@ impl TryFrom<String> for Label {
     }
 }
 
+/// Reads the labels a replica is given, each text as `--label` and `REDCRON_LABELS` write it:
+/// `key=value`, or several joined by commas (no label value holds a comma). A key is given one
+/// value, as a replica carries one of each; `host`, `replica` and `queue` are its own.
+///
+/// ```
+/// use redcron::schedule::given_labels;
+///
+/// let labels = given_labels(["role=web,dc=eu", "rack=4"])?;
+/// assert_eq!(labels.len(), 3);
+/// assert!(given_labels(["role=web", "role=db"]).is_err());
+/// assert!(given_labels(["note=a,b"]).is_err_and(|why| why.contains("a comma separates")));
+/// # Ok::<(), String>(())
+/// ```
+///
+/// # Errors
+/// The first label that is not `key=value`, has a reserved key, or gives a key a second value.
+pub fn given_labels<'a>(texts: impl IntoIterator<Item = &'a str>) -> Result<Vec<Label>, String> {
+    let mut labels: Vec<Label> = Vec::new();
+    for text in texts {
+        for piece in text.split(',') {
+            let label = Label::parse(piece).map_err(|error| {
+                if piece == text {
+                    error
+                } else {
+                    format!(
+                        "{error}, in \"{text}\": a comma separates two labels, and no label \
+                         value holds one"
+                    )
+                }
+            })?;
+            if RESERVED_KEYS.contains(&label.key.as_str()) {
+                return Err(format!(
+                    "\"{}\" is a label every replica carries on its own (host=<host name>, \
+                     replica=<id>, queue=<each queue it serves>): choose another key",
+                    label.key
+                ));
+            }
+            match labels.iter().find(|given| given.key == label.key) {
+                Some(given) if *given == label => {}
+                Some(given) => {
+                    return Err(format!(
+                        "\"{label}\" gives \"{}\" a second value after \"{given}\": a replica \
+                         carries one value of each key, which a job's where names",
+                        label.key
+                    ));
+                }
+                None => labels.push(label),
+            }
+        }
+    }
+    Ok(labels)
+}
+
 /// The labels of one replica: those it was given (`--label`), and those it carries on its own,
 /// `host=<host name>`, `replica=<replica id>` and `queue=<name>` for each queue it serves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
