@@ -197,7 +197,18 @@ async fn history_json_and_jsonl_match_their_schema() {
             .map_or(0, Vec::len)
     };
     assert_eq!(by_replica("replica"), 3);
-    assert_eq!(by_replica("elsewhere"), 0);
+    // A replica the namespace knows that ran nothing lately has an empty history; an id it does
+    // not know is a mistake, said with the ids it knows.
+    replica(&scenario.store, "idle", JOBS, 0).await;
+    assert_eq!(by_replica("idle"), 0);
+    let unknown = scenario
+        .cli(&["history", "--replica", "elsewhere", "--json"])
+        .failure(2);
+    assert_eq!(
+        unknown,
+        "redcron: unknown replica \"elsewhere\": no replica of the namespace, live, lost or \
+         stopped within a day, has that id (known: idle, replica)\n"
+    );
 }
 
 #[tokio::test]
@@ -300,7 +311,16 @@ async fn runs_list_json_and_jsonl_match_their_schema() {
     let on_replica = list(&["--replica", "replica", "--state", "active"]);
     assert_eq!(on_replica.len(), 1, "{on_replica:?}");
     assert_eq!(on_replica[0].0, running.id);
-    assert!(list(&["--replica", "elsewhere"]).is_empty());
+    replica(store, "idle", JOBS, 0).await;
+    assert!(list(&["--replica", "idle"]).is_empty());
+    let unknown = scenario
+        .cli(&["runs", "list", "--replica", "elsewhere"])
+        .failure(2);
+    assert!(
+        unknown.starts_with("redcron: unknown replica \"elsewhere\"")
+            && unknown.ends_with("(known: idle, replica)\n"),
+        "{unknown}"
+    );
     let flaky = list(&["--job", "flaky", "-n", "1"]);
     assert_eq!(flaky.len(), 1);
     assert_eq!(flaky[0].0, later);

@@ -662,6 +662,7 @@ impl From<crate::client::ClientError> for CliError {
             )),
             ClientError::Store(error) => CliError::Store(error),
             error @ (ClientError::Duplicate { .. }
+            | ClientError::UnknownReplica { .. }
             | ClientError::Payload(_)
             | ClientError::NoDeadRun(_)
             | ClientError::DamagedDeadRun { .. }

@@ -52,6 +52,19 @@ pub enum ClientError {
     /// No live replica has declared the job (or it was never published).
     #[error("unknown job \"{0}\": no replica has declared it")]
     UnknownJob(String),
+    /// A `--replica` filter that found nothing names no replica the namespace knows: most
+    /// likely a mistyped id, said rather than shown as an empty list.
+    #[error(
+        "unknown replica \"{replica}\": no replica of the namespace, live, lost or stopped within \
+         a day, has that id ({})",
+        if known.is_empty() { "none has beaten yet".to_owned() } else { format!("known: {}", known.join(", ")) }
+    )]
+    UnknownReplica {
+        /// The id asked for.
+        replica: String,
+        /// The ids the namespace knows, sorted.
+        known: Vec<String>,
+    },
     /// Another run of the job holds the uniqueness key.
     #[error("refused: run {holder} of job \"{job}\" already holds this uniqueness key")]
     Duplicate {

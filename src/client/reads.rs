@@ -139,8 +139,9 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// [`ClientError::UnknownJob`] for a job with no history that no replica declares; Redis
-    /// errors.
+    /// [`ClientError::UnknownJob`] for a job with no history that no replica declares,
+    /// [`ClientError::UnknownReplica`] for a replica id with none that the namespace does not
+    /// know; Redis errors.
     pub async fn history(
         &self,
         job: Option<&str>,
@@ -169,6 +170,8 @@ impl Client {
             }
         }
         self.known_unless_empty(job, entries.is_empty()).await?;
+        self.known_replica_unless_empty(replica, entries.is_empty())
+            .await?;
         Ok(entries)
     }
 
@@ -176,8 +179,9 @@ impl Client {
     /// runs due, soonest first, as `query` says; with Redis's clock, ms, when they were read.
     ///
     /// # Errors
-    /// [`ClientError::UnknownJob`] for a job with no such run that no replica declares; Redis
-    /// errors.
+    /// [`ClientError::UnknownJob`] for a job with no such run that no replica declares,
+    /// [`ClientError::UnknownReplica`] for a replica id with none that the namespace does not
+    /// know; Redis errors.
     pub async fn runs(&self, query: &RunsQuery) -> Result<(Vec<ListedRun>, i64), ClientError> {
         // Each entry with its due time when it comes from the due set.
         let mut listed: Vec<(Entry, Option<i64>)> = Vec::new();
@@ -237,6 +241,8 @@ impl Client {
             }
         }
         self.known_unless_empty(query.job.as_deref(), runs.is_empty())
+            .await?;
+        self.known_replica_unless_empty(query.replica.as_deref(), runs.is_empty())
             .await?;
         Ok((runs, self.store.now_ms().await?))
     }
@@ -347,6 +353,26 @@ impl Client {
             }
             _ => Ok(()),
         }
+    }
+
+    /// As [`Self::known_unless_empty`], for a replica id: one the namespace does not know is
+    /// a mistake to say, with the ids it knows.
+    async fn known_replica_unless_empty(
+        &self,
+        replica: Option<&str>,
+        empty: bool,
+    ) -> Result<(), ClientError> {
+        let Some(replica) = replica.filter(|_| empty) else {
+            return Ok(());
+        };
+        let known = self.store.known_replicas().await?;
+        if known.iter().any(|id| id == replica) {
+            return Ok(());
+        }
+        Err(ClientError::UnknownReplica {
+            replica: replica.to_owned(),
+            known,
+        })
     }
 }
 

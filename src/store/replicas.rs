@@ -129,6 +129,24 @@ impl Store {
         }))
     }
 
+    /// Every replica id the namespace knows, sorted: those beating or lost (their last
+    /// heartbeat stays) and those stopped cleanly within a day. What a `--replica` filter that
+    /// found nothing is checked against.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn known_replicas(&self) -> Result<Vec<String>, StoreError> {
+        let (beating, stopped): (Vec<String>, Vec<String>) = redis::pipe()
+            .zrange(self.keys.replicas(), 0, -1)
+            .zrange(self.keys.stopped_replicas(), 0, -1)
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "known_replicas")?;
+        let known: std::collections::BTreeSet<String> =
+            beating.into_iter().chain(stopped).collect();
+        Ok(known.into_iter().collect())
+    }
+
     /// The scripts that fail on a damaged key, as the replicas reported them in their last
     /// heartbeat: (replica id, `<script> fails: <what Redis said>`), by replica id. Read apart from
     /// [`Store::overview`], which a damaged key can fail too.
