@@ -106,6 +106,36 @@ fn the_redis_of_the_file_is_used_unless_the_environment_or_an_option_names_anoth
 }
 
 #[test]
+fn the_config_option_is_read_before_and_after_the_command() {
+    let server = RedisServer::start();
+    let home = tempfile::tempdir().expect("temp dir");
+    let work = tempfile::tempdir().expect("temp dir");
+    write(
+        home.path(),
+        "other.toml",
+        &format!("redis = \"{}\"\nnamespace = \"test\"\n", server.url()),
+    );
+    let other = home.path().join("other.toml");
+    let named = other.to_str().expect("a UTF-8 path");
+    // No Redis but the file's: a command that did not read it would find none.
+    let held = || -> bool {
+        redis::cmd("EXISTS")
+            .arg(keys().hold())
+            .query(&mut server.connection())
+            .expect("EXISTS")
+    };
+    let run = |args: &[&str]| as_user(home.path(), work.path(), args, &[]).success();
+    run(&["--config", named, "hold", "--for", "1m"]);
+    assert!(held(), "held through the file's Redis");
+    run(&["release", "--config", named]);
+    assert!(!held(), "released through the file's Redis");
+    assert_eq!(
+        run(&["runs", "list", "--config", named]),
+        "no run is active, ready or due\n"
+    );
+}
+
+#[test]
 fn a_named_file_is_read_instead_of_the_users() {
     let home = tempfile::tempdir().expect("temp dir");
     let work = tempfile::tempdir().expect("temp dir");
