@@ -21,9 +21,10 @@
 -- waiting:<job> until one is freed (fill_job_slots in common.lua), except a cron fire of a
 -- `forbid` job, claimed for the first time, while a run of its job that had started by the
 -- fire's due time still runs: that fire is skipped as an overlap. A cron fire's first attempt
--- that would start later than the misfire threshold is judged again by its job's policy
--- (missed_at_start in common.lua, with {ns}:latest-fire): skipped as `missed` when the policy
--- says so, freeing the slot it was handed for the next waiting run. The rest start: their
+-- that would start later than the misfire threshold, or after its job's next fire for the same
+-- target came due, is judged again by its job's policy (missed_at_start in common.lua, with
+-- {ns}:latest-fire and the run's next_due_ms): skipped as `missed` when the policy says so,
+-- freeing the slot it was handed for the next waiting run. The rest start: their
 -- attempt is counted and their lease recorded in the active set.
 --
 -- A run the promoter moved ahead of its due time (its lead) is claimed ahead: its worker waits
@@ -271,10 +272,10 @@ while #started < #workers and pops < limit do
     local run_key = key_run(prefix, run_id)
     local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload, due_ms, kind,
       max_concurrency, started_ms, redriven_ms, notify, notify_on, late_after, missed_after,
-      misfire = unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap', 'created_ms',
-        'attempt', 'max_attempts', 'fire_ms', 'payload', 'due_ms', 'kind', 'max_concurrency',
-        'started_ms', 'redriven_ms', 'notify', 'notify_on', 'late_after_ms', 'missed_after_ms',
-        'misfire'))
+      misfire, next_due = unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap',
+        'created_ms', 'attempt', 'max_attempts', 'fire_ms', 'payload', 'due_ms', 'kind',
+        'max_concurrency', 'started_ms', 'redriven_ms', 'notify', 'notify_on', 'late_after_ms',
+        'missed_after_ms', 'misfire', 'next_due_ms'))
     attempt, max_attempts = tonumber(attempt), tonumber(max_attempts)
     local due = tonumber(due_ms) or now
     local wait = math.max(due - now, 0)
@@ -305,7 +306,7 @@ while #started < #workers and pops < limit do
     elseif paused_job(job) then
       skip(run_key, run_id, job, 'paused')
     elseif missed_at_start(prefix, job, kind, attempt == 0, redriven_ms, fire_ms, missed_after,
-        misfire, now) then
+        misfire, next_due, now) then
       -- It ran nothing: the start and worker a claim ahead handed back left are not its (as
       -- take_job_slot.lua clears them when it skips one).
       redis.call('HDEL', run_key, 'worker', 'started_ms', 'starting')

@@ -18,8 +18,11 @@
 --
 -- A fire made ready within the threshold is judged again when it starts (missed_at_start in
 -- common.lua): a fire of a job at its limit waits for a slot and may be past the threshold by
--- then. This script writes what that needs into the fire's run hash (each of its replicas' runs,
--- for an every-replica fire: make_run): its `misfire` policy and `missed_after_ms` (its due
+-- then. A replica's run of an every-replica fire may still wait when that replica's run of the
+-- job's next fire comes due (the replica was away): the older run is told that next due time
+-- (note_next_due), by which it is superseded. This script writes what that needs into the
+-- fire's run hash (each of its replicas' runs, for an every-replica fire: make_run): its
+-- `misfire` policy and `missed_after_ms` (its due
 -- time, the fire plus its jitter, plus ARGV[3]: the same base this script judges lateness from,
 -- so a jitter longer than the threshold makes no fire missed that started on time); none for
 -- `run-all`, nor for a fire made ready
@@ -270,9 +273,15 @@ for i = 1, #run_ids, 2 do
     if judged == 'held' then
       reason = judged
     else
+      -- The job's fire before this one, whose replicas' runs this one's supersede once they
+      -- come due.
+      local previous
       if job and def ~= 'damaged' then
         plan_of(job).taken[fire_ms] = true
         local seen = latest_of(job)
+        if seen.fire > 0 and seen.fire < tonumber(fire_ms) then
+          previous = cron_run_id(job, seen.fire)
+        end
         seen.fire = math.max(seen.fire, tonumber(fire_ms))
       end
       if not job then
@@ -297,6 +306,9 @@ for i = 1, #run_ids, 2 do
               local route = private_route(replica)
               make_run(replica_key, job, fire_ms, run_ids[i + 1], def, route, replica_run,
                 in_time)
+              if previous then
+                note_next_due(prefix, replica_run_id(previous, replica), run_ids[i + 1])
+              end
               redis.call('HSET', replica_key, 'state', 'ready', 'ready_ms', now_text)
               local list = ready_list(prefix, kind, route, priority)
               ready_lists[list] = ready_lists[list] or {}

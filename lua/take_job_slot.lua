@@ -5,8 +5,8 @@
 -- still runs), and otherwise waits for a slot (waiting:<job>) without using its attempt: as it
 -- would have been had it been claimed at its due time. Before either, a cron fire's first
 -- attempt that starts later than the misfire threshold (its worker was held up past its due
--- time) is judged again by its job's policy (missed_at_start in common.lua) and skipped as
--- `missed` when the policy says so.
+-- time), or after its job's next fire for the same target came due, is judged again by its
+-- job's policy (missed_at_start in common.lua) and skipped as `missed` when the policy says so.
 --
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] events  stream  run state changes
@@ -42,9 +42,9 @@ local now = now_ms(ARGV[7])
 local run_key = key_run(prefix, run_id)
 
 local holder, job, state, attempt, due_ms, overlap, max_concurrency, kind, fire_ms, redriven,
-  missed_after, misfire = unpack(checked_read('take_job_slot', run_key, 'hash', 'HMGET', 'worker',
-  'job', 'state', 'attempt', 'due_ms', 'overlap', 'max_concurrency', 'kind', 'fire_ms',
-  'redriven_ms', 'missed_after_ms', 'misfire'))
+  missed_after, misfire, next_due = unpack(checked_read('take_job_slot', run_key, 'hash', 'HMGET',
+  'worker', 'job', 'state', 'attempt', 'due_ms', 'overlap', 'max_concurrency', 'kind', 'fire_ms',
+  'redriven_ms', 'missed_after_ms', 'misfire', 'next_due_ms'))
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
 if holder ~= worker or state ~= 'active' or not job or not deadline or deadline < now then
   return 'GONE'
@@ -57,7 +57,7 @@ local slots = job_limit(overlap, max_concurrency)
 local running = key_running(prefix, slot_group)
 -- The claim counted the attempt this start would use: the first is 1 here.
 if missed_at_start(prefix, job, kind, tonumber(attempt) == 1, redriven, fire_ms, missed_after,
-    misfire, now) then
+    misfire, next_due, now) then
   redis.call('ZREM', active, run_id)
   redis.call('HSET', run_key, 'attempt', 0)
   redis.call('HDEL', run_key, 'worker', 'started_ms', 'starting')

@@ -17,6 +17,7 @@ mod defaults;
 mod drift;
 mod engine;
 mod every;
+mod every_catch_up;
 mod examples;
 mod first_hour;
 mod fuzz;

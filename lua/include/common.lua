@@ -381,18 +381,32 @@ end
 -- time (take_job_slot.lua). Only a fire that never started is judged: retries and re-driven
 -- runs are due at another time than their fire, and fail_run.lua drops the bound of an attempt
 -- that started and was handed back or lost (it runs again however late), keeping it for one
--- claimed ahead and handed back before its start. The run's `missed_after_ms` (its due time,
--- fire plus jitter, plus the replica's `--misfire-threshold`) and `misfire` are written when
+-- claimed ahead and handed back before its start. The run's `misfire` and `missed_after_ms` (its
+-- due time, fire plus jitter, plus the replica's `--misfire-threshold`) are written when
 -- promote_due makes the fire ready within the threshold; a `run-all` fire gets neither, nor
 -- does the missed fire that `run-once` chose to run late when it became ready: those always
--- start. `skip` skips it;
+-- start.
+--
+-- A replica's run of an every-replica fire whose successor has come due for that replica
+-- (`next_due_ms`: the due time of the same replica's run of the job's next fire, written by
+-- note_next_due when that run was made) is superseded: `run-once` and `skip` both skip it,
+-- within the threshold or not, so that a replica back from an outage runs the latest fire it
+-- missed once rather than its whole backlog one after another. A run started before its
+-- successor's due time is never judged so: on-time starts, and late ones on a loaded machine,
+-- skip nothing. A fire of a job that runs once has no such bound (its late fires within the
+-- threshold run one after another, as README promises). Past the threshold, `skip` skips it;
 -- `run-once` skips it when a later fire of its job has come due ({ns}:latest-fire), which runs
 -- or was judged in its place, so that one late fire per outage at most starts.
 local function missed_at_start(prefix, job, kind, first_attempt, redriven, fire_ms, missed_after,
-    misfire, now)
-  missed_after, fire_ms = tonumber(missed_after), tonumber(fire_ms)
-  if kind ~= 'cron' or not first_attempt or redriven or not missed_after or not fire_ms
-      or now <= missed_after then
+    misfire, next_due, now)
+  missed_after, fire_ms, next_due = tonumber(missed_after), tonumber(fire_ms), tonumber(next_due)
+  if kind ~= 'cron' or not first_attempt or redriven or not missed_after or not fire_ms then
+    return false
+  end
+  if (misfire == 'run-once' or misfire == 'skip') and next_due and next_due <= now then
+    return true
+  end
+  if now <= missed_after then
     return false
   end
   if misfire == 'skip' then
@@ -400,6 +414,19 @@ local function missed_at_start(prefix, job, kind, first_attempt, redriven, fire_
   end
   local latest = tonumber(redis.call('HGET', key_latest_fires(prefix), job)) or 0
   return latest > fire_ms
+end
+
+-- Tells a replica's run of an every-replica job's previous fire (`previous_run_id`) when the
+-- same replica's run of the fire after it comes due, as promote_due.lua makes that one:
+-- missed_at_start skips it as superseded if it has not started by then. Only a run that may still start is written (a finished run's hash is left as
+-- it ended, and an expired one is not made again); a key of another type is left alone, as a
+-- run no claim can read. Cost: O(1).
+local function note_next_due(prefix, previous_run_id, due_text)
+  local run_key = key_run(prefix, previous_run_id)
+  local state = redis.pcall('HGET', run_key, 'state')
+  if state == 'ready' or state == 'waiting' or state == 'active' then
+    redis.call('HSET', run_key, 'next_due_ms', due_text)
+  end
 end
 
 -- Puts a run aside until a slot of its job is free (see fill_job_slots): neither skipped nor dead.

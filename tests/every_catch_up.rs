@@ -1,0 +1,151 @@
+//! A replica back from a short outage catches up on an every-replica job as `misfire = "run-once"`
+//! promises: the latest fire it missed runs once, the older ones are skipped as missed, and its
+//! fires on time run again, none of them skipped as the overlap of a backlog.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{keys, read_ledger, wait_until};
+
+/// The fire time (ms) in a run id `<job>@<fire ms>[:<replica>]`.
+fn fire_of(run: &str) -> i64 {
+    let fire = run.split_once('@').map_or("", |(_, rest)| rest);
+    let fire = fire.split_once(':').map_or(fire, |(fire, _)| fire);
+    fire.parse().expect("a fire time in the run id")
+}
+
+/// The fires (ms) each replica started, with the start (ms), from a ledger of
+/// `<run id> <start ms> <replica>` lines.
+fn starts_by_replica(ledger: &Path) -> BTreeMap<String, BTreeMap<i64, i64>> {
+    let mut starts: BTreeMap<String, BTreeMap<i64, i64>> = BTreeMap::new();
+    for (run, started, node) in read_ledger(ledger) {
+        starts
+            .entry(node)
+            .or_default()
+            .insert(fire_of(&run), started);
+    }
+    starts
+}
+
+#[test]
+fn a_replica_back_from_an_outage_runs_the_latest_fire_it_missed_once_and_then_its_fires_on_time() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("ledger");
+    let schedules = dir.path().join("schedules");
+    std::fs::create_dir_all(&schedules).expect("schedules dir");
+    // Default overlap and misfire; the default threshold (60 s) is far longer than the outage.
+    std::fs::write(
+        schedules.join("jobs.toml"),
+        format!(
+            "[jobs.tidy]\nschedule = \"@every 1s\"\non = \"every\"\n\
+             command = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}'\n",
+            ledger.display()
+        ),
+    )
+    .expect("write jobs");
+    let replica = |id: &str| {
+        ReplicaProcess::start_with_env(
+            id,
+            &server.url(),
+            &schedules,
+            dir.path(),
+            &[],
+            &[("NODE", id)],
+        )
+    };
+    let mut replicas = [replica("a"), replica("b")];
+    let logs = |replicas: &[ReplicaProcess]| ReplicaProcess::logs(replicas);
+    let ran = |node: &str| starts_by_replica(&ledger).remove(node).unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(20), || !ran("b").is_empty()),
+        "{}",
+        logs(&replicas)
+    );
+    replicas[1].terminate(Duration::from_secs(10));
+    let left = ran("b").keys().max().copied().expect("b ran a fire");
+    // Four fires come due while b is away: each made a run that waits in b's own route.
+    let away = || ran("a").into_keys().filter(|fire| *fire > left).count();
+    assert!(
+        wait_until(Duration::from_secs(20), || away() >= 4),
+        "{}",
+        logs(&replicas)
+    );
+    replicas[1] = replica("b");
+    // b runs three fires after its first one back: by then it ran what it will of its backlog.
+    let back = || ran("b").into_keys().filter(|fire| *fire > left).count();
+    assert!(
+        wait_until(Duration::from_secs(30), || back() >= 4),
+        "{:?}\n{}",
+        read_ledger(&ledger),
+        logs(&replicas)
+    );
+    let on_b = ran("b");
+    let (&late_fire, &late_start) = on_b
+        .iter()
+        .filter(|(fire, _)| **fire > left)
+        .min_by_key(|(_, started)| **started)
+        .expect("a run of b since it came back");
+    let state = |fire: i64| -> (Option<String>, Option<String>) {
+        let mut connection = server.connection();
+        let fields: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(keys().run(&format!("tidy@{fire}:b")))
+            .arg(&["state", "reason"])
+            .query(&mut connection)
+            .expect("read the run");
+        (fields[0].clone(), fields[1].clone())
+    };
+    let on_a = ran("a");
+    // The fires of the backlog before the one b ran first: every one skipped as missed, none run.
+    let superseded: Vec<i64> = on_a
+        .keys()
+        .copied()
+        .filter(|fire| *fire > left && *fire < late_fire)
+        .collect();
+    assert!(
+        superseded.len() >= 2,
+        "b ran {late_fire} first, at {late_start}: the oldest of its backlog, not the latest \
+         (fires while away: {:?})\n{:?}\n{}",
+        on_a.keys().filter(|fire| **fire > left).collect::<Vec<_>>(),
+        read_ledger(&ledger),
+        logs(&replicas)
+    );
+    for fire in &superseded {
+        assert_eq!(
+            (on_b.contains_key(fire), state(*fire)),
+            (
+                false,
+                (Some("skipped".to_owned()), Some("missed".to_owned()))
+            ),
+            "tidy@{fire}:b, older than the fire b ran late ({late_fire})\n{}",
+            logs(&replicas)
+        );
+    }
+    // Exactly one run started late: every fire b ran after it started after that fire's due
+    // time came, one by one, and none of them was skipped as the overlap of a backlog.
+    let last = on_b.keys().max().copied().expect("b ran fires");
+    for fire in on_a
+        .keys()
+        .copied()
+        .filter(|fire| *fire > late_fire && *fire <= last)
+    {
+        assert!(
+            on_b.contains_key(&fire),
+            "tidy@{fire}:b, due after b was back, did not run: {:?}\n{}",
+            state(fire),
+            logs(&replicas)
+        );
+    }
+    let started_late = on_b
+        .iter()
+        .filter(|(fire, started)| **fire > left && **started - **fire >= 1_000)
+        .count();
+    assert!(
+        started_late <= 1,
+        "b started {started_late} runs a period or more late: {on_b:?}\n{}",
+        logs(&replicas)
+    );
+}
