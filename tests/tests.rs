@@ -18,6 +18,7 @@ mod drift;
 mod engine;
 mod every;
 mod every_catch_up;
+mod every_trigger;
 mod examples;
 mod first_hour;
 mod fuzz;

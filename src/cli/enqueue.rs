@@ -9,8 +9,9 @@ use serde_json::json;
 
 use super::times::{elapsed, relative, rfc3339};
 use super::{CliError, RedisArgs, block_on};
-use crate::client::{Client, RunRequest, Submitted, check_payload};
+use crate::client::{Client, ClientError, Fired, RunRequest, Submitted, check_payload};
 use crate::schedule::Priority;
+use crate::store::TriggerTargets;
 
 /// The longest `--in`: a run due further out is more likely a typo (`--in 30d` for `30m`) than
 /// a plan, and a plan that far ahead belongs in a schedule file.
@@ -53,6 +54,10 @@ pub(super) struct TriggerArgs {
     /// The declared job.
     #[arg(add = super::complete::job_names())]
     job: String,
+    /// For a job that runs on every replica (on = "every"): the fire's run on this replica
+    /// alone, instead of one on each live replica that runs the job.
+    #[arg(long, value_name = "REPLICA_ID")]
+    replica: Option<String>,
     #[command(flatten)]
     run: RunArgs,
     #[command(flatten)]
@@ -97,6 +102,45 @@ pub(super) struct EnqueueArgs {
 
 pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), CliError> {
     let payload = read_payload(args.run.payload.as_deref())?;
+    // A trigger of a job that runs on every replica is a fire now, one run per target, as its
+    // fires are: in each replica's own route and slots.
+    let (fired, live) = block_on(async {
+        let client = Client::from_store(args.redis.connect().await?);
+        // Read before the fire is made, to choose its targets; a job whose fires run once does
+        // not need it, so its trigger does not fail for it.
+        let overview = client.overview().await;
+        let live = overview
+            .as_ref()
+            .ok()
+            .map(|overview| live_declarers(overview, &args.job));
+        let targets = match &args.replica {
+            Some(replica) => TriggerTargets::Only(replica),
+            None => TriggerTargets::Each(live.as_deref().unwrap_or_default()),
+        };
+        let fired = client
+            .trigger_fire(
+                &args.job,
+                payload.as_deref(),
+                args.run.priority.map(Into::into),
+                targets,
+            )
+            .await;
+        match (fired, overview) {
+            // No target among none read: the reason is the read that failed.
+            (Err(ClientError::NoTarget(_)), Err(error)) => Err(CliError::from(error)),
+            (fired, _) => Ok((fired?, live)),
+        }
+    })?;
+    if let Some(fired) = fired {
+        return print_fired(args, &fired, live.as_deref(), out);
+    }
+    if let Some(replica) = &args.replica {
+        return Err(CliError::Argument(format!(
+            "--replica {replica}: job \"{}\" runs each fire once, on any replica, not on every \
+             replica (on = \"every\"): trigger it without --replica",
+            args.job
+        )));
+    }
     submit(
         &args.redis,
         &args.job,
@@ -234,6 +278,7 @@ fn submit(
     let written = if run.json {
         let document = json!({
             "id": run_id,
+            "runs": [{"id": run_id, "replica": null}],
             "job": job,
             "due": rfc3339(due_ms),
             "due_ms": due_ms,
@@ -261,6 +306,59 @@ fn submit(
         eprintln!(
             "redcron: job \"{job}\" is paused: this run is skipped unless it is resumed \
              (redcron resume {job}) before the run is due"
+        );
+    }
+    Ok(())
+}
+
+/// Prints the runs of a triggered fire of an every-replica job, and what delays them.
+fn print_fired(
+    args: &TriggerArgs,
+    fired: &Fired,
+    live: Option<&[String]>,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let job = &args.job;
+    let due = rfc3339(fired.fire_ms);
+    let written = if args.run.json {
+        let runs: Vec<_> = fired
+            .runs
+            .iter()
+            .map(|(id, replica)| json!({"id": id, "replica": replica}))
+            .collect();
+        let document = json!({
+            "id": null,
+            "runs": runs,
+            "job": job,
+            "due": due,
+            "due_ms": fired.fire_ms,
+            "paused": fired.paused,
+            "declared_by": live,
+        });
+        writeln!(out, "{document}")
+    } else {
+        fired.runs.iter().try_for_each(|(id, replica)| {
+            writeln!(out, "{id} due {due} (now) on replica {replica}")
+        })
+    };
+    let ids: Vec<&str> = fired.runs.iter().map(|(id, _)| id.as_str()).collect();
+    written.map_err(CliError::unreported(format!(
+        "runs {} were created, but writing their ids",
+        ids.join(", ")
+    )))?;
+    if let (Some(replica), Some(live)) = (&args.replica, live)
+        && !live.contains(replica)
+    {
+        eprintln!(
+            "redcron: replica \"{replica}\" is not live: its run waits in its own route until it \
+             is back, and is skipped (replica-down) if it is not back within its \
+             --misfire-threshold"
+        );
+    }
+    if fired.paused {
+        eprintln!(
+            "redcron: job \"{job}\" is paused: these runs are skipped unless it is resumed \
+             (redcron resume {job}) before they are claimed"
         );
     }
     Ok(())

@@ -672,7 +672,9 @@ impl From<crate::client::ClientError> for CliError {
             | ClientError::NotAWorkflow(_)
             | ClientError::RetryUndeclared { .. }
             | ClientError::NoWorkflowInstance(_)
-            | ClientError::UndeclaredStep { .. }) => CliError::Argument(error.to_string()),
+            | ClientError::UndeclaredStep { .. }
+            | ClientError::NotATarget { .. }
+            | ClientError::NoTarget(_)) => CliError::Argument(error.to_string()),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A client for other Rust programs: what the command line does to and reads of runs, jobs and
 //! workflows, as typed calls. The command line goes through it: `trigger` and `enqueue`
-//! ([`Client::enqueue`], and [`Client::send_all`] for `enqueue --from`); `pause`, `resume`, `dead retry`, `dead purge`, `hold` and `release`
+//! ([`Client::enqueue`], [`Client::trigger_fire`] for a job that runs on every replica, and
+//! [`Client::send_all`] for `enqueue --from`); `pause`, `resume`, `dead retry`, `dead purge`, `hold` and `release`
 //! (`operations`); `workflow start`, `status`, `list` and `retry` (`workflows`); `status`,
 //! `jobs`, `history`, `runs` and `dead list` and `show` (`reads`).
 //!
@@ -33,11 +34,13 @@ use crate::payload::payload_problem;
 use crate::store::{Store, StoreError, StoreSettings};
 
 mod bulk;
+mod fire;
 mod operations;
 mod reads;
 mod request;
 mod workflows;
 
+pub use fire::Fired;
 pub use operations::DeadRetried;
 pub use reads::{DeadRun, EVENTS_SCANNED, HistoryEntry, ListedRun, RunsQuery};
 pub use request::RunRequest;
@@ -163,6 +166,24 @@ pub enum ClientError {
         /// Its job.
         job: String,
     },
+    /// The replica a trigger asked for is no target of the every-replica job: it does not
+    /// declare the job, or does not match its `where`.
+    #[error(
+        "replica \"{replica}\" does not run job \"{job}\": it does not declare the job or does \
+         not match its `where` (redcron jobs lists the replicas that run it)"
+    )]
+    NotATarget {
+        /// The job asked for.
+        job: String,
+        /// The replica asked for.
+        replica: String,
+    },
+    /// No live replica runs the every-replica job: a trigger would make no run.
+    #[error(
+        "job \"{0}\" runs on every replica that declares it, and no live replica does: \
+         nothing was triggered"
+    )]
+    NoTarget(String),
     /// Redis refused or could not be reached.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -14,6 +14,7 @@
 //! - `claiming`: ready runs claimed, their leases and job slots;
 //! - `finishing`: outcomes recorded, runs held and leases expired;
 //! - `enqueueing`: ad-hoc and delayed runs;
+//! - `triggering`: triggers of every-replica jobs, a fire now on each target;
 //! - `dead`: the dead letters;
 //! - `damage`: entries that are no run id, job slots no run holds, damaged records;
 //! - `notices`: the notices owed, taken and settled by the notifiers;
@@ -51,6 +52,7 @@ mod scan;
 mod scripts;
 mod targets;
 mod topology;
+mod triggering;
 mod workflows;
 
 use std::sync::Arc;
@@ -88,6 +90,7 @@ pub use replicas::{Beat, ReplicaInstance, replica_of_worker};
 use reply::ScriptCall;
 pub use targets::StrandedRun;
 pub use topology::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Topology};
+pub use triggering::{TriggerTargets, Triggered};
 pub use workflows::{
     StepInstance, WorkflowInstance, WorkflowListing, WorkflowRetry, WorkflowStart, step_run_id,
 };

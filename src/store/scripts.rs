@@ -49,6 +49,7 @@ script!(LIST_HELD_RUNS, "list_held_runs.lua");
 script!(BURY_UNDECLARED_RUNS, "bury_undeclared_runs.lua");
 script!(REQUEUE_STRAY_RUNS, "requeue_stray_runs.lua");
 script!(ENQUEUE_RUNS, "enqueue_runs.lua");
+script!(TRIGGER_FIRE, "trigger_fire.lua");
 script!(REDRIVE_RUN, "redrive_run.lua");
 script!(PURGE_DEAD, "purge_dead.lua");
 script!(FREE_EXPIRED_SLOTS, "free_expired_slots.lua");

@@ -1,0 +1,267 @@
+//! `redcron trigger` of a job that runs on every replica is a fire now: one run on each live
+//! replica that runs the job (or the one `--replica` names), each in that replica's own route
+//! and slots, so that `overlap = "forbid"` holds per replica for triggers as for fires.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{cli, keys, one_document, read_ledger, wait_until};
+
+/// A Redis, and a schedule directory whose job `sync` notes each run it starts in a ledger as
+/// `<run id> <ms> <replica>`.
+struct Scene {
+    server: RedisServer,
+    dir: TempDir,
+}
+
+impl Scene {
+    /// `sync` on every replica, on `schedule`, followed by `then` in its command.
+    fn new(schedule: &str, then: &str) -> Self {
+        let server = RedisServer::start();
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("schedules")).expect("schedules dir");
+        let ledger = dir.path().join("ledger");
+        std::fs::write(
+            dir.path().join("schedules/jobs.toml"),
+            format!(
+                "[jobs.sync]\nschedule = \"{schedule}\"\non = \"every\"\n\
+                 command = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}{then}'\n\n\
+                 [jobs.report]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n",
+                ledger.display()
+            ),
+        )
+        .expect("write jobs");
+        Self { server, dir }
+    }
+
+    fn ledger(&self) -> PathBuf {
+        self.dir.path().join("ledger")
+    }
+
+    fn replica(&self, id: &str) -> ReplicaProcess {
+        ReplicaProcess::start_with_env(
+            id,
+            &self.server.url(),
+            &self.dir.path().join("schedules"),
+            self.dir.path(),
+            &[],
+            &[("NODE", id)],
+        )
+    }
+
+    fn work(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `state` and `reason` of run `run`.
+    fn run_state(&self, run: &str) -> (Option<String>, Option<String>) {
+        let mut connection = self.server.connection();
+        let fields: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(keys().run(run))
+            .arg(&["state", "reason"])
+            .query(&mut connection)
+            .expect("read the run");
+        (fields[0].clone(), fields[1].clone())
+    }
+
+    /// The replicas `sync` runs on by Redis's record (targets:sync).
+    fn targets(&self) -> BTreeSet<String> {
+        let mut connection = self.server.connection();
+        redis::cmd("ZRANGE")
+            .arg(keys().targets("sync"))
+            .arg(0)
+            .arg(-1)
+            .query::<Vec<String>>(&mut connection)
+            .expect("read the targets")
+            .into_iter()
+            .collect()
+    }
+}
+
+/// The (run id, replica) pairs of a `trigger --json` document's `runs`.
+fn runs_of(document: &serde_json::Value) -> Vec<(String, String)> {
+    document["runs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no runs in {document}"))
+        .iter()
+        .map(|run| {
+            (
+                run["id"].as_str().unwrap_or_default().to_owned(),
+                run["replica"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one_asked_for() {
+    // A yearly job: no fire of it comes during the test, only triggers.
+    let scene = Scene::new("0 0 1 1 *", "");
+    let replicas = [scene.replica("a"), scene.replica("b")];
+    let logs = || ReplicaProcess::logs(&replicas);
+    let both: BTreeSet<String> = ["a", "b"].map(str::to_owned).into();
+    assert!(
+        wait_until(Duration::from_secs(20), || scene.targets() == both),
+        "{:?}\n{}",
+        scene.targets(),
+        logs()
+    );
+    let live = || {
+        let status =
+            one_document(&cli(&scene.server, scene.work(), &["status", "--json"]).success());
+        status["replicas"]
+            .as_array()
+            .is_some_and(|replicas| replicas.len() == 2)
+    };
+    assert!(wait_until(Duration::from_secs(20), live), "{}", logs());
+
+    let triggered =
+        one_document(&cli(&scene.server, scene.work(), &["trigger", "sync", "--json"]).success());
+    let runs = runs_of(&triggered);
+    assert_eq!(
+        runs.iter()
+            .map(|(_, replica)| replica.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b"],
+        "{triggered}"
+    );
+    assert!(triggered["id"].is_null(), "{triggered}");
+    for (run, replica) in &runs {
+        assert!(
+            run.starts_with("sync@") && run.ends_with(&format!(":{replica}")),
+            "{run} is no run of a fire of sync for {replica}"
+        );
+    }
+    // Each runs on its own replica, once.
+    let ran = || -> BTreeSet<(String, String)> {
+        read_ledger(&scene.ledger())
+            .into_iter()
+            .map(|(run, _, node)| (run, node))
+            .collect()
+    };
+    let expected: BTreeSet<(String, String)> = runs.iter().cloned().collect();
+    assert!(
+        wait_until(Duration::from_secs(20), || ran() == expected),
+        "{:?}\n{}",
+        read_ledger(&scene.ledger()),
+        logs()
+    );
+
+    // --replica: the one run, for that replica.
+    let text = cli(
+        &scene.server,
+        scene.work(),
+        &["trigger", "sync", "--replica", "b"],
+    )
+    .success();
+    let run = text
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        run.ends_with(":b")
+            && text.trim_end().ends_with("on replica b")
+            && text.lines().count() == 1,
+        "{text}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || ran()
+            .contains(&(run.clone(), "b".to_owned()))),
+        "{:?}\n{}",
+        read_ledger(&scene.ledger()),
+        logs()
+    );
+    assert_eq!(read_ledger(&scene.ledger()).len(), 3, "one run more, on b");
+
+    // A replica that does not run the job, and a job that does not run on every replica.
+    let refused = cli(
+        &scene.server,
+        scene.work(),
+        &["trigger", "sync", "--replica", "c"],
+    )
+    .failure(2);
+    assert!(
+        refused.contains("replica \"c\" does not run job \"sync\""),
+        "{refused}"
+    );
+    let refused = cli(
+        &scene.server,
+        scene.work(),
+        &["trigger", "report", "--replica", "a"],
+    )
+    .failure(2);
+    assert!(
+        refused.contains("--replica a: job \"report\" runs each fire once"),
+        "{refused}"
+    );
+    // A trigger of a job that runs once is one ad-hoc run, as before.
+    let once = one_document(
+        &cli(
+            &scene.server,
+            scene.work(),
+            &["trigger", "report", "--json"],
+        )
+        .success(),
+    );
+    let id = once["id"].as_str().expect("an id").to_owned();
+    assert_eq!(runs_of(&once), [(id, String::new())], "{once}");
+}
+
+#[test]
+fn a_trigger_while_the_replicas_fire_runs_is_skipped_as_its_overlap_as_a_second_fire_is() {
+    // Default overlap (forbid); each run lasts several periods.
+    let scene = Scene::new("@every 1s", "; sleep 4");
+    let replicas = [scene.replica("a")];
+    let logs = || ReplicaProcess::logs(&replicas);
+    assert!(
+        wait_until(Duration::from_secs(20), || !read_ledger(&scene.ledger())
+            .is_empty()),
+        "{}",
+        logs()
+    );
+    let (fire, started, _) = read_ledger(&scene.ledger())
+        .into_iter()
+        .next()
+        .expect("a fire ran");
+    let triggered =
+        one_document(&cli(&scene.server, scene.work(), &["trigger", "sync", "--json"]).success());
+    let runs = runs_of(&triggered);
+    let [(run, replica)] = runs.as_slice() else {
+        panic!("one run, for a: {triggered}");
+    };
+    assert_eq!(replica, "a");
+    let overlap = (Some("skipped".to_owned()), Some("overlap".to_owned()));
+    assert!(
+        wait_until(Duration::from_secs(10), || scene.run_state(run) == overlap),
+        "{run}: {:?}\n{:?}\n{}",
+        scene.run_state(run),
+        read_ledger(&scene.ledger()),
+        logs()
+    );
+    // As the fire after the one running was.
+    let fire_ms: i64 = fire
+        .split_once('@')
+        .and_then(|(_, rest)| rest.split_once(':'))
+        .and_then(|(ms, _)| ms.parse().ok())
+        .expect("a fire time");
+    let next_fire = format!("sync@{}:a", fire_ms + 1_000);
+    assert!(
+        wait_until(Duration::from_secs(10), || scene.run_state(&next_fire)
+            == overlap),
+        "{next_fire}: {:?}\n{}",
+        scene.run_state(&next_fire),
+        logs()
+    );
+    // Nothing started beside the fire while it ran.
+    let beside: Vec<_> = read_ledger(&scene.ledger())
+        .into_iter()
+        .filter(|(_, start, _)| *start > started && *start < started + 4_000)
+        .collect();
+    assert!(beside.is_empty(), "ran beside {fire}: {beside:?}");
+}
