@@ -150,3 +150,73 @@ fn a_replica_back_from_an_outage_runs_the_latest_fire_it_missed_once_and_then_it
         logs(&replicas)
     );
 }
+
+/// On Redis's clock frozen at each step: a replica that claims its run of a fire late, but
+/// before its run of the job's next fire is due (made ready ahead, within the lead), starts it;
+/// a replica that claims only once that next run is due skips the older one as missed and
+/// starts the newer. So a late claim loses nothing, and a backlog is superseded exactly when
+/// its successor comes due.
+#[tokio::test]
+async fn a_replicas_run_is_superseded_only_once_its_run_of_the_next_fire_is_due() {
+    use crate::store::{LEASE, THRESHOLD, declare, jobs, plan, setup};
+
+    let toml = "[jobs.rotate]\nschedule = \"@every 10s\"\non = \"every\"\ncommand = \"true\"\n";
+    let (server, store, token) = setup(toml).await;
+    for replica in ["r1", "r2"] {
+        declare(&store, replica, jobs(toml)).await;
+        store
+            .clone()
+            .with_frozen_clock(99_000)
+            .declare_targets(replica, &["rotate".to_owned()], &[], THRESHOLD)
+            .await
+            .expect("targets");
+    }
+    plan(&store, &token, "rotate", &[100_000, 110_000]).await;
+    let promote = |now_ms: i64| {
+        let store = store.clone().with_frozen_clock(now_ms);
+        async move {
+            store
+                .promote_due(100, THRESHOLD, Duration::from_millis(200))
+                .await
+                .expect("promote")
+        }
+    };
+    assert_eq!(promote(100_000).await.ready, 2);
+    // The next fire's runs are made ready ahead of their due time, within the lead.
+    assert_eq!(promote(109_900).await.ready, 2);
+    let claim = |replica: &'static str, now_ms: i64| {
+        let store = store.clone().with_frozen_clock(now_ms);
+        async move {
+            let claimed = store
+                .claim_runs(
+                    &[&format!("{replica}/0")],
+                    &[format!("@{replica}")],
+                    LEASE,
+                    100,
+                )
+                .await
+                .expect("claim");
+            claimed
+                .runs
+                .iter()
+                .map(|run| run.as_ref().expect("a whole run").id.clone())
+                .collect::<Vec<_>>()
+        }
+    };
+    let state = |run: &str| -> Vec<Option<String>> {
+        redis::cmd("HMGET")
+            .arg(keys().run(run))
+            .arg(&["state", "reason"])
+            .query(&mut server.connection())
+            .expect("read the run")
+    };
+    // r1, almost a period late, still before its next run is due: it starts its run.
+    assert_eq!(claim("r1", 109_950).await, ["rotate@100000:r1"]);
+    assert_eq!(state("rotate@100000:r1")[0].as_deref(), Some("active"));
+    // r2, once its next run is due: the older is missed, the newer starts.
+    assert_eq!(claim("r2", 110_001).await, ["rotate@110000:r2"]);
+    assert_eq!(
+        state("rotate@100000:r2"),
+        [Some("skipped".to_owned()), Some("missed".to_owned())]
+    );
+}
