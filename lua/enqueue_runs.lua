@@ -19,9 +19,14 @@
 --           now, payload (JSON text, may be ''), priority (high | normal | low) or '' for the
 --           job's own, fingerprint or '' when the run need not be unique, uniqueness window ms
 --
+-- A job that runs on every replica (`on = "every"`) takes no ad-hoc run: its runs are its fires'
+-- and its triggers' (trigger_fire.lua), one per replica in that replica's own route and slots,
+-- and a run of the job's own would hold none of those slots, so it could run beside a
+-- replica's fire despite `overlap = "forbid"`.
+--
 -- Returns 3 values per run, in order: 'OK', due ms, 1 if the job is paused else 0; or
--- 'UNKNOWN', 0, 0 for a job no replica has declared; or 'DUPLICATE', the run id holding the
--- fingerprint, 0.
+-- 'UNKNOWN', 0, 0 for a job no replica has declared; or 'EVERY', 0, 0 for a job that runs on
+-- every replica; or 'DUPLICATE', the run id holding the fingerprint, 0.
 -- Cost: O(runs log N).
 check_types('enqueue_runs', KEYS, {'zset', 'hash', 'set', 'channel', 'string'})
 if held(KEYS[5]) then
@@ -54,6 +59,7 @@ local function declared(job)
         max_concurrency = def.max_concurrency and tostring(def.max_concurrency) or nil,
         paused = redis.call('SISMEMBER', paused, job),
         notify = def.notify,
+        every = def.every,
       }
     end
   end
@@ -79,6 +85,8 @@ for i = 3, #ARGV, 7 do
   local existing_due = redis.call('HGET', key_run(prefix, run_id), 'due_ms')
   if not def then
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'UNKNOWN', 0, 0
+  elseif def.every then
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'EVERY', 0, 0
   elseif existing_due then
     -- The run exists: this call repeats one whose reply was lost (a client retried it after
     -- its connection broke). Answered as the first was, and nothing is created again.

@@ -211,6 +211,51 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
     );
     let id = once["id"].as_str().expect("an id").to_owned();
     assert_eq!(runs_of(&once), [(id, String::new())], "{once}");
+
+    // An every-replica job takes no ad-hoc run, which would hold none of its replicas' slots:
+    // enqueued alone or among other lines, it is refused and named, and nothing is made.
+    let refused = cli(
+        &scene.server,
+        scene.work(),
+        &["enqueue", "sync", "--in", "1m"],
+    )
+    .failure(2);
+    assert!(
+        refused.contains("job \"sync\" runs on every replica")
+            && refused.contains("redcron trigger sync"),
+        "{refused}"
+    );
+    let lines = scene.work().join("runs.jsonl");
+    std::fs::write(&lines, "{\"job\": \"report\"}\n{\"job\": \"sync\"}\n").expect("lines");
+    // The other line's run is made, and said on standard output, as a refused line leaves
+    // the others alone.
+    let from = cli(
+        &scene.server,
+        scene.work(),
+        &["enqueue", "--from", &lines.display().to_string()],
+    );
+    assert_eq!(from.code, Some(2), "{}", from.stderr);
+    assert!(from.stdout.starts_with("line 1: "), "{}", from.stdout);
+    assert!(
+        from.stderr.contains("line 2") && from.stderr.contains("runs on every replica"),
+        "{}",
+        from.stderr
+    );
+    let ready: Vec<String> = runs_of(&one_document(
+        &cli(
+            &scene.server,
+            scene.work(),
+            &["runs", "list", "--job", "sync", "--json"],
+        )
+        .success(),
+    ))
+    .into_iter()
+    .map(|(run, _)| run)
+    .collect();
+    assert!(
+        ready.is_empty(),
+        "an enqueued run of sync exists: {ready:?}"
+    );
 }
 
 #[test]

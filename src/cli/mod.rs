@@ -662,6 +662,7 @@ impl From<crate::client::ClientError> for CliError {
             )),
             ClientError::Store(error) => CliError::Store(error),
             error @ (ClientError::Duplicate { .. }
+            | ClientError::EveryReplica(_)
             | ClientError::UnknownReplica { .. }
             | ClientError::Payload(_)
             | ClientError::NoDeadRun(_)

@@ -55,6 +55,14 @@ pub enum ClientError {
     /// No live replica has declared the job (or it was never published).
     #[error("unknown job \"{0}\": no replica has declared it")]
     UnknownJob(String),
+    /// The job runs on every replica (`on = "every"`): it takes no ad-hoc run, which would hold
+    /// none of its replicas' slots; a trigger makes its runs now, one per replica
+    /// ([`Client::trigger_fire`]).
+    #[error(
+        "job \"{0}\" runs on every replica (on = \"every\"): its runs are made by its fires, one \
+         per replica, or now by `redcron trigger {0}`; it cannot be enqueued"
+    )]
+    EveryReplica(String),
     /// A `--replica` filter that found nothing names no replica the namespace knows: most
     /// likely a mistyped id, said rather than shown as an empty list.
     #[error(

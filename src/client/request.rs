@@ -265,7 +265,7 @@ impl RunRequest<'_> {
 /// What the store's answer for a run of `job` means to the caller.
 ///
 /// # Errors
-/// [`ClientError::UnknownJob`] or [`ClientError::Duplicate`].
+/// [`ClientError::UnknownJob`], [`ClientError::EveryReplica`] or [`ClientError::Duplicate`].
 pub(super) fn submitted(
     job: String,
     enqueued: Enqueued,
@@ -283,6 +283,7 @@ pub(super) fn submitted(
             paused,
         }),
         Enqueued::UnknownJob => Err(ClientError::UnknownJob(job)),
+        Enqueued::EveryReplica => Err(ClientError::EveryReplica(job)),
         Enqueued::Duplicate { holder } => Err(ClientError::Duplicate { job, holder }),
     }
 }

@@ -64,6 +64,9 @@ pub enum Enqueued {
     },
     /// No replica has published a job of that name.
     UnknownJob,
+    /// The job runs on every replica (`on = "every"`): its runs are its fires' and its
+    /// triggers', one per replica ([`Store::trigger_fire`]), never an ad-hoc run.
+    EveryReplica,
     /// Another run holds the fingerprint.
     Duplicate {
         /// That run's id.
@@ -111,6 +114,7 @@ fn read_enqueued(run_id: String, reply: &mut Reply) -> Result<Enqueued, StoreErr
             paused: decode::<i64>(OPERATION, second)? == 1,
         }),
         "UNKNOWN" => Ok(Enqueued::UnknownJob),
+        "EVERY" => Ok(Enqueued::EveryReplica),
         "DUPLICATE" => Ok(Enqueued::Duplicate {
             holder: decode(OPERATION, first)?,
         }),
