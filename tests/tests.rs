@@ -22,6 +22,7 @@ mod every_trigger;
 mod examples;
 mod first_hour;
 mod fuzz;
+mod gone_replicas;
 mod high_availability;
 mod hold;
 mod hostile;

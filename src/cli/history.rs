@@ -23,7 +23,8 @@ pub(super) struct HistoryArgs {
     /// Only failed attempts and dead runs.
     #[arg(long)]
     failed: bool,
-    /// Only the runs this replica ran (its id, as `status` lists it).
+    /// Only the runs this replica ran or, for every-replica jobs, that were meant for it (its
+    /// id, as `status` lists it).
     #[arg(long, value_name = "ID")]
     replica: Option<String>,
     #[command(flatten)]
@@ -188,19 +189,22 @@ impl<'a> HistoryEntry<'a> {
             .filter(|value| !value.is_empty())
     }
 
-    /// The replica that ran the attempt, from its worker (`<replica id>/<slot>`); `None` for a
-    /// fire skipped before any replica claimed it.
+    /// The replica that ran the attempt, from its worker (`<replica id>/<slot>`), else the one
+    /// a replica's run of an every-replica fire was meant for; `None` for a fire of a job that
+    /// runs once, skipped before any replica claimed it.
     fn replica(&self) -> Option<&'a str> {
-        crate::store::replica_of_worker(self.field("worker")?)
+        let run_id = self.event.fields.get("run")?;
+        crate::store::replica_of(self.field("job")?, run_id, self.field("worker"))
     }
 
     fn number(&self, name: &str) -> Option<i64> {
         self.field(name)?.parse().ok()
     }
 
-    /// A cron fire's time, from its id (`<job>@<fire ms>`); `None` for an ad-hoc run.
+    /// A cron fire's time, from its id (`<job>@<fire ms>`, or `<job>@<fire ms>:<replica>` for
+    /// a replica's run of an every-replica fire); `None` for an ad-hoc run.
     fn fire_ms(&self) -> Option<i64> {
-        crate::store::parse_cron_run_id(&self.run_id).map(|(_, fire_ms)| fire_ms)
+        crate::store::keys::fire_of_run(self.field("job")?, &self.run_id)
     }
 
     /// When the event's attempt started: as the event recorded it, else (events written before

@@ -58,7 +58,8 @@ pub struct RunsQuery {
     pub due: bool,
     /// Only this job's.
     pub job: Option<String>,
-    /// Only those whose attempt this replica holds or held (its worker's), when given.
+    /// Only those whose attempt this replica holds or held (its worker's), or, for every-replica
+    /// jobs, that wait for it, when given.
     pub replica: Option<String>,
     /// How many at most.
     pub count: usize,
@@ -127,7 +128,9 @@ impl Client {
 
     /// The newest `count` outcomes (successes, skips, retries, deaths; only retries and deaths
     /// when `failed_only`), of `job` only when given, of the attempts `replica` ran only when
-    /// given (a fire skipped before any replica claimed it has none), each with its run's record.
+    /// given (with the runs of every-replica fires meant for it, skipped before it claimed
+    /// them; a fire of a job that runs once, skipped before any replica claimed it, has none),
+    /// each with its run's record.
     ///
     /// ```no_run
     /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
@@ -158,7 +161,9 @@ impl Client {
             if !(failed || (!failed_only && ended_otherwise))
                 || job.is_some_and(|job| job != field("job"))
                 || replica.is_some_and(|replica| {
-                    crate::store::replica_of_worker(&field("worker")) != Some(replica)
+                    let (job, run_id) = (field("job"), field("run"));
+                    let worker = event.fields.get("worker").map(String::as_str);
+                    crate::store::replica_of(&job, &run_id, worker) != Some(replica)
                 })
             {
                 continue;
@@ -223,15 +228,15 @@ impl Client {
                 None if fields.is_empty() => continue,
                 _ => fields,
             };
-            let worker = fields.get("worker").map(String::as_str).unwrap_or_default();
+            let worker = fields.get("worker").map(String::as_str);
+            let job = fields.get("job").map(String::as_str).unwrap_or_default();
             if query
                 .job
                 .as_ref()
                 .is_some_and(|job| fields.get("job") != Some(job))
-                || query
-                    .replica
-                    .as_deref()
-                    .is_some_and(|replica| crate::store::replica_of_worker(worker) != Some(replica))
+                || query.replica.as_deref().is_some_and(|replica| {
+                    crate::store::replica_of(job, &run_id, worker) != Some(replica)
+                })
             {
                 continue;
             }

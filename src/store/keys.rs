@@ -82,6 +82,18 @@ pub fn replica_of_run<'a>(job: &str, run_id: &'a str) -> Option<&'a str> {
         .map(|(_, replica)| replica)
 }
 
+/// The fire time (ms) of a cron run of `job`: a fire (`<job>@<fire ms>`) or a replica's run of
+/// one (`<job>@<fire ms>:<replica>`); `None` for any other run. Read from the id, so a run
+/// skipped before any replica claimed it has one too.
+pub fn fire_of_run(job: &str, run_id: &str) -> Option<i64> {
+    let rest = run_id.strip_prefix(job)?.strip_prefix('@')?;
+    let fire = rest.split_once(':').map_or(rest, |(fire, _)| fire);
+    if fire.is_empty() || !fire.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    fire.parse().ok()
+}
+
 /// The key names of one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keys {

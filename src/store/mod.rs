@@ -86,7 +86,7 @@ pub use planning::{
 };
 pub use promotion::Promoted;
 pub use refusal::WritesRefused;
-pub use replicas::{Beat, ReplicaInstance, replica_of_worker};
+pub use replicas::{Beat, ReplicaInstance, replica_of, replica_of_worker};
 use reply::ScriptCall;
 pub use targets::StrandedRun;
 pub use topology::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, Topology};

@@ -13,6 +13,17 @@ pub fn replica_of_worker(worker: &str) -> Option<&str> {
     worker.rsplit_once('/').map(|(replica, _)| replica)
 }
 
+/// The replica a run of `job` belongs to: the one that ran its attempt (`worker`, as its event
+/// or record names it), else, for a replica's run of an every-replica fire, the replica it was
+/// meant for, so that a run skipped before that replica claimed it (`replica-down`,
+/// `undeclared`, `missed`) is still that replica's. `None` for a run of one replica's choosing
+/// that none claimed.
+pub fn replica_of<'a>(job: &str, run_id: &'a str, worker: Option<&'a str>) -> Option<&'a str> {
+    worker
+        .and_then(replica_of_worker)
+        .or_else(|| super::keys::replica_of_run(job, run_id))
+}
+
 /// What one heartbeat found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Beat {

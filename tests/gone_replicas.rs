@@ -1,0 +1,155 @@
+//! Replicas gone for good, with real replica processes: what `history` and `runs list` say of
+//! the runs of every-replica fires meant for a replica that never ran them.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::replica::ReplicaProcess;
+use crate::util::{cli, one_document, wait_until};
+
+/// A Redis, and a schedule directory holding `jobs` (TOML) that every replica declares.
+fn start(jobs: &str) -> (RedisServer, TempDir) {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("schedules")).expect("schedules dir");
+    std::fs::write(dir.path().join("schedules/jobs.toml"), jobs).expect("write jobs");
+    (server, dir)
+}
+
+fn replica(server: &RedisServer, dir: &TempDir, id: &str, extra: &[&str]) -> ReplicaProcess {
+    ReplicaProcess::start(
+        id,
+        &server.url(),
+        &dir.path().join("schedules"),
+        dir.path(),
+        extra,
+    )
+}
+
+/// The elements of a `--json` list command's `key` list.
+fn listed(server: &RedisServer, dir: &TempDir, args: &[&str], key: &str) -> Vec<Value> {
+    let out = cli(server, dir.path(), args).success();
+    one_document(&out)[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} list: {out}"))
+        .clone()
+}
+
+#[test]
+fn runs_meant_for_a_killed_replica_are_its_own_in_history_and_runs_list_with_their_fire() {
+    // A short misfire threshold: a replica gone longer than it has its runs skipped within
+    // seconds, not minutes.
+    let threshold = ["--misfire-threshold", "4s"];
+    let (server, dir) =
+        start("[jobs.rotate]\nschedule = \"@every 1s\"\non = \"every\"\ncommand = \"true\"\n");
+    let mut replicas = vec![
+        replica(&server, &dir, "a", &threshold),
+        replica(&server, &dir, "b", &threshold),
+    ];
+    let history_of_b = || {
+        listed(
+            &server,
+            &dir,
+            &["history", "--replica", "b", "-n", "200", "--json"],
+            "runs",
+        )
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || history_of_b()
+            .iter()
+            .any(|run| run["outcome"] == "succeeded")),
+        "b ran nothing\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    replicas[1].kill9();
+
+    // While b is away, what waits for it is b's.
+    let waiting_for_b = || {
+        listed(
+            &server,
+            &dir,
+            &[
+                "runs",
+                "list",
+                "--state",
+                "ready",
+                "--replica",
+                "b",
+                "--json",
+            ],
+            "runs",
+        )
+    };
+    assert!(
+        wait_until(Duration::from_secs(15), || waiting_for_b()
+            .iter()
+            .any(|run| run["id"].as_str().is_some_and(|id| id.ends_with(":b")))),
+        "no run waiting for b is listed under --replica b: {:?}\n{}",
+        waiting_for_b(),
+        ReplicaProcess::logs(&replicas)
+    );
+
+    // Past the threshold, a skips b's runs: history under --replica b shows them, as b's,
+    // with the fire their id names.
+    let skipped_for_b = || {
+        history_of_b()
+            .into_iter()
+            .filter(|run| run["reason"] == "replica-down")
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || !skipped_for_b().is_empty()),
+        "no replica-down skip under history --replica b: {:?}\n{}",
+        history_of_b(),
+        ReplicaProcess::logs(&replicas)
+    );
+    for run in skipped_for_b() {
+        let id = run["id"].as_str().expect("a run id");
+        assert_eq!(run["replica"], "b", "{run}");
+        assert_eq!(run["outcome"], "skipped", "{run}");
+        let fire: i64 = id
+            .trim_start_matches("rotate@")
+            .trim_end_matches(":b")
+            .parse()
+            .expect("a fire in the run id");
+        assert_eq!(run["fire_ms"], fire, "{run}");
+        assert!(run["fire"].is_string(), "{run}");
+        assert!(
+            run["started_ms"].is_null(),
+            "a skipped run never started: {run}"
+        );
+    }
+    // The human table too: b's skipped run under REPLICA b, with its fire time.
+    let table = cli(
+        &server,
+        dir.path(),
+        &["history", "--replica", "b", "-n", "200"],
+    )
+    .success();
+    let line = table
+        .lines()
+        .find(|line| line.contains("replica-down"))
+        .unwrap_or_else(|| panic!("no replica-down row: {table}"));
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cells.get(2), Some(&"b"), "{table}");
+    assert!(
+        cells.get(4).is_some_and(|fire| fire.starts_with("20")),
+        "no fire time: {table}"
+    );
+    // The surviving replica's own history holds none of b's runs.
+    let history_of_a = listed(
+        &server,
+        &dir,
+        &["history", "--replica", "a", "-n", "200", "--json"],
+        "runs",
+    );
+    assert!(
+        history_of_a
+            .iter()
+            .all(|run| run["id"].as_str().is_some_and(|id| id.ends_with(":a"))),
+        "{history_of_a:?}"
+    );
+}
