@@ -19,6 +19,9 @@
 -- Replicas gone for longer than the retention are not looked at any more: their runs were
 -- skipped by then, and the `replicas` zset keeps every id that ever beat.
 --
+-- A job that asks for `skipped` notices gets one per call for its runs skipped here, as a
+-- promotion tells once per job of the fires it skips together.
+--
 -- Returns {run id, job, replica} for each run skipped (reason `replica-down`).
 -- Cost: O(replicas gone within the retention x 3 + limit per list).
 check_types('skip_stranded_runs', KEYS, {'zset', 'zset', 'stream', 'string'})
@@ -55,6 +58,7 @@ for replica in pairs(gone) do
 end
 
 local reply = {}
+local told = {}  -- job -> true once one of its skips in this call was told
 for _, entry in ipairs(lists) do
   local list, replica = entry[1], entry[2]
   for _, run_id in ipairs(redis.call('LRANGE', list, 0, limit - 1)) do
@@ -68,7 +72,9 @@ for _, entry in ipairs(lists) do
     end
     if state == 'ready' and job and (tonumber(due_ms) or 0) < gone_since then
       redis.call('LREM', list, 1, run_id)
-      skip_run(prefix, run_key, run_id, job, 'replica-down', now, retention, events, maxlen)
+      skip_run(prefix, run_key, run_id, job, 'replica-down', now, retention, events, maxlen,
+        told[job])
+      told[job] = true
       reply[#reply + 1] = run_id
       reply[#reply + 1] = job
       reply[#reply + 1] = replica

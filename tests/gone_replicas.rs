@@ -153,3 +153,85 @@ fn runs_meant_for_a_killed_replica_are_its_own_in_history_and_runs_list_with_the
         "{history_of_a:?}"
     );
 }
+
+#[test]
+fn a_replica_down_skip_sends_the_jobs_skipped_notice_once_naming_the_replica() {
+    let (server, dir) = start("");
+    let told = dir.path().join("told.jsonl");
+    std::fs::write(
+        dir.path().join("schedules/jobs.toml"),
+        format!(
+            "[jobs.rotate]\nschedule = \"@every 1s\"\non = \"every\"\ncommand = \"true\"\n\
+             notify = [\"exec:cat >> {}\"]\nnotify_on = [\"skipped\"]\n",
+            told.display()
+        ),
+    )
+    .expect("write jobs");
+    let threshold = ["--misfire-threshold", "4s"];
+    let mut replicas = vec![
+        replica(&server, &dir, "a", &threshold),
+        replica(&server, &dir, "b", &threshold),
+    ];
+    let history = |args: &[&str]| {
+        let mut all = vec!["history", "-n", "500", "--json"];
+        all.extend(args);
+        listed(&server, &dir, &all, "runs")
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || history(&["--replica", "b"])
+            .iter()
+            .any(|run| run["outcome"] == "succeeded")),
+        "b ran nothing\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    replicas[1].kill9();
+    let notices = || -> Vec<Value> {
+        std::fs::read_to_string(&told)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("one JSON document a line"))
+            .filter(|notice: &Value| notice["reason"] == "replica-down")
+            .collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || !notices().is_empty()),
+        "no notice of b's skipped runs\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    let notice = &notices()[0];
+    assert_eq!(notice["event"], "skipped", "{notice}");
+    assert_eq!(notice["replica"], "b", "{notice}");
+    assert!(
+        notice["run"]
+            .as_str()
+            .is_some_and(|run| run.ends_with(":b")),
+        "{notice}"
+    );
+    // Once a runs a fire due well past b's last skipped one, b is no target any more and every
+    // skip of its runs is recorded: each skipped run is told of at most once.
+    let fires = |replica: &str| -> Vec<(i64, Value)> {
+        history(&["--replica", replica])
+            .into_iter()
+            .filter_map(|run| Some((run["fire_ms"].as_i64()?, run["reason"].clone())))
+            .collect()
+    };
+    let last_skipped = fires("b")
+        .into_iter()
+        .filter(|(_, reason)| reason == "replica-down")
+        .map(|(fire, _)| fire)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        wait_until(Duration::from_secs(30), || fires("a")
+            .iter()
+            .any(|(fire, _)| *fire > last_skipped + 10_000)),
+        "a stopped running\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    let notices = notices();
+    let runs: std::collections::BTreeSet<&str> = notices
+        .iter()
+        .filter_map(|notice| notice["run"].as_str())
+        .collect();
+    assert_eq!(runs.len(), notices.len(), "a run told twice: {notices:?}");
+}

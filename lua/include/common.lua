@@ -225,7 +225,8 @@ local function skip_run(prefix, run_key, run_id, job, reason, now, retention, ev
   if workflow_step_ended then
     workflow_step_ended(prefix, run_key, 'skipped', '', now)
   end
-  if quiet or not (reason == 'overlap' or reason == 'missed' or reason == 'deadline') then
+  if quiet or not (reason == 'overlap' or reason == 'missed' or reason == 'deadline'
+      or reason == 'replica-down') then
     return
   end
   local notify, notify_on = unpack(redis.call('HMGET', run_key, 'notify', 'notify_on'))

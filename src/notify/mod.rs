@@ -94,9 +94,10 @@ pub struct Document {
     /// The tail of its output (stdout and stderr together); `None` when no attempt started (a
     /// skipped fire).
     pub output: Option<String>,
-    /// The host of the replica that ran it.
+    /// The host of the replica that ran it (or that it was meant for, as `replica`).
     pub host: Option<String>,
-    /// The replica that ran it.
+    /// The replica that ran it, else, for a run of an every-replica fire skipped before it
+    /// ran, the replica it was meant for.
     pub replica: Option<String>,
     /// When the outcome was recorded.
     pub recorded_time: String,

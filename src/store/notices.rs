@@ -61,9 +61,10 @@ pub struct OwedNotice {
 }
 
 impl OwedNotice {
-    /// The replica that ran the attempt, from its worker id.
+    /// The replica that ran the attempt, from its worker id, else the one a run of an
+    /// every-replica fire was meant for (skipped as `replica-down` before it ran).
     pub fn replica(&self) -> Option<&str> {
-        self.worker.as_deref().and_then(super::replica_of_worker)
+        super::replica_of(&self.job, &self.run_id, self.worker.as_deref())
     }
 
     /// Reads a notice's hash as `take_notices.lua` answers it.
