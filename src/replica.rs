@@ -488,6 +488,7 @@ impl Replica {
     pub async fn run(self, shutdown: Shutdown) -> Result<(), ReplicaError> {
         let metrics = self.store.metrics().clone();
         metrics.health.starting();
+        metrics.set_replica(&self.config.replica_id);
         arm_fault_points();
         let config = self.config;
         let id_free = tokio::select! {

@@ -295,7 +295,7 @@ fn the_fire_lag_counts_each_fire_once_however_often_it_is_retried() {
         &["--metrics-addr", &address],
     );
     let metrics = || http_get(port, "/metrics").1;
-    let dead = "redcron_runs_total{outcome=\"dead\",redcron_job=\"flaky\",namespace=\"test\"}";
+    let dead = "redcron_runs_total{outcome=\"dead\",redcron_job=\"flaky\",redcron_replica=\"r1\",namespace=\"test\"}";
     assert!(
         wait_until(Duration::from_secs(30), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
@@ -336,7 +336,7 @@ fn the_fire_lag_counts_each_fire_once_however_often_it_is_retried() {
     let exported = metrics();
     let lags = sample(
         &exported,
-        "redcron_fire_lag_seconds_count{redcron_job=\"flaky\",namespace=\"test\"}",
+        "redcron_fire_lag_seconds_count{redcron_job=\"flaky\",redcron_replica=\"r1\",namespace=\"test\"}",
     );
     assert!(attempts > started.len(), "each fire was retried: {history}");
     assert_eq!(

@@ -1,5 +1,5 @@
-//! Replicas gone for good, with real replica processes: what `history` and `runs list` say of
-//! the runs of every-replica fires meant for a replica that never ran them.
+//! Replicas gone for good, with real replica processes: what `history`, `runs list`, notices
+//! and metrics say of the runs of every-replica fires meant for a replica that never ran them.
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use tempfile::TempDir;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{cli, one_document, wait_until};
+use crate::util::{cli, free_port, http_get, one_document, wait_until};
 
 /// A Redis, and a schedule directory holding `jobs` (TOML) that every replica declares.
 fn start(jobs: &str) -> (RedisServer, TempDir) {
@@ -39,14 +39,22 @@ fn listed(server: &RedisServer, dir: &TempDir, args: &[&str], key: &str) -> Vec<
 }
 
 #[test]
-fn runs_meant_for_a_killed_replica_are_its_own_in_history_and_runs_list_with_their_fire() {
+fn a_killed_replicas_runs_are_its_own_in_history_and_runs_list_and_counted_by_the_replica_that_skips_them()
+ {
     // A short misfire threshold: a replica gone longer than it has its runs skipped within
     // seconds, not minutes.
     let threshold = ["--misfire-threshold", "4s"];
     let (server, dir) =
         start("[jobs.rotate]\nschedule = \"@every 1s\"\non = \"every\"\ncommand = \"true\"\n");
+    let port = free_port();
+    let metrics_at = format!("127.0.0.1:{port}");
     let mut replicas = vec![
-        replica(&server, &dir, "a", &threshold),
+        replica(
+            &server,
+            &dir,
+            "a",
+            &[threshold[0], threshold[1], "--metrics-addr", &metrics_at],
+        ),
         replica(&server, &dir, "b", &threshold),
     ];
     let history_of_b = || {
@@ -139,6 +147,30 @@ fn runs_meant_for_a_killed_replica_are_its_own_in_history_and_runs_list_with_the
         cells.get(4).is_some_and(|fire| fire.starts_with("20")),
         "no fire time: {table}"
     );
+    // a's metrics name a as the replica that ran its runs and skipped b's.
+    let series = |family: &str, with: &str| -> Vec<String> {
+        http_get(port, "/metrics")
+            .1
+            .lines()
+            .filter(|line| line.starts_with(family) && line.contains(with))
+            .map(str::to_owned)
+            .collect()
+    };
+    for (family, with) in [
+        ("redcron_runs_total{", "outcome=\"succeeded\""),
+        ("redcron_run_duration_seconds_count{", ""),
+        ("redcron_fire_lag_seconds_count{", ""),
+        ("redcron_skipped_fires_total{", "reason=\"replica-down\""),
+    ] {
+        let found = series(family, with);
+        assert!(
+            !found.is_empty()
+                && found
+                    .iter()
+                    .all(|line| line.contains("redcron_replica=\"a\"")),
+            "{family} {with}: {found:?}"
+        );
+    }
     // The surviving replica's own history holds none of b's runs.
     let history_of_a = listed(
         &server,

@@ -770,11 +770,11 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
             let metrics = http_get(port, "/metrics").1;
             sample(
                 &metrics,
-                "redcron_runs_total{outcome=\"succeeded\",redcron_job=\"ok\",namespace=\"test\"}",
+                "redcron_runs_total{outcome=\"succeeded\",redcron_job=\"ok\",redcron_replica=\"r1\",namespace=\"test\"}",
             ) == 3.0
                 && sample(
                     &metrics,
-                    "redcron_runs_total{outcome=\"dead\",redcron_job=\"bad\",namespace=\"test\"}",
+                    "redcron_runs_total{outcome=\"dead\",redcron_job=\"bad\",redcron_replica=\"r1\",namespace=\"test\"}",
                 ) == 1.0
                 && sample(&metrics, "redcron_dead_runs{namespace=\"test\"}") == 1.0
                 && sample(&metrics, "redcron_workers_busy{namespace=\"test\"}") == 0.0
@@ -788,27 +788,27 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     assert_eq!(status, 200);
     for (series, expected) in [
         (
-            "redcron_runs_total{outcome=\"succeeded\",redcron_job=\"ok\",namespace=\"test\"}",
+            "redcron_runs_total{outcome=\"succeeded\",redcron_job=\"ok\",redcron_replica=\"r1\",namespace=\"test\"}",
             3.0,
         ),
         (
-            "redcron_runs_total{outcome=\"retrying\",redcron_job=\"bad\",namespace=\"test\"}",
+            "redcron_runs_total{outcome=\"retrying\",redcron_job=\"bad\",redcron_replica=\"r1\",namespace=\"test\"}",
             1.0,
         ),
         (
-            "redcron_runs_total{outcome=\"dead\",redcron_job=\"bad\",namespace=\"test\"}",
+            "redcron_runs_total{outcome=\"dead\",redcron_job=\"bad\",redcron_replica=\"r1\",namespace=\"test\"}",
             1.0,
         ),
         (
-            "redcron_retries_total{redcron_job=\"bad\",namespace=\"test\"}",
+            "redcron_retries_total{redcron_job=\"bad\",redcron_replica=\"r1\",namespace=\"test\"}",
             1.0,
         ),
         (
-            "redcron_run_duration_seconds_count{redcron_job=\"ok\",namespace=\"test\"}",
+            "redcron_run_duration_seconds_count{redcron_job=\"ok\",redcron_replica=\"r1\",namespace=\"test\"}",
             3.0,
         ),
         (
-            "redcron_run_duration_seconds_count{redcron_job=\"bad\",namespace=\"test\"}",
+            "redcron_run_duration_seconds_count{redcron_job=\"bad\",redcron_replica=\"r1\",namespace=\"test\"}",
             2.0,
         ),
         ("redcron_dead_runs{namespace=\"test\"}", 1.0),
@@ -824,7 +824,7 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     }
     // Ad-hoc runs have no fire time: no fire lag is observed.
     assert!(
-        !metrics.contains("redcron_fire_lag_seconds_count{redcron_job=\"ok\",namespace=\"test\"}"),
+        !metrics.contains("redcron_fire_lag_seconds_count{redcron_job=\"ok\",redcron_replica=\"r1\",namespace=\"test\"}"),
         "{metrics}"
     );
     assert!(
@@ -840,7 +840,7 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     assert!(wait_until(Duration::from_secs(10), || {
         sample(
             &http_get(port, "/metrics").1,
-            "redcron_skipped_fires_total{reason=\"paused\",redcron_job=\"ok\",namespace=\"test\"}",
+            "redcron_skipped_fires_total{reason=\"paused\",redcron_job=\"ok\",redcron_replica=\"r1\",namespace=\"test\"}",
         ) == 1.0
     }));
 

@@ -202,13 +202,13 @@ mod tests {
     fn one_endpoint_serves_each_namespace_under_its_label_and_fails_with_any() {
         let (a, b) = (Arc::new(Metrics::new("a")), Arc::new(Metrics::new("b")));
         a.leader.set(1);
-        b.runs_total.with_label_values(&["j", "dead"]).inc();
+        b.record_run("j", "dead");
         let endpoint = Endpoint::new(vec![a.clone(), b.clone()]);
         let exported = endpoint.encode();
         for series in [
             "redcron_leader{namespace=\"a\"} 1",
             "redcron_leader{namespace=\"b\"} 0",
-            "redcron_runs_total{outcome=\"dead\",redcron_job=\"j\",namespace=\"b\"} 1",
+            "redcron_runs_total{outcome=\"dead\",redcron_job=\"j\",redcron_replica=\"\",namespace=\"b\"} 1",
             "redcron_log_lines_dropped_total ",
         ] {
             assert!(
@@ -248,24 +248,17 @@ mod tests {
     }
 
     /// Prometheus sets `job` to the scrape target's: a series of its own with a `job` label has
-    /// it renamed `exported_job`, and a dashboard grouped by job would merge every job.
+    /// it renamed `exported_job`, and a dashboard grouped by job would merge every job. Each
+    /// also names the replica that ran or skipped the run.
     #[test]
-    fn per_job_series_name_the_job_apart_from_the_scrape_target() {
+    fn per_job_series_name_the_job_apart_from_the_scrape_target_and_the_replica() {
         let metrics = Metrics::new("test");
-        metrics
-            .runs_total
-            .with_label_values(&["nightly", "succeeded"])
-            .inc();
-        metrics
-            .run_duration_seconds
-            .with_label_values(&["nightly"])
-            .observe(0.1);
-        metrics
-            .fire_lag_seconds
-            .with_label_values(&["nightly"])
-            .observe(0.1);
+        metrics.set_replica("r1");
+        metrics.record_run("nightly", "succeeded");
+        metrics.observe_duration("nightly", 0.1);
+        metrics.observe_fire_lag("nightly", 0.1);
         metrics.record_skip("nightly", "paused");
-        metrics.retries_total.with_label_values(&["nightly"]).inc();
+        metrics.record_retry("nightly");
         let exported = Endpoint::new(vec![Arc::new(metrics)]).encode();
         for family in [
             "redcron_runs_total{",
@@ -279,6 +272,7 @@ mod tests {
                 .find(|line| line.starts_with(family))
                 .unwrap_or_else(|| panic!("no {family} series in\n{exported}"));
             assert!(series.contains("redcron_job=\"nightly\""), "{series}");
+            assert!(series.contains("redcron_replica=\"r1\""), "{series}");
         }
         assert!(
             !exported.contains("{job=") && !exported.contains(",job="),
@@ -291,23 +285,11 @@ mod tests {
     fn contrib_dashboard_and_alerts_use_exported_metrics() {
         let metrics = Metrics::new("test");
         // Touch the labelled families so that they appear in the exposition.
-        metrics
-            .runs_total
-            .with_label_values(&["j", "succeeded"])
-            .inc();
-        metrics
-            .run_duration_seconds
-            .with_label_values(&["j"])
-            .observe(0.1);
-        metrics
-            .fire_lag_seconds
-            .with_label_values(&["j"])
-            .observe(0.1);
-        metrics
-            .skipped_fires_total
-            .with_label_values(&["j", "paused"])
-            .inc();
-        metrics.retries_total.with_label_values(&["j"]).inc();
+        metrics.record_run("j", "succeeded");
+        metrics.observe_duration("j", 0.1);
+        metrics.observe_fire_lag("j", 0.1);
+        metrics.record_skip("j", "paused");
+        metrics.record_retry("j");
         metrics
             .ready_runs
             .with_label_values(&["default", "high"])

@@ -12,6 +12,8 @@
 //! One [`Endpoint`] serves a process: the metrics of every namespace it serves, merged into one
 //! exposition, and one health that fails when any namespace's does.
 
+use std::sync::OnceLock;
+
 use prometheus::{
     HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
@@ -27,18 +29,18 @@ pub struct Metrics {
     /// The namespace the replica serves: the `namespace` label of every series.
     namespace: String,
     registry: Registry,
-    /// `redcron_runs_total{redcron_job,outcome}`: runs finished, by outcome (succeeded,
-    /// retrying, dead).
+    /// `redcron_runs_total{redcron_job,redcron_replica,outcome}`: runs finished, by outcome
+    /// (succeeded, retrying, dead).
     pub runs_total: IntCounterVec,
-    /// `redcron_run_duration_seconds{redcron_job}`.
+    /// `redcron_run_duration_seconds{redcron_job,redcron_replica}`.
     pub run_duration_seconds: HistogramVec,
-    /// `redcron_fire_lag_seconds{redcron_job}`: start minus fire time of each cron fire's first
+    /// `redcron_fire_lag_seconds{redcron_job,redcron_replica}`: start minus fire time of each cron fire's first
     /// start, so that retries, runs handed back and re-driven runs, which start late by
     /// design, do not read as a late scheduler.
     pub fire_lag_seconds: HistogramVec,
-    /// `redcron_skipped_fires_total{redcron_job,reason}`.
+    /// `redcron_skipped_fires_total{redcron_job,redcron_replica,reason}`.
     pub skipped_fires_total: IntCounterVec,
-    /// `redcron_retries_total{redcron_job}`.
+    /// `redcron_retries_total{redcron_job,redcron_replica}`.
     pub retries_total: IntCounterVec,
     /// `redcron_notices_total{target,result}`: deliveries of notices by kind of target (mail,
     /// webhook, exec) and result (sent, failed: to be tried again, given_up).
@@ -100,11 +102,19 @@ pub struct Metrics {
     pub redis_errors_total: IntCounter,
     /// What `/healthz` and `/readyz` report.
     pub health: Health,
+    /// The id of the replica these metrics count for, once it starts: the `redcron_replica`
+    /// label of the per-run series, so that a dashboard or an alert names the replica that ran
+    /// or skipped a run whatever the scrape target's labels say (an every-replica job's runs
+    /// differ by replica).
+    replica: OnceLock<String>,
 }
 
 /// The label naming a run's job. Not `job`: Prometheus gives that name to the scrape target's
 /// job, and renames a target's own `job` label `exported_job`.
 pub const JOB_LABEL: &str = "redcron_job";
+
+/// The label naming the replica that ran or skipped a run.
+pub const REPLICA_LABEL: &str = "redcron_replica";
 
 /// Buckets for durations and lags, in seconds: from a millisecond to an hour.
 const BUCKETS: [f64; 16] = [
@@ -138,7 +148,10 @@ impl Metrics {
         };
         let histogram_vec = |name: &str, help: &str| {
             let options = HistogramOpts::new(name, help).buckets(BUCKETS.to_vec());
-            registered(&registry, HistogramVec::new(options, &[JOB_LABEL]))
+            registered(
+                &registry,
+                HistogramVec::new(options, &[JOB_LABEL, REPLICA_LABEL]),
+            )
         };
         let gauge = |name: &str, help: &str| registered(&registry, IntGauge::new(name, help));
         let counter = |name: &str, help: &str| registered(&registry, IntCounter::new(name, help));
@@ -156,7 +169,7 @@ impl Metrics {
             runs_total: counter_vec(
                 "redcron_runs_total",
                 "Runs finished, by outcome",
-                &[JOB_LABEL, "outcome"],
+                &[JOB_LABEL, REPLICA_LABEL, "outcome"],
             ),
             run_duration_seconds: histogram_vec(
                 "redcron_run_duration_seconds",
@@ -174,7 +187,7 @@ impl Metrics {
             skipped_fires_total: counter_vec(
                 "redcron_skipped_fires_total",
                 "Fires recorded as skipped, by reason",
-                &[JOB_LABEL, "reason"],
+                &[JOB_LABEL, REPLICA_LABEL, "reason"],
             ),
             rerouted_runs_total: counter_vec(
                 "redcron_rerouted_runs_total",
@@ -184,7 +197,7 @@ impl Metrics {
             retries_total: counter_vec(
                 "redcron_retries_total",
                 "Runs due again after a failure",
-                &[JOB_LABEL],
+                &[JOB_LABEL, REPLICA_LABEL],
             ),
             dead_runs: gauge(
                 "redcron_dead_runs",
@@ -257,6 +270,7 @@ impl Metrics {
             workers_max: gauge("redcron_workers_max", "Runs this replica executes at once"),
             redis_errors_total: counter("redcron_redis_errors_total", "Failed Redis calls"),
             health: Health::default(),
+            replica: OnceLock::new(),
             namespace: namespace.to_owned(),
             registry,
         }
@@ -272,7 +286,48 @@ impl Metrics {
     /// makes new series (see `engine::record_skips`).
     pub fn record_skip(&self, job: &str, reason: &str) {
         self.skipped_fires_total
-            .with_label_values(&[job, reason])
+            .with_label_values(&[job, self.replica(), reason])
             .inc();
+    }
+
+    /// Names the replica these metrics count for (its id); the first call wins, as a process
+    /// serves each namespace under one id.
+    pub fn set_replica(&self, id: &str) {
+        // A second call names the same replica: nothing to do.
+        let _ = self.replica.set(id.to_owned());
+    }
+
+    /// The `redcron_replica` label: this replica's id, or empty before it started (a store
+    /// used as a library, or by the CLI).
+    fn replica(&self) -> &str {
+        self.replica.get().map_or("", String::as_str)
+    }
+
+    /// Counts a run's attempt ended with `outcome` (succeeded, retrying, dead, lost).
+    pub fn record_run(&self, job: &str, outcome: &str) {
+        self.runs_total
+            .with_label_values(&[job, self.replica(), outcome])
+            .inc();
+    }
+
+    /// Counts a failed attempt that will be tried again.
+    pub fn record_retry(&self, job: &str) {
+        self.retries_total
+            .with_label_values(&[job, self.replica()])
+            .inc();
+    }
+
+    /// Observes how long an attempt of `job` ran.
+    pub fn observe_duration(&self, job: &str, seconds: f64) {
+        self.run_duration_seconds
+            .with_label_values(&[job, self.replica()])
+            .observe(seconds);
+    }
+
+    /// Observes a cron fire's first start, `seconds` after its fire time.
+    pub fn observe_fire_lag(&self, job: &str, seconds: f64) {
+        self.fire_lag_seconds
+            .with_label_values(&[job, self.replica()])
+            .observe(seconds);
     }
 }

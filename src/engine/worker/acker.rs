@@ -92,9 +92,7 @@ async fn record_batch(store: &Store, batch: &[PendingAck], held: &HeldRuns) {
         if recorded {
             store
                 .metrics()
-                .runs_total
-                .with_label_values(&[pending.job.as_str(), RunState::Succeeded.as_str()])
-                .inc();
+                .record_run(&pending.job, RunState::Succeeded.as_str());
         } else {
             warn!(
                 run = pending.ack.run_id,

@@ -92,9 +92,7 @@ impl Execution {
             let lag_ms = chrono::Utc::now().timestamp_millis() - fire_ms;
             self.store
                 .metrics()
-                .fire_lag_seconds
-                .with_label_values(&[job.name.as_str()])
-                .observe(lag_ms.max(0) as f64 / 1000.0);
+                .observe_fire_lag(&job.name, lag_ms.max(0) as f64 / 1000.0);
         }
         let started = Instant::now();
         let stop = Shutdown::new();
@@ -145,9 +143,7 @@ impl Execution {
         let duration_ms = started.elapsed().as_millis();
         self.store
             .metrics()
-            .run_duration_seconds
-            .with_label_values(&[job.name.as_str()])
-            .observe(started.elapsed().as_secs_f64());
+            .observe_duration(&job.name, started.elapsed().as_secs_f64());
 
         let failure = match (stopped, outcome) {
             (Some(Stopped::Lost), _) => {
@@ -402,21 +398,13 @@ impl Execution {
                 }
                 let outcome = match outcome {
                     FailOutcome::Retrying { .. } => {
-                        self.store
-                            .metrics()
-                            .retries_total
-                            .with_label_values(&[job])
-                            .inc();
+                        self.store.metrics().record_retry(job);
                         RunState::Retrying.as_str()
                     }
                     FailOutcome::Dead => RunState::Dead.as_str(),
                     FailOutcome::Gone => FailReason::Lost.as_str(),
                 };
-                self.store
-                    .metrics()
-                    .runs_total
-                    .with_label_values(&[job, outcome])
-                    .inc();
+                self.store.metrics().record_run(job, outcome);
             }
             None => warn!(
                 run = run_id,
