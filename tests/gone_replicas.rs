@@ -267,3 +267,68 @@ fn a_replica_down_skip_sends_the_jobs_skipped_notice_once_naming_the_replica() {
         .collect();
     assert_eq!(runs.len(), notices.len(), "a run told twice: {notices:?}");
 }
+
+#[test]
+fn jobs_and_status_say_when_no_live_replica_declares_a_pinned_job() {
+    let (server, dir) = start(
+        "[jobs.renew-cert]\nschedule = \"@every 1s\"\nwhere = [\"replica=c\"]\ncommand = \"true\"\n\
+         [jobs.tick]\nschedule = \"@every 1s\"\ncommand = \"true\"\n",
+    );
+    let mut replicas = vec![
+        replica(&server, &dir, "a", &[]),
+        replica(&server, &dir, "c", &[]),
+    ];
+    let jobs = || listed(&server, &dir, &["jobs", "--json"], "jobs");
+    let declared_live = |name: &str| {
+        jobs()
+            .into_iter()
+            .find(|job| job["job"] == name)
+            .map(|job| job["declared_live"].clone())
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            declared_live("renew-cert") == Some(Value::Bool(true))
+                && declared_live("tick") == Some(Value::Bool(true))
+        }),
+        "{:?}\n{}",
+        jobs(),
+        ReplicaProcess::logs(&replicas)
+    );
+    replicas[1].kill9();
+    // Once c's heartbeats are stale, the job is listed as declared by no live replica, within
+    // the hold time that keeps it planned.
+    assert!(
+        wait_until(Duration::from_secs(20), || declared_live("renew-cert")
+            == Some(Value::Bool(false))),
+        "{:?}\n{}",
+        jobs(),
+        ReplicaProcess::logs(&replicas)
+    );
+    assert_eq!(declared_live("tick"), Some(Value::Bool(true)));
+    let table = cli(&server, dir.path(), &["jobs"]).success();
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|line| line.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no row of {name}: {table}"))
+            .to_owned()
+    };
+    assert!(
+        row("renew-cert").contains("NOT DECLARED by any live replica"),
+        "{table}"
+    );
+    assert!(!row("tick").contains("NOT DECLARED"), "{table}");
+    let status = cli(&server, dir.path(), &["status"]).success();
+    let warnings: Vec<&str> = status
+        .lines()
+        .filter(|line| line.contains("no live replica declares it"))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "job renew-cert: no live replica declares it; where = [replica=c]: its fires wait for \
+          one that does, and are skipped (undeclared) once none has for 5 minutes"
+        ],
+        "{status}"
+    );
+}

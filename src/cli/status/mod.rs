@@ -1,6 +1,7 @@
 //! `redcron status` and `redcron jobs`: what the replicas are doing, read from Redis alone.
 
 mod refused;
+mod undeclared;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -618,6 +619,12 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         for aside in &overview.undeclared {
             writeln!(out, "{}", set_aside(&overview, aside))?;
         }
+        for job in jobs
+            .iter()
+            .filter(|job| !undeclared::declared_live(&overview, &job.name, refused))
+        {
+            writeln!(out, "{}", undeclared::warning(job))?;
+        }
         writeln!(out)?;
         let replicas: Vec<Vec<String>> = overview
             .replicas
@@ -773,6 +780,9 @@ fn exit_status(
     failing_text.map_or(Ok(()), |text| Err(CliError::ScriptsFailing(text)))
 }
 
+/// What the WARNING column of `jobs` says of a job no live replica declares.
+const NO_LIVE_DECLARER: &str = "NOT DECLARED by any live replica";
+
 pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {
     let (overview, events) = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
@@ -798,6 +808,7 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
                     "declared_by": declarers.same,
                     "drift": declarers.differs,
                     "not_declared_by": declarers.undeclared,
+                    "declared_live": undeclared::declared_live(&overview, &job.name, false),
                     "where": job.selector(),
                     "on": if job.on_every() { "every" } else { "one" },
                     "last_by_replica": last_by_replica(&events, &job.name)
@@ -820,7 +831,14 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
     let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|job| {
-            let warning = Declarers::of(&overview, job).warning();
+            let mut warning = Declarers::of(&overview, job).warning();
+            if !undeclared::declared_live(&overview, &job.name, false) {
+                warning = [NO_LIVE_DECLARER, warning.as_str()]
+                    .into_iter()
+                    .filter(|part| !part.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("; ");
+            }
             vec![
                 job.label(),
                 match (&job.summary, job.schedule()) {
