@@ -65,13 +65,21 @@ for _, entry in ipairs(lists) do
     local run_key = key_run(prefix, run_id)
     -- A record that is no hash (damaged) is left where it is, for the reaper's walk over the
     -- records: an error here would stop the sweep after its first writes.
-    local fields = redis.pcall('HMGET', run_key, 'job', 'state', 'due_ms')
-    local job, state, due_ms = false, false, false
+    local fields = redis.pcall('HMGET', run_key, 'job', 'state', 'due_ms', 'attempt', 'starting',
+      'reason')
+    local job, state, due_ms, attempt, starting, last_reason = false, false, false, false, false,
+      false
     if not fields.err then
-      job, state, due_ms = unpack(fields, 1, 3)
+      job, state, due_ms, attempt, starting, last_reason = unpack(fields, 1, 6)
     end
     if state == 'ready' and job and (tonumber(due_ms) or 0) < gone_since then
       redis.call('LREM', list, 1, run_id)
+      if attempt == '0' and (starting == '1' or last_reason == 'not-started') then
+        -- Claimed ahead and handed back before its start (its replica killed in between), it
+        -- ran nothing: the start and worker of that claim are not its (as promote_due.lua
+        -- clears them when it skips one).
+        redis.call('HDEL', run_key, 'worker', 'started_ms', 'starting')
+      end
       skip_run(prefix, run_key, run_id, job, 'replica-down', now, retention, events, maxlen,
         told[job])
       told[job] = true

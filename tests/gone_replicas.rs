@@ -332,3 +332,61 @@ fn jobs_and_status_say_when_no_live_replica_declares_a_pinned_job() {
         "{status}"
     );
 }
+
+#[test]
+fn a_run_claimed_ahead_by_a_replica_killed_before_its_start_is_skipped_with_no_start() {
+    // b claims its runs a second ahead, and holds them five seconds past their due time: killed,
+    // it leaves runs claimed and never started, which go back to its route in time and are
+    // skipped once it has been gone for the threshold.
+    let threshold = ["--misfire-threshold", "10s"];
+    let (server, dir) =
+        start("[jobs.rotate]\nschedule = \"@every 1s\"\non = \"every\"\ncommand = \"true\"\n");
+    let mut replicas = vec![
+        replica(&server, &dir, "a", &threshold),
+        replica(
+            &server,
+            &dir,
+            "b",
+            &[threshold[0], threshold[1], "--claim-ahead", "1s"],
+        ),
+    ];
+    let history_of_b = || {
+        listed(
+            &server,
+            &dir,
+            &["history", "--replica", "b", "-n", "500", "--json"],
+            "runs",
+        )
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || history_of_b()
+            .iter()
+            .any(|run| run["outcome"] == "succeeded")),
+        "b ran nothing\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    replicas[1].kill9();
+    let skipped = || -> Vec<String> {
+        history_of_b()
+            .into_iter()
+            .filter(|run| run["reason"] == "replica-down")
+            .filter_map(|run| run["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    // Every run b had claimed ahead is skipped by then: its next fires were not yet claimed.
+    assert!(
+        wait_until(Duration::from_secs(40), || skipped().len() >= 5),
+        "{:?}\n{}",
+        history_of_b(),
+        ReplicaProcess::logs(&replicas)
+    );
+    for id in skipped() {
+        let shown =
+            one_document(&cli(&server, dir.path(), &["runs", "show", &id, "--json"]).success());
+        assert_eq!(shown["state"], "skipped", "{shown}");
+        assert!(
+            shown["started_ms"].is_null() && shown["worker"].is_null(),
+            "a run that never started shows a start: {shown}"
+        );
+    }
+}
