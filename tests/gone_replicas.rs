@@ -331,6 +331,20 @@ fn jobs_and_status_say_when_no_live_replica_declares_a_pinned_job() {
         ],
         "{status}"
     );
+    // With every replica down, one line says so, not one per job.
+    replicas[0].kill9();
+    let status = || cli(&server, dir.path(), &["status"]).stdout;
+    assert!(
+        wait_until(Duration::from_secs(20), || status()
+            .contains("no live replica:")),
+        "{}",
+        status()
+    );
+    assert!(
+        !status().contains("no live replica declares it"),
+        "{}",
+        status()
+    );
 }
 
 #[test]

@@ -619,9 +619,16 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         for aside in &overview.undeclared {
             writeln!(out, "{}", set_aside(&overview, aside))?;
         }
+        // With no replica alive, one line below the replicas says so for every job at once.
+        let any_alive = overview.replicas.iter().any(|replica| {
+            !matches!(
+                replica_state(&overview, replica, refused),
+                "lost" | "stopped"
+            )
+        });
         for job in jobs
             .iter()
-            .filter(|job| !undeclared::declared_live(&overview, &job.name, refused))
+            .filter(|job| any_alive && !undeclared::declared_live(&overview, &job.name, refused))
         {
             writeln!(out, "{}", undeclared::warning(job))?;
         }
