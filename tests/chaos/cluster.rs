@@ -24,6 +24,15 @@ pub fn keys() -> redcron::store::Keys {
 /// How long finished runs are kept: short, so that the memory check sees them expire.
 const RETENTION: &str = "10s";
 
+/// The variable that tells a job's command which replica runs it.
+pub const REPLICA_VARIABLE: &str = "CHAOS_REPLICA";
+
+/// The label of every replica but the last, which the every-replica job's `where` names.
+pub const WEB_ROLE: &str = "role=web";
+
+/// The label of the last replica, which the every-replica job leaves out.
+const DB_ROLE: &str = "role=db";
+
 /// The schedule file of a version of the jobs, whose runs append to the ledger at the path
 /// given.
 pub type Jobs = fn(&Path, u32) -> String;
@@ -70,7 +79,8 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `replicas` replicas on `redis`, with `flags` added, on version 0 of the schedule
     /// files `jobs`; with `skewed`, the second replica's clock runs 5 minutes ahead and the
-    /// third's 5 minutes behind.
+    /// third's 5 minutes behind. Each but the last carries [`WEB_ROLE`], the last
+    /// [`DB_ROLE`].
     pub fn start(
         redis: Redis,
         replicas: usize,
@@ -137,6 +147,11 @@ impl Cluster {
 
     /// Starts replica `index` (again), logging to a file of its own for this incarnation.
     pub fn start_replica(&mut self, index: usize) {
+        let role = if index + 1 == self.slots.len() {
+            DB_ROLE
+        } else {
+            WEB_ROLE
+        };
         let slot = &mut self.slots[index];
         slot.incarnation += 1;
         let log_dir = self
@@ -149,14 +164,17 @@ impl Cluster {
             .faketime_library
             .as_ref()
             .map(|path| path.to_string_lossy().into_owned());
-        let env: Vec<(&str, &str)> = match (slot.skew, &library) {
+        let mut env: Vec<(&str, &str)> = match (slot.skew, &library) {
             (Some(skew), Some(library)) => {
                 vec![("LD_PRELOAD", library), ("FAKETIME", skew.faketime())]
             }
             _ => Vec::new(),
         };
+        // The jobs' commands inherit it: each ledger line names the replica that ran it.
+        let id = slot.id.clone();
+        env.push((REPLICA_VARIABLE, &id));
         let schedules = self.dir.path().join("schedules").join(&slot.id);
-        let mut flags = vec!["--retention", RETENTION];
+        let mut flags = vec!["--retention", RETENTION, "--label", role];
         flags.extend(self.flags.iter().map(String::as_str));
         slot.process = Some(ReplicaProcess::start_with_env(
             &slot.id,
@@ -216,6 +234,15 @@ impl Cluster {
         if let Some(process) = &self.slots[index].process {
             process.signal(signal);
         }
+    }
+
+    /// The ids of the replicas labelled [`WEB_ROLE`]: the targets of the every-replica job.
+    pub fn web_replicas(&self) -> Vec<String> {
+        let web = self.slots.len() - 1;
+        self.slots[..web]
+            .iter()
+            .map(|slot| slot.id.clone())
+            .collect()
     }
 
     /// The replica index of replica id `id`.

@@ -5,8 +5,15 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use redcron::store::keys::slot_group;
+
+use crate::cluster::{REPLICA_VARIABLE, WEB_ROLE};
 use crate::observe::Observed;
 use crate::plan::DEPLOY_SETTLE;
+
+mod every;
+
+pub use every::PerReplica;
 
 /// How a job behaves, and so what the ledger must show for each of its fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +60,21 @@ impl Work {
     }
 }
 
+/// Which replicas run a job's fires (its `where` and `on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Any replica, once per fire.
+    Anywhere,
+    /// Once per fire, on the replica with this id alone (`where = ["replica=<id>"]`).
+    Pinned(&'static str),
+    /// Once per fire on every replica labelled [`WEB_ROLE`] (`on = "every"`).
+    EveryWeb,
+}
+
+/// The replica the pinned job runs on: the second, there whatever `--replicas` says, and the
+/// one whose clock runs ahead in the clock-skew scenario.
+pub const PINNED_REPLICA: &str = "r2";
+
 /// A job the runner declares: it fires when the epoch second is `offset_s` modulo `period_s`.
 #[derive(Debug, Clone)]
 pub struct JobSpec {
@@ -62,6 +84,7 @@ pub struct JobSpec {
     work: Work,
     pub kind: Kind,
     pub settings: Settings,
+    pub placement: Placement,
 }
 
 impl JobSpec {
@@ -73,7 +96,13 @@ impl JobSpec {
             work,
             kind: Kind::AtLeastOnce,
             settings: Settings::Defaults,
+            placement: Placement::Anywhere,
         }
+    }
+
+    fn placed(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
     }
 
     fn allow(mut self, kind: Kind) -> Self {
@@ -102,7 +131,9 @@ impl JobSpec {
 /// With overlap allowed: one every second, long ones (6 s) of each delivery every 15 s, and one
 /// that always crashes every 30 s. With the default settings: one every second, one every
 /// second that takes 0.3 to 0.8 s, and the jobs a deploy touches: `shifting`, every 2 s in even
-/// versions and every 3 s in odd ones, and `added-N`, every second from version N on.
+/// versions and every 3 s in odd ones, and `added-N`, every second from version N on. Placed,
+/// with the default settings: `every-web` every second on each web replica, and `pinned` every
+/// 2 s on [`PINNED_REPLICA`] alone.
 pub fn jobs(version: u32) -> Vec<JobSpec> {
     let mut jobs = vec![
         JobSpec::new("tick", 1, 0, Work::Nothing).allow(Kind::AtLeastOnce),
@@ -112,6 +143,8 @@ pub fn jobs(version: u32) -> Vec<JobSpec> {
         JobSpec::new("beat", 1, 0, Work::Nothing),
         JobSpec::new("busy", 1, 0, Work::Varying),
         JobSpec::new("shifting", 2 + i64::from(version % 2), 0, Work::Nothing),
+        JobSpec::new("every-web", 1, 0, Work::Nothing).placed(Placement::EveryWeb),
+        JobSpec::new("pinned", 2, 1, Work::Nothing).placed(Placement::Pinned(PINNED_REPLICA)),
     ];
     for added in 1..=version {
         jobs.push(JobSpec::new(&format!("added-{added}"), 1, 0, Work::Nothing));
@@ -124,12 +157,13 @@ const CRASH_ATTEMPTS: u32 = 3;
 
 /// The schedule file declaring the [`jobs`] of `version`, whose runs append to `ledger`. Start
 /// times come from `date` with libfaketime taken out of its environment: the ledger uses the
-/// real clock even on a replica whose clock is skewed.
+/// real clock even on a replica whose clock is skewed. Each line ends with the replica that
+/// ran it ([`REPLICA_VARIABLE`]).
 pub fn schedule_file(ledger: &Path, version: u32) -> String {
     let record = |tag: &str| {
         format!(
             "echo \"$REDCRON_RUN_ID $(env -u LD_PRELOAD -u FAKETIME date +%s%3N) \
-             $REDCRON_ATTEMPT {tag}\" >> {}",
+             $REDCRON_ATTEMPT {tag} ${REPLICA_VARIABLE}\" >> {}",
             ledger.display()
         )
     };
@@ -166,6 +200,16 @@ pub fn schedule_file(ledger: &Path, version: u32) -> String {
             )
             .expect("writing to a String");
         }
+        match job.placement {
+            Placement::Anywhere => {}
+            Placement::Pinned(replica) => {
+                writeln!(file, "where = [\"replica={replica}\"]").expect("writing to a String");
+            }
+            Placement::EveryWeb => {
+                writeln!(file, "where = [\"{WEB_ROLE}\"]\non = \"every\"")
+                    .expect("writing to a String");
+            }
+        }
         writeln!(file, "command = '''{command}'''\n").expect("writing to a String");
     }
     file
@@ -178,6 +222,8 @@ pub struct Entry {
     pub at_ms: i64,
     pub attempt: u32,
     pub tag: String,
+    /// The id of the replica whose command wrote it.
+    pub replica: String,
 }
 
 /// Every well-formed line of the ledger at `path` (a line cut by a kill is left out).
@@ -192,6 +238,7 @@ pub fn read(path: &Path) -> Vec<Entry> {
                 at_ms: words.next()?.parse().ok()?,
                 attempt: words.next()?.parse().ok()?,
                 tag: words.next()?.to_owned(),
+                replica: words.next()?.to_owned(),
             })
         })
         .collect()
@@ -244,6 +291,9 @@ pub struct Timeline {
     pub losses: Vec<Loss>,
     /// In order.
     pub deploys: Vec<Deploy>,
+    /// The replicas labelled [`WEB_ROLE`]: each fire of the every-replica job targets them all,
+    /// since none stays down near the misfire threshold (60 s).
+    pub web_replicas: Vec<String>,
 }
 
 /// What a fire's schedules say about it.
@@ -365,6 +415,12 @@ pub struct Verdict {
     pub optional_executed: usize,
     /// The fires of the jobs with the default settings alone.
     pub default_settings: Tally,
+    /// The fires of the job pinned to [`PINNED_REPLICA`] alone.
+    pub pinned: Tally,
+    /// Starts of the pinned job on another replica than [`PINNED_REPLICA`].
+    pub pinned_wrong_replica: usize,
+    /// Each fire of the every-replica job, judged per target replica.
+    pub every: PerReplica,
     /// The longest time between two consecutive starts of [`GAP_JOB`] (fires of the window),
     /// ms: how long fires of an every-second job with the default settings stalled at worst.
     pub longest_gap_ms: i64,
@@ -382,6 +438,17 @@ pub struct Tally {
     pub missed: usize,
     pub duplicated: usize,
     pub skipped_as_overlap: usize,
+}
+
+impl Tally {
+    /// Adds what one fire's judgement changed, from `before` to `after`.
+    fn add_change(&mut self, before: Tally, after: Tally) {
+        self.expected += after.expected - before.expected;
+        self.executed += after.executed - before.executed;
+        self.missed += after.missed - before.missed;
+        self.duplicated += after.duplicated - before.duplicated;
+        self.skipped_as_overlap += after.skipped_as_overlap - before.skipped_as_overlap;
+    }
 }
 
 impl Verdict {
@@ -434,6 +501,13 @@ fn split_run(run: &str) -> Option<(&str, i64)> {
     Some((job, fire.parse().ok()?))
 }
 
+/// Every whole second of `timeline`'s window, ms: the instants a job of the runner may fire.
+fn seconds(timeline: &Timeline) -> impl Iterator<Item = i64> {
+    let first_second =
+        timeline.from_ms.div_euclid(1000) + i64::from(timeline.from_ms.rem_euclid(1000) != 0);
+    (first_second..=timeline.to_ms.div_euclid(1000)).map(|second| second * 1000)
+}
+
 /// Compares the ledger and what `observed` saw of Redis with every fire of every job in
 /// `timeline`'s window.
 pub fn judge(ledger: &[Entry], observed: &Observed, timeline: &Timeline) -> Verdict {
@@ -445,10 +519,14 @@ pub fn judge(ledger: &[Entry], observed: &Observed, timeline: &Timeline) -> Verd
     let last_version = timeline.deploys.last().map_or(0, |deploy| deploy.version);
     let mut verdict = Verdict::default();
     for job in jobs(last_version) {
-        let first_second =
-            timeline.from_ms.div_euclid(1000) + i64::from(timeline.from_ms.rem_euclid(1000) != 0);
-        for second in first_second..=timeline.to_ms.div_euclid(1000) {
-            let fire = second * 1000;
+        if job.placement == Placement::EveryWeb {
+            every::judge(&mut verdict, &job, &by_run, &records, timeline);
+            continue;
+        }
+        if let Placement::Pinned(replica) = job.placement {
+            every::judge_pinned(&mut verdict, &job, replica, &by_run);
+        }
+        for fire in seconds(timeline) {
             let run = format!("{}@{fire}", job.name);
             let entries = by_run.get(run.as_str()).map(Vec::as_slice).unwrap_or(&[]);
             let fire_judge = FireJudge {
@@ -466,14 +544,12 @@ pub fn judge(ledger: &[Entry], observed: &Observed, timeline: &Timeline) -> Verd
                 Expect::Optional => fire_judge.optional(&mut verdict),
                 Expect::Undefined => fire_judge.undefined(&mut verdict),
             }
+            let after = verdict.tally();
             if job.settings == Settings::Defaults {
-                let after = verdict.tally();
-                let tally = &mut verdict.default_settings;
-                tally.expected += after.expected - before.expected;
-                tally.executed += after.executed - before.executed;
-                tally.missed += after.missed - before.missed;
-                tally.duplicated += after.duplicated - before.duplicated;
-                tally.skipped_as_overlap += after.skipped_as_overlap - before.skipped_as_overlap;
+                verdict.default_settings.add_change(before, after);
+            }
+            if job.placement != Placement::Anywhere {
+                verdict.pinned.add_change(before, after);
             }
         }
     }
@@ -704,6 +780,14 @@ impl FireJudge<'_> {
     }
 }
 
+/// The slots a run of a fire counts against (its job's, or for a replica's run of an
+/// every-replica fire its job's on that replica), its job, and its fire, ms.
+fn slot_of(run: &str) -> Option<(String, &str, i64)> {
+    let (job, rest) = run.rsplit_once('@')?;
+    let fire = rest.split_once(':').map_or(rest, |(fire, _)| fire);
+    Some((slot_group(job, run).into_owned(), job, fire.parse().ok()?))
+}
+
 /// One attempt of a run: from its start until its outcome was recorded (`None`: never seen).
 struct Attempt<'a> {
     run: &'a str,
@@ -712,7 +796,8 @@ struct Attempt<'a> {
 }
 
 /// A fire may be skipped as an overlap only when its job has a limit and a run of it that had
-/// started by the fire's due time was still holding it then: its outcome not yet recorded.
+/// started by the fire's due time was still holding it then: its outcome not yet recorded (for a
+/// replica's run of an every-replica fire, a run of the job on that replica).
 /// Redis's own record of that can be taken back by a crash or a restore, so the attempts are
 /// those the observer saw (start and end in the run hash, holding a slot) and those the ledger
 /// saw start, each ended by the first outcome recorded after its start.
@@ -738,28 +823,28 @@ fn judge_overlap_skips(
             .get(run)
             .and_then(|times| times.iter().find(|at| **at > start).copied())
     };
-    let mut attempts: HashMap<&str, Vec<Attempt>> = HashMap::new();
+    let mut attempts: HashMap<String, Vec<Attempt>> = HashMap::new();
     for ((run, start), end) in &observed.attempts {
-        let Some((job, _)) = split_run(run) else {
+        let Some((group, _, _)) = slot_of(run) else {
             continue;
         };
         let end = match (*end, first_outcome_after(run, *start)) {
             (Some(end), Some(outcome)) => Some(end.min(outcome)),
             (end, outcome) => end.or(outcome),
         };
-        attempts.entry(job).or_default().push(Attempt {
+        attempts.entry(group).or_default().push(Attempt {
             run,
             start: *start,
             end,
         });
     }
     for (run, entries) in by_run {
-        let Some((job, _)) = split_run(run) else {
+        let Some((group, _, _)) = slot_of(run) else {
             continue;
         };
         for entry in entries.iter().filter(|entry| entry.tag == "start") {
             let end = first_outcome_after(run, entry.at_ms);
-            attempts.entry(job).or_default().push(Attempt {
+            attempts.entry(group.clone()).or_default().push(Attempt {
                 run,
                 start: entry.at_ms,
                 end,
@@ -778,7 +863,7 @@ fn judge_overlap_skips(
         .collect();
     skipped.sort_unstable();
     for run in skipped {
-        let Some((job, due)) = split_run(run) else {
+        let Some((group, job, due)) = slot_of(run) else {
             continue;
         };
         verdict.overlap_skips += 1;
@@ -789,7 +874,7 @@ fn judge_overlap_skips(
             ));
             continue;
         }
-        let of_job = attempts.get(job).map(Vec::as_slice).unwrap_or(&[]);
+        let of_job = attempts.get(&group).map(Vec::as_slice).unwrap_or(&[]);
         let holder = of_job.iter().find(|attempt| {
             attempt.run != run && attempt.start <= due && attempt.end.is_none_or(|end| end > due)
         });

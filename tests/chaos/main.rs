@@ -45,7 +45,7 @@ use nix::sys::signal::Signal;
 use redis::Commands;
 
 use cluster::{Cluster, NAMESPACE, keys, now_ms, sleep_until_ms, wait_for};
-use ledger::{Loss, LossKind, Timeline};
+use ledger::{Loss, LossKind, Placement, Timeline};
 use observe::Observer;
 use plan::{
     DOWN, FAILOVER_LIMIT, Fault, LEADER_PAUSE, REDIS_FREEZE, REDIS_STALL, SNAPSHOT_AGE, Scenario,
@@ -267,10 +267,20 @@ fn run(options: &Options) -> Report {
             .violations
             .push("no leader within 30 s of starting".to_owned());
     }
+    // A job the leader does not declare is planned once it has read the declarations of the
+    // replicas that do: the window opens on a cluster that plans every job.
+    if wait_for(Duration::from_secs(30), || placed_jobs_planned(&cluster)).is_none() {
+        faults.violations.push(
+            "the jobs placed on other replicas than the leader not planned within 30 s of a \
+             leader"
+                .to_owned(),
+        );
+    }
     let from = (now_ms() / 1000 + 2) * 1000;
     let to = from + window_ms;
     faults.timeline.from_ms = from;
     faults.timeline.to_ms = to;
+    faults.timeline.web_replicas = cluster.web_replicas();
     sleep_until_ms(from + 9_000);
     let memory_baseline = retained_memory(&cluster);
 
@@ -343,7 +353,8 @@ fn run(options: &Options) -> Report {
         "topology={} replicated_writes={} \
          fires_expected={} executed={} missed={} duplicated={} reruns_after_lost={} \
          overlap_skips={} unjustified_overlap_skips={} fenced_writes={fenced_writes} \
-         lag_ms_p50={} lag_ms_p99={} lag_ms_max={} longest_gap_ms={}",
+         lag_ms_p50={} lag_ms_p99={} lag_ms_max={} longest_gap_ms={} \
+         every: {} pinned: expected={} executed={} missed={} doubled={} wrong_replica={}",
         options.topology.name(),
         options.replicated_writes,
         verdict.fires_expected,
@@ -357,6 +368,12 @@ fn run(options: &Options) -> Report {
         verdict.lag(0.99),
         verdict.lag(1.0),
         verdict.longest_gap_ms,
+        verdict.every,
+        verdict.pinned.expected,
+        verdict.pinned.executed,
+        verdict.pinned.missed,
+        verdict.pinned.duplicated,
+        verdict.pinned_wrong_replica,
     );
     let details = format!(
         "chaos: seed={seed} scenarios={} faults={} leaders={} epochs={:?} \
@@ -717,6 +734,24 @@ fn epoch_violations(seen: &[(i64, String, u64)], restores: &[(i64, u64)]) -> Vec
         })
         .map(|pair| format!("leader {:?} came after {:?}", pair[1], pair[0]))
         .collect()
+}
+
+/// Whether the leader plans every placed job (`where`, `on`) of the first version, and every
+/// web replica is a target of the every-replica ones.
+fn placed_jobs_planned(cluster: &Cluster) -> Option<()> {
+    let mut connection = cluster.connection(Duration::from_millis(500)).ok()?;
+    let web = cluster.web_replicas().len();
+    for job in ledger::jobs(0) {
+        if job.placement == Placement::Anywhere {
+            continue;
+        }
+        let planned: bool = connection.hexists(keys().planned(), &job.name).ok()?;
+        let targets: usize = connection.zcard(keys().targets(&job.name)).ok()?;
+        if !planned || (job.placement == Placement::EveryWeb && targets < web) {
+            return None;
+        }
+    }
+    Some(())
 }
 
 /// Runs still in the active set once every replica has stopped.

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use redcron::store::keys::slot_group;
+
 use crate::cluster::{keys, now_ms};
 use crate::topology::Locator;
 
@@ -195,7 +197,8 @@ impl Reader {
     }
 
     /// Reads which runs hold a slot of their job now, as `claim_runs.lua` sees them when it
-    /// decides an overlap: in `running:<job>`, state `active`, with a start.
+    /// decides an overlap: in `running:<job>` (`running:<job>@<replica>` for a replica's run of
+    /// an every-replica fire), state `active`, with a start.
     fn read_holds(&mut self, connection: &mut redis::Connection) -> redis::RedisResult<()> {
         let active: Vec<String> = redis::cmd("ZRANGE")
             .arg(keys().active())
@@ -211,7 +214,7 @@ impl Reader {
                 .arg("state")
                 .arg("started_ms")
                 .cmd("ZSCORE")
-                .arg(keys().running(job))
+                .arg(keys().running(&slot_group(job, run)))
                 .arg(run);
         }
         let replies: Vec<SlotReading> = if active.is_empty() {
