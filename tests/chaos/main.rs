@@ -354,7 +354,8 @@ fn run(options: &Options) -> Report {
          fires_expected={} executed={} missed={} duplicated={} reruns_after_lost={} \
          overlap_skips={} unjustified_overlap_skips={} fenced_writes={fenced_writes} \
          lag_ms_p50={} lag_ms_p99={} lag_ms_max={} longest_gap_ms={} \
-         every: {} pinned: expected={} executed={} missed={} doubled={} wrong_replica={}",
+         every: {} pinned: expected={} executed={} missed={} overlap_skips={} doubled={} \
+         wrong_replica={}",
         options.topology.name(),
         options.replicated_writes,
         verdict.fires_expected,
@@ -372,6 +373,7 @@ fn run(options: &Options) -> Report {
         verdict.pinned.expected,
         verdict.pinned.executed,
         verdict.pinned.missed,
+        verdict.pinned.skipped_as_overlap,
         verdict.pinned.duplicated,
         verdict.pinned_wrong_replica,
     );
