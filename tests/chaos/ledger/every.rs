@@ -26,8 +26,9 @@ pub struct PerReplica {
     /// handed it back unfinished, or Redis lost the record of its start (fsync window,
     /// restore).
     pub rerun: usize,
-    /// Starts of a replica's run on another replica, or of a run meant for a replica the
-    /// job's `where` leaves out, or of the fire itself as one run: each a broken invariant.
+    /// Starts of a replica's run on another replica, or of the fire itself as one run, and
+    /// runs made for a replica the job's `where` leaves out, started or not: each a broken
+    /// invariant.
     pub wrong_replica: usize,
     /// Pairs neither started nor recorded as skipped: each a broken invariant.
     pub lost: usize,
@@ -124,6 +125,24 @@ pub(super) fn judge(
                 .violations
                 .push(format!("{problem} at {} (run {rest})", entry.at_ms));
         }
+    }
+    // A run made for a replica the job's `where` leaves out, which never started (skipped as
+    // its replica was down, say): only Redis recorded it.
+    let mut made_for_others: Vec<(&str, &str)> = records
+        .iter()
+        .filter_map(|(run, record)| {
+            let target = replica_of_run(&job.name, run)?;
+            let started = by_run.contains_key(run);
+            (!started && !timeline.web_replicas.iter().any(|web| web == target))
+                .then(|| (*run, record.state.as_deref().unwrap_or("unknown")))
+        })
+        .collect();
+    made_for_others.sort_unstable();
+    for (run, state) in made_for_others {
+        verdict.every.wrong_replica += 1;
+        verdict.violations.push(format!(
+            "{run} was made for a replica its job's `where` leaves out (last state {state})"
+        ));
     }
 }
 
