@@ -22,10 +22,10 @@ pub struct PerReplica {
     /// Starts of a pair beyond its first outside the documented cases: each a broken
     /// invariant.
     pub doubled: usize,
-    /// Starts of a pair beyond its first in the documented cases: its replica died under it or
-    /// handed it back unfinished, or Redis lost the record of its start (fsync window,
-    /// restore).
-    pub rerun: usize,
+    /// Starts of a pair beyond its first in the documented cases, by case: its replica died
+    /// under it (`lost`) or handed it back unfinished (`interrupted`), or Redis lost the record
+    /// of its start (`fsync-window`, `restore-window`).
+    pub rerun: BTreeMap<&'static str, usize>,
     /// Starts of a replica's run on another replica, or of the fire itself as one run, and
     /// runs made for a replica the job's `where` leaves out, started or not: each a broken
     /// invariant.
@@ -34,37 +34,40 @@ pub struct PerReplica {
     pub lost: usize,
 }
 
-impl PerReplica {
-    /// Pairs never started, whatever the reason.
-    pub fn missed_total(&self) -> usize {
-        self.missed.values().sum()
+impl fmt::Display for PerReplica {
+    /// `expected=… executed=… missed=…(reason:count,…) doubled=… rerun=…(case:count,…)
+    /// wrong_replica=… lost=…`, one token per figure, as the summary line shows them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "expected={} executed={} missed={} doubled={} rerun={} wrong_replica={} lost={}",
+            self.expected,
+            self.executed,
+            Counts(&self.missed),
+            self.doubled,
+            Counts(&self.rerun),
+            self.wrong_replica,
+            self.lost
+        )
     }
 }
 
-impl fmt::Display for PerReplica {
-    /// `expected=… executed=… missed=…(reason:count,…) doubled=… rerun=… wrong_replica=…
-    /// lost=…`, one token per figure, as the summary line shows them.
+/// Counts by cause, shown as their sum and, when there are any, each cause in brackets:
+/// `3(overlap:2,replica-down:1)`.
+struct Counts<'a, K>(&'a BTreeMap<K, usize>);
+
+impl<K: fmt::Display> fmt::Display for Counts<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let reasons: Vec<String> = self
-            .missed
-            .iter()
-            .map(|(reason, count)| format!("{reason}:{count}"))
-            .collect();
-        write!(
-            f,
-            "expected={} executed={} missed={}",
-            self.expected,
-            self.executed,
-            self.missed_total()
-        )?;
-        if !reasons.is_empty() {
-            write!(f, "({})", reasons.join(","))?;
+        write!(f, "{}", self.0.values().sum::<usize>())?;
+        if self.0.is_empty() {
+            return Ok(());
         }
-        write!(
-            f,
-            " doubled={} rerun={} wrong_replica={} lost={}",
-            self.doubled, self.rerun, self.wrong_replica, self.lost
-        )
+        let causes: Vec<String> = self
+            .0
+            .iter()
+            .map(|(cause, count)| format!("{cause}:{count}"))
+            .collect();
+        write!(f, "({})", causes.join(","))
     }
 }
 
@@ -193,10 +196,16 @@ fn judge_pair(verdict: &mut Verdict, pair: &FireJudge, skipped_whole: Option<&st
     pair.count_extra_starts(&mut counted, &starts, 1, in_fsync, in_restore);
     let tally = &mut verdict.every;
     tally.doubled += counted.duplicated;
-    tally.rerun += counted.reruns_after_lost
-        + counted.reruns_after_interrupt
-        + counted.fsync_window_duplicated
-        + counted.restore_window_duplicated;
+    for (case, count) in [
+        ("lost", counted.reruns_after_lost),
+        ("interrupted", counted.reruns_after_interrupt),
+        ("fsync-window", counted.fsync_window_duplicated),
+        ("restore-window", counted.restore_window_duplicated),
+    ] {
+        if count > 0 {
+            *tally.rerun.entry(case).or_default() += count;
+        }
+    }
     verdict.violations.extend(counted.violations);
     if stored.state.as_deref() != Some("succeeded") && !in_fsync && !in_restore {
         verdict.violations.push(format!(
