@@ -271,8 +271,8 @@ fn run(options: &Options) -> Report {
     // replicas that do: the window opens on a cluster that plans every job.
     if wait_for(Duration::from_secs(30), || placed_jobs_planned(&cluster)).is_none() {
         faults.violations.push(
-            "the jobs placed on other replicas than the leader not planned within 30 s of a \
-             leader"
+            "the placed jobs (where, on) not planned, or not every web replica a target, \
+             within 30 s of a leader"
                 .to_owned(),
         );
     }
