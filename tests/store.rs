@@ -1138,27 +1138,32 @@ async fn failures_retry_with_capped_exponential_backoff_then_go_to_the_dead_lett
 
 #[tokio::test]
 async fn jitter_spreads_retries_over_half_to_all_of_the_backoff() {
-    let (_server, store, token) =
-        setup("[jobs.flaky]\ncommand = \"false\"\nretries = 1\nbackoff = \"10s\"\n").await;
-    plan(&store, &token, "flaky", &[0]).await;
-    let store = store.with_frozen_clock(0);
-    store
-        .promote_due(100, THRESHOLD, Duration::ZERO)
-        .await
-        .expect("promote");
-    let run = claim_run(&store, &["default"]).await;
-    assert_eq!(
+    // fail_run draws nothing: the caller's jitter in [0, 1) places the retry, from half the
+    // backoff at 0 to (nearly) all of it as it nears 1, in proportion between.
+    for (jitter, due_ms) in [(0.0, 5_000), (0.25, 6_250), (0.5, 7_500), (0.999, 9_995)] {
+        let (_server, store, token) =
+            setup("[jobs.flaky]\ncommand = \"false\"\nretries = 1\nbackoff = \"10s\"\n").await;
+        plan(&store, &token, "flaky", &[0]).await;
+        let store = store.with_frozen_clock(0);
         store
-            .fail_run(
-                &run.id,
-                Some("replica/0"),
-                &failure(FailReason::Timeout),
-                0.0
-            )
+            .promote_due(100, THRESHOLD, Duration::ZERO)
             .await
-            .expect("fail"),
-        FailOutcome::Retrying { due_ms: 5_000 }
-    );
+            .expect("promote");
+        let run = claim_run(&store, &["default"]).await;
+        assert_eq!(
+            store
+                .fail_run(
+                    &run.id,
+                    Some("replica/0"),
+                    &failure(FailReason::Timeout),
+                    jitter
+                )
+                .await
+                .expect("fail"),
+            FailOutcome::Retrying { due_ms },
+            "a 10 s backoff with jitter {jitter}"
+        );
+    }
 }
 
 #[tokio::test]
