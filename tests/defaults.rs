@@ -418,9 +418,23 @@ async fn a_backlog_of_tasks_does_not_delay_cron_fires() {
         })
         .collect();
     store.enqueue_many(&tasks).await.expect("enqueue");
+    // Ten seconds of fires behind the backlog, until a fire after them has started.
     let from = scenario.redis_now_ms() + 1_000;
-    tokio::time::sleep(Duration::from_secs(12)).await;
-    let to = scenario.redis_now_ms() - 1_000;
+    let to = from + 10_000;
+    let tick_fires = || {
+        intervals(&scenario)
+            .into_iter()
+            .filter(|(run, _, _)| run.starts_with("tick@"))
+            .map(|(run, start, _)| (fire_ms(&run), start))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || tick_fires()
+            .iter()
+            .any(|(fire, _)| *fire > to)),
+        "no fire after {to} started within 60 s: {:?}",
+        tick_fires()
+    );
 
     let waiting: usize = scenario
         .server
@@ -431,10 +445,8 @@ async fn a_backlog_of_tasks_does_not_delay_cron_fires() {
         waiting > BACKLOG / 2,
         "the backlog lasted the whole test ({waiting} tasks left)"
     );
-    let mut lags: Vec<i64> = intervals(&scenario)
+    let mut lags: Vec<i64> = tick_fires()
         .into_iter()
-        .filter(|(run, _, _)| run.starts_with("tick@"))
-        .map(|(run, start, _)| (fire_ms(&run), start))
         .filter(|(fire, _)| (from..=to).contains(fire))
         .map(|(fire, start)| start - fire)
         .collect();
@@ -445,11 +457,16 @@ async fn a_backlog_of_tasks_does_not_delay_cron_fires() {
         "{} fires ran of {expected} due: {lags:?}",
         lags.len()
     );
-    // Behind the backlog a fire would wait for minutes; ahead of it, for one worker to finish
-    // a task. The bound leaves room for a loaded machine, not for a fire claimed after tasks.
+    // Behind the backlog a fire would wait for all of it: more than the whole test, as the
+    // tasks left show. Ahead of it, for one worker to finish a task: tens of ms on a quiet
+    // machine, some hundreds on a loaded one. The bound catches the first, not the speed.
     let p99 = percentile(&lags, 0.99);
+    eprintln!(
+        "fire lag behind the backlog over {} fires: p99 {p99} ms",
+        lags.len()
+    );
     assert!(
-        p99 <= 250,
-        "cron fires start within 250 ms behind 100,000 tasks: p99 {p99} ms, lags {lags:?}"
+        p99 <= 5_000,
+        "cron fires start within 5 s behind 100,000 tasks: p99 {p99} ms, lags {lags:?}"
     );
 }
