@@ -170,25 +170,29 @@ impl Fleet {
     }
 
     /// Whether the fire of `job` at `second` was recorded as skipped for an overlap with a run
-    /// of an earlier fire that the ledger shows started in the second before it.
+    /// of one of the five fires before it that started, as Redis recorded its start, in the
+    /// second before it: a late run, or one run again because the failover lost its start. The
+    /// start the run's command writes to the ledger comes later, after its process started.
     fn skipped_behind_a_late_run(&self, job: &str, second: i64) -> bool {
         let fire_ms = second * 1000;
-        let shown = self.cli(
-            "test",
-            &["runs", "show", &format!("{job}@{fire_ms}"), "--json"],
-        );
-        if shown.code != Some(0) {
+        let shown = |fire_ms: i64| {
+            let shown = self.cli(
+                "test",
+                &["runs", "show", &format!("{job}@{fire_ms}"), "--json"],
+            );
+            (shown.code == Some(0)).then(|| one_document(&shown.stdout))
+        };
+        let Some(run) = shown(fire_ms) else {
             return false;
-        }
-        let run = one_document(&shown.stdout);
-        let late_run_started = read_ledger(&self.ledger_path())
-            .iter()
-            .any(|(run, started, _)| {
-                run.strip_prefix(&format!("{job}@"))
-                    .and_then(|ms| ms.parse::<i64>().ok())
-                    .is_some_and(|fire| fire < fire_ms)
-                    && (fire_ms - 1000..=fire_ms).contains(started)
-            });
+        };
+        let late_run_started =
+            (1..=5)
+                .filter_map(|back| shown(fire_ms - back * 1000))
+                .any(|earlier| {
+                    earlier["started_ms"]
+                        .as_i64()
+                        .is_some_and(|started| (fire_ms - 1000..=fire_ms).contains(&started))
+                });
         run["state"] == "skipped" && run["reason"] == "overlap" && late_run_started
     }
 
@@ -337,8 +341,16 @@ fn a_graceful_sentinel_failover_misses_no_fire_planned_before_it() {
     });
     assert!(reached, "fires stopped\n{}", fleet.logs());
     fleet.stop();
-    let (doubled, missed) = fleet.doubled_and_missed("tick");
-    assert_eq!(missed, Vec::<i64>::new(), "fires missed\n{}", fleet.logs());
+    let (doubled, mut missed) = fleet.doubled_and_missed("tick");
+    // A fire due while a run started late (or again) in the failover still ran is skipped as
+    // its overlap, as `overlap = "forbid"` says: that is not a miss.
+    missed.retain(|second| !fleet.skipped_behind_a_late_run("tick", *second));
+    assert_eq!(
+        missed,
+        Vec::<i64>::new(),
+        "fires missed (doubled: {doubled:?}, asked at {asked})\n{}",
+        fleet.logs()
+    );
     assert!(
         doubled
             .iter()
