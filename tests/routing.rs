@@ -2,7 +2,7 @@
 //! ready runs that no live replica serves is visible in `status` and the leader's metrics, and
 //! a `[queues.<name>]` fallback moves its ready runs once it has been unserved long enough.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use tempfile::TempDir;
@@ -99,6 +99,36 @@ impl Regions {
         (self.run_field(run, "state") == "succeeded")
             .then(|| self.run_field(run, "worker").as_str().map(str::to_owned))
             .flatten()
+    }
+
+    /// Waits until `status` shows no live replica serving `queue`: when that began, in Redis
+    /// time, as the replicas' reapers count it (a poll later at most).
+    fn unserved_from(&self, queue: &str) -> i64 {
+        assert!(
+            wait_until(Duration::from_secs(15), || served_by(&self.status(), queue)
+                == Some(Value::from(0))),
+            "{queue} is still served: {}",
+            self.status()
+        );
+        self.server.now_ms()
+    }
+
+    /// Checks that `run` of eu-west started in the default queue, on us-1, once eu-west had been
+    /// unserved for its fallback_after (10 s) since `unserved_ms`: at least 5 s after it, which
+    /// leaves room for the status polls that saw it, and catches a move made as soon as a
+    /// queue is seen unserved (or a hold ends).
+    fn assert_moved_after_fallback_after(&self, run: &str, unserved_ms: i64) {
+        assert_eq!(self.run_field(run, "queue"), "default");
+        let worker = self.worker_of(run).unwrap_or_default();
+        assert!(worker.starts_with("us-1/"), "{run} ran on {worker}");
+        let started_ms = self.run_field(run, "started_ms").as_i64().unwrap_or(0);
+        let waited = started_ms - unserved_ms;
+        assert!(
+            waited >= 5_000,
+            "{run} started {waited} ms after eu-west was seen unserved, before its \
+             fallback_after (10 s)\n{}",
+            self.us.log()
+        );
     }
 
     fn status(&self) -> Value {
@@ -283,17 +313,10 @@ fn a_queue_unserved_past_its_fallback_after_sends_its_ready_runs_to_its_fallback
     assert_eq!(regions.run_field(&served, "queue"), "eu-west");
 
     // Unserved: the run waits out fallback_after (10 s, counted once eu-1's heartbeat is
-    // stale), then moves to default, where us-1 runs it.
+    // stale, as status shows it), then moves to default, where us-1 runs it.
     eu.kill9();
     let stranded = regions.trigger("invoice-eu");
-    let gone = Instant::now();
-    std::thread::sleep(Duration::from_secs(8));
-    assert_eq!(
-        regions.run_field(&stranded, "state"),
-        "ready",
-        "moved before fallback_after\n{}",
-        regions.us.log()
-    );
+    let unserved_ms = regions.unserved_from("eu-west");
     assert!(
         wait_until(Duration::from_secs(30), || regions
             .worker_of(&stranded)
@@ -302,11 +325,7 @@ fn a_queue_unserved_past_its_fallback_after_sends_its_ready_runs_to_its_fallback
         regions.status(),
         regions.us.log()
     );
-    let waited = gone.elapsed();
-    assert!(waited >= Duration::from_secs(10), "moved after {waited:?}");
-    assert_eq!(regions.run_field(&stranded, "queue"), "default");
-    let worker = regions.worker_of(&stranded).unwrap_or_default();
-    assert!(worker.starts_with("us-1/"), "{worker}");
+    regions.assert_moved_after_fallback_after(&stranded, unserved_ms);
     assert!(
         regions
             .us
@@ -333,41 +352,42 @@ fn a_queue_unserved_past_its_fallback_after_sends_its_ready_runs_to_its_fallback
 fn who_serves_a_queue_is_followed_through_a_hold() {
     let regions =
         Regions::start("[queues.eu-west]\nfallback = \"default\"\nfallback_after = \"10s\"\n");
-    // Unserved from the start: the run would move 10 s after us-1 first saw eu-west unserved.
-    std::thread::sleep(Duration::from_secs(11));
+    // Unserved from the start, as us-1 saw it at once: a run would move 10 s later, before the
+    // hold ends, if the hold stopped the watch.
     let run = regions.trigger("invoice-eu");
-    let held = Instant::now();
     cli(
         &regions.server,
         regions.dir.path(),
-        &["hold", "--for", "20s"],
+        &["hold", "--for", "12s"],
     )
     .success();
-    // The region comes back during the hold (it can claim nothing while held), then goes.
-    std::thread::sleep(Duration::from_secs(5));
-    let mut eu = regions.replica("eu-1", "eu-west");
-    std::thread::sleep(Duration::from_secs(9));
-    eu.kill9();
-    // Unserved again once eu-1's heartbeat is stale (6 s): from about 20 s after the hold
-    // began, when the hold ends. Five seconds after that the run has not moved.
-    while held.elapsed() < Duration::from_secs(25) {
-        std::thread::sleep(Duration::from_millis(200));
-    }
     assert_eq!(
-        (
-            regions.run_field(&run, "state"),
-            regions.run_field(&run, "queue")
-        ),
-        (Value::from("ready"), Value::from("eu-west")),
-        "moved as the hold ended, as if eu-west had been unserved all along\n{}",
+        regions.run_field(&run, "queue"),
+        "eu-west",
+        "moved before the hold\n{}",
         regions.us.log()
     );
+    // The region comes back during the hold (it can claim nothing while held), then goes.
+    let mut eu = regions.replica("eu-1", "eu-west");
     assert!(
-        wait_until(Duration::from_secs(20), || regions
+        wait_until(Duration::from_secs(15), || served_by(
+            &regions.status(),
+            "eu-west"
+        ) == Some(Value::from(1))),
+        "{}",
+        regions.status()
+    );
+    eu.kill9();
+    // Unserved again once eu-1's heartbeat is stale, a few seconds before the hold ends: the run
+    // waits a whole fallback_after from then, rather than moving the moment the hold ends as if
+    // eu-west had been unserved all along.
+    let unserved_ms = regions.unserved_from("eu-west");
+    assert!(
+        wait_until(Duration::from_secs(30), || regions
             .worker_of(&run)
             .is_some()),
         "{}",
         regions.us.log()
     );
-    assert_eq!(regions.run_field(&run, "queue"), "default");
+    regions.assert_moved_after_fallback_after(&run, unserved_ms);
 }
