@@ -202,20 +202,48 @@ fn a_cron_fired_workflow_runs_once_per_fire_across_three_replicas_and_a_leader_k
         .position(|replica| replica.id == leader)
         .expect("the leader is one of ours");
     replicas[index].kill9();
-    std::thread::sleep(Duration::from_secs(8));
-    // Fires up to now are judged once each has had time to finish.
-    let cutoff_ms = chrono::Utc::now().timestamp_millis() - 2_000;
-    std::thread::sleep(Duration::from_secs(3));
+    let killed_ms = chrono::Utc::now().timestamp_millis();
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let status = cli(&setup.server, setup.dir.path(), &["status", "--json"]);
+            status.code == Some(0)
+                && one_document(&status.stdout)["leader"]["id"]
+                    .as_str()
+                    .is_some_and(|id| id != leader)
+        }),
+        "no replica took over from {leader}\n{}",
+        logs(&replicas)
+    );
+    // Fires up to six seconds past the kill are judged, once a later one has started and each
+    // of them has ended.
+    let cutoff_ms = (killed_ms / 1000 + 6) * 1000;
+    let fire_of = |instance: &Value| -> i64 {
+        let id = instance["id"].as_str().expect("id");
+        id.strip_prefix("tick@")
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or_else(|| panic!("instance id {id} is the fire's run id"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let instances = instances(&setup);
+            instances
+                .iter()
+                .any(|instance| fire_of(instance) > cutoff_ms)
+                && instances
+                    .iter()
+                    .filter(|instance| fire_of(instance) <= cutoff_ms)
+                    .all(|instance| instance["state"] != "running")
+        }),
+        "the fires up to {cutoff_ms} did not all end\n{}",
+        logs(&replicas)
+    );
 
     let ledger = ledger(&setup.ledger());
     let mut fires: Vec<i64> = Vec::new();
     let mut killed_runs = 0;
     for instance in instances(&setup) {
         let id = instance["id"].as_str().expect("id");
-        let fire: i64 = id
-            .strip_prefix("tick@")
-            .and_then(|ms| ms.parse().ok())
-            .unwrap_or_else(|| panic!("instance id {id} is the fire's run id"));
+        let fire = fire_of(&instance);
         if fire > cutoff_ms {
             continue;
         }
@@ -723,8 +751,10 @@ fn a_step_acked_by_a_replica_that_knows_no_workflows_is_settled_and_its_instance
     assert_eq!(ledger(&setup.ledger())[&format!("{id}/second")].len(), 1);
     let second = setup.run(&format!("{id}/second"));
     assert_eq!(second["payload"], "{\"from\":\"old\"}");
+    // Said by the reaper once its settling call returns, which may be after the instance ended.
     assert!(
-        log().contains("are settled now"),
+        wait_until(Duration::from_secs(10), || log()
+            .contains("are settled now")),
         "the settling is said\n{}",
         log()
     );
