@@ -55,7 +55,7 @@ impl Scenario {
     fn write_jobs(&self) {
         let jobs = format!(
             "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"{}\"\n\n\
-             [jobs.long]\ncommand = \"{}; sleep 33; {}\"\n\n\
+             [jobs.long]\ncommand = \"{}; sleep 13; {}\"\n\n\
              [jobs.short]\ncommand = \"{}; sleep 1; {}\"\n",
             self.record(""),
             self.record("start"),
@@ -118,9 +118,9 @@ fn an_out_of_memory_redis_runs_no_run_twice_and_no_fire_past_the_misfire_thresho
     );
 
     scenario.server.fill_memory();
-    // Far past the heartbeats' life (the declarations expire, claims stop), the run lease and
-    // the threshold.
-    std::thread::sleep(Duration::from_secs(30));
+    // The outage: past the heartbeats' life (6 s: the declarations expire, claims stop), the
+    // run lease (3 s) and the threshold (4 s); `long` runs through it.
+    std::thread::sleep(Duration::from_secs(10));
     scenario.server.lift_memory_limit();
     let raised = scenario.redis_now_ms();
     // Fires resume, and the long run ends, with its lease kept through the outage.
@@ -136,8 +136,28 @@ fn an_out_of_memory_redis_runs_no_run_twice_and_no_fire_past_the_misfire_thresho
         ledger(),
         logs()
     );
-    // Past a run lease and a reaper period more: a run reaped meanwhile would have run again.
-    std::thread::sleep(Duration::from_secs(6));
+    // Both runs' successes recorded: a run whose lease had been reaped would have been made
+    // due again instead, and its success refused.
+    let triggered: Vec<String> = ledger()
+        .into_iter()
+        .filter(|(_, _, tag)| tag == "start")
+        .map(|(run, _, _)| run)
+        .collect();
+    let state = |run: &str| -> Option<String> {
+        scenario
+            .server
+            .connection()
+            .hget(keys().run(run), "state")
+            .ok()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || triggered
+            .iter()
+            .all(|run| state(run).as_deref() == Some("succeeded"))),
+        "the triggered runs {triggered:?} did not succeed once: {:?}\n{}",
+        triggered.iter().map(|run| state(run)).collect::<Vec<_>>(),
+        logs()
+    );
 
     let entries = ledger();
     let mut counts: HashMap<(&str, &str), usize> = HashMap::new();
