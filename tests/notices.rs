@@ -131,8 +131,12 @@ fn a_dead_run_is_told_once_to_mail_a_webhook_and_a_command() {
     );
     assert!(mail.contains("disk full"), "{mail}");
 
-    // Once each, and nothing left owed.
-    std::thread::sleep(Duration::from_secs(3));
+    // Once each, and nothing left owed: nothing is sent again.
+    assert!(
+        wait_until(Duration::from_secs(10), || owed(&scenario) == 0),
+        "notices still owed\n{}",
+        replica.log()
+    );
     assert_eq!(documents(&exec_log).len(), 1);
     assert_eq!(receiver.received().len(), 1);
     let mail = std::fs::read_to_string(&mail_log).expect("the mail");
@@ -168,7 +172,12 @@ fn a_failing_target_is_tried_again_and_a_refusing_one_is_given_up() {
         "the failed delivery was not tried again:\n{}",
         replica.log()
     );
-    std::thread::sleep(Duration::from_secs(3));
+    // Taken by one, given up by the others: nothing is owed, so nothing is sent again.
+    assert!(
+        wait_until(Duration::from_secs(10), || owed(&scenario) == 0),
+        "notices still owed\n{}",
+        replica.log()
+    );
     let tries = flaky.received();
     assert_eq!(tries.len(), 2, "tried until it was taken, then no more");
     assert_eq!(tries[0].answered, Some(503));
@@ -269,7 +278,12 @@ fn a_notice_is_sent_once_when_its_sender_is_killed_mid_send() {
         "the other replica did not send the notice:\n{}",
         logs(&replicas.iter().collect::<Vec<_>>())
     );
-    std::thread::sleep(Duration::from_secs(6));
+    // Recorded as sent: no replica sends it again.
+    assert!(
+        wait_until(Duration::from_secs(10), || owed(&scenario) == 0),
+        "the notice is still owed\n{}",
+        logs(&replicas.iter().collect::<Vec<_>>())
+    );
     let told = documents(&ledger);
     assert_eq!(
         told.len(),
@@ -322,7 +336,7 @@ fn skipped_late_failed_recovered_and_output_notices_with_the_default_settings() 
     std::fs::write(&ok, "").expect("fix flaky");
     let recovered_run = scenario.trigger("flaky");
     scenario.trigger("chatty");
-    scenario.trigger("quiet");
+    let quiet_run = scenario.trigger("quiet");
     let ten_seconds_ago = (chrono::Utc::now() - chrono::Duration::seconds(10)).to_rfc3339();
     cli(
         &scenario.server,
@@ -365,8 +379,17 @@ fn skipped_late_failed_recovered_and_output_notices_with_the_default_settings() 
     assert_eq!(skipped["attempt"], 0);
     assert!(skipped["fire_time"].is_string(), "{skipped}");
     // A run that printed nothing and succeeded tells nothing; a success is not a recovery
-    // twice.
-    std::thread::sleep(Duration::from_secs(2));
+    // twice. What a success owes is written with it: once it is recorded and nothing is owed,
+    // all it told has been told.
+    assert!(
+        wait_until(Duration::from_secs(10), || scenario
+            .run_field(&quiet_run, "state")
+            .as_deref()
+            == Some("succeeded")
+            && owed(&scenario) == 0),
+        "quiet did not succeed, or notices stay owed:\n{}",
+        replica.log()
+    );
     assert!(of("output", "quiet").is_empty() && of("failed", "quiet").is_empty());
     assert_eq!(of("recovered", "flaky").len(), 1);
     assert_eq!(of("failed", "flaky").len(), 1);
@@ -435,7 +458,8 @@ fn an_outage_tells_once_per_job_and_never_for_a_paused_job() {
     );
     cli(&scenario.server, dir, &["pause", "held"]).success();
     assert_eq!(replica.terminate(Duration::from_secs(10)), Some(0));
-    std::thread::sleep(Duration::from_secs(5));
+    // Down past the misfire threshold (1 s).
+    std::thread::sleep(Duration::from_secs(3));
     let replica = scenario.replica("r1", &flags);
     let skipped = |job: &str| {
         documents(&told)
@@ -448,7 +472,17 @@ fn an_outage_tells_once_per_job_and_never_for_a_paused_job() {
         "no notice of the missed fires:\n{}",
         replica.log()
     );
-    std::thread::sleep(Duration::from_secs(3));
+    // Every fire of the outage judged (a fire after it has run) and every notice sent.
+    let after_ms = (scenario.redis_now_ms() / 1000 + 1) * 1000;
+    assert!(
+        wait_until(Duration::from_secs(15), || scenario
+            .run_field(&format!("tick@{after_ms}"), "state")
+            .as_deref()
+            == Some("succeeded")
+            && owed(&scenario) == 0),
+        "the fire after the outage did not run, or notices are still owed:\n{}",
+        replica.log()
+    );
     let tick = skipped("tick");
     assert_eq!(tick.len(), 1, "one notice for the outage: {tick:?}");
     assert_eq!(tick[0]["reason"], "missed");
