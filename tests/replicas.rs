@@ -390,31 +390,36 @@ fn overlap_forbid_skips_fires_while_the_previous_run_is_still_running() {
         scenario.record("")
     ));
     let _replica = scenario.replica("r1", &[]);
-    assert!(wait_until(Duration::from_secs(10), || !scenario
-        .ledger()
-        .is_empty()));
-    std::thread::sleep(Duration::from_secs(9));
-
-    let starts: Vec<i64> = scenario
-        .ledger()
-        .iter()
-        .map(|(run, _, _)| fire_ms(run))
-        .collect();
-    assert!(starts.len() >= 3, "{starts:?}");
+    let starts = || -> Vec<i64> {
+        scenario
+            .ledger()
+            .iter()
+            .map(|(run, _, _)| fire_ms(run))
+            .collect()
+    };
+    let overlaps = || {
+        let events: redis::streams::StreamRangeReply = scenario
+            .server
+            .connection()
+            .xrange_all(keys().events())
+            .expect("XRANGE");
+        events
+            .ids
+            .iter()
+            .filter(|entry| entry.get::<String>("reason").as_deref() == Some("overlap"))
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || starts().len() >= 3
+            && overlaps() >= 4),
+        "three runs and four skipped fires recorded: {:?}, {} skipped",
+        starts(),
+        overlaps()
+    );
+    let starts = starts();
     for pair in starts.windows(2) {
         assert!(pair[1] - pair[0] >= 3_000, "runs overlapped: {starts:?}");
     }
-    let events: redis::streams::StreamRangeReply = scenario
-        .server
-        .connection()
-        .xrange_all(keys().events())
-        .expect("XRANGE");
-    let overlaps = events
-        .ids
-        .iter()
-        .filter(|entry| entry.get::<String>("reason").as_deref() == Some("overlap"))
-        .count();
-    assert!(overlaps >= 4, "skipped fires are recorded: {overlaps}");
 }
 
 #[test]
@@ -521,11 +526,17 @@ fn a_leader_frozen_past_its_lease_is_fenced_and_doubles_no_fire() {
 
     let (frozen, frozen_epoch) = scenario.leading_replica(&replicas);
     let paused = &replicas[frozen];
-    // Three lease ttls (2 s each): a successor takes over meanwhile.
+    // Past its lease (2 s): a successor takes over meanwhile.
     paused.signal(Signal::SIGSTOP);
-    std::thread::sleep(Duration::from_secs(6));
+    let frozen_token = format!("{}:{frozen_epoch}", paused.id);
+    assert!(
+        wait_until(Duration::from_secs(15), || scenario
+            .leader()
+            .is_some_and(|leader| leader != frozen_token)),
+        "no successor took over from {frozen_token}\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
     let successor = scenario.leader().expect("a successor");
-    assert_ne!(successor, format!("{}:{frozen_epoch}", paused.id));
     let successor_epoch: u64 = successor
         .rsplit_once(':')
         .and_then(|(_, epoch)| epoch.parse().ok())
@@ -716,7 +727,19 @@ fn every_replica_says_so_when_redis_lost_its_data_and_fires_go_on() {
     let mut scenario = Scenario::new();
     scenario.write_jobs(&scenario.every_second_job());
     let replicas = scenario.firing_replicas(&["r1", "r2"]);
-    std::thread::sleep(Duration::from_secs(2));
+    // Each has a heartbeat in Redis to find gone.
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let status =
+                crate::util::cli(&scenario.server, scenario.dir.path(), &["status", "--json"]);
+            status.code == Some(0)
+                && crate::util::one_document(&status.stdout)["replicas"]
+                    .as_array()
+                    .is_some_and(|replicas| replicas.len() == 2)
+        }),
+        "the replicas never showed in status\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
     assert!(
         replicas
             .iter()
