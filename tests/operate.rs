@@ -400,9 +400,25 @@ fn a_paused_job_records_skipped_fires_and_runs_none_until_resumed() {
 
     let out = cli(&server, dir.path(), &["pause", "tick"]).success();
     assert!(out.contains("job \"tick\" paused"), "{out}");
-    std::thread::sleep(Duration::from_millis(500));
+    let skipped_as_paused = || {
+        let events: redis::streams::StreamRangeReply = server
+            .connection()
+            .xrange_all(keys().events())
+            .expect("XRANGE");
+        events
+            .ids
+            .iter()
+            .filter(|entry| entry.get::<String>("reason").as_deref() == Some("paused"))
+            .count()
+    };
+    // Counted once a fire was skipped as paused: one claimed before the pause may still run.
+    assert!(wait_until(Duration::from_secs(10), || skipped_as_paused() >= 1));
     let paused_at = count();
-    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        wait_until(Duration::from_secs(10), || skipped_as_paused() >= 3),
+        "skipped fires are recorded: {}",
+        skipped_as_paused()
+    );
     assert_eq!(count(), paused_at, "a paused job ran");
     let trigger = cli(&server, dir.path(), &["trigger", "tick"]);
     assert!(
@@ -411,17 +427,6 @@ fn a_paused_job_records_skipped_fires_and_runs_none_until_resumed() {
         trigger.stderr
     );
     trigger.success();
-
-    let events: redis::streams::StreamRangeReply = server
-        .connection()
-        .xrange_all(keys().events())
-        .expect("XRANGE");
-    let skipped = events
-        .ids
-        .iter()
-        .filter(|entry| entry.get::<String>("reason").as_deref() == Some("paused"))
-        .count();
-    assert!(skipped >= 2, "skipped fires are recorded: {skipped}");
 
     assert!(
         cli(&server, dir.path(), &["resume", "tick"])
