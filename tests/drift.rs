@@ -461,7 +461,12 @@ fn a_replica_heals_a_corrupt_published_definition_within_a_tick_and_loses_no_fir
         "the definition is published"
     );
     let intact: String = redis.hget(keys().defs(), "tick").expect("HGET");
-    std::thread::sleep(Duration::from_secs(2));
+    // Fires run before the damage.
+    assert!(
+        wait_until(Duration::from_secs(10), || scenario.ledger().len() >= 2),
+        "tick does not run:\n{}",
+        replica.log()
+    );
 
     let corrupted_at = scenario.redis_now_ms();
     let _: () = redis
@@ -476,8 +481,16 @@ fn a_replica_heals_a_corrupt_published_definition_within_a_tick_and_loses_no_fir
     });
     let healed_after = scenario.redis_now_ms() - corrupted_at;
     assert!(healed, "not written again within 2.5 s:\n{}", replica.log());
-    std::thread::sleep(Duration::from_secs(3));
-    let until = scenario.redis_now_ms() - 1_500;
+    // Judged up to a fire two seconds past the healing, once it has started.
+    let until = (scenario.redis_now_ms() / 1000 + 2) * 1000;
+    assert!(
+        wait_until(Duration::from_secs(10), || scenario
+            .ledger()
+            .iter()
+            .any(|(run, _, _)| fire_ms(run) >= until)),
+        "no fire from {until} on ran:\n{}",
+        replica.log()
+    );
 
     // Every fire from before the damage to after it ran, once; none was skipped.
     let fires: Vec<i64> = scenario
@@ -747,8 +760,17 @@ fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_lose
         std::thread::sleep(Duration::from_millis(200));
     }
     r2.signal(nix::sys::signal::Signal::SIGCONT);
-    std::thread::sleep(Duration::from_secs(3));
-    let until = scenario.redis_now_ms() - 1_500;
+    // Judged up to a fire of j two seconds past r2's return, once it has started.
+    let until = (scenario.redis_now_ms() / 1000 + 2) * 1000;
+    assert!(
+        wait_until(Duration::from_secs(10), || scenario
+            .ledger()
+            .iter()
+            .any(|(run, _, _)| run.starts_with("j@") && fire_ms(run) >= until)),
+        "no fire of j from {until} on ran:\n{}\n{}",
+        r1.log(),
+        r2.log()
+    );
     assert!(
         r1.log().contains("handed the run back"),
         "r1 claimed none of j's runs: the test shows nothing\n{}",
