@@ -114,9 +114,9 @@ impl Regions {
     }
 
     /// Checks that `run` of eu-west started in the default queue, on us-1, once eu-west had been
-    /// unserved for its fallback_after (10 s) since `unserved_ms`: at least 5 s after it, which
-    /// leaves room for the status polls that saw it, and catches a move made as soon as a
-    /// queue is seen unserved (or a hold ends).
+    /// unserved for its fallback_after (10 s) since `unserved_ms`: at least 8 s after it, which
+    /// leaves 2 s for the status polls that saw it, and catches a move made as soon as a queue
+    /// is seen unserved, or as a hold ends a few seconds after that.
     fn assert_moved_after_fallback_after(&self, run: &str, unserved_ms: i64) {
         assert_eq!(self.run_field(run, "queue"), "default");
         let worker = self.worker_of(run).unwrap_or_default();
@@ -124,7 +124,7 @@ impl Regions {
         let started_ms = self.run_field(run, "started_ms").as_i64().unwrap_or(0);
         let waited = started_ms - unserved_ms;
         assert!(
-            waited >= 5_000,
+            waited >= 8_000,
             "{run} started {waited} ms after eu-west was seen unserved, before its \
              fallback_after (10 s)\n{}",
             self.us.log()
