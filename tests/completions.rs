@@ -208,6 +208,18 @@ fn zsh_completes_a_job_name_at_the_first_tab_from_the_script_installed_in_fpath(
 
 #[test]
 fn the_man_pages_cover_every_command() {
+    // Every command the CLI has, as its help lists them: one added there and not here would
+    // otherwise go unchecked.
+    let help = redcron(&["--help"]).success();
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|line| !line.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|command| *command != "help")
+        .collect();
+    assert_eq!(commands, COMMANDS, "{help}");
     let page = redcron(&["man"]).success();
     assert!(page.contains(".TH redcron 1"), "a section 1 page");
     for command in COMMANDS {
