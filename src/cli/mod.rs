@@ -568,12 +568,7 @@ fn default_schedules() -> PathBuf {
 }
 
 fn parse_zone(name: &str) -> Result<Tz, CliError> {
-    name.parse().map_err(|_| {
-        CliError::Argument(format!(
-            "unknown time zone \"{name}\": expected an IANA name such as Europe/Paris, \
-             America/New_York or UTC"
-        ))
-    })
+    crate::schedule::parse_zone(name).map_err(CliError::Argument)
 }
 
 /// Writes one row per job: name, schedule, zone and its next `count` fires after `now`.

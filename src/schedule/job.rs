@@ -195,6 +195,12 @@ pub struct Source {
     pub notify: Option<(usize, usize, bool)>,
 }
 
+/// The delay before a job's first retry when it sets no `backoff`; a workflow's start retries so.
+pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The cap on the retry delay when a job sets no `max_backoff`.
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(3600);
+
 /// One declared job, validated: every field typed and defaulted, nothing left to check.
 ///
 /// It serializes to a canonical JSON form (durations in milliseconds, the zone by its IANA name,

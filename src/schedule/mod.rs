@@ -29,6 +29,19 @@ pub use queues::{QueueFallback, QueueFallbacks};
 pub use selector::{Label, Labels, Reach, Selector, given_labels, placement};
 pub use workflow::{OnFailure, Step, Workflow};
 
+/// An IANA time zone by its name, as a schedule file's `timezone` and the CLI's `--tz` give it.
+///
+/// # Errors
+/// What a user reads when the name is no zone, with names that are.
+pub fn parse_zone(name: &str) -> Result<Tz, String> {
+    name.parse().map_err(|_| {
+        format!(
+            "unknown time zone \"{name}\": expected an IANA name such as Europe/Paris, \
+             America/New_York or UTC"
+        )
+    })
+}
+
 /// The declared jobs as a replica currently knows them, one shared copy of each definition;
 /// replaced whole on reload, and watched by every component.
 pub type Jobs = std::sync::Arc<Vec<std::sync::Arc<Job>>>;

@@ -25,11 +25,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::{Spanned, Value};
 
-use chrono_tz::Tz;
-
-use super::Schedule;
-use super::file::{Diagnostic, FileContext, check_name, typed};
-use super::job::{Delivery, Job, Misfire, Output, Overlap, Priority, Source};
+use super::file::{Diagnostic, FileContext, RawTable, Table, check_name, schedule, typed, zone};
+use super::job::{
+    DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF, Delivery, Job, Misfire, Output, Overlap, Priority, Source,
+};
 use super::selector::{Reach, Selector};
 
 /// The fields a workflow table may have, for the unknown-field message.
@@ -113,67 +112,38 @@ impl Workflow {
     }
 }
 
-/// A workflow table as written: field name -> value, each with its byte span.
-pub(super) type RawWorkflow = BTreeMap<Spanned<String>, Spanned<Value>>;
-
 /// Reads one `[workflows.<name>]` table into the job that starts it; every problem found is
 /// reported, each at its field.
 pub(super) fn read_workflow(
     file: &FileContext<'_>,
     name: &Spanned<String>,
-    table: RawWorkflow,
+    table: RawTable,
     uses: &mut Vec<StepUse>,
 ) -> Result<Job, Vec<Diagnostic>> {
-    let mut reader = Reader {
-        file,
-        name,
-        fields: table,
-        diagnostics: Vec::new(),
-    };
-    let at = name.span().start;
+    let mut table = Table::workflow(file, name, table);
+    let at = table.at();
     if let Err(problem) = check_name(name.get_ref()) {
-        reader.report(at, None, format!("bad workflow name: {problem}"));
+        table.report(at, None, format!("bad workflow name: {problem}"));
     }
-    let steps = reader.steps(uses);
-    let on_failure = reader.take("on_failure", typed::<OnFailure>);
-    let schedule = reader.take("schedule", |value| {
-        Schedule::parse(&typed::<String>(value)?).map_err(|error| error.to_string())
-    });
-    let timezone = reader.take("timezone", |value| {
-        let zone = typed::<String>(value)?;
-        zone.parse::<Tz>().map_err(|_| {
-            format!(
-                "unknown time zone \"{zone}\": expected an IANA name such as Europe/Paris, \
-                 America/New_York or UTC"
-            )
-        })
-    });
-    let misfire = reader.take("misfire", typed::<Misfire>);
-    let enabled = reader.take("enabled", typed::<bool>);
-    let unknown: Vec<_> = std::mem::take(&mut reader.fields).into_keys().collect();
-    for field in unknown {
-        reader.report(
-            field.span().start,
-            Some(field.get_ref()),
-            format!("unknown field: expected one of {}", FIELDS.join(", ")),
-        );
-    }
+    let steps = take_steps(&mut table, uses);
+    let on_failure = table.take("on_failure", typed::<OnFailure>);
+    let schedule = table.take("schedule", schedule);
+    let timezone = table.take("timezone", zone);
+    let misfire = table.take("misfire", typed::<Misfire>);
+    let enabled = table.take("enabled", typed::<bool>);
+    table.report_unknown(&FIELDS);
     let Some(steps) = steps else {
-        if !reader
-            .diagnostics
-            .iter()
-            .any(|diagnostic| diagnostic.field.as_deref() == Some(&reader.field("steps")))
-        {
-            reader.report(
+        if !table.has_reported("steps") {
+            table.report(
                 at,
                 Some("steps"),
                 "missing: a workflow needs steps = [\"job\", ...]".to_owned(),
             );
         }
-        return Err(reader.diagnostics);
+        return Err(table.into_diagnostics());
     };
-    if !reader.diagnostics.is_empty() {
-        return Err(reader.diagnostics);
+    if table.has_problems() {
+        return Err(table.into_diagnostics());
     }
     Ok(Job {
         source: file.source(at),
@@ -187,8 +157,8 @@ pub(super) fn read_workflow(
         queue: "default".to_owned(),
         timeout: START_TIMEOUT,
         retries: START_RETRIES,
-        backoff: Duration::from_secs(30),
-        max_backoff: Duration::from_secs(3600),
+        backoff: DEFAULT_BACKOFF,
+        max_backoff: DEFAULT_MAX_BACKOFF,
         // Each fire starts its own instance, however long the previous one runs: a start
         // takes milliseconds, and instances are independent.
         overlap: Overlap::Allow,
@@ -212,68 +182,26 @@ pub(super) fn read_workflow(
     })
 }
 
-/// Checks and types one workflow table's fields, collecting every problem.
-struct Reader<'a> {
-    file: &'a FileContext<'a>,
-    name: &'a Spanned<String>,
-    fields: RawWorkflow,
-    diagnostics: Vec<Diagnostic>,
-}
-
-impl Reader<'_> {
-    fn field(&self, which: &str) -> String {
-        format!("workflows.{}.{which}", self.name.get_ref())
+/// Removes `steps` and reads it, each problem reported at the step it is about; the steps that
+/// read at all go to `uses`, for the check of their jobs across files.
+fn take_steps(table: &mut Table<'_>, uses: &mut Vec<StepUse>) -> Option<Vec<Step>> {
+    let value = table.remove("steps")?;
+    let span = value.span();
+    let offsets = entry_offsets(table.file().text_at(span.clone()), span.start);
+    let (steps, problems) = read_steps(value.into_inner(), &offsets, span.start);
+    for (step, offset) in &steps {
+        uses.push(StepUse {
+            workflow: table.name().get_ref().clone(),
+            step: step.name.clone(),
+            job: step.job.clone(),
+            source: table.file().source(*offset),
+        });
     }
-
-    /// Removes `which` and converts its value; a failed conversion is reported at the value.
-    fn take<T>(
-        &mut self,
-        which: &str,
-        convert: impl FnOnce(Value) -> Result<T, String>,
-    ) -> Option<T> {
-        let value = self.fields.remove(which)?;
-        let offset = value.span().start;
-        match convert(value.into_inner()) {
-            Ok(converted) => Some(converted),
-            Err(message) => {
-                self.report(offset, Some(which), message);
-                None
-            }
-        }
+    let valid = problems.is_empty() && !steps.is_empty();
+    for (offset, message) in problems {
+        table.report(offset, Some("steps"), message);
     }
-
-    /// Removes `steps` and reads it, each problem reported at the step it is about; the steps
-    /// that read at all go to `uses`, for the check of their jobs across files.
-    fn steps(&mut self, uses: &mut Vec<StepUse>) -> Option<Vec<Step>> {
-        let value = self.fields.remove("steps")?;
-        let span = value.span();
-        let offsets = entry_offsets(self.file.text_at(span.clone()), span.start);
-        let (steps, problems) = read_steps(value.into_inner(), &offsets, span.start);
-        for (step, offset) in &steps {
-            uses.push(StepUse {
-                workflow: self.name.get_ref().clone(),
-                step: step.name.clone(),
-                job: step.job.clone(),
-                source: self.file.source(*offset),
-            });
-        }
-        let valid = problems.is_empty() && !steps.is_empty();
-        for (offset, message) in problems {
-            self.report(offset, Some("steps"), message);
-        }
-        valid.then(|| steps.into_iter().map(|(step, _)| step).collect())
-    }
-
-    fn report(&mut self, offset: usize, which: Option<&str>, message: String) {
-        let field = which.map_or_else(
-            || format!("workflows.{}", self.name.get_ref()),
-            |which| self.field(which),
-        );
-        self.diagnostics.push(
-            self.file
-                .diagnostic(Some(offset), None, Some(&field), message),
-        );
-    }
+    valid.then(|| steps.into_iter().map(|(step, _)| step).collect())
 }
 
 /// A step as a table: `{ job = "...", name = "...", needs = [...] }`.

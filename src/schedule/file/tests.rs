@@ -1,4 +1,10 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
 use super::*;
+use crate::schedule::job::{Delivery, Misfire, Output, Overlap, Priority};
+use crate::schedule::notice::{DEFAULT_LATE_AFTER, Event, Target};
+use crate::schedule::{Schedule, queues};
 
 fn parse(text: &str) -> Result<Vec<Job>, Vec<String>> {
     parse_file(Path::new("jobs.toml"), text)
