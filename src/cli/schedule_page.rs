@@ -1,12 +1,12 @@
-//! The redcron-schedule(5) page: the README's sections on schedule files and on the cron dialect,
-//! turned into roff when the pages are written, so that the page cannot say other than the README.
+//! The redcron-schedule(5) page: the guide's sections on schedule files and on the cron dialect,
+//! turned into roff when the pages are written, so that the page cannot say other than the guide.
 
 use clap_mangen::roff::{Inline, Roff, bold, roman};
 
-/// The README, whose sections the page is made of.
-const README: &str = include_str!("../../README.md");
+/// The guide (docs/guide.md), whose sections the page is made of.
+const GUIDE: &str = include_str!("../../docs/guide.md");
 
-/// The README's `## ` sections the page holds, in its order.
+/// The guide's `## ` sections the page holds, in its order.
 const SECTIONS: [&str; 2] = ["Schedule files", "The cron dialect"];
 
 /// The page's name, as `man` finds it.
@@ -15,7 +15,7 @@ pub(super) const NAME: &str = "redcron-schedule";
 /// The page, in roff.
 ///
 /// # Panics
-/// Never on the README this binary was built with: a test renders it; a section missing from
+/// Never on the guide this binary was built with: a test renders it; a section missing from
 /// it is a build that must not ship, which that test catches.
 pub(super) fn render(version: &str) -> Roff {
     let mut page = Roff::new();
@@ -33,7 +33,7 @@ pub(super) fn render(version: &str) -> Roff {
     ]);
     for title in SECTIONS {
         let body =
-            section(title).unwrap_or_else(|| panic!("the README has no \"## {title}\" section"));
+            section(title).unwrap_or_else(|| panic!("docs/guide.md has no \"## {title}\" section"));
         page.control("SH", [title.to_uppercase().as_str()]);
         markdown(&mut page, body);
     }
@@ -53,16 +53,16 @@ pub(super) fn render(version: &str) -> Roff {
     page
 }
 
-/// The text of the README's `## {title}` section, up to the next `## ` heading.
+/// The text of the guide's `## {title}` section, up to the next `## ` heading.
 fn section(title: &str) -> Option<&'static str> {
     let heading = format!("\n## {title}\n");
-    let start = README.find(&heading)? + heading.len();
-    let rest = &README[start..];
+    let start = GUIDE.find(&heading)? + heading.len();
+    let rest = &GUIDE[start..];
     Some(rest.find("\n## ").map_or(rest, |end| &rest[..end]))
 }
 
 /// Writes the blocks of `text` (paragraphs, lists, code, tables and `### ` headings, the
-/// Markdown the README uses) into `page`.
+/// Markdown the guide uses) into `page`.
 fn markdown(page: &mut Roff, text: &str) {
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
@@ -184,7 +184,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_readme_sections_become_the_page() {
+    fn the_guide_sections_become_the_page() {
         let page = render("0.0.0").render();
         assert!(page.contains(".TH redcron-schedule 5"), "{page}");
         assert!(page.contains(".SH \"SCHEDULE FILES\""), "{page}");
@@ -196,7 +196,7 @@ mod tests {
             "{page}"
         );
         // No Markdown left outside code blocks: links are their text, code is bold.
-        assert!(!page.contains("](#"), "{page}");
+        assert!(!page.contains("]("), "{page}");
         assert!(
             page.contains("default: \\fBforbid\\fR") && !page.contains("`forbid`"),
             "{page}"
