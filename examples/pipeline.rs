@@ -1,5 +1,5 @@
 //! Starts a declared workflow through [`Client`] and follows it to its end, printing each step's
-//! status as it changes: the image pipeline of the README, from Rust.
+//! status as it changes: the image pipeline of the guide (docs/guide.md, Workflows), from Rust.
 //!
 //! ```sh
 //! cargo run --example pipeline -- redis://127.0.0.1/ images '{"image": "cat.png"}'

@@ -288,7 +288,7 @@ fn a_where_no_replica_can_match_is_refused_at_its_place() {
         ),
         "{errors}"
     );
-    // The README's own words: where = ["queue=eu-west"] picks what queue = "eu-west" does, so
+    // The guide's own words: where = ["queue=eu-west"] picks what queue = "eu-west" does, so
     // a job that says only the first has its runs wait in the default queue.
     assert!(
         lines[2].contains("hosts.toml:16:9: job \"regional\", field \"where\"")

@@ -33,7 +33,7 @@ fn cron_d(root: &Path) -> std::path::PathBuf {
     dir
 }
 
-/// The README's own example: `import-crontab --dir /etc/cron.d -o schedules/cron.d` writes into
+/// The guide's own example: `import-crontab --dir /etc/cron.d -o schedules/cron.d` writes into
 /// a subdirectory of the schedule directory, and `check` loads those jobs with the others.
 #[test]
 fn a_crontab_directory_imported_into_a_subdirectory_loads_with_the_schedules() {

@@ -152,7 +152,7 @@ impl Fleet {
     /// Stops every replica and checks that every fire of `tick` from the first to the last ran,
     /// and ran once but for those due in the seconds before `killed_ms`, when the primary was
     /// killed: Redis replicates asynchronously, so the lease the run of such a fire took may
-    /// be lost with it, and that run run again (README, "What a failover costs"). A fire due
+    /// be lost with it, and that run run again (docs/operations.md, "What a failover costs"). A fire due
     /// on time while a late one (due during the failover) still ran is skipped as its overlap,
     /// as `overlap = "forbid"` says: that is not a miss.
     fn stop_and_assert_every_fire_ran_once_but_before(&mut self, killed_ms: i64) {
@@ -318,7 +318,7 @@ fn fires_run_once_through_a_sentinel_failover_of_the_primary() {
 /// A failover asked of Sentinel promotes the replica while the old primary still takes writes
 /// for about a second; those are lost. The leader, whose lease survives it, plans again the fires
 /// it had planned in that second (60 s ahead), so none is missed when its time comes; a run
-/// started in that second may run twice (README, "What a failover costs").
+/// started in that second may run twice (docs/operations.md, "What a failover costs").
 #[test]
 fn a_graceful_sentinel_failover_misses_no_fire_planned_before_it() {
     let setup = SentinelSetup::start();
@@ -505,7 +505,7 @@ fn one_fleet_serves_two_namespaces_on_two_masters_of_a_cluster() {
     }
 }
 
-/// The procedure README gives: `redcron hold`, move the slot, `redcron release`. The keys move
+/// The procedure docs/operations.md gives: `redcron hold`, move the slot, `redcron release`. The keys move
 /// one at a time, so the slot stays half moved for seconds, as a large namespace's would.
 #[test]
 fn fires_run_once_while_the_namespace_is_held_and_its_slot_moves_key_by_key() {

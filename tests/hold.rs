@@ -217,7 +217,7 @@ fn every_script_that_builds_keys_refuses_while_the_namespace_is_held() {
 
 /// A replica told to stop during a hold does not wait for the hold to end: the failure it could
 /// not record waits one recording window past the shutdown grace at most, and the process exits
-/// as the README promises (grace plus the window). The run's lease is then reaped and it runs
+/// as docs/operations.md promises (grace plus the window). The run's lease is then reaped and it runs
 /// again, as for any replica that stops during a hold.
 #[test]
 fn a_replica_stopped_during_a_hold_exits_within_its_grace_and_recording_window() {

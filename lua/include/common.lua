@@ -395,7 +395,7 @@ end
 -- missed once rather than its whole backlog one after another. A run started before its
 -- successor's due time is never judged so: on-time starts, and late ones on a loaded machine,
 -- skip nothing. A fire of a job that runs once has no such bound (its late fires within the
--- threshold run one after another, as README promises). Past the threshold, `skip` skips it;
+-- threshold run one after another, as docs/semantics.md promises). Past the threshold, `skip` skips it;
 -- `run-once` skips it when a later fire of its job has come due ({ns}:latest-fire), which runs
 -- or was judged in its place, so that one late fire per outage at most starts.
 local function missed_at_start(prefix, job, kind, first_attempt, redriven, fire_ms, missed_after,

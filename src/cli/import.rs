@@ -177,7 +177,7 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
     let placements = Placements::parse(args)?;
     let mut names = JobNames::new(args.prefix.as_deref()).map_err(CliError::Argument)?;
     let (crontabs, schedule_dir) = match (&args.dir, &args.output) {
-        // Written into a subdirectory of a schedule directory (the README's `-o
+        // Written into a subdirectory of a schedule directory (the guide's `-o
         // schedules/cron.d`), the files load with those beside them: their names must not
         // clash with any.
         (Some(dir), Some(output)) => {

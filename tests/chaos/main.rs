@@ -649,7 +649,7 @@ fn kill_slot_master(cluster: &mut Cluster) -> String {
 }
 
 /// Migrates the namespace's slot, keys and all, to another master (the next one by port), the
-/// way the README asks: with the namespace held (`redcron hold`) while it moves.
+/// way docs/operations.md asks: with the namespace held (`redcron hold`) while it moves.
 fn migrate_slot(cluster: &mut Cluster) -> String {
     let url = cluster.redis.url();
     let Redis::Cluster(nodes) = &mut cluster.redis else {

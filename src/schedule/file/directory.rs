@@ -107,7 +107,7 @@ fn mail_without_sendmail(jobs: &[Job]) -> Vec<Diagnostic> {
         ),
         None => "a mailto: target needs sendmail, and there is none on PATH, at \
                  /usr/sbin/sendmail or at /usr/lib/sendmail: install a mail transfer agent \
-                 (msmtp-mta works under the service unit's hardening; see the README)"
+                 (msmtp-mta works under the service unit's hardening; see Notices in docs/guide.md)"
             .to_owned(),
     };
     const NAMED: usize = 5;
