@@ -194,3 +194,39 @@ fn headings_get_the_anchors_github_gives_them() {
     }
     assert!(!anchors.contains("not-a-heading"));
 }
+
+/// The README is a front page: the two commands first, short enough to read in five minutes,
+/// and a link to every document under docs/ and to CONTRIBUTING.md, so that nothing moved out
+/// of it is out of reach.
+#[test]
+fn the_readme_is_a_front_page_that_leads_to_every_document() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = fs::read_to_string(root.join("README.md")).expect("README.md is readable");
+    let lines = readme.lines().count();
+    assert!(lines <= 250, "README.md has {lines} lines, more than 250");
+    let opening: Vec<&str> = readme.lines().take(5).collect();
+    assert_eq!(opening[..2], ["# redcron", ""], "{opening:?}");
+    assert!(
+        opening[3].starts_with("cargo run --release -- run ")
+            && opening[4].starts_with("./scripts/test "),
+        "README.md does not open with the two commands: {opening:?}"
+    );
+    let linked: HashSet<String> = prose_lines(&readme)
+        .into_iter()
+        .flat_map(|(_, line)| link_targets(line))
+        .map(|target| target.split('#').next().unwrap_or_default().to_owned())
+        .collect();
+    let mut expected = vec!["CONTRIBUTING.md".to_owned()];
+    for entry in fs::read_dir(root.join("docs")).expect("docs/ is readable") {
+        let name = entry.expect("an entry of docs/").file_name();
+        expected.push(format!("docs/{}", name.to_string_lossy()));
+    }
+    let unlinked: Vec<&String> = expected
+        .iter()
+        .filter(|document| !linked.contains(*document))
+        .collect();
+    assert!(
+        unlinked.is_empty(),
+        "README.md links to none of {unlinked:?}"
+    );
+}
