@@ -230,3 +230,52 @@ fn the_readme_is_a_front_page_that_leads_to_every_document() {
         "README.md links to none of {unlinked:?}"
     );
 }
+
+/// The fenced blocks of `text` opened with ```` ```language ````, in order.
+fn fenced_blocks<'a>(text: &'a str, language: &str) -> Vec<&'a str> {
+    let fence = format!("```{language}\n");
+    text.split(fence.as_str())
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .collect()
+}
+
+/// Every schedule file the documents show (a `toml` block that declares a job or a workflow)
+/// loads as shown: `redcron check` accepts it alone, so that an example copied from a page
+/// works.
+#[test]
+fn every_schedule_file_the_documents_show_loads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    let mut refused = Vec::new();
+    for document in documents(root) {
+        let text = fs::read_to_string(&document).expect("a document is readable");
+        let name = document
+            .strip_prefix(root)
+            .unwrap_or(&document)
+            .display()
+            .to_string();
+        for (index, block) in fenced_blocks(&text, "toml").into_iter().enumerate() {
+            if !block.contains("[jobs.") && !block.contains("[workflows.") {
+                continue;
+            }
+            checked += 1;
+            let dir = tempfile::tempdir().expect("temp dir");
+            fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
+            fs::write(dir.path().join("schedules/shown.toml"), block).expect("write the block");
+            let done = crate::util::redcron_in(dir.path(), &["check"], "");
+            if done.code != Some(0) {
+                refused.push(format!(
+                    "{name}, toml block {}: {}",
+                    index + 1,
+                    done.stderr.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        checked >= 3,
+        "only {checked} schedule files found in the documents"
+    );
+    assert!(refused.is_empty(), "{}", refused.join("\n"));
+}
