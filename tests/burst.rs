@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use redcron::schedule::Priority;
 use redis::Commands;
 
-use crate::replicas::Scenario;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::schemas::Schemas;
 use crate::util::{cli, keys, one_document, redcron_in, wait_until};
 
@@ -163,7 +163,7 @@ fn runs_due_at_one_instant_do_not_delay_the_fires_due_then() {
 
 #[tokio::test]
 async fn enqueue_from_lines_sends_nothing_for_a_bad_line_and_names_each_line_refused() {
-    let (server, dir, _store) = crate::operate::published().await;
+    let (server, dir, _store) = crate::util::store::published().await;
     let enqueue = |input: &str| {
         redcron_in(
             dir.path(),

@@ -6,11 +6,11 @@ use std::time::Duration;
 use redcron::store::{FailReason, Failure, Store};
 use serde_json::Value;
 
-use crate::inspect::replica;
-use crate::slots::enqueue;
-use crate::store::{claim_run, setup};
 use crate::util::redis_server::RedisServer;
 use crate::util::schemas::{Schemas, json_lines};
+use crate::util::store::enqueue;
+use crate::util::store::replica;
+use crate::util::store::{claim_run, setup};
 use crate::util::{cli, keys, one_document, redcron_in};
 
 /// A job that fails once and then succeeds, one that dies at its first failure, and a cron job.

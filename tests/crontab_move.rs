@@ -7,8 +7,8 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::replicas::Scenario;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::{fake_sendmail, redcron_in_with_env, wait_until};
 
 /// Runs `redcron args...` in `dir` with `env` added to its environment.

@@ -9,10 +9,10 @@ use redis::Commands;
 
 use redcron::schedule::Priority;
 
-use crate::store::{connect, jobs};
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::schemas::Schemas;
+use crate::util::store::{connect, jobs};
 use crate::util::{cli, keys, one_document, wait_until};
 
 /// A replica declaring `lim`, a scheduled job with the default settings (so `overlap =

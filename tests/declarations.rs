@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use redcron::store::{Claimed, Store, StoreError};
 
-use crate::slots::enqueue;
-use crate::store::{declare, jobs, setup};
 use crate::util::keys;
 use crate::util::redis_server::RedisServer;
+use crate::util::store::enqueue;
+use crate::util::store::{declare, jobs, setup};
 
 const JOBS: &str = "[jobs.x]\ncommand = \"true\"\n[jobs.y]\ncommand = \"true\"\n";
 

@@ -11,105 +11,13 @@ use redcron::schedule::Priority;
 use redcron::store::Enqueue;
 use redis::Commands;
 
-use crate::replicas::{Scenario, fire_ms, percentile, sleep_until};
-use crate::store::connect;
 use crate::util::keys;
+use crate::util::scenario::{
+    Scenario, assert_overlaps_were_real, event_entries, fire_ms, intervals, percentile, recorded,
+    skipped_events, sleep_until,
+};
+use crate::util::store::connect;
 use crate::util::{cli, wait_until};
-
-/// A command that records its start and end around `work`.
-pub(crate) fn recorded(scenario: &Scenario, work: &str) -> String {
-    let ledger = scenario.ledger_path();
-    let ledger = ledger.display();
-    format!(
-        "echo \\\"$REDCRON_RUN_ID start $(date +%s%3N)\\\" >> {ledger}; {work}; \
-         echo \\\"$REDCRON_RUN_ID end $(date +%s%3N)\\\" >> {ledger}"
-    )
-}
-
-/// Each run's start and end (ms) from the ledger, by run id, in the order the runs started.
-pub(crate) fn intervals(scenario: &Scenario) -> Vec<(String, i64, Option<i64>)> {
-    let text = std::fs::read_to_string(scenario.ledger_path()).unwrap_or_default();
-    let mut runs: Vec<(String, i64, Option<i64>)> = Vec::new();
-    for line in text.lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let [run, what, ms] = words[..] else {
-            continue;
-        };
-        let Ok(ms) = ms.parse::<i64>() else { continue };
-        match what {
-            "start" => runs.push((run.to_owned(), ms, None)),
-            "end" => {
-                if let Some(entry) = runs
-                    .iter_mut()
-                    .rev()
-                    .find(|(id, _, end)| id == run && end.is_none())
-                {
-                    entry.2 = Some(ms);
-                }
-            }
-            _ => {}
-        }
-    }
-    runs
-}
-
-/// Every entry of the events stream, oldest first.
-fn event_entries(scenario: &Scenario) -> Vec<redis::streams::StreamId> {
-    let reply: redis::streams::StreamRangeReply = scenario
-        .server
-        .connection()
-        .xrange_all(keys().events())
-        .expect("XRANGE");
-    reply.ids
-}
-
-/// Every `skipped` event as (run, reason).
-pub(crate) fn skipped_events(scenario: &Scenario) -> Vec<(String, String)> {
-    event_entries(scenario)
-        .iter()
-        .filter(|entry| entry.get::<String>("state").as_deref() == Some("skipped"))
-        .map(|entry| {
-            (
-                entry.get::<String>("run").unwrap_or_default(),
-                entry.get::<String>("reason").unwrap_or_default(),
-            )
-        })
-        .collect()
-}
-
-/// A fire due while a run of its job that had started by then still ran (a catch-up after a
-/// stall, say) is skipped as an overlap; no other fire is: every `overlap` skip in `skips` had
-/// such a run in the ledger.
-#[track_caller]
-pub(crate) fn assert_overlaps_were_real(
-    scenario: &Scenario,
-    runs: &[(String, i64, Option<i64>)],
-    skips: &[(String, String)],
-) {
-    for (run, reason) in skips {
-        if reason != "overlap" {
-            continue;
-        }
-        let due = fire_ms(run);
-        let job = run.split('@').next().unwrap_or_default();
-        // A run holds its job from its start until its outcome is recorded, milliseconds
-        // after its command exits: Redis's own times of both.
-        let running = runs.iter().any(|(other, _, _)| {
-            let time = |field| -> Option<i64> {
-                scenario
-                    .run_field(other, field)
-                    .and_then(|ms| ms.parse().ok())
-            };
-            other.starts_with(&format!("{job}@"))
-                && time("started_ms").is_some_and(|started| started <= due)
-                && time("finished_ms").is_none_or(|finished| finished > due)
-        });
-        assert!(
-            running,
-            "{run} was skipped as an overlap with nothing running"
-        );
-    }
-}
 
 /// Runs of one job never overlap in time, and start in the order of their fires, but for the
 /// fires in `handed_back`, which may run after later ones.

@@ -16,11 +16,11 @@ use redcron::store::{ManualClock, Store, cron_run_id};
 use redis::Commands;
 use tokio::sync::watch;
 
-use crate::replicas::{Scenario, fire_ms};
-use crate::store::{connect, jobs};
 use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::{Scenario, fire_ms};
+use crate::util::store::{connect, jobs};
 use crate::util::wait_until;
 
 const EVERY_2S: &str = "[jobs.x]\nschedule = \"*/2 * * * * *\"\ncommand = \"true\"\n";

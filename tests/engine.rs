@@ -16,9 +16,9 @@ use redcron::store::{Acquisition, Claim, ManualClock, Store, cron_run_id};
 use redis::Commands;
 use tokio::sync::watch;
 
-use crate::store::connect;
 use crate::util::keys;
 use crate::util::redis_server::RedisServer;
+use crate::util::store::connect;
 
 const TTL: Duration = Duration::from_secs(5);
 

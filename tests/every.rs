@@ -596,7 +596,7 @@ async fn claim_as(store: &redcron::store::Store, replica: &str, now_ms: i64) -> 
         .claim_runs(
             &[&format!("{replica}/0"), &format!("{replica}/1")],
             &["default".to_owned(), format!("@{replica}")],
-            crate::store::LEASE,
+            crate::util::store::LEASE,
             100,
         )
         .await
@@ -610,7 +610,7 @@ async fn claim_as(store: &redcron::store::Store, replica: &str, now_ms: i64) -> 
 
 #[tokio::test]
 async fn an_every_replica_fire_promoted_twice_makes_one_run_per_target_claimed_by_it_alone() {
-    use crate::store::{THRESHOLD, declare, jobs, plan, setup};
+    use crate::util::store::{THRESHOLD, declare, jobs, plan, setup};
 
     let toml = "[jobs.rotate]\nschedule = \"@hourly\"\non = \"every\"\ncommand = \"true\"\n";
     let (server, store, token) = setup(toml).await;
@@ -655,7 +655,7 @@ async fn an_every_replica_fire_promoted_twice_makes_one_run_per_target_claimed_b
 
 #[tokio::test]
 async fn a_replica_that_no_longer_declares_an_every_replica_job_skips_its_runs_of_it() {
-    use crate::store::{THRESHOLD, declare, jobs, plan, setup};
+    use crate::util::store::{THRESHOLD, declare, jobs, plan, setup};
 
     let toml = "[jobs.rotate]\nschedule = \"@hourly\"\non = \"every\"\ncommand = \"true\"\n";
     let (server, store, token) = setup(toml).await;
@@ -689,7 +689,7 @@ async fn a_replica_that_no_longer_declares_an_every_replica_job_skips_its_runs_o
 
 #[tokio::test]
 async fn a_replica_back_past_the_threshold_finds_its_run_of_a_skip_job_missed_at_its_start() {
-    use crate::store::{THRESHOLD, declare, jobs, plan, setup};
+    use crate::util::store::{THRESHOLD, declare, jobs, plan, setup};
 
     let toml = "[jobs.rotate]\nschedule = \"@hourly\"\non = \"every\"\nmisfire = \"skip\"\n\
                 command = \"true\"\n";

@@ -158,7 +158,7 @@ fn a_replica_back_from_an_outage_runs_the_latest_fire_it_missed_once_and_then_it
 /// its successor comes due.
 #[tokio::test]
 async fn a_replicas_run_is_superseded_only_once_its_run_of_the_next_fire_is_due() {
-    use crate::store::{LEASE, THRESHOLD, declare, jobs, plan, setup};
+    use crate::util::store::{LEASE, THRESHOLD, declare, jobs, plan, setup};
 
     let toml = "[jobs.rotate]\nschedule = \"@every 10s\"\non = \"every\"\ncommand = \"true\"\n";
     let (server, store, token) = setup(toml).await;

@@ -19,7 +19,7 @@ use redcron::schedule::{Reach, Schedule, Selector, parse_file};
 use redcron::store::ClaimedRun;
 use redis::Value;
 
-use crate::import_crontab::without_users;
+use crate::util::without_users;
 
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

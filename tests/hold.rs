@@ -10,9 +10,9 @@ use redcron::engine::worker::RECORD_WINDOW;
 use redcron::store::{Ack, Enqueue, FailReason, Failure, REAPING_GRACE, Store, StoreError};
 use redis::Commands;
 
-use crate::store::{FORBID_TICK, LEASE, THRESHOLD, claim_run, plan, setup};
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::store::{FORBID_TICK, LEASE, THRESHOLD, claim_run, plan, setup};
 use crate::util::{cli, keys, wait_until};
 
 /// Every key of the test namespace but the hold's own, with its serialized value.
@@ -162,7 +162,7 @@ async fn a_held_namespace_writes_nothing_keeps_its_leases_and_goes_on_once_relea
 #[tokio::test]
 async fn a_hold_ends_by_itself_when_its_time_is_up() {
     let server = RedisServer::start();
-    let store: Store = crate::store::connect(&server).await;
+    let store: Store = crate::util::store::connect(&server).await;
     store
         .set_hold(Some(Duration::from_millis(300)))
         .await

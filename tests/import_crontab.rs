@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use redcron::schedule::{Delivery, Event, Job, Misfire, Overlap, Schedule, Target, parse_file};
 
-use crate::util::{Run, fake_sendmail, redcron, redcron_in_with_env};
+use crate::util::{Run, fake_sendmail, redcron, redcron_in_with_env, without_users};
 
 /// An entry of a crontab as cron reads it: the expression and the zone in force on its line.
 struct Entry {
@@ -67,15 +67,6 @@ fn import(fixture: &str, extra: &[&str]) -> (String, Vec<Job>, String) {
     let jobs = parse_file(Path::new("imported.toml"), &without_users(&toml))
         .unwrap_or_else(|errors| panic!("imported file does not load: {errors:#?}\n{toml}"));
     (toml, jobs, stderr)
-}
-
-/// An imported file without its `user` lines: those users must exist and need a replica run
-/// as root, which the tests of `user` check apart.
-pub fn without_users(toml: &str) -> String {
-    toml.lines()
-        .filter(|line| !line.starts_with("user = "))
-        .map(|line| format!("{line}\n"))
-        .collect()
 }
 
 fn fires(schedule: &Schedule, zone: Tz, after: DateTime<Utc>) -> Vec<DateTime<Utc>> {

@@ -5,30 +5,13 @@ use std::time::Duration;
 
 use redcron::store::{FailReason, Failure, Store};
 
-use crate::slots::enqueue;
-use crate::store::{claim_run, connect, declare, jobs};
 use crate::util::redis_server::RedisServer;
+use crate::util::store::enqueue;
+use crate::util::store::{claim_run, connect, declare, jobs, replica};
 use crate::util::{cli, one_document, redcron_in};
 
 const NIGHTLY: &str = "[jobs.nightly]\nschedule = \"0 3 * * *\"\ncommand = \"true\"\n";
 const OTHER: &str = "[jobs.other]\ncommand = \"true\"\n";
-
-/// A live replica `id` that beat `ago_ms` ago, declaring the jobs of `toml` as its heartbeat
-/// publishes them.
-pub(crate) async fn replica(store: &Store, id: &str, toml: &str, ago_ms: i64) {
-    let info = [
-        ("host", "test".to_owned()),
-        ("heartbeat_period_ms", "2000".to_owned()),
-    ];
-    let now_ms = store.now_ms().await.expect("TIME");
-    store
-        .clone()
-        .with_frozen_clock(now_ms - ago_ms)
-        .heartbeat(id, &info, Duration::from_secs(3600))
-        .await
-        .expect("heartbeat");
-    declare(store, id, jobs(toml)).await;
-}
 
 /// A Redis whose leader published the definitions of `nightly` and `other`, a directory to run
 /// the commands in, and a store.

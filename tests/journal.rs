@@ -7,8 +7,8 @@ use std::os::unix::net::UnixDatagram;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::replicas::Scenario;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::wait_until;
 
 /// Where journald listens for entries.

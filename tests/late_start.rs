@@ -12,9 +12,9 @@ use redcron::store::{
     cron_run_id,
 };
 
-use crate::replicas::{Scenario, fire_ms};
-use crate::store::{LEASE, THRESHOLD, claim_run, events, plan, run_hash, setup};
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::{Scenario, fire_ms};
+use crate::util::store::{LEASE, THRESHOLD, claim_run, events, plan, run_hash, setup};
 use crate::util::wait_until;
 
 /// Claims for `workers` idle workers at once, as a replica does.

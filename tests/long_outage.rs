@@ -6,8 +6,8 @@ use redcron::schedule::Priority;
 use redcron::store::{JobPlan, PlanOutcome, PlannedRun, SkipReason, SkippedFire, cron_run_id};
 use redis::Commands;
 
-use crate::replicas::{Scenario, fire_ms, sleep_until};
-use crate::store::{THRESHOLD, events, plan, setup};
+use crate::util::scenario::{Scenario, fire_ms, sleep_until};
+use crate::util::store::{THRESHOLD, events, plan, setup};
 use crate::util::{keys, wait_until};
 
 /// How far ahead the leader plans fires (the planner's default horizon).

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::replicas::Scenario;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::webhook::WebhookReceiver;
 use crate::util::{cli, fake_sendmail, one_document, wait_until};
 

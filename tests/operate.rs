@@ -8,31 +8,12 @@ use redcron::schedule::Priority;
 use redcron::store::{Claim, FailReason, Failure, Keys, Store};
 use redis::Commands;
 
-use crate::store::connect;
 use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::store::{PUBLISHED_JOBS, published};
 use crate::util::wait_until;
 use crate::util::{cli, free_port, http_get, one_document, redcron_in, sample};
-
-const JOBS: &str = "[jobs.greet]\ncommand = \"cat >> ledger\"\nretries = 1\n\
-                    [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REDCRON_RUN_ID >> ticks\"\n";
-
-/// A Redis with `JOBS` published as a leader would, and a directory to run commands in.
-pub(crate) async fn published() -> (RedisServer, tempfile::TempDir, Store) {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = connect(&server).await;
-    let jobs = redcron::schedule::parse_file(Path::new("jobs.toml"), JOBS).expect("valid jobs");
-    store.publish_definitions(&jobs).await.expect("publish");
-    let declared: Vec<std::sync::Arc<redcron::schedule::Job>> =
-        jobs.into_iter().map(std::sync::Arc::new).collect();
-    store
-        .publish_replica_jobs("replica", &declared, Duration::from_secs(3600))
-        .await
-        .expect("declare");
-    (server, dir, store)
-}
 
 /// Claims the next ready run as a worker would and records `failure` for it; returns its id.
 async fn claim_and_fail(store: &Store, failure: &Failure) -> String {
@@ -67,7 +48,8 @@ fn trigger_runs_a_declared_job_now_with_its_payload_on_stdin() {
     std::fs::create_dir(dir.path().join("schedules")).expect("mkdir");
     std::fs::write(
         dir.path().join("schedules/jobs.toml"),
-        JOBS.replace("ledger", &dir.path().join("ledger").display().to_string())
+        PUBLISHED_JOBS
+            .replace("ledger", &dir.path().join("ledger").display().to_string())
             .replace("ticks", &dir.path().join("ticks").display().to_string()),
     )
     .expect("write");
@@ -385,7 +367,7 @@ fn a_paused_job_records_skipped_fires_and_runs_none_until_resumed() {
     let ticks = dir.path().join("ticks");
     std::fs::write(
         dir.path().join("schedules/jobs.toml"),
-        JOBS.replace("ticks", &ticks.display().to_string()),
+        PUBLISHED_JOBS.replace("ticks", &ticks.display().to_string()),
     )
     .expect("write");
     let _replica = ReplicaProcess::start(

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::replicas::Scenario;
+use crate::util::scenario::Scenario;
 use crate::util::wait_until;
 
 #[test]

@@ -6,8 +6,8 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use redis::Commands;
 
-use crate::replicas::Scenario;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::{keys, wait_until};
 
 /// One every-second job per file, each recording its runs under its own name.

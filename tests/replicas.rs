@@ -4,51 +4,20 @@
 //! ledger with the fires the schedule defines.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use nix::sys::signal::Signal;
 use redis::Commands;
-use tempfile::TempDir;
 
 use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::{DATA_LOST, Scenario, fire_ms, percentile, sleep_until};
 use crate::util::wait_until;
 
-/// A Redis, a schedule directory and a ledger.
-pub(crate) struct Scenario {
-    pub(crate) server: RedisServer,
-    pub(crate) dir: TempDir,
-}
-
 impl Scenario {
-    pub(crate) fn new() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
-        Self {
-            server: RedisServer::start(),
-            dir,
-        }
-    }
-
-    pub(crate) fn schedules(&self) -> PathBuf {
-        self.dir.path().join("schedules")
-    }
-
-    pub(crate) fn ledger_path(&self) -> PathBuf {
-        self.dir.path().join("ledger")
-    }
-
-    /// A shell command that appends `<run id> <start ms> <tag>` to the ledger.
-    pub(crate) fn record(&self, tag: &str) -> String {
-        format!(
-            "echo \\\"$REDCRON_RUN_ID $(date +%s%3N) {tag}\\\" >> {}",
-            self.ledger_path().display()
-        )
-    }
-
     /// A job firing every second that records its runs. Overlap is allowed: a replica frozen
     /// or killed mid-run holds an overlap lock until its lease expires, which would skip fires
     /// for reasons these tests are not about.
@@ -66,45 +35,6 @@ impl Scenario {
         self.replicas_with_a_leader(&["r1", "r2", "r3"], &[])
     }
 
-    /// Starts replicas `ids` with `extra` flags and waits until one of them leads.
-    pub(crate) fn replicas_with_a_leader(
-        &self,
-        ids: &[&str],
-        extra: &[&str],
-    ) -> Vec<ReplicaProcess> {
-        let replicas: Vec<ReplicaProcess> = ids.iter().map(|id| self.replica(id, extra)).collect();
-        let led = wait_until(Duration::from_secs(10), || self.leader().is_some());
-        assert!(
-            led,
-            "no leader was elected\n{}",
-            replicas
-                .iter()
-                .map(|replica| format!("log of {}:\n{}", replica.id, replica.log()))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-        replicas
-    }
-
-    pub(crate) fn write_jobs(&self, toml: &str) {
-        std::fs::write(self.schedules().join("jobs.toml"), toml).expect("write jobs");
-    }
-
-    /// `redcron trigger job`, once a replica has declared it: the run id.
-    pub(crate) fn trigger(&self, job: &str) -> String {
-        let mut out = String::new();
-        let declared = wait_until(Duration::from_secs(10), || {
-            let run = crate::util::cli(&self.server, self.dir.path(), &["trigger", job]);
-            out = format!("{}{}", run.stdout, run.stderr);
-            run.code == Some(0)
-        });
-        assert!(declared, "cannot trigger {job}: {out}");
-        out.split_whitespace()
-            .next()
-            .expect("the run id")
-            .to_owned()
-    }
-
     /// Replicas `ids`, once a fire of theirs has run.
     fn firing_replicas(&self, ids: &[&str]) -> Vec<ReplicaProcess> {
         let replicas = ids.iter().map(|id| self.replica(id, &[])).collect();
@@ -113,32 +43,6 @@ impl Scenario {
             "no fire ran"
         );
         replicas
-    }
-
-    pub(crate) fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
-        ReplicaProcess::start(
-            id,
-            &self.server.url(),
-            &self.schedules(),
-            self.dir.path(),
-            extra,
-        )
-    }
-
-    /// Every ledger line: run id, start ms, tag.
-    pub(crate) fn ledger(&self) -> Vec<(String, i64, String)> {
-        crate::util::read_ledger(&self.ledger_path())
-    }
-
-    pub(crate) fn redis_now_ms(&self) -> i64 {
-        self.server.now_ms()
-    }
-
-    pub(crate) fn leader(&self) -> Option<String> {
-        self.server
-            .connection()
-            .get(keys().leader())
-            .expect("GET leader")
     }
 
     /// Which of `replicas` holds the leader lease, and under which epoch.
@@ -151,29 +55,6 @@ impl Scenario {
             .expect("the leader is one of ours");
         (index, epoch.parse().expect("an epoch"))
     }
-
-    pub(crate) fn run_field(&self, run_id: &str, field: &str) -> Option<String> {
-        self.server
-            .connection()
-            .hget(keys().run(run_id), field)
-            .expect("HGET")
-    }
-}
-
-/// Sleeps until Redis's clock reads `ms`.
-pub(crate) fn sleep_until(scenario: &Scenario, ms: i64) {
-    let wait = ms - scenario.redis_now_ms();
-    if wait > 0 {
-        std::thread::sleep(Duration::from_millis(wait as u64));
-    }
-}
-
-/// The fire time of a cron run id `<job>@<ms>`.
-pub(crate) fn fire_ms(run_id: &str) -> i64 {
-    run_id
-        .rsplit_once('@')
-        .and_then(|(_, ms)| ms.parse().ok())
-        .expect("a cron run id")
 }
 
 /// A 6-field expression that fires once, at the whole second `at_ms` (UTC).
@@ -216,11 +97,6 @@ fn assert_each_fire_ran_once(scenario: &Scenario, from: i64, to: i64) {
             "fire {fire} ran {runs} times (lost: {lost})"
         );
     }
-}
-
-pub(crate) fn percentile(sorted: &[i64], fraction: f64) -> i64 {
-    let index = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
 }
 
 #[test]
@@ -717,9 +593,6 @@ fn replicas_ride_out_a_redis_restart_without_losing_a_planned_run() {
         );
     }
 }
-
-/// What a replica logs when Redis lost the namespace's data.
-pub(crate) const DATA_LOST: &str = "Redis lost this namespace's data since the last heartbeat";
 
 #[test]
 fn every_replica_says_so_when_redis_lost_its_data_and_fires_go_on() {

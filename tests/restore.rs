@@ -10,10 +10,10 @@ use nix::sys::signal::Signal;
 use redcron::store::{FailOutcome, FailReason, Failure, HeldRun, Store};
 use redis::Commands;
 
-use crate::defaults::{assert_overlaps_were_real, intervals, recorded, skipped_events};
-use crate::replicas::{DATA_LOST, Scenario, fire_ms, sleep_until};
-use crate::store::{FORBID_TICK, THRESHOLD, claim_run, connect, plan, run_hash, setup};
 use crate::util::keys;
+use crate::util::scenario::{DATA_LOST, Scenario, fire_ms, sleep_until};
+use crate::util::scenario::{assert_overlaps_were_real, intervals, recorded, skipped_events};
+use crate::util::store::{FORBID_TICK, THRESHOLD, claim_run, connect, plan, run_hash, setup};
 use crate::util::wait_until;
 
 #[tokio::test]

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use redis::Commands;
 
-use crate::replicas::{Scenario, fire_ms};
 use crate::util::keys;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::{Scenario, fire_ms};
 use crate::util::{cli, wait_until};
 
 /// How long each step of the deploy leaves the replicas running before the next.

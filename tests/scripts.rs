@@ -11,9 +11,9 @@ use redcron::schedule::Priority;
 use redcron::store::{Claim, Enqueue, Enqueued, FailReason, Failure};
 use redis::Commands;
 
-use crate::store::{FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, plan, run_hash, setup};
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::store::{FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, plan, run_hash, setup};
 use crate::util::{cli, free_port, http_get, keys, read_ledger, wait_until};
 
 /// The Redis types a script header names for its KEYS; `channel` is a pub/sub channel, no key.

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::replicas::{Scenario, fire_ms, sleep_until};
+use crate::util::scenario::{Scenario, fire_ms, sleep_until};
 use crate::util::wait_until;
 
 /// Over a minute's fires of two every-second jobs with default settings, each of three idle

@@ -4,16 +4,14 @@
 use std::time::Duration;
 
 use redcron::schedule::Priority;
-use redcron::store::{
-    Claimed, ClaimedRun, Enqueue, Enqueued, FailReason, Failure, JobSlot, PendingSlot, Store,
-};
+use redcron::store::{Claimed, ClaimedRun, FailReason, Failure, JobSlot, PendingSlot, Store};
 use redis::Commands;
 
-use crate::store::{
-    FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, events, plan, run_hash, setup,
-};
 use crate::util::keys;
 use crate::util::redis_server::RedisServer;
+use crate::util::store::{
+    FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, enqueue, events, plan, run_hash, setup,
+};
 
 /// Claims for `workers` idle workers at once, as a replica does.
 async fn claim_for(store: &Store, workers: usize) -> Claimed {
@@ -50,21 +48,6 @@ fn skipped(server: &RedisServer) -> Vec<(String, String)> {
         .filter(|(_, state, _)| state == "skipped")
         .map(|(run, _, reason)| (run, reason))
         .collect()
-}
-
-/// Enqueues an ad-hoc run of `job`, due at `due_ms` (now when `None`); its id.
-pub(crate) async fn enqueue(store: &Store, job: &str, due_ms: Option<i64>) -> String {
-    let request = Enqueue {
-        job: job.to_owned(),
-        due_ms,
-        payload: None,
-        priority: None,
-        unique: None,
-    };
-    match store.enqueue_run(&request).await.expect("enqueue") {
-        Enqueued::Scheduled { run_id, .. } => run_id,
-        other => panic!("not enqueued: {other:?}"),
-    }
 }
 
 fn the_run(claimed: Claimed) -> ClaimedRun {

@@ -2,143 +2,25 @@
 //! state. Time-based decisions use a frozen clock (`Store::with_frozen_clock`).
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use redcron::schedule::Priority;
-use redcron::schedule::{Job, parse_file};
 use redcron::store::{
-    Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, Failure, JobPlan,
-    JobSlot, LeaderToken, PendingSlot, PlanOutcome, PlannedRun, SkipReason, SkippedFire, Store,
-    StoreError, StoreSettings, UnplanOutcome, canonical_json, cron_run_id,
+    Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailOutcome, FailReason, JobPlan, JobSlot,
+    LeaderToken, PendingSlot, PlanOutcome, PlannedRun, SkipReason, SkippedFire, Store, StoreError,
+    StoreSettings, UnplanOutcome, canonical_json, cron_run_id,
 };
 use redis::Commands;
 
 use crate::util::redis_server::RedisServer;
+use crate::util::store::{
+    FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, connect, declare, events, failure, jobs,
+    leader, plan, run_hash, setup,
+};
 use crate::util::{NAMESPACE, keys};
-
-pub(crate) const LEASE: Duration = Duration::from_secs(30);
-pub(crate) const THRESHOLD: Duration = Duration::from_secs(60);
-
-/// A job whose runs do not overlap, as a scheduled job's by default (fires are planned by hand
-/// here, so it needs no schedule).
-pub(crate) const FORBID_TICK: &str = "[jobs.tick]\ncommand = \"true\"\noverlap = \"forbid\"\n";
-
-pub(crate) async fn connect(server: &RedisServer) -> Store {
-    Store::connect(&server.url(), NAMESPACE, StoreSettings::default())
-        .await
-        .expect("connect to the test redis")
-}
 
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).expect("a lease in ms")
-}
-
-pub(crate) fn jobs(toml: &str) -> Vec<Job> {
-    parse_file(Path::new("test.toml"), toml).expect("valid test jobs")
-}
-
-async fn leader(store: &Store) -> LeaderToken {
-    match store
-        .acquire_leader("planner", LEASE)
-        .await
-        .expect("acquire")
-    {
-        Acquisition::Acquired(token) => token,
-        Acquisition::Held(holder) => panic!("lease held by {holder}"),
-    }
-}
-
-/// A Redis with `toml`'s jobs published, and a store holding the leader lease.
-pub(crate) async fn setup(toml: &str) -> (RedisServer, Store, LeaderToken) {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    let jobs = jobs(toml);
-    store.publish_definitions(&jobs).await.expect("publish");
-    declare(&store, "replica", jobs).await;
-    let token = leader(&store).await;
-    (server, store, token)
-}
-
-/// Publishes `jobs` as the declarations of replica `replica`, as its heartbeat does: its
-/// workers claim runs of those jobs only.
-pub(crate) async fn declare(store: &Store, replica: &str, jobs: Vec<Job>) {
-    let jobs: Vec<std::sync::Arc<Job>> = jobs.into_iter().map(std::sync::Arc::new).collect();
-    store
-        .publish_replica_jobs(replica, &jobs, Duration::from_secs(3600))
-        .await
-        .expect("declare");
-}
-
-/// Plans `fires` (ms) of `job`, due at their fire time.
-pub(crate) async fn plan(
-    store: &Store,
-    token: &LeaderToken,
-    job: &str,
-    fires: &[i64],
-) -> PlanOutcome {
-    let plan = JobPlan {
-        job: job.to_owned(),
-        from_cursor_ms: 0,
-        cursor_ms: fires.iter().copied().max().unwrap_or(0),
-        runs: fires
-            .iter()
-            .map(|&fire_ms| PlannedRun {
-                run_id: cron_run_id(job, fire_ms),
-                fire_ms,
-                due_ms: fire_ms,
-            })
-            .collect(),
-        skipped: Vec::new(),
-    };
-    store.plan_fires(token, &plan).await.expect("plan")
-}
-
-pub(crate) async fn claim(store: &Store, queues: &[&str]) -> Claim {
-    let queues: Vec<String> = queues.iter().map(|queue| (*queue).to_owned()).collect();
-    store
-        .claim_run("replica/0", &queues, LEASE, 100)
-        .await
-        .expect("claim")
-}
-
-pub(crate) async fn claim_run(store: &Store, queues: &[&str]) -> ClaimedRun {
-    match claim(store, queues).await {
-        Claim::Run { run, .. } => run,
-        other => panic!("expected a run, got {other:?}"),
-    }
-}
-
-fn failure(reason: FailReason) -> Failure {
-    Failure {
-        reason,
-        message: "exit status 1".to_owned(),
-        exit_code: Some(1),
-        output: "boom".to_owned(),
-    }
-}
-
-pub(crate) fn run_hash(server: &RedisServer, run_id: &str) -> HashMap<String, String> {
-    server
-        .connection()
-        .hgetall(keys().run(run_id))
-        .expect("HGETALL")
-}
-
-/// Every event in the stream as (run, state, reason).
-pub(crate) fn events(server: &RedisServer) -> Vec<(String, String, String)> {
-    let reply: redis::streams::StreamRangeReply = server
-        .connection()
-        .xrange_all(keys().events())
-        .expect("XRANGE");
-    reply
-        .ids
-        .iter()
-        .map(|entry| {
-            let field = |name: &str| entry.get::<String>(name).unwrap_or_default();
-            (field("run"), field("state"), field("reason"))
-        })
-        .collect()
 }
 
 #[tokio::test]

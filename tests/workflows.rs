@@ -939,10 +939,12 @@ fn payloads_are_merged_member_by_member_as_written() {
 async fn a_replica_that_declares_a_workflow_planned_as_a_job_starts_its_own() {
     // A deploy turns job x into a workflow: the published definition is still the job's.
     let server = RedisServer::start();
-    let store = crate::store::connect(&server).await;
-    let old = crate::store::jobs("[jobs.x]\ncommand = \"true\"\n[jobs.y]\ncommand = \"true\"\n");
+    let store = crate::util::store::connect(&server).await;
+    let old =
+        crate::util::store::jobs("[jobs.x]\ncommand = \"true\"\n[jobs.y]\ncommand = \"true\"\n");
     store.publish_definitions(&old).await.expect("publish");
-    let new = crate::store::jobs("[jobs.y]\ncommand = \"true\"\n[workflows.x]\nsteps = [\"y\"]\n");
+    let new =
+        crate::util::store::jobs("[jobs.y]\ncommand = \"true\"\n[workflows.x]\nsteps = [\"y\"]\n");
     let own = new.iter().find(|job| job.name == "x").expect("workflow x");
 
     // Asked by name (`workflow start x`), x is no workflow: a job.
@@ -981,9 +983,9 @@ async fn a_start_that_finds_no_workflow_says_what_it_found_and_not_what_is_publi
     // start's own reading says what it met. A published workflow whose steps cannot be read is
     // that state kept still: the start finds no workflow, a reading finds one.
     let server = RedisServer::start();
-    let store = crate::store::connect(&server).await;
+    let store = crate::util::store::connect(&server).await;
     let published =
-        crate::store::jobs("[jobs.a]\ncommand = \"true\"\n[workflows.w]\nsteps = [\"a\"]\n");
+        crate::util::store::jobs("[jobs.a]\ncommand = \"true\"\n[workflows.w]\nsteps = [\"a\"]\n");
     store
         .publish_definitions(&published)
         .await

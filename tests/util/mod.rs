@@ -4,8 +4,10 @@ pub mod cluster;
 pub mod node;
 pub mod redis_server;
 pub mod replica;
+pub mod scenario;
 pub mod schemas;
 pub mod sentinel;
+pub mod store;
 pub mod webhook;
 
 use std::io::Write;
@@ -205,4 +207,13 @@ pub fn fake_sendmail(dir: &Path) -> PathBuf {
     std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
     std::fs::set_permissions(&sendmail, permissions).expect("chmod sendmail");
     sendmail
+}
+
+/// An imported file without its `user` lines: those users must exist and need a replica run
+/// as root, which the tests of `user` check apart.
+pub fn without_users(toml: &str) -> String {
+    toml.lines()
+        .filter(|line| !line.starts_with("user = "))
+        .map(|line| format!("{line}\n"))
+        .collect()
 }

@@ -1,0 +1,245 @@
+//! A scenario of real replicas: a Redis, a schedule directory and a ledger outside Redis that
+//! jobs append `<run id> <start ms> [tag]` (or `<run id> start|end <ms>`) to, for tests to
+//! compare with the fires the schedules define.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use redis::Commands;
+use tempfile::TempDir;
+
+use super::keys;
+use super::redis_server::RedisServer;
+use super::replica::ReplicaProcess;
+use super::wait_until;
+
+/// A Redis, a schedule directory and a ledger.
+pub struct Scenario {
+    /// The Redis the replicas share.
+    pub server: RedisServer,
+    /// Holds `schedules/`, the ledger and the replicas' logs.
+    pub dir: TempDir,
+}
+
+impl Scenario {
+    /// A new Redis and an empty schedule directory.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
+        Self {
+            server: RedisServer::start(),
+            dir,
+        }
+    }
+
+    /// The directory the replicas read their schedules from.
+    pub fn schedules(&self) -> PathBuf {
+        self.dir.path().join("schedules")
+    }
+
+    /// The ledger file the jobs append to.
+    pub fn ledger_path(&self) -> PathBuf {
+        self.dir.path().join("ledger")
+    }
+
+    /// A shell command that appends `<run id> <start ms> <tag>` to the ledger.
+    pub fn record(&self, tag: &str) -> String {
+        format!(
+            "echo \\\"$REDCRON_RUN_ID $(date +%s%3N) {tag}\\\" >> {}",
+            self.ledger_path().display()
+        )
+    }
+
+    /// Starts replicas `ids` with `extra` flags and waits until one of them leads.
+    pub fn replicas_with_a_leader(&self, ids: &[&str], extra: &[&str]) -> Vec<ReplicaProcess> {
+        let replicas: Vec<ReplicaProcess> = ids.iter().map(|id| self.replica(id, extra)).collect();
+        let led = wait_until(Duration::from_secs(10), || self.leader().is_some());
+        assert!(
+            led,
+            "no leader was elected\n{}",
+            replicas
+                .iter()
+                .map(|replica| format!("log of {}:\n{}", replica.id, replica.log()))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        replicas
+    }
+
+    /// Writes `toml` as the only schedule file.
+    pub fn write_jobs(&self, toml: &str) {
+        std::fs::write(self.schedules().join("jobs.toml"), toml).expect("write jobs");
+    }
+
+    /// `redcron trigger job`, once a replica has declared it: the run id.
+    pub fn trigger(&self, job: &str) -> String {
+        let mut out = String::new();
+        let declared = wait_until(Duration::from_secs(10), || {
+            let run = crate::util::cli(&self.server, self.dir.path(), &["trigger", job]);
+            out = format!("{}{}", run.stdout, run.stderr);
+            run.code == Some(0)
+        });
+        assert!(declared, "cannot trigger {job}: {out}");
+        out.split_whitespace()
+            .next()
+            .expect("the run id")
+            .to_owned()
+    }
+
+    /// Starts replica `id` on the scenario's schedules, with `extra` flags.
+    pub fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
+        ReplicaProcess::start(
+            id,
+            &self.server.url(),
+            &self.schedules(),
+            self.dir.path(),
+            extra,
+        )
+    }
+
+    /// Every ledger line: run id, start ms, tag.
+    pub fn ledger(&self) -> Vec<(String, i64, String)> {
+        crate::util::read_ledger(&self.ledger_path())
+    }
+
+    /// Redis's clock, in ms: what fire times are measured against.
+    pub fn redis_now_ms(&self) -> i64 {
+        self.server.now_ms()
+    }
+
+    /// The leader lease's token (`<id>:<epoch>`), when one is held.
+    pub fn leader(&self) -> Option<String> {
+        self.server
+            .connection()
+            .get(keys().leader())
+            .expect("GET leader")
+    }
+
+    /// Field `field` of run `run_id`'s hash.
+    pub fn run_field(&self, run_id: &str, field: &str) -> Option<String> {
+        self.server
+            .connection()
+            .hget(keys().run(run_id), field)
+            .expect("HGET")
+    }
+}
+
+/// Sleeps until Redis's clock reads `ms`.
+pub fn sleep_until(scenario: &Scenario, ms: i64) {
+    let wait = ms - scenario.redis_now_ms();
+    if wait > 0 {
+        std::thread::sleep(Duration::from_millis(wait as u64));
+    }
+}
+
+/// The fire time of a cron run id `<job>@<ms>`.
+pub fn fire_ms(run_id: &str) -> i64 {
+    run_id
+        .rsplit_once('@')
+        .and_then(|(_, ms)| ms.parse().ok())
+        .expect("a cron run id")
+}
+
+/// The value below which `fraction` of `sorted` lies.
+pub fn percentile(sorted: &[i64], fraction: f64) -> i64 {
+    let index = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// What a replica logs when Redis lost the namespace's data.
+pub const DATA_LOST: &str = "Redis lost this namespace's data since the last heartbeat";
+
+/// A command that records its start and end around `work`.
+pub fn recorded(scenario: &Scenario, work: &str) -> String {
+    let ledger = scenario.ledger_path();
+    let ledger = ledger.display();
+    format!(
+        "echo \\\"$REDCRON_RUN_ID start $(date +%s%3N)\\\" >> {ledger}; {work}; \
+         echo \\\"$REDCRON_RUN_ID end $(date +%s%3N)\\\" >> {ledger}"
+    )
+}
+
+/// Each run's start and end (ms) from the ledger, by run id, in the order the runs started.
+pub fn intervals(scenario: &Scenario) -> Vec<(String, i64, Option<i64>)> {
+    let text = std::fs::read_to_string(scenario.ledger_path()).unwrap_or_default();
+    let mut runs: Vec<(String, i64, Option<i64>)> = Vec::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [run, what, ms] = words[..] else {
+            continue;
+        };
+        let Ok(ms) = ms.parse::<i64>() else { continue };
+        match what {
+            "start" => runs.push((run.to_owned(), ms, None)),
+            "end" => {
+                if let Some(entry) = runs
+                    .iter_mut()
+                    .rev()
+                    .find(|(id, _, end)| id == run && end.is_none())
+                {
+                    entry.2 = Some(ms);
+                }
+            }
+            _ => {}
+        }
+    }
+    runs
+}
+
+/// Every entry of the events stream, oldest first.
+pub fn event_entries(scenario: &Scenario) -> Vec<redis::streams::StreamId> {
+    let reply: redis::streams::StreamRangeReply = scenario
+        .server
+        .connection()
+        .xrange_all(keys().events())
+        .expect("XRANGE");
+    reply.ids
+}
+
+/// Every `skipped` event as (run, reason).
+pub fn skipped_events(scenario: &Scenario) -> Vec<(String, String)> {
+    event_entries(scenario)
+        .iter()
+        .filter(|entry| entry.get::<String>("state").as_deref() == Some("skipped"))
+        .map(|entry| {
+            (
+                entry.get::<String>("run").unwrap_or_default(),
+                entry.get::<String>("reason").unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// A fire due while a run of its job that had started by then still ran (a catch-up after a
+/// stall, say) is skipped as an overlap; no other fire is: every `overlap` skip in `skips` had
+/// such a run in the ledger.
+#[track_caller]
+pub fn assert_overlaps_were_real(
+    scenario: &Scenario,
+    runs: &[(String, i64, Option<i64>)],
+    skips: &[(String, String)],
+) {
+    for (run, reason) in skips {
+        if reason != "overlap" {
+            continue;
+        }
+        let due = fire_ms(run);
+        let job = run.split('@').next().unwrap_or_default();
+        // A run holds its job from its start until its outcome is recorded, milliseconds
+        // after its command exits: Redis's own times of both.
+        let running = runs.iter().any(|(other, _, _)| {
+            let time = |field| -> Option<i64> {
+                scenario
+                    .run_field(other, field)
+                    .and_then(|ms| ms.parse().ok())
+            };
+            other.starts_with(&format!("{job}@"))
+                && time("started_ms").is_some_and(|started| started <= due)
+                && time("finished_ms").is_none_or(|finished| finished > due)
+        });
+        assert!(
+            running,
+            "{run} was skipped as an overlap with nothing running"
+        );
+    }
+}
