@@ -5,7 +5,7 @@
 //! Commands append `<run id> start|end <ms>` to a ledger outside Redis.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redcron::schedule::Priority;
 use redcron::store::Enqueue;
@@ -17,7 +17,7 @@ use crate::util::scenario::{
     skipped_events, sleep_until,
 };
 use crate::util::store::connect;
-use crate::util::{cli, wait_until};
+use crate::util::{cli, wait_until, wait_until_async};
 
 /// Runs of one job never overlap in time, and start in the order of their fires, but for the
 /// fires in `handed_back`, which may run after later ones.
@@ -308,14 +308,14 @@ async fn a_backlog_of_tasks_does_not_delay_cron_fires() {
     ));
     let _replica = scenario.replica("r1", &[]);
     let store = connect(&scenario.server).await;
-    let published = Instant::now();
-    while !store.is_declared("task").await.expect("declared") {
-        assert!(
-            published.elapsed() < Duration::from_secs(10),
-            "the jobs were not published"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        wait_until_async(Duration::from_secs(10), async || store
+            .is_declared("task")
+            .await
+            .expect("declared"))
+        .await,
+        "the jobs were not published"
+    );
     let tasks: Vec<Enqueue> = (0..BACKLOG)
         .map(|_| Enqueue {
             job: "task".to_owned(),

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redcron::engine::elector::{Elector, ElectorConfig, ElectorTick};
 use redcron::engine::planner::{Planner, PlannerConfig, PlannerTick};
@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::store::connect;
+use crate::util::wait_until_async;
 
 const TTL: Duration = Duration::from_secs(5);
 
@@ -59,18 +60,6 @@ fn planned_fires(redis: &mut redis::Connection, job: &str) -> Vec<i64> {
         .collect();
     fires.sort_unstable();
     fires
-}
-
-/// Polls `condition` every 10 ms until it holds or `limit` passes.
-async fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    condition()
 }
 
 #[tokio::test]
@@ -136,7 +125,12 @@ async fn elector_releases_the_lease_on_shutdown() {
     let leadership = Leadership::new();
     let shutdown = Shutdown::new();
     let task = tokio::spawn(elector(&store, &leadership, "a").run(shutdown.clone()));
-    assert!(wait_until(Duration::from_secs(5), || leadership.token().is_some()).await);
+    assert!(
+        wait_until_async(Duration::from_secs(5), async || leadership
+            .token()
+            .is_some())
+        .await
+    );
     shutdown.cancel();
     task.await.expect("elector task");
     assert_eq!(leadership.token(), None);
@@ -360,7 +354,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
     // Wait until the promoter has subscribed, then plan a fire half a second ahead.
     let mut redis = server.connection();
     assert!(
-        wait_until(Duration::from_secs(5), || {
+        wait_until_async(Duration::from_secs(5), async || {
             let subscribers: Vec<(String, u64)> = redis::cmd("PUBSUB")
                 .arg("NUMSUB")
                 .arg(keys().wake_promoter())
@@ -394,7 +388,7 @@ async fn promoter_wakes_for_a_run_added_earlier_than_it_planned_to_look() {
     store.plan_fires(&token, &plan).await.expect("plan");
 
     assert!(
-        wait_until(Duration::from_secs(5), || {
+        wait_until_async(Duration::from_secs(5), async || {
             redis
                 .llen::<_, usize>(keys().ready_fires("default", Priority::Normal))
                 .unwrap_or(0)
@@ -505,7 +499,7 @@ async fn a_replica_runs_registered_rust_handlers_and_reports_its_heartbeat() {
     let shutdown = Shutdown::new();
     let task = tokio::spawn(replica.run(shutdown.clone()));
     assert!(
-        wait_until(Duration::from_secs(10), || seen
+        wait_until_async(Duration::from_secs(10), async || seen
             .lock()
             .expect("not poisoned")
             .len()
@@ -593,18 +587,19 @@ async fn a_rust_handler_that_ignores_stop_is_dropped_after_its_stop_grace() {
     };
 
     // Until the replica has declared the job, it is unknown.
-    let mut submitted = client.enqueue("stubborn").send().await;
-    for _ in 0..50 {
-        if submitted.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        submitted = client.enqueue("stubborn").send().await;
-    }
-    let timed_out = submitted.expect("the job is declared").run_id;
+    let mut submitted = None;
+    wait_until_async(Duration::from_secs(10), async || {
+        submitted = Some(client.enqueue("stubborn").send().await);
+        submitted.as_ref().is_some_and(Result::is_ok)
+    })
+    .await;
+    let timed_out = submitted
+        .expect("an enqueue was sent")
+        .expect("the job is declared")
+        .run_id;
     let mut last = (String::new(), String::new());
     assert!(
-        wait_until(Duration::from_secs(10), || {
+        wait_until_async(Duration::from_secs(10), async || {
             last = state(&mut redis, &timed_out);
             last.0 == "dead"
         })
@@ -625,9 +620,11 @@ async fn a_rust_handler_that_ignores_stop_is_dropped_after_its_stop_grace() {
         .expect("enqueue")
         .run_id;
     assert!(
-        wait_until(Duration::from_secs(10), || state(&mut redis, &interrupted)
-            .0
-            == "active")
+        wait_until_async(Duration::from_secs(10), async || state(
+            &mut redis,
+            &interrupted
+        )
+        .0 == "active")
         .await,
         "the second run never started"
     );
@@ -679,7 +676,7 @@ async fn fires_claimed_ahead_start_at_their_fire_time_never_before() {
     let shutdown = Shutdown::new();
     let task = tokio::spawn(replica.run(shutdown.clone()));
     assert!(
-        wait_until(Duration::from_secs(10), || starts
+        wait_until_async(Duration::from_secs(10), async || starts
             .lock()
             .expect("not poisoned")
             .len()

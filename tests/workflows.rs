@@ -13,7 +13,7 @@ use tempfile::TempDir;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::schemas::{Schemas, json_lines};
-use crate::util::{cli, keys, one_document, wait_until};
+use crate::util::{cli, keys, one_document, wait_until, wait_until_async};
 
 /// A Redis and a schedule directory, with a ledger that every step appends
 /// `<run id> start|end <ms>` to.
@@ -485,18 +485,15 @@ async fn a_dag_fans_out_and_in_in_order_and_each_step_receives_what_its_needs_pa
         .expect("connect");
     let payload = serde_json::json!({ "day": "2026-12-05", "side": "none" });
     let mut started = None;
-    for _ in 0..150 {
+    wait_until_async(Duration::from_secs(15), async || {
         match client.start_workflow("report", Some(&payload)).await {
-            Ok(instance) => {
-                started = Some(instance);
-                break;
-            }
-            Err(redcron::client::ClientError::UnknownWorkflow(_)) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            Ok(instance) => started = Some(instance),
+            Err(redcron::client::ClientError::UnknownWorkflow(_)) => {}
             Err(error) => panic!("{error}"),
         }
-    }
+        started.is_some()
+    })
+    .await;
     let id = started.expect("the workflow was published").id;
     let state =
         tokio::task::block_in_place(|| setup.wait_finished(&id, Duration::from_secs(20), &log));

@@ -3,7 +3,7 @@
 //! to hurt them.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tempfile::TempDir;
@@ -350,18 +350,4 @@ pub fn sleep_until_ms(ms: i64) {
 /// The system clock, ms since the epoch.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
-}
-
-/// Polls `condition` every 100 ms until it holds or `limit` passes.
-pub fn wait_for<T>(limit: Duration, mut condition: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(found) = condition() {
-            return Some(found);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }

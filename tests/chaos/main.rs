@@ -30,6 +30,9 @@ mod replica;
 #[allow(dead_code)] // Shared with the integration tests, which use the rest of it.
 #[path = "../util/sentinel.rs"]
 mod sentinel;
+#[allow(dead_code)] // Shared with the integration tests, which use the rest of it.
+#[path = "../util/wait.rs"]
+mod wait;
 
 mod cluster;
 mod ledger;
@@ -44,7 +47,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use redis::Commands;
 
-use cluster::{Cluster, NAMESPACE, keys, now_ms, sleep_until_ms, wait_for};
+use cluster::{Cluster, NAMESPACE, keys, now_ms, sleep_until_ms};
 use ledger::{Loss, LossKind, Placement, Timeline};
 use observe::Observer;
 use plan::{
@@ -52,6 +55,7 @@ use plan::{
     Topology,
 };
 use topology::Redis;
+use wait::wait_for;
 
 /// The short version: every fault of the default scenarios once, whatever the seed. At worst
 /// (every gap 18 s, or the fault's recovery and 1 s when longer: 33 s for the rolling deploy)

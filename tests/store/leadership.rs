@@ -1,14 +1,14 @@
 //! The leader lease (`acquire_leader.lua`, `renew_leader.lua`, `release_leader.lua`): one holder, a
 //! new epoch per acquisition, and a stale holder fenced.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redcron::store::{Acquisition, PlanOutcome};
 use redis::Commands;
 
-use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::store::{LEASE, connect, jobs, leader, plan};
+use crate::util::{keys, wait_until_async};
 
 #[tokio::test]
 async fn leader_lease_is_exclusive_and_every_acquisition_raises_the_epoch() {
@@ -62,18 +62,19 @@ async fn stale_leader_is_fenced_and_writes_nothing() {
         panic!("the lease was free");
     };
     // The stale leader's lease runs out (as during a long pause) and a successor takes over.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let successor = loop {
+    let mut successor = None;
+    wait_until_async(Duration::from_secs(5), async || {
         if let Acquisition::Acquired(token) = store
             .acquire_leader("successor", LEASE)
             .await
             .expect("acquire")
         {
-            break token;
+            successor = Some(token);
         }
-        assert!(Instant::now() < deadline, "the lease never expired");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        successor.is_some()
+    })
+    .await;
+    let successor = successor.expect("the lease never expired");
 
     assert_eq!(
         plan(&store, &stale, "tick", &[60_000]).await,

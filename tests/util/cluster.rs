@@ -7,8 +7,9 @@ use std::ops::RangeInclusive;
 use std::process::Command;
 use std::time::Duration;
 
-use super::node::{Node, info_field, poll};
+use super::node::{Node, info_field};
 use super::redis_server::free_port;
+use super::wait::wait_until;
 
 /// How many nodes: three masters, three replicas.
 const NODES: usize = 6;
@@ -111,7 +112,7 @@ impl RedisCluster {
             cluster.log()
         );
         let mut last = String::new();
-        let formed = poll(SETTLE, || match cluster.formed() {
+        let formed = wait_until(SETTLE, || match cluster.formed() {
             Ok(()) => true,
             Err(why) => {
                 last = why;
@@ -232,7 +233,7 @@ impl RedisCluster {
         let killed = self
             .killed
             .expect("kill9_master_of_slot before wait_for_slot_served_by_new_master");
-        poll(limit, || {
+        wait_until(limit, || {
             let running = self.nodes.iter().filter(|node| node.is_running()).count();
             let views = self.views();
             let owners: Vec<Option<u16>> =
@@ -273,7 +274,7 @@ impl RedisCluster {
     /// node up and seen by every other without a failure flag, three masters owning every
     /// slot with a replica each, every replica in sync; whether it happened.
     pub fn wait_until_whole(&self, limit: Duration) -> bool {
-        poll(limit, || self.formed().is_ok())
+        wait_until(limit, || self.formed().is_ok())
     }
 
     /// Moves `slot` and its keys from the master that owns it to the master on `to`, as
@@ -361,7 +362,7 @@ impl RedisCluster {
                 .unwrap_or_else(|error| fail("NODE on another master", error));
         }
         let running = self.nodes.iter().filter(|node| node.is_running()).count();
-        let moved = poll(Duration::from_secs(10), || {
+        let moved = wait_until(Duration::from_secs(10), || {
             let views = self.views();
             views.len() == running
                 && views.iter().all(|(_, view)| {

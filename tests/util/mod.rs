@@ -8,6 +8,7 @@ pub mod scenario;
 pub mod schemas;
 pub mod sentinel;
 pub mod store;
+pub mod wait;
 pub mod webhook;
 
 use std::io::Write;
@@ -149,9 +150,8 @@ pub fn redcron(args: &[&str]) -> Run {
     redcron_in(Path::new(env!("CARGO_MANIFEST_DIR")), args, "")
 }
 
-/// Tests wait for what they expect instead of sleeping and hoping. The one poll loop lives with
-/// the Redis harnesses, which the chaos runner includes without this module.
-pub use node::poll as wait_until;
+/// Tests wait for what they expect, never a fixed time: one poll loop, in [`wait`].
+pub use wait::{wait_until, wait_until_async};
 
 /// `GET path` on a local HTTP endpoint: the status code and the body.
 pub fn http_get(port: u16, path: &str) -> (u16, String) {

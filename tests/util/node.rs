@@ -4,11 +4,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tempfile::TempDir;
 
 use super::redis_server::{connect, free_port};
+use super::wait::wait_until;
 
 /// The log file every node writes in its directory.
 const LOG_FILE: &str = "redis.log";
@@ -183,26 +184,27 @@ impl Node {
     }
 
     fn wait_until_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let pong = connect(&self.url(), Duration::from_secs(1))
+        let url = self.url();
+        let mut pong = Ok(String::new());
+        let mut exited = None;
+        // A node that exited will not answer: no use waiting out the limit for it.
+        wait_until(Duration::from_secs(10), || {
+            pong = connect(&url, Duration::from_secs(1))
                 .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
-            if pong.is_ok() {
-                return Ok(());
-            }
-            let exited = self
+            exited = self
                 .child
                 .as_mut()
                 .and_then(|child| child.try_wait().ok().flatten());
-            if exited.is_some() || Instant::now() >= deadline {
-                return Err(format!(
-                    "{} did not answer PING within 10 s ({pong:?}, exited: {exited:?}):\n{}",
-                    self.label(),
-                    self.log()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            pong.is_ok() || exited.is_some()
+        });
+        if pong.is_ok() {
+            return Ok(());
         }
+        Err(format!(
+            "{} did not answer PING within 10 s ({pong:?}, exited: {exited:?}):\n{}",
+            self.label(),
+            self.log()
+        ))
     }
 }
 
@@ -217,16 +219,4 @@ pub fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
     info.lines()
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .map(str::trim)
-}
-
-/// Polls `condition` every 50 ms until it holds or `limit` passes; whether it held.
-pub fn poll(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    condition()
 }

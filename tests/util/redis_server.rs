@@ -6,11 +6,13 @@
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tempfile::TempDir;
+
+use super::wait::wait_until;
 
 /// The RDB copy kept by [`RedisServer::snapshot`] for [`RedisServer::restore_snapshot`]: kept
 /// apart from `dump.rdb`, which nothing else may overwrite meanwhile.
@@ -213,38 +215,34 @@ impl RedisServer {
             .arg("yes")
             .query(&mut connection)
             .expect("CONFIG SET appendonly yes");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let info: String = redis::cmd("INFO")
+        let mut info = String::new();
+        let field = |info: &str, name: &str| {
+            info.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let written = wait_until(Duration::from_secs(10), || {
+            info = redis::cmd("INFO")
                 .arg("persistence")
                 .query(&mut connection)
                 .expect("INFO persistence");
-            let field = |name: &str| {
-                info.lines()
-                    .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-                    .map(str::trim)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            if field("aof_enabled") == "1"
-                && field("aof_rewrite_in_progress") == "0"
-                && field("aof_rewrite_scheduled") == "0"
-            {
-                assert_eq!(
-                    field("aof_last_bgrewrite_status"),
-                    "ok",
-                    "the AOF rewrite after a restore failed:\n{}",
-                    self.log()
-                );
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "AOF was not on again within 10 s of a restore:\n{info}\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            field(&info, "aof_enabled") == "1"
+                && field(&info, "aof_rewrite_in_progress") == "0"
+                && field(&info, "aof_rewrite_scheduled") == "0"
+        });
+        assert!(
+            written,
+            "AOF was not on again within 10 s of a restore:\n{info}\n{}",
+            self.log()
+        );
+        assert_eq!(
+            field(&info, "aof_last_bgrewrite_status"),
+            "ok",
+            "the AOF rewrite after a restore failed:\n{}",
+            self.log()
+        );
     }
 
     /// `kill -9`s the server and leaves it down.
@@ -311,21 +309,18 @@ impl RedisServer {
     }
 
     fn wait_until_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let pong = connect(&self.url(), Duration::from_secs(1))
+        let mut pong = Ok(String::new());
+        let ready = wait_until(Duration::from_secs(10), || {
+            pong = connect(&self.url(), Duration::from_secs(1))
                 .and_then(|mut connection| redis::cmd("PING").query::<String>(&mut connection));
-            if pong.is_ok() {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server at {} did not answer PING within 10 s: {pong:?}\n{}",
-                self.url(),
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            pong.is_ok()
+        });
+        assert!(
+            ready,
+            "redis-server at {} did not answer PING within 10 s: {pong:?}\n{}",
+            self.url(),
+            self.log()
+        );
     }
 }
 

@@ -4,10 +4,12 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+
+use super::wait::wait_for;
 
 /// One `redcron run` process.
 pub struct ReplicaProcess {
@@ -140,16 +142,9 @@ impl ReplicaProcess {
 
     /// Waits up to `limit` for it to exit on its own; how it exited, or `None` if it still runs.
     pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait for the replica") {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for(limit, || {
+            self.child.try_wait().expect("wait for the replica")
+        })
     }
 
     /// `kill -9`, and waits until it is gone.
@@ -161,18 +156,14 @@ impl ReplicaProcess {
     /// SIGTERM, then waits up to `limit` for a clean exit; returns its exit code.
     pub fn terminate(&mut self, limit: Duration) -> Option<i32> {
         self.signal(Signal::SIGTERM);
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("wait for the replica") {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "replica {} did not exit within {limit:?}:\n{}",
-            self.id,
-            self.log()
-        );
+        let Some(status) = self.wait_exit(limit) else {
+            panic!(
+                "replica {} did not exit within {limit:?}:\n{}",
+                self.id,
+                self.log()
+            );
+        };
+        status.code()
     }
 }
 

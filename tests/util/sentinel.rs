@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use super::node::{Node, info_field, poll};
+use super::node::{Node, info_field};
+use super::wait::wait_until;
 
 /// The name the sentinels monitor the primary under.
 pub const MASTER_NAME: &str = "mymaster";
@@ -81,7 +82,7 @@ impl SentinelSetup {
                 .unwrap_or_else(|error| panic!("SENTINEL DEBUG: {error}\n{}", setup.log()));
         }
         let mut last = String::new();
-        let settled = poll(SETTLE, || match setup.settled() {
+        let settled = wait_until(SETTLE, || match setup.settled() {
             Ok(()) => true,
             Err(why) => {
                 last = why;
@@ -161,7 +162,7 @@ impl SentinelSetup {
     /// When no primary was killed.
     pub fn wait_for_failover(&self, limit: Duration) -> bool {
         let killed = self.killed.expect("kill9_primary before wait_for_failover");
-        poll(limit, || {
+        wait_until(limit, || {
             let named: Vec<Option<u16>> = self.sentinels.iter().map(named_primary).collect();
             let Some(Some(port)) = named.first().copied() else {
                 return false;
@@ -182,7 +183,7 @@ impl SentinelSetup {
             .arg(MASTER_NAME)
             .query(&mut self.sentinels[0].connection())
             .expect("SENTINEL FAILOVER");
-        poll(limit, || {
+        wait_until(limit, || {
             let named: Vec<Option<u16>> = self.sentinels.iter().map(named_primary).collect();
             let Some(Some(port)) = named.first().copied() else {
                 return false;
@@ -212,7 +213,7 @@ impl SentinelSetup {
     /// master, knows one replica and the two other sentinels, and the other data node, if it
     /// runs, is a replica of that primary in sync with it; whether it happened.
     pub fn wait_until_in_sync(&self, limit: Duration) -> bool {
-        poll(limit, || self.settled().is_ok())
+        wait_until(limit, || self.settled().is_ok())
     }
 
     /// A connection to the primary the sentinels name, for the tests' own reads and writes;
