@@ -14,9 +14,9 @@ use redis::Commands;
 use crate::util::keys;
 use crate::util::scenario::{
     Scenario, assert_overlaps_were_real, event_entries, fire_ms, intervals, percentile, recorded,
-    skipped_events, sleep_until,
+    sleep_until,
 };
-use crate::util::store::connect;
+use crate::util::store::{connect, skipped};
 use crate::util::{cli, wait_until, wait_until_async};
 
 /// Runs of one job never overlap in time, and start in the order of their fires, but for the
@@ -112,7 +112,7 @@ fn after_a_redis_stall_late_fires_run_one_at_a_time_and_the_misfire_policy_decid
     let last = stall_end + 2_000;
 
     let runs = intervals(&scenario);
-    let skips = skipped_events(&scenario);
+    let skips = skipped(&scenario.server);
     let handed_back = handed_back(&scenario);
     assert_overlaps_were_real(&scenario, &runs, &skips);
     for (run, reason) in &skips {
@@ -288,7 +288,7 @@ fn every_ad_hoc_run_runs_and_max_concurrency_holds_them_back_without_dropping_an
         .filter(|(run, _, _)| jobs[run] == "welcome-email")
         .count();
     assert_eq!(emails, 3, "an on-demand job drops no run");
-    assert_eq!(skipped_events(&scenario), []);
+    assert_eq!(skipped(&scenario.server), []);
     let dead: usize = scenario
         .server
         .connection()

@@ -8,24 +8,14 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use redcron::store::{
-    Claimed, ClaimedRun, FailReason, Failure, JobPlan, JobSlot, PendingSlot, PlannedRun, Store,
+    Claimed, ClaimedRun, FailReason, Failure, JobPlan, JobSlot, PendingSlot, PlannedRun,
     cron_run_id,
 };
 
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::{Scenario, fire_ms};
-use crate::util::store::{LEASE, THRESHOLD, claim_run, events, plan, run_hash, setup};
+use crate::util::store::{LEASE, THRESHOLD, claim_for, claim_run, plan, run_hash, setup, skipped};
 use crate::util::wait_until;
-
-/// Claims for `workers` idle workers at once, as a replica does.
-async fn claim_for(store: &Store, workers: usize) -> Claimed {
-    let names: Vec<String> = (0..workers).map(|slot| format!("replica/{slot}")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    store
-        .claim_runs(&names, &["default".to_owned()], LEASE, 100)
-        .await
-        .expect("claim")
-}
 
 fn claimed_ids(claimed: &Claimed) -> Vec<String> {
     let mut ids: Vec<String> = claimed
@@ -45,17 +35,13 @@ fn claimed_runs(claimed: Claimed) -> Vec<ClaimedRun> {
         .collect()
 }
 
-/// Each run skipped, with its reason.
-fn skipped(server: &crate::util::redis_server::RedisServer) -> HashMap<String, String> {
-    events(server)
-        .into_iter()
-        .filter(|(_, state, _)| state == "skipped")
-        .map(|(run, _, reason)| (run, reason))
-        .collect()
-}
-
-fn skip_of(skips: &HashMap<String, String>, run: &str) -> Option<String> {
-    skips.get(run).cloned()
+/// Why `run` was skipped, the last time it was.
+fn skip_of(skips: &[(String, String)], run: &str) -> Option<String> {
+    skips
+        .iter()
+        .rev()
+        .find(|(skipped, _)| skipped == run)
+        .map(|(_, reason)| reason.clone())
 }
 
 #[tokio::test]

@@ -12,8 +12,10 @@ use redis::Commands;
 
 use crate::util::keys;
 use crate::util::scenario::{DATA_LOST, Scenario, fire_ms, sleep_until};
-use crate::util::scenario::{assert_overlaps_were_real, intervals, recorded, skipped_events};
-use crate::util::store::{FORBID_TICK, THRESHOLD, claim_run, connect, plan, run_hash, setup};
+use crate::util::scenario::{assert_overlaps_were_real, intervals, recorded};
+use crate::util::store::{
+    FORBID_TICK, THRESHOLD, claim_run, connect, plan, run_hash, setup, skipped,
+};
 use crate::util::wait_until;
 
 #[tokio::test]
@@ -212,7 +214,7 @@ fn after_redis_is_restored_from_an_older_copy_fires_resume_at_once() {
 
     // The fires of the lost seconds run again, one at a time; fires due meanwhile are skipped
     // as overlaps of those real runs, never for a slot held by a run that does not run.
-    let skips = skipped_events(&scenario);
+    let skips = skipped(&scenario.server);
     assert_overlaps_were_real(&scenario, &intervals(&scenario), &skips);
     for job in ["one", "two"] {
         let starts = starts(&scenario, job);
@@ -365,7 +367,7 @@ fn a_restore_skips_no_fire_for_a_run_of_the_copy_that_had_finished() {
     sleep_until(&scenario, checked_to + 6_000);
 
     let runs = intervals(&scenario);
-    let skips = skipped_events(&scenario);
+    let skips = skipped(&scenario.server);
     // No fire is recorded as skipped for a run that was not running at its due time.
     for (run, reason) in &skips {
         let job = run.split('@').next().unwrap_or_default();

@@ -4,24 +4,15 @@
 use std::time::Duration;
 
 use redcron::schedule::Priority;
-use redcron::store::{Claimed, ClaimedRun, FailReason, Failure, JobSlot, PendingSlot, Store};
+use redcron::store::{Claimed, ClaimedRun, FailReason, Failure, JobSlot, PendingSlot};
 use redis::Commands;
 
 use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::store::{
-    FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, enqueue, events, plan, run_hash, setup,
+    FORBID_TICK, LEASE, THRESHOLD, claim, claim_for, claim_run, enqueue, plan, run_hash, setup,
+    skipped,
 };
-
-/// Claims for `workers` idle workers at once, as a replica does.
-async fn claim_for(store: &Store, workers: usize) -> Claimed {
-    let names: Vec<String> = (0..workers).map(|slot| format!("replica/{slot}")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    store
-        .claim_runs(&names, &["default".to_owned()], LEASE, 100)
-        .await
-        .expect("claim")
-}
 
 fn claimed_ids(claimed: &Claimed) -> Vec<String> {
     claimed
@@ -40,14 +31,6 @@ fn waiting(server: &RedisServer, job: &str) -> Vec<String> {
 
 fn state(server: &RedisServer, run_id: &str) -> Option<String> {
     run_hash(server, run_id).get("state").cloned()
-}
-
-fn skipped(server: &RedisServer) -> Vec<(String, String)> {
-    events(server)
-        .into_iter()
-        .filter(|(_, state, _)| state == "skipped")
-        .map(|(run, _, reason)| (run, reason))
-        .collect()
 }
 
 fn the_run(claimed: Claimed) -> ClaimedRun {

@@ -196,20 +196,6 @@ pub fn event_entries(scenario: &Scenario) -> Vec<redis::streams::StreamId> {
     reply.ids
 }
 
-/// Every `skipped` event as (run, reason).
-pub fn skipped_events(scenario: &Scenario) -> Vec<(String, String)> {
-    event_entries(scenario)
-        .iter()
-        .filter(|entry| entry.get::<String>("state").as_deref() == Some("skipped"))
-        .map(|entry| {
-            (
-                entry.get::<String>("run").unwrap_or_default(),
-                entry.get::<String>("reason").unwrap_or_default(),
-            )
-        })
-        .collect()
-}
-
 /// A fire due while a run of its job that had started by then still ran (a catch-up after a
 /// stall, say) is skipped as an overlap; no other fire is: every `overlap` skip in `skips` had
 /// such a run in the ledger.

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use redcron::schedule::{Job, parse_file};
 use redcron::store::{
-    Acquisition, Claim, ClaimedRun, Enqueue, Enqueued, FailReason, Failure, JobPlan, LeaderToken,
-    PlanOutcome, PlannedRun, Store, StoreSettings, cron_run_id,
+    Acquisition, Claim, Claimed, ClaimedRun, Enqueue, Enqueued, FailReason, Failure, JobPlan,
+    LeaderToken, PlanOutcome, PlannedRun, Store, StoreSettings, cron_run_id,
 };
 use redis::Commands;
 
@@ -105,6 +105,16 @@ pub async fn claim_run(store: &Store, queues: &[&str]) -> ClaimedRun {
     }
 }
 
+/// Claims for `workers` idle workers at once, as a replica does.
+pub async fn claim_for(store: &Store, workers: usize) -> Claimed {
+    let names: Vec<String> = (0..workers).map(|slot| format!("replica/{slot}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    store
+        .claim_runs(&names, &["default".to_owned()], LEASE, 100)
+        .await
+        .expect("claim")
+}
+
 /// A failed attempt of the given `reason`, as a worker records one.
 pub fn failure(reason: FailReason) -> Failure {
     Failure {
@@ -136,6 +146,15 @@ pub fn events(server: &RedisServer) -> Vec<(String, String, String)> {
             let field = |name: &str| entry.get::<String>(name).unwrap_or_default();
             (field("run"), field("state"), field("reason"))
         })
+        .collect()
+}
+
+/// Every `skipped` event as (run, reason), oldest first.
+pub fn skipped(server: &RedisServer) -> Vec<(String, String)> {
+    events(server)
+        .into_iter()
+        .filter(|(_, state, _)| state == "skipped")
+        .map(|(run, _, reason)| (run, reason))
         .collect()
 }
 
