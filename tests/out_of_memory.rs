@@ -5,13 +5,12 @@
 //! not call the replicas lost.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use redis::Commands;
 
-use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::schemas::Schemas;
 use crate::util::{cli, keys, one_document, read_ledger, wait_until};
 
@@ -19,73 +18,32 @@ use crate::util::{cli, keys, one_document, read_ledger, wait_until};
 /// fires.
 const THRESHOLD_MS: i64 = 4_000;
 
-struct Scenario {
-    server: RedisServer,
-    dir: tempfile::TempDir,
+/// Jobs with the default settings: `tick` every second, `long` running through the outage,
+/// `short` ending during it.
+fn write_jobs(scenario: &Scenario) {
+    scenario.write_jobs(&format!(
+        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"{}\"\n\n\
+         [jobs.long]\ncommand = \"{}; sleep 13; {}\"\n\n\
+         [jobs.short]\ncommand = \"{}; sleep 1; {}\"\n",
+        scenario.record(""),
+        scenario.record("start"),
+        scenario.record("end"),
+        scenario.record("start"),
+        scenario.record("end"),
+    ));
 }
 
-impl Scenario {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
-        Self {
-            server: RedisServer::start(),
-            dir,
-        }
-    }
+/// Replica `id`, with the short misfire threshold.
+fn replica(scenario: &Scenario, id: &str) -> ReplicaProcess {
+    let threshold = format!("{THRESHOLD_MS}ms");
+    scenario.replica(id, &["--misfire-threshold", &threshold])
+}
 
-    fn work(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn ledger_path(&self) -> PathBuf {
-        self.work().join("ledger")
-    }
-
-    /// A command appending `<run id> <start ms> [tag]` to the ledger.
-    fn record(&self, tag: &str) -> String {
-        format!(
-            "echo $REDCRON_RUN_ID $(date +%s%3N) {tag} >> {}",
-            self.ledger_path().display()
-        )
-    }
-
-    /// Jobs with the default settings: `tick` every second, `long` running through the outage,
-    /// `short` ending during it.
-    fn write_jobs(&self) {
-        let jobs = format!(
-            "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"{}\"\n\n\
-             [jobs.long]\ncommand = \"{}; sleep 13; {}\"\n\n\
-             [jobs.short]\ncommand = \"{}; sleep 1; {}\"\n",
-            self.record(""),
-            self.record("start"),
-            self.record("end"),
-            self.record("start"),
-            self.record("end"),
-        );
-        std::fs::write(self.work().join("schedules/jobs.toml"), jobs).expect("write jobs");
-    }
-
-    fn replica(&self, id: &str) -> ReplicaProcess {
-        let threshold = format!("{THRESHOLD_MS}ms");
-        ReplicaProcess::start(
-            id,
-            &self.server.url(),
-            &self.work().join("schedules"),
-            self.work(),
-            &["--misfire-threshold", &threshold],
-        )
-    }
-
-    fn redis_now_ms(&self) -> i64 {
-        self.server.now_ms()
-    }
-
-    fn status(&self, args: &[&str]) -> crate::util::Run {
-        let mut all = vec!["status"];
-        all.extend(args);
-        cli(&self.server, self.work(), &all)
-    }
+/// `redcron status args...`.
+fn run_status(scenario: &Scenario, args: &[&str]) -> crate::util::Run {
+    let mut all = vec!["status"];
+    all.extend(args);
+    cli(&scenario.server, scenario.dir.path(), &all)
 }
 
 /// The fire time of a cron run id `<job>@<ms>`.
@@ -96,8 +54,8 @@ fn fire_of(run: &str) -> Option<i64> {
 #[test]
 fn an_out_of_memory_redis_runs_no_run_twice_and_no_fire_past_the_misfire_threshold_but_one() {
     let scenario = Scenario::new();
-    scenario.write_jobs();
-    let replicas = [scenario.replica("r1"), scenario.replica("r2")];
+    write_jobs(&scenario);
+    let replicas = [replica(&scenario, "r1"), replica(&scenario, "r2")];
     let logs = || ReplicaProcess::logs(&replicas);
     let ledger = || read_ledger(&scenario.ledger_path());
     assert!(
@@ -107,7 +65,7 @@ fn an_out_of_memory_redis_runs_no_run_twice_and_no_fire_past_the_misfire_thresho
     );
     // One run lasts past the outage, one ends within it.
     for job in ["long", "short"] {
-        cli(&scenario.server, scenario.work(), &["trigger", job]).success();
+        cli(&scenario.server, scenario.dir.path(), &["trigger", job]).success();
     }
     assert!(
         wait_until(Duration::from_secs(10), || {
@@ -207,18 +165,18 @@ fn an_out_of_memory_redis_runs_no_run_twice_and_no_fire_past_the_misfire_thresho
 #[test]
 fn status_says_redis_refuses_writes_and_calls_no_replica_lost_for_it() {
     let scenario = Scenario::new();
-    scenario.write_jobs();
-    let replica = scenario.replica("r1");
+    write_jobs(&scenario);
+    let replica = replica(&scenario, "r1");
     assert!(
-        wait_until(Duration::from_secs(15), || scenario.status(&[]).code
+        wait_until(Duration::from_secs(15), || run_status(&scenario, &[]).code
             == Some(0)
-            && scenario.status(&[]).stdout.contains("alive")),
+            && run_status(&scenario, &[]).stdout.contains("alive")),
         "{}",
         replica.log()
     );
 
     scenario.server.fill_memory();
-    let during = scenario.status(&["--json"]);
+    let during = run_status(&scenario, &["--json"]);
     assert_eq!(during.code, Some(2), "{}", during.stderr);
     assert!(
         during.stderr.contains("redis refuses writes (OOM)"),
@@ -228,14 +186,14 @@ fn status_says_redis_refuses_writes_and_calls_no_replica_lost_for_it() {
     // Past three heartbeat periods: the heartbeat in Redis is stale.
     assert!(
         wait_until(Duration::from_secs(20), || {
-            let status = one_document(&scenario.status(&["--json"]).stdout);
+            let status = one_document(&run_status(&scenario, &["--json"]).stdout);
             status["replicas"][0]["heartbeat_age_ms"]
                 .as_i64()
                 .is_some_and(|age| age > 6_000)
         }),
         "the heartbeat in Redis never went stale"
     );
-    let status = one_document(&scenario.status(&["--json"]).stdout);
+    let status = one_document(&run_status(&scenario, &["--json"]).stdout);
     assert_eq!(status["writes_refused"]["code"], "OOM", "{status}");
     assert!(
         status["writes_refused"]["used_memory"].as_u64()
@@ -244,7 +202,7 @@ fn status_says_redis_refuses_writes_and_calls_no_replica_lost_for_it() {
     );
     assert_eq!(status["replicas"][0]["state"], "unknown", "{status}");
     Schemas::of_the_docs().assert_matches("status.json", &status);
-    let text = scenario.status(&[]);
+    let text = run_status(&scenario, &[]);
     assert_eq!(text.code, Some(2), "{}", text.stderr);
     assert!(
         text.stdout.contains("redis refuses writes: OOM"),
@@ -268,7 +226,7 @@ fn status_says_redis_refuses_writes_and_calls_no_replica_lost_for_it() {
     scenario.server.lift_memory_limit();
     assert!(
         wait_until(Duration::from_secs(10), || {
-            let after = scenario.status(&[]);
+            let after = run_status(&scenario, &[]);
             after.code == Some(0) && after.stdout.contains("alive")
         }),
         "{}",
