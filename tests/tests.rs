@@ -7,6 +7,7 @@ mod batches;
 mod burst;
 mod check;
 mod cli_contract;
+mod cli_reference;
 mod completions;
 mod config;
 mod crontab_hosts;
