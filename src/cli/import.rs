@@ -34,8 +34,8 @@ pub(super) struct ImportArgs {
     /// machine's zone].
     #[arg(long, value_name = "ZONE")]
     tz: Option<String>,
-    /// Write the schedule file here instead of to standard output; with --dir, the directory
-    /// to write the schedule files in (created if missing).
+    /// Write the schedule file here instead of to standard output (its directory created if
+    /// missing); with --dir, the directory to write the schedule files in (created if missing).
     #[arg(short, long, value_name = "FILE|DIR")]
     output: Option<PathBuf>,
     /// Start every job name with NAME- (names are unique across the files written and the
@@ -187,10 +187,7 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
                 .unwrap_or(output);
             let schedule_dir = schedule_dir.to_owned();
             let crontabs = directory(dir, output)?;
-            // Before anything is written: a misspelt name leaves no empty directory behind.
             placements.check_names(&crontabs, dir)?;
-            std::fs::create_dir_all(output)
-                .map_err(CliError::io(format!("creating {}", output.display())))?;
             (crontabs, Some(schedule_dir))
         }
         (Some(_), None) => {
@@ -206,6 +203,20 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
             (vec![single(&args.input, output.clone())?], schedule_dir)
         }
     };
+    // Once every check passed: a misspelt name leaves no empty directory behind. `-o DIR` with
+    // --dir, or the directory of `-o FILE` (`schedules/web.toml` into a new checkout), is made
+    // as the user named it.
+    let made = match (&args.dir, &args.output) {
+        (Some(_), Some(output)) => Some(output.as_path()),
+        (None, Some(output)) => output
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty()),
+        _ => None,
+    };
+    if let Some(made) = made {
+        std::fs::create_dir_all(made)
+            .map_err(CliError::io(format!("creating {}", made.display())))?;
+    }
     if let Some(schedule_dir) = schedule_dir {
         // Compared as the files they are: `-o x.toml` is `./x.toml` in the directory's walk.
         // A destination not there yet is in no walk.
