@@ -397,3 +397,81 @@ fn host_local_lines_are_warned_of_until_placed_and_per_file_options_name_real_cr
         "{without_dir}"
     );
 }
+
+/// A `where` that `check` and `run` would refuse is refused by the import, with exit 2 and the
+/// options that made it named, before anything is written: two values of one key, from
+/// `--where` or with `--where-file`, and a `queue=` term for jobs whose runs wait in `default`.
+/// The same `queue=` term with `--every-replica` loads, and the import makes the directory of
+/// `-o`.
+#[test]
+fn an_import_whose_where_check_would_refuse_exits_2_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cron_d = dir.path().join("cron.d");
+    std::fs::create_dir(&cron_d).expect("cron.d");
+    for name in ["app", "web"] {
+        std::fs::write(cron_d.join(name), "0 1 * * * root /opt/x\n").expect("crontab");
+    }
+    let cron_d = cron_d.to_str().expect("UTF-8");
+    let single = |extra: &[&str]| {
+        let mut args = vec!["import-crontab", "--tz", "UTC", "-o", "s/x.toml"];
+        args.extend(extra);
+        redcron_in(dir.path(), &args, "0 1 * * * /opt/x\n")
+    };
+    let hint = "A job's where terms must all hold; to run a crontab on two hosts, give them a \
+                label they share (--label role=web on both, then --where role=web), or import it \
+                once per host";
+    for (refused, named, why) in [
+        (
+            single(&["--where", "host=web1", "--where", "host=web2"]),
+            "--where host=web1 and --where host=web2: ",
+            "\"host=web1\" and \"host=web2\" cannot both hold",
+        ),
+        (
+            single(&["--where", "queue=eu"]),
+            "--where queue=eu: ",
+            "but the job's runs wait in queue \"default\"",
+        ),
+        (
+            redcron_in(
+                dir.path(),
+                &[
+                    "import-crontab",
+                    "--tz",
+                    "UTC",
+                    "--dir",
+                    cron_d,
+                    "--where",
+                    "role=web",
+                    "--where-file",
+                    "app=role=db",
+                    "-o",
+                    "s/cron.d",
+                ],
+                "",
+            ),
+            "--where role=web and --where-file app=role=db: ",
+            "\"role=db\" and \"role=web\" cannot both hold",
+        ),
+    ] {
+        let stderr = refused.failure(2);
+        assert!(
+            stderr.starts_with(&format!("redcron: {named}check and run would refuse")),
+            "{stderr}"
+        );
+        assert!(stderr.contains(why), "{stderr}");
+        assert_eq!(stderr.contains(hint), !why.contains("queue"), "{stderr}");
+        assert!(
+            !dir.path().join("s").exists(),
+            "a refused import wrote s/:\n{stderr}"
+        );
+    }
+
+    single(&["--where", "queue=eu", "--every-replica"]).success();
+    let written = std::fs::read_to_string(dir.path().join("s/x.toml")).expect("x.toml");
+    assert!(
+        written.contains("\nwhere = [\"queue=eu\"]\non = \"every\"\n"),
+        "{written}"
+    );
+    let checked = redcron_in(dir.path(), &["check", "--schedules", "s"], "").success();
+    assert!(checked.contains("1 job in s: all valid"), "{checked}");
+}

@@ -139,22 +139,77 @@ impl Placements {
         }
     }
 
+    /// The `where` terms of the jobs of `crontab`, each with the option that gave it
+    /// (`--where host=web1`, `--where-file nginx=host=web1`).
+    fn given(&self, crontab: &Crontab) -> Vec<(String, &str)> {
+        let own = crontab.name.as_ref();
+        let file_terms = own
+            .and_then(|name| Some((name, self.file_terms.get(name)?)))
+            .into_iter()
+            .flat_map(|(name, terms)| {
+                terms
+                    .iter()
+                    .map(move |term| (format!("--where-file {name}={term}"), term.as_str()))
+            });
+        self.terms
+            .iter()
+            .map(|term| (format!("--where {term}"), term.as_str()))
+            .chain(file_terms)
+            .collect()
+    }
+
     /// The `where` and `on` of the jobs of `crontab`.
     fn of(&self, crontab: &Crontab) -> (Selector, Reach) {
-        let own = crontab.name.as_ref();
         let terms: Vec<String> = self
-            .terms
-            .iter()
-            .chain(
-                own.and_then(|name| self.file_terms.get(name))
-                    .into_iter()
-                    .flatten(),
-            )
-            .cloned()
+            .given(crontab)
+            .into_iter()
+            .map(|(_, term)| term.to_owned())
             .collect();
         let selector = Selector::parse(&terms).expect("every term was checked as it was read");
+        let own = crontab.name.as_ref();
         let every = self.every || own.is_some_and(|name| self.every_files.contains(name));
         (selector, if every { Reach::Every } else { Reach::One })
+    }
+
+    /// Refuses a placement of the jobs of `crontab` that `check` and `run` would refuse in the
+    /// file written, by the rules the schedule file's reader applies, naming the options that
+    /// made it: an import that exits 0 must leave files that load.
+    fn check_loads(&self, crontab: &Crontab) -> Result<(), CliError> {
+        let (selector, on) = self.of(crontab);
+        let given = self.given(crontab);
+        // The options that gave the terms `wanted`, each once, as the user typed them.
+        let options = |wanted: &dyn Fn(&str) -> bool| {
+            let mut named: Vec<&str> = Vec::new();
+            for (option, _) in given.iter().filter(|(_, term)| wanted(term)) {
+                if !named.contains(&option.as_str()) {
+                    named.push(option);
+                }
+            }
+            named.join(" and ")
+        };
+        let jobs = match &crontab.name {
+            Some(_) => format!("the jobs of {}", crontab.label),
+            None => "the jobs".to_owned(),
+        };
+        if let (Some((first, second)), Some(why)) = (selector.conflict(), selector.impossible()) {
+            let (first, second) = (first.to_string(), second.to_string());
+            return Err(CliError::Argument(format!(
+                "{}: check and run would refuse the where of {jobs}: {why}. A job's where terms \
+                 must all hold; to run a crontab on two hosts, give them a label they share \
+                 (--label role=web on both, then --where role=web), or import it once per host",
+                options(&|term| term == first || term == second),
+            )));
+        }
+        // An imported job names no queue: its runs wait in the one the reader gives such a job.
+        if let Some(why) = selector.other_queue("default").filter(|_| on == Reach::One) {
+            return Err(CliError::Argument(format!(
+                "{}: check and run would refuse the where of {jobs}, which run once per fire and \
+                 name no queue: {why} (a queue goes into the written file's [defaults], once \
+                 imported without this term)",
+                options(&|term| term.starts_with("queue=")),
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -203,9 +258,13 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
             (vec![single(&args.input, output.clone())?], schedule_dir)
         }
     };
-    // Once every check passed: a misspelt name leaves no empty directory behind. `-o DIR` with
-    // --dir, or the directory of `-o FILE` (`schedules/web.toml` into a new checkout), is made
-    // as the user named it.
+    // Before anything is written: a misspelt name or a where no replica would take leaves no
+    // file or empty directory behind.
+    for crontab in &crontabs {
+        placements.check_loads(crontab)?;
+    }
+    // `-o DIR` with --dir, or the directory of `-o FILE` (`schedules/web.toml` into a new
+    // checkout), is made as the user named it.
     let made = match (&args.dir, &args.output) {
         (Some(_), Some(output)) => Some(output.as_path()),
         (None, Some(output)) => output

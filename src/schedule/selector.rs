@@ -241,17 +241,23 @@ impl Selector {
     /// # Ok::<(), String>(())
     /// ```
     pub fn impossible(&self) -> Option<String> {
-        // Sorted: terms of one key are neighbours.
-        let (first, second) = self
-            .0
-            .windows(2)
-            .map(|pair| (&pair[0], &pair[1]))
-            .find(|(first, second)| first.key == second.key && first.key != "queue")?;
+        let (first, second) = self.conflict()?;
         Some(format!(
             "\"{first}\" and \"{second}\" cannot both hold: a replica carries one value of each \
              label key (only queue= repeats, once per queue it serves), so no replica would run \
              the job; keep one of them, or give the replicas meant a label they share",
         ))
+    }
+
+    /// The first two terms that make this `where` [impossible](Selector::impossible): two
+    /// values of one key other than `queue`, in their sorted order. For a caller that must
+    /// say where each came from (`import-crontab` names its options).
+    pub fn conflict(&self) -> Option<(&Label, &Label)> {
+        // Sorted: terms of one key are neighbours.
+        self.0
+            .windows(2)
+            .map(|pair| (&pair[0], &pair[1]))
+            .find(|(first, second)| first.key == second.key && first.key != "queue")
     }
 
     /// Why the runs of a job whose fires run once (`on = "one"`), waiting in `queue`, do not
