@@ -1,8 +1,8 @@
 //! Moving the crontabs of several machines over: `import-crontab --where` and `--every-replica`
 //! (for all crontabs, or for one crontab of `--dir`) place the jobs, the files they write load,
 //! real replicas with labels declare exactly the jobs meant for them, and the lines that look
-//! host-local are marked and, when left unplaced, warned of. The guide's example is run as
-//! written, read from docs/guide.md so that it cannot drift.
+//! host-local are marked and, while one replica of several runs each fire, warned of. The
+//! guide's example is run as written, read from docs/guide.md so that it cannot drift.
 
 use std::path::Path;
 use std::time::Duration;
@@ -474,4 +474,63 @@ fn an_import_whose_where_check_would_refuse_exits_2_and_writes_nothing() {
     );
     let checked = redcron_in(dir.path(), &["check", "--schedules", "s"], "").success();
     assert!(checked.contains("1 job in s: all valid"), "{checked}");
+}
+
+/// A host-local line whose job runs once per fire is warned of whatever `where` narrows the
+/// replicas to, unless it names one machine: `--where role=web` puts `run-parts` on one web
+/// server per fire. The warning and the hint in the file say where it runs.
+#[test]
+fn a_host_local_line_on_one_replica_of_several_is_warned_of() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("crontab"),
+        "17 * * * * root cd / && run-parts --report /etc/cron.hourly\n",
+    )
+    .expect("crontab");
+    let import = |extra: &[&str]| {
+        let mut args = vec![
+            "import-crontab",
+            "--system",
+            "crontab",
+            "--tz",
+            "UTC",
+            "-o",
+            "web.toml",
+        ];
+        args.extend(extra);
+        let done = redcron_in(dir.path(), &args, "");
+        let stderr = done.stderr.clone();
+        done.success();
+        let written = std::fs::read_to_string(dir.path().join("web.toml")).expect("web.toml");
+        (stderr, written)
+    };
+
+    let (stderr, written) = import(&["--where", "role=web"]);
+    assert!(
+        stderr.contains(&format!(
+            "redcron: crontab:1: job run-parts-report-etc-cron-hourly looks host-local (run-parts \
+             runs the scripts of this machine's /etc/cron.hourly) but runs once per fire, on a \
+             replica with role=web; pass --every-replica to run it on every replica, or --where \
+             host={} to keep it on this machine",
+            host_name()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        written.contains("/etc/cron.hourly: it runs once per fire, on a replica with role=web;"),
+        "{written}"
+    );
+
+    for placed in [
+        &["--where", "role=web", "--every-replica"][..],
+        &["--where", "role=web", "--where", "host=web1"][..],
+        &["--where", "replica=web1-a"][..],
+    ] {
+        let (stderr, written) = import(placed);
+        assert!(!stderr.contains("host-local"), "{placed:?}: {stderr}");
+        assert!(
+            written.contains("/etc/cron.hourly\nschedule = "),
+            "{placed:?}: {written}"
+        );
+    }
 }

@@ -325,8 +325,8 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
                 crontab.label, problem.line, problem.message
             );
         }
-        if !options.placed() {
-            warn_host_local(crontab, &imported.host_local);
+        if !options.keeps_host_work() {
+            warn_host_local(crontab, &options, &imported.host_local);
         }
         match &crontab.destination {
             Some(path) => std::fs::write(path, &imported.toml)
@@ -373,11 +373,13 @@ pub(super) fn execute(args: &ImportArgs, out: &mut impl Write) -> Result<(), Cli
     Ok(())
 }
 
-/// Says each line of `crontab` that does this machine's work and became a job any one replica
-/// runs, with the options that place it. A warning, not a problem: the line may be meant to
-/// move (a backup of `/etc` that any machine can take is rare, but the importer cannot tell).
-fn warn_host_local(crontab: &Crontab, lines: &[HostLocal]) {
-    let options = match &crontab.name {
+/// Says each line of `crontab` that does this machine's work and became a job one replica of
+/// several runs (any one, or one of those its `where` picks), with the options that keep it on
+/// each machine or on this one. A warning, not a problem: the line may be meant to move (a
+/// backup of `/etc` that any machine can take is rare, but the importer cannot tell).
+fn warn_host_local(crontab: &Crontab, options: &ImportOptions, lines: &[HostLocal]) {
+    let runs = options.one_replica();
+    let placing = match &crontab.name {
         Some(name) => format!(
             "--every-replica-file {name} to run it on every replica, or \
              --where-file {name}=host={}",
@@ -390,8 +392,8 @@ fn warn_host_local(crontab: &Crontab, lines: &[HostLocal]) {
     };
     for line in lines {
         eprintln!(
-            "redcron: {}:{}: job {} looks host-local ({}) but runs on any one replica; pass \
-             {options} to keep it on this machine",
+            "redcron: {}:{}: job {} looks host-local ({}) but {runs}; pass {placing} to keep \
+             it on this machine",
             crontab.label, line.line, line.job, line.reason
         );
     }

@@ -17,7 +17,7 @@ use std::fmt::{self, Write as _};
 use chrono_tz::Tz;
 use toml::Value;
 
-use super::{Reach, Schedule, Selector, Target};
+use super::{Reach, Schedule, Selector, Target, placement};
 
 mod host_local;
 mod names;
@@ -44,10 +44,18 @@ pub struct ImportOptions {
 }
 
 impl ImportOptions {
-    /// Whether the jobs are placed at all: without `where` or `on = "every"`, each fire runs on
-    /// any one replica, which a host-local line should not.
-    pub fn placed(&self) -> bool {
-        !self.selector.is_empty() || self.on == Reach::Every
+    /// Whether a host-local line's job still does the work of a machine it ran on: each fire
+    /// runs on every replica (`on = "every"`), or its `where` names one machine (`host=`,
+    /// `replica=`). Otherwise each fire runs on one replica of several, which a host-local
+    /// line should not; a `where` such as `role=web` only narrows which one.
+    pub fn keeps_host_work(&self) -> bool {
+        self.on == Reach::Every || self.selector.pins_one_machine()
+    }
+
+    /// Where each fire of a job that does not [keep host work](Self::keeps_host_work) runs, in
+    /// words: `runs on any one replica`, or `runs once per fire, on a replica with role=web`.
+    pub fn one_replica(&self) -> String {
+        placement(self.on, &self.selector).unwrap_or_else(|| "runs on any one replica".to_owned())
     }
 }
 
@@ -491,11 +499,14 @@ impl Converter<'_> {
         let _ = writeln!(out, "[jobs.{name}]");
         let _ = writeln!(out, "# crontab line {number}: {}", comment_text(line));
         if let Some(reason) = host_local {
-            let hint = if self.options.placed() {
-                ""
+            let hint = if self.options.keeps_host_work() {
+                String::new()
             } else {
-                ": it runs on any one replica; on = \"every\" runs it on each, \
-                 where = [\"host=...\"] on one machine"
+                format!(
+                    ": it {}; on = \"every\" runs it on each, where = [\"host=...\"] on one \
+                     machine",
+                    self.options.one_replica()
+                )
             };
             let _ = writeln!(out, "# host-local: {}{hint}", comment_text(&reason));
             self.host_local.push(HostLocal {

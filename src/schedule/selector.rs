@@ -227,6 +227,14 @@ impl Selector {
         self.0.is_empty()
     }
 
+    /// Whether a term names one machine (`host=`) or one replica (`replica=`): the replicas
+    /// matched then do that machine's work, whichever of them runs a fire.
+    pub fn pins_one_machine(&self) -> bool {
+        self.0
+            .iter()
+            .any(|term| matches!(term.key.as_str(), "host" | "replica"))
+    }
+
     /// Why no replica can match this `where`, if none can: two values of one key. A replica
     /// carries one value of each key (`run` refuses a key given twice), but one `queue=` per
     /// queue it serves, so only `queue=` terms may name several values.

@@ -606,3 +606,33 @@ fn host_local_lines_are_marked_with_why_and_returned() {
         import.toml
     );
 }
+
+#[test]
+fn a_host_local_line_keeps_its_hint_until_a_machine_does_its_work() {
+    let text = "17 * * * * root cd / && run-parts --report /etc/cron.hourly\n";
+    // A where that picks several machines only narrows which one runs each fire.
+    let (import, _) = placed_jobs(text, &["role=web"], Reach::One);
+    assert!(
+        import.toml.contains(
+            "# host-local: run-parts runs the scripts of this machine's /etc/cron.hourly: it runs \
+             once per fire, on a replica with role=web; on = \"every\" runs it on each, \
+             where = [\"host=...\"] on one machine\n"
+        ),
+        "{}",
+        import.toml
+    );
+    // Pinned to one machine, or run on every replica, the mark says why alone.
+    for (terms, on) in [
+        (&["role=web", "host=web1"][..], Reach::One),
+        (&["replica=web1-a"][..], Reach::One),
+        (&["role=web"][..], Reach::Every),
+    ] {
+        let (import, _) = placed_jobs(text, terms, on);
+        assert_eq!(import.host_local.len(), 1, "{}", import.toml);
+        assert!(
+            import.toml.contains("/etc/cron.hourly\nschedule = "),
+            "{terms:?} {on:?}:\n{}",
+            import.toml
+        );
+    }
+}
