@@ -227,7 +227,7 @@ fn parse(path: &Path, text: &str) -> Result<BTreeMap<&'static str, Setting>, Con
     };
     let raw: RawFile = toml::from_str(text).map_err(|error| {
         let offset = error.span().map_or(0, |span| span.start);
-        let message = super::one_line(error.message());
+        let message = super::error::one_line(error.message());
         // "unknown field `x`" names its key already.
         let key = key_at(text, offset).filter(|key| !message.contains(&format!("`{key}`")));
         invalid(offset, key, message)
@@ -254,7 +254,7 @@ fn parse(path: &Path, text: &str) -> Result<BTreeMap<&'static str, Setting>, Con
         set("redis", url.into_inner().into());
     }
     if let Some(namespace) = raw.namespace {
-        super::namespaces(namespace.get_ref())
+        super::connect::namespaces(namespace.get_ref())
             .map_err(|message| invalid(namespace.span().start, Some("namespace"), message))?;
         set("namespace", namespace.into_inner().into());
     }

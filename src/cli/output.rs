@@ -116,6 +116,39 @@ fn is_format(character: char) -> bool {
     )
 }
 
+/// The fields of a Redis hash (a run's, a replica's) as a JSON object: Redis stores every value
+/// as a string, but `--json` readers should not have to know which ones are numbers. Counts and
+/// times (`*_ms`) are numbers, or null when empty; a value that does not parse stays the string
+/// it is, so that foreign or damaged data is shown rather than hidden.
+pub(super) fn typed_fields(
+    fields: impl IntoIterator<Item = (String, String)>,
+) -> serde_json::Map<String, serde_json::Value> {
+    const INTEGERS: [&str; 7] = [
+        "attempt",
+        "max_attempts",
+        "exit_code",
+        "max_concurrency",
+        "pid",
+        "busy_workers",
+        "max_workers",
+    ];
+    fields
+        .into_iter()
+        .map(|(name, value)| {
+            let typed = if !(INTEGERS.contains(&name.as_str()) || name.ends_with("_ms")) {
+                value.into()
+            } else if value.is_empty() {
+                serde_json::Value::Null
+            } else {
+                value
+                    .parse::<i64>()
+                    .map_or_else(|_| value.into(), serde_json::Value::from)
+            };
+            (name, typed)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +173,29 @@ mod tests {
         );
         assert_eq!(printable_cell("a\u{2028}b"), "a\\u{2028}b");
         assert!(matches!(printable("é ש 日本 🙂"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn hash_fields_become_typed_json_values() {
+        let fields = [
+            ("due_ms", "1767225600000"),
+            ("attempt", "2"),
+            ("exit_code", ""),
+            ("finished_ms", "soon"),
+            ("output", "42"),
+            ("job", "nightly"),
+        ]
+        .map(|(name, value)| (name.to_owned(), value.to_owned()));
+        assert_eq!(
+            serde_json::Value::Object(typed_fields(fields)),
+            serde_json::json!({
+                "due_ms": 1_767_225_600_000_i64,
+                "attempt": 2,
+                "exit_code": null,
+                "finished_ms": "soon",
+                "output": "42",
+                "job": "nightly",
+            })
+        );
     }
 }

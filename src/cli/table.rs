@@ -3,7 +3,10 @@
 
 use std::io;
 
-use super::output;
+use chrono::{DateTime, Utc};
+
+use super::{output, times};
+use crate::schedule::Job;
 
 /// Writes a table: columns padded to their widest cell, two spaces apart. Control characters in
 /// a cell (a line break in an error, a tab or an escape sequence in a command's output) are
@@ -44,6 +47,45 @@ pub(super) fn write_table_within(
         }
     }
     write_padded(out, header, &rows)
+}
+
+/// Writes one row per job: name, schedule, zone and its next `count` fires after `now`.
+pub(super) fn write_jobs(
+    out: &mut impl io::Write,
+    jobs: &[Job],
+    now: DateTime<Utc>,
+    count: usize,
+) -> io::Result<()> {
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|job| {
+            let schedule = job
+                .schedule
+                .as_ref()
+                .map_or_else(|| "(on demand)".to_owned(), ToString::to_string);
+            let next = if !job.enabled {
+                "(disabled)".to_owned()
+            } else if job.schedule.is_none() {
+                "-".to_owned()
+            } else {
+                let fires: Vec<String> = job
+                    .schedule
+                    .iter()
+                    .flat_map(|schedule| schedule.fires_after(now, job.timezone))
+                    .take(count)
+                    .map(|fire| times::format_fire(fire, job.timezone))
+                    .collect();
+                fires.join(", ")
+            };
+            vec![
+                job.name.clone(),
+                schedule,
+                job.timezone.name().to_owned(),
+                next,
+            ]
+        })
+        .collect();
+    write_table(out, &["JOB", "SCHEDULE", "ZONE", "NEXT FIRES"], &rows)
 }
 
 /// The fewest characters a cut cell keeps, however narrow the terminal: enough to tell
