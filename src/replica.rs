@@ -40,7 +40,7 @@ use crate::engine::{Leadership, Shutdown, arm_fault_points};
 use crate::handler::{Handler, Handlers};
 use crate::logs::panic_message;
 use crate::schedule::{
-    Job, Jobs, Label, Labels, QueueFallback, QueueFallbacks, Schedules, shared_jobs,
+    Job, Jobs, Label, Labels, QueueFallback, QueueFallbacks, ScheduleDir, shared_jobs,
 };
 use crate::store::Store;
 use crate::store::keys::private_route;
@@ -254,13 +254,13 @@ impl JobsHandle {
     ///
     /// ```no_run
     /// # fn example(jobs: redcron::replica::JobsHandle) -> Result<(), redcron::schedule::LoadError> {
-    /// jobs.replace_schedules(redcron::schedule::load_schedules("schedules".as_ref())?);
+    /// jobs.replace_schedule_dir(redcron::schedule::load_schedule_dir("schedules".as_ref())?);
     /// # Ok(())
     /// # }
     /// ```
-    pub fn replace_schedules(&self, schedules: Schedules) {
-        self.replace(schedules.jobs);
-        self.fallbacks.send_replace(Arc::new(schedules.queues));
+    pub fn replace_schedule_dir(&self, declared: ScheduleDir) {
+        self.replace(declared.jobs);
+        self.fallbacks.send_replace(Arc::new(declared.queues));
     }
 }
 
@@ -310,10 +310,10 @@ impl ReplicaBuilder {
     ///
     /// ```no_run
     /// # fn example(store: redcron::store::Store) -> Result<(), redcron::schedule::LoadError> {
-    /// let schedules = redcron::schedule::load_schedules("/etc/redcron/schedules".as_ref())?;
+    /// let declared = redcron::schedule::load_schedule_dir("/etc/redcron/schedules".as_ref())?;
     /// let replica = redcron::replica::Replica::builder(store)
-    ///     .jobs(schedules.jobs)
-    ///     .queue_fallbacks(schedules.queues)
+    ///     .jobs(declared.jobs)
+    ///     .queue_fallbacks(declared.queues)
     ///     .build();
     /// # Ok(())
     /// # }
@@ -446,8 +446,8 @@ impl Replica {
     /// tokio::spawn(async move {
     ///     while hangup.recv().await.is_some() {
     ///         // A directory with a mistake is refused whole: the running definitions stay.
-    ///         if let Ok(schedules) = redcron::schedule::load_schedules("schedules".as_ref()) {
-    ///             jobs.replace_schedules(schedules);
+    ///         if let Ok(declared) = redcron::schedule::load_schedule_dir("schedules".as_ref()) {
+    ///             jobs.replace_schedule_dir(declared);
     ///         }
     ///     }
     /// });

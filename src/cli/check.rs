@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::times::{machine_zone, on_utc_clock};
 use super::{CliError, default_schedules, write_jobs};
-use crate::schedule::{Job, load_schedules, placement};
+use crate::schedule::{Job, load_schedule_dir, placement};
 
 /// How many upcoming fires are shown per job.
 const SHOWN_FIRES: usize = 3;
@@ -24,10 +24,10 @@ pub(super) struct CheckArgs {
 /// Loads the directory and writes its jobs with their next fires, then its workflows' steps
 /// and its queue fallbacks.
 pub(super) fn execute(args: &CheckArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let schedules = load_schedules(&args.schedules)?;
+    let declared = load_schedule_dir(&args.schedules)?;
     let written = (|| -> std::io::Result<()> {
-        write_jobs(out, &schedules.jobs, Utc::now(), SHOWN_FIRES)?;
-        for job in &schedules.jobs {
+        write_jobs(out, &declared.jobs, Utc::now(), SHOWN_FIRES)?;
+        for job in &declared.jobs {
             if let Some(workflow) = &job.workflow {
                 writeln!(
                     out,
@@ -38,12 +38,12 @@ pub(super) fn execute(args: &CheckArgs, out: &mut impl Write) -> Result<(), CliE
                 )?;
             }
         }
-        for job in &schedules.jobs {
+        for job in &declared.jobs {
             if let Some(placement) = placement(job.on, &job.selector) {
                 writeln!(out, "job {}: {placement}", job.name)?;
             }
         }
-        for queue in &schedules.queues {
+        for queue in &declared.queues {
             writeln!(
                 out,
                 "queue {} falls back to {} after {} without a live replica serving it",
@@ -52,14 +52,14 @@ pub(super) fn execute(args: &CheckArgs, out: &mut impl Write) -> Result<(), CliE
                 humantime::format_duration(queue.after)
             )?;
         }
-        let workflows = schedules
+        let workflows = declared
             .jobs
             .iter()
             .filter(|job| job.workflow.is_some())
             .count();
-        let jobs = schedules.jobs.len() - workflows;
+        let jobs = declared.jobs.len() - workflows;
         let plural = |count: usize| if count == 1 { "" } else { "s" };
-        let declared = if workflows == 0 {
+        let counted = if workflows == 0 {
             format!("{jobs} job{}", plural(jobs))
         } else {
             format!(
@@ -68,8 +68,8 @@ pub(super) fn execute(args: &CheckArgs, out: &mut impl Write) -> Result<(), CliE
                 plural(workflows)
             )
         };
-        writeln!(out, "{declared} in {}: all valid", args.schedules.display())?;
-        utc_note(out, &schedules.jobs, machine_zone())
+        writeln!(out, "{counted} in {}: all valid", args.schedules.display())?;
+        utc_note(out, &declared.jobs, machine_zone())
     })();
     written.map_err(CliError::io("writing the jobs"))
 }

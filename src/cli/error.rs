@@ -15,7 +15,7 @@ use crate::schedule::{CronError, LoadError};
 pub enum CliError {
     /// The schedule directory has problems; each is listed.
     #[error("{0}")]
-    Schedules(#[from] LoadError),
+    ScheduleDir(#[from] LoadError),
     /// A cron expression given on the command line.
     #[error("bad expression: {0}")]
     Expression(#[from] CronError),
@@ -149,7 +149,7 @@ impl CliError {
     /// imports with lines that need attention, 2 for everything else.
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            CliError::Schedules(_) | CliError::ImportNeedsAttention(_) => ExitCode::from(1),
+            CliError::ScheduleDir(_) | CliError::ImportNeedsAttention(_) => ExitCode::from(1),
             _ => ExitCode::from(2),
         }
     }

@@ -10,7 +10,7 @@ use tracing::{error, info, warn};
 
 use super::watch_path::PathWatch;
 use crate::replica::JobsHandle;
-use crate::schedule::{Job, load_schedules};
+use crate::schedule::{Job, load_schedule_dir};
 
 /// How long the directory must be quiet before `--watch` reads it: a deploy that writes its
 /// files one by one (or empties the directory, then copies) is read once, when it is done.
@@ -51,7 +51,7 @@ impl Reloader {
     /// (see [`mass_removal`]) keeps them too, unless a SIGHUP confirms it.
     pub(super) fn reload(&self, trigger: Trigger) {
         let directory = self.directory.display();
-        let loaded = match load_schedules(&self.directory) {
+        let loaded = match load_schedule_dir(&self.directory) {
             Ok(loaded) => loaded,
             Err(problems) => {
                 for problem in &problems.diagnostics {
@@ -97,7 +97,7 @@ impl Reloader {
             %directory,
             "schedules reloaded"
         );
-        self.jobs.replace_schedules(loaded);
+        self.jobs.replace_schedule_dir(loaded);
     }
 
     /// Reloads the directory after files in it change, once it has been quiet for

@@ -19,7 +19,7 @@ use crate::engine::heartbeat::host_name;
 use crate::engine::worker::Concurrency;
 use crate::metrics::Endpoint;
 use crate::replica::{Replica, ReplicaConfig};
-use crate::schedule::{Job, Label, Schedules, given_labels, load_schedules};
+use crate::schedule::{Job, Label, ScheduleDir, given_labels, load_schedule_dir};
 use crate::store::StoreSettings;
 use crate::store::embedded::EmbeddedRedis;
 
@@ -91,7 +91,7 @@ pub(super) struct RunArgs {
 struct Served {
     namespace: String,
     directory: PathBuf,
-    schedules: Schedules,
+    declared: ScheduleDir,
 }
 
 pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
@@ -125,7 +125,7 @@ pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
             }
             Ok(Served {
                 namespace: namespace.to_owned(),
-                schedules: load_schedules(&schedules)?,
+                declared: load_schedule_dir(&schedules)?,
                 directory: schedules,
             })
         })
@@ -233,7 +233,7 @@ async fn run(args: &RunArgs, labels: &[Label], served: Vec<Served>) -> Result<()
     for Served {
         namespace,
         directory,
-        schedules: Schedules { jobs, queues },
+        declared: ScheduleDir { jobs, queues },
     } in served
     {
         // Each namespace counts in metrics and a health of its own, labelled with its name.

@@ -21,7 +21,7 @@ use serde::{Serialize, Serializer};
 
 pub use cron::{CronError, CronExpr};
 pub use file::{
-    Diagnostic, LoadError, Schedules, check_name, load_dir, load_schedules, parse_file,
+    Diagnostic, LoadError, ScheduleDir, check_name, load_dir, load_schedule_dir, parse_file,
 };
 pub use job::{DefinitionError, Delivery, Job, Misfire, Output, Overlap, Priority};
 pub use notice::{Event, Notices, Target};

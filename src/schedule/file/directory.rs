@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::contents::{FileContents, read_bytes};
 use super::diagnostics::{Diagnostic, LoadError};
-use super::{Schedules, walk};
+use super::{ScheduleDir, walk};
 use crate::schedule::job::{Job, Source};
 use crate::schedule::notice::{self, Notices};
 use crate::schedule::{queues, workflow};
@@ -15,7 +15,7 @@ use crate::schedule::{queues, workflow};
 ///
 /// # Errors
 /// Every problem of every file and across them.
-pub(super) fn load(dir: &Path) -> Result<Schedules, LoadError> {
+pub(super) fn load(dir: &Path) -> Result<ScheduleDir, LoadError> {
     let paths = walk::schedule_files(dir).map_err(|diagnostics| LoadError { diagnostics })?;
 
     let mut jobs = Vec::new();
@@ -51,7 +51,7 @@ pub(super) fn load(dir: &Path) -> Result<Schedules, LoadError> {
     let job_queues: Vec<&str> = jobs.iter().map(|job| job.queue.as_str()).collect();
     diagnostics.extend(queues::check_fallbacks(&queues, &job_queues, complete));
     if diagnostics.is_empty() {
-        Ok(Schedules { jobs, queues })
+        Ok(ScheduleDir { jobs, queues })
     } else {
         Err(LoadError { diagnostics })
     }

@@ -31,14 +31,14 @@ pub use walk::schedule_files;
 
 /// What a schedule directory declares.
 #[derive(Debug, Clone, Default)]
-pub struct Schedules {
+pub struct ScheduleDir {
     /// Its jobs.
     pub jobs: Vec<Job>,
     /// Its `[queues]` tables.
     pub queues: Vec<QueueFallback>,
 }
 
-/// The jobs of every `*.toml` file under `dir`: [`load_schedules`] without the queue tables.
+/// The jobs of every `*.toml` file under `dir`: [`load_schedule_dir`] without the queue tables.
 ///
 /// ```no_run
 /// use std::path::Path;
@@ -51,9 +51,9 @@ pub struct Schedules {
 /// ```
 ///
 /// # Errors
-/// As [`load_schedules`].
+/// As [`load_schedule_dir`].
 pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
-    load_schedules(dir).map(|schedules| schedules.jobs)
+    load_schedule_dir(dir).map(|declared| declared.jobs)
 }
 
 /// Loads every `*.toml` file in `dir` and its subdirectories, in path order; names starting
@@ -63,8 +63,8 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
 /// use std::path::Path;
 ///
 /// # fn example() -> Result<(), redcron::schedule::LoadError> {
-/// let schedules = redcron::schedule::load_schedules(Path::new("/etc/redcron/schedules"))?;
-/// for fallback in &schedules.queues {
+/// let declared = redcron::schedule::load_schedule_dir(Path::new("/etc/redcron/schedules"))?;
+/// for fallback in &declared.queues {
 ///     println!("{} -> {} after {:?}", fallback.queue, fallback.fallback, fallback.after);
 /// }
 /// # Ok(())
@@ -74,7 +74,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Job>, LoadError> {
 /// # Errors
 /// A [`LoadError`] listing every problem in every file, including names declared twice, when
 /// anything at all is wrong: a directory is loaded whole or not at all.
-pub fn load_schedules(dir: &Path) -> Result<Schedules, LoadError> {
+pub fn load_schedule_dir(dir: &Path) -> Result<ScheduleDir, LoadError> {
     directory::load(dir)
 }
 

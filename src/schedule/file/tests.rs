@@ -363,7 +363,7 @@ fn queue_tables_load_with_their_defaults_and_their_mistakes_are_named() {
          [queues.us-east]\nfallback = \"default\"\n",
     )
     .expect("write");
-    let loaded = load_schedules(dir.path()).expect("valid");
+    let loaded = load_schedule_dir(dir.path()).expect("valid");
     assert_eq!(loaded.jobs.len(), 1);
     let fallbacks: Vec<(&str, &str, Duration)> = loaded
         .queues
@@ -413,7 +413,9 @@ fn queue_tables_load_with_their_defaults_and_their_mistakes_are_named() {
         "[queues.eu-west]\nfallback = \"us-east\"\n\n[queues.default]\nfallback = \"eu-west\"\n",
     )
     .expect("write");
-    let found = load_schedules(dir.path()).expect_err("refused").to_string();
+    let found = load_schedule_dir(dir.path())
+        .expect_err("refused")
+        .to_string();
     assert!(found.contains("declared twice: first at"), "{found}");
     assert!(
         found.contains("its fallbacks lead back to it (default -> eu-west -> default)"),
