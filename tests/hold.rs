@@ -91,7 +91,7 @@ async fn a_held_namespace_writes_nothing_keeps_its_leases_and_goes_on_once_relea
         later.fail_run(&running.id, None, &failure, 0.0).await,
         "fail",
     );
-    assert_held(later.held_runs("replica").await, "list held runs");
+    assert_held(later.owned_runs("replica").await, "list owned runs");
     assert_held(
         later
             .enqueue_run(&Enqueue {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use redcron::store::{FailOutcome, FailReason, Failure, HeldRun, Store};
+use redcron::store::{FailOutcome, FailReason, Failure, OwnedRun, Store};
 use redis::Commands;
 
 use crate::util::keys;
@@ -19,7 +19,7 @@ use crate::util::store::{
 use crate::util::wait_until;
 
 #[tokio::test]
-async fn runs_a_replica_is_said_to_hold_are_listed_and_ended_as_lost_by_their_worker() {
+async fn runs_a_replica_is_said_to_own_are_listed_and_ended_as_lost_by_their_worker() {
     let (server, store, token) = setup(FORBID_TICK).await;
     plan(&store, &token, "tick", &[1_000]).await;
     let now = store.clone().with_frozen_clock(1_000);
@@ -29,14 +29,14 @@ async fn runs_a_replica_is_said_to_hold_are_listed_and_ended_as_lost_by_their_wo
     let run = claim_run(&now, &["default"]).await;
 
     assert_eq!(
-        store.held_runs("replica").await.expect("held"),
-        [HeldRun {
+        store.owned_runs("replica").await.expect("owned"),
+        [OwnedRun {
             run_id: run.id.clone(),
             worker: "replica/0".to_owned(),
             attempt: Some(1),
         }]
     );
-    assert_eq!(store.held_runs("replic").await.expect("held"), []);
+    assert_eq!(store.owned_runs("replic").await.expect("owned"), []);
     let failure = Failure::without_output(FailReason::Lost, "not running here");
     assert!(matches!(
         now.fail_run(&run.id, Some(&run.worker), &failure, 0.0)

@@ -6,9 +6,9 @@ use super::connection::Connection;
 use super::reply::reply_error;
 use super::{ClaimedRun, Entry, FailReason, RecordPage, Store, StoreError, millis, scripts};
 
-/// An active run that Redis says a worker of a replica holds, see [`Store::held_runs`].
+/// An active run that Redis says a worker of a replica owns, see [`Store::owned_runs`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldRun {
+pub struct OwnedRun {
     /// The run id.
     pub run_id: String,
     /// The worker that holds its lease, `<replica id>/<slot>`.
@@ -212,31 +212,31 @@ impl Store {
         }
     }
 
-    /// The active runs Redis says the workers of `replica_id` hold (`<replica id>/<slot>`), with
+    /// The active runs Redis says the workers of `replica_id` own (`<replica id>/<slot>`), with
     /// the worker and attempt of each: what the replica compares with the runs it really runs.
     ///
     /// # Errors
     /// Redis errors; [`StoreError::Reply`] for an answer the script does not give.
-    pub async fn held_runs(&self, replica_id: &str) -> Result<Vec<HeldRun>, StoreError> {
-        let values: Vec<Option<String>> = scripts::LIST_HELD_RUNS
+    pub async fn owned_runs(&self, replica_id: &str) -> Result<Vec<OwnedRun>, StoreError> {
+        let values: Vec<Option<String>> = scripts::LIST_OWNED_RUNS
             .key(self.keys.active())
             .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(format!("{replica_id}/"))
             .invoke_async(&mut self.connection.clone())
             .await
-            .during(&self.metrics, "held_runs")?;
+            .during(&self.metrics, "owned_runs")?;
         values
             .chunks(3)
-            .map(|held| match held {
-                [Some(run_id), Some(worker), attempt] => Ok(HeldRun {
+            .map(|owned| match owned {
+                [Some(run_id), Some(worker), attempt] => Ok(OwnedRun {
                     run_id: run_id.clone(),
                     worker: worker.clone(),
                     attempt: attempt.as_deref().and_then(|text| text.parse().ok()),
                 }),
                 _ => Err(reply_error(
-                    "list_held_runs",
-                    format!("unexpected {held:?}"),
+                    "list_owned_runs",
+                    format!("unexpected {owned:?}"),
                 )),
             })
             .collect()

@@ -76,7 +76,7 @@ pub use dead::Redrive;
 use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
 pub use enqueueing::{Enqueue, Enqueued, key_fingerprint, new_run_id, payload_fingerprint};
-pub use finishing::{Ack, FailOutcome, Failure, HeldRun, StrayRun};
+pub use finishing::{Ack, FailOutcome, Failure, OwnedRun, StrayRun};
 pub use inspect::{Event, Overview, REAPING_GRACE, ReplicaInfo, RunCounts, UndeclaredRuns};
 pub use keys::{InvalidNamespace, Keys, validate_namespace};
 pub use leadership::{Acquisition, LeaderToken};

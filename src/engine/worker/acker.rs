@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
-use super::held::HeldRuns;
+use super::owned::OwnedRuns;
 use crate::engine::retry::retry_store;
 use crate::store::{Ack, RunState, Store};
 
@@ -44,7 +44,7 @@ pub(super) async fn record_successes(
     store: Store,
     mut pending: mpsc::Receiver<PendingAck>,
     mut backlog: watch::Receiver<bool>,
-    held: HeldRuns,
+    owned: OwnedRuns,
 ) {
     let mut batch = Vec::new();
     while pending.recv_many(&mut batch, MAX_DEFERRED_ACKS).await > 0 {
@@ -64,7 +64,7 @@ pub(super) async fn record_successes(
         futures_util::future::join_all(
             batch
                 .chunks(MAX_ACK_BATCH)
-                .map(|chunk| record_batch(&store, chunk, &held)),
+                .map(|chunk| record_batch(&store, chunk, &owned)),
         )
         .await;
         batch.clear();
@@ -75,11 +75,11 @@ pub(super) async fn record_successes(
 /// run whose success Redis does not have (lost with an older copy, or never recorded) then gets
 /// it again from this replica's reconciliation instead of running again, while the replica
 /// lives and its lease holds.
-async fn record_batch(store: &Store, batch: &[PendingAck], held: &HeldRuns) {
+async fn record_batch(store: &Store, batch: &[PendingAck], owned: &OwnedRuns) {
     let acks: Vec<&Ack> = batch.iter().map(|pending| &pending.ack).collect();
     let recorded = retry_store(&store.metrics().health, || store.ack_runs(&acks)).await;
     for ack in &acks {
-        held.succeeded(ack);
+        owned.succeeded(ack);
     }
     let Some(recorded) = recorded else {
         warn!(

@@ -21,7 +21,7 @@ use crate::store::{
     Store,
 };
 
-/// How an execution ended, for the runs the replica holds.
+/// How an execution ended, for the runs the replica owns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Ended {
     /// Its success was handed to the task that records successes, which lets the run go.

@@ -7,7 +7,7 @@
 //! declared job but never inject a command.
 //!
 //! This file is the claim loop; `execution` runs one claimed run, `acker` records successes in
-//! batches, `held` compares the runs this replica holds with what Redis says it holds, and
+//! batches, `owned` compares the runs this replica owns with what Redis says it owns, and
 //! `workflow_starter` is the handler of a workflow's own job.
 
 use std::collections::HashMap;
@@ -22,15 +22,15 @@ use tracing::{Instrument, info, warn};
 
 mod acker;
 mod execution;
-mod held;
+mod owned;
 mod sizing;
 mod workflow_starter;
 
 pub use acker::RECORD_WINDOW;
 use acker::{PendingAck, record_successes};
 use execution::{Ended, Execution};
-pub use held::Reconciled;
-use held::{HeldRuns, reconcile};
+pub use owned::Reconciled;
+use owned::{OwnedRuns, reconcile};
 use sizing::Sizing;
 pub use sizing::{Concurrency, GROW_AFTER, SHRINK_AFTER, WorkerLoad};
 use workflow_starter::WorkflowStarter;
@@ -59,7 +59,7 @@ pub struct WorkerConfig {
     /// A run claimed ahead holds this lease past its due time until its worker starts it
     /// (see [`crate::store::ahead_lease`]).
     pub ahead_lease: Duration,
-    /// How often the runs Redis says this replica holds are compared with those it runs.
+    /// How often the runs Redis says this replica owns are compared with those it runs.
     pub reconcile_period: Duration,
     /// How long this replica's declarations stay in Redis without a heartbeat, when the workers
     /// publish them (they claim only runs of the jobs declared there).
@@ -144,9 +144,9 @@ pub struct Workers {
     redis_clock: Option<RedisClock>,
     /// When Redis's clock was last read.
     last_clock_reading: Option<tokio::time::Instant>,
-    /// The runs this replica's workers hold, and the successes they recorded lately.
-    held: HeldRuns,
-    /// When the runs Redis says this replica holds are next compared with those it holds.
+    /// The runs this replica's workers own, and the successes they recorded lately.
+    owned: OwnedRuns,
+    /// When the runs Redis says this replica owns are next compared with those it owns.
     next_reconcile: tokio::time::Instant,
 }
 
@@ -173,9 +173,9 @@ impl Workers {
         // unrecorded successes to one per slot, should Redis fall behind.
         let (acks, pending) = mpsc::channel(slots);
         let (backlog, has_backlog) = watch::channel(false);
-        let held = HeldRuns::default();
+        let owned = OwnedRuns::default();
         let acker = tokio::spawn(
-            record_successes(store.clone(), pending, has_backlog, held.clone()).in_current_span(),
+            record_successes(store.clone(), pending, has_backlog, owned.clone()).in_current_span(),
         );
         Self {
             store,
@@ -193,7 +193,7 @@ impl Workers {
             sizing,
             redis_clock: None,
             last_clock_reading: None,
-            held,
+            owned,
             next_reconcile: tokio::time::Instant::now(),
         }
     }
@@ -291,7 +291,7 @@ impl Workers {
                 Ok(run) => match self.declared.get(&run.job).cloned() {
                     Some(job) => {
                         self.free.pop();
-                        self.held.hold(&run.id);
+                        self.owned.claimed(&run.id);
                         let start_at = self.start_instant(&run, claimed_at, claimed.redis_now_ms);
                         self.start(run, job, slot, start_at);
                         started += 1;
@@ -332,16 +332,16 @@ impl Workers {
         }
     }
 
-    /// Compares the runs Redis says this replica holds with those it holds, once per
+    /// Compares the runs Redis says this replica owns with those it owns, once per
     /// [`WorkerConfig::reconcile_period`]. Called between claims only, so every run claimed is
-    /// held by then.
+    /// owned by then.
     async fn reconcile_when_due(&mut self) -> Result<(), StoreError> {
         let now = tokio::time::Instant::now();
         if now < self.next_reconcile {
             return Ok(());
         }
         self.next_reconcile = now + self.config.reconcile_period;
-        reconcile(&self.store, &self.config.replica_id, &self.held).await?;
+        reconcile(&self.store, &self.config.replica_id, &self.owned).await?;
         Ok(())
     }
 
@@ -418,7 +418,7 @@ impl Workers {
             start_at,
             stop_grace: handler.stop_grace(),
         };
-        let held = self.held.clone();
+        let owned = self.owned.clone();
         // Counted from claim to recorded outcome, by the execution itself, so the count never
         // lags behind a tick.
         let load = self.sizing.load();
@@ -433,10 +433,10 @@ impl Workers {
                     AssertUnwindSafe(execution.run(run, job, move |context| handler.call(context)))
                         .catch_unwind()
                         .await;
-                // A success handed to the acker is held until it is recorded; any other end lets
+                // A success handed to the acker is owned until it is recorded; any other end lets
                 // the run go now.
                 if !matches!(finished, Ok(Ended::SuccessHandedOver)) {
-                    held.release(&run_id);
+                    owned.disowned(&run_id);
                 }
                 if finished.is_err() {
                     warn!(

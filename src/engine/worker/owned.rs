@@ -1,6 +1,6 @@
 //! What this replica really runs, against what Redis says it runs: each replica knows the runs
-//! its workers hold (from claim until their outcome is recorded) and the successes it recorded
-//! lately, and ends as lost at once any run that Redis says it holds but it does not. Redis
+//! its workers own (from claim until their outcome is recorded) and the successes it recorded
+//! lately, and ends as lost at once any run that Redis says it owns but it does not. Redis
 //! restored from an older copy, a failover to a replica that lagged, or a lost reply would
 //! otherwise leave such runs active, holding their leases and their jobs' slots, until the
 //! lease expires.
@@ -21,22 +21,22 @@ const REMEMBERED_FOR: Duration = Duration::from_secs(120);
 /// The most successes remembered at once (without their output, a few dozen bytes each).
 const MAX_REMEMBERED: usize = 10_000;
 
-/// The runs this replica's workers hold, shared by the workers, their executions and the task
+/// The runs this replica's workers own, shared by the workers, their executions and the task
 /// that records successes.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct HeldRuns(Arc<Mutex<Inner>>);
+pub(crate) struct OwnedRuns(Arc<Mutex<Inner>>);
 
 #[derive(Debug, Default)]
 struct Inner {
     /// Run ids claimed and not yet recorded as ended.
-    held: HashSet<String>,
+    owned: HashSet<String>,
     /// Successes recorded lately (or that could not be recorded), oldest first, without output.
     recent: VecDeque<(Instant, Ack)>,
     /// How many entries of `recent` each run id has.
     recent_count: HashMap<String, usize>,
 }
 
-impl HeldRuns {
+impl OwnedRuns {
     fn inner(&self) -> MutexGuard<'_, Inner> {
         // The lock is only held for set operations that cannot panic half-way.
         self.0
@@ -45,14 +45,14 @@ impl HeldRuns {
     }
 
     /// A run was claimed by one of this replica's workers.
-    pub(crate) fn hold(&self, run_id: &str) {
-        self.inner().held.insert(run_id.to_owned());
+    pub(crate) fn claimed(&self, run_id: &str) {
+        self.inner().owned.insert(run_id.to_owned());
     }
 
     /// A run's outcome other than a success was recorded, or it will not start (skipped,
     /// waiting for a slot, reaped): it is no longer this replica's.
-    pub(crate) fn release(&self, run_id: &str) {
-        self.inner().held.remove(run_id);
+    pub(crate) fn disowned(&self, run_id: &str) {
+        self.inner().owned.remove(run_id);
     }
 
     /// A run succeeded and its success was recorded, or could not be: remembered, so that a
@@ -60,7 +60,7 @@ impl HeldRuns {
     pub(crate) fn succeeded(&self, ack: &Ack) {
         let now = Instant::now();
         let mut inner = self.inner();
-        inner.held.remove(&ack.run_id);
+        inner.owned.remove(&ack.run_id);
         while inner.recent.len() >= MAX_REMEMBERED
             || inner
                 .recent
@@ -85,9 +85,9 @@ impl HeldRuns {
         inner.recent.push_back((now, remembered));
     }
 
-    /// Whether a worker of this replica holds `run_id`.
-    fn holds(&self, run_id: &str) -> bool {
-        self.inner().held.contains(run_id)
+    /// Whether a worker of this replica owns `run_id`.
+    fn owns(&self, run_id: &str) -> bool {
+        self.inner().owned.contains(run_id)
     }
 
     /// The success this replica remembers of `run_id`'s `attempt` by `worker`, if any.
@@ -111,18 +111,18 @@ impl HeldRuns {
 /// What one reconciliation did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reconciled {
-    /// Runs this replica did not hold, ended as lost.
+    /// Runs this replica did not own, ended as lost.
     pub lost: usize,
     /// Runs this replica had finished, whose success Redis had lost: recorded again.
     pub recorded_again: usize,
 }
 
-/// Compares the runs Redis says `replica_id`'s workers hold with those they do hold; ends the
+/// Compares the runs Redis says `replica_id`'s workers own with those they do own; ends the
 /// others as lost, as the reaper would once their leases expire (an at-least-once run is due
 /// again at once without using an attempt, an at-most-once one dead; their jobs' slots freed),
 /// or records their success again when this replica remembers finishing them.
 ///
-/// Must not run while a claim of this replica is under way: its runs are held only once its
+/// Must not run while a claim of this replica is under way: its runs are owned only once its
 /// reply has arrived.
 ///
 /// # Errors
@@ -130,14 +130,14 @@ pub struct Reconciled {
 pub(crate) async fn reconcile(
     store: &Store,
     replica_id: &str,
-    held: &HeldRuns,
+    owned: &OwnedRuns,
 ) -> Result<Reconciled, StoreError> {
     let mut reconciled = Reconciled::default();
-    for run in store.held_runs(replica_id).await? {
-        if held.holds(&run.run_id) {
+    for run in store.owned_runs(replica_id).await? {
+        if owned.owns(&run.run_id) {
             continue;
         }
-        if let Some(ack) = held.remembered(&run.run_id, &run.worker, run.attempt) {
+        if let Some(ack) = owned.remembered(&run.run_id, &run.worker, run.attempt) {
             if store.ack_runs(&[&ack]).await?.first() == Some(&true) {
                 warn!(
                     run = run.run_id,
@@ -224,25 +224,25 @@ mod tests {
 
     #[test]
     fn a_success_is_remembered_for_its_worker_and_attempt_only() {
-        let held = HeldRuns::default();
-        held.hold("a");
-        assert!(held.holds("a"));
-        held.succeeded(&ack("a", 2));
-        assert!(!held.holds("a"), "a recorded success is no longer held");
-        let remembered = held.remembered("a", "r1/0", Some(2)).expect("remembered");
+        let owned = OwnedRuns::default();
+        owned.claimed("a");
+        assert!(owned.owns("a"));
+        owned.succeeded(&ack("a", 2));
+        assert!(!owned.owns("a"), "a recorded success is no longer owned");
+        let remembered = owned.remembered("a", "r1/0", Some(2)).expect("remembered");
         assert_eq!(remembered.output, "", "output is not kept");
-        assert_eq!(held.remembered("a", "r1/0", Some(1)), None);
-        assert_eq!(held.remembered("a", "r1/1", Some(2)), None);
-        assert_eq!(held.remembered("b", "r1/0", Some(2)), None);
+        assert_eq!(owned.remembered("a", "r1/0", Some(1)), None);
+        assert_eq!(owned.remembered("a", "r1/1", Some(2)), None);
+        assert_eq!(owned.remembered("b", "r1/0", Some(2)), None);
     }
 
     #[test]
     fn remembered_successes_are_bounded() {
-        let held = HeldRuns::default();
+        let owned = OwnedRuns::default();
         for index in 0..MAX_REMEMBERED + 10 {
-            held.succeeded(&ack(&format!("run-{index}"), 1));
+            owned.succeeded(&ack(&format!("run-{index}"), 1));
         }
-        let inner = held.inner();
+        let inner = owned.inner();
         assert_eq!(inner.recent.len(), MAX_REMEMBERED);
         assert_eq!(inner.recent_count.len(), MAX_REMEMBERED);
         assert!(!inner.recent_count.contains_key("run-0"));
