@@ -522,8 +522,8 @@ impl Replica {
                 declarations: DeclarationsConfig {
                     replica_id: config.replica_id.clone(),
                     live_for: config.heartbeat_period * 3,
-                    // Held as long as their runs wait for a replica that declares them.
-                    hold: config.reaper.undeclared_grace,
+                    // Kept planned as long as their runs wait for a replica that declares them.
+                    undeclared_grace: config.reaper.undeclared_grace,
                 },
                 ..config.planner.clone()
             },

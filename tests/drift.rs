@@ -1,5 +1,5 @@
 //! The leader plans every job a live replica declares, one definition of each (the one most live
-//! replicas declare, ties by content hash), holds a job whose declarers vanished, drops one a
+//! replicas declare, ties by content hash), keeps a job whose declarers vanished, drops one a
 //! declarer withdrew, and repairs published definitions that are damaged or foreign.
 
 use std::sync::Arc;
@@ -28,18 +28,18 @@ const EVERY_3S: &str = "[jobs.x]\nschedule = \"*/3 * * * * *\"\ncommand = \"true
 const Z: &str = "[jobs.z]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n";
 
 /// A Redis, a store on a clock that moves only when the test moves it, and a planner for
-/// replica "a" that leads and declares `own`, holding jobs whose declarers vanished for `hold`.
-async fn leader(own: &str, hold: Duration) -> (RedisServer, Store, Planner, ManualClock) {
+/// replica "a" that leads and declares `own`, keeping jobs whose declarers vanished for `grace`.
+async fn leader(own: &str, grace: Duration) -> (RedisServer, Store, Planner, ManualClock) {
     let server = RedisServer::start();
     let store = connect(&server).await;
     let clock = ManualClock::at(store.now_ms().await.expect("time"));
     let store = store.with_clock(&clock);
-    let planner = planner_of(&store, "a", own, hold).await;
+    let planner = planner_of(&store, "a", own, grace).await;
     (server, store, planner, clock)
 }
 
 /// A planner for `replica`, which takes the leader lease and declares `own`.
-async fn planner_of(store: &Store, replica: &str, own: &str, hold: Duration) -> Planner {
+async fn planner_of(store: &Store, replica: &str, own: &str, grace: Duration) -> Planner {
     let leadership = Leadership::new();
     Elector::new(
         store.clone(),
@@ -61,7 +61,7 @@ async fn planner_of(store: &Store, replica: &str, own: &str, hold: Duration) -> 
             declarations: DeclarationsConfig {
                 replica_id: replica.to_owned(),
                 live_for: Duration::from_secs(6),
-                hold,
+                undeclared_grace: grace,
             },
             ..PlannerConfig::default()
         },
@@ -224,13 +224,13 @@ async fn replicas_whose_heartbeats_redis_refused_for_want_of_memory_are_not_take
 }
 
 #[tokio::test]
-async fn a_replica_restarted_under_its_id_without_a_job_ends_the_jobs_hold_at_once() {
-    let hold = Duration::from_secs(300);
-    let (server, store, mut planner, _clock) = leader(EVERY_2S, hold).await;
+async fn a_replica_restarted_under_its_id_without_a_job_ends_the_jobs_grace_at_once() {
+    let grace = Duration::from_secs(300);
+    let (server, store, mut planner, _clock) = leader(EVERY_2S, grace).await;
     let with_z = format!("{EVERY_2S}{Z}");
 
     // A clean stop (SIGTERM: b withdraws) and a crash (kill -9: b's declarations expire): z
-    // is held, until b comes back without it.
+    // is kept, until b comes back without it.
     for crash in [false, true] {
         declare(&store, "b", &with_z).await;
         planner.tick().await.expect("tick");
@@ -239,10 +239,10 @@ async fn a_replica_restarted_under_its_id_without_a_job_ends_the_jobs_hold_at_on
             let _: () = redis.del(keys().replica_jobs("b")).expect("DEL");
             let _: () = redis.zrem(keys().replicas(), "b").expect("ZREM");
         } else {
-            store.withdraw_replica("b", hold).await.expect("withdraw");
+            store.withdraw_replica("b", grace).await.expect("withdraw");
         }
         planner.tick().await.expect("tick");
-        assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)), "held");
+        assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)), "kept");
         declare(&store, "b", EVERY_2S).await;
         planner.tick().await.expect("tick");
         assert_eq!(
@@ -255,7 +255,7 @@ async fn a_replica_restarted_under_its_id_without_a_job_ends_the_jobs_hold_at_on
     // A replica that comes back still declaring the job keeps it planned.
     declare(&store, "b", &with_z).await;
     planner.tick().await.expect("tick");
-    store.withdraw_replica("b", hold).await.expect("withdraw");
+    store.withdraw_replica("b", grace).await.expect("withdraw");
     planner.tick().await.expect("tick");
     declare(&store, "b", &with_z).await;
     planner.tick().await.expect("tick");
@@ -263,9 +263,9 @@ async fn a_replica_restarted_under_its_id_without_a_job_ends_the_jobs_hold_at_on
 }
 
 #[tokio::test]
-async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanish_is_held() {
-    let hold = Duration::from_secs(2);
-    let (server, store, mut planner, clock) = leader(EVERY_2S, hold).await;
+async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanish_is_kept() {
+    let grace = Duration::from_secs(2);
+    let (server, store, mut planner, clock) = leader(EVERY_2S, grace).await;
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
     assert!(!planned_seconds(&server, "z").is_empty());
@@ -291,7 +291,7 @@ async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanis
     assert!(!aside.is_empty(), "fires of z put aside");
 
     // b reloads without z: no one declares it, and b said so. The fires put aside are skipped
-    // at once rather than after the hold time.
+    // at once rather than after the undeclared grace.
     declare(&store, "b", EVERY_2S).await;
     planner.tick().await.expect("tick");
     assert_eq!(planned_seconds(&server, "z"), Vec::<i64>::new());
@@ -309,7 +309,7 @@ async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanis
     let left: usize = redis.llen(keys().undeclared("z")).expect("LLEN");
     assert_eq!(left, 0);
 
-    // b declares it again, then vanishes (its declarations expire): z is held, then dropped.
+    // b declares it again, then vanishes (its declarations expire): z is kept, then dropped.
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
     let _: () = redis.del(keys().replica_jobs("b")).expect("DEL");
@@ -317,21 +317,21 @@ async fn a_job_a_declarer_withdraws_is_dropped_at_once_one_whose_declarers_vanis
     planner.tick().await.expect("tick");
     assert!(
         !planned_seconds(&server, "z").is_empty(),
-        "held while a replica that declares it may come back"
+        "kept while a replica that declares it may come back"
     );
     assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
-    clock.advance(hold + Duration::from_millis(200));
+    clock.advance(grace + Duration::from_millis(200));
     planner.tick().await.expect("tick");
     assert_eq!(
         planned_seconds(&server, "z"),
         Vec::<i64>::new(),
-        "dropped after the hold time"
+        "dropped after the undeclared grace"
     );
     assert_eq!(published_hash(&server, "x"), Some(hash_of(EVERY_2S)));
 }
 
 #[tokio::test]
-async fn a_new_leader_holds_the_jobs_its_predecessor_planned_for_replicas_it_cannot_see() {
+async fn a_new_leader_keeps_the_jobs_its_predecessor_planned_for_replicas_it_cannot_see() {
     let (server, store, mut first, _clock) = leader(EVERY_2S, Duration::from_secs(300)).await;
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     first.tick().await.expect("tick");
@@ -529,8 +529,8 @@ const Z_EVERY_2S: &str = "[jobs.z]\nschedule = \"*/2 * * * * *\"\ncommand = \"tr
 
 #[tokio::test]
 async fn a_job_whose_declared_definition_cannot_be_read_stays_planned_and_is_read_again() {
-    let hold = Duration::from_secs(1);
-    let (server, store, mut planner, clock) = leader(EVERY_2S, hold).await;
+    let grace = Duration::from_secs(1);
+    let (server, store, mut planner, clock) = leader(EVERY_2S, grace).await;
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
     assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
@@ -546,12 +546,12 @@ async fn a_job_whose_declared_definition_cannot_be_read_stays_planned_and_is_rea
         )
         .expect("HSET");
     planner.tick().await.expect("tick");
-    clock.advance(hold + Duration::from_millis(200));
+    clock.advance(grace + Duration::from_millis(200));
     planner.tick().await.expect("tick");
     assert_eq!(
         published_hash(&server, "z"),
         Some(hash_of(Z)),
-        "planned by its last definition read, not held and dropped"
+        "planned by its last definition read, not kept and dropped"
     );
     assert!(!planned_seconds(&server, "z").is_empty());
 
@@ -678,8 +678,8 @@ async fn a_second_process_beating_under_a_replica_id_is_stopped_a_restored_recor
 
 #[tokio::test]
 async fn declarations_written_over_are_not_taken_for_a_withdrawal() {
-    let hold = Duration::from_secs(1);
-    let (server, store, mut planner, clock) = leader(EVERY_2S, hold).await;
+    let grace = Duration::from_secs(1);
+    let (server, store, mut planner, clock) = leader(EVERY_2S, grace).await;
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
     planner.tick().await.expect("tick");
     assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
@@ -693,13 +693,13 @@ async fn declarations_written_over_are_not_taken_for_a_withdrawal() {
     assert_eq!(
         published_hash(&server, "z"),
         Some(hash_of(Z)),
-        "held, not dropped"
+        "kept, not dropped"
     );
     assert!(!planned_seconds(&server, "z").is_empty());
 
     // b publishes them again (its heartbeat checks them): z is declared as before.
     declare(&store, "b", &format!("{EVERY_2S}{Z}")).await;
-    clock.advance(hold + Duration::from_millis(200));
+    clock.advance(grace + Duration::from_millis(200));
     planner.tick().await.expect("tick");
     assert_eq!(published_hash(&server, "z"), Some(hash_of(Z)));
 }

@@ -302,7 +302,7 @@ fn jobs_and_status_say_when_no_live_replica_declares_a_pinned_job() {
     );
     replicas[1].kill9();
     // Once c's heartbeats are stale, the job is listed as declared by no live replica, within
-    // the hold time that keeps it planned.
+    // the undeclared grace that keeps it planned.
     assert!(
         wait_until(Duration::from_secs(20), || declared_live("renew-cert")
             == Some(Value::Bool(false))),

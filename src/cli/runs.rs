@@ -29,7 +29,7 @@ pub(super) struct ListArgs {
     /// Only this job's runs.
     #[arg(long, value_name = "JOB", add = super::complete::job_names())]
     job: Option<String>,
-    /// Only the runs whose latest attempt this replica holds or held, or, for every-replica
+    /// Only the runs whose latest attempt this replica owns or owned, or, for every-replica
     /// jobs, that wait for it (its id, as `status` lists it).
     #[arg(long, value_name = "ID")]
     replica: Option<String>,

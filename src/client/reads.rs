@@ -58,7 +58,7 @@ pub struct RunsQuery {
     pub due: bool,
     /// Only this job's.
     pub job: Option<String>,
-    /// Only those whose attempt this replica holds or held (its worker's), or, for every-replica
+    /// Only those whose attempt this replica owns or owned (its worker's), or, for every-replica
     /// jobs, that wait for it, when given.
     pub replica: Option<String>,
     /// How many at most.

@@ -1,5 +1,5 @@
 //! A run's outcome recorded (`ack_runs.lua`, `fail_run.lua`), and the runs whose outcome is
-//! overdue: those a replica's workers hold, those whose lease expired, and those left in no list.
+//! overdue: those a replica's workers own, those whose lease expired, and those left in no list.
 
 use super::During;
 use super::connection::Connection;

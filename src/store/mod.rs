@@ -12,7 +12,7 @@
 //! - `declarations`: what replicas declare and the definitions the leader publishes;
 //! - `promotion`: due runs made ready;
 //! - `claiming`: ready runs claimed, their leases and job slots;
-//! - `finishing`: outcomes recorded, runs held and leases expired;
+//! - `finishing`: outcomes recorded, runs owned and leases expired;
 //! - `enqueueing`: ad-hoc and delayed runs;
 //! - `triggering`: triggers of every-replica jobs, a fire now on each target;
 //! - `dead`: the dead letters;

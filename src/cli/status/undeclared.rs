@@ -1,5 +1,5 @@
 //! Published jobs that no live replica declares: their declarers crashed, stopped or lost the
-//! labels of the job's `where`, and the leader plans them only for the hold time.
+//! labels of the job's `where`, and the leader plans them only for the undeclared grace.
 
 use super::{Published, replica_state};
 use crate::store::Overview;

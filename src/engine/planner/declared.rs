@@ -1,7 +1,7 @@
 //! Which jobs the leader plans: every job some live replica declares, one definition of each.
 //!
 //! During a rolling deploy replicas declare different jobs, or different definitions of one
-//! job. The leader plans the union of what the live replicas declare (its own jobs as it holds
+//! job. The leader plans the union of what the live replicas declare (its own jobs as it has
 //! them, the others' as they published them). When they declare a job in more than one way, the
 //! definition declared by the most live replicas is planned, ties going to the smallest content
 //! hash: every replica that leads picks the same one from the same declarations. Drift is
@@ -10,7 +10,7 @@
 //! A job that no live replica declares any more is not dropped at once unless a replica that
 //! declared it now declares itself without it (a reload, or a restart under the same id): when
 //! its declarers merely disappeared (a crash, a stop, a Redis stall that outlived their
-//! declarations), it stays planned for the hold time, so that a replica coming back or a
+//! declarations), it stays planned for the undeclared grace, so that a replica coming back or a
 //! replacement that declares it finds its fires waiting instead of lost.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -30,13 +30,14 @@ const READ_BATCH: usize = 1_000;
 /// How the leader reads what replicas declare.
 #[derive(Debug, Clone)]
 pub struct DeclarationsConfig {
-    /// This replica's id: its own declarations are the jobs it holds, not Redis's copy of them.
+    /// This replica's id: its own declarations are the jobs it has, not Redis's copy of them.
     pub replica_id: String,
     /// A replica is live while its last heartbeat is at most this old.
     pub live_for: Duration,
     /// How long a job stays planned once no live replica declares it, unless one that declared
-    /// it said it no longer does.
-    pub hold: Duration,
+    /// it said it no longer does: the reaper's
+    /// [`undeclared_grace`](crate::engine::reaper::ReaperConfig::undeclared_grace).
+    pub undeclared_grace: Duration,
 }
 
 impl Default for DeclarationsConfig {
@@ -44,7 +45,7 @@ impl Default for DeclarationsConfig {
         Self {
             replica_id: "replica".to_owned(),
             live_for: Duration::from_secs(6),
-            hold: Duration::from_secs(300),
+            undeclared_grace: Duration::from_secs(300),
         }
     }
 }
@@ -83,10 +84,10 @@ pub(super) struct Declarations {
     others: HashMap<String, HashMap<String, String>>,
     /// The planned jobs, sorted by name.
     planned: Vec<Chosen>,
-    /// The same jobs as the planner holds them; replaced only when one of them changes.
+    /// The same jobs as the planner has them; replaced only when one of them changes.
     planned_jobs: Jobs,
     /// Jobs planned although no live replica declares them now, and since when (ms).
-    held_since: HashMap<String, i64>,
+    kept_since: HashMap<String, i64>,
     /// Definitions read from Redis, by digest.
     bodies: HashMap<Digest, Arc<Job>>,
     /// Digests whose definition could not be read (reported once each), until the
@@ -104,7 +105,7 @@ pub(super) struct Declarations {
     /// After a gap between two reads: until when (ms) the replicas live before it still count
     /// as live, and which.
     after_gap: Option<(i64, Vec<String>)>,
-    /// Replicas no longer live, with what they declared and since when (ms), for the hold
+    /// Replicas no longer live, with what they declared and since when (ms), for the undeclared
     /// time: one that comes back without a job withdrew it, however it stopped.
     departed: HashMap<String, (HashMap<String, String>, i64)>,
 }
@@ -127,7 +128,7 @@ impl Declarations {
             others: HashMap::new(),
             planned: Vec::new(),
             planned_jobs: Arc::new(Vec::new()),
-            held_since: HashMap::new(),
+            kept_since: HashMap::new(),
             bodies: HashMap::new(),
             unreadable: HashSet::new(),
             kept_unreadable: HashSet::new(),
@@ -144,7 +145,7 @@ impl Declarations {
     /// When this replica could not read Redis for a heartbeat period or more (a Redis stall, a
     /// paused process, a leader busy), the others' heartbeats may be old only because they
     /// could not write either: those live before the gap count as live for one more live time,
-    /// so that a stall neither holds their jobs nor flips a drifted job's definition. So it is
+    /// so that a stall neither keeps their jobs nor flips a drifted job's definition. So it is
     /// while Redis refuses this replica's writes (`writes_refused`: out of memory, say), which
     /// refuses every heartbeat: a gap that lasts until a heartbeat is written again.
     fn live_at(&mut self, now_ms: i64, beating: Vec<String>, writes_refused: bool) -> Vec<String> {
@@ -196,7 +197,7 @@ impl Declarations {
     }
 
     /// The jobs to plan now, given this replica's own: declarations are read again when a
-    /// replica published or withdrew some, when the live replicas changed, while a job is held,
+    /// replica published or withdrew some, when the live replicas changed, while a job is kept,
     /// and on a new lease, which starts from `inherited`, what the previous leader published
     /// (job -> content hash).
     ///
@@ -214,7 +215,7 @@ impl Declarations {
             .await?;
         if inherited.is_some() {
             self.others.clear();
-            self.held_since.clear();
+            self.kept_since.clear();
             self.planned.clear();
             self.own = None;
             self.last_read = None;
@@ -238,7 +239,7 @@ impl Declarations {
         let read_at = (signal.version.clone(), live);
         let reread = inherited.is_some()
             || self.read_at.as_ref() != Some(&read_at)
-            || !self.held_since.is_empty();
+            || !self.kept_since.is_empty();
         if reread || own_changed {
             let others = if reread {
                 self.read_others(store, &read_at.1).await?
@@ -263,7 +264,7 @@ impl Declarations {
     }
 
     /// What the other live replicas declare; those whose declarations are not in Redis are left
-    /// out (their jobs are held, not dropped).
+    /// out (their jobs are kept, not dropped).
     async fn read_others(
         &self,
         store: &Store,
@@ -292,7 +293,7 @@ impl Declarations {
             .collect())
     }
 
-    /// Chooses each job's definition from the declarations, holds the jobs whose declarers
+    /// Chooses each job's definition from the declarations, keeps the jobs whose declarers
     /// disappeared, and logs drift.
     async fn recompute(
         &mut self,
@@ -344,7 +345,7 @@ impl Declarations {
             let chosen = match chosen {
                 Some(chosen) => chosen,
                 // Live replicas declare the job, but none of their definitions can be read:
-                // planned as before rather than held and then dropped as if nobody declared it
+                // planned as before rather than kept and then dropped as if nobody declared it
                 // (the declarers check theirs and publish them again).
                 None => {
                     let name = group[0].name;
@@ -372,8 +373,8 @@ impl Declarations {
             }
             planned.push(chosen);
         }
-        // `by_job` goes in name order: `planned` is sorted until held jobs are added.
-        self.hold_undeclared(store, own, &others, &mut planned, inherited, now_ms)
+        // `by_job` goes in name order: `planned` is sorted until kept jobs are added.
+        self.keep_undeclared(store, own, &others, &mut planned, inherited, now_ms)
             .await?;
         self.log_drift(drift, store.metrics());
         self.kept_unreadable = kept_unreadable;
@@ -398,15 +399,16 @@ impl Declarations {
         self.planned = planned;
         self.own = Some(own.clone());
         self.own_digests = own_digests;
-        let hold_ms = i64::try_from(self.config.hold.as_millis()).unwrap_or(i64::MAX);
+        let grace_ms = i64::try_from(self.config.undeclared_grace.as_millis()).unwrap_or(i64::MAX);
         for (replica, declared) in std::mem::replace(&mut self.others, others) {
             if !self.others.contains_key(&replica) {
                 self.departed.insert(replica, (declared, now_ms));
             }
         }
         let live = &self.others;
-        self.departed
-            .retain(|replica, (_, since)| !live.contains_key(replica) && now_ms - *since < hold_ms);
+        self.departed.retain(|replica, (_, since)| {
+            !live.contains_key(replica) && now_ms - *since < grace_ms
+        });
         Ok(())
     }
 
@@ -452,9 +454,9 @@ impl Declarations {
     }
 
     /// Adds to `planned` (sorted by name, and kept so) the jobs planned before, or published by
-    /// the previous leader (`inherited`), that no live replica declares now, for the hold time,
+    /// the previous leader (`inherited`), that no live replica declares now, for the undeclared grace,
     /// unless a replica that declared them says it no longer does.
-    async fn hold_undeclared(
+    async fn keep_undeclared(
         &mut self,
         store: &Store,
         own: &Jobs,
@@ -468,12 +470,12 @@ impl Declarations {
             .iter()
             .map(|chosen| chosen.job.name.as_str())
             .collect();
-        self.held_since.retain(|name, _| {
-            let held = !declared.contains(name.as_str());
-            if !held {
-                info!(job = name, "a live replica declares this held job again");
+        self.kept_since.retain(|name, _| {
+            let kept = !declared.contains(name.as_str());
+            if !kept {
+                info!(job = name, "a live replica declares this kept job again");
             }
-            held
+            kept
         });
         let mut undeclared: Vec<Chosen> = self
             .planned
@@ -516,8 +518,8 @@ impl Declarations {
             .flat_map(|jobs| jobs.iter())
             .map(|job| job.name.as_str())
             .collect();
-        let hold_ms = i64::try_from(self.config.hold.as_millis()).unwrap_or(i64::MAX);
-        let hold = humantime::format_duration(self.config.hold).to_string();
+        let grace_ms = i64::try_from(self.config.undeclared_grace.as_millis()).unwrap_or(i64::MAX);
+        let grace = humantime::format_duration(self.config.undeclared_grace).to_string();
         let stopped_with = self.stopped_with(store, others, &undeclared).await?;
         let mut withdrawn_jobs = Vec::new();
         for chosen in undeclared {
@@ -543,36 +545,36 @@ impl Declarations {
                     "no replica declares this job any more: no longer planned, its fires \
                      waiting for a replica that declares it skipped"
                 );
-                self.held_since.remove(&name);
+                self.kept_since.remove(&name);
                 withdrawn_jobs.push(name);
                 continue;
             }
-            let since = *self.held_since.entry(name.clone()).or_insert_with(|| {
+            let since = *self.kept_since.entry(name.clone()).or_insert_with(|| {
                 warn!(
                     job = name,
-                    hold,
-                    "no live replica declares this job: still planned for the hold time, its \
+                    grace,
+                    "no live replica declares this job: still planned for the undeclared grace, its \
                      runs waiting for a replica that declares it"
                 );
                 now_ms
             });
-            if now_ms - since >= hold_ms {
+            if now_ms - since >= grace_ms {
                 warn!(
                     job = name,
-                    "no live replica has declared this job for the hold time: no longer planned"
+                    "no live replica has declared this job for the undeclared grace: no longer planned"
                 );
-                self.held_since.remove(&name);
+                self.kept_since.remove(&name);
                 continue;
             }
             planned.push(chosen);
         }
         planned.sort_unstable_by(|a, b| a.job.name.cmp(&b.job.name));
         if !withdrawn_jobs.is_empty() {
-            // Their fires already put aside would otherwise wait out the hold to be skipped;
+            // Their fires already put aside would otherwise wait out the grace to be skipped;
             // other runs (tasks, retries) still wait for it, a replica may declare the job again.
             let names: Vec<&str> = withdrawn_jobs.iter().map(String::as_str).collect();
             store
-                .bury_undeclared_runs(self.config.hold, self.config.live_for, &names)
+                .bury_undeclared_runs(self.config.undeclared_grace, self.config.live_for, &names)
                 .await?;
         }
         Ok(())
