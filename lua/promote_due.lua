@@ -161,7 +161,7 @@ local function misfire_of_unstarted(job, fire)
     return 'missed'
   end
   if planning_behind() then
-    return 'held'
+    return 'awaiting-plan'
   end
   return nil
 end
@@ -201,7 +201,7 @@ end
 local ready, skipped = 0, 0
 local skips = {}
 local deferred = {}     -- due ms, run id: fires put back for a damaged definition
-local held = {}         -- due ms, run id: missed fires put back until the leader has planned
+local awaiting_plan = {} -- due ms, run id: missed fires put back until the leader has planned
 local ready_lists = {}  -- ready list key -> run ids, pushed together at the end
 local woken = {}        -- wake marker key -> true
 local told_skip = {}    -- job -> true once one of its skips in this call sent a notice
@@ -265,12 +265,12 @@ for i = 1, #run_ids, 2 do
           if later_fire_also_missed(job, tonumber(fire_ms)) then
             judged = 'missed'
           elseif planning_behind() then
-            judged = 'held'
+            judged = 'awaiting-plan'
           end
         end
       end
     end
-    if judged == 'held' then
+    if judged == 'awaiting-plan' then
       reason = judged
     else
       -- The job's fire before this one, whose replicas' runs this one's supersede once they
@@ -327,9 +327,9 @@ for i = 1, #run_ids, 2 do
   end
   if fanned[run_id] then
     -- Made into its replicas' runs above.
-  elseif reason == 'held' then
-    held[#held + 1] = run_ids[i + 1]
-    held[#held + 1] = run_id
+  elseif reason == 'awaiting-plan' then
+    awaiting_plan[#awaiting_plan + 1] = run_ids[i + 1]
+    awaiting_plan[#awaiting_plan + 1] = run_id
   elseif reason == 'deferred' then
     deferred[#deferred + 1] = run_ids[i + 1]
     deferred[#deferred + 1] = run_id
@@ -354,7 +354,7 @@ for i = 1, #run_ids, 2 do
     woken[key_wake(prefix, queue)] = true
     ready = ready + 1
   end
-  if reason and reason ~= 'deferred' and reason ~= 'held' then
+  if reason and reason ~= 'deferred' and reason ~= 'awaiting-plan' then
     skipped = skipped + 1
     skips[#skips + 1] = job or ''
     skips[#skips + 1] = reason
@@ -393,7 +393,7 @@ local next_fire = tonumber(redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')[2])
 local next_run = tonumber(redis.call('ZRANGE', due_runs, 0, 0, 'WITHSCORES')[2])
 local next_due = next_fire and next_run and math.min(next_fire, next_run) or next_fire or next_run
 in_slices('ZADD', due, deferred)
-in_slices('ZADD', due, held)
+in_slices('ZADD', due, awaiting_plan)
 local reply = {ready, skipped, next_due or -1, now, #deferred / 2}
 for _, value in ipairs(skips) do
   reply[#reply + 1] = value

@@ -250,8 +250,8 @@ mod tests {
     fn every_state_and_reason_a_script_writes_or_reads_is_one_of_the_enums() {
         // Words of the scripts' own that Rust never reads back: the event reasons of a re-drive
         // and of a run put back in its list, and promote_due's marks of a fire left due (for a
-        // damaged definition, or held until the leader's plan reaches now: never stored).
-        const SCRIPT_ONLY_REASONS: [&str; 4] = ["redrive", "stray", "deferred", "held"];
+        // damaged definition, or awaiting the leader's plan until it reaches now: never stored).
+        const SCRIPT_ONLY_REASONS: [&str; 4] = ["redrive", "stray", "deferred", "awaiting-plan"];
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
         let mut files: Vec<_> = std::fs::read_dir(&dir)
             .expect("lua/")
