@@ -651,7 +651,7 @@ fn wait_timeout(idle_wait: Duration) -> Duration {
     idle_wait.mul_f64(rand::random_range(0.75..=1.0))
 }
 
-/// The declared jobs by name, sharing the definitions the replica holds.
+/// The declared jobs by name, sharing the definitions the replica has.
 fn by_name(jobs: &Jobs) -> HashMap<String, Arc<Job>> {
     jobs.iter()
         .map(|job| (job.name.clone(), job.clone()))
