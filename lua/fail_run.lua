@@ -9,6 +9,14 @@
 -- at once, up to MAX_LOST times, an at-most-once run is dead. Neither uses up an attempt: the
 -- command did not fail, its worker went away.
 --
+-- A run whose command had started and is due again at once (interrupted or lost) goes straight
+-- to the head of its ready list, not to the due set: it is older than every run waiting there
+-- (its fire came first, and it was started already), and it is not judged again, so nothing is
+-- left for promote_due.lua to do. From the due set it would be pushed behind the newer runs
+-- already ready, which in a replica's own route (an every-replica job) start first: a replica
+-- back from a restart would run its late fires newest first, and the old one last, making the
+-- fires due while it runs overlaps.
+--
 -- Redis runs it even out of memory (the flags line, allow-oom): a worker's outcome or
 -- hand-back costs a few bytes for each run that ran, and one refused would leave the run's
 -- lease to expire; the reaper ends only leases that expired, which workers keep extending
@@ -21,8 +29,8 @@
 -- KEYS[4] events         stream  run state changes
 -- KEYS[5] wake-promoter  channel told when a retry becomes due
 -- KEYS[6] hold  string  set while the namespace is held (redcron hold): nothing is written
--- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>,
---         due-runs
+-- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:<queue>:<priority>,
+--         ready-fires:<queue>:<priority>, wake:<queue>, due-runs
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it, or '' for the reaper (then the lease must have expired)
 -- ARGV[4] reason: failed | timeout | permanent (no retry) | corrupt (no retry) | lost |
@@ -34,8 +42,9 @@
 -- ARGV[9] events stream MAXLEN (approximate)
 -- ARGV[10] now override, ms, or '' for Redis's clock (tests only)
 --
--- Returns {'RETRYING', due ms}, {'DEAD', ms}, or {'GONE', 0} when the run is no longer active
--- for this worker (or, for the reaper, its lease was extended meanwhile).
+-- Returns {'RETRYING', due ms} (now, for a run made ready at once), {'DEAD', ms}, or {'GONE', 0}
+-- when the run is no longer active for this worker (or, for the reaper, its lease was extended
+-- meanwhile).
 -- Cost: O(log N).
 check_types('fail_run', KEYS, {'zset', 'zset', 'zset', 'stream', 'channel', 'string'})
 if held(KEYS[6]) then
@@ -55,15 +64,25 @@ local run_key = key_run(prefix, run_id)
 
 local deadline = tonumber(redis.call('ZSCORE', active, run_id))
 local holder, job, attempt, max_attempts, backoff, max_backoff, delivery, due_ms, started, notify,
-  notify_on, kind, starting = unpack(checked_read('fail_run', run_key, 'hash', 'HMGET', 'worker',
-    'job', 'attempt', 'max_attempts', 'backoff_ms', 'max_backoff_ms', 'delivery', 'due_ms',
-    'started_ms', 'notify', 'notify_on', 'kind', 'starting'))
+  notify_on, kind, starting, queue, priority = unpack(checked_read('fail_run', run_key, 'hash',
+    'HMGET', 'worker', 'job', 'attempt', 'max_attempts', 'backoff_ms', 'max_backoff_ms',
+    'delivery', 'due_ms', 'started_ms', 'notify', 'notify_on', 'kind', 'starting', 'queue',
+    'priority'))
 if not deadline or (worker == '' and deadline > now) or (worker ~= '' and holder ~= worker) then
   return {'GONE', 0}
 end
 if job then
   check_job_keys('fail_run', prefix, slot_name(job, run_id))
   check_type('fail_run', key_dead_jobs(prefix), 'hash')
+end
+-- The ready list a started run stopped or lost goes back to, if it runs again (one whose
+-- routing was damaged goes by the due set, where promote_due.lua buries it as corrupt).
+local rerun_list
+if (reason == 'interrupted' or reason == 'lost') and delivery ~= 'at-most-once'
+    and starting ~= '1' and routable(queue, priority) then
+  rerun_list = ready_list(prefix, kind, queue, priority)
+  check_type('fail_run', rerun_list, 'list')
+  check_type('fail_run', key_wake(prefix, queue), 'zset')
 end
 redis.call('ZREM', active, run_id)
 if job then
@@ -113,11 +132,19 @@ local function subscribed(event)
   return notify_on and string.find(notify_on, ',' .. event .. ',', 1, true)
 end
 
-if retry_at then
+if retry_at and rerun_list then
+  -- Ready, it has no worker until it is claimed again.
+  redis.call('LPUSH', rerun_list, run_id)
+  redis.call('ZADD', key_wake(prefix, queue), 0, 'ready')
+  redis.call('HSET', run_key, 'state', 'ready', 'due_ms', retry_at, 'ready_ms', retry_at)
+  redis.call('HDEL', run_key, 'worker')
+elseif retry_at then
   -- A fire's retry waits among the fires, an ad-hoc run's among the ad-hoc runs: a backlog of
   -- them retried at once never holds back a fire's promotion.
   redis.call('ZADD', kind == 'cron' and due or key_due_runs(prefix), retry_at, run_id)
   redis.call('HSET', run_key, 'state', 'retrying', 'due_ms', retry_at)
+end
+if retry_at then
   record_event(events, maxlen, run_id, 'retrying', 'job', job or '', 'reason', reason,
     'attempt', attempt, 'worker', holder or '', 'due_ms', retry_at, 'error', message, unpack(ran))
   redis.call('PUBLISH', wake, retry_at)

@@ -1,6 +1,7 @@
 //! A replica back from a short outage catches up on an every-replica job as `misfire = "run-once"`
 //! promises: the latest fire it missed runs once, the older ones are skipped as missed, and its
-//! fires on time run again, none of them skipped as the overlap of a backlog.
+//! fires on time run again, none of them skipped as the overlap of a backlog. A run it had
+//! started when it went away runs again first, before its later fires.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -147,6 +148,99 @@ fn a_replica_back_from_an_outage_runs_the_latest_fire_it_missed_once_and_then_it
     assert!(
         started_late <= 1,
         "b started {started_late} runs a period or more late: {on_b:?}\n{}",
+        logs(&replicas)
+    );
+}
+
+#[test]
+fn a_replica_killed_mid_run_runs_that_run_again_first_and_then_its_fires_on_time() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("ledger");
+    let schedules = dir.path().join("schedules");
+    std::fs::create_dir_all(&schedules).expect("schedules dir");
+    // Default overlap and misfire; each run lasts 1.2 s of a 2 s period.
+    std::fs::write(
+        schedules.join("jobs.toml"),
+        format!(
+            "[jobs.tidy]\nschedule = \"@every 2s\"\non = \"every\"\n\
+             command = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}; sleep 1.2'\n",
+            ledger.display()
+        ),
+    )
+    .expect("write jobs");
+    let replica = |id: &str| {
+        ReplicaProcess::start_with_env(
+            id,
+            &server.url(),
+            &schedules,
+            dir.path(),
+            &[],
+            &[("NODE", id)],
+        )
+    };
+    let mut replicas = [replica("a"), replica("b")];
+    let logs = |replicas: &[ReplicaProcess]| ReplicaProcess::logs(replicas);
+    // b's starts in the order it made them: fire and start, ms.
+    let on_b = || -> Vec<(i64, i64)> {
+        read_ledger(&ledger)
+            .into_iter()
+            .filter(|(_, _, node)| node == "b")
+            .map(|(run, started, _)| (fire_of(&run), started))
+            .collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || !on_b().is_empty()),
+        "{}",
+        logs(&replicas)
+    );
+    // Killed while its command runs: the run is b's in Redis, its lease held.
+    replicas[1].kill9();
+    let before = on_b();
+    let (killed, _) = *before.last().expect("b started a run");
+    let since = |fire: i64| {
+        move |(run, _, node): &(String, i64, String)| node == "a" && fire_of(run) >= fire
+    };
+    // Two more fires come due while b is away, each made b a run that waits in its route.
+    assert!(
+        wait_until(Duration::from_secs(20), || read_ledger(&ledger)
+            .iter()
+            .any(since(killed + 4_000))),
+        "{}",
+        logs(&replicas)
+    );
+    replicas[1] = replica("b");
+    // Back, b runs what it owes and then fires on time: its two latest starts are within a
+    // period of their fires.
+    let back = || on_b().split_off(before.len());
+    let settled = || {
+        let runs = back();
+        runs.len() >= 3
+            && runs[runs.len() - 2..]
+                .iter()
+                .all(|(fire, started)| started - fire < 2_000)
+    };
+    assert!(
+        wait_until(Duration::from_secs(40), settled),
+        "{:?}\n{}",
+        read_ledger(&ledger),
+        logs(&replicas)
+    );
+    let runs = back();
+    assert_eq!(
+        runs[0].0,
+        killed,
+        "b's first start back is not its run of the fire it was killed in: {runs:?}\n{}",
+        logs(&replicas)
+    );
+    let late = runs[1..]
+        .iter()
+        .take_while(|(fire, started)| started - fire >= 2_000)
+        .count();
+    assert!(
+        late <= 1,
+        "b started {late} more runs a period or more late before its fires were on time: \
+         {runs:?}\n{}",
         logs(&replicas)
     );
 }

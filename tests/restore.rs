@@ -51,7 +51,7 @@ async fn runs_a_replica_is_said_to_own_are_listed_and_ended_as_lost_by_their_wor
             hash.get("attempt").map(String::as_str),
             hash.get("reason").map(String::as_str)
         ),
-        (Some("retrying"), Some("0"), Some("lost"))
+        (Some("ready"), Some("0"), Some("lost"))
     );
     let slot: bool = server
         .connection()
