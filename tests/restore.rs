@@ -10,13 +10,12 @@ use nix::sys::signal::Signal;
 use redcron::store::{FailOutcome, FailReason, Failure, OwnedRun, Store};
 use redis::Commands;
 
-use crate::util::keys;
 use crate::util::scenario::{DATA_LOST, Scenario, fire_ms, sleep_until};
 use crate::util::scenario::{assert_overlaps_were_real, intervals, recorded};
 use crate::util::store::{
     FORBID_TICK, THRESHOLD, claim_run, connect, plan, run_hash, setup, skipped,
 };
-use crate::util::wait_until;
+use crate::util::{cli, keys, one_document, wait_until};
 
 #[tokio::test]
 async fn runs_a_replica_is_said_to_own_are_listed_and_ended_as_lost_by_their_worker() {
@@ -409,4 +408,48 @@ fn a_restore_skips_no_fire_for_a_run_of_the_copy_that_had_finished() {
     for replica in &replicas {
         assert!(!replica.log().contains(DATA_LOST), "{}", replica.log());
     }
+}
+
+/// A run handed back before it started and ready again has no worker, though its record still
+/// names the one that claimed it: `runs list` shows none, in JSON and in its table.
+#[tokio::test]
+async fn a_run_handed_back_and_ready_again_is_listed_without_a_worker() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[1_000]).await;
+    let now = store.clone().with_frozen_clock(1_000);
+    now.promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let run = claim_run(&now, &["default"]).await;
+    let failure = Failure::without_output(FailReason::NotStarted, "handed back");
+    now.fail_run(&run.id, Some(&run.worker), &failure, 0.0)
+        .await
+        .expect("hand back");
+    now.promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let args = ["runs", "list", "--replica", "replica"];
+    let listed =
+        one_document(&cli(&server, dir.path(), &[&args[..], &["--json"]].concat()).success());
+    let shown: Vec<(&serde_json::Value, &serde_json::Value, &serde_json::Value)> = listed["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|run| (&run["id"], &run["state"], &run["worker"]))
+        .collect();
+    assert_eq!(
+        shown,
+        [(
+            &serde_json::json!(run.id),
+            &serde_json::json!("ready"),
+            &serde_json::Value::Null
+        )],
+        "{listed}"
+    );
+    let table = cli(&server, dir.path(), &args).success();
+    assert!(
+        table.contains(&run.id) && !table.contains(&run.worker),
+        "{table}"
+    );
 }

@@ -139,9 +139,16 @@ fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
         let client = Client::from_store(args.redis.connect().await?);
         client.runs(&query).await.map_err(CliError::from)
     })?;
+    // A run that is not active has no worker: the one its record names ran an earlier attempt,
+    // or claimed it and handed it back.
     let runs: Vec<(String, HashMap<String, String>)> = listed
         .into_iter()
-        .map(|run| (run.run_id, run.fields))
+        .map(|mut run| {
+            if run.fields.get("state").map(String::as_str) != Some("active") {
+                run.fields.remove("worker");
+            }
+            (run.run_id, run.fields)
+        })
         .collect();
     if args.format.is_json() {
         let runs = runs
