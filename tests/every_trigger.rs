@@ -31,7 +31,9 @@ impl Scene {
             format!(
                 "[jobs.sync]\nschedule = \"{schedule}\"\non = \"every\"\n\
                  command = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}{then}'\n\n\
-                 [jobs.report]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n",
+                 [jobs.report]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n\n\
+                 [jobs.pinned]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n\
+                 where = [\"replica=b\"]\n",
                 ledger.display()
             ),
         )
@@ -187,7 +189,8 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
     )
     .failure(2);
     assert!(
-        refused.contains("replica \"c\" does not run job \"sync\""),
+        refused.contains("replica \"c\" does not run job \"sync\"")
+            && refused.contains("`redcron jobs --json` lists the replicas that run it"),
         "{refused}"
     );
     let refused = cli(
@@ -197,7 +200,22 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
     )
     .failure(2);
     assert!(
-        refused.contains("--replica a: job \"report\" runs each fire once"),
+        refused.contains(
+            "--replica a: job \"report\" runs once per fire, on any replica that declares it"
+        ),
+        "{refused}"
+    );
+    let refused = cli(
+        &scene.server,
+        scene.work(),
+        &["trigger", "pinned", "--replica", "b"],
+    )
+    .failure(2);
+    assert!(
+        refused.contains(
+            "--replica b: job \"pinned\" runs once per fire, on one of the replicas its where \
+             picks (replica=b)"
+        ),
         "{refused}"
     );
     // A trigger of a job that runs once is one ad-hoc run, as before.

@@ -104,7 +104,7 @@ pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), Cl
     let payload = read_payload(args.run.payload.as_deref())?;
     // A trigger of a job that runs on every replica is a fire now, one run per target, as its
     // fires are: in each replica's own route and slots.
-    let (fired, live) = block_on(async {
+    let (fired, live, picked) = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
         // Read before the fire is made, to choose its targets; a job whose fires run once does
         // not need it, so its trigger does not fail for it.
@@ -113,6 +113,11 @@ pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), Cl
             .as_ref()
             .ok()
             .map(|overview| live_declarers(overview, &args.job));
+        let picked = overview
+            .as_ref()
+            .ok()
+            .and_then(|overview| overview.definitions.get(&args.job))
+            .map(|definition| where_of(definition));
         let targets = match &args.replica {
             Some(replica) => TriggerTargets::Only(replica),
             None => TriggerTargets::Each(live.as_deref().unwrap_or_default()),
@@ -128,15 +133,22 @@ pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), Cl
         match (fired, overview) {
             // No target among none read: the reason is the read that failed.
             (Err(ClientError::NoTarget(_)), Err(error)) => Err(CliError::from(error)),
-            (fired, _) => Ok((fired?, live)),
+            (fired, _) => Ok((fired?, live, picked)),
         }
     })?;
     if let Some(fired) = fired {
         return print_fired(args, &fired, live.as_deref(), out);
     }
     if let Some(replica) = &args.replica {
+        let runs_on = match picked.as_deref() {
+            Some([]) | None => "any replica that declares it".to_owned(),
+            Some(labels) => format!(
+                "one of the replicas its where picks ({})",
+                labels.join(", ")
+            ),
+        };
         return Err(CliError::Argument(format!(
-            "--replica {replica}: job \"{}\" runs each fire once, on any replica, not on every \
+            "--replica {replica}: job \"{}\" runs once per fire, on {runs_on}, not on every \
              replica (on = \"every\"): trigger it without --replica",
             args.job
         )));
@@ -365,6 +377,17 @@ fn print_fired(
 }
 
 /// The live replicas that declare `job`, sorted: those that may claim its runs now.
+/// The labels of a published definition's `where` (none for a job every replica may run, or a
+/// definition that cannot be read).
+fn where_of(definition: &str) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Where {
+        #[serde(default, rename = "where")]
+        selector: Vec<String>,
+    }
+    serde_json::from_str::<Where>(definition).map_or_else(|_| Vec::new(), |read| read.selector)
+}
+
 fn live_declarers(overview: &crate::store::Overview, job: &str) -> Vec<String> {
     let mut replicas: Vec<String> = overview
         .replicas

@@ -178,7 +178,8 @@ pub enum ClientError {
     /// declare the job, or does not match its `where`.
     #[error(
         "replica \"{replica}\" does not run job \"{job}\": it does not declare the job or does \
-         not match its `where` (redcron jobs lists the replicas that run it)"
+         not match its `where` (`redcron jobs --json` lists the replicas that run it, as \
+         `declared_by`)"
     )]
     NotATarget {
         /// The job asked for.

@@ -413,7 +413,8 @@ mod tests {
         );
         assert!(
             text[1]
-                .starts_with("hosts.toml:7:6: job \"b\", field \"on\": \"every\" needs a schedule"),
+                .starts_with("hosts.toml:7:6: job \"b\", field \"on\": \"every\" needs a schedule")
+                && text[1].contains("a job on every replica takes none"),
             "{text:#?}"
         );
         assert!(

@@ -259,13 +259,14 @@ pub(super) fn read_job(
             "more than 1 needs overlap = \"allow\" (forbid runs one at a time)".to_owned(),
         );
     }
-    // A triggered run is one run: a job that has no fire would never run on every replica.
+    // A job without a schedule is an on-demand job: its runs are ad-hoc runs, which an
+    // every-replica job does not take (each would run once, on any replica).
     if on == Reach::Every && schedule.is_none() && !table.has_reported("schedule") {
         table.report(
             on_offset.unwrap_or(table.at()),
             Some("on"),
-            "\"every\" needs a schedule: it makes each fire one run per replica, and a \
-             triggered run is one run"
+            "\"every\" needs a schedule: a job without one runs only as ad-hoc runs (redcron \
+             enqueue), each once on any replica, and a job on every replica takes none"
                 .to_owned(),
         );
     }
