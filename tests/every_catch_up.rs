@@ -126,6 +126,19 @@ fn a_replica_back_from_an_outage_runs_the_latest_fire_it_missed_once_and_then_it
             logs(&replicas)
         );
     }
+    // Skipped at their start, they are logged for what superseded them, not as later than
+    // the threshold (60 s), which none of them was.
+    let log = replicas[1].log();
+    assert!(
+        log.lines().any(|line| line
+            .contains("skipped: superseded: its replica's run of the job's next fire is due")
+            && line.contains("job=\"tidy\" reason=\"missed\"")),
+        "{log}"
+    );
+    assert!(
+        !log.contains("skipped: later than the misfire threshold"),
+        "{log}"
+    );
     // Exactly one run started late: every fire b ran after it started after that fire's due
     // time came, one by one, and none of them was skipped as the overlap of a backlog.
     let last = on_b.keys().max().copied().expect("b ran fires");

@@ -35,6 +35,22 @@ use crate::store::{FailReason, LeaderToken, SkipReason, StoreError};
 /// never become series of their own, whatever is written there.
 const UNDECLARED_JOB_LABEL: &str = "undeclared";
 
+/// The reason a replica reports to [`record_skips`] for its run of an every-replica job skipped
+/// as `missed` as it would start: superseded by its run of the job's next fire, due by then
+/// (`missed_at_start`), however little late it is. Counted, like the history, as `missed`;
+/// only its log line says why.
+pub(crate) const SUPERSEDED: &str = "superseded";
+
+/// The reason to report for a run skipped at its start for `reason`: [`SUPERSEDED`] for a
+/// replica's run of an every-replica job (`every`) skipped as `missed`.
+pub(crate) fn skip_reason_at_start(every: bool, reason: &str) -> &str {
+    if every && reason == SkipReason::Missed.as_str() {
+        SUPERSEDED
+    } else {
+        reason
+    }
+}
+
 /// Counts runs a script skipped (or buried), `(job, reason)` as it reported them, labelled by
 /// their job when `declares` it and by a reason the store knows: anything else is counted
 /// under one label value, so the number of series stays bounded. The fires skipped for a reason
@@ -47,14 +63,19 @@ pub(crate) fn record_skips(
     declares: impl Fn(&str) -> bool,
 ) {
     // Ordered, so that a call's lines come out the same way each time.
-    let mut told: BTreeMap<(&str, &str), (SkipReason, u64)> = BTreeMap::new();
+    let mut told: BTreeMap<(&str, &str, bool), (SkipReason, u64)> = BTreeMap::new();
     for (name, reason) in skips {
-        let skip = SkipReason::parse(reason);
+        let superseded = reason == SUPERSEDED;
+        let skip = if superseded {
+            Some(SkipReason::Missed)
+        } else {
+            SkipReason::parse(reason)
+        };
         if let Some(
             told_reason @ (SkipReason::Overlap | SkipReason::Missed | SkipReason::Deadline),
         ) = skip
         {
-            told.entry((name.as_str(), told_reason.as_str()))
+            told.entry((name.as_str(), told_reason.as_str(), superseded))
                 .or_insert((told_reason, 0))
                 .1 += 1;
         }
@@ -72,10 +93,11 @@ pub(crate) fn record_skips(
             .unwrap_or("other");
         metrics.record_skip(job, reason);
     }
-    for ((job, reason), (skip, fires)) in told {
+    for ((job, reason, superseded), (skip, fires)) in told {
         let why = match skip {
             SkipReason::Overlap => "the job's previous run was still running (overlap forbidden)",
             SkipReason::Deadline => "later than the job's starting_deadline",
+            _ if superseded => "superseded: its replica's run of the job's next fire is due",
             _ => "later than the misfire threshold, and the job's misfire policy skips it",
         };
         info!(job, reason, fires, "skipped: {why}");

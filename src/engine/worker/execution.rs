@@ -12,7 +12,7 @@ use tracing::{Instrument, debug, info, warn};
 
 use super::acker::PendingAck;
 use crate::engine::retry::retry_store;
-use crate::engine::{Shutdown, record_skips};
+use crate::engine::{Shutdown, record_skips, skip_reason_at_start};
 use crate::handler::{Outcome, RunContext, RunError};
 use crate::payload::payload_problem;
 use crate::schedule::{Job, Overlap};
@@ -274,9 +274,13 @@ impl Execution {
     /// line per job and reason. A run of a job this replica declares: its name is a bounded
     /// label.
     fn record_skip(&self, run: &ClaimedRun, reason: SkipReason) {
+        let every = crate::store::keys::replica_of_run(&run.job, &run.id).is_some();
         record_skips(
             self.store.metrics(),
-            &[(run.job.clone(), reason.as_str().to_owned())],
+            &[(
+                run.job.clone(),
+                skip_reason_at_start(every, reason.as_str()).to_owned(),
+            )],
             |_| true,
         );
     }

@@ -35,9 +35,9 @@ use sizing::Sizing;
 pub use sizing::{Concurrency, GROW_AFTER, SHRINK_AFTER, WorkerLoad};
 use workflow_starter::WorkflowStarter;
 
-use super::{Backoff, Shutdown, log_store_failure, record_skips};
+use super::{Backoff, Shutdown, log_store_failure, record_skips, skip_reason_at_start};
 use crate::handler::{Handler, Handlers};
-use crate::schedule::{Job, Jobs};
+use crate::schedule::{Job, Jobs, Reach};
 use crate::store::{
     ClaimLeases, ClaimedRun, CorruptRun, FailReason, Failure, MIN_AHEAD_LEASE, ReadyWaiter,
     RedisClock, Store, StoreError,
@@ -268,7 +268,18 @@ impl Workers {
             }
             claimed => claimed?,
         };
-        record_skips(self.store.metrics(), &claimed.skips, |job| {
+        let skips: Vec<(String, String)> = claimed
+            .skips
+            .iter()
+            .map(|(job, reason)| {
+                let every = self
+                    .declared
+                    .get(job)
+                    .is_some_and(|job| job.on == Reach::Every);
+                (job.clone(), skip_reason_at_start(every, reason).to_owned())
+            })
+            .collect();
+        record_skips(self.store.metrics(), &skips, |job| {
             self.declared.contains_key(job)
         });
         if claimed.rewound {
