@@ -2,7 +2,7 @@
 //! (for all crontabs, or for one crontab of `--dir`) place the jobs, the files they write load,
 //! real replicas with labels declare exactly the jobs meant for them, and the lines that look
 //! host-local are marked and, while one replica of several runs each fire, warned of. The
-//! guide's example is run as written, read from docs/guide.md so that it cannot drift.
+//! README's example is run as written, read from README.md so that it cannot drift.
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,14 +14,14 @@ use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::{cli, one_document, redcron_in, wait_until};
 
-/// The guide's section on moving a whole server crontab over.
-fn guide_section() -> String {
-    let guide = include_str!("../docs/guide.md");
-    let start = guide
-        .find("### Moving a server's whole crontab over")
-        .expect("docs/guide.md has the section");
-    let rest = &guide[start..];
-    let end = rest[4..].find("\n### ").map_or(rest.len(), |end| end + 4);
+/// The README's section on moving a whole server crontab over.
+fn readme_section() -> String {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("## Moving a server's whole crontab over")
+        .expect("README.md has the section");
+    let rest = &readme[start..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |end| end + 3);
     rest[..end].to_owned()
 }
 
@@ -40,9 +40,9 @@ fn code_blocks(text: &str, language: &str) -> Vec<String> {
         .collect()
 }
 
-/// The guide's system crontabs run their lines as root, and a replica that is not root refuses
+/// The README's system crontabs run their lines as root, and a replica that is not root refuses
 /// a job of another user (see `run_as`): run by another user, the test gives those lines to
-/// that user, in the crontabs and in the file the guide shows alike.
+/// that user, in the crontabs and in the file the README shows alike.
 fn as_this_user(text: &str) -> String {
     if nix::unistd::getuid().is_root() {
         return text.to_owned();
@@ -55,7 +55,7 @@ fn as_this_user(text: &str) -> String {
         .replace("user = \"root\"", &format!("user = \"{}\"", me.name))
 }
 
-/// Writes the crontabs of the guide's block under `root`: each starts at its `# /etc/...`
+/// Writes the crontabs of the README's block under `root`: each starts at its `# /etc/...`
 /// comment, which names it.
 fn write_crontabs(root: &Path, block: &str) -> usize {
     let mut written = 0;
@@ -75,7 +75,7 @@ fn write_crontabs(root: &Path, block: &str) -> usize {
     written
 }
 
-/// The words of a guide's command, its `/etc/...` paths moved under `root`.
+/// The words of a README command, its `/etc/...` paths moved under `root`.
 fn command_words(line: &str, root: &Path) -> Vec<String> {
     line.split_whitespace()
         .map(|word| match word.strip_prefix('/') {
@@ -103,14 +103,14 @@ fn job_once_judged(server: &RedisServer, dir: &Path, name: &str, all: &[&str]) -
     (judged == all).then_some(job)
 }
 
-/// The guide's three web servers, moved over with its commands as written: the files load,
-/// `check` says where each job runs as the guide shows, the file shown is the file written,
-/// and replicas started as the guide starts them (`--label role=web`) declare every job but
+/// The README's three web servers, moved over with its commands as written: the files load,
+/// `check` says where each job runs as the README shows, the file shown is the file written,
+/// and replicas started as the README starts them (`--label role=web`) declare every job but
 /// the one pinned to `host=web1` (no replica here runs on a host of that name), which a replica
 /// with another role declares none of.
 #[test]
-fn the_guides_web_servers_move_over_as_written() {
-    let section = guide_section();
+fn the_readmes_web_servers_move_over_as_written() {
+    let section = readme_section();
     let root = tempfile::tempdir().expect("temp dir");
     let crontabs = code_blocks(&section, "crontab");
     assert_eq!(crontabs.len(), 1, "{section}");
@@ -141,7 +141,7 @@ fn the_guides_web_servers_move_over_as_written() {
             checked = Some(out);
         }
     }
-    let checked = checked.expect("the guide checks the files");
+    let checked = checked.expect("the README checks the files");
     assert!(
         checked.contains("6 jobs in schedules: all valid"),
         "{checked}"
@@ -164,13 +164,13 @@ fn the_guides_web_servers_move_over_as_written() {
         .expect("nginx.toml");
     assert!(
         written.contains(&as_this_user(&shown[0])),
-        "the guide shows:\n{}\nthe file is:\n{written}",
+        "the README shows:\n{}\nthe file is:\n{written}",
         shown[0]
     );
 
     let server = RedisServer::start();
     let schedules = dir.path().join("schedules");
-    let run_args = run_args.expect("the guide starts the replicas");
+    let run_args = run_args.expect("the README starts the replicas");
     let run_args: Vec<&str> = run_args.iter().map(String::as_str).collect();
     let replicas = [
         ReplicaProcess::start("web-a", &server.url(), &schedules, dir.path(), &run_args),
