@@ -205,6 +205,14 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
         ),
         "{refused}"
     );
+    // `pinned` is declared by b alone: the leader publishes it from its first tick that reads
+    // b's declarations, which may come after `sync` had both its targets.
+    let published = || {
+        one_document(&cli(&scene.server, scene.work(), &["jobs", "--json"]).success())["jobs"]
+            .as_array()
+            .is_some_and(|jobs| jobs.iter().any(|job| job["job"] == "pinned"))
+    };
+    assert!(wait_until(Duration::from_secs(20), published), "{}", logs());
     let refused = cli(
         &scene.server,
         scene.work(),
