@@ -31,33 +31,53 @@ fn starts_by_replica(ledger: &Path) -> BTreeMap<String, BTreeMap<i64, i64>> {
     starts
 }
 
-#[test]
-fn a_replica_back_from_an_outage_runs_the_latest_fire_it_missed_once_and_then_its_fires_on_time() {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ledger = dir.path().join("ledger");
-    let schedules = dir.path().join("schedules");
-    std::fs::create_dir_all(&schedules).expect("schedules dir");
-    // Default overlap and misfire; the default threshold (60 s) is far longer than the outage.
-    std::fs::write(
-        schedules.join("jobs.toml"),
-        format!(
-            "[jobs.tidy]\nschedule = \"@every 2s\"\non = \"every\"\n\
-             command = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}'\n",
-            ledger.display()
-        ),
-    )
-    .expect("write jobs");
-    let replica = |id: &str| {
+/// A Redis and a schedule directory whose job `tidy` runs every 2 s on every replica, noting
+/// each start in a ledger as `<run id> <ms> <replica>`, then doing `then`.
+struct Tidy {
+    server: RedisServer,
+    dir: tempfile::TempDir,
+}
+
+impl Tidy {
+    fn new(then: &str) -> Self {
+        let server = RedisServer::start();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let schedules = dir.path().join("schedules");
+        std::fs::create_dir_all(&schedules).expect("schedules dir");
+        std::fs::write(
+            schedules.join("jobs.toml"),
+            format!(
+                "[jobs.tidy]\nschedule = \"@every 2s\"\non = \"every\"\n\
+                 command = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}{then}'\n",
+                dir.path().join("ledger").display()
+            ),
+        )
+        .expect("write jobs");
+        Self { server, dir }
+    }
+
+    fn ledger(&self) -> std::path::PathBuf {
+        self.dir.path().join("ledger")
+    }
+
+    fn replica(&self, id: &str) -> ReplicaProcess {
         ReplicaProcess::start_with_env(
             id,
-            &server.url(),
-            &schedules,
-            dir.path(),
+            &self.server.url(),
+            &self.dir.path().join("schedules"),
+            self.dir.path(),
             &[],
             &[("NODE", id)],
         )
-    };
+    }
+}
+
+#[test]
+fn a_replica_back_from_an_outage_runs_the_latest_fire_it_missed_once_and_then_its_fires_on_time() {
+    // Default overlap and misfire; the default threshold (60 s) is far longer than the outage.
+    let tidy = Tidy::new("");
+    let (server, ledger) = (&tidy.server, tidy.ledger());
+    let replica = |id: &str| tidy.replica(id);
     let mut replicas = [replica("a"), replica("b")];
     let logs = |replicas: &[ReplicaProcess]| ReplicaProcess::logs(replicas);
     let ran = |node: &str| starts_by_replica(&ledger).remove(node).unwrap_or_default();
@@ -167,31 +187,10 @@ fn a_replica_back_from_an_outage_runs_the_latest_fire_it_missed_once_and_then_it
 
 #[test]
 fn a_replica_killed_mid_run_runs_that_run_again_first_and_then_its_fires_on_time() {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ledger = dir.path().join("ledger");
-    let schedules = dir.path().join("schedules");
-    std::fs::create_dir_all(&schedules).expect("schedules dir");
     // Default overlap and misfire; each run lasts 1.2 s of a 2 s period.
-    std::fs::write(
-        schedules.join("jobs.toml"),
-        format!(
-            "[jobs.tidy]\nschedule = \"@every 2s\"\non = \"every\"\n\
-             command = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}; sleep 1.2'\n",
-            ledger.display()
-        ),
-    )
-    .expect("write jobs");
-    let replica = |id: &str| {
-        ReplicaProcess::start_with_env(
-            id,
-            &server.url(),
-            &schedules,
-            dir.path(),
-            &[],
-            &[("NODE", id)],
-        )
-    };
+    let tidy = Tidy::new("; sleep 1.2");
+    let ledger = tidy.ledger();
+    let replica = |id: &str| tidy.replica(id);
     let mut replicas = [replica("a"), replica("b")];
     let logs = |replicas: &[ReplicaProcess]| ReplicaProcess::logs(replicas);
     // b's starts in the order it made them: fire and start, ms.
