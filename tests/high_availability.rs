@@ -317,12 +317,13 @@ fn fires_run_once_through_a_sentinel_failover_of_the_primary() {
 
 /// A failover asked of Sentinel promotes the replica while the old primary still takes writes
 /// for about a second; those are lost. The leader, whose lease survives it, plans again the fires
-/// it had planned in that second (60 s ahead), so none is missed when its time comes; a run
-/// started in that second may run twice (docs/operations.md, "What a failover costs").
+/// it had planned in that second (a horizon ahead: `--plan-ahead`, here 10 s so that they come
+/// due soon), so none is missed when its time comes; a run started in that second may run twice
+/// (docs/operations.md, "What a failover costs").
 #[test]
 fn a_graceful_sentinel_failover_misses_no_fire_planned_before_it() {
     let setup = SentinelSetup::start();
-    let mut fleet = Fleet::start(&setup.url(), "test", &[]);
+    let mut fleet = Fleet::start(&setup.url(), "test", &["--plan-ahead", "10s"]);
     fleet.wait_for_fires(0, 3, Duration::from_secs(15));
     let asked = chrono::Utc::now().timestamp();
     assert!(
@@ -331,8 +332,8 @@ fn a_graceful_sentinel_failover_misses_no_fire_planned_before_it() {
         setup.log()
     );
     // Past the planning horizon: the fires planned in the lost second come due.
-    let until = asked + 66;
-    let reached = wait_until(Duration::from_secs(90), || {
+    let until = asked + 16;
+    let reached = wait_until(Duration::from_secs(60), || {
         fleet
             .fires()
             .keys()

@@ -10,8 +10,8 @@ use crate::util::scenario::{Scenario, fire_ms, sleep_until};
 use crate::util::store::{THRESHOLD, events, plan, setup};
 use crate::util::{keys, wait_until};
 
-/// How far ahead the leader plans fires (the planner's default horizon).
-const HORIZON_MS: i64 = 60_000;
+/// The planning horizon the test's replicas use (`--plan-ahead`): the outage outlasts it.
+const HORIZON_MS: i64 = 10_000;
 
 #[test]
 fn run_once_runs_one_missed_fire_after_an_outage_longer_than_the_horizon() {
@@ -22,7 +22,7 @@ fn run_once_runs_one_missed_fire_after_an_outage_longer_than_the_horizon() {
         scenario.record("")
     ));
     let threshold_ms = 2_000;
-    let threshold = ["--misfire-threshold", "2s"];
+    let threshold = ["--misfire-threshold", "2s", "--plan-ahead", "10s"];
     let mut first = scenario.replica("r1", &threshold);
     assert!(wait_until(Duration::from_secs(10), || !scenario
         .ledger()

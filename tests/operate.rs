@@ -132,7 +132,7 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
     let big = dir.path().join("big.json");
     std::fs::write(&big, format!("\"{}\"", "x".repeat(1024 * 1024))).expect("write");
     let big_arg = format!("@{}", big.display());
-    let cases: [(&[&str], &str); 23] = [
+    let cases: [(&[&str], &str); 24] = [
         (&["trigger", "nope"], "unknown job \"nope\""),
         (
             &["trigger", "greet", "--payload", "{bad"],
@@ -177,6 +177,10 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
         (
             &["run", "--leader-ttl", "1ms"],
             "\"1ms\" is shorter than the shortest lease, 1s",
+        ),
+        (
+            &["run", "--plan-ahead", "5s"],
+            "--plan-ahead 5s is not longer than --leader-ttl 5s",
         ),
         (&["run", "--queues", "ops,Bad"], "\"Bad\" does not match"),
         (

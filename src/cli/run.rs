@@ -57,6 +57,11 @@ pub(super) struct RunArgs {
     /// The leader lease: a dead leader is replaced within about this long.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = lease)]
     leader_ttl: Duration,
+    /// How far ahead the leader plans fires into Redis. Fires already planned run without a
+    /// leader, so a successor must be elected within it (longer than --leader-ttl); a longer
+    /// horizon keeps more runs waiting in Redis.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = lease)]
+    plan_ahead: Duration,
     /// A running run's lease: a run whose replica died is retried about this long after.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = lease)]
     run_lease: Duration,
@@ -97,6 +102,14 @@ struct Served {
 pub(super) fn execute(args: &RunArgs) -> Result<(), CliError> {
     // Refused at the start, not found out at the first mail.
     crate::notify::spool::limit().map_err(CliError::Argument)?;
+    if args.plan_ahead <= args.leader_ttl {
+        return Err(CliError::Argument(format!(
+            "--plan-ahead {} is not longer than --leader-ttl {}: fires would go unplanned \
+             while a dead leader's successor is elected",
+            humantime::format_duration(args.plan_ahead),
+            humantime::format_duration(args.leader_ttl)
+        )));
+    }
     let labels = labels(&args.labels)?;
     let namespaces = args.redis.namespaces();
     let several = namespaces.len() > 1;
@@ -401,6 +414,7 @@ fn config(args: &RunArgs, labels: &[Label], jobs: &[Job]) -> ReplicaConfig {
     config.workers.concurrency = args.workers;
     config.workers.lease = args.run_lease;
     config.workers.ahead_lease = crate::store::ahead_lease(args.claim_ahead);
+    config.planner.horizon = args.plan_ahead;
     config.planner.misfire_threshold = args.misfire_threshold;
     config.promoter.misfire_threshold = args.misfire_threshold;
     config.promoter.lead = args.claim_ahead;
