@@ -71,12 +71,7 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
         kept[#kept + 1] = run_id
       end
     end
-    redis.call('DEL', aside)
-    if #kept > 0 then
-      in_slices('RPUSH', aside, kept)
-    else
-      redis.call('ZREM', undeclared_jobs, job)
-    end
+    keep_aside(aside, kept, undeclared_jobs, job)
     if #run_ids > #kept then
       buried[#buried + 1] = job
       buried[#buried + 1] = #run_ids - #kept

@@ -166,12 +166,7 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
     for i = #back, 1, -1 do
       redis.call('LPUSH', back[i][1], back[i][2])
     end
-    redis.call('DEL', aside)
-    if #kept > 0 then
-      in_slices('RPUSH', aside, kept)
-    else
-      redis.call('ZREM', undeclared_jobs, job)
-    end
+    keep_aside(aside, kept, undeclared_jobs, job)
   end
 end
 

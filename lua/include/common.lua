@@ -145,6 +145,17 @@ local function in_slices(command, key, values)
   return total
 end
 
+-- Leaves `kept` as the runs of `job` set aside while no live replica declares it, in their
+-- order; with none left, the job leaves the set of jobs that have runs set aside.
+local function keep_aside(aside, kept, undeclared_jobs, job)
+  redis.call('DEL', aside)
+  if #kept > 0 then
+    in_slices('RPUSH', aside, kept)
+  else
+    redis.call('ZREM', undeclared_jobs, job)
+  end
+end
+
 -- Copies a job's notices (see decode_definition) into one of its runs.
 local function set_run_notices(run_key, notify)
   if notify then

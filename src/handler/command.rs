@@ -488,19 +488,25 @@ mod tests {
             .await
             .expect("handler task")
             .expect_err("a stopped command fails");
-        let left: Vec<&i32> = tree.iter().filter(|pid| running(**pid)).collect();
-        for pid in &left {
-            let _ = nix::sys::signal::kill(Pid::from_raw(**pid), Signal::SIGKILL);
-        }
-        assert!(
-            left.is_empty(),
-            "still running once the handler returned: {left:?}"
-        );
+        assert_none_running(&tree);
         // What ended the shell, not what ended the processes it left.
         assert_eq!(error.message, "killed by signal 15");
     }
 
     /// Whether `pid` runs: a zombie waiting to be reaped counts as gone.
+    /// Fails naming the processes of `tree` still running once the handler returned, after
+    /// killing them so that a failed test leaves none behind.
+    fn assert_none_running(tree: &[i32]) {
+        let left: Vec<i32> = tree.iter().copied().filter(|pid| running(*pid)).collect();
+        for pid in &left {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        assert!(
+            left.is_empty(),
+            "still running once the handler returned: {left:?}"
+        );
+    }
+
     fn running(pid: i32) -> bool {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
             stat.rsplit_once(')')
@@ -630,14 +636,7 @@ mod tests {
             .await
             .expect("handler task")
             .expect_err("a run whose supervisor was killed fails");
-        let left: Vec<&i32> = tree.iter().filter(|pid| running(**pid)).collect();
-        for pid in &left {
-            let _ = nix::sys::signal::kill(Pid::from_raw(**pid), Signal::SIGKILL);
-        }
-        assert!(
-            left.is_empty(),
-            "still running once the handler returned: {left:?}"
-        );
+        assert_none_running(&tree);
         // Two sleeps, and the shell when its own death signal had not yet ended it.
         assert!(
             error
