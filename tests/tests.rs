@@ -4,6 +4,7 @@
 mod util;
 
 mod batches;
+mod browser_harness;
 mod burst;
 mod check;
 mod cli_contract;
