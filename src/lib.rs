@@ -19,6 +19,7 @@
 //! - [`cli`]: the `redcron` command line, one file per subcommand.
 //! - [`logs`]: log lines to standard error through a queue that never blocks the engine.
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz`.
+//! - [`web`]: the web console: server-rendered SVG charts and outcome strips.
 //!
 //! The data model and the run state machine are in `DESIGN.md`. All keys live under one hash
 //! tag, `{ns}:`, and are built by [`store::keys::Keys`] (the scripts use the same suffixes
@@ -62,3 +63,5 @@ pub mod replica;
 pub mod schedule;
 pub mod shutdown;
 pub mod store;
+#[cfg(feature = "cli")]
+pub mod web;
