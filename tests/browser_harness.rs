@@ -8,7 +8,7 @@ use axum::Router;
 use axum::response::Html;
 use axum::routing::get;
 
-use crate::util::browser::{Browser, BrowserOptions, ColorScheme, VIEWPORT, group_alive};
+use crate::util::browser::{Browser, BrowserOptions, ColorScheme, Tools, VIEWPORT, group_alive};
 use crate::util::wait_until;
 
 /// A page whose script replaces the text the server sent.
@@ -244,6 +244,23 @@ fn browser_and_driver_end_when_dropped_even_by_a_panic() {
     assert!(
         wait_until(Duration::from_secs(10), || !group_alive(group)),
         "chromedriver or a chromium of group {group} still runs after the panic"
+    );
+}
+
+#[test]
+fn missing_browser_fails_saying_how_to_install_it() {
+    let empty = tempfile::tempdir().expect("a directory with no browser in it");
+    let path = empty.path().as_os_str().to_owned();
+    let panic = std::panic::catch_unwind(|| Tools::find(&path)).err();
+    let message = panic
+        .as_ref()
+        .and_then(|panic| panic.downcast_ref::<String>())
+        .expect("a browser test fails without chromium");
+    assert!(
+        message.contains("need chromium and chromedriver")
+            && message.contains("sudo apt-get install -y chromium chromium-driver")
+            && message.contains("scripts/install-test-tools"),
+        "{message}"
     );
 }
 

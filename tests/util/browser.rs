@@ -96,7 +96,8 @@ impl Browser {
     /// # Panics
     /// As [`Browser::start`].
     pub async fn start_with(options: BrowserOptions) -> Self {
-        let driver = Driver::start();
+        let tools = Tools::find(&std::env::var_os("PATH").unwrap_or_default());
+        let driver = Driver::start(&tools.chromedriver);
         let profile = driver.dir.path().join("profile");
         let mut arguments = vec![
             "--headless".to_owned(),
@@ -115,7 +116,7 @@ impl Browser {
         }
         let capabilities = json!({
             "browserName": "chrome",
-            "goog:chromeOptions": { "binary": "/usr/bin/chromium", "args": arguments },
+            "goog:chromeOptions": { "binary": tools.chromium, "args": arguments },
         });
         let Value::Object(capabilities) = capabilities else {
             unreachable!("a JSON object literal")
@@ -455,20 +456,9 @@ impl Driver {
     ///
     /// It blocks its thread for the moments the driver takes to start: nothing of a test's
     /// runtime has to run meanwhile.
-    fn start() -> Self {
-        for (command, package) in [
-            ("chromium", "chromium"),
-            ("chromedriver", "chromium-driver"),
-        ] {
-            assert!(
-                which(command),
-                "{command} is not installed: the browser tests need it. Install it with \
-                 `scripts/install-test-tools`, or `sudo apt-get install -y chromium \
-                 chromium-driver` (Debian), which brings {package}"
-            );
-        }
+    fn start(chromedriver: &Path) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory for chromedriver");
-        let mut child = Command::new("chromedriver")
+        let mut child = Command::new(chromedriver)
             .arg("--port=0")
             .arg(format!("--log-path={}", dir.path().join(LOG).display()))
             // Its own group, which chromium and its helpers join: one signal ends them all.
@@ -526,10 +516,45 @@ impl Drop for Driver {
     }
 }
 
-/// Whether `command` is on the `PATH`.
-fn which(command: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(command).is_file()))
+/// Where the browser and its driver are installed.
+pub struct Tools {
+    /// The `chromium` binary.
+    pub chromium: PathBuf,
+    /// The `chromedriver` binary.
+    pub chromedriver: PathBuf,
+}
+
+impl Tools {
+    /// Finds both in the directories of `path` (a `PATH` value).
+    ///
+    /// # Panics
+    /// When one is missing: a browser test fails, never skips, and says how to install them.
+    pub fn find(path: &std::ffi::OsStr) -> Self {
+        let find = |command: &str| {
+            std::env::split_paths(path)
+                .map(|dir| dir.join(command))
+                .find(|candidate| candidate.is_file())
+        };
+        match (find("chromium"), find("chromedriver")) {
+            (Some(chromium), Some(chromedriver)) => Self {
+                chromium,
+                chromedriver,
+            },
+            (chromium, chromedriver) => {
+                let missing: Vec<&str> = [("chromium", chromium), ("chromedriver", chromedriver)]
+                    .into_iter()
+                    .filter(|(_, found)| found.is_none())
+                    .map(|(command, _)| command)
+                    .collect();
+                panic!(
+                    "the browser tests need {}, not found on the PATH: install them with \
+                     `scripts/install-test-tools`, or with `sudo apt-get install -y chromium \
+                     chromium-driver` on Debian",
+                    missing.join(" and ")
+                )
+            }
+        }
+    }
 }
 
 /// Whether a process of the group `group` still runs (a zombie whose parent is gone and that
