@@ -54,6 +54,12 @@ const DARK_CONTRAST: &str = r#"<!doctype html><html lang="en"><title>dark contra
 </style>
 <main><h1>Jobs</h1><p id="faint">hard to read at night</p></main>"#;
 
+/// A button whose focus the page hides, beside a link that shows it as browsers do.
+const FOCUS_HIDDEN: &str = r#"<!doctype html><html lang="en"><title>focus hidden</title>
+<style>#quiet:focus, #quiet:focus-visible { outline: none; }</style>
+<main><h1>Jobs</h1><a id="shown" href="/accessible">All jobs</a>
+<button id="quiet">Pause</button></main>"#;
+
 /// Serves the pages above on a free loopback port of this test's runtime; its base URL.
 async fn serve_pages() -> String {
     let app = Router::new()
@@ -63,7 +69,8 @@ async fn serve_pages() -> String {
         .route("/greeted", axum::routing::post(greeted))
         .route("/accessible", get(Html(ACCESSIBLE)))
         .route("/inaccessible", get(Html(INACCESSIBLE)))
-        .route("/dark-contrast", get(Html(DARK_CONTRAST)));
+        .route("/dark-contrast", get(Html(DARK_CONTRAST)))
+        .route("/focus-hidden", get(Html(FOCUS_HIDDEN)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind the pages' server");
@@ -219,6 +226,25 @@ async fn accessibility_check_names_an_unlabelled_input_a_skipped_heading_and_fai
                 && violation.contains("#faint")),
         "the faint text of the dark scheme is named: {violations:#?}"
     );
+}
+
+#[tokio::test]
+async fn focus_check_names_a_control_whose_focus_does_not_show() {
+    let base = serve_pages().await;
+    let browser = Browser::start().await;
+    browser.open(&format!("{base}/focus-hidden")).await;
+    assert_eq!(
+        browser.focus_violations().await,
+        vec!["focus-visible: nothing shows the focus (button #quiet)".to_owned()]
+    );
+    let assertion = tokio::spawn(async move { browser.assert_accessible().await })
+        .await
+        .expect_err("the page is not accessible");
+    let message = assertion.into_panic();
+    let message = message
+        .downcast_ref::<String>()
+        .expect("a message naming the violation");
+    assert!(message.contains("button #quiet"), "{message}");
 }
 
 #[test]

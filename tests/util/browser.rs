@@ -19,6 +19,8 @@ use tempfile::TempDir;
 
 use super::wait::wait_until_async;
 
+mod accessibility;
+
 /// The viewport every page is shown in, width and height in CSS pixels at a scale of 1, so
 /// screenshots and layouts are the same on every machine.
 pub const VIEWPORT: (u32, u32) = (1280, 800);
@@ -29,11 +31,6 @@ const WAIT: Duration = Duration::from_secs(15);
 
 /// How long `chromedriver` may take to say which port it listens on.
 const DRIVER_START: Duration = Duration::from_secs(30);
-
-/// axe-core 4.14.1 (the npm package `axe-core`, MPL-2.0; its licences beside it), vendored so
-/// that a test never fetches anything: `npm pack axe-core@VERSION` and copy `axe.min.js`,
-/// `LICENSE` and `LICENSE-3RD-PARTY.txt` to update it.
-const AXE: &str = include_str!("../fixtures/axe-core/axe.min.js");
 
 /// The colour scheme the page is told the system prefers (`prefers-color-scheme`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,49 +328,6 @@ impl Browser {
         std::fs::write(&path, png)
             .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
         path
-    }
-
-    /// The accessibility violations axe-core finds on the page shown, in its current scheme:
-    /// the WCAG 2 A and AA rules (labels, contrast, names) and its best practices (headings in
-    /// order, landmarks), each as `rule: what is wrong (where)`.
-    pub async fn accessibility_violations(&self) -> Vec<String> {
-        self.client
-            .execute(AXE, Vec::new())
-            .await
-            .unwrap_or_else(|error| panic!("cannot load axe-core into the page: {error}"));
-        let result = self
-            .client
-            .execute_async(
-                r#"const done = arguments[arguments.length - 1];
-                axe.run(document, {
-                    runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"] },
-                    resultTypes: ["violations"],
-                })
-                    .then(results => done(results.violations.map(violation =>
-                        `${violation.id}: ${violation.help} (${violation.nodes
-                            .map(node => node.target.join(" ")).join(", ")})`)))
-                    .catch(error => done({ error: String(error) }));"#,
-                Vec::new(),
-            )
-            .await
-            .unwrap_or_else(|error| panic!("axe-core did not run: {error}"));
-        match serde_json::from_value(result.clone()) {
-            Ok(violations) => violations,
-            Err(_) => panic!("axe-core failed on {}: {result}", self.url().await),
-        }
-    }
-
-    /// Fails, naming each violation, unless axe-core finds the page shown accessible in its
-    /// current scheme (see [`Browser::accessibility_violations`]).
-    pub async fn assert_accessible(&self) {
-        let violations = self.accessibility_violations().await;
-        assert!(
-            violations.is_empty(),
-            "{} is not accessible in the {} scheme:\n{}",
-            self.url().await,
-            self.current_scheme().await.name(),
-            violations.join("\n")
-        );
     }
 
     /// The scheme the page shown sees, as it sees it.
