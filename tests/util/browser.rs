@@ -167,8 +167,9 @@ impl Browser {
     }
 
     /// Tells the pages, from now on and across navigations, that the system prefers `scheme`:
-    /// the DevTools protocol's media emulation, which this chromium honours in headless mode
-    /// where `--force-dark-mode` depends on the build.
+    /// the DevTools protocol's media emulation, so one browser shows a page in both schemes
+    /// (chromium's `--force-dark-mode` and `--blink-settings=preferredColorScheme` switches
+    /// would hold for the browser's whole life).
     pub async fn set_color_scheme(&self, scheme: ColorScheme) {
         self.cdp(
             "Emulation.setEmulatedMedia",
