@@ -6,6 +6,7 @@ mod util;
 mod batches;
 mod browser_harness;
 mod burst;
+mod charts;
 mod check;
 mod cli_contract;
 mod cli_reference;

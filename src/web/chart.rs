@@ -24,6 +24,8 @@ const WIDTH: f64 = 600.0;
 const HEIGHT: f64 = 160.0;
 /// Room for the axis labels: left of the plot and under it.
 const LEFT: f64 = 64.0;
+/// Where the plot ends, short of the drawing's edge so a mark on its last point shows whole.
+const RIGHT: f64 = WIDTH - 4.0;
 const BOTTOM: f64 = 18.0;
 /// Room above the plot, for a label at the top of the scale.
 const TOP: f64 = 8.0;
@@ -91,7 +93,7 @@ pub fn fires_chart(subject: &str, buckets: &[FireBucket]) -> Markup {
         .unwrap_or(1)
         .max(1);
     let plot_height = HEIGHT - TOP - BOTTOM;
-    let slot = (WIDTH - LEFT) / merged.len() as f64;
+    let slot = (RIGHT - LEFT) / merged.len() as f64;
     let bar_width = (slot * 0.8).max(1.0);
     html! {
         svg class="chart fires" viewBox=(view_box()) role="img" aria-label=(summary) {
@@ -146,7 +148,7 @@ pub fn durations_chart(subject: &str, runs: &[RunDuration]) -> Markup {
         HEIGHT - BOTTOM - share * plot_height
     };
     let points = downsample(runs);
-    let step = (WIDTH - LEFT) / (points.len().max(2) - 1) as f64;
+    let step = (RIGHT - LEFT) / (points.len().max(2) - 1) as f64;
     let line: Vec<String> = points
         .iter()
         .enumerate()
@@ -170,11 +172,11 @@ pub fn durations_chart(subject: &str, runs: &[RunDuration]) -> Markup {
             // lines are often close, their labels then apart.
             @for (name, value, x, dy, anchor) in [
                 ("p50", p50, LEFT + 4.0, 10.0, "start"),
-                ("p99", p99, WIDTH, -2.0, "end"),
+                ("p99", p99, RIGHT, -2.0, "end"),
             ] {
                 @let at = y(value);
                 line class={ "guide " (name) } stroke="currentColor" stroke-dasharray="4 3"
-                    stroke-opacity="0.6" x1=(units(LEFT)) x2=(units(WIDTH)) y1=(units(at))
+                    stroke-opacity="0.6" x1=(units(LEFT)) x2=(units(RIGHT)) y1=(units(at))
                     y2=(units(at)) {}
                 text class="label" fill="currentColor" font-size="10" text-anchor=(anchor)
                     x=(units(x)) y=(units(at + dy)) { (name) " " (human(value)) }
@@ -251,7 +253,7 @@ fn percentile(sorted: &[Duration], p: usize) -> Duration {
 fn axes(top: &str, from: &str, to: &str) -> Markup {
     html! {
         line class="axis" stroke="currentColor" stroke-opacity="0.4" x1=(units(LEFT))
-            x2=(units(WIDTH)) y1=(units(HEIGHT - BOTTOM)) y2=(units(HEIGHT - BOTTOM)) {}
+            x2=(units(RIGHT)) y1=(units(HEIGHT - BOTTOM)) y2=(units(HEIGHT - BOTTOM)) {}
         text class="label" fill="currentColor" font-size="10" text-anchor="end"
             x=(units(LEFT - 4.0)) y=(units(TOP + 8.0)) { (top) }
         text class="label" fill="currentColor" font-size="10" text-anchor="end"
@@ -259,7 +261,7 @@ fn axes(top: &str, from: &str, to: &str) -> Markup {
         text class="label" fill="currentColor" font-size="10" x=(units(LEFT))
             y=(units(HEIGHT - 4.0)) { (from) }
         text class="label" fill="currentColor" font-size="10" text-anchor="end"
-            x=(units(WIDTH)) y=(units(HEIGHT - 4.0)) { (to) }
+            x=(units(RIGHT)) y=(units(HEIGHT - 4.0)) { (to) }
     }
 }
 
