@@ -38,7 +38,7 @@ fn list_both_ways(run: impl Fn(&str) -> String, id: &str, list: &str) -> Vec<Val
 
 /// A Redis with the jobs of [`JOBS`] published and declared by a live replica, a leader, and
 /// the past of two runs: `flaky` failed once then succeeded, `doomed` died.
-struct Scenario {
+struct Seeded {
     server: RedisServer,
     dir: tempfile::TempDir,
     store: Store,
@@ -46,7 +46,7 @@ struct Scenario {
     doomed: String,
 }
 
-impl Scenario {
+impl Seeded {
     async fn new() -> Self {
         let (server, store, _leader) = setup(JOBS).await;
         replica(&store, "replica", JOBS, 0).await;
@@ -117,7 +117,7 @@ fn failure(output: &str) -> Failure {
 
 #[tokio::test]
 async fn status_json_matches_its_schema() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let status = one_document(&scenario.output(&["status", "--json"]));
     Schemas::of_the_docs().assert_matches("status.json", &status);
     assert!(status["leader"].is_object(), "{status}");
@@ -135,7 +135,7 @@ async fn status_json_matches_its_schema() {
 
 #[tokio::test]
 async fn jobs_json_and_jsonl_match_their_schema() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let jobs = list_both_ways(
         |format| scenario.output(&["jobs", format]),
         "jobs.json",
@@ -154,7 +154,7 @@ async fn jobs_json_and_jsonl_match_their_schema() {
 
 #[tokio::test]
 async fn history_json_and_jsonl_match_their_schema() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let runs = list_both_ways(
         |format| scenario.output(&["history", format]),
         "history.json",
@@ -213,7 +213,7 @@ async fn history_json_and_jsonl_match_their_schema() {
 
 #[tokio::test]
 async fn dead_list_and_show_json_match_their_schemas() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let runs = list_both_ways(
         |format| scenario.output(&["dead", "list", format]),
         "dead-list.json",
@@ -233,7 +233,7 @@ async fn dead_list_and_show_json_match_their_schemas() {
 
 #[tokio::test]
 async fn runs_show_json_matches_its_schema() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let shown = one_document(&scenario.output(&["runs", "show", &scenario.flaky, "--json"]));
     Schemas::of_the_docs().assert_matches("run.json", &shown);
     assert_eq!(shown["id"], scenario.flaky.as_str());
@@ -255,7 +255,7 @@ async fn runs_show_json_matches_its_schema() {
 
 #[tokio::test]
 async fn runs_list_json_and_jsonl_match_their_schema() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let store = &scenario.store;
     let now_ms = store.now_ms().await.expect("TIME");
     let later = enqueue(store, "flaky", Some(now_ms + 3_600_000)).await;
@@ -344,7 +344,7 @@ async fn runs_list_json_and_jsonl_match_their_schema() {
 
 #[tokio::test]
 async fn dead_list_shows_the_newest_deaths_first() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let at = |now_ms: i64| scenario.store.clone().with_frozen_clock(now_ms);
     let later = enqueue(&at(7_000), "doomed", None).await;
     let only = claim_run(&at(7_000), &["default"]).await;
@@ -374,7 +374,7 @@ async fn dead_list_shows_the_newest_deaths_first() {
 /// Every command that changes something answers --json with what it did.
 #[tokio::test]
 async fn commands_that_change_something_answer_json_too() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let schemas = Schemas::of_the_docs();
     let document = |args: &[&str], schema: &str| {
         let mut all = args.to_vec();
@@ -424,7 +424,7 @@ fn rfc3339_of(ms: i64) -> String {
 
 #[tokio::test]
 async fn trigger_and_enqueue_json_match_their_schema() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let schemas = Schemas::of_the_docs();
     let triggered = one_document(&scenario.output(&["trigger", "flaky", "--json"]));
     schemas.assert_matches("enqueued.json", &triggered);
@@ -495,7 +495,7 @@ fn an_empty_list_is_an_empty_array_and_no_lines() {
 /// A count of 0 reads in Redis as "no limit": it must be refused, not list everything.
 #[tokio::test]
 async fn a_count_of_zero_is_refused() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let refused = [
         scenario.cli(&["history", "-n", "0"]),
         scenario.cli(&["runs", "list", "-n", "0"]),
@@ -512,7 +512,7 @@ async fn a_count_of_zero_is_refused() {
 
 #[tokio::test]
 async fn enqueue_refuses_a_run_due_more_than_a_year_ahead_and_shows_when_the_run_is_due() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let error = scenario
         .cli(&["enqueue", "flaky", "--in", "400d"])
         .failure(2);
@@ -540,7 +540,7 @@ async fn enqueue_refuses_a_run_due_more_than_a_year_ahead_and_shows_when_the_run
 /// not show the output of the second drive's attempt 1, which is all the run's record keeps.
 #[tokio::test]
 async fn history_keeps_the_output_of_a_redriven_run_to_its_own_drive() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let doomed = scenario.doomed.as_str();
     scenario.output(&["dead", "retry", doomed]);
     let store = &scenario.store;
@@ -580,7 +580,7 @@ async fn history_keeps_the_output_of_a_redriven_run_to_its_own_drive() {
 /// Text is for people: instants in RFC 3339, spans in seconds, never epoch milliseconds.
 #[tokio::test]
 async fn text_output_shows_times_and_durations_as_people_read_them() {
-    let scenario = Scenario::new().await;
+    let scenario = Seeded::new().await;
     let history = scenario.output(&["history", "flaky"]);
     let succeeded = history
         .lines()

@@ -4,100 +4,27 @@
 //! elsewhere.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use redis::Commands;
-use tempfile::TempDir;
-
-use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::{Scenario, fire_ms};
 use crate::util::{cli, free_port, http_get, keys, one_document, read_ledger, wait_until};
-
-/// A Redis, a schedule directory and the ledger its jobs append to.
-struct Hosts {
-    server: RedisServer,
-    dir: TempDir,
-}
+use redis::Commands;
 
 /// One line of the ledger: run id, start ms on the replica's clock, and the replica that ran
 /// it (its `NODE`), with `-end` when the line marks the end of the run.
 type Line = (String, i64, String);
 
-impl Hosts {
-    /// A Redis and `jobs` (TOML) as the schedule directory every replica declares.
-    fn new(jobs: &str) -> Self {
-        let server = RedisServer::start();
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir_all(dir.path().join("schedules")).expect("schedules dir");
-        std::fs::write(dir.path().join("schedules/jobs.toml"), jobs).expect("write jobs");
-        Self { server, dir }
-    }
-
-    fn ledger(&self) -> PathBuf {
-        self.dir.path().join("ledger")
-    }
-
-    /// Replica `id`, with `NODE=<id>` in its commands' environment and `extra` flags.
-    fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
-        self.replica_with_env(id, extra, &[])
-    }
-
-    /// Like [`Hosts::replica`], with `env` added to its environment.
-    fn replica_with_env(&self, id: &str, extra: &[&str], env: &[(&str, &str)]) -> ReplicaProcess {
-        let mut env = env.to_vec();
-        env.push(("NODE", id));
-        ReplicaProcess::start_with_env(
-            id,
-            &self.server.url(),
-            &self.dir.path().join("schedules"),
-            self.dir.path(),
-            extra,
-            &env,
-        )
-    }
-
-    fn lines(&self) -> Vec<Line> {
-        read_ledger(&self.ledger())
-    }
-
-    /// The fires (run ids without the replica) each replica ran (started), by replica.
-    fn started_by(&self) -> BTreeMap<String, BTreeSet<String>> {
-        let mut started: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for (run, _, node) in self.lines() {
-            if !node.ends_with("-end") {
-                let fire = run.rsplit_once(':').map_or(run.as_str(), |(fire, _)| fire);
-                started.entry(node).or_default().insert(fire.to_owned());
-            }
+/// The fires (run ids without the replica) each replica ran (started), by replica.
+fn started_by(scenario: &Scenario) -> BTreeMap<String, BTreeSet<String>> {
+    let mut started: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (run, _, node) in scenario.ledger() {
+        if !node.ends_with("-end") {
+            let fire = run.rsplit_once(':').map_or(run.as_str(), |(fire, _)| fire);
+            started.entry(node).or_default().insert(fire.to_owned());
         }
-        started
     }
-
-    /// `state` and `reason` of run `run` in Redis (None for a run that has no record).
-    fn run_state(&self, run: &str) -> (Option<String>, Option<String>) {
-        let mut connection = self.server.connection();
-        let fields: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(keys().run(run))
-            .arg(&["state", "reason"])
-            .query(&mut connection)
-            .expect("read the run");
-        (fields[0].clone(), fields[1].clone())
-    }
-}
-
-/// A command that notes its run in the ledger, as `<run id> <ms> <replica>`.
-fn noting(ledger: &Path) -> String {
-    format!(
-        "echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}",
-        ledger.display()
-    )
-}
-
-/// The fire time (ms) in a run id `<job>@<fire ms>[:<replica>]`.
-fn fire_of(run: &str) -> i64 {
-    let fire = run.split_once('@').map_or("", |(_, rest)| rest);
-    let fire = fire.split_once(':').map_or(fire, |(fire, _)| fire);
-    fire.parse().expect("a fire time in the run id")
+    started
 }
 
 /// Asserts that every run in `lines` ran on the replica its id names, and started once.
@@ -118,23 +45,23 @@ fn each_run_once_on_its_own_replica(lines: &[Line], logs: &str) {
 
 #[test]
 fn an_every_replica_job_runs_each_fire_once_on_each_matching_replica_and_nowhere_else() {
-    let hosts = Hosts::new("");
+    let scenario = Scenario::new();
     let job = format!(
         "[jobs.rotate]\nschedule = \"@every 1s\"\non = \"every\"\nwhere = [\"role=web\"]\n\
-         command = '{}'\n",
-        noting(&hosts.ledger())
+         command = \"{}\"\n",
+        scenario.record("$NODE")
     );
-    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
+    scenario.write_jobs(&job);
     let replicas = [
-        hosts.replica("web1", &["--label", "role=web"]),
+        scenario.node("web1", &["--label", "role=web"]),
         // Labels from the environment, as the service unit's /etc/default/redcron gives them.
-        hosts.replica_with_env("web2", &[], &[("REDCRON_LABELS", "role=web,dc=eu")]),
-        hosts.replica("db1", &["--label", "role=db"]),
+        scenario.node_with_env("web2", &[], &[("REDCRON_LABELS", "role=web,dc=eu")]),
+        scenario.node("db1", &["--label", "role=db"]),
     ];
     let logs = || ReplicaProcess::logs(&replicas);
     // Fires both web replicas ran: four of them show the fan-out is no accident of timing.
     let both = || {
-        let started = hosts.started_by();
+        let started = started_by(&scenario);
         let empty = BTreeSet::new();
         let web1 = started.get("web1").unwrap_or(&empty);
         let web2 = started.get("web2").unwrap_or(&empty);
@@ -143,10 +70,10 @@ fn an_every_replica_job_runs_each_fire_once_on_each_matching_replica_and_nowhere
     assert!(
         wait_until(Duration::from_secs(30), || both() >= 4),
         "{:?}\n{}",
-        hosts.lines(),
+        scenario.ledger(),
         logs()
     );
-    let lines = hosts.lines();
+    let lines = scenario.ledger();
     each_run_once_on_its_own_replica(&lines, &logs());
     assert!(
         lines.iter().all(|(_, _, node)| node != "db1"),
@@ -154,7 +81,7 @@ fn an_every_replica_job_runs_each_fire_once_on_each_matching_replica_and_nowhere
     );
     // status shows what each replica carries.
     let status =
-        one_document(&cli(&hosts.server, hosts.dir.path(), &["status", "--json"]).success());
+        one_document(&cli(&scenario.server, scenario.dir.path(), &["status", "--json"]).success());
     let web2 = status["replicas"]
         .as_array()
         .expect("replicas")
@@ -175,7 +102,8 @@ fn an_every_replica_job_runs_each_fire_once_on_each_matching_replica_and_nowhere
         "{web2}"
     );
     // jobs says where the job runs, and how each replica's last run went.
-    let jobs = one_document(&cli(&hosts.server, hosts.dir.path(), &["jobs", "--json"]).success());
+    let jobs =
+        one_document(&cli(&scenario.server, scenario.dir.path(), &["jobs", "--json"]).success());
     let rotate = &jobs["jobs"][0];
     assert_eq!(
         (rotate["on"].as_str(), rotate["where"].clone()),
@@ -193,14 +121,17 @@ fn an_every_replica_job_runs_each_fire_once_on_each_matching_replica_and_nowhere
         [("web1", "succeeded"), ("web2", "succeeded")],
         "{jobs}"
     );
-    let checked =
-        crate::util::redcron_in(hosts.dir.path(), &["check", "--schedules", "schedules"], "")
-            .success();
+    let checked = crate::util::redcron_in(
+        scenario.dir.path(),
+        &["check", "--schedules", "schedules"],
+        "",
+    )
+    .success();
     assert!(
         checked.contains("job rotate: runs each fire on every replica with role=web"),
         "{checked}"
     );
-    let text = cli(&hosts.server, hosts.dir.path(), &["jobs"]).success();
+    let text = cli(&scenario.server, scenario.dir.path(), &["jobs"]).success();
     assert!(
         text.contains(
             "rotate: runs each fire on every replica with role=web; last: web1 succeeded"
@@ -211,21 +142,20 @@ fn an_every_replica_job_runs_each_fire_once_on_each_matching_replica_and_nowhere
 
 #[test]
 fn overlap_of_an_every_replica_job_counts_per_replica() {
-    let hosts = Hosts::new("");
-    let ledger = hosts.ledger();
+    let scenario = Scenario::new();
     // Default overlap for a scheduled job: forbid. Each run lasts longer than the period.
     let job = format!(
         "[jobs.sync]\nschedule = \"@every 1s\"\non = \"every\"\n\
-         command = '{}; sleep 2.5; echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE-end\" >> {}'\n",
-        noting(&ledger),
-        ledger.display()
+         command = \"{}; sleep 2.5; {}\"\n",
+        scenario.record("$NODE"),
+        scenario.record("$NODE-end")
     );
-    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
-    let replicas = [hosts.replica("a", &[]), hosts.replica("b", &[])];
+    scenario.write_jobs(&job);
+    let replicas = [scenario.node("a", &[]), scenario.node("b", &[])];
     let logs = || ReplicaProcess::logs(&replicas);
     let ended = |node: &str| {
-        hosts
-            .lines()
+        scenario
+            .ledger()
             .iter()
             .filter(|(_, _, tag)| *tag == format!("{node}-end"))
             .count()
@@ -234,10 +164,10 @@ fn overlap_of_an_every_replica_job_counts_per_replica() {
         wait_until(Duration::from_secs(40), || ended("a") >= 2
             && ended("b") >= 2),
         "{:?}\n{}",
-        hosts.lines(),
+        scenario.ledger(),
         logs()
     );
-    let lines = hosts.lines();
+    let lines = scenario.ledger();
     each_run_once_on_its_own_replica(&lines, &logs());
     // Each replica's runs, as (start, end) intervals.
     let mut intervals: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
@@ -284,23 +214,23 @@ fn overlap_of_an_every_replica_job_counts_per_replica() {
 
 #[test]
 fn a_pinned_job_never_runs_elsewhere_when_its_replica_is_killed() {
-    let hosts = Hosts::new("");
-    let ticks = hosts.dir.path().join("ticks");
+    let scenario = Scenario::new();
+    let ticks = scenario.dir.path().join("ticks");
     let jobs = format!(
-        "[jobs.renew-cert]\nschedule = \"@every 1s\"\nwhere = [\"box=b\"]\ncommand = '{}'\n\n\
+        "[jobs.renew-cert]\nschedule = \"@every 1s\"\nwhere = [\"box=b\"]\ncommand = \"{}\"\n\n\
          [jobs.tick]\nschedule = \"@every 1s\"\ncommand = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}'\n",
-        noting(&hosts.ledger()),
+        scenario.record("$NODE"),
         ticks.display()
     );
-    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), jobs).expect("write jobs");
+    scenario.write_jobs(&jobs);
     let mut replicas = [
-        hosts.replica("a", &["--label", "box=a"]),
-        hosts.replica("b", &["--label", "box=b"]),
-        hosts.replica("c", &["--label", "box=c"]),
+        scenario.node("a", &["--label", "box=a"]),
+        scenario.node("b", &["--label", "box=b"]),
+        scenario.node("c", &["--label", "box=c"]),
     ];
     let logs = |replicas: &[ReplicaProcess]| ReplicaProcess::logs(replicas);
     assert!(
-        wait_until(Duration::from_secs(20), || hosts.lines().len() >= 2),
+        wait_until(Duration::from_secs(20), || scenario.ledger().len() >= 2),
         "{}",
         logs(&replicas)
     );
@@ -314,7 +244,7 @@ fn a_pinned_job_never_runs_elsewhere_when_its_replica_is_killed() {
         "{}",
         logs(&replicas)
     );
-    let lines = hosts.lines();
+    let lines = scenario.ledger();
     assert!(
         lines.iter().all(|(_, _, node)| node == "b"),
         "the job pinned to box=b ran elsewhere: {lines:?}\n{}",
@@ -324,23 +254,22 @@ fn a_pinned_job_never_runs_elsewhere_when_its_replica_is_killed() {
 
 #[test]
 fn a_replica_killed_mid_run_runs_its_own_run_again_when_it_comes_back_and_no_other() {
-    let hosts = Hosts::new("");
-    let ledger = hosts.ledger();
+    let scenario = Scenario::new();
     let job = format!(
         "[jobs.backup-local]\nschedule = \"@every 8s\"\non = \"every\"\n\
-         command = '{}; sleep 3; echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE-end\" >> {}'\n",
-        noting(&ledger),
-        ledger.display()
+         command = \"{}; sleep 3; {}\"\n",
+        scenario.record("$NODE"),
+        scenario.record("$NODE-end")
     );
-    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
+    scenario.write_jobs(&job);
     let mut replicas = vec![
-        hosts.replica("a", &[]),
-        hosts.replica("b", &[]),
-        hosts.replica("c", &[]),
+        scenario.node("a", &[]),
+        scenario.node("b", &[]),
+        scenario.node("c", &[]),
     ];
     // A run of b's that has started and not ended.
     let running_on_b = || {
-        let lines = hosts.lines();
+        let lines = scenario.ledger();
         lines
             .iter()
             .find(|(run, _, node)| {
@@ -362,10 +291,10 @@ fn a_replica_killed_mid_run_runs_its_own_run_again_when_it_comes_back_and_no_oth
     );
     let interrupted = interrupted.expect("a run of b");
     replicas[1].kill9();
-    replicas[1] = hosts.replica("b", &[]);
+    replicas[1] = scenario.node("b", &[]);
     let ended = |run: &str| {
-        hosts
-            .lines()
+        scenario
+            .ledger()
             .iter()
             .filter(|(other, _, tag)| other == run && tag.ends_with("-end"))
             .count()
@@ -373,10 +302,10 @@ fn a_replica_killed_mid_run_runs_its_own_run_again_when_it_comes_back_and_no_oth
     assert!(
         wait_until(Duration::from_secs(40), || ended(&interrupted) == 1),
         "{interrupted} did not run again on b\n{:?}\n{}",
-        hosts.lines(),
+        scenario.ledger(),
         ReplicaProcess::logs(&replicas)
     );
-    let lines = hosts.lines();
+    let lines = scenario.ledger();
     let runs_of_it: Vec<&Line> = lines
         .iter()
         .filter(|(run, _, _)| *run == interrupted)
@@ -405,22 +334,22 @@ fn a_replica_killed_mid_run_runs_its_own_run_again_when_it_comes_back_and_no_oth
 fn a_target_down_at_the_due_time_runs_when_back_within_the_threshold_and_is_skipped_after() {
     // A short misfire threshold, so that being away longer than it takes seconds, not minutes.
     let threshold = ["--misfire-threshold", "6s"];
-    let hosts = Hosts::new("");
+    let scenario = Scenario::new();
     let job = format!(
-        "[jobs.logs-clean]\nschedule = \"@every 2s\"\non = \"every\"\ncommand = '{}'\n",
-        noting(&hosts.ledger())
+        "[jobs.logs-clean]\nschedule = \"@every 2s\"\non = \"every\"\ncommand = \"{}\"\n",
+        scenario.record("$NODE")
     );
-    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
+    scenario.write_jobs(&job);
     // a and c skip b's runs once it is gone: their metrics count it.
     let ports = [free_port(), free_port()];
     let metrics_at = |port: u16| format!("127.0.0.1:{port}");
     let (at_a, at_c) = (metrics_at(ports[0]), metrics_at(ports[1]));
     let mut replicas = vec![
-        hosts.replica("a", &[threshold[0], threshold[1], "--metrics-addr", &at_a]),
-        hosts.replica("b", &threshold),
-        hosts.replica("c", &[threshold[0], threshold[1], "--metrics-addr", &at_c]),
+        scenario.node("a", &[threshold[0], threshold[1], "--metrics-addr", &at_a]),
+        scenario.node("b", &threshold),
+        scenario.node("c", &[threshold[0], threshold[1], "--metrics-addr", &at_c]),
     ];
-    let ran = |node: &str| hosts.started_by().get(node).cloned().unwrap_or_default();
+    let ran = |node: &str| started_by(&scenario).get(node).cloned().unwrap_or_default();
     assert!(
         wait_until(Duration::from_secs(20), || !ran("b").is_empty()),
         "{}",
@@ -428,11 +357,11 @@ fn a_target_down_at_the_due_time_runs_when_back_within_the_threshold_and_is_skip
     );
     // Away for a short while: the fires due meanwhile wait for b, which runs them once back.
     replicas[1].terminate(Duration::from_secs(10));
-    let away_from = ran("a").iter().map(|fire| fire_of(fire)).max().unwrap_or(0);
+    let away_from = ran("a").iter().map(|fire| fire_ms(fire)).max().unwrap_or(0);
     let missed_while_away = || {
         ran("a")
             .into_iter()
-            .filter(|fire| fire_of(fire) > away_from)
+            .filter(|fire| fire_ms(fire) > away_from)
             .collect::<BTreeSet<_>>()
     };
     assert!(
@@ -447,8 +376,8 @@ fn a_target_down_at_the_due_time_runs_when_back_within_the_threshold_and_is_skip
         while_away.iter().next().expect("a fire while b was away")
     );
     let listed = cli(
-        &hosts.server,
-        hosts.dir.path(),
+        &scenario.server,
+        scenario.dir.path(),
         &["runs", "list", "--state", "ready", "--json"],
     )
     .success();
@@ -460,39 +389,39 @@ fn a_target_down_at_the_due_time_runs_when_back_within_the_threshold_and_is_skip
             .any(|run| run["id"] == first_away.as_str()),
         "{first_away} not listed as ready: {listed}"
     );
-    replicas[1] = hosts.replica("b", &threshold);
+    replicas[1] = scenario.node("b", &threshold);
     // Back within the threshold, b runs the latest fire it missed, once; the older ones it
     // missed are skipped as such (`run-once`).
     let last_away = while_away
         .iter()
-        .map(|fire| fire_of(fire))
+        .map(|fire| fire_ms(fire))
         .max()
         .unwrap_or(0);
     assert!(
         wait_until(Duration::from_secs(15), || ran("b")
             .iter()
-            .any(|fire| fire_of(fire) >= last_away)),
+            .any(|fire| fire_ms(fire) >= last_away)),
         "b did not run the latest fire due while it was away for less than the threshold: {while_away:?}\n{:?}\n{}",
-        hosts.lines(),
+        scenario.ledger(),
         ReplicaProcess::logs(&replicas)
     );
     for fire in &while_away {
         assert!(
             ran("b").contains(fire)
-                || hosts.run_state(&format!("{fire}:b"))
+                || scenario.run_state(&format!("{fire}:b"))
                     == (Some("skipped".to_owned()), Some("missed".to_owned())),
             "{fire}:b neither ran nor was missed: {:?}",
-            hosts.run_state(&format!("{fire}:b"))
+            scenario.run_state(&format!("{fire}:b"))
         );
     }
     // Away for longer than the threshold: its runs are skipped, not kept waiting, and no
     // replica runs them instead.
     replicas[1].terminate(Duration::from_secs(10));
-    let gone_from = ran("a").iter().map(|fire| fire_of(fire)).max().unwrap_or(0);
+    let gone_from = ran("a").iter().map(|fire| fire_ms(fire)).max().unwrap_or(0);
     let fires_since = || {
         ran("a")
             .into_iter()
-            .filter(|fire| fire_of(fire) > gone_from)
+            .filter(|fire| fire_ms(fire) > gone_from)
             .collect::<Vec<_>>()
     };
     // Fires up to twice the threshold after it left: the first of them waited for b and are
@@ -501,21 +430,21 @@ fn a_target_down_at_the_due_time_runs_when_back_within_the_threshold_and_is_skip
         wait_until(Duration::from_secs(30), || {
             fires_since()
                 .iter()
-                .any(|fire| fire_of(fire) > gone_from + 14_000)
+                .any(|fire| fire_ms(fire) > gone_from + 14_000)
         }),
         "{}",
         ReplicaProcess::logs(&replicas)
     );
     let first = fires_since()
         .into_iter()
-        .min_by_key(|fire| fire_of(fire))
+        .min_by_key(|fire| fire_ms(fire))
         .expect("a fire after b left");
     let first_for_b = format!("{first}:b");
     assert!(
-        wait_until(Duration::from_secs(10), || hosts.run_state(&first_for_b)
+        wait_until(Duration::from_secs(10), || scenario.run_state(&first_for_b)
             == (Some("skipped".to_owned()), Some("replica-down".to_owned()))),
         "{first_for_b}: {:?}\n{}",
-        hosts.run_state(&first_for_b),
+        scenario.run_state(&first_for_b),
         ReplicaProcess::logs(&replicas)
     );
     let counted = || -> f64 {
@@ -541,51 +470,51 @@ fn a_target_down_at_the_due_time_runs_when_back_within_the_threshold_and_is_skip
     );
     let last = fires_since()
         .into_iter()
-        .max_by_key(|fire| fire_of(fire))
+        .max_by_key(|fire| fire_ms(fire))
         .expect("a fire after b left");
     assert_eq!(
-        hosts.run_state(&format!("{last}:b")),
+        scenario.run_state(&format!("{last}:b")),
         (None, None),
         "b is no target once gone for the threshold"
     );
     // Nothing of b's waits in its route.
-    let mut connection = hosts.server.connection();
+    let mut connection = scenario.server.connection();
     let waiting: usize = connection
         .llen(keys().ready_fires("@b", redcron::schedule::Priority::Normal))
         .expect("llen");
     assert_eq!(waiting, 0);
-    each_run_once_on_its_own_replica(&hosts.lines(), &ReplicaProcess::logs(&replicas));
+    each_run_once_on_its_own_replica(&scenario.ledger(), &ReplicaProcess::logs(&replicas));
 }
 
 #[test]
 fn a_rolling_restart_that_adds_a_label_brings_the_replica_into_the_job() {
-    let hosts = Hosts::new("");
+    let scenario = Scenario::new();
     let job = format!(
         "[jobs.nginx-logs]\nschedule = \"@every 1s\"\non = \"every\"\nwhere = [\"role=web\"]\n\
-         command = '{}'\n",
-        noting(&hosts.ledger())
+         command = \"{}\"\n",
+        scenario.record("$NODE")
     );
-    std::fs::write(hosts.dir.path().join("schedules/jobs.toml"), job).expect("write jobs");
+    scenario.write_jobs(&job);
     let mut replicas = vec![
-        hosts.replica("a", &["--label", "role=web"]),
-        hosts.replica("b", &[]),
+        scenario.node("a", &["--label", "role=web"]),
+        scenario.node("b", &[]),
     ];
-    let ran = |node: &str| hosts.started_by().get(node).cloned().unwrap_or_default();
+    let ran = |node: &str| started_by(&scenario).get(node).cloned().unwrap_or_default();
     assert!(
         wait_until(Duration::from_secs(20), || ran("a").len() >= 3),
         "{}",
         ReplicaProcess::logs(&replicas)
     );
-    assert!(ran("b").is_empty(), "{:?}", hosts.lines());
+    assert!(ran("b").is_empty(), "{:?}", scenario.ledger());
     replicas[1].terminate(Duration::from_secs(10));
-    replicas[1] = hosts.replica("b", &["--label", "role=web"]);
+    replicas[1] = scenario.node("b", &["--label", "role=web"]);
     assert!(
         wait_until(Duration::from_secs(20), || ran("b").len() >= 3),
         "{:?}\n{}",
-        hosts.lines(),
+        scenario.ledger(),
         ReplicaProcess::logs(&replicas)
     );
-    each_run_once_on_its_own_replica(&hosts.lines(), &ReplicaProcess::logs(&replicas));
+    each_run_once_on_its_own_replica(&scenario.ledger(), &ReplicaProcess::logs(&replicas));
 }
 
 /// A replica's claim at `now_ms`, from the default queue and its own route.

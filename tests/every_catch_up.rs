@@ -7,16 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::{Scenario, fire_ms};
 use crate::util::{keys, read_ledger, wait_until};
-
-/// The fire time (ms) in a run id `<job>@<fire ms>[:<replica>]`.
-fn fire_of(run: &str) -> i64 {
-    let fire = run.split_once('@').map_or("", |(_, rest)| rest);
-    let fire = fire.split_once(':').map_or(fire, |(fire, _)| fire);
-    fire.parse().expect("a fire time in the run id")
-}
 
 /// The fires (ms) each replica started, with the start (ms), from a ledger of
 /// `<run id> <start ms> <replica>` lines.
@@ -26,58 +19,28 @@ fn starts_by_replica(ledger: &Path) -> BTreeMap<String, BTreeMap<i64, i64>> {
         starts
             .entry(node)
             .or_default()
-            .insert(fire_of(&run), started);
+            .insert(fire_ms(&run), started);
     }
     starts
 }
 
-/// A Redis and a schedule directory whose job `tidy` runs every 2 s on every replica, noting
-/// each start in a ledger as `<run id> <ms> <replica>`, then doing `then`.
-struct Tidy {
-    server: RedisServer,
-    dir: tempfile::TempDir,
-}
-
-impl Tidy {
-    fn new(then: &str) -> Self {
-        let server = RedisServer::start();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let schedules = dir.path().join("schedules");
-        std::fs::create_dir_all(&schedules).expect("schedules dir");
-        std::fs::write(
-            schedules.join("jobs.toml"),
-            format!(
-                "[jobs.tidy]\nschedule = \"@every 2s\"\non = \"every\"\n\
-                 command = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}{then}'\n",
-                dir.path().join("ledger").display()
-            ),
-        )
-        .expect("write jobs");
-        Self { server, dir }
-    }
-
-    fn ledger(&self) -> std::path::PathBuf {
-        self.dir.path().join("ledger")
-    }
-
-    fn replica(&self, id: &str) -> ReplicaProcess {
-        ReplicaProcess::start_with_env(
-            id,
-            &self.server.url(),
-            &self.dir.path().join("schedules"),
-            self.dir.path(),
-            &[],
-            &[("NODE", id)],
-        )
-    }
+/// A scenario whose job `tidy` runs every 2 s on every replica, noting each start in the ledger
+/// as `<run id> <ms> <replica>`, then doing `then`.
+fn tidying(then: &str) -> Scenario {
+    let scenario = Scenario::new();
+    scenario.write_jobs(&format!(
+        "[jobs.tidy]\nschedule = \"@every 2s\"\non = \"every\"\ncommand = \"{}{then}\"\n",
+        scenario.record("$NODE")
+    ));
+    scenario
 }
 
 #[test]
 fn a_replica_back_from_an_outage_runs_the_latest_fire_it_missed_once_and_then_its_fires_on_time() {
     // Default overlap and misfire; the default threshold (60 s) is far longer than the outage.
-    let tidy = Tidy::new("");
-    let (server, ledger) = (&tidy.server, tidy.ledger());
-    let replica = |id: &str| tidy.replica(id);
+    let tidy = tidying("");
+    let (server, ledger) = (&tidy.server, tidy.ledger_path());
+    let replica = |id: &str| tidy.node(id, &[]);
     let mut replicas = [replica("a"), replica("b")];
     let logs = |replicas: &[ReplicaProcess]| ReplicaProcess::logs(replicas);
     let ran = |node: &str| starts_by_replica(&ledger).remove(node).unwrap_or_default();
@@ -188,9 +151,9 @@ fn a_replica_back_from_an_outage_runs_the_latest_fire_it_missed_once_and_then_it
 #[test]
 fn a_replica_killed_mid_run_runs_that_run_again_first_and_then_its_fires_on_time() {
     // Default overlap and misfire; each run lasts 1.2 s of a 2 s period.
-    let tidy = Tidy::new("; sleep 1.2");
-    let ledger = tidy.ledger();
-    let replica = |id: &str| tidy.replica(id);
+    let tidy = tidying("; sleep 1.2");
+    let ledger = tidy.ledger_path();
+    let replica = |id: &str| tidy.node(id, &[]);
     let mut replicas = [replica("a"), replica("b")];
     let logs = |replicas: &[ReplicaProcess]| ReplicaProcess::logs(replicas);
     // b's starts in the order it made them: fire and start, ms.
@@ -198,7 +161,7 @@ fn a_replica_killed_mid_run_runs_that_run_again_first_and_then_its_fires_on_time
         read_ledger(&ledger)
             .into_iter()
             .filter(|(_, _, node)| node == "b")
-            .map(|(run, started, _)| (fire_of(&run), started))
+            .map(|(run, started, _)| (fire_ms(&run), started))
             .collect()
     };
     assert!(
@@ -211,7 +174,7 @@ fn a_replica_killed_mid_run_runs_that_run_again_first_and_then_its_fires_on_time
     let before = on_b();
     let (killed, _) = *before.last().expect("b started a run");
     let since = |fire: i64| {
-        move |(run, _, node): &(String, i64, String)| node == "a" && fire_of(run) >= fire
+        move |(run, _, node): &(String, i64, String)| node == "a" && fire_ms(run) >= fire
     };
     // Two more fires come due while b is away, each made b a run that waits in its route.
     assert!(

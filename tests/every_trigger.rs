@@ -3,86 +3,39 @@
 //! and slots, so that `overlap = "forbid"` holds per replica for triggers as for fires.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tempfile::TempDir;
-
-use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
-use crate::util::{cli, keys, one_document, read_ledger, wait_until};
+use crate::util::scenario::{Scenario, fire_ms};
+use crate::util::{cli, keys, one_document, wait_until};
 
-/// A Redis, and a schedule directory whose job `sync` notes each run it starts in a ledger as
-/// `<run id> <ms> <replica>`.
-struct Scene {
-    server: RedisServer,
-    dir: TempDir,
+/// A scenario whose job `sync` runs on every replica, on `schedule`, notes each run it starts in
+/// the ledger as `<run id> <ms> <replica>` and then does `then`; beside it a cluster-wide job
+/// and one pinned to replica b, both yearly.
+fn syncing(schedule: &str, then: &str) -> Scenario {
+    let scenario = Scenario::new();
+    scenario.write_jobs(&format!(
+        "[jobs.sync]\nschedule = \"{schedule}\"\non = \"every\"\n\
+         command = \"{}{then}\"\n\n\
+         [jobs.report]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n\n\
+         [jobs.pinned]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n\
+         where = [\"replica=b\"]\n",
+        scenario.record("$NODE")
+    ));
+    scenario
 }
 
-impl Scene {
-    /// `sync` on every replica, on `schedule`, followed by `then` in its command.
-    fn new(schedule: &str, then: &str) -> Self {
-        let server = RedisServer::start();
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir_all(dir.path().join("schedules")).expect("schedules dir");
-        let ledger = dir.path().join("ledger");
-        std::fs::write(
-            dir.path().join("schedules/jobs.toml"),
-            format!(
-                "[jobs.sync]\nschedule = \"{schedule}\"\non = \"every\"\n\
-                 command = 'echo \"$REDCRON_RUN_ID $(date +%s%3N) $NODE\" >> {}{then}'\n\n\
-                 [jobs.report]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n\n\
-                 [jobs.pinned]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n\
-                 where = [\"replica=b\"]\n",
-                ledger.display()
-            ),
-        )
-        .expect("write jobs");
-        Self { server, dir }
-    }
-
-    fn ledger(&self) -> PathBuf {
-        self.dir.path().join("ledger")
-    }
-
-    fn replica(&self, id: &str) -> ReplicaProcess {
-        ReplicaProcess::start_with_env(
-            id,
-            &self.server.url(),
-            &self.dir.path().join("schedules"),
-            self.dir.path(),
-            &[],
-            &[("NODE", id)],
-        )
-    }
-
-    fn work(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// `state` and `reason` of run `run`.
-    fn run_state(&self, run: &str) -> (Option<String>, Option<String>) {
-        let mut connection = self.server.connection();
-        let fields: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(keys().run(run))
-            .arg(&["state", "reason"])
-            .query(&mut connection)
-            .expect("read the run");
-        (fields[0].clone(), fields[1].clone())
-    }
-
-    /// The replicas `sync` runs on by Redis's record (targets:sync).
-    fn targets(&self) -> BTreeSet<String> {
-        let mut connection = self.server.connection();
-        redis::cmd("ZRANGE")
-            .arg(keys().targets("sync"))
-            .arg(0)
-            .arg(-1)
-            .query::<Vec<String>>(&mut connection)
-            .expect("read the targets")
-            .into_iter()
-            .collect()
-    }
+/// The replicas `sync` runs on by Redis's record (targets:sync).
+fn targets(scenario: &Scenario) -> BTreeSet<String> {
+    let mut connection = scenario.server.connection();
+    redis::cmd("ZRANGE")
+        .arg(keys().targets("sync"))
+        .arg(0)
+        .arg(-1)
+        .query::<Vec<String>>(&mut connection)
+        .expect("read the targets")
+        .into_iter()
+        .collect()
 }
 
 /// The (run id, replica) pairs of a `trigger --json` document's `runs`.
@@ -103,27 +56,34 @@ fn runs_of(document: &serde_json::Value) -> Vec<(String, String)> {
 #[test]
 fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one_asked_for() {
     // A yearly job: no fire of it comes during the test, only triggers.
-    let scene = Scene::new("0 0 1 1 *", "");
-    let replicas = [scene.replica("a"), scene.replica("b")];
+    let scenario = syncing("0 0 1 1 *", "");
+    let replicas = [scenario.node("a", &[]), scenario.node("b", &[])];
     let logs = || ReplicaProcess::logs(&replicas);
     let both: BTreeSet<String> = ["a", "b"].map(str::to_owned).into();
     assert!(
-        wait_until(Duration::from_secs(20), || scene.targets() == both),
+        wait_until(Duration::from_secs(20), || targets(&scenario) == both),
         "{:?}\n{}",
-        scene.targets(),
+        targets(&scenario),
         logs()
     );
     let live = || {
-        let status =
-            one_document(&cli(&scene.server, scene.work(), &["status", "--json"]).success());
+        let status = one_document(
+            &cli(&scenario.server, scenario.dir.path(), &["status", "--json"]).success(),
+        );
         status["replicas"]
             .as_array()
             .is_some_and(|replicas| replicas.len() == 2)
     };
     assert!(wait_until(Duration::from_secs(20), live), "{}", logs());
 
-    let triggered =
-        one_document(&cli(&scene.server, scene.work(), &["trigger", "sync", "--json"]).success());
+    let triggered = one_document(
+        &cli(
+            &scenario.server,
+            scenario.dir.path(),
+            &["trigger", "sync", "--json"],
+        )
+        .success(),
+    );
     let runs = runs_of(&triggered);
     assert_eq!(
         runs.iter()
@@ -141,7 +101,8 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
     }
     // Each runs on its own replica, once.
     let ran = || -> BTreeSet<(String, String)> {
-        read_ledger(&scene.ledger())
+        scenario
+            .ledger()
             .into_iter()
             .map(|(run, _, node)| (run, node))
             .collect()
@@ -150,14 +111,14 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
     assert!(
         wait_until(Duration::from_secs(20), || ran() == expected),
         "{:?}\n{}",
-        read_ledger(&scene.ledger()),
+        scenario.ledger(),
         logs()
     );
 
     // --replica: the one run, for that replica.
     let text = cli(
-        &scene.server,
-        scene.work(),
+        &scenario.server,
+        scenario.dir.path(),
         &["trigger", "sync", "--replica", "b"],
     )
     .success();
@@ -176,15 +137,15 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
         wait_until(Duration::from_secs(20), || ran()
             .contains(&(run.clone(), "b".to_owned()))),
         "{:?}\n{}",
-        read_ledger(&scene.ledger()),
+        scenario.ledger(),
         logs()
     );
-    assert_eq!(read_ledger(&scene.ledger()).len(), 3, "one run more, on b");
+    assert_eq!(scenario.ledger().len(), 3, "one run more, on b");
 
     // A replica that does not run the job, and a job that does not run on every replica.
     let refused = cli(
-        &scene.server,
-        scene.work(),
+        &scenario.server,
+        scenario.dir.path(),
         &["trigger", "sync", "--replica", "c"],
     )
     .failure(2);
@@ -194,8 +155,8 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
         "{refused}"
     );
     let refused = cli(
-        &scene.server,
-        scene.work(),
+        &scenario.server,
+        scenario.dir.path(),
         &["trigger", "report", "--replica", "a"],
     )
     .failure(2);
@@ -208,14 +169,14 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
     // `pinned` is declared by b alone: the leader publishes it from its first tick that reads
     // b's declarations, which may come after `sync` had both its targets.
     let published = || {
-        one_document(&cli(&scene.server, scene.work(), &["jobs", "--json"]).success())["jobs"]
+        one_document(&cli(&scenario.server, scenario.dir.path(), &["jobs", "--json"]).success())["jobs"]
             .as_array()
             .is_some_and(|jobs| jobs.iter().any(|job| job["job"] == "pinned"))
     };
     assert!(wait_until(Duration::from_secs(20), published), "{}", logs());
     let refused = cli(
-        &scene.server,
-        scene.work(),
+        &scenario.server,
+        scenario.dir.path(),
         &["trigger", "pinned", "--replica", "b"],
     )
     .failure(2);
@@ -229,8 +190,8 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
     // A trigger of a job that runs once is one ad-hoc run, as before.
     let once = one_document(
         &cli(
-            &scene.server,
-            scene.work(),
+            &scenario.server,
+            scenario.dir.path(),
             &["trigger", "report", "--json"],
         )
         .success(),
@@ -241,8 +202,8 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
     // An every-replica job takes no ad-hoc run, which would hold none of its replicas' slots:
     // enqueued alone or among other lines, it is refused and named, and nothing is made.
     let refused = cli(
-        &scene.server,
-        scene.work(),
+        &scenario.server,
+        scenario.dir.path(),
         &["enqueue", "sync", "--in", "1m"],
     )
     .failure(2);
@@ -251,13 +212,13 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
             && refused.contains("redcron trigger sync"),
         "{refused}"
     );
-    let lines = scene.work().join("runs.jsonl");
+    let lines = scenario.dir.path().join("runs.jsonl");
     std::fs::write(&lines, "{\"job\": \"report\"}\n{\"job\": \"sync\"}\n").expect("lines");
     // The other line's run is made, and said on standard output, as a refused line leaves
     // the others alone.
     let from = cli(
-        &scene.server,
-        scene.work(),
+        &scenario.server,
+        scenario.dir.path(),
         &["enqueue", "--from", &lines.display().to_string()],
     );
     assert_eq!(from.code, Some(2), "{}", from.stderr);
@@ -269,8 +230,8 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
     );
     let ready: Vec<String> = runs_of(&one_document(
         &cli(
-            &scene.server,
-            scene.work(),
+            &scenario.server,
+            scenario.dir.path(),
             &["runs", "list", "--job", "sync", "--json"],
         )
         .success(),
@@ -287,21 +248,23 @@ fn a_trigger_of_an_every_replica_job_makes_one_run_on_each_replica_or_on_the_one
 #[test]
 fn a_trigger_while_the_replicas_fire_runs_is_skipped_as_its_overlap_as_a_second_fire_is() {
     // Default overlap (forbid); each run lasts several periods.
-    let scene = Scene::new("@every 1s", "; sleep 4");
-    let replicas = [scene.replica("a")];
+    let scenario = syncing("@every 1s", "; sleep 4");
+    let replicas = [scenario.node("a", &[])];
     let logs = || ReplicaProcess::logs(&replicas);
     assert!(
-        wait_until(Duration::from_secs(20), || !read_ledger(&scene.ledger())
-            .is_empty()),
+        wait_until(Duration::from_secs(20), || !scenario.ledger().is_empty()),
         "{}",
         logs()
     );
-    let (fire, started, _) = read_ledger(&scene.ledger())
-        .into_iter()
-        .next()
-        .expect("a fire ran");
-    let triggered =
-        one_document(&cli(&scene.server, scene.work(), &["trigger", "sync", "--json"]).success());
+    let (fire, started, _) = scenario.ledger().into_iter().next().expect("a fire ran");
+    let triggered = one_document(
+        &cli(
+            &scenario.server,
+            scenario.dir.path(),
+            &["trigger", "sync", "--json"],
+        )
+        .success(),
+    );
     let runs = runs_of(&triggered);
     let [(run, replica)] = runs.as_slice() else {
         panic!("one run, for a: {triggered}");
@@ -309,28 +272,25 @@ fn a_trigger_while_the_replicas_fire_runs_is_skipped_as_its_overlap_as_a_second_
     assert_eq!(replica, "a");
     let overlap = (Some("skipped".to_owned()), Some("overlap".to_owned()));
     assert!(
-        wait_until(Duration::from_secs(10), || scene.run_state(run) == overlap),
+        wait_until(Duration::from_secs(10), || scenario.run_state(run)
+            == overlap),
         "{run}: {:?}\n{:?}\n{}",
-        scene.run_state(run),
-        read_ledger(&scene.ledger()),
+        scenario.run_state(run),
+        scenario.ledger(),
         logs()
     );
     // As the fire after the one running was.
-    let fire_ms: i64 = fire
-        .split_once('@')
-        .and_then(|(_, rest)| rest.split_once(':'))
-        .and_then(|(ms, _)| ms.parse().ok())
-        .expect("a fire time");
-    let next_fire = format!("sync@{}:a", fire_ms + 1_000);
+    let next_fire = format!("sync@{}:a", fire_ms(&fire) + 1_000);
     assert!(
-        wait_until(Duration::from_secs(10), || scene.run_state(&next_fire)
+        wait_until(Duration::from_secs(10), || scenario.run_state(&next_fire)
             == overlap),
         "{next_fire}: {:?}\n{}",
-        scene.run_state(&next_fire),
+        scenario.run_state(&next_fire),
         logs()
     );
     // Nothing started beside the fire while it ran.
-    let beside: Vec<_> = read_ledger(&scene.ledger())
+    let beside: Vec<_> = scenario
+        .ledger()
         .into_iter()
         .filter(|(_, start, _)| *start > started && *start < started + 4_000)
         .collect();

@@ -9,8 +9,8 @@ use std::time::Duration;
 use redis::Commands;
 
 use crate::util::keys;
-use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::{cli, wait_until};
 
 use redcron::schedule::Priority;
@@ -50,20 +50,14 @@ fn state(redis: &mut redis::Connection, run_id: &str) -> Option<String> {
 
 #[test]
 fn forged_runs_and_bad_payloads_never_execute() {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let work = dir.path();
-    std::fs::create_dir(work.join("schedules")).expect("schedules dir");
-    std::fs::write(
-        work.join("schedules/jobs.toml"),
-        format!(
-            "[jobs.echo]\ncommand = \"cat > {}/stdin-$REDCRON_RUN_ID\"\nworkdir = \"{}\"\n",
-            work.display(),
-            work.display()
-        ),
-    )
-    .expect("write jobs");
-    let replica = ReplicaProcess::start("r1", &server.url(), &work.join("schedules"), work, &[]);
+    let scenario = Scenario::new();
+    let (server, work) = (&scenario.server, scenario.dir.path());
+    scenario.write_jobs(&format!(
+        "[jobs.echo]\ncommand = \"cat > {}/stdin-$REDCRON_RUN_ID\"\nworkdir = \"{}\"\n",
+        work.display(),
+        work.display()
+    ));
+    let replica = scenario.replica("r1", &[]);
     let mut redis = server.connection();
     assert!(
         wait_until(Duration::from_secs(10), || {
@@ -89,7 +83,7 @@ fn forged_runs_and_bad_payloads_never_execute() {
         "{{\"name\": \"$(touch {0}/pwned) `touch {0}/pwned` ; touch {0}/pwned | x & ' \\\" \\n\"}}",
         work.display()
     );
-    let enqueued = cli(&server, work, &["trigger", "echo", "--payload", &hostile]).success();
+    let enqueued = cli(server, work, &["trigger", "echo", "--payload", &hostile]).success();
     let hostile_run = enqueued
         .split_whitespace()
         .next()
@@ -150,64 +144,30 @@ fn forged_runs_and_bad_payloads_never_execute() {
     }
 }
 
-/// A replica firing job `tick` every second; each run appends its id to a ledger.
-struct Ticking {
-    server: RedisServer,
-    dir: tempfile::TempDir,
-    replica: ReplicaProcess,
-}
-
-impl Ticking {
-    /// Starts Redis and the replica, and waits for the first fire.
-    fn start() -> Self {
-        let server = RedisServer::start();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let work = dir.path();
-        std::fs::create_dir(work.join("schedules")).expect("schedules dir");
-        std::fs::write(
-            work.join("schedules/jobs.toml"),
-            format!(
-                "[jobs.tick]\nschedule = \"* * * * * *\"\nmisfire = \"skip\"\n\
-                 command = \"echo $REDCRON_RUN_ID >> {}\"\n",
-                work.join("ledger").display()
-            ),
-        )
-        .expect("write jobs");
-        let replica =
-            ReplicaProcess::start("r1", &server.url(), &work.join("schedules"), work, &[]);
-        assert!(
-            wait_until(Duration::from_secs(10), || !ledger_runs(&dir).is_empty()),
-            "{}",
-            replica.log()
-        );
-        Self {
-            server,
-            dir,
-            replica,
-        }
-    }
-}
-
-/// The run ids in the ledger of a [`Ticking`] directory, in order.
-fn ledger_runs(dir: &tempfile::TempDir) -> Vec<String> {
-    std::fs::read_to_string(dir.path().join("ledger"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
+/// A scenario whose job `tick` fires every second (misfire skip) and records its runs, and
+/// replica r1 running it, once its first fire has run.
+fn ticking() -> (Scenario, ReplicaProcess) {
+    let scenario = Scenario::new();
+    scenario.write_jobs(&format!(
+        "[jobs.tick]\nschedule = \"* * * * * *\"\nmisfire = \"skip\"\ncommand = \"{}\"\n",
+        scenario.record("")
+    ));
+    let replica = scenario.replica("r1", &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || !scenario.ledger().is_empty()),
+        "{}",
+        replica.log()
+    );
+    (scenario, replica)
 }
 
 #[test]
 fn a_key_of_the_wrong_type_is_logged_and_the_replica_serves_again_once_it_is_gone() {
-    let Ticking {
-        server,
-        dir,
-        mut replica,
-    } = Ticking::start();
-    let runs = || ledger_runs(&dir).len();
+    let (scenario, mut replica) = ticking();
+    let runs = || scenario.ledger().len();
 
     // The paused-jobs set, which every claim reads, replaced by a string.
-    let mut redis = server.connection();
+    let mut redis = scenario.server.connection();
     let () = redis.set(keys().paused(), "not a set").expect("SET");
     assert!(
         wait_until(Duration::from_secs(10), || replica
@@ -230,15 +190,11 @@ fn a_key_of_the_wrong_type_is_logged_and_the_replica_serves_again_once_it_is_gon
 
 #[test]
 fn damaged_planner_state_neither_stops_nor_doubles_fires() {
-    let Ticking {
-        server,
-        dir,
-        mut replica,
-    } = Ticking::start();
-    let runs = || ledger_runs(&dir).len();
+    let (scenario, mut replica) = ticking();
+    let runs = || scenario.ledger().len();
 
     // The job's cursor and planned fires overwritten with text that is not numbers.
-    let mut redis = server.connection();
+    let mut redis = scenario.server.connection();
     let () = redis.hset(keys().cursor(), "tick", "soon").expect("HSET");
     let () = redis
         .hset(keys().planned(), "tick", "12x,,later")
@@ -252,7 +208,11 @@ fn damaged_planner_state_neither_stops_nor_doubles_fires() {
     );
     assert!(replica.exited().is_none(), "the replica exited");
     assert!(!replica.log().contains("panicked"), "{}", replica.log());
-    let fired = ledger_runs(&dir);
+    let fired: Vec<String> = scenario
+        .ledger()
+        .into_iter()
+        .map(|(run, _, _)| run)
+        .collect();
     let mut distinct = fired.clone();
     distinct.sort();
     distinct.dedup();

@@ -2,126 +2,63 @@
 //! the truth, and a shutdown that ends in time whatever Redis does.
 
 use std::io::BufRead;
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use redis::Commands;
-use tempfile::TempDir;
 
-use crate::util::keys;
-use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::{free_port, http_get, sample, wait_until};
 
 /// How long the outcome of a run is retried while Redis fails (the worker's recording window).
 const RECORD_WINDOW: Duration = Duration::from_secs(10);
 
-/// A Redis, a schedule directory and a ledger of the runs' starts.
-struct Setup {
-    server: RedisServer,
-    dir: TempDir,
+/// Whether replica `id` holds the leader lease.
+fn leads(scenario: &Scenario, id: &str) -> bool {
+    scenario
+        .leader()
+        .is_some_and(|token| token.starts_with(&format!("{id}:")))
 }
 
-impl Setup {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir(dir.path().join("schedules")).expect("schedules dir");
-        Self {
-            server: RedisServer::start(),
-            dir,
-        }
-    }
+/// How many times the fire of `tick` at `fire_ms` started.
+fn starts_of(scenario: &Scenario, fire_ms: i64) -> usize {
+    let run = format!("tick@{fire_ms}");
+    scenario
+        .ledger()
+        .iter()
+        .filter(|(line, _, _)| *line == run)
+        .count()
+}
 
-    fn schedules(&self) -> PathBuf {
-        self.dir.path().join("schedules")
-    }
-
-    fn write_jobs(&self, toml: &str) {
-        std::fs::write(self.schedules().join("jobs.toml"), toml).expect("write jobs");
-    }
-
-    /// A shell command that appends the run's id to the ledger.
-    fn record(&self) -> String {
-        format!(
-            "echo $REDCRON_RUN_ID >> {}",
-            self.dir.path().join("ledger").display()
-        )
-    }
-
-    /// The job `tick`, firing every second and recording each run.
-    fn every_second_job(&self) -> String {
-        format!(
-            "[jobs.tick]\nschedule = \"* * * * * *\"\noverlap = \"allow\"\ncommand = \"{}\"\n",
-            self.record()
-        )
-    }
-
-    /// The run ids in the ledger.
-    fn ledger(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.path().join("ledger"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    /// How many times the fire of `tick` at `fire_ms` started.
-    fn starts_of(&self, fire_ms: i64) -> usize {
-        let run = format!("tick@{fire_ms}");
-        self.ledger().iter().filter(|line| **line == run).count()
-    }
-
-    fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
-        ReplicaProcess::start(
-            id,
-            &self.server.url(),
-            &self.schedules(),
-            self.dir.path(),
-            extra,
-        )
-    }
-
-    fn leader(&self) -> Option<String> {
-        self.server
-            .connection()
-            .get(keys().leader())
-            .expect("GET leader")
-    }
-
-    fn leads(&self, id: &str) -> bool {
-        self.leader()
-            .is_some_and(|token| token.starts_with(&format!("{id}:")))
-    }
-
-    fn redis_now_ms(&self) -> i64 {
-        self.server.now_ms()
-    }
-
-    /// Waits until a replica leads, then until the `count` fires of `tick` from the next whole
-    /// second on have each started once. A fresh namespace owes no fire due before its first
-    /// leader: on a loaded machine a replica may take more than a second to get there.
-    fn assert_next_fires_run_once(&self, count: i64, log: impl Fn() -> String) {
-        assert!(
-            wait_until(Duration::from_secs(10), || self.leader().is_some()),
-            "no leader\n{}",
-            log()
+/// Waits until a replica leads, then until the `count` fires of `tick` from the next whole
+/// second on have each started once. A fresh namespace owes no fire due before its first
+/// leader: on a loaded machine a replica may take more than a second to get there.
+fn assert_next_fires_run_once(scenario: &Scenario, count: i64, log: impl Fn() -> String) {
+    assert!(
+        wait_until(Duration::from_secs(10), || scenario.leader().is_some()),
+        "no leader\n{}",
+        log()
+    );
+    let from = (scenario.redis_now_ms() / 1000 + 1) * 1000;
+    let fires: Vec<i64> = (0..count).map(|index| from + index * 1000).collect();
+    assert!(
+        wait_until(
+            Duration::from_secs(u64::try_from(count).expect("a count") + 10),
+            || fires.iter().all(|fire| starts_of(scenario, *fire) >= 1)
+        ),
+        "fires from {from} did not all run: {:?}\n{}",
+        scenario.ledger(),
+        log()
+    );
+    for fire in fires {
+        assert_eq!(
+            starts_of(scenario, fire),
+            1,
+            "fire {fire}: {:?}",
+            scenario.ledger()
         );
-        let from = (self.redis_now_ms() / 1000 + 1) * 1000;
-        let fires: Vec<i64> = (0..count).map(|index| from + index * 1000).collect();
-        assert!(
-            wait_until(
-                Duration::from_secs(u64::try_from(count).expect("a count") + 10),
-                || fires.iter().all(|fire| self.starts_of(*fire) >= 1)
-            ),
-            "fires from {from} did not all run: {:?}\n{}",
-            self.ledger(),
-            log()
-        );
-        for fire in fires {
-            assert_eq!(self.starts_of(fire), 1, "fire {fire}: {:?}", self.ledger());
-        }
     }
 }
 
@@ -137,25 +74,25 @@ fn serving(port: u16) -> bool {
 
 #[test]
 fn a_leader_whose_planner_panics_exits_non_zero_and_another_replica_takes_over() {
-    let setup = Setup::new();
-    setup.write_jobs(&setup.every_second_job());
-    let trigger = setup.dir.path().join("planner-panics");
+    let scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
+    let trigger = scenario.dir.path().join("planner-panics");
     let trigger_path = trigger.display().to_string();
     let mut faulty = ReplicaProcess::start_with_env(
         "r1",
-        &setup.server.url(),
-        &setup.schedules(),
-        setup.dir.path(),
+        &scenario.server.url(),
+        &scenario.schedules(),
+        scenario.dir.path(),
         &[],
         &[("REDCRON_TEST_FAULT_PLANNER_PANIC", &trigger_path)],
     );
     assert!(
-        wait_until(Duration::from_secs(10), || setup.leads("r1")),
+        wait_until(Duration::from_secs(10), || leads(&scenario, "r1")),
         "r1 did not lead:\n{}",
         faulty.log()
     );
-    let healthy = setup.replica("r2", &[]);
-    setup.assert_next_fires_run_once(2, || faulty.log());
+    let healthy = scenario.replica("r2", &[]);
+    assert_next_fires_run_once(&scenario, 2, || faulty.log());
 
     std::fs::write(&trigger, "").expect("trigger the fault point");
     assert!(
@@ -192,22 +129,22 @@ fn a_leader_whose_planner_panics_exits_non_zero_and_another_replica_takes_over()
     );
 
     assert!(
-        wait_until(Duration::from_secs(5), || setup.leads("r2")),
+        wait_until(Duration::from_secs(5), || leads(&scenario, "r2")),
         "r2 did not take over:\n{}",
         healthy.log()
     );
-    setup.assert_next_fires_run_once(3, || healthy.log());
+    assert_next_fires_run_once(&scenario, 3, || healthy.log());
 }
 
 #[test]
 fn a_log_pipe_closed_after_the_first_line_stops_neither_fires_nor_signals() {
-    let setup = Setup::new();
-    setup.write_jobs(&setup.every_second_job());
+    let scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
     let (port, address) = metrics_endpoint();
     let mut replica = ReplicaProcess::start_with_stderr(
         "r1",
-        &setup.server.url(),
-        &setup.schedules(),
+        &scenario.server.url(),
+        &scenario.schedules(),
         &["--metrics-addr", &address],
         Stdio::piped(),
     );
@@ -220,7 +157,7 @@ fn a_log_pipe_closed_after_the_first_line_stops_neither_fires_nor_signals() {
     assert!(!first.is_empty());
 
     // Each run logs its start and end, all into the closed pipe.
-    setup.assert_next_fires_run_once(3, String::new);
+    assert_next_fires_run_once(&scenario, 3, String::new);
     assert!(serving(port));
     let metrics = http_get(port, "/metrics").1;
     assert!(
@@ -236,8 +173,8 @@ fn a_log_pipe_closed_after_the_first_line_stops_neither_fires_nor_signals() {
 
 #[test]
 fn a_full_log_device_neither_stops_fires_nor_panics() {
-    let setup = Setup::new();
-    setup.write_jobs(&setup.every_second_job());
+    let scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
     let (port, address) = metrics_endpoint();
     let full = std::fs::OpenOptions::new()
         .write(true)
@@ -245,12 +182,12 @@ fn a_full_log_device_neither_stops_fires_nor_panics() {
         .expect("/dev/full");
     let mut replica = ReplicaProcess::start_with_stderr(
         "r1",
-        &setup.server.url(),
-        &setup.schedules(),
+        &scenario.server.url(),
+        &scenario.schedules(),
         &["--metrics-addr", &address],
         Stdio::from(full),
     );
-    setup.assert_next_fires_run_once(3, String::new);
+    assert_next_fires_run_once(&scenario, 3, String::new);
     assert!(wait_until(Duration::from_secs(5), || serving(port)));
     let metrics = http_get(port, "/metrics").1;
     assert!(
@@ -263,16 +200,16 @@ fn a_full_log_device_neither_stops_fires_nor_panics() {
 
 #[test]
 fn readyz_fails_while_redis_refuses_writes_and_a_follower_counts_the_errors() {
-    let setup = Setup::new();
-    setup.write_jobs("[jobs.on-demand]\ncommand = \"true\"\n");
-    let leader = setup.replica("r1", &[]);
+    let scenario = Scenario::new();
+    scenario.write_jobs("[jobs.on-demand]\ncommand = \"true\"\n");
+    let leader = scenario.replica("r1", &[]);
     assert!(
-        wait_until(Duration::from_secs(10), || setup.leads("r1")),
+        wait_until(Duration::from_secs(10), || leads(&scenario, "r1")),
         "{}",
         leader.log()
     );
     let (port, address) = metrics_endpoint();
-    let follower = setup.replica("r2", &["--metrics-addr", &address]);
+    let follower = scenario.replica("r2", &["--metrics-addr", &address]);
     assert!(
         wait_until(Duration::from_secs(10), || serving(port)
             && http_get(port, "/readyz") == (200, "ready\n".to_owned())),
@@ -288,7 +225,7 @@ fn readyz_fails_while_redis_refuses_writes_and_a_follower_counts_the_errors() {
     let errors_before = errors();
 
     // Every write is refused with OOM.
-    setup.server.fill_memory();
+    scenario.server.fill_memory();
     assert!(
         wait_until(Duration::from_secs(10), || http_get(port, "/readyz")
             == (503, "redis refuses writes\n".to_owned())),
@@ -305,7 +242,11 @@ fn readyz_fails_while_redis_refuses_writes_and_a_follower_counts_the_errors() {
     // Liveness allows an outage this short: a restart would not free Redis's memory.
     assert_eq!(http_get(port, "/healthz"), (200, "ok\n".to_owned()));
 
-    let _: () = setup.server.connection().del("filler").expect("DEL filler");
+    let _: () = scenario
+        .server
+        .connection()
+        .del("filler")
+        .expect("DEL filler");
     assert!(
         wait_until(Duration::from_secs(10), || http_get(port, "/readyz")
             == (200, "ready\n".to_owned())),
@@ -317,26 +258,27 @@ fn readyz_fails_while_redis_refuses_writes_and_a_follower_counts_the_errors() {
 
 #[test]
 fn sigterm_with_redis_gone_exits_within_grace_and_recording_window_and_never_leads() {
-    let mut setup = Setup::new();
+    let mut scenario = Scenario::new();
     let grace = Duration::from_secs(6);
-    let at = (setup.redis_now_ms() / 1000 + 3) * 1000;
+    let at = (scenario.redis_now_ms() / 1000 + 3) * 1000;
     let fire: DateTime<Utc> = DateTime::from_timestamp_millis(at).expect("a time");
-    setup.write_jobs(&format!(
+    scenario.write_jobs(&format!(
         "[jobs.long]\nschedule = \"{}\"\nqueue = \"slow\"\ncommand = \"{}; sleep 60\"\n",
         fire.format("%-S %-M %-H %-d %-m *"),
-        setup.record()
+        scenario.record("")
     ));
     // r1 leads and runs nothing; r2 serves the queue of the long job only.
-    let mut leader = setup.replica("r1", &["--queues", "default"]);
+    let mut leader = scenario.replica("r1", &["--queues", "default"]);
     assert!(
-        wait_until(Duration::from_secs(10), || setup.leads("r1")),
+        wait_until(Duration::from_secs(10), || leads(&scenario, "r1")),
         "{}",
         leader.log()
     );
     let grace_flag = format!("{}s", grace.as_secs());
-    let mut stopping = setup.replica("r2", &["--queues", "slow", "--shutdown-grace", &grace_flag]);
+    let mut stopping =
+        scenario.replica("r2", &["--queues", "slow", "--shutdown-grace", &grace_flag]);
     assert!(
-        wait_until(Duration::from_secs(15), || setup.ledger().len() == 1),
+        wait_until(Duration::from_secs(15), || scenario.ledger().len() == 1),
         "{}",
         stopping.log()
     );
@@ -346,12 +288,12 @@ fn sigterm_with_redis_gone_exits_within_grace_and_recording_window_and_never_lea
     let signalled = Instant::now();
     leader.kill9();
     assert!(
-        wait_until(Duration::from_secs(5), || setup.leader().is_none()),
+        wait_until(Duration::from_secs(5), || scenario.leader().is_none()),
         "the dead leader's lease did not expire"
     );
     let free_since = Instant::now();
     while free_since.elapsed() < Duration::from_secs(1) {
-        assert_eq!(setup.leader(), None, "a stopping replica took the lease");
+        assert_eq!(scenario.leader(), None, "a stopping replica took the lease");
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(
@@ -360,7 +302,7 @@ fn sigterm_with_redis_gone_exits_within_grace_and_recording_window_and_never_lea
     );
 
     // Redis goes before the grace ends: the handed-back run cannot be recorded.
-    setup.server.kill9();
+    scenario.server.kill9();
     let limit = grace + RECORD_WINDOW + Duration::from_secs(3);
     let status = stopping.wait_exit(limit.saturating_sub(signalled.elapsed()));
     let log = stopping.log();
@@ -413,10 +355,10 @@ fn a_metrics_address_in_use_stops_the_replica_at_start_and_none_runs_without_one
         "{bad}"
     );
 
-    let setup = Setup::new();
-    let mut replica = setup.replica("r1", &["--metrics-addr", "none"]);
+    let scenario = Scenario::new();
+    let mut replica = scenario.replica("r1", &["--metrics-addr", "none"]);
     assert!(
-        wait_until(Duration::from_secs(10), || setup.leads("r1")),
+        wait_until(Duration::from_secs(10), || leads(&scenario, "r1")),
         "{}",
         replica.log()
     );

@@ -18,16 +18,6 @@ use crate::util::scenario::{DATA_LOST, Scenario, fire_ms, percentile, sleep_unti
 use crate::util::wait_until;
 
 impl Scenario {
-    /// A job firing every second that records its runs. Overlap is allowed: a replica frozen
-    /// or killed mid-run holds an overlap lock until its lease expires, which would skip fires
-    /// for reasons these tests are not about.
-    fn every_second_job(&self) -> String {
-        format!(
-            "[jobs.tick]\nschedule = \"* * * * * *\"\noverlap = \"allow\"\ncommand = \"{}\"\n",
-            self.record("")
-        )
-    }
-
     /// Starts replicas r1, r2 and r3 on [`Scenario::every_second_job`] and waits until one
     /// of them leads.
     fn three_replicas_with_a_leader(&self) -> Vec<ReplicaProcess> {

@@ -4,21 +4,18 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-use tempfile::TempDir;
-
-use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::{cli, free_port, http_get, one_document, sample, wait_until};
+use serde_json::Value;
 
 const JOBS: &str = "[jobs.invoice-eu]\ncommand = \"true\"\nqueue = \"eu-west\"\n\n\
                     [jobs.cleanup]\ncommand = \"true\"\n";
 
-/// A Redis, the schedule files every replica declares, and `us-1`: the leader, serving only
-/// the default queue, with its metrics on `port`.
+/// A scenario declaring [`JOBS`], and `us-1`: the leader, serving only the default queue, with
+/// its metrics on `port`.
 struct Regions {
-    server: RedisServer,
-    dir: TempDir,
+    scenario: Scenario,
     port: u16,
     us: ReplicaProcess,
 }
@@ -26,17 +23,11 @@ struct Regions {
 impl Regions {
     /// Declares [`JOBS`] and `more` (TOML), and starts `us-1`.
     fn start(more: &str) -> Self {
-        let server = RedisServer::start();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let schedules = dir.path().join("schedules");
-        std::fs::create_dir_all(&schedules).expect("schedules dir");
-        std::fs::write(schedules.join("jobs.toml"), format!("{JOBS}\n{more}")).expect("write");
+        let scenario = Scenario::new();
+        scenario.write_jobs(&format!("{JOBS}\n{more}"));
         let port = free_port();
-        let us = ReplicaProcess::start(
+        let us = scenario.replica(
             "us-1",
-            &server.url(),
-            &schedules,
-            dir.path(),
             &[
                 "--queues",
                 "default",
@@ -44,12 +35,7 @@ impl Regions {
                 &format!("127.0.0.1:{port}"),
             ],
         );
-        let regions = Self {
-            server,
-            dir,
-            port,
-            us,
-        };
+        let regions = Self { scenario, port, us };
         // Runs can be triggered once the leader has published the jobs.
         assert!(
             wait_until(Duration::from_secs(10), || regions.status()["jobs"]
@@ -65,29 +51,14 @@ impl Regions {
 
     /// Another replica, serving `queues`.
     fn replica(&self, id: &str, queues: &str) -> ReplicaProcess {
-        ReplicaProcess::start(
-            id,
-            &self.server.url(),
-            &self.dir.path().join("schedules"),
-            self.dir.path(),
-            &["--queues", queues],
-        )
-    }
-
-    /// `redcron trigger job`: the new run's id.
-    fn trigger(&self, job: &str) -> String {
-        let out = cli(&self.server, self.dir.path(), &["trigger", job, "--json"]).success();
-        one_document(&out)["id"]
-            .as_str()
-            .expect("a run id")
-            .to_owned()
+        self.scenario.replica(id, &["--queues", queues])
     }
 
     /// A field of `redcron runs show run --json`.
     fn run_field(&self, run: &str, field: &str) -> Value {
         let shown = cli(
-            &self.server,
-            self.dir.path(),
+            &self.scenario.server,
+            self.scenario.dir.path(),
             &["runs", "show", run, "--json"],
         )
         .success();
@@ -110,7 +81,7 @@ impl Regions {
             "{queue} is still served: {}",
             self.status()
         );
-        self.server.now_ms()
+        self.scenario.server.now_ms()
     }
 
     /// Checks that `run` of eu-west started in the default queue, on us-1, once eu-west had been
@@ -132,7 +103,14 @@ impl Regions {
     }
 
     fn status(&self) -> Value {
-        one_document(&cli(&self.server, self.dir.path(), &["status", "--json"]).success())
+        one_document(
+            &cli(
+                &self.scenario.server,
+                self.scenario.dir.path(),
+                &["status", "--json"],
+            )
+            .success(),
+        )
     }
 
     fn metrics(&self) -> String {
@@ -179,7 +157,7 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
 
     // Each run of the pinned job is claimed by the replica serving its queue.
     for _ in 0..4 {
-        let run = regions.trigger("invoice-eu");
+        let run = regions.scenario.trigger("invoice-eu");
         assert!(
             wait_until(Duration::from_secs(10), || regions
                 .worker_of(&run)
@@ -193,11 +171,11 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
 
     // With eu-west's only replica gone, its runs wait, and everything says why.
     assert_eq!(eu.terminate(Duration::from_secs(15)), Some(0));
-    let waiting = regions.trigger("invoice-eu");
+    let waiting = regions.scenario.trigger("invoice-eu");
     // runs list shows it, ready in its queue, as it does every run on its way to a worker.
     let table = cli(
-        &regions.server,
-        regions.dir.path(),
+        &regions.scenario.server,
+        regions.scenario.dir.path(),
         &["runs", "list", "--job", "invoice-eu"],
     )
     .success();
@@ -213,7 +191,9 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
         &["runs", "list", "--job", "invoice-eu", "--json"][..],
         &["runs", "list", "--state", "ready", "--json"][..],
     ] {
-        let listed = one_document(&cli(&regions.server, regions.dir.path(), args).success());
+        let listed = one_document(
+            &cli(&regions.scenario.server, regions.scenario.dir.path(), args).success(),
+        );
         let runs = listed["runs"].as_array().expect("runs");
         let run = runs
             .iter()
@@ -225,7 +205,12 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
             "{listed}"
         );
     }
-    let human = cli(&regions.server, regions.dir.path(), &["status"]).success();
+    let human = cli(
+        &regions.scenario.server,
+        regions.scenario.dir.path(),
+        &["status"],
+    )
+    .success();
     assert!(
         human.contains(
             "queue eu-west: 1 ready run(s) and no live replica serves it: they wait for one \
@@ -252,7 +237,7 @@ fn a_pinned_job_runs_only_where_its_queue_is_served_and_an_unserved_queue_shows(
         regions.metrics()
     );
     // The default queue's runs go on meanwhile.
-    let cleanup = regions.trigger("cleanup");
+    let cleanup = regions.scenario.trigger("cleanup");
     assert!(
         wait_until(Duration::from_secs(10), || regions
             .worker_of(&cleanup)
@@ -302,7 +287,7 @@ fn a_queue_unserved_past_its_fallback_after_sends_its_ready_runs_to_its_fallback
         Regions::start("[queues.eu-west]\nfallback = \"default\"\nfallback_after = \"10s\"\n");
     let mut eu = regions.replica("eu-1", "eu-west");
     // Served: it runs in its own queue, and the fallback is never used.
-    let served = regions.trigger("invoice-eu");
+    let served = regions.scenario.trigger("invoice-eu");
     assert!(
         wait_until(Duration::from_secs(10), || regions
             .worker_of(&served)
@@ -315,7 +300,7 @@ fn a_queue_unserved_past_its_fallback_after_sends_its_ready_runs_to_its_fallback
     // Unserved: the run waits out fallback_after (10 s, counted once eu-1's heartbeat is
     // stale, as status shows it), then moves to default, where us-1 runs it.
     eu.kill9();
-    let stranded = regions.trigger("invoice-eu");
+    let stranded = regions.scenario.trigger("invoice-eu");
     let unserved_ms = regions.unserved_from("eu-west");
     assert!(
         wait_until(Duration::from_secs(30), || regions
@@ -354,10 +339,10 @@ fn who_serves_a_queue_is_followed_through_a_hold() {
         Regions::start("[queues.eu-west]\nfallback = \"default\"\nfallback_after = \"10s\"\n");
     // Unserved from the start, as us-1 saw it at once: a run would move 10 s later, before the
     // hold ends, if the hold stopped the watch.
-    let run = regions.trigger("invoice-eu");
+    let run = regions.scenario.trigger("invoice-eu");
     cli(
-        &regions.server,
-        regions.dir.path(),
+        &regions.scenario.server,
+        regions.scenario.dir.path(),
         &["hold", "--for", "12s"],
     )
     .success();

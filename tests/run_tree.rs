@@ -14,6 +14,7 @@ use redis::Commands;
 use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::{cli, wait_until};
 
 /// The variable that marks a job's processes.
@@ -345,10 +346,9 @@ sh -c 'echo $$ > "$0/grouped.$1.pid"; exec sleep 323' "$dir" $$ &
 sleep 323
 "#;
 
-/// One job whose attempts record whether they overlap an earlier one, on a Redis of its own.
+/// One job whose attempts record whether they overlap an earlier one, in a scenario of its own.
 struct Attempts {
-    server: RedisServer,
-    dir: tempfile::TempDir,
+    scenario: Scenario,
     mark: String,
 }
 
@@ -357,50 +357,32 @@ impl Attempts {
     /// process ignores SIGTERM when `stubborn`.
     fn new(settings: &str, stubborn: bool) -> Self {
         require("setsid", "util-linux");
-        let server = RedisServer::start();
-        let dir = tempfile::tempdir().expect("temp dir");
+        let scenario = Scenario::new();
+        let dir = scenario.dir.path();
         let mark = format!(
             "{}-{}",
             std::process::id(),
-            dir.path()
-                .file_name()
+            dir.file_name()
                 .and_then(|name| name.to_str())
                 .expect("a temp dir name")
         );
-        let attempts = Self { server, dir, mark };
-        let script = attempts.dir.path().join("attempt.sh");
+        let script = dir.join("attempt.sh");
         std::fs::write(&script, ATTEMPT_SCRIPT).expect("write the attempt script");
-        std::fs::create_dir(attempts.schedules()).expect("schedules dir");
         let stubborn = if stubborn { ", STUBBORN = \"1\"" } else { "" };
-        std::fs::write(
-            attempts.schedules().join("jobs.toml"),
-            format!(
-                "[jobs.tree]\ncommand = \"sh {script}\"\nenv = {{ {MARK} = \"{mark}\"{stubborn} }}\n\
-                 {settings}\n",
-                script = script.display(),
-                mark = attempts.mark,
-            ),
-        )
-        .expect("write jobs");
-        attempts
-    }
-
-    fn schedules(&self) -> std::path::PathBuf {
-        self.dir.path().join("schedules")
+        scenario.write_jobs(&format!(
+            "[jobs.tree]\ncommand = \"sh {script}\"\nenv = {{ {MARK} = \"{mark}\"{stubborn} }}\n\
+             {settings}\n",
+            script = script.display(),
+        ));
+        Self { scenario, mark }
     }
 
     /// A replica serving the job, once it has published it.
     fn replica(&self, id: &str, extra: &[&str], env: &[(&str, &str)]) -> ReplicaProcess {
-        let replica = ReplicaProcess::start_with_env(
-            id,
-            &self.server.url(),
-            &self.schedules(),
-            self.dir.path(),
-            extra,
-            env,
-        );
+        let replica = self.scenario.replica_with_env(id, extra, env);
         let published = wait_until(Duration::from_secs(10), || {
-            self.server
+            self.scenario
+                .server
                 .connection()
                 .hexists(keys().defs(), "tree")
                 .unwrap_or(false)
@@ -410,17 +392,18 @@ impl Attempts {
     }
 
     fn trigger(&self) {
-        cli(&self.server, self.dir.path(), &["trigger", "tree"]).success();
+        let scenario = &self.scenario;
+        cli(&scenario.server, scenario.dir.path(), &["trigger", "tree"]).success();
     }
 
     fn ledger(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("ledger")).unwrap_or_default()
+        std::fs::read_to_string(self.scenario.ledger_path()).unwrap_or_default()
     }
 
     /// The pid the `kind` process (`shell`, `grouped` or `escaped`) of the attempt whose shell
     /// is `shell` wrote, once written.
     fn pid(&self, kind: &str, shell: i32) -> Option<i32> {
-        std::fs::read_to_string(self.dir.path().join(format!("{kind}.{shell}.pid")))
+        std::fs::read_to_string(self.scenario.dir.path().join(format!("{kind}.{shell}.pid")))
             .ok()?
             .trim()
             .parse()
@@ -567,7 +550,7 @@ fn a_second_signal_during_the_shutdown_grace_takes_the_runs_tree_along() {
 #[test]
 fn a_replica_stopped_by_a_dead_component_hands_its_run_back_once_its_tree_is_dead() {
     let attempts = Attempts::new("", false);
-    let trigger = attempts.dir.path().join("planner-panics");
+    let trigger = attempts.scenario.dir.path().join("planner-panics");
     let trigger_path = trigger.display().to_string();
     let mut replica = attempts.replica(
         "r1",

@@ -4,59 +4,34 @@
 //! `dead retry` resumes it.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-use serde_json::Value;
-use tempfile::TempDir;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
 use crate::util::schemas::{Schemas, json_lines};
 use crate::util::{cli, keys, one_document, wait_until, wait_until_async};
+use serde_json::Value;
 
-/// A Redis and a schedule directory, with a ledger that every step appends
-/// `<run id> start|end <ms>` to.
-struct Setup {
-    server: RedisServer,
-    dir: TempDir,
+/// A scenario whose schedules define workflows, and what tests ask of its workflows.
+struct Workflows {
+    scenario: Scenario,
 }
 
-impl Setup {
+impl Workflows {
+    /// A scenario whose only schedule file is `schedules`, with `LEDGER` in it naming the
+    /// ledger that every step appends `<run id> start|end <ms>` to.
     fn new(schedules: &str) -> Self {
-        let setup = Self {
-            server: RedisServer::start(),
-            dir: tempfile::tempdir().expect("temp dir"),
-        };
-        std::fs::create_dir_all(setup.schedules()).expect("schedules dir");
-        std::fs::write(
-            setup.schedules().join("jobs.toml"),
-            schedules.replace("LEDGER", &setup.ledger().display().to_string()),
-        )
-        .expect("write schedules");
-        setup
-    }
-
-    fn schedules(&self) -> PathBuf {
-        self.dir.path().join("schedules")
-    }
-
-    fn ledger(&self) -> PathBuf {
-        self.dir.path().join("ledger")
-    }
-
-    fn replica(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
-        ReplicaProcess::start(
-            id,
-            &self.server.url(),
-            &self.schedules(),
-            self.dir.path(),
-            extra,
-        )
+        let scenario = Scenario::new();
+        scenario.write_jobs(
+            &schedules.replace("LEDGER", &scenario.ledger_path().display().to_string()),
+        );
+        Self { scenario }
     }
 
     fn cli(&self, args: &[&str]) -> String {
-        cli(&self.server, self.dir.path(), args).success()
+        cli(&self.scenario.server, self.scenario.dir.path(), args).success()
     }
 
     /// `redcron workflow start name args...`, tried again until a replica has published the
@@ -67,7 +42,7 @@ impl Setup {
         all.extend(args);
         assert!(
             wait_until(Duration::from_secs(15), || {
-                let out = cli(&self.server, self.dir.path(), &all);
+                let out = cli(&self.scenario.server, self.scenario.dir.path(), &all);
                 said = format!("{}{}", out.stdout.trim(), out.stderr);
                 out.code == Some(0)
             }),
@@ -155,7 +130,7 @@ fn ledger(path: &Path) -> HashMap<String, Vec<(i64, Option<i64>)>> {
 
 #[test]
 fn a_cron_fired_workflow_runs_once_per_fire_across_three_replicas_and_a_leader_kill() {
-    let setup = Setup::new(&format!(
+    let setup = Workflows::new(&format!(
         "[jobs.extract]\ncommand = \"{}\"\n[jobs.load]\ncommand = \"{}\"\n\
          [workflows.tick]\nschedule = \"* * * * * *\"\nsteps = [\"extract\", \"load\"]\n",
         recorded("sleep 0.2"),
@@ -163,14 +138,14 @@ fn a_cron_fired_workflow_runs_once_per_fire_across_three_replicas_and_a_leader_k
     ));
     let mut replicas: Vec<ReplicaProcess> = ["r1", "r2", "r3"]
         .iter()
-        .map(|id| setup.replica(id, &[]))
+        .map(|id| setup.scenario.replica(id, &[]))
         .collect();
     let logs = ReplicaProcess::logs;
     // Until a replica has declared the workflow, listing it is refused as unknown.
-    let instances = |setup: &Setup| -> Vec<Value> {
+    let instances = |setup: &Workflows| -> Vec<Value> {
         let listed = cli(
-            &setup.server,
-            setup.dir.path(),
+            &setup.scenario.server,
+            setup.scenario.dir.path(),
             &["workflow", "list", "tick", "-n", "1000", "--json"],
         );
         if listed.code != Some(0) {
@@ -205,7 +180,11 @@ fn a_cron_fired_workflow_runs_once_per_fire_across_three_replicas_and_a_leader_k
     let killed_ms = chrono::Utc::now().timestamp_millis();
     assert!(
         wait_until(Duration::from_secs(30), || {
-            let status = cli(&setup.server, setup.dir.path(), &["status", "--json"]);
+            let status = cli(
+                &setup.scenario.server,
+                setup.scenario.dir.path(),
+                &["status", "--json"],
+            );
             status.code == Some(0)
                 && one_document(&status.stdout)["leader"]["id"]
                     .as_str()
@@ -238,7 +217,7 @@ fn a_cron_fired_workflow_runs_once_per_fire_across_three_replicas_and_a_leader_k
         logs(&replicas)
     );
 
-    let ledger = ledger(&setup.ledger());
+    let ledger = ledger(&setup.scenario.ledger_path());
     let mut fires: Vec<i64> = Vec::new();
     let mut killed_runs = 0;
     for instance in instances(&setup) {
@@ -293,7 +272,7 @@ fn a_cron_fired_workflow_runs_once_per_fire_across_three_replicas_and_a_leader_k
 #[test]
 fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_elsewhere() {
     // compress runs only on `a` (its queue), the other steps only on `b`.
-    let setup = Setup::new(&format!(
+    let setup = Workflows::new(&format!(
         "[jobs.compress]\ncommand = \"{}\"\nqueue = \"first\"\n\
          [jobs.watermark]\ncommand = \"{}\"\n[jobs.upload]\ncommand = \"{}\"\n\
          [workflows.images]\nsteps = [\"compress\", \"watermark\", \"upload\"]\n",
@@ -301,11 +280,11 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
         recorded("sleep 0.3"),
         recorded("true")
     ));
-    let mut a = setup.replica("a", &["--queues", "first"]);
-    let _b = setup.replica("b", &["--queues", "default"]);
+    let mut a = setup.scenario.replica("a", &["--queues", "first"]);
+    let _b = setup.scenario.replica("b", &["--queues", "default"]);
     let logs = [
-        setup.dir.path().join("a.log"),
-        setup.dir.path().join("b.log"),
+        setup.scenario.dir.path().join("a.log"),
+        setup.scenario.dir.path().join("b.log"),
     ];
     let log = || {
         logs.iter()
@@ -332,7 +311,7 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
         setup.wait_finished(&id, Duration::from_secs(20), &log),
         "succeeded"
     );
-    let ledger = ledger(&setup.ledger());
+    let ledger = ledger(&setup.scenario.ledger_path());
     for step in ["compress", "watermark", "upload"] {
         let runs = &ledger[&format!("{id}/{step}")];
         assert_eq!(runs.len(), 1, "{step} ran {runs:?}\n{}", log());
@@ -426,8 +405,8 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
 
     // A step's run id is said to be one, with its instance.
     let step = cli(
-        &setup.server,
-        setup.dir.path(),
+        &setup.scenario.server,
+        setup.scenario.dir.path(),
         &["workflow", "status", &format!("{id}/compress")],
     )
     .failure(2);
@@ -440,15 +419,15 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
 
     // A damaged instance is named on standard error; it hides no other instance.
     let () = redis::Commands::hset(
-        &mut setup.server.connection(),
+        &mut setup.scenario.server.connection(),
         keys().workflow(waiting),
         "status:compress",
         "weird",
     )
     .expect("HSET");
     let listed = cli(
-        &setup.server,
-        setup.dir.path(),
+        &setup.scenario.server,
+        setup.scenario.dir.path(),
         &["workflow", "list", "images"],
     );
     assert_eq!(listed.code, Some(0), "{}", listed.stderr);
@@ -464,7 +443,7 @@ fn a_replica_killed_right_after_acking_a_step_leaves_the_next_steps_to_run_once_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dag_fans_out_and_in_in_order_and_each_step_receives_what_its_needs_passed_on() {
-    let setup = Setup::new(&format!(
+    let setup = Workflows::new(&format!(
         "[jobs.fetch]\ncommand = \"{}\"\n[jobs.left]\ncommand = \"{}\"\n\
          [jobs.right]\ncommand = \"{}\"\n[jobs.merge]\ncommand = \"{}\"\n\
          [workflows.report]\nsteps = [{{ job = \"fetch\" }}, \
@@ -477,10 +456,10 @@ async fn a_dag_fans_out_and_in_in_order_and_each_step_receives_what_its_needs_pa
         recorded("sleep 0.5; echo '{\\\"right\\\": 2, \\\"side\\\": \\\"right\\\"}'"),
         recorded("cat > /dev/null; echo 'not json'"),
     ));
-    let r1 = setup.replica("r1", &["--workers", "4"]);
-    let r2 = setup.replica("r2", &["--workers", "4"]);
+    let r1 = setup.scenario.replica("r1", &["--workers", "4"]);
+    let r2 = setup.scenario.replica("r2", &["--workers", "4"]);
     let log = || format!("{}\n{}", r1.log(), r2.log());
-    let client = redcron::client::Client::connect(&setup.server.url(), "test")
+    let client = redcron::client::Client::connect(&setup.scenario.server.url(), "test")
         .await
         .expect("connect");
     let payload = serde_json::json!({ "day": "2026-12-05", "side": "none" });
@@ -511,7 +490,7 @@ async fn a_dag_fans_out_and_in_in_order_and_each_step_receives_what_its_needs_pa
         "{instance:?}"
     );
 
-    let ledger = ledger(&setup.ledger());
+    let ledger = ledger(&setup.scenario.ledger_path());
     let span = |step: &str| {
         let runs = &ledger[&format!("{id}/{step}")];
         assert_eq!(runs.len(), 1, "{step}: {runs:?}");
@@ -556,7 +535,7 @@ async fn a_dag_fans_out_and_in_in_order_and_each_step_receives_what_its_needs_pa
 
 #[test]
 fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_on() {
-    let setup = Setup::new(&format!(
+    let setup = Workflows::new(&format!(
         "[jobs.prepare]\ncommand = \"{}\"\n\
          [jobs.flaky]\ncommand = \"{}\"\n\
          [jobs.publish]\ncommand = \"{}\"\n\
@@ -567,7 +546,7 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
         recorded("true"),
     ))
     .with_fixed_path();
-    let mut replica = setup.replica("r1", &[]);
+    let mut replica = setup.scenario.replica("r1", &[]);
     let log = || replica.log();
     let start = |name: &str| setup.start(name, &[], &log);
 
@@ -581,7 +560,7 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
         if args[0] == "enqueue" {
             args.extend(["--in", "1h"]);
         }
-        let refused = cli(&setup.server, setup.dir.path(), &args).failure(2);
+        let refused = cli(&setup.scenario.server, setup.scenario.dir.path(), &args).failure(2);
         assert!(
             refused.contains("a workflow's payload must be a JSON object"),
             "{refused}"
@@ -600,7 +579,7 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
         ),
         ("succeeded", "failed", "skipped")
     );
-    assert!(!ledger(&setup.ledger()).contains_key(&format!("{stops}/publish")));
+    assert!(!ledger(&setup.scenario.ledger_path()).contains_key(&format!("{stops}/publish")));
 
     let goes_on = start("goes-on");
     assert_eq!(
@@ -610,14 +589,14 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
     assert_eq!(setup.statuses(&goes_on)["publish"], "succeeded");
 
     // Mend the step, and re-drive its dead run: the instance goes on from it.
-    std::fs::write(setup.dir.path().join("FIXED"), "").expect("fix");
+    std::fs::write(setup.scenario.dir.path().join("FIXED"), "").expect("fix");
     setup.cli(&["dead", "retry", &format!("{stops}/flaky")]);
     assert_eq!(
         setup.wait_finished(&stops, Duration::from_secs(15), &log),
         "succeeded"
     );
     assert_eq!(setup.statuses(&stops)["publish"], "succeeded");
-    let runs = ledger(&setup.ledger());
+    let runs = ledger(&setup.scenario.ledger_path());
     assert_eq!(runs[&format!("{stops}/flaky")].len(), 2);
     assert_eq!(runs[&format!("{stops}/publish")].len(), 1);
 
@@ -632,8 +611,8 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
     assert_eq!(setup.statuses(&paused)["publish"], "skipped");
     // Retried while the job is still paused, the step is skipped again, and the retry says so.
     let early = cli(
-        &setup.server,
-        setup.dir.path(),
+        &setup.scenario.server,
+        setup.scenario.dir.path(),
         &["workflow", "retry", &paused],
     );
     assert_eq!(
@@ -662,8 +641,8 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
     );
     setup.cli(&["resume", "publish"]);
     let retried = cli(
-        &setup.server,
-        setup.dir.path(),
+        &setup.scenario.server,
+        setup.scenario.dir.path(),
         &["workflow", "retry", &paused],
     );
     assert_eq!(
@@ -704,11 +683,15 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
     // Once no live replica declares a failed step's job (its replica gone, its definition
     // unpublished), a retry would fail it again at once: it is refused, and its dead run stays.
     assert_eq!(replica.terminate(Duration::from_secs(10)), Some(0));
-    let () = redis::Commands::hdel(&mut setup.server.connection(), keys().defs(), "flaky")
-        .expect("HDEL");
+    let () = redis::Commands::hdel(
+        &mut setup.scenario.server.connection(),
+        keys().defs(),
+        "flaky",
+    )
+    .expect("HDEL");
     let refused = cli(
-        &setup.server,
-        setup.dir.path(),
+        &setup.scenario.server,
+        setup.scenario.dir.path(),
         &["workflow", "retry", &goes_on],
     )
     .failure(2);
@@ -726,18 +709,18 @@ fn a_dead_step_stops_its_workflow_until_dead_retry_resumes_it_or_continue_goes_o
 fn a_step_acked_by_a_replica_that_knows_no_workflows_is_settled_and_its_instance_goes_on() {
     // `first` runs in a queue no replica here serves: the test acks its run as a replica of
     // a version without workflows would, writing the run's state and nothing else.
-    let setup = Setup::new(&format!(
+    let setup = Workflows::new(&format!(
         "[jobs.first]\ncommand = \"true\"\nqueue = \"old\"\n[jobs.second]\ncommand = \"{}\"\n\
          [workflows.mixed]\nsteps = [\"first\", \"second\"]\n",
         recorded("true")
     ));
     // Not the default, every queue of its jobs: it would claim `first` before the test acks it.
-    let replica = setup.replica("r1", &["--queues", "default"]);
+    let replica = setup.scenario.replica("r1", &["--queues", "default"]);
     let log = || replica.log();
     let id = setup.start("mixed", &[], &log);
     let keys = crate::util::keys();
     let first = format!("{id}/first");
-    let mut redis = setup.server.connection();
+    let mut redis = setup.scenario.server.connection();
     let _: () = redis::cmd("HSET")
         .arg(keys.run(&first))
         .arg(&["state", "succeeded", "output", "{\"from\": \"old\"}"])
@@ -747,7 +730,10 @@ fn a_step_acked_by_a_replica_that_knows_no_workflows_is_settled_and_its_instance
         setup.wait_finished(&id, Duration::from_secs(15), &log),
         "succeeded"
     );
-    assert_eq!(ledger(&setup.ledger())[&format!("{id}/second")].len(), 1);
+    assert_eq!(
+        ledger(&setup.scenario.ledger_path())[&format!("{id}/second")].len(),
+        1
+    );
     let second = setup.run(&format!("{id}/second"));
     assert_eq!(second["payload"], "{\"from\":\"old\"}");
     // Said by the reaper once its settling call returns, which may be after the instance ended.
@@ -759,22 +745,23 @@ fn a_step_acked_by_a_replica_that_knows_no_workflows_is_settled_and_its_instance
     );
 }
 
-impl Setup {
-    /// Points `FIXED` in the schedules at the setup's own directory.
+impl Workflows {
+    /// Points `FIXED` in the schedules at the scenario's own directory.
     fn with_fixed_path(self) -> Self {
-        let path = self.schedules().join("jobs.toml");
+        let path = self.scenario.schedules().join("jobs.toml");
         let text = std::fs::read_to_string(&path).expect("read schedules");
-        let fixed = self.dir.path().join("FIXED");
-        std::fs::write(&path, text.replace("FIXED", &fixed.display().to_string()))
-            .expect("write schedules");
+        let fixed = self.scenario.dir.path().join("FIXED");
+        self.scenario
+            .write_jobs(&text.replace("FIXED", &fixed.display().to_string()));
         self
     }
 }
 
 #[test]
 fn bad_workflow_requests_are_refused_with_what_is_wrong_and_exit_code_2() {
-    let setup = Setup::new("[jobs.a]\ncommand = \"true\"\n");
-    let refused = |args: &[&str]| cli(&setup.server, setup.dir.path(), args).failure(2);
+    let setup = Workflows::new("[jobs.a]\ncommand = \"true\"\n");
+    let refused =
+        |args: &[&str]| cli(&setup.scenario.server, setup.scenario.dir.path(), args).failure(2);
     let unknown = refused(&["workflow", "start", "nope"]);
     assert!(
         unknown.contains("unknown workflow \"nope\": no live replica declares it"),
@@ -799,11 +786,16 @@ fn bad_workflow_requests_are_refused_with_what_is_wrong_and_exit_code_2() {
         "{typo}"
     );
     // A job's name is said to be a job's, with what runs it.
-    let _replica = setup.replica("r", &[]);
+    let _replica = setup.scenario.replica("r", &[]);
     let mut said = String::new();
     assert!(
         wait_until(Duration::from_secs(15), || {
-            said = cli(&setup.server, setup.dir.path(), &["workflow", "start", "a"]).stderr;
+            said = cli(
+                &setup.scenario.server,
+                setup.scenario.dir.path(),
+                &["workflow", "start", "a"],
+            )
+            .stderr;
             said.contains("\"a\" is a job, not a workflow: run it with `redcron trigger a`")
         }),
         "{said}"

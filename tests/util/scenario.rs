@@ -50,6 +50,16 @@ impl Scenario {
         )
     }
 
+    /// A job `tick` firing every second that records its runs. Overlap is allowed: a replica
+    /// frozen or killed mid-run holds an overlap lock until its lease expires, which would skip
+    /// fires for reasons the tests that use it are not about.
+    pub fn every_second_job(&self) -> String {
+        format!(
+            "[jobs.tick]\nschedule = \"* * * * * *\"\noverlap = \"allow\"\ncommand = \"{}\"\n",
+            self.record("")
+        )
+    }
+
     /// Starts replicas `ids` with `extra` flags and waits until one of them leads.
     pub fn replicas_with_a_leader(&self, ids: &[&str], extra: &[&str]) -> Vec<ReplicaProcess> {
         let replicas: Vec<ReplicaProcess> = ids.iter().map(|id| self.replica(id, extra)).collect();
@@ -97,6 +107,37 @@ impl Scenario {
         )
     }
 
+    /// Starts replica `id` with `NODE=<id>` in its commands' environment, as each machine of a
+    /// fleet names itself, so that a job that runs on every replica can record where it ran
+    /// (`record("$NODE")`); `extra` flags as for [`Scenario::replica`].
+    pub fn node(&self, id: &str, extra: &[&str]) -> ReplicaProcess {
+        self.node_with_env(id, extra, &[])
+    }
+
+    /// Like [`Scenario::node`], with `env` added to its environment.
+    pub fn node_with_env(&self, id: &str, extra: &[&str], env: &[(&str, &str)]) -> ReplicaProcess {
+        let mut env = env.to_vec();
+        env.push(("NODE", id));
+        self.replica_with_env(id, extra, &env)
+    }
+
+    /// Like [`Scenario::replica`], with `env` added to its environment.
+    pub fn replica_with_env(
+        &self,
+        id: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> ReplicaProcess {
+        ReplicaProcess::start_with_env(
+            id,
+            &self.server.url(),
+            &self.schedules(),
+            self.dir.path(),
+            extra,
+            env,
+        )
+    }
+
     /// Every ledger line: run id, start ms, tag.
     pub fn ledger(&self) -> Vec<(String, i64, String)> {
         crate::util::read_ledger(&self.ledger_path())
@@ -113,6 +154,15 @@ impl Scenario {
             .connection()
             .get(keys().leader())
             .expect("GET leader")
+    }
+
+    /// `state` and `reason` of run `run_id`, read together (`None` for a run that has no
+    /// record).
+    pub fn run_state(&self, run_id: &str) -> (Option<String>, Option<String>) {
+        self.server
+            .connection()
+            .hmget(keys().run(run_id), &["state", "reason"])
+            .expect("HMGET")
     }
 
     /// Field `field` of run `run_id`'s hash.
@@ -132,12 +182,14 @@ pub fn sleep_until(scenario: &Scenario, ms: i64) {
     }
 }
 
-/// The fire time of a cron run id `<job>@<ms>`.
+/// The fire time of a cron run id `<job>@<ms>`, or `<job>@<ms>:<replica>` for a job that runs
+/// on every replica.
 pub fn fire_ms(run_id: &str) -> i64 {
     run_id
         .rsplit_once('@')
-        .and_then(|(_, ms)| ms.parse().ok())
-        .expect("a cron run id")
+        .map(|(_, fire)| fire.split_once(':').map_or(fire, |(ms, _)| ms))
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("{run_id} is not a cron run id"))
 }
 
 /// The value below which `fraction` of `sorted` lies.
