@@ -648,7 +648,8 @@ async fn a_second_process_beating_under_a_replica_id_is_stopped_a_restored_recor
     first.tick().await.expect("beat");
 
     // A second process beats under the same id (its start time tells it from the first): the
-    // older one stops, the newer one goes on.
+    // older one stops, the newer one goes on. A time: the second must start a few
+    // milliseconds after the first for their start times to differ.
     tokio::time::sleep(Duration::from_millis(5)).await;
     let mut second = heartbeat_of(&store, "r", EVERY_2S);
     second
@@ -747,7 +748,8 @@ fn a_replica_whose_declarations_name_a_job_it_lacks_hands_its_runs_back_and_lose
 
     // r2 freezes (for less than its run lease), and r1's declarations are written over, again
     // and again, so that they name j, with as many entries as before: r1's workers claim j's
-    // runs, which r1 cannot run.
+    // runs, which r1 cannot run. A time: the damage must outlast several of r1's claims and
+    // its own rewrites of its declarations, which no event of r1's marks.
     r2.signal(nix::sys::signal::Signal::SIGSTOP);
     let damaged_at = scenario.redis_now_ms();
     for _ in 0..12 {

@@ -376,7 +376,8 @@ fn replicated_writes_wait_for_the_replica_and_fail_while_it_is_gone() {
         setup.log()
     );
     // The promoted replica has no replica of its own until the old primary comes back as one:
-    // until then no state change counts as done, so no fire runs.
+    // until then no state change counts as done, so no fire runs: an absence, which only a
+    // time can show.
     std::thread::sleep(Duration::from_secs(3));
     let stalled = fleet.fires().len();
     assert!(

@@ -13,7 +13,7 @@ use redis::Commands;
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::store::{FORBID_TICK, LEASE, THRESHOLD, claim_run, plan, setup};
-use crate::util::{cli, keys, wait_until};
+use crate::util::{cli, keys, wait_until, wait_until_async};
 
 /// Every key of the test namespace but the hold's own, with its serialized value.
 fn snapshot(server: &RedisServer) -> BTreeMap<String, Vec<u8>> {
@@ -163,13 +163,22 @@ async fn a_held_namespace_writes_nothing_keeps_its_leases_and_goes_on_once_relea
 async fn a_hold_ends_by_itself_when_its_time_is_up() {
     let server = RedisServer::start();
     let store: Store = crate::util::store::connect(&server).await;
+    let set = Instant::now();
     store
         .set_hold(Some(Duration::from_millis(300)))
         .await
         .expect("hold");
     assert!(store.overview().await.expect("overview").held_for.is_some());
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(store.overview().await.expect("overview").held_for, None);
+    let ended = wait_until_async(Duration::from_secs(5), async || {
+        store.overview().await.expect("overview").held_for.is_none()
+    })
+    .await;
+    assert!(ended, "the hold outlived its time");
+    assert!(
+        set.elapsed() >= Duration::from_millis(300),
+        "the hold ended after {:?}, before its time",
+        set.elapsed()
+    );
 }
 
 /// A script that builds keys of its own must refuse while the namespace is held, or declare

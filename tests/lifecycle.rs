@@ -291,6 +291,7 @@ fn sigterm_with_redis_gone_exits_within_grace_and_recording_window_and_never_lea
         wait_until(Duration::from_secs(5), || scenario.leader().is_none()),
         "the dead leader's lease did not expire"
     );
+    // An absence, watched for a second: the lease stays free.
     let free_since = Instant::now();
     while free_since.elapsed() < Duration::from_secs(1) {
         assert_eq!(scenario.leader(), None, "a stopping replica took the lease");

@@ -458,7 +458,8 @@ fn an_outage_tells_once_per_job_and_never_for_a_paused_job() {
     );
     cli(&scenario.server, dir, &["pause", "held"]).success();
     assert_eq!(replica.terminate(Duration::from_secs(10)), Some(0));
-    // Down past the misfire threshold (1 s).
+    // Down past the misfire threshold (1 s): a time, as an absence is, for the fires due
+    // meanwhile to be later than the threshold when the replica is back.
     std::thread::sleep(Duration::from_secs(3));
     let replica = scenario.replica("r1", &flags);
     let skipped = |job: &str| {

@@ -85,7 +85,8 @@ fn a_deploy_that_empties_the_directory_then_copies_files_leaves_no_gap() {
         replica.log()
     );
 
-    // The copy, one file at a time, within the quiet the watch waits for: read once.
+    // The copy, one file at a time, within the quiet the watch waits for: read once. The
+    // writes are spread over a time, as a copy's are: that is what the watch must bear.
     let reloads_before = replica.log().matches("schedules reloaded").count();
     for (name, text) in &files {
         std::fs::write(scenario.schedules().join(name), text).expect("write");

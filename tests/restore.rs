@@ -10,11 +10,13 @@ use nix::sys::signal::Signal;
 use redcron::store::{FailOutcome, FailReason, Failure, OwnedRun, Store};
 use redis::Commands;
 
+use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::{DATA_LOST, Scenario, fire_ms, sleep_until};
 use crate::util::scenario::{assert_overlaps_were_real, intervals, recorded};
 use crate::util::store::{
     FORBID_TICK, THRESHOLD, claim_run, connect, plan, run_hash, setup, skipped,
 };
+use crate::util::wait::wait_for;
 use crate::util::{cli, keys, one_document, wait_until};
 
 #[tokio::test]
@@ -194,19 +196,34 @@ fn after_redis_is_restored_from_an_older_copy_fires_resume_at_once() {
     sleep_until(&scenario, scenario.redis_now_ms() + 3_500);
     // Both jobs can be between two runs at the instant of the copy (their fires come
     // together): a copy is taken again, a moment later, until it holds active runs.
-    let mut active_in_copy: Vec<String> = Vec::new();
-    for _ in 0..5 {
-        active_in_copy = scenario
+    let active_in_copy: Vec<String> = wait_for(Duration::from_secs(5), || {
+        let active: Vec<String> = scenario
             .server
             .snapshot(|redis| redis.zrange(keys().active(), 0, -1).expect("ZRANGE"));
-        if !active_in_copy.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    assert!(!active_in_copy.is_empty(), "the copy holds active runs");
-    // Runs go on for a few seconds, then Redis comes back with the copy.
-    std::thread::sleep(Duration::from_secs(3));
+        (!active.is_empty()).then_some(active)
+    })
+    .expect("a copy holds active runs");
+    let copied = scenario.redis_now_ms();
+    // Runs go on until those active in the copy have finished and each job has run two fires
+    // after the copy, then Redis comes back with the copy, having lost them.
+    let lost = || {
+        let runs = intervals(&scenario);
+        let ended = |run: &String| runs.iter().any(|(id, _, end)| id == run && end.is_some());
+        active_in_copy.iter().all(ended)
+            && ["one", "two"].iter().all(|job| {
+                starts(&scenario, job)
+                    .keys()
+                    .filter(|fire| **fire > copied)
+                    .count()
+                    >= 2
+            })
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), lost),
+        "the runs active in the copy did not end, or fires stopped: {:?}\n{}",
+        intervals(&scenario),
+        ReplicaProcess::logs(&replicas)
+    );
     scenario.server.restore_snapshot(Duration::from_millis(300));
     let restored = scenario.redis_now_ms();
     sleep_until(&scenario, restored + 8_000);
@@ -319,8 +336,7 @@ fn a_restore_skips_no_fire_for_a_run_of_the_copy_that_had_finished() {
     // it has ended.
     let replicas = scenario.replicas_with_a_leader(&["r1", "r2", "r3"], &["--run-lease", "30s"]);
     sleep_until(&scenario, scenario.redis_now_ms() + 3_000);
-    let mut copied = None;
-    for _ in 0..10 {
+    let copied = wait_for(Duration::from_secs(5), || {
         let (copy_ms, active): (i64, Vec<(String, Option<String>)>) =
             scenario.server.snapshot(|redis| {
                 let (seconds, micros): (i64, i64) = redis::cmd("TIME").query(redis).expect("TIME");
@@ -337,15 +353,11 @@ fn a_restore_skips_no_fire_for_a_run_of_the_copy_that_had_finished() {
                     .collect();
                 (seconds * 1000 + micros / 1000, active)
             });
-        if let Some((run, Some(worker))) = active
+        active
             .into_iter()
             .find(|(run, _)| run.starts_with("b@") && fire_ms(run) <= copy_ms)
-        {
-            copied = Some((copy_ms, run, worker));
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
+            .and_then(|(run, worker)| Some((copy_ms, run, worker?)))
+    });
     let (copy_ms, active_in_copy, worker) = copied.expect("a copy holding a running run of b");
     let holder = replicas
         .iter()

@@ -17,9 +17,6 @@ use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::{Scenario, fire_ms};
 use crate::util::{cli, wait_until};
 
-/// How long each step of the deploy leaves the replicas running before the next.
-const STEP: Duration = Duration::from_secs(5);
-
 /// From the moment a replica declaring a new job has started, by when the job must have fired:
 /// the leader's next tick (every second) sees the declaration and plans the next whole second.
 const ADDED_WITHIN_MS: i64 = 3_000;
@@ -114,6 +111,25 @@ impl<'a> Deploy<'a> {
         signalled
     }
 
+    /// Waits until each job has fired at or after `from` (Redis ms), `keep` twice: the fleet
+    /// as it now stands has planned and run every job, which is what each step of the deploy
+    /// must show before the next one changes it.
+    fn run_every_job_from(&mut self, from: i64) {
+        let ledger = || self.scenario.ledger();
+        let fired_since = |job: &str, times: usize| {
+            fires(&ledger(), job)
+                .iter()
+                .filter(|fire| **fire >= from)
+                .count()
+                >= times
+        };
+        let ran = wait_until(Duration::from_secs(15), || {
+            fired_since("keep", 2) && fired_since("change", 1) && fired_since("added", 1)
+        });
+        assert!(ran, "not every job fired from {from} on\n{}", self.report());
+        self.note("every job fired");
+    }
+
     /// Records `event` in the timeline; Redis's time of it.
     fn note(&mut self, event: &str) -> i64 {
         let now = self.scenario.redis_now_ms();
@@ -185,14 +201,15 @@ fn a_rolling_deploy_runs_every_fire_of_every_job_once_and_none_dead() {
         stops.push(deploy.stop(old));
         let up = deploy.start_version_2(&format!("{old}-v2"));
         first_v2_up.get_or_insert(up);
-        std::thread::sleep(STEP);
-        deploy.note("step done");
+        deploy.run_every_job_from(up);
     }
     let first_v2_up = first_v2_up.expect("a version 2 replica started");
     // Version 1 is declared by most live replicas until the second one is stopped, and by
     // none once the third is.
     let (v1_majority_until, v1_gone) = (stops[1], stops[2]);
-    std::thread::sleep(STEP);
+    // Then version 2 alone, long enough for a fire of each job.
+    let alone = deploy.note("version 2 alone");
+    deploy.run_every_job_from(alone);
     let end = deploy.note("stopping");
     for old in &order {
         deploy.stop(&format!("{old}-v2"));
