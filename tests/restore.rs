@@ -193,7 +193,15 @@ fn after_redis_is_restored_from_an_older_copy_fires_resume_at_once() {
     // The default run lease: a stale run would hold its job for 30 s.
     let flags = ["--run-lease", "30s"];
     let replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &flags);
-    sleep_until(&scenario, scenario.redis_now_ms() + 3_500);
+    // The copy is taken once both jobs run: each has started two fires.
+    assert!(
+        wait_until(Duration::from_secs(10), || ["one", "two"]
+            .iter()
+            .all(|job| starts(&scenario, job).len() >= 2)),
+        "the jobs do not run: {:?}\n{}",
+        intervals(&scenario),
+        ReplicaProcess::logs(&replicas)
+    );
     // Both jobs can be between two runs at the instant of the copy (their fires come
     // together): a copy is taken again, a moment later, until it holds active runs.
     let active_in_copy: Vec<String> = wait_for(Duration::from_secs(5), || {
