@@ -17,36 +17,6 @@ use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::{DATA_LOST, Scenario, fire_ms, percentile, sleep_until};
 use crate::util::wait_until;
 
-impl Scenario {
-    /// Starts replicas r1, r2 and r3 on [`Scenario::every_second_job`] and waits until one
-    /// of them leads.
-    fn three_replicas_with_a_leader(&self) -> Vec<ReplicaProcess> {
-        self.write_jobs(&self.every_second_job());
-        self.replicas_with_a_leader(&["r1", "r2", "r3"], &[])
-    }
-
-    /// Replicas `ids`, once a fire of theirs has run.
-    fn firing_replicas(&self, ids: &[&str]) -> Vec<ReplicaProcess> {
-        let replicas = ids.iter().map(|id| self.replica(id, &[])).collect();
-        assert!(
-            wait_until(Duration::from_secs(10), || !self.ledger().is_empty()),
-            "no fire ran"
-        );
-        replicas
-    }
-
-    /// Which of `replicas` holds the leader lease, and under which epoch.
-    fn leading_replica(&self, replicas: &[ReplicaProcess]) -> (usize, u64) {
-        let token = self.leader().expect("a leader");
-        let (id, epoch) = token.rsplit_once(':').expect("<id>:<epoch>");
-        let index = replicas
-            .iter()
-            .position(|replica| replica.id == id)
-            .expect("the leader is one of ours");
-        (index, epoch.parse().expect("an epoch"))
-    }
-}
-
 /// A 6-field expression that fires once, at the whole second `at_ms` (UTC).
 fn once_at(at_ms: i64) -> String {
     let at: DateTime<Utc> = DateTime::from_timestamp_millis(at_ms).expect("valid time");

@@ -76,6 +76,34 @@ impl Scenario {
         replicas
     }
 
+    /// Starts replicas r1, r2 and r3 on [`Scenario::every_second_job`] and waits until one
+    /// of them leads.
+    pub fn three_replicas_with_a_leader(&self) -> Vec<ReplicaProcess> {
+        self.write_jobs(&self.every_second_job());
+        self.replicas_with_a_leader(&["r1", "r2", "r3"], &[])
+    }
+
+    /// Replicas `ids`, once a fire of theirs has run.
+    pub fn firing_replicas(&self, ids: &[&str]) -> Vec<ReplicaProcess> {
+        let replicas = ids.iter().map(|id| self.replica(id, &[])).collect();
+        assert!(
+            wait_until(Duration::from_secs(10), || !self.ledger().is_empty()),
+            "no fire ran"
+        );
+        replicas
+    }
+
+    /// Which of `replicas` holds the leader lease, and under which epoch.
+    pub fn leading_replica(&self, replicas: &[ReplicaProcess]) -> (usize, u64) {
+        let token = self.leader().expect("a leader");
+        let (id, epoch) = token.rsplit_once(':').expect("<id>:<epoch>");
+        let index = replicas
+            .iter()
+            .position(|replica| replica.id == id)
+            .expect("the leader is one of ours");
+        (index, epoch.parse().expect("an epoch"))
+    }
+
     /// Writes `toml` as the only schedule file.
     pub fn write_jobs(&self, toml: &str) {
         std::fs::write(self.schedules().join("jobs.toml"), toml).expect("write jobs");
