@@ -12,7 +12,6 @@ use nix::unistd::{Pid, getuid};
 use redis::Commands;
 
 use crate::util::keys;
-use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::Scenario;
 use crate::util::{cli, wait_until};
@@ -166,6 +165,21 @@ fn jobs_toml(cases: &[&Case], mark: &str) -> String {
         .collect()
 }
 
+/// What marks the processes of `scenario`'s runs, unique to this test's run: other tests may
+/// run the same commands at the same time.
+fn run_mark(scenario: &Scenario) -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        scenario
+            .dir
+            .path()
+            .file_name()
+            .and_then(|name| name.to_str())
+            .expect("a temp dir name")
+    )
+}
+
 #[test]
 fn killing_a_replica_kills_every_process_of_its_runs() {
     for (tool, package) in [
@@ -180,27 +194,11 @@ fn killing_a_replica_kills_every_process_of_its_runs() {
         .iter()
         .filter(|case| case.user.is_none() || getuid().is_root())
         .collect();
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let schedules = dir.path().join("schedules");
-    std::fs::create_dir(&schedules).expect("schedules dir");
-    // Unique to this test's run: other tests may run the same commands at the same time.
-    let mark = format!(
-        "{}-{}",
-        std::process::id(),
-        dir.path()
-            .file_name()
-            .and_then(|name| name.to_str())
-            .expect("a temp dir name")
-    );
-    std::fs::write(schedules.join("jobs.toml"), jobs_toml(&cases, &mark)).expect("write jobs");
-    let mut replica = ReplicaProcess::start(
-        "r1",
-        &server.url(),
-        &schedules,
-        dir.path(),
-        &["--workers", "8"],
-    );
+    let scenario = Scenario::new();
+    let (server, dir) = (&scenario.server, &scenario.dir);
+    let mark = run_mark(&scenario);
+    scenario.write_jobs(&jobs_toml(&cases, &mark));
+    let mut replica = scenario.replica("r1", &["--workers", "8"]);
     let published = wait_until(Duration::from_secs(10), || {
         cases.iter().all(|case| {
             server
@@ -211,7 +209,7 @@ fn killing_a_replica_kills_every_process_of_its_runs() {
     });
     assert!(published, "the jobs were not published:\n{}", replica.log());
     for case in &cases {
-        cli(&server, dir.path(), &["trigger", case.job]).success();
+        cli(server, dir.path(), &["trigger", case.job]).success();
     }
 
     let job_mark = |case: &Case| format!("{mark}-{}", case.job);
@@ -358,15 +356,8 @@ impl Attempts {
     fn new(settings: &str, stubborn: bool) -> Self {
         require("setsid", "util-linux");
         let scenario = Scenario::new();
-        let dir = scenario.dir.path();
-        let mark = format!(
-            "{}-{}",
-            std::process::id(),
-            dir.file_name()
-                .and_then(|name| name.to_str())
-                .expect("a temp dir name")
-        );
-        let script = dir.join("attempt.sh");
+        let mark = run_mark(&scenario);
+        let script = scenario.dir.path().join("attempt.sh");
         std::fs::write(&script, ATTEMPT_SCRIPT).expect("write the attempt script");
         let stubborn = if stubborn { ", STUBBORN = \"1\"" } else { "" };
         scenario.write_jobs(&format!(
