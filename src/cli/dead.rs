@@ -91,18 +91,7 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                 outcome.map_err(CliError::from)
             })?;
             if *json {
-                let pairs = |runs: &[(String, String)], name: &str| -> Vec<serde_json::Value> {
-                    runs.iter()
-                        .map(|(run_id, value)| json!({"id": run_id, name: value}))
-                        .collect()
-                };
-                let document = json!({
-                    "retried": outcome.retried,
-                    "left_paused": pairs(&outcome.left_paused, "job"),
-                    "left_unknown": pairs(&outcome.left_unknown, "job"),
-                    "damaged": pairs(&outcome.damaged, "damage"),
-                });
-                writeln!(out, "{document}")
+                writeln!(out, "{}", retried_document(&outcome))
                     .map_err(CliError::io("done, but writing the result"))?;
             } else if outcome.retried.is_empty()
                 && outcome.left_paused.is_empty()
@@ -159,6 +148,34 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
     }
 }
 
+/// A dead run as `dead list --json` and the web API show it: its record as [`run_document`]
+/// shapes it, with when it died.
+pub(crate) fn dead_document(
+    run_id: &str,
+    died_ms: i64,
+    fields: HashMap<String, String>,
+) -> serde_json::Value {
+    let mut object = run_document(run_id, fields);
+    object.insert("died".to_owned(), rfc3339(died_ms).into());
+    object.insert("died_ms".to_owned(), died_ms.into());
+    serde_json::Value::Object(object)
+}
+
+/// What a retry did, as `dead retry --json` and the web API show it.
+pub(crate) fn retried_document(outcome: &DeadRetried) -> serde_json::Value {
+    let pairs = |runs: &[(String, String)], name: &str| -> Vec<serde_json::Value> {
+        runs.iter()
+            .map(|(run_id, value)| json!({"id": run_id, name: value}))
+            .collect()
+    };
+    json!({
+        "retried": outcome.retried,
+        "left_paused": pairs(&outcome.left_paused, "job"),
+        "left_unknown": pairs(&outcome.left_unknown, "job"),
+        "damaged": pairs(&outcome.damaged, "damage"),
+    })
+}
+
 fn list(
     redis: &RedisArgs,
     count: usize,
@@ -175,12 +192,7 @@ fn list(
     if format.is_json() {
         let runs: Vec<serde_json::Value> = runs
             .into_iter()
-            .map(|(run_id, died_ms, fields)| {
-                let mut object = run_document(&run_id, fields);
-                object.insert("died".to_owned(), rfc3339(died_ms).into());
-                object.insert("died_ms".to_owned(), died_ms.into());
-                serde_json::Value::Object(object)
-            })
+            .map(|(run_id, died_ms, fields)| dead_document(&run_id, died_ms, fields))
             .collect();
         return format
             .write(out, "runs", runs)

@@ -253,6 +253,48 @@ fn too_far() -> String {
 /// Creates the run through [`Client`], with what `settings` adds to the request, and prints it.
 /// A due time in the past is refused unless --allow-past: a mistyped date must not run a job at
 /// once.
+/// An ad-hoc run made, as `trigger --json` and `enqueue --json` and the web API show it.
+pub(crate) fn submitted_document(
+    job: &str,
+    run_id: &str,
+    due_ms: i64,
+    paused: bool,
+    declared_by: Option<&[String]>,
+) -> serde_json::Value {
+    json!({
+        "id": run_id,
+        "runs": [{"id": run_id, "replica": null}],
+        "job": job,
+        "due": rfc3339(due_ms),
+        "due_ms": due_ms,
+        "paused": paused,
+        "declared_by": declared_by,
+    })
+}
+
+/// The runs of a triggered fire of an every-replica job, as `trigger --json` and the web API
+/// show them: the shape of [`submitted_document`], with no single id.
+pub(crate) fn fired_document(
+    job: &str,
+    fired: &Fired,
+    live: Option<&[String]>,
+) -> serde_json::Value {
+    let runs: Vec<_> = fired
+        .runs
+        .iter()
+        .map(|(id, replica)| json!({"id": id, "replica": replica}))
+        .collect();
+    json!({
+        "id": null,
+        "runs": runs,
+        "job": job,
+        "due": rfc3339(fired.fire_ms),
+        "due_ms": fired.fire_ms,
+        "paused": fired.paused,
+        "declared_by": live,
+    })
+}
+
 fn submit(
     redis: &RedisArgs,
     job: &str,
@@ -288,15 +330,7 @@ fn submit(
         paused,
     } = submitted;
     let written = if run.json {
-        let document = json!({
-            "id": run_id,
-            "runs": [{"id": run_id, "replica": null}],
-            "job": job,
-            "due": rfc3339(due_ms),
-            "due_ms": due_ms,
-            "paused": paused,
-            "declared_by": declared_by,
-        });
+        let document = submitted_document(&job, &run_id, due_ms, paused, declared_by.as_deref());
         writeln!(out, "{document}")
     } else {
         // Relative to Redis's clock, which decides when the run is due.
@@ -333,21 +367,7 @@ fn print_fired(
     let job = &args.job;
     let due = rfc3339(fired.fire_ms);
     let written = if args.run.json {
-        let runs: Vec<_> = fired
-            .runs
-            .iter()
-            .map(|(id, replica)| json!({"id": id, "replica": replica}))
-            .collect();
-        let document = json!({
-            "id": null,
-            "runs": runs,
-            "job": job,
-            "due": due,
-            "due_ms": fired.fire_ms,
-            "paused": fired.paused,
-            "declared_by": live,
-        });
-        writeln!(out, "{document}")
+        writeln!(out, "{}", fired_document(job, fired, live))
     } else {
         fired.runs.iter().try_for_each(|(id, replica)| {
             writeln!(out, "{id} due {due} (now) on replica {replica}")
@@ -376,7 +396,6 @@ fn print_fired(
     Ok(())
 }
 
-/// The live replicas that declare `job`, sorted: those that may claim its runs now.
 /// The labels of a published definition's `where` (none for a job every replica may run, or a
 /// definition that cannot be read).
 fn where_of(definition: &str) -> Vec<String> {
@@ -388,7 +407,8 @@ fn where_of(definition: &str) -> Vec<String> {
     serde_json::from_str::<Where>(definition).map_or_else(|_| Vec::new(), |read| read.selector)
 }
 
-fn live_declarers(overview: &crate::store::Overview, job: &str) -> Vec<String> {
+/// The live replicas that declare `job`, sorted: those that may claim its runs now.
+pub(crate) fn live_declarers(overview: &crate::store::Overview, job: &str) -> Vec<String> {
     let mut replicas: Vec<String> = overview
         .replicas
         .iter()

@@ -33,6 +33,30 @@ pub(super) struct HistoryArgs {
     redis: RedisArgs,
 }
 
+/// One outcome as `history --json` and the web API show it. Numbers are numbers and what a run
+/// lacks is null; each instant is RFC 3339 for people and `_ms` for arithmetic.
+pub(crate) fn history_document(event: &Event, run: &HashMap<String, String>) -> Value {
+    let entry = HistoryEntry::new(event, run);
+    json!({
+        "id": entry.run_id,
+        "job": entry.field("job"),
+        "replica": entry.replica(),
+        "outcome": entry.field("state"),
+        "at": rfc3339(event.at_ms),
+        "at_ms": event.at_ms,
+        "fire": entry.fire_ms().map(rfc3339),
+        "fire_ms": entry.fire_ms(),
+        "started": entry.started_ms().map(rfc3339),
+        "started_ms": entry.started_ms(),
+        "duration_ms": entry.duration_ms(),
+        "attempt": entry.number("attempt"),
+        "exit_code": entry.number("exit_code"),
+        "reason": entry.field("reason"),
+        "error": entry.field("error"),
+        "output": entry.field("output"),
+    })
+}
+
 pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), CliError> {
     let rows: Vec<(Event, HashMap<String, String>)> = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
@@ -54,27 +78,7 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
         // and `_ms` for arithmetic.
         let runs: Vec<Value> = rows
             .iter()
-            .map(|(event, run)| {
-                let entry = HistoryEntry::new(event, run);
-                json!({
-                    "id": entry.run_id,
-                    "job": entry.field("job"),
-                    "replica": entry.replica(),
-                    "outcome": entry.field("state"),
-                    "at": rfc3339(event.at_ms),
-                    "at_ms": event.at_ms,
-                    "fire": entry.fire_ms().map(rfc3339),
-                    "fire_ms": entry.fire_ms(),
-                    "started": entry.started_ms().map(rfc3339),
-                    "started_ms": entry.started_ms(),
-                    "duration_ms": entry.duration_ms(),
-                    "attempt": entry.number("attempt"),
-                    "exit_code": entry.number("exit_code"),
-                    "reason": entry.field("reason"),
-                    "error": entry.field("error"),
-                    "output": entry.field("output"),
-                })
-            })
+            .map(|(event, run)| history_document(event, run))
             .collect();
         return args
             .format

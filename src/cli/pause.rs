@@ -20,6 +20,16 @@ pub(super) struct PauseArgs {
     redis: RedisArgs,
 }
 
+/// A pause or resume as `pause --json` and the web API show it: what the job is now, and what it
+/// was, so that a script that pauses twice can tell.
+pub(crate) fn pause_document(job: &str, pause: bool, changed: bool) -> serde_json::Value {
+    json!({
+        "job": job,
+        "paused": pause,
+        "was_paused": pause != changed,
+    })
+}
+
 pub(super) fn execute(args: &PauseArgs, pause: bool, out: &mut impl Write) -> Result<(), CliError> {
     let changed = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
@@ -31,13 +41,7 @@ pub(super) fn execute(args: &PauseArgs, pause: bool, out: &mut impl Write) -> Re
         changed.map_err(CliError::from)
     })?;
     let written = if args.json {
-        // What the job is now, and what it was: a script that pauses twice can tell.
-        let document = json!({
-            "job": args.job,
-            "paused": pause,
-            "was_paused": pause != changed,
-        });
-        writeln!(out, "{document}")
+        writeln!(out, "{}", pause_document(&args.job, pause, changed))
     } else {
         let message = match (pause, changed) {
             (true, true) => "paused: its fires are skipped until it is resumed",

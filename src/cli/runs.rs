@@ -204,7 +204,7 @@ fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
 
 /// A run's record as the JSON object `runs show`, `dead show` and `dead list` print: its id,
 /// every field typed, the promised ones `null` when missing, and each instant also as RFC 3339.
-pub(super) fn run_document(id: &str, mut fields: HashMap<String, String>) -> Map<String, Value> {
+pub(crate) fn run_document(id: &str, mut fields: HashMap<String, String>) -> Map<String, Value> {
     let notices = notices_of(&mut fields);
     let mut document = typed_fields(fields);
     document.extend(notices);

@@ -449,6 +449,124 @@ fn failing_scripts_text(failing: &[(String, String)]) -> Option<String> {
     (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
+/// What `status` reads, all of it: [`StatusRead::document`] shapes it as `status --json` and
+/// the web API show it.
+pub(crate) struct StatusRead<'a> {
+    /// The namespace's state.
+    pub(crate) overview: &'a Overview,
+    /// The newest outcomes, newest first.
+    pub(crate) events: &'a [Event],
+    /// How many notices are owed.
+    pub(crate) owed_notices: u64,
+    /// Why Redis refuses writes, if it does.
+    pub(crate) writes_refused: Option<&'a WritesRefused>,
+    /// The damaged records the reapers found.
+    pub(crate) damaged: &'a DamagedKeys,
+    /// The scripts that fail on a damaged key, by replica.
+    pub(crate) failing: &'a [(String, String)],
+}
+
+impl StatusRead<'_> {
+    /// The status as one JSON document (its shape is in docs/cli.md).
+    pub(crate) fn document(&self) -> Value {
+        let refused = self.writes_refused.is_some();
+        let jobs = published(self.overview);
+        let outcomes = last_outcomes(self.events);
+        let running = |job: &str| {
+            self.overview
+                .running
+                .iter()
+                .filter(|(_, running_job, _)| running_job == job)
+                .map(|(run_id, _, _)| run_id.clone())
+                .collect::<Vec<_>>()
+        };
+        let leader = self.overview.leader.as_ref().map(|(token, lease_ms)| {
+            let (id, epoch) = token.rsplit_once(':').unwrap_or((token, ""));
+            json!({ "id": id, "epoch": epoch.parse::<u64>().ok(), "lease_ms": lease_ms })
+        });
+        let replicas: Vec<Value> = self
+            .overview
+            .replicas
+            .iter()
+            .map(|replica| {
+                json!({
+                    "id": replica.id,
+                    "heartbeat_age_ms": self.overview.now_ms - replica.heartbeat_ms,
+                    "state": replica_state(self.overview, replica, refused),
+                    "stale": replica_state(self.overview, replica, refused) != "alive",
+                    "queues": served_queues(replica),
+                    "labels": labels(replica),
+                    "info": typed_fields(replica.info.clone()),
+                })
+            })
+            .collect();
+        let ready: Vec<Value> = self
+            .overview
+            .counts
+            .ready
+            .iter()
+            .map(|(queue, [high, normal, low])| {
+                json!({
+                    "queue": queue,
+                    "high": high,
+                    "normal": normal,
+                    "low": low,
+                    "served_by": served_by(self.overview, queue, refused),
+                })
+            })
+            .collect();
+        let job_states: Vec<Value> = jobs
+            .iter()
+            .map(|job| {
+                let last = outcomes.get(&job.name);
+                json!({
+                    "job": job.name,
+                    "workflow": job.workflow(),
+                    "paused": self.overview.paused.contains(&job.name),
+                    "last_outcome": last.map(|(state, _)| state),
+                    "last_at": last.map(|(_, at)| rfc3339(*at)),
+                    "last_at_ms": last.map(|(_, at)| at),
+                    "next_fire": job.next_fires(self.overview.now_ms, 1).first(),
+                    "running": running(&job.name),
+                })
+            })
+            .collect();
+        let undeclared: Vec<Value> = self
+            .overview
+            .undeclared
+            .iter()
+            .map(|aside| {
+                json!({
+                    "job": aside.job,
+                    "runs": aside.runs,
+                    "since": rfc3339(aside.since_ms),
+                    "since_ms": aside.since_ms,
+                    "waiting_ms": (self.overview.now_ms - aside.since_ms).max(0),
+                    "declared_by": declared_by(self.overview, &aside.job),
+                })
+            })
+            .collect();
+        json!({
+            "leader": leader,
+            "held_ms": self.overview.held_for.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+            "writes_refused": refused::json(self.writes_refused),
+            "replicas": replicas,
+            "due": self.overview.counts.due,
+            "active": self.overview.counts.active,
+            "dead": self.overview.counts.dead,
+            "notices_owed": self.owed_notices,
+            "damaged_keys": { "count": self.damaged.count, "keys": self.damaged.keys },
+            "ready": ready,
+            "undeclared": undeclared,
+            "jobs": job_states,
+            "failing_scripts": self.failing
+                .iter()
+                .map(|(replica, report)| json!({ "replica": replica, "error": report }))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
 pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
     let (read, failing) = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
@@ -490,87 +608,15 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
     };
 
     if args.json {
-        let leader = overview.leader.as_ref().map(|(token, lease_ms)| {
-            let (id, epoch) = token.rsplit_once(':').unwrap_or((token, ""));
-            json!({ "id": id, "epoch": epoch.parse::<u64>().ok(), "lease_ms": lease_ms })
-        });
-        let replicas: Vec<Value> = overview
-            .replicas
-            .iter()
-            .map(|replica| {
-                json!({
-                    "id": replica.id,
-                    "heartbeat_age_ms": overview.now_ms - replica.heartbeat_ms,
-                    "state": replica_state(&overview, replica, refused),
-                    "stale": replica_state(&overview, replica, refused) != "alive",
-                    "queues": served_queues(replica),
-                    "labels": labels(replica),
-                    "info": typed_fields(replica.info.clone()),
-                })
-            })
-            .collect();
-        let ready: Vec<Value> = overview
-            .counts
-            .ready
-            .iter()
-            .map(|(queue, [high, normal, low])| {
-                json!({
-                    "queue": queue,
-                    "high": high,
-                    "normal": normal,
-                    "low": low,
-                    "served_by": served_by(&overview, queue, refused),
-                })
-            })
-            .collect();
-        let job_states: Vec<Value> = jobs
-            .iter()
-            .map(|job| {
-                let last = outcomes.get(&job.name);
-                json!({
-                    "job": job.name,
-                    "workflow": job.workflow(),
-                    "paused": overview.paused.contains(&job.name),
-                    "last_outcome": last.map(|(state, _)| state),
-                    "last_at": last.map(|(_, at)| rfc3339(*at)),
-                    "last_at_ms": last.map(|(_, at)| at),
-                    "next_fire": job.next_fires(overview.now_ms, 1).first(),
-                    "running": running(&job.name),
-                })
-            })
-            .collect();
-        let undeclared: Vec<Value> = overview
-            .undeclared
-            .iter()
-            .map(|aside| {
-                json!({
-                    "job": aside.job,
-                    "runs": aside.runs,
-                    "since": rfc3339(aside.since_ms),
-                    "since_ms": aside.since_ms,
-                    "waiting_ms": (overview.now_ms - aside.since_ms).max(0),
-                    "declared_by": declared_by(&overview, &aside.job),
-                })
-            })
-            .collect();
-        let status = json!({
-            "leader": leader,
-            "held_ms": overview.held_for.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
-            "writes_refused": refused::json(writes_refused.as_ref()),
-            "replicas": replicas,
-            "due": overview.counts.due,
-            "active": overview.counts.active,
-            "dead": overview.counts.dead,
-            "notices_owed": owed_notices,
-            "damaged_keys": { "count": damaged.count, "keys": damaged.keys },
-            "ready": ready,
-            "undeclared": undeclared,
-            "jobs": job_states,
-            "failing_scripts": failing
-                .iter()
-                .map(|(replica, report)| json!({ "replica": replica, "error": report }))
-                .collect::<Vec<_>>(),
-        });
+        let status = StatusRead {
+            overview: &overview,
+            events: &events,
+            owed_notices,
+            writes_refused: writes_refused.as_ref(),
+            damaged: &damaged,
+            failing: &failing,
+        }
+        .document();
         writeln!(out, "{status}").map_err(CliError::io("writing the status"))?;
         return exit_status(writes_refused.as_ref(), failing_text);
     }
@@ -790,6 +836,43 @@ fn exit_status(
 /// What the WARNING column of `jobs` says of a job no live replica declares.
 const NO_LIVE_DECLARER: &str = "NOT DECLARED by any live replica";
 
+/// One published job as `jobs --json` and the web API show it.
+fn job_document(overview: &Overview, events: &[Event], job: &Published) -> Value {
+    let declarers = Declarers::of(overview, job);
+    json!({
+        "job": job.name,
+        "schedule": job.schedule(),
+        "timezone": job.timezone(),
+        "enabled": job.enabled(),
+        "workflow": job.workflow(),
+        "command": job.command(),
+        "damaged": job.summary.is_none(),
+        "hash": job.hash,
+        "next_fires": job.next_fires(overview.now_ms, 3),
+        "declared_by": declarers.same,
+        "drift": declarers.differs,
+        "not_declared_by": declarers.undeclared,
+        "declared_live": undeclared::declared_live(overview, &job.name, false),
+        "where": job.selector(),
+        "on": if job.on_every() { "every" } else { "one" },
+        "last_by_replica": last_by_replica(events, &job.name)
+            .into_iter()
+            .map(|(replica, (outcome, at_ms))| {
+                json!({ "replica": replica, "outcome": outcome, "at_ms": at_ms })
+            })
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// The published jobs as `jobs --json` and the web API show them, in the order `jobs` lists
+/// them.
+pub(crate) fn jobs_documents(overview: &Overview, events: &[Event]) -> Vec<Value> {
+    published(overview)
+        .iter()
+        .map(|job| job_document(overview, events, job))
+        .collect()
+}
+
 pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {
     let (overview, events) = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
@@ -798,35 +881,7 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
     })?;
     let jobs = published(&overview);
     if args.format.is_json() {
-        let jobs: Vec<Value> = jobs
-            .iter()
-            .map(|job| {
-                let declarers = Declarers::of(&overview, job);
-                json!({
-                    "job": job.name,
-                    "schedule": job.schedule(),
-                    "timezone": job.timezone(),
-                    "enabled": job.enabled(),
-                    "workflow": job.workflow(),
-                    "command": job.command(),
-                    "damaged": job.summary.is_none(),
-                    "hash": job.hash,
-                    "next_fires": job.next_fires(overview.now_ms, 3),
-                    "declared_by": declarers.same,
-                    "drift": declarers.differs,
-                    "not_declared_by": declarers.undeclared,
-                    "declared_live": undeclared::declared_live(&overview, &job.name, false),
-                    "where": job.selector(),
-                    "on": if job.on_every() { "every" } else { "one" },
-                    "last_by_replica": last_by_replica(&events, &job.name)
-                        .into_iter()
-                        .map(|(replica, (outcome, at_ms))| {
-                            json!({ "replica": replica, "outcome": outcome, "at_ms": at_ms })
-                        })
-                        .collect::<Vec<_>>(),
-                })
-            })
-            .collect();
+        let jobs = jobs_documents(&overview, &events);
         return args
             .format
             .write(out, "jobs", jobs)
