@@ -17,9 +17,10 @@
 //! - [`replica`]: the components wired together, supervised, and shut down in order.
 //! - [`client`]: what other programs do to runs and jobs (enqueue, pause, dead letters), typed.
 //! - [`cli`]: the `redcron` command line, one file per subcommand.
+//! - [`web`]: the web console and its HTTP API (`redcron web`), on the client and the command
+//!   line's `--json` shapes.
 //! - [`logs`]: log lines to standard error through a queue that never blocks the engine.
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz`.
-//! - [`web`]: the web console: server-rendered SVG charts and outcome strips.
 //!
 //! The data model and the run state machine are in `DESIGN.md`. All keys live under one hash
 //! tag, `{ns}:`, and are built by [`store::keys::Keys`] (the scripts use the same suffixes
@@ -63,5 +64,5 @@ pub mod replica;
 pub mod schedule;
 pub mod shutdown;
 pub mod store;
-#[cfg(feature = "cli")]
+#[cfg(feature = "web")]
 pub mod web;

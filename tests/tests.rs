@@ -55,5 +55,7 @@ mod sharing;
 mod slots;
 mod store;
 mod topologies;
+mod web_api;
+mod web_openapi;
 mod workers;
 mod workflows;

@@ -5,27 +5,29 @@ mod check;
 mod complete;
 pub mod config;
 mod connect;
-mod dead;
+pub(crate) mod dead;
 mod docs;
-mod enqueue;
+pub(crate) mod enqueue;
 mod enqueue_lines;
 mod error;
-mod history;
+pub(crate) mod history;
 mod hold;
 mod import;
 mod next;
 mod output;
-mod pause;
+pub(crate) mod pause;
 mod redact;
 mod reload;
 mod run;
-mod runs;
+pub(crate) mod runs;
 mod schedule_page;
 mod service;
-mod status;
+pub(crate) mod status;
 mod table;
 mod times;
 mod watch_path;
+#[cfg(feature = "web")]
+mod web;
 mod workflow;
 
 use crate::logs::LogFormat;
@@ -110,6 +112,9 @@ enum Command {
     /// Start a declared workflow, and see how its instances stand.
     #[command(subcommand)]
     Workflow(workflow::WorkflowCommand),
+    /// Serve the web console and its HTTP API.
+    #[cfg(feature = "web")]
+    Web(web::WebArgs),
     /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(docs::CompletionsArgs),
     /// Print the man page, or write every page into a directory.
@@ -160,6 +165,8 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Runs(command) => runs::execute(&command, stdout),
         Command::Dead(command) => dead::execute(&command, stdout),
         Command::Workflow(command) => workflow::execute(&command, stdout),
+        #[cfg(feature = "web")]
+        Command::Web(args) => web::execute(&args, stdout),
         Command::Completions(args) => docs::completions(&args, stdout),
         Command::Man(args) => docs::man(&args, stdout),
     }

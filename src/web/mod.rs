@@ -1,3 +1,128 @@
-//! The web console's pieces that need no server: SVG charts and outcome strips.
+//! The web console and its HTTP API (`redcron web`): a [`router`] a program can serve or mount
+//! under its own path. It keeps no state of its own: every read and action goes through the
+//! [`Client`] the command line uses, and the API's JSON is the command line's `--json`.
+//!
+//! Patterns the console's parts share:
+//! - a read handler takes a [`Caller`] (authenticated, any role), an action handler an
+//!   [`Operator`] (an operator, on a server that is not read-only, from this server's own
+//!   origin unless a bearer token says who), so that no route can forget to check;
+//! - every answer carries the headers of [`secure_headers`];
+//! - an error is an [`ApiError`], answered with its status and a stable code.
+
+mod api;
+mod auth;
 pub mod chart;
+mod error;
+mod server;
 pub mod strip;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+
+use crate::client::Client;
+
+pub use auth::{Auth, Caller, Operator, Refused, Role, hash_password, hash_token};
+pub use error::{ApiError, WebError};
+pub use server::{ServeError, check_base_path, serve};
+
+/// What every request handler reads: the client, and what the server was told at start.
+#[derive(Clone)]
+pub struct WebState {
+    inner: Arc<Settings>,
+}
+
+/// The server's settings, fixed at start.
+struct Settings {
+    /// The namespace's client: every read and action goes through it.
+    client: Client,
+    /// The namespace, as the console shows it.
+    namespace: String,
+    /// Who may do what.
+    auth: Auth,
+    /// Every action refused on the server side.
+    read_only: bool,
+}
+
+impl WebState {
+    /// The state of a server reading and steering `namespace` through `client`, with `auth`
+    /// deciding who may do what; `read_only` refuses every action.
+    pub fn new(client: Client, namespace: impl Into<String>, auth: Auth, read_only: bool) -> Self {
+        Self {
+            inner: Arc::new(Settings {
+                client,
+                namespace: namespace.into(),
+                auth,
+                read_only,
+            }),
+        }
+    }
+
+    /// The namespace's client.
+    pub(crate) fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The namespace served.
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
+    }
+
+    pub(crate) fn auth(&self) -> &Auth {
+        &self.inner.auth
+    }
+
+    /// Whether every action is refused.
+    pub fn read_only(&self) -> bool {
+        self.inner.read_only
+    }
+}
+
+/// The console and the API, relative to where they are mounted: `/api/v1/...`. A program
+/// embedding redcron mounts it with [`Router::nest`]; `redcron web --base-path` does the same.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// use redcron::client::Client;
+/// use redcron::web::{Auth, WebState, router};
+///
+/// let client = Client::connect("redis://127.0.0.1/", "redcron").await?;
+/// let app = axum::Router::new().nest(
+///     "/redcron",
+///     router(WebState::new(client, "redcron", Auth::default(), true)),
+/// );
+/// # let _ = app;
+/// # Ok(())
+/// # }
+/// ```
+pub fn router(state: WebState) -> Router {
+    Router::new()
+        .nest("/api/v1", api::routes())
+        .fallback(api::no_route)
+        .with_state(state)
+        .layer(axum::middleware::map_response(secure_headers))
+}
+
+/// The headers every answer carries: no script but the console's own, no sniffing a JSON
+/// answer into a page, no URL of the console (which names jobs and runs) sent to another site.
+pub async fn secure_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+             connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    response
+}

@@ -10,6 +10,7 @@ pub mod schemas;
 pub mod sentinel;
 pub mod store;
 pub mod wait;
+pub mod web;
 pub mod webhook;
 
 use std::io::Write;

@@ -1,0 +1,228 @@
+//! The API's actions: pause, resume, trigger, enqueue, retry and purge, each an [`Operator`]'s
+//! POST answered with what the command line prints with `--json`.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::Body;
+use crate::cli::dead::retried_document;
+use crate::cli::enqueue::{fired_document, live_declarers, submitted_document};
+use crate::cli::pause::pause_document;
+use crate::client::{Client, DeadRetried, RunRequest};
+use crate::schedule::Priority;
+use crate::store::TriggerTargets;
+use crate::web::{ApiError, Operator, WebState};
+
+/// `pause --json`.
+pub(super) async fn pause(
+    _: Operator,
+    State(state): State<WebState>,
+    Path(job): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let changed = state.client().pause(&job).await?;
+    Ok(Json(pause_document(&job, true, changed)))
+}
+
+/// `resume --json`.
+pub(super) async fn resume(
+    _: Operator,
+    State(state): State<WebState>,
+    Path(job): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let changed = state.client().resume(&job).await?;
+    Ok(Json(pause_document(&job, false, changed)))
+}
+
+/// What a trigger carries: both optional, as `redcron trigger`'s options are.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TriggerBody {
+    /// The run's payload, any JSON value.
+    payload: Option<Value>,
+    priority: Option<Priority>,
+}
+
+/// `trigger --json`: a fire now, one run per target for a job on every replica, else one run.
+pub(super) async fn trigger(
+    _: Operator,
+    State(state): State<WebState>,
+    Path(job): Path<String>,
+    Body(body): Body<TriggerBody>,
+) -> Result<Json<Value>, ApiError> {
+    let payload = payload_text(body.payload.as_ref())?;
+    let client = state.client();
+    let overview = client.overview().await?;
+    let live = live_declarers(&overview, &job);
+    let fired = client
+        .trigger_fire(
+            &job,
+            payload.as_deref(),
+            body.priority,
+            TriggerTargets::Each(&live),
+        )
+        .await?;
+    if let Some(fired) = fired {
+        return Ok(Json(fired_document(&job, &fired, Some(&live))));
+    }
+    submit(client, &job, payload, body.priority, |request| request).await
+}
+
+/// What an enqueue carries: `redcron enqueue`'s options, times in ms.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EnqueueBody {
+    /// The run's payload, any JSON value.
+    payload: Option<Value>,
+    priority: Option<Priority>,
+    /// Due this long from now.
+    delay_ms: Option<u64>,
+    /// Due at this instant, ms since the epoch (refused in the past unless `past_ok`).
+    at_ms: Option<i64>,
+    #[serde(default)]
+    past_ok: bool,
+    /// Refused while another run of the job with the same payload is due or running.
+    #[serde(default)]
+    unique: bool,
+    /// Refused while another run with this key is due or running.
+    unique_key: Option<String>,
+    /// How long the uniqueness holds.
+    unique_for_ms: Option<u64>,
+}
+
+/// `enqueue --json`: one run, later or now, optionally unique.
+pub(super) async fn enqueue(
+    _: Operator,
+    State(state): State<WebState>,
+    Path(job): Path<String>,
+    Body(body): Body<EnqueueBody>,
+) -> Result<Json<Value>, ApiError> {
+    if body.delay_ms.is_some() && body.at_ms.is_some() {
+        return Err(ApiError::bad_request(
+            "bad-time",
+            "give delay_ms or at_ms, not both",
+        ));
+    }
+    let payload = payload_text(body.payload.as_ref())?;
+    submit(
+        state.client(),
+        &job,
+        payload,
+        body.priority,
+        |mut request| {
+            if let Some(delay) = body.delay_ms {
+                request = request.after(Duration::from_millis(delay));
+            }
+            if let Some(at_ms) = body.at_ms {
+                request = request.at(at_ms, body.past_ok);
+            }
+            if body.unique {
+                request = request.unique();
+            }
+            if let Some(key) = body.unique_key {
+                request = request.unique_key(key);
+            }
+            if let Some(window) = body.unique_for_ms {
+                request = request.unique_for(Duration::from_millis(window));
+            }
+            request
+        },
+    )
+    .await
+}
+
+/// Makes one ad-hoc run of `job` as `settings` say, answered as `enqueue --json` prints it.
+async fn submit(
+    client: &Client,
+    job: &str,
+    payload: Option<String>,
+    priority: Option<Priority>,
+    settings: impl FnOnce(RunRequest<'_>) -> RunRequest<'_>,
+) -> Result<Json<Value>, ApiError> {
+    let mut request = client.enqueue(job);
+    if let Some(text) = payload {
+        request = request.payload_text(text)?;
+    }
+    if let Some(priority) = priority {
+        request = request.priority(priority);
+    }
+    let submitted = settings(request).send().await?;
+    // Read after the run exists: a failure here must not hide its id.
+    let declared_by = client
+        .overview()
+        .await
+        .ok()
+        .map(|overview| live_declarers(&overview, job));
+    Ok(Json(submitted_document(
+        job,
+        &submitted.run_id,
+        submitted.due_ms,
+        submitted.paused,
+        declared_by.as_deref(),
+    )))
+}
+
+/// The payload as the run carries it: the JSON value's text.
+fn payload_text(payload: Option<&Value>) -> Result<Option<String>, ApiError> {
+    payload
+        .map(|value| {
+            serde_json::to_string(value)
+                .map_err(|error| ApiError::bad_request("bad-payload", error.to_string()))
+        })
+        .transpose()
+}
+
+/// `dead retry ID --json`.
+pub(super) async fn retry_dead(
+    _: Operator,
+    State(state): State<WebState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.client().retry_dead(&id).await?;
+    Ok(Json(retried_document(&DeadRetried {
+        retried: vec![id],
+        ..DeadRetried::default()
+    })))
+}
+
+/// Which dead runs a retry of many re-drives.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RetryFilter {
+    /// Only this job's; every job's when absent.
+    job: Option<String>,
+}
+
+/// `dead retry --all [--job JOB] --json`.
+pub(super) async fn retry_dead_runs(
+    _: Operator,
+    State(state): State<WebState>,
+    Body(body): Body<RetryFilter>,
+) -> Result<Json<Value>, ApiError> {
+    let outcome = state.client().retry_dead_runs(body.job.as_deref()).await?;
+    Ok(Json(retried_document(&outcome)))
+}
+
+/// Which dead runs a purge deletes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PurgeFilter {
+    /// Only those that died longer ago than this; every one when absent.
+    older_than_ms: Option<u64>,
+}
+
+/// `dead purge --json`.
+pub(super) async fn purge_dead(
+    _: Operator,
+    State(state): State<WebState>,
+    Body(body): Body<PurgeFilter>,
+) -> Result<Json<Value>, ApiError> {
+    let purged = state
+        .client()
+        .purge_dead(body.older_than_ms.map(Duration::from_millis))
+        .await?;
+    Ok(Json(json!({ "purged": purged })))
+}

@@ -1,0 +1,73 @@
+//! The HTTP API, `/api/v1/...`: the command line's reads and actions as JSON, in the shapes of
+//! its `--json` (docs/cli.md), described by docs/openapi.json.
+
+mod actions;
+mod reads;
+
+pub(super) use reads::no_route;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::http::request::Parts;
+use axum::routing::{get, post};
+use serde::de::DeserializeOwned;
+
+use super::{ApiError, WebState};
+
+/// The API's routes, relative to `/api/v1`: reads are GETs, actions POSTs.
+pub(super) fn routes() -> Router<WebState> {
+    Router::new()
+        .route("/status", get(reads::status))
+        .route("/jobs", get(reads::jobs))
+        .route("/jobs/{job}", get(reads::job))
+        .route("/jobs/{job}/pause", post(actions::pause))
+        .route("/jobs/{job}/resume", post(actions::resume))
+        .route("/jobs/{job}/trigger", post(actions::trigger))
+        .route("/jobs/{job}/enqueue", post(actions::enqueue))
+        .route("/runs", get(reads::runs))
+        .route("/runs/{id}", get(reads::run))
+        .route("/history", get(reads::history))
+        .route("/dead", get(reads::dead))
+        .route("/dead/retry", post(actions::retry_dead_runs))
+        .route("/dead/purge", post(actions::purge_dead))
+        .route("/dead/{id}", get(reads::dead_run))
+        .route("/dead/{id}/retry", post(actions::retry_dead))
+}
+
+/// A route's JSON body, optional: none (or only white space) is `T::default()`, and one that
+/// is not what the route takes is a 400 in the API's error shape, naming what is wrong.
+pub(super) struct Body<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| ApiError::bad_request("bad-body", rejection.body_text()))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Body(T::default()));
+        }
+        serde_json::from_slice(&bytes).map(Body).map_err(|error| {
+            ApiError::bad_request(
+                "bad-body",
+                format!("the body is not the JSON this route takes: {error}"),
+            )
+        })
+    }
+}
+
+/// A route's query parameters; ones it does not take, or of the wrong type, are a 400 in the
+/// API's error shape.
+pub(super) struct Params<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        Query::try_from_uri(&parts.uri)
+            .map(|Query(params)| Params(params))
+            .map_err(|rejection| ApiError::bad_request("bad-query", rejection.body_text()))
+    }
+}

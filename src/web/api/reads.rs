@@ -1,0 +1,243 @@
+//! The API's reads: what `status`, `jobs`, `runs`, `history` and `dead` print with `--json`.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::Params;
+use crate::cli::dead::dead_document;
+use crate::cli::history::history_document;
+use crate::cli::runs::run_document;
+use crate::cli::status::{StatusRead, jobs_documents};
+use crate::client::RunsQuery;
+use crate::web::{ApiError, Caller, WebState};
+
+/// The most entries one page of a list holds, and how many it holds unless told.
+const MAX_LIMIT: usize = 1000;
+const DEFAULT_LIMIT: usize = 100;
+
+/// `status --json`.
+pub(super) async fn status(
+    _: Caller,
+    State(state): State<WebState>,
+) -> Result<Json<Value>, ApiError> {
+    let client = state.client();
+    let overview = client.overview().await?;
+    let events = client.recent_events().await?;
+    let owed_notices = client.owed_notices().await?;
+    let writes_refused = client.writes_refused().await?;
+    let damaged = client.damaged_keys().await?;
+    let failing = client.failing_scripts().await?;
+    let read = StatusRead {
+        overview: &overview,
+        events: &events,
+        owed_notices,
+        writes_refused: writes_refused.as_ref(),
+        damaged: &damaged,
+        failing: &failing,
+    };
+    Ok(Json(read.document()))
+}
+
+/// `jobs --json`.
+pub(super) async fn jobs(
+    _: Caller,
+    State(state): State<WebState>,
+) -> Result<Json<Value>, ApiError> {
+    let overview = state.client().overview().await?;
+    let events = state.client().recent_events().await?;
+    Ok(Json(json!({ "jobs": jobs_documents(&overview, &events) })))
+}
+
+/// One element of `jobs --json`.
+pub(super) async fn job(
+    _: Caller,
+    State(state): State<WebState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let overview = state.client().overview().await?;
+    let events = state.client().recent_events().await?;
+    jobs_documents(&overview, &events)
+        .into_iter()
+        .find(|job| job["job"] == name.as_str())
+        .map(Json)
+        .ok_or_else(|| crate::client::ClientError::UnknownJob(name).into())
+}
+
+/// Which runs `/runs` lists, a page at a time.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RunsParams {
+    /// `active`, `ready` or `due`; all three when absent.
+    state: Option<String>,
+    job: Option<String>,
+    replica: Option<String>,
+    limit: Option<usize>,
+    /// The last id of the page before: the page starts after it.
+    cursor: Option<String>,
+}
+
+/// `runs list --json`, a page at a time: `next_cursor` is the id to pass as `cursor` for the
+/// next page, `null` on the last.
+pub(super) async fn runs(
+    _: Caller,
+    State(state): State<WebState>,
+    Params(params): Params<RunsParams>,
+) -> Result<Json<Value>, ApiError> {
+    let shown = |name: &str| params.state.as_deref().is_none_or(|asked| asked == name);
+    if let Some(asked) = params.state.as_deref()
+        && !["active", "ready", "due"].contains(&asked)
+    {
+        return Err(ApiError::bad_request(
+            "bad-query",
+            format!("state \"{asked}\": a run listed is active, ready or due"),
+        ));
+    }
+    let limit = limit(params.limit)?;
+    // The listing's order is stable between pages (leases, then the claim order, then due
+    // time), so a page is what follows its cursor; one more than the page tells whether
+    // another follows.
+    let query = RunsQuery {
+        active: shown("active"),
+        ready: shown("ready"),
+        due: shown("due"),
+        job: params.job.clone(),
+        replica: params.replica.clone(),
+        count: usize::MAX,
+    };
+    let (listed, _) = state.client().runs(&query).await?;
+    let start = match &params.cursor {
+        None => 0,
+        Some(cursor) => match listed.iter().position(|run| &run.run_id == cursor) {
+            Some(at) => at + 1,
+            None => {
+                return Err(ApiError::bad_request(
+                    "bad-cursor",
+                    format!(
+                        "cursor \"{cursor}\" is no run of this listing any more (it ended or \
+                         was claimed): start again without a cursor"
+                    ),
+                ));
+            }
+        },
+    };
+    let page: Vec<_> = listed.into_iter().skip(start).take(limit + 1).collect();
+    let next_cursor = (page.len() > limit).then(|| page[limit - 1].run_id.clone());
+    let runs: Vec<Value> = page
+        .into_iter()
+        .take(limit)
+        .map(|mut run| {
+            // A run that is not active has no worker, as `runs list` shows it.
+            if run.fields.get("state").map(String::as_str) != Some("active") {
+                run.fields.remove("worker");
+            }
+            Value::Object(run_document(&run.run_id, run.fields))
+        })
+        .collect();
+    Ok(Json(json!({ "runs": runs, "next_cursor": next_cursor })))
+}
+
+/// `runs show --json`.
+pub(super) async fn run(
+    _: Caller,
+    State(state): State<WebState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let fields = state.client().run(&id).await?;
+    if fields.is_empty() {
+        return Err(ApiError::unknown_run(&id));
+    }
+    Ok(Json(Value::Object(run_document(&id, fields))))
+}
+
+/// Which outcomes `/history` lists.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HistoryParams {
+    job: Option<String>,
+    replica: Option<String>,
+    limit: Option<usize>,
+    /// Only retries and deaths.
+    #[serde(default)]
+    failed: bool,
+}
+
+/// `history --json`.
+pub(super) async fn history(
+    _: Caller,
+    State(state): State<WebState>,
+    Params(params): Params<HistoryParams>,
+) -> Result<Json<Value>, ApiError> {
+    let entries = state
+        .client()
+        .history(
+            params.job.as_deref(),
+            params.replica.as_deref(),
+            limit(params.limit)?,
+            params.failed,
+        )
+        .await?;
+    let runs: Vec<Value> = entries
+        .iter()
+        .map(|entry| history_document(&entry.event, &entry.run))
+        .collect();
+    Ok(Json(json!({ "runs": runs })))
+}
+
+/// How many `/dead` lists.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DeadParams {
+    limit: Option<usize>,
+}
+
+/// `dead list --json`.
+pub(super) async fn dead(
+    _: Caller,
+    State(state): State<WebState>,
+    Params(params): Params<DeadParams>,
+) -> Result<Json<Value>, ApiError> {
+    let runs: Vec<Value> = state
+        .client()
+        .dead_runs(limit(params.limit)?)
+        .await?
+        .into_iter()
+        .map(|run| dead_document(&run.run_id, run.died_ms, run.fields))
+        .collect();
+    Ok(Json(json!({ "runs": runs })))
+}
+
+/// `dead show --json`.
+pub(super) async fn dead_run(
+    _: Caller,
+    State(state): State<WebState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let fields = state.client().dead_run(&id).await?;
+    Ok(Json(Value::Object(run_document(&id, fields))))
+}
+
+/// A route the server does not have, answered in the API's error shape.
+pub(crate) async fn no_route(uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no-route",
+        format!(
+            "no route {} (docs/openapi.json lists the API's)",
+            uri.path()
+        ),
+    )
+}
+
+/// A page's size: `limit`, at least 1 and at most [`MAX_LIMIT`].
+fn limit(asked: Option<usize>) -> Result<usize, ApiError> {
+    match asked.unwrap_or(DEFAULT_LIMIT) {
+        limit @ 1..=MAX_LIMIT => Ok(limit),
+        other => Err(ApiError::bad_request(
+            "bad-query",
+            format!("limit {other}: a page holds 1 to {MAX_LIMIT} entries"),
+        )),
+    }
+}

@@ -1,0 +1,364 @@
+//! Who may do what: bearer tokens and HTTP basic users from an auth file, each a viewer (reads)
+//! or an operator (actions), and the checks an action passes (role, read-only, same origin).
+
+use std::fmt;
+use std::path::Path;
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::WebState;
+use super::error::{ApiError, WebError};
+
+/// What a caller may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Reads every page and API route; acts on nothing.
+    Viewer,
+    /// Reads, and pauses, resumes, triggers, enqueues, retries and purges.
+    Operator,
+}
+
+/// The auth file as written: `[[token]]` and `[[user]]` tables.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthFile {
+    #[serde(default)]
+    token: Vec<TokenEntry>,
+    #[serde(default)]
+    user: Vec<UserEntry>,
+}
+
+/// A bearer token: its name (recorded with what it does) and its SHA-256, never the token.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenEntry {
+    name: String,
+    sha256: String,
+    role: Role,
+}
+
+/// An HTTP basic user: the password as an Argon2 hash (PHC string, `redcron web hash`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserEntry {
+    name: String,
+    password_hash: String,
+    role: Role,
+}
+
+/// The callers the server knows. Empty means no authentication: everyone is `anonymous`, an
+/// operator, which `redcron web` allows only on a loopback address.
+#[derive(Clone, Default)]
+pub struct Auth {
+    /// Each token's name, SHA-256 and role.
+    tokens: Vec<(String, [u8; 32], Role)>,
+    /// Each user's name, Argon2 hash (checked for form on load) and role.
+    users: Vec<(String, String, Role)>,
+}
+
+/// Never shows the hashes, which a log line or a panic could otherwise carry.
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Auth")
+            .field("tokens", &self.tokens.len())
+            .field("users", &self.users.len())
+            .finish()
+    }
+}
+
+impl Auth {
+    /// Reads an auth file (TOML; its format is in docs/web.md).
+    ///
+    /// # Errors
+    /// The file cannot be read, is not TOML of that shape, holds a hash that is not one, or
+    /// names a caller twice.
+    pub fn load(path: &Path) -> Result<Self, WebError> {
+        let text = std::fs::read_to_string(path).map_err(|source| WebError::ReadAuthFile {
+            path: path.to_owned(),
+            source,
+        })?;
+        let problem = |problem: String| WebError::AuthFile {
+            path: path.to_owned(),
+            problem,
+        };
+        let file: AuthFile = toml::from_str(&text).map_err(|error| problem(error.to_string()))?;
+        let mut auth = Auth::default();
+        let mut names = std::collections::HashSet::new();
+        for entry in file.token {
+            let digest = hex::decode(entry.sha256.trim())
+                .ok()
+                .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+                .ok_or_else(|| {
+                    problem(format!(
+                        "token \"{}\": sha256 is not 64 hexadecimal digits (`redcron web hash \
+                         --token` prints it)",
+                        entry.name
+                    ))
+                })?;
+            if !names.insert(entry.name.clone()) {
+                return Err(problem(format!("\"{}\" is named twice", entry.name)));
+            }
+            auth.tokens.push((entry.name, digest, entry.role));
+        }
+        for entry in file.user {
+            if let Err(error) = PasswordHash::new(&entry.password_hash) {
+                return Err(problem(format!(
+                    "user \"{}\": password_hash is no Argon2 hash ({error}; `redcron web hash` \
+                     prints one)",
+                    entry.name
+                )));
+            }
+            if !names.insert(entry.name.clone()) {
+                return Err(problem(format!("\"{}\" is named twice", entry.name)));
+            }
+            auth.users
+                .push((entry.name, entry.password_hash, entry.role));
+        }
+        Ok(auth)
+    }
+
+    /// Whether any caller is configured: without one, the server serves everyone.
+    pub fn is_configured(&self) -> bool {
+        !self.tokens.is_empty() || !self.users.is_empty()
+    }
+
+    /// Who sent `headers`: a token's or a user's name and role, `anonymous` (an operator)
+    /// when no authentication is configured.
+    fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+        if !self.is_configured() {
+            return Ok(Caller {
+                name: "anonymous".to_owned(),
+                role: Role::Operator,
+                bearer: false,
+            });
+        }
+        let unauthenticated = |message: &str| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                message.to_owned(),
+            )
+        };
+        let Some(value) = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+        else {
+            return Err(unauthenticated(
+                "this server needs a bearer token or a user's password (Authorization header)",
+            ));
+        };
+        if let Some(token) = value.strip_prefix("Bearer ") {
+            let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+            // Every entry is compared, each in constant time, so that the time taken tells
+            // nothing of which bytes matched.
+            let found = self.tokens.iter().fold(None, |found, (name, hash, role)| {
+                let equal = constant_time_eq(hash, &digest);
+                found.or(equal.then_some((name, *role)))
+            });
+            return found
+                .map(|(name, role)| Caller {
+                    name: name.clone(),
+                    role,
+                    bearer: true,
+                })
+                .ok_or_else(|| unauthenticated("the bearer token is not one this server knows"));
+        }
+        if let Some(encoded) = value.strip_prefix("Basic ") {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(encoded.trim())
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok());
+            let Some((user, password)) = decoded.as_deref().and_then(|text| text.split_once(':'))
+            else {
+                return Err(unauthenticated(
+                    "the basic credentials are not base64 of user:password",
+                ));
+            };
+            let known = self.users.iter().find(|(name, _, _)| name == user);
+            if let Some((name, hash, role)) = known
+                && PasswordHash::new(hash).is_ok_and(|hash| {
+                    argon2::Argon2::default()
+                        .verify_password(password.as_bytes(), &hash)
+                        .is_ok()
+                })
+            {
+                return Ok(Caller {
+                    name: name.clone(),
+                    role: *role,
+                    bearer: false,
+                });
+            }
+            return Err(unauthenticated("unknown user or wrong password"));
+        }
+        Err(unauthenticated(
+            "the Authorization header is neither Bearer nor Basic",
+        ))
+    }
+}
+
+/// Whether `a` and `b` are equal, in a time that does not depend on where they differ.
+fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+/// The Argon2 hash (PHC string) of `secret`, for a user's `password_hash`.
+///
+/// # Errors
+/// Argon2 refuses the input (a secret too long for it).
+pub fn hash_password(secret: &str) -> Result<String, String> {
+    let salt =
+        SaltString::encode_b64(&rand::random::<[u8; 16]>()).map_err(|error| error.to_string())?;
+    argon2::Argon2::default()
+        .hash_password(secret.as_bytes(), &salt)
+        .map(|hash| hash.to_string())
+        .map_err(|error| error.to_string())
+}
+
+/// The SHA-256 of `token`, hexadecimal, for a token's `sha256`.
+pub fn hash_token(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Who made a request: what a read handler takes, so that no route can forget to ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The token's or user's name, or `anonymous`: what the events stream records.
+    pub name: String,
+    /// What the caller may do.
+    pub role: Role,
+    /// Whether a bearer token said who: a browser never sends one by itself, so a request
+    /// with one cannot be forged by another site.
+    bearer: bool,
+}
+
+impl FromRequestParts<WebState> for Caller {
+    type Rejection = Refused;
+
+    async fn from_request_parts(parts: &mut Parts, state: &WebState) -> Result<Self, Refused> {
+        state.auth().caller(&parts.headers).map_err(Refused)
+    }
+}
+
+/// A caller allowed to act: an operator, on a server that is not read-only, and (without a
+/// bearer token) from a page of this server's own origin. What an action handler takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operator(pub Caller);
+
+impl FromRequestParts<WebState> for Operator {
+    type Rejection = Refused;
+
+    async fn from_request_parts(parts: &mut Parts, state: &WebState) -> Result<Self, Refused> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        if state.read_only() {
+            return Err(Refused(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "read-only",
+                "this server is read-only (--read-only): it takes no action",
+            )));
+        }
+        if caller.role != Role::Operator {
+            return Err(Refused(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("\"{}\" is a viewer: only an operator may act", caller.name),
+            )));
+        }
+        if !caller.bearer {
+            same_origin(&parts.headers).map_err(Refused)?;
+        }
+        Ok(Operator(caller))
+    }
+}
+
+/// Refuses a request another site's page made the browser send: a browser sends
+/// `Sec-Fetch-Site` and `Origin` with every cross-origin POST, and a page cannot forge them.
+fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+    let forged = |why: String| ApiError::new(StatusCode::FORBIDDEN, "cross-origin", why);
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|value: &HeaderValue| value.to_str().ok())
+    };
+    if let Some(site) = text("sec-fetch-site")
+        && !matches!(site, "same-origin" | "none")
+    {
+        return Err(forged(format!(
+            "refused: the request came from another site (Sec-Fetch-Site: {site})"
+        )));
+    }
+    if let Some(origin) = text(header::ORIGIN.as_str()) {
+        let host = text(header::HOST.as_str()).unwrap_or_default();
+        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+        if origin_host != host {
+            return Err(forged(format!(
+                "refused: the request came from {origin}, not from this server ({host})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A refusal: the error, and on a 401 the challenge that makes a browser ask for a password.
+#[derive(Debug)]
+pub struct Refused(pub ApiError);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        let challenge = self.0.status == StatusCode::UNAUTHORIZED;
+        let mut response = self.0.into_response();
+        if challenge {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"redcron\", charset=\"UTF-8\""),
+            );
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_hash_verifies_its_password_only() {
+        let hash = hash_password("s3cret").expect("hash");
+        let parsed = PasswordHash::new(&hash).expect("a PHC string");
+        let argon = argon2::Argon2::default();
+        assert!(argon.verify_password(b"s3cret", &parsed).is_ok());
+        assert!(argon.verify_password(b"secret", &parsed).is_err());
+    }
+
+    #[test]
+    fn a_cross_site_post_is_refused_and_a_same_origin_one_passes() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:8080"),
+        );
+        assert_eq!(same_origin(&headers), Ok(()));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://evil.example"),
+        );
+        assert_eq!(
+            same_origin(&headers).map_err(|error| error.code),
+            Err("cross-origin")
+        );
+        headers.remove(header::ORIGIN);
+        headers.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
+        assert_eq!(
+            same_origin(&headers).map_err(|error| error.code),
+            Err("cross-origin")
+        );
+    }
+}
