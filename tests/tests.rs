@@ -57,5 +57,6 @@ mod store;
 mod topologies;
 mod web_api;
 mod web_openapi;
+mod web_pages;
 mod workers;
 mod workflows;

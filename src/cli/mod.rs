@@ -24,7 +24,7 @@ mod schedule_page;
 mod service;
 pub(crate) mod status;
 mod table;
-mod times;
+pub(crate) mod times;
 mod watch_path;
 #[cfg(feature = "web")]
 mod web;

@@ -7,7 +7,7 @@ use chrono_tz::Tz;
 /// `ms` since the epoch as RFC 3339 in UTC, to the millisecond when it has any:
 /// `2026-03-08T07:00:00+00:00`, `2026-03-08T07:00:00.250+00:00`. A value out of chrono's range
 /// (damaged data) is shown as the number it is rather than hidden.
-pub(super) fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     crate::notify::rfc3339(ms).unwrap_or_else(|| ms.to_string())
 }
 
@@ -40,13 +40,13 @@ pub(super) fn format_fire(fire: DateTime<Utc>, zone: Tz) -> String {
 
 /// How long before `now_ms` the instant `at_ms` was, precise as [`duration`]: `1.2 s ago`. For
 /// heartbeats and outcomes, where a second matters.
-pub(super) fn ago(now_ms: i64, at_ms: i64) -> String {
+pub(crate) fn ago(now_ms: i64, at_ms: i64) -> String {
     format!("{} ago", duration(now_ms - at_ms))
 }
 
 /// `at_ms` from `now_ms`'s point of view, coarse: `in 2 h 5 min`, `3 min ago`, or `now` within
 /// a second either way.
-pub(super) fn relative(now_ms: i64, at_ms: i64) -> String {
+pub(crate) fn relative(now_ms: i64, at_ms: i64) -> String {
     let offset = at_ms - now_ms;
     if offset.abs() < 1000 {
         "now".to_owned()
@@ -72,7 +72,7 @@ pub(super) fn local_time(now_ms: i64, at_ms: i64) -> String {
 
 /// A span in the largest units that matter, for how long something has waited or will:
 /// `45 s`, `2 min`, `3 h 5 min`, `2 d 4 h`.
-pub(super) fn elapsed(ms: i64) -> String {
+pub(crate) fn elapsed(ms: i64) -> String {
     let seconds = ms.max(0) / 1000;
     let (days, hours, minutes) = (
         seconds / 86_400,
@@ -91,7 +91,7 @@ pub(super) fn elapsed(ms: i64) -> String {
 
 /// How long a run took, precise where runs usually are: `0.25 s`, `1.2 s`, `45 s`, `3 min 5 s`,
 /// then as [`elapsed`] from an hour on.
-pub(super) fn duration(ms: i64) -> String {
+pub(crate) fn duration(ms: i64) -> String {
     let ms = ms.max(0);
     match ms {
         0..1000 => format!("{:.2} s", ms as f64 / 1000.0),

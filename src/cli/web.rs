@@ -37,6 +37,10 @@ pub(super) struct WebArgs {
         default_value = ""
     )]
     base_path: String,
+    /// Believe a reverse proxy's X-Forwarded-Prefix for the console's links: only behind a
+    /// proxy that sets it, since any client could otherwise point the links elsewhere.
+    #[arg(long, env = "REDCRON_WEB_TRUST_PROXY")]
+    trust_proxy: bool,
     /// Refuse every action (pause, resume, trigger, enqueue, retry, purge) on the server side:
     /// the console only shows.
     #[arg(long, env = "REDCRON_WEB_READ_ONLY")]
@@ -86,7 +90,8 @@ pub(super) fn execute(args: &WebArgs, out: &mut impl Write) -> Result<(), CliErr
     let namespace = args.redis.namespace()?.to_owned();
     block_on(async {
         let store = args.redis.connect().await?;
-        let state = WebState::new(Client::from_store(store), &namespace, auth, args.read_only);
+        let state = WebState::new(Client::from_store(store), &namespace, auth, args.read_only)
+            .under(&args.base_path, args.trust_proxy);
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .map_err(CliError::io(format!("listening on {}", args.listen)))?;

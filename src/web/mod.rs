@@ -10,9 +10,12 @@
 //! - an error is an [`ApiError`], answered with its status and a stable code.
 
 mod api;
+mod assets;
 mod auth;
 pub mod chart;
+mod csrf;
 mod error;
+mod pages;
 mod server;
 pub mod strip;
 
@@ -44,6 +47,10 @@ struct Settings {
     auth: Auth,
     /// Every action refused on the server side.
     read_only: bool,
+    /// Where the console is mounted, as the server sees it (`""` or `/redcron`).
+    base_path: String,
+    /// Whether a proxy's `X-Forwarded-Prefix` is believed.
+    trust_proxy: bool,
 }
 
 impl WebState {
@@ -56,8 +63,36 @@ impl WebState {
                 namespace: namespace.into(),
                 auth,
                 read_only,
+                base_path: String::new(),
+                trust_proxy: false,
             }),
         }
+    }
+
+    /// The same state, for a console mounted under `base_path` (`/redcron`), behind a proxy
+    /// whose `X-Forwarded-Prefix` is believed when `trust_proxy`: the pages' links and forms
+    /// start with the forwarded prefix, then the base path.
+    #[must_use]
+    pub fn under(self, base_path: &str, trust_proxy: bool) -> Self {
+        let settings = &self.inner;
+        Self {
+            inner: Arc::new(Settings {
+                client: settings.client.clone(),
+                namespace: settings.namespace.clone(),
+                auth: settings.auth.clone(),
+                read_only: settings.read_only,
+                base_path: base_path.to_owned(),
+                trust_proxy,
+            }),
+        }
+    }
+
+    pub(crate) fn base_path(&self) -> &str {
+        &self.inner.base_path
+    }
+
+    pub(crate) fn trusts_proxy(&self) -> bool {
+        self.inner.trust_proxy
     }
 
     /// The namespace's client.
@@ -99,8 +134,10 @@ impl WebState {
 /// ```
 pub fn router(state: WebState) -> Router {
     Router::new()
+        .merge(pages::routes())
+        .route("/assets/{name}", axum::routing::get(assets::serve))
         .nest("/api/v1", api::routes())
-        .fallback(api::no_route)
+        .fallback(pages::not_found)
         .with_state(state)
         .layer(axum::middleware::map_response(secure_headers))
 }

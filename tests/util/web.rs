@@ -110,8 +110,14 @@ impl WebProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The URL of `path` (which starts with `/`) under the base path.
+    /// The URL of `path` (which starts with `/`) under the base path; `/` is the base path
+    /// itself, as the console links it.
     pub fn url(&self, path: &str) -> String {
+        let path = if path == "/" && !self.base_path.is_empty() {
+            ""
+        } else {
+            path
+        };
         format!("http://127.0.0.1:{}{}{path}", self.port, self.base_path)
     }
 

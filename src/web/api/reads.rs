@@ -12,6 +12,7 @@ use crate::cli::history::history_document;
 use crate::cli::runs::run_document;
 use crate::cli::status::{StatusRead, jobs_documents};
 use crate::client::RunsQuery;
+use crate::store::Event;
 use crate::web::{ApiError, Caller, WebState};
 
 /// The most entries one page of a list holds, and how many it holds unless told.
@@ -23,13 +24,24 @@ pub(super) async fn status(
     _: Caller,
     State(state): State<WebState>,
 ) -> Result<Json<Value>, ApiError> {
+    Ok(Json(read_status(&state).await?.0))
+}
+
+/// What `status --json` prints, with the newest events it was made of (newest first), which a
+/// page reads more of.
+///
+/// # Errors
+/// Redis out of reach, or data redcron did not write.
+pub(crate) async fn read_status(state: &WebState) -> Result<(Value, Vec<Event>), ApiError> {
     let client = state.client();
     let overview = client.overview().await?;
     let events = client.recent_events().await?;
     let owed_notices = client.owed_notices().await?;
     let writes_refused = client.writes_refused().await?;
     let damaged = client.damaged_keys().await?;
-    let failing = client.failing_scripts().await?;
+    // Read as `status` reads them: with no replica's report there is nothing to name, which is
+    // no failure of the status.
+    let failing = client.failing_scripts().await.unwrap_or_default();
     let read = StatusRead {
         overview: &overview,
         events: &events,
@@ -38,7 +50,8 @@ pub(super) async fn status(
         damaged: &damaged,
         failing: &failing,
     };
-    Ok(Json(read.document()))
+    let document = read.document();
+    Ok((document, events))
 }
 
 /// `jobs --json`.

@@ -1,0 +1,83 @@
+//! The one layout every page is drawn in: header (namespace, leader), navigation, main, footer.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use maud::{DOCTYPE, Markup, html};
+
+use super::PageContext;
+use crate::web::{assets, csrf};
+
+/// The navigation, in order: (path under the prefix, label). The pages a later part builds
+/// are linked already; until then they answer the layout's 404.
+const NAV: [(&str, &str); 5] = [
+    ("/", "Overview"),
+    ("/jobs", "Jobs"),
+    ("/runs", "Runs"),
+    ("/dead", "Dead letters"),
+    ("/workflows", "Workflows"),
+];
+
+/// A whole page: `main` in the layout, titled `title`, with `leader` (the leader's id, when
+/// the page read it) in the header, answered with `status`. It gives the browser its form
+/// token when it has none.
+pub(crate) fn page(
+    context: &PageContext,
+    status: StatusCode,
+    title: &str,
+    leader: Option<&str>,
+    main: Markup,
+) -> Response {
+    let current = NAV
+        .iter()
+        .find(|(_, label)| *label == title)
+        .map(|(path, _)| *path);
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · redcron " (context.namespace) }
+                link rel="stylesheet" href=(context.link(&format!("/assets/{}", assets::name("style"))));
+                script src=(context.link(&format!("/assets/{}", assets::name("console")))) defer {}
+            }
+            body {
+                header {
+                    a.brand href=(context.link("/")) { "redcron" }
+                    span.where {
+                        "namespace " strong { (context.namespace) }
+                        " · leader "
+                        @match leader {
+                            Some(leader) => strong { (leader) },
+                            None => "none",
+                        }
+                    }
+                    nav aria-label="Main" {
+                        ul {
+                            @for (path, label) in NAV {
+                                li {
+                                    @if current == Some(path) {
+                                        a href=(context.link(path)) aria-current="page" { (label) }
+                                    } @else {
+                                        a href=(context.link(path)) { (label) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    span.where { "signed in as " (context.caller.name) }
+                }
+                main { (main) }
+                footer { "redcron " (env!("CARGO_PKG_VERSION")) }
+            }
+        }
+    };
+    let mut response = (status, Html(markup.into_string())).into_response();
+    if context.new_token
+        && let Ok(cookie) =
+            HeaderValue::from_str(&csrf::cookie(&context.csrf_token, &context.link("/")))
+    {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}

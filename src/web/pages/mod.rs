@@ -1,0 +1,102 @@
+//! The console's HTML pages: one file per page, each a handler that reads through the client
+//! and renders its `main` into the one [`layout`](layout::page). Every link and form is under
+//! the request's [`PageContext::prefix`]; every action is a form POST that a
+//! [`CheckedForm`](super::csrf::CheckedForm) checks, answered with a redirect (303) to a page.
+
+mod layout;
+mod overview;
+
+use axum::Router;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use super::auth::{Caller, Refused, Role};
+use super::server::check_base_path;
+use super::{WebState, csrf};
+
+/// The pages' routes, relative to where the console is mounted.
+pub(super) fn routes() -> Router<WebState> {
+    Router::new()
+        .route("/", get(overview::page))
+        .route("/hold/release", post(overview::release))
+}
+
+/// What every page knows of its request: who asks, where the console is, and the form token.
+pub(crate) struct PageContext {
+    /// The caller, for what the page offers them.
+    pub(crate) caller: Caller,
+    /// Where the console's root is, as the browser sees it (`""` or `/redcron`): the start of
+    /// every link and form action.
+    pub(crate) prefix: String,
+    /// The namespace served.
+    pub(crate) namespace: String,
+    /// Whether the page offers actions: an operator's, on a server that is not read-only.
+    pub(crate) may_act: bool,
+    /// The token the page's forms repeat.
+    pub(crate) csrf_token: String,
+    /// Whether the browser has no token yet: the page's answer gives it one.
+    pub(crate) new_token: bool,
+}
+
+impl PageContext {
+    /// `path` (which starts with `/`) under the console's root, as a link or form action. The
+    /// root itself is the prefix without a slash (`/redcron`), as a nested router serves it.
+    pub(crate) fn link(&self, path: &str) -> String {
+        match path {
+            "/" if !self.prefix.is_empty() => self.prefix.clone(),
+            _ => format!("{}{path}", self.prefix),
+        }
+    }
+}
+
+impl FromRequestParts<WebState> for PageContext {
+    type Rejection = Refused;
+
+    async fn from_request_parts(parts: &mut Parts, state: &WebState) -> Result<Self, Refused> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        // A proxy's prefix is believed only when told to (--trust-proxy): otherwise any client
+        // could make the console's links point elsewhere.
+        let forwarded = state
+            .trusts_proxy()
+            .then(|| parts.headers.get("x-forwarded-prefix"))
+            .flatten()
+            .and_then(|value| value.to_str().ok())
+            .map(|prefix| prefix.trim_end_matches('/'))
+            .filter(|prefix| !prefix.is_empty() && check_base_path(prefix).is_ok())
+            .unwrap_or_default();
+        let prefix = format!("{forwarded}{}", state.base_path());
+        let (csrf_token, new_token) = match csrf::token_of(&parts.headers) {
+            Some(token) => (token, false),
+            None => (csrf::new_token(), true),
+        };
+        Ok(PageContext {
+            may_act: caller.role == Role::Operator && !state.read_only(),
+            caller,
+            prefix,
+            namespace: state.namespace().to_owned(),
+            csrf_token,
+            new_token,
+        })
+    }
+}
+
+/// A path the console has no page for (yet), in the layout, with a way back; under `/api/`,
+/// the API's error.
+pub(crate) async fn not_found(context: Result<PageContext, Refused>, uri: Uri) -> Response {
+    if uri.path().starts_with("/api/") {
+        return super::api::no_route(uri).await.into_response();
+    }
+    let context = match context {
+        Ok(context) => context,
+        Err(refused) => return refused.into_response(),
+    };
+    let main = maud::html! {
+        h1 { "Not found" }
+        p { "The console has no page at " code { (uri.path()) } "." }
+        p { a href=(context.link("/")) { "Back to the overview" } }
+    };
+    layout::page(&context, StatusCode::NOT_FOUND, "Not found", None, main)
+}

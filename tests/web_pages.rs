@@ -1,0 +1,305 @@
+//! The console's pages from a real `redcron web` on a real Redis with real replicas: the
+//! layout, the overview and its empty states, links under a base path and a proxy's prefix,
+//! the overview's one form (release a hold) with its checks, and hostile text shown as text.
+
+use std::time::Duration;
+
+use redis::Commands;
+
+use crate::util::keys;
+use crate::util::scenario::Scenario;
+use crate::util::wait::wait_for;
+use crate::util::web::{Answer, WebProcess};
+
+const JOBS: &str = "[jobs.greet]\ncommand = \"cat\"\n";
+
+/// Every `href`, `src` and `action` of `html`.
+fn links(html: &str) -> Vec<String> {
+    ["href=\"", "src=\"", "action=\""]
+        .iter()
+        .flat_map(|attribute| {
+            html.split(attribute)
+                .skip(1)
+                .filter_map(|rest| rest.split_once('"').map(|(link, _)| link.to_owned()))
+        })
+        .collect()
+}
+
+/// The value of the form token cookie an answer set.
+#[track_caller]
+fn csrf_cookie(answer: &Answer) -> String {
+    let cookie = answer
+        .headers
+        .get("set-cookie")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_else(|| panic!("no cookie set: {:?}", answer.headers));
+    assert!(
+        cookie.contains("SameSite=Strict") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
+    cookie
+        .split(';')
+        .next()
+        .and_then(|pair| pair.strip_prefix("redcron_csrf="))
+        .expect("the token cookie")
+        .to_owned()
+}
+
+#[test]
+fn the_overview_shows_the_leader_its_replicas_and_queues_in_the_layout() {
+    let scenario = Scenario::new();
+    scenario.write_jobs(JOBS);
+    let _replicas = scenario.replicas_with_a_leader(&["r1"], &[]);
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let page = wait_for(Duration::from_secs(10), || {
+        let page = web.get("/");
+        (page.status == 200 && page.body.contains("state-alive")).then_some(page)
+    })
+    .expect("the overview shows a live replica");
+    let html = &page.body;
+    assert!(
+        page.headers["content-type"]
+            .to_str()
+            .is_ok_and(|kind| kind.starts_with("text/html"))
+    );
+    assert!(
+        page.headers["content-security-policy"]
+            .to_str()
+            .is_ok_and(|csp| csp.contains("script-src 'self'"))
+    );
+    for expected in [
+        "<h1>Overview</h1>",
+        "namespace <strong>test</strong>",
+        "leader <strong>r1</strong>",
+        "Leader: <strong>r1</strong>",
+        "<th scope=\"row\">r1</th>",
+        "aria-current=\"page\"",
+        ">Dead letters</a>",
+        ">Workflows</a>",
+        concat!("redcron ", env!("CARGO_PKG_VERSION")),
+        "None: every replica beats",
+    ] {
+        assert!(html.contains(expected), "{expected} missing from:\n{html}");
+    }
+    assert!(!html.contains("<script>"), "no inline script: {html}");
+    // The stylesheet and the script are served from the binary, cached for good.
+    for link in links(html)
+        .iter()
+        .filter(|link| link.starts_with("/assets/"))
+    {
+        let asset = web.get(link);
+        assert_eq!(asset.status, 200, "{link}");
+        assert!(
+            asset.headers["cache-control"]
+                .to_str()
+                .is_ok_and(|cache| cache.contains("immutable"))
+        );
+    }
+    assert_eq!(web.get("/assets/style-000000000000.css").status, 404);
+}
+
+#[test]
+fn an_empty_namespace_says_how_to_start() {
+    let scenario = Scenario::new();
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let page = web.get("/");
+    assert_eq!(page.status, 200, "{}", page.body);
+    for expected in [
+        "No leader",
+        "No replica has beaten: start one",
+        "No run waits in a queue.",
+        "No run ended in the last 24 hours",
+    ] {
+        assert!(
+            page.body.contains(expected),
+            "{expected} missing from:\n{}",
+            page.body
+        );
+    }
+}
+
+#[test]
+fn a_page_not_built_is_a_404_in_the_layout() {
+    let scenario = Scenario::new();
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let page = web.get("/jobs");
+    assert_eq!(page.status, 404);
+    assert!(
+        page.body.contains("<nav aria-label=\"Main\">"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("Back to the overview"), "{}", page.body);
+}
+
+#[test]
+fn every_link_starts_with_the_base_path_and_a_trusted_proxys_prefix() {
+    let scenario = Scenario::new();
+    let url = scenario.server.url();
+    let web = WebProcess::start(&url, scenario.dir.path(), &["--base-path", "/redcron"]);
+    let html = web.get("/").body;
+    let all = links(&html);
+    assert!(all.len() >= 7, "{all:?}");
+    assert!(
+        all.iter().any(|link| link == "/redcron"),
+        "the root: {all:?}"
+    );
+    assert!(
+        all.iter().all(|link| link.starts_with("/redcron")),
+        "{all:?}"
+    );
+    assert_eq!(web.get("/jobs").status, 404);
+
+    // A proxy's prefix is ignored unless the server is told to trust it.
+    let forwarded = |web: &WebProcess| {
+        web.send(
+            web.client()
+                .get(web.url("/"))
+                .header("x-forwarded-prefix", "/ops"),
+        )
+        .body
+    };
+    assert!(
+        links(&forwarded(&web))
+            .iter()
+            .all(|link| link.starts_with("/redcron"))
+    );
+    let trusting = WebProcess::start(
+        &url,
+        scenario.dir.path(),
+        &["--base-path", "/redcron", "--trust-proxy"],
+    );
+    let all = links(&forwarded(&trusting));
+    assert!(
+        all.iter().all(|link| link.starts_with("/ops/redcron")),
+        "{all:?}"
+    );
+}
+
+#[test]
+fn a_hold_is_released_by_an_operators_form_and_never_by_a_forged_one() {
+    let scenario = Scenario::new();
+    let held = crate::util::cli(
+        &scenario.server,
+        scenario.dir.path(),
+        &["hold", "--for", "10m"],
+    );
+    assert_eq!(held.code, Some(0), "{}", held.stderr);
+    let read_only = WebProcess::start(
+        &scenario.server.url(),
+        scenario.dir.path(),
+        &["--read-only"],
+    );
+    let page = read_only.get("/");
+    assert!(page.body.contains("The namespace is held"), "{}", page.body);
+    assert!(
+        !page.body.contains("Release the hold"),
+        "a read-only console offers no action"
+    );
+
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let page = web.get("/");
+    assert!(page.body.contains("Release the hold"), "{}", page.body);
+    let token = csrf_cookie(&page);
+    assert!(
+        page.body
+            .contains(&format!("name=\"csrf\" value=\"{token}\""))
+    );
+    let post = |cookie: &str, field: &str, origin: &str| {
+        web.send(
+            web.client()
+                .post(web.url("/hold/release"))
+                .header("cookie", format!("redcron_csrf={cookie}"))
+                .header("origin", origin)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("csrf={field}")),
+        )
+    };
+    let own = format!("http://127.0.0.1:{}", web.port);
+    // Another site's page: the browser sends the cookie, but the site cannot read it.
+    let forged = post(&token, "guess", &own);
+    assert_eq!(
+        (forged.status, forged.code()),
+        (403, "cross-origin".to_owned())
+    );
+    let cross = post(&token, &token, "https://evil.example");
+    assert_eq!(
+        (cross.status, cross.code()),
+        (403, "cross-origin".to_owned())
+    );
+    let status = crate::util::cli(&scenario.server, scenario.dir.path(), &["status", "--json"]);
+    assert!(
+        !status.stdout.contains("\"held_ms\":null"),
+        "still held: {}",
+        status.stdout
+    );
+
+    let released = web.send(
+        web.client()
+            .post(web.url("/hold/release"))
+            .header("cookie", format!("redcron_csrf={token}"))
+            .header("origin", &own)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={token}")),
+    );
+    assert_eq!(
+        released.status, 200,
+        "followed the redirect to the overview: {}",
+        released.body
+    );
+    assert!(released.body.contains("<h1>Overview</h1>"));
+    let status = crate::util::cli(&scenario.server, scenario.dir.path(), &["status", "--json"]);
+    assert!(
+        status.stdout.contains("\"held_ms\":null"),
+        "{}",
+        status.stdout
+    );
+}
+
+#[test]
+fn hostile_text_in_redis_is_shown_as_text() {
+    let scenario = Scenario::new();
+    let mut redis = scenario.server.connection();
+    let now = scenario.redis_now_ms();
+    let _: () = redis
+        .zadd(keys().replicas(), "evil", now + 60_000)
+        .expect("ZADD");
+    let _: () = redis
+        .hset(
+            keys().replica("evil"),
+            "version",
+            "<script>alert(1)</script>",
+        )
+        .expect("HSET");
+    // A record that is not UTF-8 is no reason for the page to fail.
+    let _: () = redis
+        .zadd(keys().replicas(), "binary", now + 60_000)
+        .expect("ZADD");
+    let _: () = redis
+        .hset(
+            keys().replica("binary"),
+            "version",
+            b"\xff\xfe<b>".as_slice(),
+        )
+        .expect("HSET");
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let page = web.get("/");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("<th scope=\"row\">evil</th>"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("<th scope=\"row\">binary</th>"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("<b>"), "{}", page.body);
+    assert!(!page.body.contains("<script>alert(1)"), "{}", page.body);
+    assert!(
+        page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{}",
+        page.body
+    );
+}
