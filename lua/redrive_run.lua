@@ -15,6 +15,8 @@
 -- ARGV[2] run id
 -- ARGV[3] events stream MAXLEN (approximate)
 -- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[5] who re-drives it (a console's token or user), recorded with the event, or '' when
+--         not told
 --
 -- Returns 1 when re-driven, 0 when the run is not in the dead letters, {'paused', job} when its
 -- job is paused, or {'unknown', job} when its job has no published definition.
@@ -24,7 +26,8 @@ if held(KEYS[5]) then
   return redis.error_reply(HELD)
 end
 local dead, due, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, run_id, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local prefix, run_id, maxlen, actor = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[5] or ''
+
 local now = now_ms(ARGV[4])
 local run_key = key_run(prefix, run_id)
 
@@ -48,6 +51,11 @@ redis.call('PERSIST', run_key)
 -- Ad-hoc runs wait apart from the fires: re-driving thousands at once holds back no fire.
 redis.call('ZADD', kind == 'cron' and due or key_due_runs(prefix), now, run_id)
 workflow_step_redriven(prefix, run_key, now)
-record_event(events, maxlen, run_id, 'scheduled', 'job', job or '', 'reason', 'redrive')
+if actor == '' then
+  record_event(events, maxlen, run_id, 'scheduled', 'job', job or '', 'reason', 'redrive')
+else
+  record_event(events, maxlen, run_id, 'scheduled', 'job', job or '', 'reason', 'redrive',
+    'actor', actor)
+end
 redis.call('PUBLISH', wake, now)
 return 1

@@ -375,6 +375,45 @@ fn tokens_and_users_act_as_their_roles_allow() {
 }
 
 #[test]
+fn a_retry_records_who_asked_in_the_events_stream() {
+    let (scenario, _replica) = declared();
+    let dir = scenario.dir.path();
+    let token = redcron_in(dir, &["web", "hash", "--token"], "deploy-token").success();
+    let auth = format!(
+        "[[token]]\nname = \"deploy\"\nsha256 = \"{}\"\nrole = \"operator\"\n",
+        token.trim()
+    );
+    std::fs::write(dir.join("auth.toml"), auth).expect("write the auth file");
+    let web = WebProcess::start(&scenario.server.url(), dir, &["--auth-file", "auth.toml"]);
+    let post = |path: &str| web.send(web.client().post(web.url(path)).bearer_auth("deploy-token"));
+    let doomed = post("/api/v1/jobs/doomed/trigger").json()["id"]
+        .as_str()
+        .expect("a run id")
+        .to_owned();
+    let dead = |web: &WebProcess| {
+        wait_for(Duration::from_secs(15), || {
+            let dead = web.send(
+                web.client()
+                    .get(web.url("/api/v1/dead"))
+                    .bearer_auth("deploy-token"),
+            );
+            (dead.json()["runs"][0]["id"] == doomed.as_str()).then_some(())
+        })
+        .expect("the run died");
+    };
+    dead(&web);
+    assert_eq!(post(&format!("/api/v1/dead/{doomed}/retry")).status, 200);
+    dead(&web);
+    assert_eq!(post("/api/v1/dead/retry").status, 200);
+    let actors: Vec<String> = crate::util::scenario::event_entries(&scenario)
+        .iter()
+        .filter(|entry| entry.get::<String>("reason").as_deref() == Some("redrive"))
+        .map(|entry| entry.get::<String>("actor").unwrap_or_default())
+        .collect();
+    assert_eq!(actors, ["deploy", "deploy"]);
+}
+
+#[test]
 fn a_public_address_without_authentication_is_refused() {
     let scenario = Scenario::new();
     let url = scenario.server.url();

@@ -215,6 +215,9 @@ pub struct Submitted {
 #[derive(Clone)]
 pub struct Client {
     store: Store,
+    /// Who the actions are made for, recorded with the events they write, when told
+    /// ([`Client::acting_as`]).
+    actor: Option<String>,
 }
 
 impl Client {
@@ -238,7 +241,17 @@ impl Client {
 
     /// A client on a store already connected.
     pub fn from_store(store: Store) -> Self {
-        Self { store }
+        Self { store, actor: None }
+    }
+
+    /// The same client, acting for `actor` (a console's token or user name): the events its
+    /// actions record name it. Today that is a dead run's re-drive (`reason` `redrive`).
+    #[must_use]
+    pub fn acting_as(&self, actor: impl Into<String>) -> Self {
+        Self {
+            store: self.store.clone(),
+            actor: Some(actor.into()),
+        }
     }
 
     /// The store underneath, for what the client does not offer yet.

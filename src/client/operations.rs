@@ -79,7 +79,11 @@ impl Client {
     /// UTF-8, named escaped as `dead list` prints it), [`ClientError::JobPaused`] or
     /// [`ClientError::JobUnknown`] (the run stays dead), or Redis errors.
     pub async fn retry_dead(&self, run_id: &str) -> Result<(), ClientError> {
-        match self.store.redrive_run(run_id).await? {
+        match self
+            .store
+            .redrive_run_by(run_id, self.actor.as_deref())
+            .await?
+        {
             Redrive::Redriven => Ok(()),
             Redrive::NotDead => Err(self.not_dead(run_id).await?),
             Redrive::JobPaused(job) => Err(ClientError::JobPaused {
@@ -138,7 +142,11 @@ impl Client {
             ..DeadRetried::default()
         };
         for run_id in chosen {
-            match self.store.redrive_run(&run_id).await? {
+            match self
+                .store
+                .redrive_run_by(&run_id, self.actor.as_deref())
+                .await?
+            {
                 Redrive::Redriven => outcome.retried.push(run_id),
                 // Retried by someone else meanwhile: no longer dead.
                 Redrive::NotDead => {}

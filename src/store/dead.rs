@@ -71,6 +71,19 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn redrive_run(&self, run_id: &str) -> Result<Redrive, StoreError> {
+        self.redrive_run_by(run_id, None).await
+    }
+
+    /// As [`Store::redrive_run`], recording `actor` (who asked: a console's token or user) with
+    /// the event, when given.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn redrive_run_by(
+        &self,
+        run_id: &str,
+        actor: Option<&str>,
+    ) -> Result<Redrive, StoreError> {
         let answer: Value = scripts::REDRIVE_RUN
             .key(self.keys.dead())
             .key(self.keys.due())
@@ -81,6 +94,7 @@ impl Store {
             .arg(run_id)
             .arg(self.settings.events_maxlen)
             .arg(self.now_arg())
+            .arg(actor.unwrap_or_default())
             .invoke_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "redrive_run")?;

@@ -177,11 +177,15 @@ fn payload_text(payload: Option<&Value>) -> Result<Option<String>, ApiError> {
 
 /// `dead retry ID --json`.
 pub(super) async fn retry_dead(
-    _: Operator,
+    Operator(caller): Operator,
     State(state): State<WebState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    state.client().retry_dead(&id).await?;
+    state
+        .client()
+        .acting_as(caller.name)
+        .retry_dead(&id)
+        .await?;
     Ok(Json(retried_document(&DeadRetried {
         retried: vec![id],
         ..DeadRetried::default()
@@ -198,11 +202,15 @@ pub(super) struct RetryFilter {
 
 /// `dead retry --all [--job JOB] --json`.
 pub(super) async fn retry_dead_runs(
-    _: Operator,
+    Operator(caller): Operator,
     State(state): State<WebState>,
     Body(body): Body<RetryFilter>,
 ) -> Result<Json<Value>, ApiError> {
-    let outcome = state.client().retry_dead_runs(body.job.as_deref()).await?;
+    let outcome = state
+        .client()
+        .acting_as(caller.name)
+        .retry_dead_runs(body.job.as_deref())
+        .await?;
     Ok(Json(retried_document(&outcome)))
 }
 
