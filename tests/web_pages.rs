@@ -303,3 +303,27 @@ fn hostile_text_in_redis_is_shown_as_text() {
         page.body
     );
 }
+
+#[test]
+fn the_overview_warns_of_a_job_declared_differently_by_two_replicas() {
+    let scenario = Scenario::new();
+    scenario.write_jobs(JOBS);
+    let other = scenario.dir.path().join("other-schedules");
+    std::fs::create_dir(&other).expect("mkdir");
+    std::fs::write(other.join("jobs.toml"), JOBS.replace("cat", "cat -u")).expect("write");
+    let _r1 = scenario.replica("r1", &[]);
+    let _r2 = crate::util::replica::ReplicaProcess::start(
+        "r2",
+        &scenario.server.url(),
+        &other,
+        scenario.dir.path(),
+        &[],
+    );
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let warned = wait_for(Duration::from_secs(15), || {
+        let page = web.get("/").body;
+        page.contains("<strong>greet</strong> is declared differently by")
+            .then_some(page)
+    });
+    assert!(warned.is_some(), "no drift warning:\n{}", web.get("/").body);
+}

@@ -4,7 +4,7 @@
 mod actions;
 mod reads;
 
-pub(super) use reads::{no_route, read_status};
+pub(super) use reads::{Status, no_route, read_status};
 
 use axum::Router;
 use axum::body::Bytes;

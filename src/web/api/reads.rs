@@ -12,7 +12,7 @@ use crate::cli::history::history_document;
 use crate::cli::runs::run_document;
 use crate::cli::status::{StatusRead, jobs_documents};
 use crate::client::RunsQuery;
-use crate::store::Event;
+use crate::store::{Event, Overview};
 use crate::web::{ApiError, Caller, WebState};
 
 /// The most entries one page of a list holds, and how many it holds unless told.
@@ -24,15 +24,24 @@ pub(super) async fn status(
     _: Caller,
     State(state): State<WebState>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(read_status(&state).await?.0))
+    Ok(Json(read_status(&state).await?.document))
 }
 
-/// What `status --json` prints, with the newest events it was made of (newest first), which a
-/// page reads more of.
+/// What `status` reads, for a page that shows more of it than its document.
+pub(crate) struct Status {
+    /// What `status --json` prints.
+    pub(crate) document: Value,
+    /// The newest events it was made of, newest first.
+    pub(crate) events: Vec<Event>,
+    /// The namespace's state it was made of.
+    pub(crate) overview: Overview,
+}
+
+/// What `status` reads and prints with `--json`.
 ///
 /// # Errors
 /// Redis out of reach, or data redcron did not write.
-pub(crate) async fn read_status(state: &WebState) -> Result<(Value, Vec<Event>), ApiError> {
+pub(crate) async fn read_status(state: &WebState) -> Result<Status, ApiError> {
     let client = state.client();
     let overview = client.overview().await?;
     let events = client.recent_events().await?;
@@ -51,7 +60,11 @@ pub(crate) async fn read_status(state: &WebState) -> Result<(Value, Vec<Event>),
         failing: &failing,
     };
     let document = read.document();
-    Ok((document, events))
+    Ok(Status {
+        document,
+        events,
+        overview,
+    })
 }
 
 /// `jobs --json`.

@@ -10,9 +10,10 @@ use maud::{Markup, html};
 use serde_json::Value;
 
 use super::{PageContext, layout};
+use crate::cli::status::jobs_documents;
 use crate::cli::times::{ago, duration};
 use crate::store::Event;
-use crate::web::api::read_status;
+use crate::web::api::{Status, read_status};
 use crate::web::csrf::{self, CheckedForm};
 use crate::web::{ApiError, WebState};
 
@@ -22,18 +23,25 @@ const DAY_MS: i64 = 24 * 3600 * 1000;
 /// `GET /`: the overview.
 pub(super) async fn page(context: PageContext, State(state): State<WebState>) -> Response {
     let read = async {
-        let (status, events) = read_status(&state).await?;
+        let status = read_status(&state).await?;
         let now_ms = state.client().store().now_ms().await?;
-        Ok::<_, ApiError>((status, events, now_ms))
+        Ok::<_, ApiError>((status, now_ms))
     };
-    let (status, events, now_ms) = match read.await {
+    let (
+        Status {
+            document: status,
+            events,
+            overview,
+        },
+        now_ms,
+    ) = match read.await {
         Ok(read) => read,
         Err(error) => return unavailable(&context, &error),
     };
     let leader = status["leader"]["id"].as_str();
     let main = html! {
         h1 { "Overview" }
-        (warnings(&context, &status))
+        (warnings(&context, &status, &jobs_documents(&overview, &events)))
         section #replicas data-refresh aria-labelledby="replicas-h" {
             h2 #replicas-h { "Leader and replicas" }
             (replicas(&status))
@@ -61,7 +69,7 @@ fn unavailable(context: &PageContext, error: &ApiError) -> Response {
 }
 
 /// Every warning the status document carries, each saying what to do; none, said so.
-fn warnings(context: &PageContext, status: &Value) -> Markup {
+fn warnings(context: &PageContext, status: &Value, jobs: &[Value]) -> Markup {
     let mut said: Vec<Markup> = Vec::new();
     if let Some(message) = status["writes_refused"]["message"].as_str() {
         said.push(html! { "Redis refuses writes: " (message) " Nothing is planned or recorded until it takes them again." });
@@ -99,6 +107,18 @@ fn warnings(context: &PageContext, status: &Value) -> Markup {
             (text(&aside["runs"])) " runs of job " strong { (text(&aside["job"])) }
             " wait for a replica that declares it."
         });
+    }
+    for job in jobs {
+        if job["drift"]
+            .as_array()
+            .is_some_and(|drift| !drift.is_empty())
+        {
+            said.push(html! {
+                "Job " strong { (text(&job["job"])) } " is declared differently by "
+                (list(&job["drift"])) " than by " (list(&job["declared_by"]))
+                ": deploy the same schedule files to every replica."
+            });
+        }
     }
     if let Some(count) = status["damaged_keys"]["count"]
         .as_i64()
