@@ -6,6 +6,10 @@
 //! - a read handler takes a [`Caller`] (authenticated, any role), an action handler an
 //!   [`Operator`] (an operator, on a server that is not read-only, from this server's own
 //!   origin unless a bearer token says who), so that no route can forget to check;
+//! - a page is one file of `pages/`: its handler takes a `PageContext` (caller, prefix for
+//!   links, form token), reads through the client and draws its `main` into `layout::page`;
+//!   its actions are form POSTs whose handler takes a `CheckedForm` (the [`Operator`] checks,
+//!   then the form's token against the cookie's) and answers with a redirect to a page;
 //! - every answer carries the headers of [`secure_headers`];
 //! - an error is an [`ApiError`], answered with its status and a stable code.
 
