@@ -35,6 +35,7 @@ mod journal;
 mod late_start;
 mod lifecycle;
 mod links;
+mod live_output;
 mod long_outage;
 mod next;
 mod notices;

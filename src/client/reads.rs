@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{Client, ClientError};
-use crate::store::{DamagedKeys, Entry, Event, Overview, RunState, WritesRefused};
+use crate::store::{DamagedKeys, Entry, Event, OutputSoFar, Overview, RunState, WritesRefused};
 
 /// How many of the newest events a history or a status reads at most.
 pub const EVENTS_SCANNED: usize = 10_000;
@@ -267,6 +267,26 @@ impl Client {
     /// Redis errors.
     pub async fn run(&self, id: &str) -> Result<HashMap<String, String>, ClientError> {
         Ok(self.store.run_fields(id).await?)
+    }
+
+    /// What run `id`'s worker last published of its output while the run runs. Read it for an
+    /// active run only: once a run ends, its record's `output` is its output, and what was
+    /// published is left to expire. Compare its attempt with the record's: a retry that has
+    /// not written yet shows its earlier attempt's.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// if let Some(so_far) = client.live_output("nightly-backup@1767225600000").await? {
+    ///     println!("at {} ms: {}", so_far.written_ms, so_far.output);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn live_output(&self, id: &str) -> Result<Option<OutputSoFar>, ClientError> {
+        Ok(self.store.live_output(id).await?)
     }
 
     /// When the run `id` is due, when it waits in the due set (a planned cron fire has no

@@ -12,14 +12,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tracing::error;
 
+use super::live::OUTPUT_TAIL_BYTES;
 use super::output::{Lines, Sink};
-use super::{BoxFuture, Completed, Handler, Outcome, RunContext, RunError};
+use super::{BoxFuture, Completed, Handler, LiveOutput, Outcome, RunContext, RunError};
 use crate::notify::spool::{self, Head};
 use crate::process::{self, Exit, KILL_WAIT, RUN_ID_VARIABLE, Supervised, spawn_supervised};
 use crate::schedule::run_as::Identity;
-
-/// How much of a command's output (stdout and stderr together) is kept with the run.
-pub const OUTPUT_TAIL_BYTES: usize = 4096;
 
 /// How long output is still read after the command exits: background processes it left behind
 /// may hold its pipes open for ever.
@@ -138,7 +136,7 @@ async fn execute(run: RunContext, grace: Duration) -> Outcome {
         });
     }
     let captured = Arc::new(Mutex::new(Captured {
-        tail: Tail::default(),
+        tail: run.output.clone(),
         sink: Sink::new(&job.output, &run.run_id, &job.name),
         head: Head::for_job(job),
     }));
@@ -255,43 +253,10 @@ async fn terminate(
     }
 }
 
-/// The last [`OUTPUT_TAIL_BYTES`] of output.
-#[derive(Debug, Default)]
-struct Tail {
-    bytes: Vec<u8>,
-    /// Whether earlier output was dropped.
-    cut: bool,
-}
-
-/// What a tail that lost its beginning starts with: its first line is not the line the command
-/// wrote, so it must never read as one (a workflow step's JSON object, say).
-const CUT_MARK: &str = "…";
-
-impl Tail {
-    fn push(&mut self, chunk: &[u8]) {
-        self.bytes.extend_from_slice(chunk);
-        if self.bytes.len() > OUTPUT_TAIL_BYTES {
-            let excess = self.bytes.len() - OUTPUT_TAIL_BYTES;
-            self.bytes.drain(..excess);
-            self.cut = true;
-        }
-    }
-
-    /// The tail as text: at most [`OUTPUT_TAIL_BYTES`], the mark included.
-    fn text(&self) -> String {
-        if self.cut {
-            let kept = &self.bytes[CUT_MARK.len().min(self.bytes.len())..];
-            format!("{CUT_MARK}{}", String::from_utf8_lossy(kept))
-        } else {
-            String::from_utf8_lossy(&self.bytes).into_owned()
-        }
-    }
-}
-
-/// What is kept of a run's output while it runs: its tail, where else its lines go, and its
-/// beginning for a job that mails it.
+/// What is kept of a run's output while it runs: its tail (published while the run runs),
+/// where else its lines go, and its beginning for a job that mails it.
 struct Captured {
-    tail: Tail,
+    tail: LiveOutput,
     sink: Option<Sink>,
     head: Option<Head>,
 }
@@ -328,22 +293,6 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_tail_that_lost_its_beginning_says_so_and_its_cut_line_is_no_object() {
-        let mut tail = Tail::default();
-        let object = format!("{{\"kept\": \"{}\"}}", "z".repeat(OUTPUT_TAIL_BYTES - 12));
-        // The cut falls just before an object that ends a longer line.
-        assert_eq!(object.len(), OUTPUT_TAIL_BYTES);
-        tail.push(b"NOT JSON ");
-        tail.push(object.as_bytes());
-        let text = tail.text();
-        assert!(text.starts_with(CUT_MARK), "{}", &text[..20]);
-        assert!(crate::payload::object_problem(&text).is_some());
-
-        let mut whole = Tail::default();
-        whole.push(b"one line\n{\"a\": 1}\n");
-        assert_eq!(whole.text(), "one line\n{\"a\": 1}\n");
-    }
     use crate::schedule::parse_file;
     use std::path::Path;
     use tokio_util::sync::CancellationToken;
@@ -363,6 +312,7 @@ mod tests {
             fire_time: chrono::DateTime::from_timestamp(1_767_225_600, 0),
             payload: payload.map(str::to_owned),
             stop: CancellationToken::new(),
+            output: LiveOutput::default(),
         }
     }
 
@@ -429,7 +379,7 @@ mod tests {
             .await
             .expect("seq succeeds");
         assert_eq!(completed.output.len(), OUTPUT_TAIL_BYTES);
-        assert!(completed.output.starts_with(CUT_MARK));
+        assert!(completed.output.starts_with(super::super::live::CUT_MARK));
         assert!(completed.output.ends_with("99999\n100000\n"));
     }
 

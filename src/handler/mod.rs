@@ -3,6 +3,7 @@
 //! the engine's to run: its handler starts the workflow in the store.
 
 mod command;
+mod live;
 mod output;
 
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 pub use command::CommandHandler;
+pub use live::{CUT_MARK, LiveOutput, OUTPUT_TAIL_BYTES};
 use tokio_util::sync::CancellationToken;
 
 use crate::schedule::Job;
@@ -55,6 +57,10 @@ pub struct RunContext {
     /// Cancelled when the run must stop (timeout, shutdown, lost lease): a handler should
     /// return soon after; one that has not within its [`Handler::stop_grace`] is dropped.
     pub stop: CancellationToken,
+    /// The run's output so far, published while it runs (`redcron runs show --follow`): the
+    /// command handler pushes its command's output here; a registered handler may push its
+    /// own, or nothing, and its run then shows no output until it ends.
+    pub output: LiveOutput,
 }
 
 /// A run that completed.

@@ -181,6 +181,14 @@ impl Keys {
         self.key(&format!("run:{run_id}"))
     }
 
+    /// Hash of a running run's output so far (`output`, `written_ms`, `attempt`), written by
+    /// its worker at most once a second while output arrives, with an expiry of a few run
+    /// leases: what a replica killed mid-run left expires on its own (see
+    /// `lua/publish_live_output.lua`).
+    pub fn live_output(&self, run_id: &str) -> String {
+        self.key(&format!("live-output:{run_id}"))
+    }
+
     /// List of ad-hoc run ids ready to claim in one queue at one priority.
     pub fn ready(&self, queue: &str, priority: Priority) -> String {
         self.key(&format!("ready:{queue}:{}", priority_name(priority)))
@@ -470,6 +478,7 @@ mod tests {
             keys.ready_fires("q", Priority::Low),
             keys.wake("q"),
             keys.fingerprint("ab"),
+            keys.live_output("r"),
         ] {
             assert!(key.starts_with("{prod}:"), "{key}");
         }

@@ -13,6 +13,7 @@
 //! - `promotion`: due runs made ready;
 //! - `claiming`: ready runs claimed, their leases and job slots;
 //! - `finishing`: outcomes recorded, runs owned and leases expired;
+//! - `live`: a running run's output so far, published and read;
 //! - `enqueueing`: ad-hoc and delayed runs;
 //! - `triggering`: triggers of every-replica jobs, a fire now on each target;
 //! - `dead`: the dead letters;
@@ -40,6 +41,7 @@ mod finishing;
 mod inspect;
 pub mod keys;
 mod leadership;
+mod live;
 mod notices;
 mod planning;
 mod promotion;
@@ -80,6 +82,7 @@ pub use finishing::{Ack, FailOutcome, Failure, OwnedRun, StrayRun};
 pub use inspect::{Event, Overview, REAPING_GRACE, ReplicaInfo, RunCounts, UndeclaredRuns};
 pub use keys::{InvalidNamespace, Keys, validate_namespace};
 pub use leadership::{Acquisition, LeaderToken};
+pub use live::OutputSoFar;
 pub use notices::{DamagedNotice, OwedNotice, Settle};
 pub use planning::{
     JobPlan, PlanOutcome, PlannedRun, SkippedFire, UnplanOutcome, cron_run_id, parse_cron_run_id,

@@ -45,6 +45,7 @@ script!(EXTEND_LEASE, "extend_lease.lua");
 script!(TAKE_JOB_SLOT, "take_job_slot.lua");
 script!(ACK_RUNS, "ack_runs.lua");
 script!(FAIL_RUN, "fail_run.lua");
+script!(PUBLISH_LIVE_OUTPUT, "publish_live_output.lua");
 script!(LIST_OWNED_RUNS, "list_owned_runs.lua");
 script!(BURY_UNDECLARED_RUNS, "bury_undeclared_runs.lua");
 script!(REQUEUE_STRAY_RUNS, "requeue_stray_runs.lua");

@@ -13,7 +13,7 @@ use tracing::{Instrument, debug, info, warn};
 use super::acker::PendingAck;
 use crate::engine::retry::retry_store;
 use crate::engine::{Shutdown, record_skips, skip_reason_at_start};
-use crate::handler::{Outcome, RunContext, RunError};
+use crate::handler::{LiveOutput, Outcome, RunContext, RunError};
 use crate::payload::payload_problem;
 use crate::schedule::{Job, Overlap};
 use crate::store::{
@@ -101,6 +101,19 @@ impl Execution {
         let keeper = AbortOnDropHandle::new(tokio::spawn(
             keep_lease(self.store.clone(), run.clone(), self.lease, lost.clone()).in_current_span(),
         ));
+        let output = LiveOutput::default();
+        // Its first write comes a second after the start at the earliest: a short run's
+        // execution costs Redis no command more.
+        let publisher = AbortOnDropHandle::new(tokio::spawn(
+            super::live::publish_output(
+                self.store.clone(),
+                run.id.clone(),
+                run.attempt,
+                output.clone(),
+                self.lease,
+            )
+            .in_current_span(),
+        ));
         let context = RunContext {
             run_id: run.id.clone(),
             job: job.clone(),
@@ -111,6 +124,7 @@ impl Execution {
                 .and_then(DateTime::from_timestamp_millis),
             payload: run.payload.clone(),
             stop: stop.clone(),
+            output,
         };
         let execution = handler(context);
         tokio::pin!(execution);
@@ -140,6 +154,7 @@ impl Execution {
             }
         };
         drop(keeper);
+        drop(publisher);
         let duration_ms = started.elapsed().as_millis();
         self.store
             .metrics()

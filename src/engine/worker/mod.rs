@@ -22,6 +22,7 @@ use tracing::{Instrument, info, warn};
 
 mod acker;
 mod execution;
+mod live;
 mod owned;
 mod sizing;
 mod workflow_starter;
