@@ -1,7 +1,9 @@
-//! A running run's output, live and bounded: written to Redis at most once a second and never
-//! more than its 4 KiB tail, gone a few leases after a replica killed mid-run, never written for
-//! a short run.
+//! A running run's output, live and bounded: readable with `runs show` while the run runs,
+//! written to Redis at most once a second and never more than its 4 KiB tail, gone a few leases
+//! after a replica killed mid-run, never written for a short run, and followed with `--follow`.
 
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -12,6 +14,7 @@ use serde_json::Value;
 
 use crate::util::redis_server::RedisServer;
 use crate::util::scenario::Scenario;
+use crate::util::schemas::Schemas;
 use crate::util::wait::wait_for;
 use crate::util::{cli, keys, one_document, wait_until};
 
@@ -94,6 +97,83 @@ fn ended(scenario: &Scenario, run_id: &str, limit: Duration) -> Value {
         (run["state"] != "active" && run["finished_ms"].is_i64()).then_some(run)
     })
     .unwrap_or_else(|| panic!("run {run_id} did not end: {}", shown(scenario, run_id)))
+}
+
+#[test]
+fn a_running_runs_output_is_readable_before_it_ends_and_grows() {
+    let scenario = Scenario::new();
+    scenario.write_jobs(
+        "[jobs.talk]\ncommand = \"for i in $(seq 1 20); do echo line $i; sleep 0.2; done\"\n",
+    );
+    let replica = scenario.replica("r1", &[]);
+    let run_id = scenario.trigger("talk");
+
+    let lines = |run: &Value| {
+        run["output_so_far"]["output"]
+            .as_str()
+            .map_or(0, |text| text.lines().count())
+    };
+    let first = wait_for(Duration::from_secs(15), || {
+        let run = shown(&scenario, &run_id);
+        (lines(&run) > 0).then_some(run)
+    })
+    .unwrap_or_else(|| panic!("no output while the run ran:\n{}", replica.log()));
+    assert_eq!(first["state"], "active", "{first}");
+    Schemas::of_the_docs().assert_matches("run.json", &first);
+    assert_eq!(first["output"], Value::Null, "the record has no output yet");
+    let so_far = &first["output_so_far"];
+    assert!(
+        so_far["output"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("line 1\n"),
+        "{so_far}"
+    );
+    assert_eq!(so_far["attempt"], 1);
+    assert!(
+        so_far["written_ms"].is_i64() && so_far["written"].is_string(),
+        "{so_far}"
+    );
+
+    let grown = wait_for(Duration::from_secs(10), || {
+        let run = shown(&scenario, &run_id);
+        (run["state"] == "active" && lines(&run) > lines(&first)).then_some(run)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the output did not grow while the run ran:\n{}",
+            replica.log()
+        )
+    });
+    assert!(
+        grown["output_so_far"]["written_ms"].as_i64() > so_far["written_ms"].as_i64(),
+        "{grown}"
+    );
+    let mut text = String::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            text = cli(
+                &scenario.server,
+                scenario.dir.path(),
+                &["runs", "show", &run_id],
+            )
+            .success();
+            text.contains("output so far (written ") && text.contains("\nline 1\nline 2\n")
+        }),
+        "runs show does not show the output so far:\n{text}"
+    );
+
+    let done = ended(&scenario, &run_id, Duration::from_secs(20));
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert!(
+        done["output"].as_str().unwrap_or("").ends_with("line 20\n"),
+        "{done}"
+    );
+    assert_eq!(
+        done["output_so_far"],
+        Value::Null,
+        "an ended run shows its record only"
+    );
 }
 
 #[test]
@@ -220,4 +300,67 @@ fn a_short_run_and_a_silent_one_write_no_live_output() {
     let mut connection = scenario.server.connection();
     let left: Vec<String> = connection.keys(keys().live_output("*")).expect("KEYS");
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn follow_prints_the_lines_as_they_come_and_ends_with_the_run_and_its_exit_code() {
+    let scenario = Scenario::new();
+    scenario.write_jobs(
+        "[jobs.counted]\ncommand = \"for i in $(seq 1 12); do echo line $i; sleep 0.2; done; \
+         exit 3\"\n",
+    );
+    let unknown = cli(
+        &scenario.server,
+        scenario.dir.path(),
+        &["runs", "show", "nope", "--follow"],
+    );
+    assert!(unknown.failure(2).contains("unknown run \"nope\""));
+
+    let replica = scenario.replica("r1", &[]);
+    let run_id = scenario.trigger("counted");
+    // A reader that goes away after one line: the follower ends without an error.
+    let mut head = Command::new(env!("CARGO_BIN_EXE_redcron"))
+        .args(["runs", "show", &run_id, "--follow"])
+        .args(["--redis", &scenario.server.url(), "--namespace", "test"])
+        .env("REDCRON_CONFIG", "/dev/null")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the follower starts");
+    let mut first = String::new();
+    BufReader::new(head.stdout.take().expect("piped"))
+        .read_line(&mut first)
+        .expect("a line");
+    assert_eq!(first, "line 1\n");
+
+    let followed = cli(
+        &scenario.server,
+        scenario.dir.path(),
+        &["runs", "show", &run_id, "--follow"],
+    );
+    assert_eq!(
+        followed.code,
+        Some(3),
+        "{}\n{}",
+        followed.stderr,
+        replica.log()
+    );
+    let expected: String = (1..=12).map(|i| format!("line {i}\n")).collect();
+    assert_eq!(followed.stdout, expected, "each line once, in order");
+    assert!(
+        followed
+            .stderr
+            .contains(&format!("run {run_id} ended dead")),
+        "{}",
+        followed.stderr
+    );
+    assert!(
+        followed.stderr.contains("exit code 3"),
+        "{}",
+        followed.stderr
+    );
+
+    let status = wait_for(Duration::from_secs(10), || head.try_wait().expect("wait"))
+        .expect("the follower whose reader went away ends");
+    assert_eq!(status.code(), Some(0), "a reader gone away is no failure");
 }

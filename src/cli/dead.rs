@@ -70,7 +70,7 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
                 let client = Client::from_store(redis.connect().await?);
                 client.dead_run(id).await.map_err(CliError::from)
             })?;
-            write_run(out, id, fields, *json)
+            write_run(out, id, fields, None, *json)
         }
         DeadCommand::Retry {
             id,

@@ -76,6 +76,15 @@ pub enum CliError {
     /// check running it does not pass.
     #[error("{0}")]
     WritesRefused(String),
+    /// A run followed to its end (`runs show --follow`) did not succeed: the process exits
+    /// with its exit code, as the command itself would have.
+    #[error("{message}")]
+    RunNotSucceeded {
+        /// How the run ended, in words.
+        message: String,
+        /// The run's exit code, or 1 when it has none (killed by a signal, timed out, skipped).
+        code: u8,
+    },
     /// Reading or writing a file or a stream.
     #[error("{context}: {source}")]
     Io {
@@ -146,10 +155,12 @@ impl CliError {
     }
 
     /// The process exit code: 1 for invalid schedules (what `check` exists to find) and
-    /// imports with lines that need attention, 2 for everything else.
+    /// imports with lines that need attention, a followed run's own when it did not succeed,
+    /// 2 for everything else.
     pub fn exit_code(&self) -> ExitCode {
         match self {
             CliError::ScheduleDir(_) | CliError::ImportNeedsAttention(_) => ExitCode::from(1),
+            CliError::RunNotSucceeded { code, .. } => ExitCode::from(*code),
             _ => ExitCode::from(2),
         }
     }

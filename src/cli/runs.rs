@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
+use std::time::Duration;
 
 use clap::{Subcommand, ValueEnum};
 use serde_json::{Map, Value};
@@ -10,14 +11,15 @@ use super::output::{ListFormat, printable, printable_cell};
 use super::times::{duration, relative, rfc3339};
 use super::{CliError, RedisArgs, block_on, list_count, typed_fields, write_table};
 use crate::client::{Client, RunsQuery};
+use crate::store::{OutputSoFar, RunState};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum RunsCommand {
     /// Runs holding a lease, then runs ready or waiting, then runs due (scheduled or
     /// retrying), soonest first.
     List(ListArgs),
-    /// Every field of one run.
-    Show(ShowArgs),
+    /// Every field of one run and, while it runs, its output so far.
+    Show(RunShowArgs),
 }
 
 /// Which runs to list.
@@ -66,6 +68,18 @@ pub(super) struct ShowArgs {
     pub(super) redis: RedisArgs,
 }
 
+/// One run to show, or to follow as it runs.
+#[derive(Debug, clap::Args)]
+pub(super) struct RunShowArgs {
+    #[command(flatten)]
+    show: ShowArgs,
+    /// Print the run's output as it grows (as `tail -f` does), waiting for the run to start if
+    /// it has not, until the run ends; then say how it ended on standard error, and exit with
+    /// the run's exit code (1 when it has none: killed, timed out, skipped).
+    #[arg(long, conflicts_with = "json")]
+    follow: bool,
+}
+
 /// The instants of a run's record, ms since the epoch: `--json` adds each as RFC 3339 under its
 /// name without `_ms`, and text shows only that. Its other `_ms` fields are spans.
 const RUN_INSTANTS: [&str; 8] = [
@@ -100,29 +114,170 @@ const RUN_FIELDS: [&str; 13] = [
 pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(), CliError> {
     match command {
         RunsCommand::List(args) => list(args, out),
-        RunsCommand::Show(ShowArgs { id, json, redis }) => {
-            let (fields, due) = block_on(async {
+        RunsCommand::Show(RunShowArgs {
+            show: ShowArgs { id, redis, .. },
+            follow: true,
+        }) => block_on(async {
+            let client = Client::from_store(redis.connect().await?);
+            follow(&client, id, out).await
+        }),
+        RunsCommand::Show(RunShowArgs {
+            show: ShowArgs { id, json, redis },
+            follow: false,
+        }) => {
+            let (fields, so_far) = block_on(async {
                 let client = Client::from_store(redis.connect().await?);
                 let fields = client.run(id).await.map_err(CliError::from)?;
-                let due = if fields.is_empty() {
-                    Some(client.due_at(id).await.map_err(CliError::from)?)
-                } else {
-                    None
-                };
-                Ok::<_, CliError>((fields, due))
+                if fields.is_empty() {
+                    return Err(no_record(&client, id).await);
+                }
+                let so_far = output_so_far(&client, id, &fields).await?;
+                Ok::<_, CliError>((fields, so_far))
             })?;
-            if let Some((Some(due_ms), now_ms)) = due {
-                let job = crate::store::parse_cron_run_id(id).map_or(id.as_str(), |(job, _)| job);
-                return Err(CliError::Argument(format!(
-                    "run \"{id}\" has no record yet: it is a planned fire of job \"{job}\", due \
-                     {} ({}), and gets one when it comes due",
-                    rfc3339(due_ms),
-                    relative(now_ms, due_ms)
-                )));
-            }
-            write_run(out, id, fields, *json)
+            write_run(out, id, fields, so_far.as_ref(), *json)
         }
     }
+}
+
+/// The error for run `id`, which has no record: a planned fire that is not due yet, or no run.
+async fn no_record(client: &Client, id: &str) -> CliError {
+    match client.due_at(id).await {
+        Ok((Some(due_ms), now_ms)) => {
+            let job = crate::store::parse_cron_run_id(id).map_or(id, |(job, _)| job);
+            CliError::Argument(format!(
+                "run \"{id}\" has no record yet: it is a planned fire of job \"{job}\", due {} \
+                 ({}), and gets one when it comes due",
+                rfc3339(due_ms),
+                relative(now_ms, due_ms)
+            ))
+        }
+        Ok((None, _)) => unknown_run(id),
+        Err(error) => error.into(),
+    }
+}
+
+fn unknown_run(id: &str) -> CliError {
+    CliError::Argument(format!(
+        "unknown run \"{id}\" (or its record expired after the retention period)"
+    ))
+}
+
+/// The output so far of run `id` whose record is `fields`: only while it runs, and only its
+/// current attempt's (a retry that wrote nothing yet would show its earlier attempt's).
+async fn output_so_far(
+    client: &Client,
+    id: &str,
+    fields: &HashMap<String, String>,
+) -> Result<Option<OutputSoFar>, CliError> {
+    if fields.get("state").map(String::as_str) != Some(RunState::Active.as_str()) {
+        return Ok(None);
+    }
+    let so_far = client.live_output(id).await.map_err(CliError::from)?;
+    Ok(so_far.filter(|so_far| fields.get("attempt") == Some(&so_far.attempt.to_string())))
+}
+
+/// How often `runs show --follow` reads the run: its worker writes its output at most once a
+/// second.
+const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+
+/// Prints run `id`'s output as it grows until the run ends, then how it ended on standard
+/// error; fails with the run's exit code when it did not succeed. Waits for a run that has not
+/// started; a retry's output follows its failed attempt's.
+async fn follow(client: &Client, id: &str, out: &mut impl Write) -> Result<(), CliError> {
+    // What was printed of the attempt being followed: its number and its tail as it was then.
+    let mut printed: Option<(String, String)> = None;
+    // The last attempt whose end was said, so that a retry's wait says it once.
+    let mut ended: Option<String> = None;
+    loop {
+        let fields = client.run(id).await.map_err(CliError::from)?;
+        if fields.is_empty() {
+            return Err(no_record(client, id).await);
+        }
+        let field = |name: &str| fields.get(name).cloned().unwrap_or_default();
+        let attempt = field("attempt");
+        let state = RunState::parse(&field("state"));
+        let text = match state {
+            Some(RunState::Active) => output_so_far(client, id, &fields)
+                .await?
+                .map(|so_far| so_far.output),
+            // The record's output is the ended attempt's whole tail, which the last write may
+            // not have had.
+            Some(_) if ended.as_ref() != Some(&attempt) => fields.get("output").cloned(),
+            _ => None,
+        };
+        if let Some(text) = text {
+            let before = match &printed {
+                Some((shown_attempt, before)) if *shown_attempt == attempt => before.as_str(),
+                _ => "",
+            };
+            write!(out, "{}", printable(new_output(before, &text)))
+                .and_then(|()| out.flush())
+                .map_err(CliError::io("writing the run's output"))?;
+            printed = Some((attempt.clone(), text));
+        }
+        match state {
+            Some(state) if state.is_finished() => return outcome(id, state, &fields),
+            Some(RunState::Retrying) if ended.as_ref() != Some(&attempt) => {
+                let due = fields
+                    .get("due_ms")
+                    .and_then(|ms| ms.parse().ok())
+                    .map_or_else(|| "later".to_owned(), rfc3339);
+                say(&format!(
+                    "run {id}: attempt {attempt} failed ({}), tried again at {due}",
+                    field("error")
+                ));
+                ended = Some(attempt);
+            }
+            _ => {}
+        }
+        tokio::time::sleep(FOLLOW_EVERY).await;
+    }
+}
+
+/// What `now`, a run's output tail, adds to `before`, its tail when it was last printed: the
+/// part after their overlap. Both may have lost their beginning (marked with `…`); when they
+/// do not overlap, more than a tail was written in between, and `now` is new whole, its mark
+/// saying that output was skipped.
+fn new_output<'a>(before: &str, now: &'a str) -> &'a str {
+    let mark = crate::handler::CUT_MARK;
+    let old = before.strip_prefix(mark).unwrap_or(before);
+    let new = now.strip_prefix(mark).unwrap_or(now);
+    (0..old.len())
+        .filter(|from| old.is_char_boundary(*from))
+        .find(|from| new.starts_with(&old[*from..]))
+        .map_or(now, |from| &new[old.len() - from..])
+}
+
+/// How a followed run ended, said on standard error; an error with its exit code when it did
+/// not succeed.
+fn outcome(id: &str, state: RunState, fields: &HashMap<String, String>) -> Result<(), CliError> {
+    let exit_code = fields
+        .get("exit_code")
+        .and_then(|code| code.parse::<i32>().ok());
+    let with_code = exit_code.map_or_else(String::new, |code| format!(", exit code {code}"));
+    let why = [fields.get("reason"), fields.get("error")]
+        .into_iter()
+        .flatten()
+        .filter(|text| !text.is_empty())
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(": ");
+    if state == RunState::Succeeded {
+        say(&format!("run {id} succeeded{with_code}"));
+        return Ok(());
+    }
+    Err(CliError::RunNotSucceeded {
+        message: format!("run {id} ended {} ({why}{with_code})", state.as_str()),
+        code: exit_code
+            .and_then(|code| u8::try_from(code).ok())
+            .filter(|code| *code != 0)
+            .unwrap_or(1),
+    })
+}
+
+/// A line on standard error, whatever became of it: what a follower says beside the output.
+fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{}", printable(line));
 }
 
 fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -216,8 +371,13 @@ pub(crate) fn run_document(id: &str, mut fields: HashMap<String, String>) -> Map
         let at = document[name].as_i64().map(rfc3339);
         document.insert(name.trim_end_matches("_ms").to_owned(), at.into());
     }
+    document.insert(OUTPUT_SO_FAR.to_owned(), Value::Null);
     document
 }
+
+/// The field of `runs show --json` that holds a running run's output so far (null in lists and
+/// for a run that does not run).
+const OUTPUT_SO_FAR: &str = "output_so_far";
 
 /// The run's notice settings as lists, out of the forms the scripts keep them in (`notify` as
 /// JSON text, `notify_on` as `,dead,late,`): what a person or a script reads. Absent when the
@@ -245,15 +405,26 @@ pub(super) fn write_run(
     out: &mut impl Write,
     id: &str,
     fields: HashMap<String, String>,
+    so_far: Option<&OutputSoFar>,
     json: bool,
 ) -> Result<(), CliError> {
     if fields.is_empty() {
-        return Err(CliError::Argument(format!(
-            "unknown run \"{id}\" (or its record expired after the retention period)"
-        )));
+        return Err(unknown_run(id));
     }
     let written = if json {
-        writeln!(out, "{}", Value::Object(run_document(id, fields)))
+        let mut document = run_document(id, fields);
+        if let Some(so_far) = so_far {
+            document.insert(
+                OUTPUT_SO_FAR.to_owned(),
+                serde_json::json!({
+                    "output": so_far.output,
+                    "written": rfc3339(so_far.written_ms),
+                    "written_ms": so_far.written_ms,
+                    "attempt": so_far.attempt,
+                }),
+            );
+        }
+        writeln!(out, "{}", Value::Object(document))
     } else {
         let mut fields = fields;
         let notices = notices_of(&mut fields);
@@ -290,11 +461,24 @@ pub(super) fn write_run(
             .max()
             .unwrap_or(0)
             .max(2);
-        writeln!(out, "{:width$}  {}", "id", printable_cell(id)).and_then(|()| {
-            shown
-                .iter()
-                .try_for_each(|(name, value)| writeln!(out, "{name:width$}  {value}"))
-        })
+        writeln!(out, "{:width$}  {}", "id", printable_cell(id))
+            .and_then(|()| {
+                shown
+                    .iter()
+                    .try_for_each(|(name, value)| writeln!(out, "{name:width$}  {value}"))
+            })
+            .and_then(|()| match so_far {
+                Some(so_far) => {
+                    let text = printable(&so_far.output);
+                    let end = if text.ends_with('\n') { "" } else { "\n" };
+                    write!(
+                        out,
+                        "output so far (written {}):\n{text}{end}",
+                        rfc3339(so_far.written_ms)
+                    )
+                }
+                None => Ok(()),
+            })
     };
     written.map_err(CliError::io("writing the run"))
 }
@@ -319,7 +503,19 @@ fn readable(name: String, value: String) -> (String, String) {
 
 #[cfg(test)]
 mod tests {
-    use super::readable;
+    use super::{new_output, readable};
+
+    #[test]
+    fn a_follower_prints_what_the_tail_added_since_it_last_printed_it() {
+        assert_eq!(new_output("", "a\n"), "a\n");
+        assert_eq!(new_output("a\n", "a\nb\n"), "b\n");
+        assert_eq!(new_output("a\nb\n", "a\nb\n"), "");
+        // The tail lost its beginning in between: they overlap in what both still hold.
+        assert_eq!(new_output("one\ntwo\n", "…wo\nthree\n"), "three\n");
+        assert_eq!(new_output("…x\ny\n", "…y\nz\n"), "z\n");
+        // More than a tail was written in between: all of it, marked as cut.
+        assert_eq!(new_output("a\n", "…q\nr\n"), "…q\nr\n");
+    }
 
     #[test]
     fn instants_read_as_times_and_spans_as_durations() {
