@@ -306,7 +306,7 @@ fn a_short_run_and_a_silent_one_write_no_live_output() {
 fn follow_prints_the_lines_as_they_come_and_ends_with_the_run_and_its_exit_code() {
     let scenario = Scenario::new();
     scenario.write_jobs(
-        "[jobs.counted]\ncommand = \"for i in $(seq 1 12); do echo line $i; sleep 0.2; done; \
+        "[jobs.counted]\ncommand = \"for i in $(seq 1 20); do echo line $i; sleep 0.2; done; \
          exit 3\"\n",
     );
     let unknown = cli(
@@ -332,6 +332,11 @@ fn follow_prints_the_lines_as_they_come_and_ends_with_the_run_and_its_exit_code(
         .read_line(&mut first)
         .expect("a line");
     assert_eq!(first, "line 1\n");
+    assert_eq!(
+        scenario.run_field(&run_id, "state").as_deref(),
+        Some("active"),
+        "the first line came only once the run ended"
+    );
 
     let followed = cli(
         &scenario.server,
@@ -345,7 +350,7 @@ fn follow_prints_the_lines_as_they_come_and_ends_with_the_run_and_its_exit_code(
         followed.stderr,
         replica.log()
     );
-    let expected: String = (1..=12).map(|i| format!("line {i}\n")).collect();
+    let expected: String = (1..=20).map(|i| format!("line {i}\n")).collect();
     assert_eq!(followed.stdout, expected, "each line once, in order");
     assert!(
         followed
