@@ -1,6 +1,7 @@
 //! A running run's output, live and bounded: readable with `runs show` while the run runs,
 //! written to Redis at most once a second and never more than its 4 KiB tail, gone a few leases
-//! after a replica killed mid-run, never written for a short run, and followed with `--follow`.
+//! after a replica killed mid-run, never written for a short run, and followed with `--follow`,
+//! through a retry too.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -393,4 +394,43 @@ fn follow_prints_the_lines_as_they_come_and_ends_with_the_run_and_its_exit_code(
     let status = wait_for(Duration::from_secs(10), || head.try_wait().expect("wait"))
         .expect("the follower whose reader went away ends");
     assert_eq!(status.code(), Some(0), "a reader gone away is no failure");
+}
+
+#[test]
+fn follow_goes_on_through_a_retry_and_ends_with_the_attempt_that_succeeded() {
+    let scenario = Scenario::new();
+    let marker = scenario.dir.path().join("failed-once");
+    scenario.write_jobs(&format!(
+        "[jobs.flaky]\nretries = 1\nbackoff = \"3s\"\nmax_backoff = \"3s\"\n\
+         command = \"if [ -e {0} ]; then echo second; else touch {0}; echo first; exit 1; fi\"\n",
+        marker.display()
+    ));
+    let replica = scenario.replica("r1", &[]);
+    let run_id = scenario.trigger("flaky");
+    // The retry's backoff (1.5 to 3 s with its jitter) leaves the follower time to see the first
+    // attempt end.
+    let followed = cli(
+        &scenario.server,
+        scenario.dir.path(),
+        &["runs", "show", &run_id, "--follow"],
+    );
+    assert_eq!(
+        followed.code,
+        Some(0),
+        "{}\n{}",
+        followed.stderr,
+        replica.log()
+    );
+    assert_eq!(
+        followed.stdout, "first\nsecond\n",
+        "each attempt's output once"
+    );
+    assert!(
+        followed.stderr.contains("attempt 1 failed")
+            && followed
+                .stderr
+                .contains(&format!("run {run_id} succeeded, exit code 0")),
+        "{}",
+        followed.stderr
+    );
 }
