@@ -9,7 +9,7 @@ use crate::util::replica::ReplicaProcess;
 use crate::util::{cli, redcron, wait_until};
 
 /// Every command, as `redcron --help` lists them.
-const COMMANDS: [&str; 19] = [
+const COMMANDS: [&str; 20] = [
     "run",
     "check",
     "next",
@@ -27,6 +27,7 @@ const COMMANDS: [&str; 19] = [
     "runs",
     "dead",
     "workflow",
+    "web",
     "completions",
     "man",
 ];

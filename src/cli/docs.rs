@@ -325,6 +325,16 @@ fn examples(page: &mut Roff, subcommand: Option<&str>) {
                 "redcron import-crontab --system /etc/crontab --where host=$(hostname) -o schedules/$(hostname).toml",
             ),
         ],
+        Some("web") => &[
+            (
+                "The console and its API on this machine only, at http://127.0.0.1:8080/:",
+                "redcron web --redis redis://redis.internal:6379/",
+            ),
+            (
+                "On every address, behind a proxy at /redcron, for users of an auth file:",
+                "redcron web --listen 0.0.0.0:8080 --base-path /redcron --auth-file /etc/redcron/web-auth.toml",
+            ),
+        ],
         Some(_) => &[],
     };
     if examples.is_empty() {
