@@ -245,7 +245,8 @@ impl Client {
     }
 
     /// The same client, acting for `actor` (a console's token or user name): the events its
-    /// actions record name it. Today that is a dead run's re-drive (`reason` `redrive`).
+    /// actions record name it: a job's pause and resume (`action`), and a dead run's re-drive
+    /// (`reason` `redrive`).
     #[must_use]
     pub fn acting_as(&self, actor: impl Into<String>) -> Self {
         Self {

@@ -62,7 +62,10 @@ impl Client {
         if !self.store.is_declared(job).await? {
             return Err(ClientError::UnknownJob(job.to_owned()));
         }
-        Ok(self.store.set_paused(job, paused).await?)
+        Ok(self
+            .store
+            .set_paused_by(job, paused, self.actor.as_deref())
+            .await?)
     }
 
     /// Makes the dead run `run_id` due again, with its attempts counted afresh.

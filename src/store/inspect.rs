@@ -10,7 +10,7 @@ use super::During;
 use super::damage::readable_record;
 use super::keys::{private_route, replica_slot_group};
 use super::reply::Reply;
-use super::{Entry, Store, StoreError, millis, published_declarations};
+use super::{Entry, Store, StoreError, millis, published_declarations, scripts};
 use crate::schedule::Priority;
 
 /// How long after a hold ends expired leases are still not reaped: long enough for workers to
@@ -158,18 +158,30 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn set_paused(&self, job: &str, paused: bool) -> Result<bool, StoreError> {
-        let mut connection = self.connection.clone();
-        let changed: i64 = if paused {
-            connection
-                .sadd(self.keys.paused(), job)
-                .await
-                .during(&self.metrics, "set_paused")?
-        } else {
-            connection
-                .srem(self.keys.paused(), job)
-                .await
-                .during(&self.metrics, "set_paused")?
-        };
+        self.set_paused_by(job, paused, None).await
+    }
+
+    /// As [`Store::set_paused`], recording `actor` (who asked: a console's token or user,
+    /// `cli`) with the event a change records, when given.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn set_paused_by(
+        &self,
+        job: &str,
+        paused: bool,
+        actor: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let changed: i64 = scripts::SET_PAUSED
+            .key(self.keys.paused())
+            .key(self.keys.events())
+            .arg(job)
+            .arg(if paused { "1" } else { "0" })
+            .arg(self.settings.events_maxlen)
+            .arg(actor.unwrap_or_default())
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "set_paused")?;
         Ok(changed == 1)
     }
 

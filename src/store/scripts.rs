@@ -52,6 +52,7 @@ script!(REQUEUE_STRAY_RUNS, "requeue_stray_runs.lua");
 script!(ENQUEUE_RUNS, "enqueue_runs.lua");
 script!(TRIGGER_FIRE, "trigger_fire.lua");
 script!(REDRIVE_RUN, "redrive_run.lua");
+script!(SET_PAUSED, "set_paused.lua");
 script!(PURGE_DEAD, "purge_dead.lua");
 script!(FREE_EXPIRED_SLOTS, "free_expired_slots.lua");
 script!(EXPIRE_DAMAGED_KEYS, "expire_damaged_keys.lua");

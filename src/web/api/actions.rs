@@ -19,21 +19,21 @@ use crate::web::{ApiError, Operator, WebState};
 
 /// `pause --json`.
 pub(super) async fn pause(
-    _: Operator,
+    Operator(caller): Operator,
     State(state): State<WebState>,
     Path(job): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let changed = state.client().pause(&job).await?;
+    let changed = state.client().acting_as(caller.name).pause(&job).await?;
     Ok(Json(pause_document(&job, true, changed)))
 }
 
 /// `resume --json`.
 pub(super) async fn resume(
-    _: Operator,
+    Operator(caller): Operator,
     State(state): State<WebState>,
     Path(job): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let changed = state.client().resume(&job).await?;
+    let changed = state.client().acting_as(caller.name).resume(&job).await?;
     Ok(Json(pause_document(&job, false, changed)))
 }
 
@@ -48,27 +48,42 @@ pub(super) struct TriggerBody {
 
 /// `trigger --json`: a fire now, one run per target for a job on every replica, else one run.
 pub(super) async fn trigger(
-    _: Operator,
+    Operator(caller): Operator,
     State(state): State<WebState>,
     Path(job): Path<String>,
     Body(body): Body<TriggerBody>,
 ) -> Result<Json<Value>, ApiError> {
     let payload = payload_text(body.payload.as_ref())?;
-    let client = state.client();
+    let client = state.client().acting_as(caller.name);
+    trigger_job(&client, &job, payload, body.priority).await
+}
+
+/// A fire of `job` now, as `redcron trigger` makes it: one run per live target for a job on
+/// every replica, else one ad-hoc run; answered as `trigger --json` prints it. The API's
+/// route and the console's form both trigger through it.
+///
+/// # Errors
+/// An unknown job, a payload that is no JSON, or Redis errors.
+pub(crate) async fn trigger_job(
+    client: &Client,
+    job: &str,
+    payload: Option<String>,
+    priority: Option<Priority>,
+) -> Result<Json<Value>, ApiError> {
     let overview = client.overview().await?;
-    let live = live_declarers(&overview, &job);
+    let live = live_declarers(&overview, job);
     let fired = client
         .trigger_fire(
-            &job,
+            job,
             payload.as_deref(),
-            body.priority,
+            priority,
             TriggerTargets::Each(&live),
         )
         .await?;
     if let Some(fired) = fired {
-        return Ok(Json(fired_document(&job, &fired, Some(&live))));
+        return Ok(Json(fired_document(job, &fired, Some(&live))));
     }
-    submit(client, &job, payload, body.priority, |request| request).await
+    submit(client, job, payload, priority, |request| request).await
 }
 
 /// What an enqueue carries: `redcron enqueue`'s options, times in ms.
