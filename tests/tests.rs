@@ -57,6 +57,7 @@ mod slots;
 mod store;
 mod topologies;
 mod web_api;
+mod web_jobs;
 mod web_openapi;
 mod web_pages;
 mod workers;

@@ -122,7 +122,7 @@ fn an_empty_namespace_says_how_to_start() {
 fn a_page_not_built_is_a_404_in_the_layout() {
     let scenario = Scenario::new();
     let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
-    let page = web.get("/jobs");
+    let page = web.get("/no-such-page");
     assert_eq!(page.status, 404);
     assert!(
         page.body.contains("<nav aria-label=\"Main\">"),
@@ -148,7 +148,7 @@ fn every_link_starts_with_the_base_path_and_a_trusted_proxys_prefix() {
         all.iter().all(|link| link.starts_with("/redcron")),
         "{all:?}"
     );
-    assert_eq!(web.get("/jobs").status, 404);
+    assert_eq!(web.get("/no-such-page").status, 404);
 
     // A proxy's prefix is ignored unless the server is told to trust it.
     let forwarded = |web: &WebProcess| {

@@ -4,6 +4,7 @@
 mod actions;
 mod reads;
 
+pub(super) use actions::trigger_job;
 pub(super) use reads::{Status, no_route, read_status};
 
 use axum::Router;

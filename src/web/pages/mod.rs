@@ -3,6 +3,8 @@
 //! the request's [`PageContext::prefix`]; every action is a form POST that a
 //! [`CheckedForm`](super::csrf::CheckedForm) checks, answered with a redirect (303) to a page.
 
+mod job;
+mod jobs;
 mod layout;
 mod overview;
 
@@ -22,6 +24,11 @@ pub(super) fn routes() -> Router<WebState> {
     Router::new()
         .route("/", get(overview::page))
         .route("/hold/release", post(overview::release))
+        .route("/jobs", get(jobs::page))
+        .route("/jobs/{job}", get(job::page))
+        .route("/jobs/{job}/pause", post(jobs::pause))
+        .route("/jobs/{job}/resume", post(jobs::resume))
+        .route("/jobs/{job}/trigger", post(jobs::trigger))
 }
 
 /// What every page knows of its request: who asks, where the console is, and the form token.
@@ -81,6 +88,19 @@ impl FromRequestParts<WebState> for PageContext {
             new_token,
         })
     }
+}
+
+/// `name` (a job's, a run's id) as one segment of a link's path: every byte but the
+/// unreserved ones percent-encoded, so that a name with `/`, `?` or `#` links to its own page.
+pub(crate) fn segment(name: &str) -> String {
+    name.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(byte).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 /// A path the console has no page for (yet), in the layout, with a way back; under `/api/`,

@@ -259,7 +259,7 @@ fn waiting(queue: &Value) -> i64 {
 }
 
 /// A value of the document as text: a string as it is, a number written out, nothing for null.
-fn text(value: &Value) -> String {
+pub(super) fn text(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         Value::Null => String::new(),

@@ -1,0 +1,325 @@
+//! The jobs page: every declared job with its schedule, next fire, last outcomes and duration
+//! trend, from the same documents as `redcron jobs --json`; and the actions on a job (pause,
+//! resume, trigger), which the job's own page offers too.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono::{DateTime, Offset, TimeDelta, TimeZone, Utc};
+use chrono_tz::Tz;
+use maud::{Markup, html};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::overview::text;
+use super::{PageContext, layout, segment};
+use crate::cli::status::jobs_documents;
+use crate::cli::times::relative;
+use crate::schedule::Schedule;
+use crate::store::Event;
+use crate::web::api::trigger_job;
+use crate::web::chart::{RunDuration, durations_chart};
+use crate::web::csrf::{self, CheckedForm};
+use crate::web::strip::{Outcome, StripCell, outcome_strip};
+use crate::web::{ApiError, WebState};
+
+/// How many outcomes a job's strip and trend show.
+const RECENT: usize = 20;
+
+/// `GET /jobs`: every declared job.
+pub(super) async fn page(context: PageContext, State(state): State<WebState>) -> Response {
+    let read = async {
+        let overview = state.client().overview().await?;
+        let events = state.client().recent_events().await?;
+        Ok::<_, ApiError>((overview, events))
+    };
+    let (overview, events) = match read.await {
+        Ok(read) => read,
+        Err(error) => return unavailable(&context, "Jobs", &error),
+    };
+    let jobs = jobs_documents(&overview, &events);
+    let leader = overview.leader.as_ref().map(|(id, _)| id.as_str());
+    let main = html! {
+        h1 { "Jobs" }
+        section #jobs data-refresh aria-labelledby="jobs-h" {
+            h2 #jobs-h .visually-hidden { "Declared jobs" }
+            @if jobs.is_empty() {
+                p.empty {
+                    "No job declared: put a schedule file in the directory a replica reads ("
+                    code { "redcron run --schedules DIR" } ", " code { "/etc/redcron/schedules" }
+                    " unless told) and start it; its jobs are listed here once it has beaten."
+                }
+            } @else {
+                table.jobs {
+                    thead { tr {
+                        th scope="col" { "Job" } th scope="col" { "Schedule" } th scope="col" { "Next fire" }
+                        th scope="col" { "Last " (RECENT) " outcomes" } th scope="col" { "Durations" }
+                        th scope="col" { "State" }
+                        @if context.may_act { th scope="col" { "Actions" } }
+                    } }
+                    tbody {
+                        @for job in &jobs {
+                            @let name = text(&job["job"]);
+                            @let paused = overview.paused.contains(&name);
+                            tr {
+                                th scope="row" { a href=(context.link(&format!("/jobs/{}", segment(&name)))) { (name) } }
+                                td { (schedule(job)) }
+                                td { (next_fire(job, overview.now_ms)) }
+                                td { (outcome_strip(&name, &outcomes(&events, &name))) }
+                                td.trend { (durations_chart(&name, &durations(&events, &name))) }
+                                td { (job_state(job, paused)) }
+                                @if context.may_act { td { (actions(&context, &name, paused, "jobs")) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout::page(&context, StatusCode::OK, "Jobs", leader, main)
+}
+
+/// A page drawn when Redis could not be read: the layout, what went wrong, its status.
+pub(super) fn unavailable(context: &PageContext, title: &str, error: &ApiError) -> Response {
+    let main = html! {
+        h1 { (title) }
+        ul.warnings { li { "Redis cannot be read now: " (error.message) } }
+        p { "The page shows the namespace again once Redis answers." }
+    };
+    layout::page(context, error.status, title, None, main)
+}
+
+/// The schedule as written, with its zone; a job with none runs when triggered.
+pub(super) fn schedule(job: &Value) -> Markup {
+    html! {
+        @match job["schedule"].as_str() {
+            Some(expression) => { code { (expression) } ", " (text(&job["timezone"])) }
+            None if job["damaged"] == true => "damaged: the leader writes it again",
+            None => "on demand",
+        }
+    }
+}
+
+/// The job's next `count` fires, each with the zone its fields are read in: none for a job
+/// disabled, on demand, or damaged.
+pub(super) fn upcoming(job: &Value, now_ms: i64, count: usize) -> Vec<(DateTime<Utc>, Tz)> {
+    let (Some(expression), Some(zone), Some(now)) = (
+        job["schedule"].as_str().filter(|_| job["enabled"] == true),
+        job["timezone"]
+            .as_str()
+            .and_then(|zone| zone.parse::<Tz>().ok()),
+        DateTime::from_timestamp_millis(now_ms),
+    ) else {
+        return Vec::new();
+    };
+    Schedule::parse(expression)
+        .map(|schedule| {
+            schedule
+                .fires_after(now, zone)
+                .take(count)
+                .map(|fire| (fire, zone))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A fire as people read it: relative, then on the job's own clock, flagged when the zone's
+/// offset changed in the day before it (a DST change moved, skipped or doubled a wall time).
+pub(super) fn fire_time(fire: DateTime<Utc>, zone: Tz, now_ms: i64) -> Markup {
+    let local = fire.with_timezone(&zone);
+    let day_before = (fire - TimeDelta::days(1)).with_timezone(&zone);
+    let dst = local.offset().fix() != day_before.offset().fix();
+    html! {
+        (relative(now_ms, fire.timestamp_millis())) " · "
+        time datetime=(fire.to_rfc3339()) { (local.format("%a %Y-%m-%d %H:%M:%S %Z")) }
+        @if dst {
+            " " span.dst title="The zone's clock changes (DST) within the day before this fire" { "DST change" }
+        }
+    }
+}
+
+/// The next fire of a job, or why it has none.
+fn next_fire(job: &Value, now_ms: i64) -> Markup {
+    match upcoming(job, now_ms, 1).first() {
+        Some((fire, zone)) => fire_time(*fire, *zone, now_ms),
+        None if job["enabled"] == false => html! { "disabled" },
+        None => html! { "none" },
+    }
+}
+
+/// Paused or active, and the replicas that declare it otherwise.
+pub(super) fn job_state(job: &Value, paused: bool) -> Markup {
+    let drift: Vec<String> = job["drift"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(text)
+        .collect();
+    html! {
+        @if paused { strong.paused { "paused" } } @else { "active" }
+        @if !drift.is_empty() {
+            br;
+            span.drift { "declared differently by " (drift.join(", ")) }
+        }
+    }
+}
+
+/// The job's outcomes among `events` (newest first), at most [`RECENT`], oldest first.
+pub(super) fn outcomes(events: &[Event], job: &str) -> Vec<StripCell> {
+    let mut cells: Vec<StripCell> = ended(events, job)
+        .filter_map(|event| {
+            let outcome = match event.fields.get("state").map(String::as_str) {
+                Some("succeeded") => Outcome::Succeeded,
+                Some("retrying") => Outcome::Failed,
+                Some("dead") => Outcome::Dead,
+                Some("skipped") => Outcome::Skipped,
+                _ => return None,
+            };
+            let at_ms = event
+                .fields
+                .get("started_ms")
+                .and_then(|started| started.parse().ok())
+                .unwrap_or(event.at_ms);
+            Some(StripCell {
+                run_id: event.fields.get("run").cloned().unwrap_or_default(),
+                at: DateTime::from_timestamp_millis(at_ms)?,
+                outcome,
+            })
+        })
+        .take(RECENT)
+        .collect();
+    cells.reverse();
+    cells
+}
+
+/// The durations of the job's last runs that ran among `events` (newest first), oldest first.
+pub(super) fn durations(events: &[Event], job: &str) -> Vec<RunDuration> {
+    let mut runs: Vec<RunDuration> = ended(events, job)
+        .filter_map(|event| {
+            let ms: u64 = event.fields.get("duration_ms")?.parse().ok()?;
+            Some(RunDuration {
+                run_id: event.fields.get("run").cloned().unwrap_or_default(),
+                ended: Utc.timestamp_millis_opt(event.at_ms).single()?,
+                duration: std::time::Duration::from_millis(ms),
+            })
+        })
+        .take(RECENT)
+        .collect();
+    runs.reverse();
+    runs
+}
+
+/// The events of `job`'s runs.
+fn ended<'a>(events: &'a [Event], job: &'a str) -> impl Iterator<Item = &'a Event> + 'a {
+    events
+        .iter()
+        .filter(move |event| event.fields.get("job").is_some_and(|name| name == job))
+}
+
+/// The forms that pause or resume `job` and trigger it with a payload; each answers with a
+/// redirect to `back` (`jobs`, or `job` for the job's page).
+pub(super) fn actions(context: &PageContext, job: &str, paused: bool, back: &str) -> Markup {
+    let base = format!("/jobs/{}", segment(job));
+    let (verb, label) = if paused {
+        ("resume", "Resume")
+    } else {
+        ("pause", "Pause")
+    };
+    html! {
+        form.inline method="post" action=(context.link(&format!("{base}/{verb}"))) {
+            input type="hidden" name=(csrf::FIELD) value=(context.csrf_token);
+            input type="hidden" name="back" value=(back);
+            button type="submit" aria-label=(format!("{label} {job}")) { (label) }
+        }
+        form.inline.trigger method="post" action=(context.link(&format!("{base}/trigger"))) {
+            input type="hidden" name=(csrf::FIELD) value=(context.csrf_token);
+            label {
+                span.visually-hidden { "Payload (JSON) for " (job) }
+                input type="text" name="payload" placeholder="payload (JSON, optional)";
+            }
+            button type="submit" aria-label=(format!("Trigger {job}")) { "Trigger" }
+        }
+    }
+}
+
+/// What a pause or resume form carries: where to go back to.
+#[derive(Deserialize)]
+pub(super) struct PauseForm {
+    /// `jobs` for the jobs page; the job's page otherwise.
+    #[serde(default)]
+    back: String,
+}
+
+/// Where an action on `job` goes back to.
+fn back_to(context: &PageContext, job: &str, back: &str) -> Response {
+    let path = if back == "jobs" {
+        "/jobs".to_owned()
+    } else {
+        format!("/jobs/{}", segment(job))
+    };
+    Redirect::to(&context.link(&path)).into_response()
+}
+
+/// `POST /jobs/{job}/pause`: pauses the job, as `redcron pause` does.
+pub(super) async fn pause(
+    context: PageContext,
+    State(state): State<WebState>,
+    Path(job): Path<String>,
+    form: CheckedForm<PauseForm>,
+) -> Response {
+    set_paused(context, state, job, form, true).await
+}
+
+/// `POST /jobs/{job}/resume`: resumes the job, as `redcron resume` does.
+pub(super) async fn resume(
+    context: PageContext,
+    State(state): State<WebState>,
+    Path(job): Path<String>,
+    form: CheckedForm<PauseForm>,
+) -> Response {
+    set_paused(context, state, job, form, false).await
+}
+
+async fn set_paused(
+    context: PageContext,
+    state: WebState,
+    job: String,
+    form: CheckedForm<PauseForm>,
+    paused: bool,
+) -> Response {
+    let CheckedForm { operator, form } = form;
+    let client = state.client().acting_as(operator.0.name);
+    let done = if paused {
+        client.pause(&job).await
+    } else {
+        client.resume(&job).await
+    };
+    match done {
+        Ok(_) => back_to(&context, &job, &form.back),
+        Err(error) => ApiError::from(error).into_response(),
+    }
+}
+
+/// What a trigger form carries: the run's payload, JSON text, or nothing.
+#[derive(Deserialize)]
+pub(super) struct TriggerForm {
+    #[serde(default)]
+    payload: String,
+}
+
+/// `POST /jobs/{job}/trigger`: a fire of the job now, as `redcron trigger` makes it; back to
+/// the job's page, where its run shows.
+pub(super) async fn trigger(
+    context: PageContext,
+    State(state): State<WebState>,
+    Path(job): Path<String>,
+    form: CheckedForm<TriggerForm>,
+) -> Response {
+    let CheckedForm { operator, form } = form;
+    let payload = Some(form.payload.trim().to_owned()).filter(|payload| !payload.is_empty());
+    let client = state.client().acting_as(operator.0.name);
+    match trigger_job(&client, &job, payload, None).await {
+        Ok(_) => back_to(&context, &job, "job"),
+        Err(error) => error.into_response(),
+    }
+}
