@@ -103,6 +103,18 @@ fn the_jobs_page_lists_each_job_with_its_schedule_next_fire_and_outcomes() {
     ] {
         assert!(html.contains(expected), "{expected} missing from:\n{html}");
     }
+    // The overview charts the same outcomes, and how late tick's fires started.
+    let overview = web.get("/").body;
+    for expected in [
+        "class=\"chart fires\"",
+        "Fire lag over the last hour",
+        "p50 <strong>",
+    ] {
+        assert!(
+            overview.contains(expected),
+            "{expected} missing from:\n{overview}"
+        );
+    }
 }
 
 #[test]
@@ -303,18 +315,11 @@ fn a_read_only_console_offers_no_action_and_refuses_one() {
 fn hostile_names_payloads_and_output_are_shown_as_text() {
     let scenario = Scenario::new();
     scenario.write_jobs(JOBS);
-    let _replicas = scenario.replicas_with_a_leader(&["r1"], &[]);
+    // Before any replica: a leader forgets a definition that no replica declares.
     let mut redis = scenario.server.connection();
     let _: () = redis
         .hset(keys().defs(), "<script>alert(1)</script>", "{not json")
         .expect("HSET");
-    let hostile = "\"<img src=x onerror=alert(2)>\"";
-    let triggered = crate::util::cli(
-        &scenario.server,
-        scenario.dir.path(),
-        &["trigger", "greet", "--payload", hostile],
-    );
-    assert_eq!(triggered.code, Some(0), "{}", triggered.stderr);
     let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
     let list = web.get("/jobs").body;
     assert!(!list.contains("<script>alert(1)"), "{list}");
@@ -322,10 +327,23 @@ fn hostile_names_payloads_and_output_are_shown_as_text() {
         list.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
         "{list}"
     );
+    let link = "/jobs/%3Cscript%3Ealert%281%29%3C%2Fscript%3E";
     assert!(
-        list.contains("href=\"/jobs/%3Cscript%3Ealert%281%29%3C%2Fscript%3E\""),
+        list.contains(&format!("href=\"{link}\"")),
         "the name is one segment of its link: {list}"
     );
+    let page = web.get(link);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(!page.body.contains("<script>alert(1)"), "{}", page.body);
+
+    let _replicas = scenario.replicas_with_a_leader(&["r1"], &[]);
+    let hostile = "\"<img src=x onerror=alert(2)>\"";
+    let triggered = crate::util::cli(
+        &scenario.server,
+        scenario.dir.path(),
+        &["trigger", "greet", "--payload", hostile],
+    );
+    assert_eq!(triggered.code, Some(0), "{}", triggered.stderr);
     let page = wait_for(Duration::from_secs(20), || {
         let page = web.get("/jobs/greet").body;
         page.contains("&lt;img src=x onerror=alert(2)&gt;")

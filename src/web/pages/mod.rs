@@ -3,6 +3,7 @@
 //! the request's [`PageContext::prefix`]; every action is a form POST that a
 //! [`CheckedForm`](super::csrf::CheckedForm) checks, answered with a redirect (303) to a page.
 
+mod activity;
 mod job;
 mod jobs;
 mod layout;

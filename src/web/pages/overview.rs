@@ -213,7 +213,7 @@ fn queues(status: &Value) -> Markup {
     }
 }
 
-/// The outcomes of the last day, counted from the events stream; a place for the charts.
+/// The outcomes of the last day, counted from the events stream, and the charts of them.
 fn activity(events: &[Event], now_ms: i64) -> Markup {
     let mut outcomes: BTreeMap<&str, u64> = BTreeMap::new();
     for event in events
@@ -244,9 +244,7 @@ fn activity(events: &[Event], now_ms: i64) -> Markup {
                 p.empty { "Counted from the newest " (crate::client::EVENTS_SCANNED) " outcomes, which reach back less than a day." }
             }
         }
-        div #charts .placeholder {
-            "Fires per minute over 24 hours and fire lag p50/p99 over the last hour are drawn here."
-        }
+        (super::activity::charts(events, now_ms))
     }
 }
 
