@@ -74,6 +74,18 @@ fn events(redis: &mut redis::Connection) -> Vec<HashMap<String, String>> {
         .collect()
 }
 
+/// Waits until the replicas have published each of `jobs`: until then a trigger or a pause of
+/// one is refused as of an unknown job.
+#[track_caller]
+fn wait_published(web: &WebProcess, jobs: &[&str]) {
+    for job in jobs {
+        let published = wait_for(Duration::from_secs(15), || {
+            (web.get(&format!("/api/v1/jobs/{job}")).status == 200).then_some(())
+        });
+        assert!(published.is_some(), "{job} was never published");
+    }
+}
+
 #[test]
 fn the_jobs_page_lists_each_job_with_its_schedule_next_fire_and_outcomes() {
     let scenario = Scenario::new();
@@ -136,13 +148,14 @@ fn a_jobs_page_shows_its_definition_fires_history_and_last_output() {
     let scenario = Scenario::new();
     scenario.write_jobs(JOBS);
     let _replicas = scenario.replicas_with_a_leader(&["r1"], &[]);
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    wait_published(&web, &["greet"]);
     let triggered = crate::util::cli(
         &scenario.server,
         scenario.dir.path(),
         &["trigger", "greet", "--payload", "{\"to\":\"ana\"}"],
     );
     assert_eq!(triggered.code, Some(0), "{}", triggered.stderr);
-    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
     let page = wait_for(Duration::from_secs(20), || {
         let page = web.get("/jobs/greet");
         page.body
@@ -203,6 +216,7 @@ fn pause_resume_and_trigger_forms_act_and_record_who_did_it() {
     let _replicas = scenario.replicas_with_a_leader(&["r1"], &[]);
     let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
     let mut redis = scenario.server.connection();
+    wait_published(&web, &["tick", "greet"]);
     let page = web.get("/jobs");
     let token = token(&page);
 
@@ -337,6 +351,7 @@ fn hostile_names_payloads_and_output_are_shown_as_text() {
     assert!(!page.body.contains("<script>alert(1)"), "{}", page.body);
 
     let _replicas = scenario.replicas_with_a_leader(&["r1"], &[]);
+    wait_published(&web, &["greet"]);
     let hostile = "\"<img src=x onerror=alert(2)>\"";
     let triggered = crate::util::cli(
         &scenario.server,
