@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::output::{ListFormat, printable, printable_cell};
 use super::times::{duration, relative, rfc3339};
 use super::{CliError, RedisArgs, block_on, list_count, typed_fields, write_table};
-use crate::client::{Client, RunsQuery};
+use crate::client::{Client, ClientError, RunsQuery};
 use crate::store::{OutputSoFar, RunState};
 
 #[derive(Debug, Subcommand)]
@@ -164,15 +164,18 @@ fn unknown_run(id: &str) -> CliError {
 
 /// The output so far of run `id` whose record is `fields`: only while it runs, and only its
 /// current attempt's (a retry that wrote nothing yet would show its earlier attempt's).
-async fn output_so_far(
+///
+/// # Errors
+/// Redis errors.
+pub(crate) async fn output_so_far(
     client: &Client,
     id: &str,
     fields: &HashMap<String, String>,
-) -> Result<Option<OutputSoFar>, CliError> {
+) -> Result<Option<OutputSoFar>, ClientError> {
     if fields.get("state").map(String::as_str) != Some(RunState::Active.as_str()) {
         return Ok(None);
     }
-    let so_far = client.live_output(id).await.map_err(CliError::from)?;
+    let so_far = client.live_output(id).await?;
     Ok(so_far.filter(|so_far| fields.get("attempt") == Some(&so_far.attempt.to_string())))
 }
 
@@ -375,6 +378,27 @@ pub(crate) fn run_document(id: &str, mut fields: HashMap<String, String>) -> Map
     document
 }
 
+/// What `runs show --json` prints: [`run_document`] with the output so far of a running run.
+pub(crate) fn shown_run_document(
+    id: &str,
+    fields: HashMap<String, String>,
+    so_far: Option<&OutputSoFar>,
+) -> Map<String, Value> {
+    let mut document = run_document(id, fields);
+    if let Some(so_far) = so_far {
+        document.insert(
+            OUTPUT_SO_FAR.to_owned(),
+            serde_json::json!({
+                "output": so_far.output,
+                "written": rfc3339(so_far.written_ms),
+                "written_ms": so_far.written_ms,
+                "attempt": so_far.attempt,
+            }),
+        );
+    }
+    document
+}
+
 /// The field of `runs show --json` that holds a running run's output so far (null in lists and
 /// for a run that does not run).
 const OUTPUT_SO_FAR: &str = "output_so_far";
@@ -412,19 +436,11 @@ pub(super) fn write_run(
         return Err(unknown_run(id));
     }
     let written = if json {
-        let mut document = run_document(id, fields);
-        if let Some(so_far) = so_far {
-            document.insert(
-                OUTPUT_SO_FAR.to_owned(),
-                serde_json::json!({
-                    "output": so_far.output,
-                    "written": rfc3339(so_far.written_ms),
-                    "written_ms": so_far.written_ms,
-                    "attempt": so_far.attempt,
-                }),
-            );
-        }
-        writeln!(out, "{}", Value::Object(document))
+        writeln!(
+            out,
+            "{}",
+            Value::Object(shown_run_document(id, fields, so_far))
+        )
     } else {
         let mut fields = fields;
         let notices = notices_of(&mut fields);
@@ -486,7 +502,7 @@ pub(super) fn write_run(
 /// A field as people read it: `due_ms 1767225600000` is `due 2026-01-01T00:00:00+00:00`, and
 /// `backoff_ms 30000` is `backoff 30 s`. A value that is not a number stays as it is, under its
 /// own name, so that damaged data is shown rather than hidden.
-fn readable(name: String, value: String) -> (String, String) {
+pub(crate) fn readable(name: String, value: String) -> (String, String) {
     let Some(stem) = name.strip_suffix("_ms") else {
         return (name, value);
     };

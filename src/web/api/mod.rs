@@ -5,7 +5,7 @@ mod actions;
 mod reads;
 
 pub(super) use actions::trigger_job;
-pub(super) use reads::{Status, no_route, read_status};
+pub(super) use reads::{RunsParams, Status, no_route, read_runs, read_status};
 
 use axum::Router;
 use axum::body::Bytes;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::Params;
 use crate::cli::dead::dead_document;
 use crate::cli::history::history_document;
-use crate::cli::runs::run_document;
+use crate::cli::runs::{output_so_far, run_document, shown_run_document};
 use crate::cli::status::{StatusRead, jobs_documents};
 use crate::client::RunsQuery;
 use crate::store::{Event, Overview};
@@ -92,17 +92,19 @@ pub(super) async fn job(
         .ok_or_else(|| crate::client::ClientError::UnknownJob(name).into())
 }
 
-/// Which runs `/runs` lists, a page at a time.
-#[derive(Debug, Deserialize)]
+/// Which runs `/runs` lists, a page at a time (the API's query and the Runs page's filters).
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RunsParams {
+pub(crate) struct RunsParams {
     /// `active`, `ready` or `due`; all three when absent.
-    state: Option<String>,
-    job: Option<String>,
-    replica: Option<String>,
-    limit: Option<usize>,
+    pub(crate) state: Option<String>,
+    pub(crate) job: Option<String>,
+    pub(crate) replica: Option<String>,
+    /// Only the runs of this queue.
+    pub(crate) queue: Option<String>,
+    pub(crate) limit: Option<usize>,
     /// The last id of the page before: the page starts after it.
-    cursor: Option<String>,
+    pub(crate) cursor: Option<String>,
 }
 
 /// `runs list --json`, a page at a time: `next_cursor` is the id to pass as `cursor` for the
@@ -112,6 +114,15 @@ pub(super) async fn runs(
     State(state): State<WebState>,
     Params(params): Params<RunsParams>,
 ) -> Result<Json<Value>, ApiError> {
+    read_runs(&state, &params).await.map(Json)
+}
+
+/// The page of runs `params` asks for, as `/runs` answers it: what the Runs page shows too.
+///
+/// # Errors
+/// A state or limit the listing does not take, a cursor no longer listed, an unknown job or
+/// replica; Redis out of reach.
+pub(crate) async fn read_runs(state: &WebState, params: &RunsParams) -> Result<Value, ApiError> {
     let shown = |name: &str| params.state.as_deref().is_none_or(|asked| asked == name);
     if let Some(asked) = params.state.as_deref()
         && !["active", "ready", "due"].contains(&asked)
@@ -133,7 +144,10 @@ pub(super) async fn runs(
         replica: params.replica.clone(),
         count: usize::MAX,
     };
-    let (listed, _) = state.client().runs(&query).await?;
+    let (mut listed, _) = state.client().runs(&query).await?;
+    if let Some(queue) = &params.queue {
+        listed.retain(|run| run.fields.get("queue") == Some(queue));
+    }
     let start = match &params.cursor {
         None => 0,
         Some(cursor) => match listed.iter().position(|run| &run.run_id == cursor) {
@@ -162,7 +176,7 @@ pub(super) async fn runs(
             Value::Object(run_document(&run.run_id, run.fields))
         })
         .collect();
-    Ok(Json(json!({ "runs": runs, "next_cursor": next_cursor })))
+    Ok(json!({ "runs": runs, "next_cursor": next_cursor }))
 }
 
 /// `runs show --json`.
@@ -175,7 +189,12 @@ pub(super) async fn run(
     if fields.is_empty() {
         return Err(ApiError::unknown_run(&id));
     }
-    Ok(Json(Value::Object(run_document(&id, fields))))
+    let so_far = output_so_far(state.client(), &id, &fields).await?;
+    Ok(Json(Value::Object(shown_run_document(
+        &id,
+        fields,
+        so_far.as_ref(),
+    ))))
 }
 
 /// Which outcomes `/history` lists.
