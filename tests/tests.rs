@@ -60,5 +60,6 @@ mod web_api;
 mod web_jobs;
 mod web_openapi;
 mod web_pages;
+mod web_runs;
 mod workers;
 mod workflows;

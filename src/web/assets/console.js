@@ -30,3 +30,36 @@
   }
   window.setInterval(refresh, 2000);
 })();
+// A running run's output: the element marked data-live-output is filled every second from the
+// API's run (its output so far, which the worker writes at most once a second and bounds to
+// its tail); once the run no longer runs, the page is loaded again to show how it ended.
+(function () {
+  const output = document.querySelector("[data-live-output]");
+  if (!output) {
+    return;
+  }
+  const source = output.getAttribute("data-live-output");
+  async function follow() {
+    try {
+      const response = await fetch(source, {
+        headers: { "Accept": "application/json" },
+        credentials: "same-origin",
+      });
+      if (!response.ok) {
+        return;
+      }
+      const run = await response.json();
+      if (run.state !== "active") {
+        window.clearInterval(timer);
+        window.location.reload();
+        return;
+      }
+      if (run.output_so_far && output.textContent !== run.output_so_far.output) {
+        output.textContent = run.output_so_far.output;
+      }
+    } catch (error) {
+      // The server is restarting or unreachable: the next tick tries again.
+    }
+  }
+  const timer = window.setInterval(follow, 1000);
+})();

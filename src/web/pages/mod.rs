@@ -6,8 +6,11 @@
 mod activity;
 mod job;
 mod jobs;
+mod dead;
 mod layout;
 mod overview;
+mod run;
+mod runs;
 
 use axum::Router;
 use axum::extract::FromRequestParts;
@@ -30,6 +33,12 @@ pub(super) fn routes() -> Router<WebState> {
         .route("/jobs/{job}/pause", post(jobs::pause))
         .route("/jobs/{job}/resume", post(jobs::resume))
         .route("/jobs/{job}/trigger", post(jobs::trigger))
+        .route("/runs", get(runs::page))
+        .route("/runs/{id}", get(run::page))
+        .route("/dead", get(dead::page))
+        .route("/dead/retry", get(dead::confirm).post(dead::retry_many))
+        .route("/dead/purge", post(dead::purge))
+        .route("/dead/{id}/retry", post(dead::retry))
 }
 
 /// What every page knows of its request: who asks, where the console is, and the form token.

@@ -1,0 +1,207 @@
+//! A run's page: what `runs show` shows (its record, shaped by the same document), its
+//! timeline from the events stream, its payload and output as text, and, while it runs, its
+//! output so far, which the console's script refreshes every second from the API.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use maud::{Markup, html};
+use serde_json::{Map, Value};
+
+use super::overview::text;
+use super::runs::failed;
+use super::{PageContext, layout};
+use crate::cli::runs::{output_so_far, readable, shown_run_document};
+use crate::cli::times::{relative, rfc3339};
+use crate::store::Event;
+use crate::web::{ApiError, WebState};
+
+/// The record's fields the page names at its top, in order, with their labels.
+const FACTS: [(&str, &str); 10] = [
+    ("job", "Job"),
+    ("kind", "Kind"),
+    ("state", "State"),
+    ("attempt", "Attempt"),
+    ("max_attempts", "Attempts allowed"),
+    ("queue", "Queue"),
+    ("priority", "Priority"),
+    ("worker", "Worker"),
+    ("exit_code", "Exit code"),
+    ("reason", "Reason"),
+];
+
+/// The record's instants the timeline shows beside what the events say. The events stream records how each attempt ended (and a re-drive); the record keeps when
+/// the run was made, came due, became ready and when its latest attempt started.
+const INSTANTS: [(&str, &str); 6] = [
+    ("created_ms", "created"),
+    ("fire_ms", "fire time"),
+    ("due_ms", "due"),
+    ("ready_ms", "ready (promoted)"),
+    ("started_ms", "latest attempt started"),
+    ("redriven_ms", "re-driven from the dead letters"),
+];
+
+/// `GET /runs/{id}`: the run, or a 404 in the layout for a run Redis no longer holds.
+pub(super) async fn page(
+    context: PageContext,
+    State(state): State<WebState>,
+    Path(id): Path<String>,
+) -> Response {
+    let client = state.client();
+    let read = async {
+        let fields = client.run(&id).await?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let so_far = output_so_far(client, &id, &fields).await?;
+        let events = client.recent_events().await?;
+        let now_ms = client.store().now_ms().await?;
+        Ok::<_, ApiError>(Some((
+            shown_run_document(&id, fields, so_far.as_ref()),
+            events,
+            now_ms,
+        )))
+    };
+    let (run, events, now_ms) = match read.await {
+        Ok(Some(read)) => read,
+        Ok(None) => return gone(&context, &id),
+        Err(error) => return failed(&context, "Run", &error, html! {}),
+    };
+    let title = format!("Run {id}");
+    let running = run["state"] == "active";
+    let main = html! {
+        h1 { "Run " code { (id) } }
+        section #facts aria-labelledby="facts-h" {
+            h2 #facts-h { "What it is" }
+            dl.facts {
+                @for (field, label) in FACTS {
+                    @let value = text(&run[field]);
+                    @if !value.is_empty() {
+                        dt { (label) }
+                        dd class=[(field == "state").then(|| format!("state-{value}"))] { (value) }
+                    }
+                }
+            }
+            @if let Some(error) = run["error"].as_str().filter(|error| !error.is_empty()) {
+                p { "Error: " (error) }
+            }
+        }
+        section #timeline aria-labelledby="timeline-h" {
+            h2 #timeline-h { "Timeline" }
+            (timeline(&id, &run, &events, now_ms))
+        }
+        section #payload aria-labelledby="payload-h" {
+            h2 #payload-h { "Payload" }
+            @match run["payload"].as_str().filter(|payload| !payload.is_empty()) {
+                Some(payload) => pre { (payload) },
+                None => p.empty { "None." },
+            }
+        }
+        section #output aria-labelledby="output-h" {
+            h2 #output-h { "Output" }
+            @if running {
+                (live(&context, &id, &run))
+            } @else {
+                @match run["output"].as_str().filter(|output| !output.is_empty()) {
+                    Some(output) => pre { (output) },
+                    None => p.empty { "It printed nothing." },
+                }
+            }
+        }
+    };
+    layout::page(&context, StatusCode::OK, &title, None, main)
+}
+
+/// A running run's output so far, in the element the console's script refreshes from the
+/// API (`data-live-output` names the URL): without the script, a reload shows more.
+fn live(context: &PageContext, id: &str, run: &Map<String, Value>) -> Markup {
+    let so_far = &run["output_so_far"];
+    let source = context.link(&format!("/api/v1/runs/{}", segment(id)));
+    html! {
+        p #live-output-note {
+            "It runs: its output so far, as its worker last wrote it"
+            @if let Some(written_ms) = so_far["written_ms"].as_i64() {
+                " (" time datetime=(rfc3339(written_ms)) { (rfc3339(written_ms)) } ")"
+            }
+            ". The worker writes the last 4 KiB of it at most once a second."
+        }
+        pre #live-output data-live-output=(source) aria-live="polite" {
+            (so_far["output"].as_str().unwrap_or_default())
+        }
+    }
+}
+
+/// The run's life, oldest first: the instants its record keeps, then every event the stream
+/// still holds of it (each attempt's start and end, with replica and worker, reason, exit
+/// code, and who acted where the event names them).
+fn timeline(id: &str, run: &Map<String, Value>, events: &[Event], now_ms: i64) -> Markup {
+    let mut rows: Vec<(i64, String, BTreeMap<String, String>)> = INSTANTS
+        .iter()
+        .filter_map(|(field, label)| {
+            run[*field]
+                .as_i64()
+                .map(|at_ms| (at_ms, (*label).to_owned(), BTreeMap::new()))
+        })
+        .collect();
+    for event in events
+        .iter()
+        .filter(|event| event.fields.get("run").map(String::as_str) == Some(id))
+    {
+        let details: BTreeMap<String, String> = event
+            .fields
+            .iter()
+            .filter(|(name, value)| {
+                !matches!(name.as_str(), "run" | "job" | "state") && !value.is_empty()
+            })
+            .map(|(name, value)| readable(name.clone(), value.clone()))
+            .collect();
+        let state = event.fields.get("state").cloned().unwrap_or_default();
+        rows.push((event.at_ms, state, details));
+    }
+    // Stable: an instant of the record comes before an event of the same millisecond.
+    rows.sort_by_key(|(at_ms, _, _)| *at_ms);
+    html! {
+        ol.timeline {
+            @for (at_ms, what, details) in &rows {
+                li {
+                    time datetime=(rfc3339(*at_ms)) title=(rfc3339(*at_ms)) { (relative(now_ms, *at_ms)) }
+                    " " strong { (what) }
+                    @for (name, value) in details {
+                        " · " (name.replace('_', " ")) " " span.value { (value) }
+                    }
+                }
+            }
+        }
+        @if rows.is_empty() {
+            p.empty { "Nothing recorded yet." }
+        }
+    }
+}
+
+/// A run Redis no longer holds: a 404 in the layout that says why.
+fn gone(context: &PageContext, id: &str) -> Response {
+    let main = html! {
+        h1 { "Run " code { (id) } }
+        p {
+            "Redis holds no run " code { (id) } ": it never existed, or it ended longer ago than "
+            "the run retention and its record expired."
+        }
+        p { a href=(context.link("/runs")) { "Back to the runs" } }
+    };
+    layout::page(context, StatusCode::NOT_FOUND, "Run not found", None, main)
+}
+
+/// `id` as one segment of a path: every byte but the unreserved ones and `@` percent-encoded,
+/// so that an id with `/`, `?` or `#` links its own page.
+pub(super) fn segment(id: &str) -> String {
+    id.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'@' | b':' => {
+                char::from(byte).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
