@@ -2,6 +2,7 @@
 //! replica: runs in each state, filters, paging and the search box; a run's timeline after a
 //! retry and its output, hostile or large, as text; the dead letters' forms and their checks.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
@@ -12,7 +13,7 @@ use crate::util::wait::{wait_for, wait_until};
 use crate::util::web::{Answer, WebProcess};
 
 /// `greet` ends at once, `slow` runs until the test ends, `parked` waits in a queue no replica
-/// serves, `flaky` fails its first attempt and succeeds its second (a marker in the scenario's
+/// serves, `ticker` prints a line every 300 ms for 12 s, `flaky` fails its first attempt and succeeds its second (a marker in the scenario's
 /// directory, `WORKDIR`, says which), `doomed` dies at once.
 const JOBS: &str = r#"
 [jobs.greet]
@@ -31,6 +32,9 @@ workdir = "WORKDIR"
 retries = 1
 backoff = "1s"
 
+[jobs.ticker]
+command = "for i in $(seq 1 40); do echo line $i; sleep 0.3; done"
+
 [jobs.doomed]
 command = "echo '<script>alert(1)</script>'; printf 'bin\\377ary\\n'; exit 3"
 "#;
@@ -42,7 +46,7 @@ fn console(extra: &[&str]) -> (Scenario, crate::util::replica::ReplicaProcess, W
     let mut replicas = scenario.replicas_with_a_leader(&["r1"], &["--queues", "default"]);
     let published = wait_until(Duration::from_secs(10), || {
         let out = crate::util::cli(&scenario.server, scenario.dir.path(), &["jobs", "--json"]);
-        ["greet", "slow", "parked", "flaky", "doomed"]
+        ["greet", "slow", "parked", "ticker", "flaky", "doomed"]
             .iter()
             .all(|job| out.stdout.contains(&format!("\"{job}\"")))
     });
@@ -214,7 +218,10 @@ fn a_run_page_shows_its_timeline_after_a_retry_and_a_gone_run_is_a_404() {
     ] {
         assert!(page.contains(expected), "{expected} missing from:\n{page}");
     }
-    assert!(page.contains("<pre>second\n</pre>"), "{page}");
+    assert!(
+        page.contains("<pre tabindex=\"0\">second\n</pre>"),
+        "{page}"
+    );
     assert!(page.contains("&lt;b&gt;bold&lt;/b&gt;"), "{page}");
     assert!(!page.contains("<b>bold"), "{page}");
 
@@ -348,4 +355,98 @@ fn a_read_only_console_offers_no_dead_letter_action_and_refuses_one() {
     let refused = post_form(&web, &token, &format!("/dead/{run}/retry"), "");
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert_eq!(scenario.run_state(&run).0.as_deref(), Some("dead"));
+}
+
+/// In a real browser: a running run's output grows on its page without a reload and the page
+/// shows how it ended; the same page without JavaScript; a dead run retried by a click; the
+/// three pages accessible in both schemes, photographed for the documentation.
+#[test]
+fn in_a_browser_the_output_grows_live_and_a_dead_run_is_retried_by_a_click() {
+    use crate::util::browser::{Browser, BrowserOptions, ColorScheme};
+
+    let (scenario, _replica, web) = console(&[]);
+    let doomed = trigger(&web, "doomed", None);
+    wait_for_page(&web, "/dead", |html| html.contains(&doomed));
+    let base = web.url("");
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    // The browser first: it may take seconds to start on a loaded machine, and the run must
+    // still run when its page opens.
+    let browser = runtime.block_on(Browser::start());
+    let ticking = trigger(&web, "ticker", None);
+    runtime.block_on(async {
+        browser.open(&format!("{base}/runs/{ticking}")).await;
+        browser.wait_for("[data-live-output]").await;
+        // A mark in the window: a reload would lose it.
+        browser
+            .client()
+            .execute("window.stillHere = true;", vec![])
+            .await
+            .expect("the mark is set");
+        let mut seen = Vec::new();
+        let grew = crate::util::wait::wait_until_async(Duration::from_secs(20), async || {
+            let text = browser.text("#live-output").await;
+            if seen.last() != Some(&text) {
+                seen.push(text.clone());
+            }
+            text.contains("line 8")
+        })
+        .await;
+        assert!(grew, "the output never reached line 8: {seen:?}");
+        assert!(seen.len() >= 2, "the output grew in place: {seen:?}");
+        let kept = browser
+            .client()
+            .execute("return window.stillHere === true;", vec![])
+            .await
+            .expect("the mark is read");
+        assert_eq!(
+            kept,
+            serde_json::Value::Bool(true),
+            "no reload while it ran"
+        );
+        browser.wait_for(".state-succeeded").await;
+        assert!(browser.text("#output pre").await.contains("line 40"));
+
+        let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/images");
+        for (path, name) in [
+            ("/runs?state=finished".to_owned(), "runs"),
+            (format!("/runs/{ticking}"), "run"),
+            ("/dead".to_owned(), "dead"),
+        ] {
+            browser.open(&format!("{base}{path}")).await;
+            for scheme in [ColorScheme::Light, ColorScheme::Dark] {
+                browser.set_color_scheme(scheme).await;
+                browser.assert_accessible().await;
+                // The check moves the focus through the page: the picture shows its top.
+                browser
+                    .client()
+                    .execute("window.scrollTo(0, 0);", vec![])
+                    .await
+                    .expect("the page scrolls");
+                let shot = browser
+                    .screenshot(&shots, &format!("{name}-{}", scheme.name()))
+                    .await;
+                let size = std::fs::metadata(&shot).map(|meta| meta.len()).unwrap_or(0);
+                assert!(size < 200_000, "{} is {size} bytes", shot.display());
+            }
+            browser.set_color_scheme(ColorScheme::Light).await;
+        }
+
+        browser.open(&format!("{base}/dead")).await;
+        browser
+            .click(&format!("button[aria-label=\"Retry {doomed}\"]"))
+            .await;
+
+        let plain = Browser::start_with(BrowserOptions {
+            javascript: false,
+            ..BrowserOptions::default()
+        })
+        .await;
+        plain.open(&format!("{base}/runs/{ticking}")).await;
+        assert!(plain.text("#output pre").await.contains("line 40"));
+        assert!(plain.text("#timeline").await.contains("succeeded"));
+    });
+    assert!(
+        wait_until(Duration::from_secs(15), || redrives(&scenario) == 1),
+        "the click re-drove the dead run"
+    );
 }

@@ -95,7 +95,7 @@ pub(super) async fn page(
         section #payload aria-labelledby="payload-h" {
             h2 #payload-h { "Payload" }
             @match run["payload"].as_str().filter(|payload| !payload.is_empty()) {
-                Some(payload) => pre { (payload) },
+                Some(payload) => pre tabindex="0" { (payload) },
                 None => p.empty { "None." },
             }
         }
@@ -105,7 +105,7 @@ pub(super) async fn page(
                 (live(&context, &id, &run))
             } @else {
                 @match run["output"].as_str().filter(|output| !output.is_empty()) {
-                    Some(output) => pre { (output) },
+                    Some(output) => pre tabindex="0" { (output) },
                     None => p.empty { "It printed nothing." },
                 }
             }
@@ -127,7 +127,7 @@ fn live(context: &PageContext, id: &str, run: &Map<String, Value>) -> Markup {
             }
             ". The worker writes the last 4 KiB of it at most once a second."
         }
-        pre #live-output data-live-output=(source) aria-live="polite" {
+        pre #live-output tabindex="0" data-live-output=(source) aria-live="polite" {
             (so_far["output"].as_str().unwrap_or_default())
         }
     }
