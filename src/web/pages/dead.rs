@@ -19,8 +19,9 @@ use crate::client::DeadRun;
 use crate::web::csrf::{self, CheckedForm};
 use crate::web::{ApiError, WebState};
 
-/// How many of the newest dead runs the page lists and a retry of many counts: the count a
-/// confirm step shows is of these.
+/// How many of the newest dead runs the page lists and a retry of many counts: a retry of many
+/// from the console is offered only below it, so that the count it confirms is every run it
+/// retries.
 const SHOWN: usize = 1000;
 
 /// The page's filter: a job, or every job's when empty.
@@ -189,6 +190,11 @@ fn confirm_page(
         }
         @if count == 0 {
             p.empty { "No dead run to retry." }
+        } @else if count >= SHOWN {
+            p {
+                "At least " (SHOWN) " dead runs match: more than the console counts before a retry. "
+                "Retry them with " code { "redcron dead retry --all" } ", which names each one it retries."
+            }
         } @else {
             p {
                 "Retry " strong { (count) } " dead runs"
@@ -236,7 +242,8 @@ pub(super) async fn retry_many(
         Ok(runs) => runs.len(),
         Err(error) => return failed(&context, "Dead letters", &error, html! {}),
     };
-    if now != count {
+    // A count at the listing's bound may hide more runs than the person saw: refused too.
+    if now != count || now >= SHOWN {
         return confirm_page(&context, &filter, now, StatusCode::CONFLICT, Some(count));
     }
     let who = operator.0.name;
