@@ -4,9 +4,9 @@
 //! [`CheckedForm`](super::csrf::CheckedForm) checks, answered with a redirect (303) to a page.
 
 mod activity;
+mod dead;
 mod job;
 mod jobs;
-mod dead;
 mod layout;
 mod overview;
 mod run;
