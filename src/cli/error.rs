@@ -202,6 +202,7 @@ impl From<crate::client::ClientError> for CliError {
             | ClientError::UnknownReplica { .. }
             | ClientError::Payload(_)
             | ClientError::NoDeadRun(_)
+            | ClientError::BadCursor(_)
             | ClientError::DamagedDeadRun { .. }
             | ClientError::JobPaused { .. }
             | ClientError::JobUnknown { .. }

@@ -292,6 +292,7 @@ fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
         job: args.job.clone(),
         replica: args.replica.clone(),
         count: args.count,
+        ..RunsQuery::default()
     };
     let (listed, now_ms) = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);

@@ -38,12 +38,14 @@ mod fire;
 mod operations;
 mod reads;
 mod request;
+mod runs;
 mod workflows;
 
 pub use fire::Fired;
 pub use operations::DeadRetried;
-pub use reads::{DeadRun, EVENTS_SCANNED, HistoryEntry, ListedRun, RunsQuery};
+pub use reads::{DeadRun, EVENTS_SCANNED, HistoryEntry};
 pub use request::RunRequest;
+pub use runs::{ListedRun, RUNS_SCANNED, RunsCursor, RunsPage, RunsQuery};
 pub use workflows::StartedWorkflow;
 
 /// How long a uniqueness key holds unless [`RunRequest::unique_for`] says otherwise.
@@ -102,6 +104,12 @@ pub enum ClientError {
     /// No dead run has that id (it never died, was retried, or was purged).
     #[error("no dead run \"{0}\"")]
     NoDeadRun(String),
+    /// A cursor that no page of runs ended at: not one a listing gave, or damaged on the way.
+    #[error(
+        "cursor \"{0}\" is not one a page of runs ended at: pass the cursor a page gave, or \
+         start again without one"
+    )]
+    BadCursor(String),
     /// The run is in the dead letters, but its record is no dead run's: nothing can retry it.
     #[error(
         "run \"{run}\" is in the dead letters but damaged ({damage}): it cannot be retried; \

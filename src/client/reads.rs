@@ -12,9 +12,6 @@ pub const EVENTS_SCANNED: usize = 10_000;
 /// How many of the damaged records [`Client::damaged_keys`] names.
 const DAMAGED_KEYS_SHOWN: usize = 5;
 
-/// How many runs of each set [`Client::runs`] reads before it filters by job.
-const RUNS_SCANNED: usize = 10_000;
-
 /// One outcome from the events stream, with its run's record as it is now (empty once the
 /// record expired).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,16 +20,6 @@ pub struct HistoryEntry {
     pub event: Event,
     /// The run's record.
     pub run: HashMap<String, String>,
-}
-
-/// A run listed by [`Client::runs`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListedRun {
-    /// Its id.
-    pub run_id: String,
-    /// Its record; for a planned fire not yet promoted (which has none), what its id and due
-    /// time tell: `kind`, `state`, `due_ms`, `job`, `fire_ms`.
-    pub fields: HashMap<String, String>,
 }
 
 /// A run in the dead letters.
@@ -44,25 +31,6 @@ pub struct DeadRun {
     pub died_ms: i64,
     /// Its record.
     pub fields: HashMap<String, String>,
-}
-
-/// Which runs [`Client::runs`] lists: those holding a lease, those due, or both.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunsQuery {
-    /// Runs holding a lease (running, or claimed to start within moments).
-    pub active: bool,
-    /// Runs ready or waiting: for a worker, a slot of their job, or a replica that serves
-    /// their queue or declares their job.
-    pub ready: bool,
-    /// Runs waiting for their due time (planned fires, delayed runs, retries).
-    pub due: bool,
-    /// Only this job's.
-    pub job: Option<String>,
-    /// Only those whose attempt this replica owns or owned (its worker's), or, for every-replica
-    /// jobs, that wait for it, when given.
-    pub replica: Option<String>,
-    /// How many at most.
-    pub count: usize,
 }
 
 impl Client {
@@ -178,78 +146,6 @@ impl Client {
         self.known_replica_unless_empty(replica, entries.is_empty())
             .await?;
         Ok(entries)
-    }
-
-    /// Runs holding a lease, then runs ready or waiting (in the order they are claimed), then
-    /// runs due, soonest first, as `query` says; with Redis's clock, ms, when they were read.
-    ///
-    /// # Errors
-    /// [`ClientError::UnknownJob`] for a job with no such run that no replica declares,
-    /// [`ClientError::UnknownReplica`] for a replica id with none that the namespace does not
-    /// know; Redis errors.
-    pub async fn runs(&self, query: &RunsQuery) -> Result<(Vec<ListedRun>, i64), ClientError> {
-        // Each entry with its due time when it comes from the due set.
-        let mut listed: Vec<(Entry, Option<i64>)> = Vec::new();
-        if query.active {
-            let leased = self.store.leased_runs(RUNS_SCANNED).await?;
-            listed.extend(leased.into_iter().map(|(entry, _)| (entry, None)));
-        }
-        if query.ready {
-            let waiting = self.store.waiting_runs(RUNS_SCANNED).await?;
-            listed.extend(waiting.into_iter().map(|entry| (entry, None)));
-        }
-        if query.due {
-            let due = self.store.due_runs(RUNS_SCANNED).await?;
-            listed.extend(due.into_iter().map(|(entry, due_ms)| (entry, Some(due_ms))));
-        }
-        let mut runs = Vec::new();
-        for (entry, due_ms) in listed {
-            let Entry::Run(run_id) = entry else {
-                // No run has it: listed as damaged, unless only one job's or one replica's runs
-                // are asked for.
-                if query.job.is_none() && query.replica.is_none() {
-                    runs.push(ListedRun {
-                        run_id: entry.to_string(),
-                        fields: damaged(UNREADABLE),
-                    });
-                    if runs.len() == query.count {
-                        break;
-                    }
-                }
-                continue;
-            };
-            let fields = self.store.run_fields(&run_id).await?;
-            let fields = match due_ms {
-                // A planned cron fire has no record until it is promoted: its id and due time
-                // say what it is.
-                Some(due_ms) if fields.is_empty() => planned_fire(&run_id, due_ms),
-                // A leased or ready run without a record has nothing to show: the reaper or
-                // the claim buries it.
-                None if fields.is_empty() => continue,
-                _ => fields,
-            };
-            let worker = fields.get("worker").map(String::as_str);
-            let job = fields.get("job").map(String::as_str).unwrap_or_default();
-            if query
-                .job
-                .as_ref()
-                .is_some_and(|job| fields.get("job") != Some(job))
-                || query.replica.as_deref().is_some_and(|replica| {
-                    crate::store::replica_of(job, &run_id, worker) != Some(replica)
-                })
-            {
-                continue;
-            }
-            runs.push(ListedRun { run_id, fields });
-            if runs.len() == query.count {
-                break;
-            }
-        }
-        self.known_unless_empty(query.job.as_deref(), runs.is_empty())
-            .await?;
-        self.known_replica_unless_empty(query.replica.as_deref(), runs.is_empty())
-            .await?;
-        Ok((runs, self.store.now_ms().await?))
     }
 
     /// Every field of the run `id`'s record, empty when it has none (never existed, or ended
@@ -371,7 +267,11 @@ impl Client {
 
     /// A job that a listing found nothing of must at least be declared: a name with neither a
     /// past nor a declaration is a mistake to say, not an empty list.
-    async fn known_unless_empty(&self, job: Option<&str>, empty: bool) -> Result<(), ClientError> {
+    pub(super) async fn known_unless_empty(
+        &self,
+        job: Option<&str>,
+        empty: bool,
+    ) -> Result<(), ClientError> {
         match job {
             Some(job) if empty && !self.store.is_declared(job).await? => {
                 Err(ClientError::UnknownJob(job.to_owned()))
@@ -382,7 +282,7 @@ impl Client {
 
     /// As [`Self::known_unless_empty`], for a replica id: one the namespace does not know is
     /// a mistake to say, with the ids it knows.
-    async fn known_replica_unless_empty(
+    pub(super) async fn known_replica_unless_empty(
         &self,
         replica: Option<&str>,
         empty: bool,
@@ -405,7 +305,7 @@ impl Client {
 pub(super) const UNREADABLE: &str = "not a run id: its bytes are not UTF-8";
 
 /// The fields a listing shows for a damaged entry: only `damaged`, saying why it is no run.
-fn damaged(why: &str) -> HashMap<String, String> {
+pub(super) fn damaged(why: &str) -> HashMap<String, String> {
     HashMap::from([("damaged".to_owned(), why.to_owned())])
 }
 
@@ -417,18 +317,4 @@ pub(super) fn dead_damage(fields: &HashMap<String, String>) -> Option<String> {
         Some(state) => Some(format!("its record says {state}, not dead")),
         None => Some("its record has no state".to_owned()),
     }
-}
-
-/// What a planned fire's id (`<job>@<fire ms>`) and due time tell of it.
-fn planned_fire(run_id: &str, due_ms: i64) -> HashMap<String, String> {
-    let mut fields = HashMap::from([
-        ("kind".to_owned(), "cron".to_owned()),
-        ("state".to_owned(), "scheduled".to_owned()),
-        ("due_ms".to_owned(), due_ms.to_string()),
-    ]);
-    if let Some((job, fire_ms)) = crate::store::parse_cron_run_id(run_id) {
-        fields.insert("job".to_owned(), job.to_owned());
-        fields.insert("fire_ms".to_owned(), fire_ms.to_string());
-    }
-    fields
 }

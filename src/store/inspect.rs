@@ -1,14 +1,13 @@
 //! What operators read (`status`, `jobs`, `runs`, `history`) and their few writes (pause,
 //! clear a namespace): plain commands, no script the engine depends on.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
 use super::damage::readable_record;
-use super::keys::{private_route, replica_slot_group};
 use super::reply::Reply;
 use super::{Entry, Store, StoreError, millis, published_declarations, scripts};
 use crate::schedule::Priority;
@@ -234,27 +233,6 @@ impl Store {
         Ok(readable_record(record))
     }
 
-    /// Up to `limit` runs of the due sets (the fires' and the ad-hoc runs'), soonest first:
-    /// entry and due time, ms. A planned cron fire is there before its run has a hash.
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn due_runs(&self, limit: usize) -> Result<Vec<(Entry, i64)>, StoreError> {
-        let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
-        type Due = Vec<(Entry, i64)>;
-        let (mut fires, runs): (Due, Due) = redis::pipe()
-            .zrange_withscores(self.keys.due(), 0, end)
-            .zrange_withscores(self.keys.due_runs(), 0, end)
-            .query_async(&mut self.connection.clone())
-            .await
-            .during(&self.metrics, "due_runs")?;
-        fires.extend(runs);
-        // Stable: at the same instant, fires before ad-hoc runs, as promotion takes them.
-        fires.sort_by_key(|(_, due_ms)| *due_ms);
-        fires.truncate(limit);
-        Ok(fires)
-    }
-
     /// When the run `run_id` is due, if it is in the due set (a planned cron fire has no
     /// record until then), with Redis's clock now: ms both.
     ///
@@ -268,86 +246,6 @@ impl Store {
             .await
             .during(&self.metrics, "due_at")?;
         Ok((fire.or(run), self.now_ms().await?))
-    }
-
-    /// Up to `limit` runs waiting for a worker, in the order claims take them: those ready in
-    /// every queue a published job names, `default`, each replica's own route (runs of
-    /// every-replica fires) and any other queue with ready runs ([`Store::ready_queues`]),
-    /// highest priority first and a priority's cron fires first; then those waiting for a slot
-    /// of their job (per replica for an every-replica job); then those put aside for a replica
-    /// that declares their job.
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn waiting_runs(&self, limit: usize) -> Result<Vec<Entry>, StoreError> {
-        let mut connection = self.connection.clone();
-        let (defs, undeclared, live, stopped): (
-            HashMap<String, String>,
-            Vec<String>,
-            Vec<String>,
-            Vec<String>,
-        ) = redis::pipe()
-            .hgetall(self.keys.defs())
-            .zrange(self.keys.undeclared_jobs(), 0, -1)
-            .zrange(self.keys.replicas(), 0, -1)
-            .zrange(self.keys.stopped_replicas(), 0, -1)
-            .query_async(&mut connection)
-            .await
-            .during(&self.metrics, "waiting_runs")?;
-        let replicas: BTreeSet<String> = live.into_iter().chain(stopped).collect();
-        let mut queues = queues_of(&defs);
-        queues.extend(replicas.iter().map(|replica| private_route(replica)));
-        queues.push("default".to_owned());
-        queues.extend(self.ready_queues().await?);
-        queues.sort();
-        queues.dedup();
-        let mut jobs: Vec<&String> = defs.keys().collect();
-        jobs.sort();
-        let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
-        let mut lists = Vec::new();
-        for priority in Priority::ALL {
-            lists.extend(
-                queues
-                    .iter()
-                    .map(|queue| self.keys.ready_fires(queue, priority)),
-            );
-            lists.extend(queues.iter().map(|queue| self.keys.ready(queue, priority)));
-        }
-        lists.extend(jobs.iter().map(|job| self.keys.waiting(job)));
-        for job in jobs
-            .iter()
-            .filter(|job| runs_on_every_replica(&defs[**job]))
-        {
-            lists.extend(
-                replicas
-                    .iter()
-                    .map(|replica| self.keys.waiting(&replica_slot_group(job, replica))),
-            );
-        }
-        lists.extend(undeclared.iter().map(|job| self.keys.undeclared(job)));
-        let mut pipe = redis::pipe();
-        for list in &lists {
-            pipe.lrange(list, 0, end);
-        }
-        let found: Vec<Vec<Entry>> = pipe
-            .query_async(&mut connection)
-            .await
-            .during(&self.metrics, "waiting_runs")?;
-        Ok(found.into_iter().flatten().take(limit).collect())
-    }
-
-    /// Up to `limit` runs holding a lease, earliest deadline first: entry and lease deadline,
-    /// ms.
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn leased_runs(&self, limit: usize) -> Result<Vec<(Entry, i64)>, StoreError> {
-        let end = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
-        self.connection
-            .clone()
-            .zrange_withscores(self.keys.active(), 0, end)
-            .await
-            .during(&self.metrics, "leased_runs")
     }
 
     /// What operators look at: leadership, replicas, counts, ready lengths (of every queue
@@ -575,14 +473,14 @@ impl Store {
     }
 }
 
-/// The queues the published definitions `defs` (job -> JSON) name, one per job.
 /// Whether a published definition is an every-replica job's (`"on": "every"`).
-fn runs_on_every_replica(definition: &str) -> bool {
+pub(super) fn runs_on_every_replica(definition: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(definition)
         .is_ok_and(|value| value.get("on").and_then(|on| on.as_str()) == Some("every"))
 }
 
-fn queues_of(defs: &HashMap<String, String>) -> Vec<String> {
+/// The queues the published definitions `defs` (job -> JSON) name, one per job.
+pub(super) fn queues_of(defs: &HashMap<String, String>) -> Vec<String> {
     defs.values()
         .filter_map(|definition| {
             let value: serde_json::Value = serde_json::from_str(definition).ok()?;

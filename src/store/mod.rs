@@ -23,6 +23,7 @@
 //! - `replicas`: heartbeats;
 //! - `refusal`: whether Redis takes writes now, asked without writing;
 //! - `inspect`: what operators read, and their few writes;
+//! - `listing`: runs listed a page at a time from where the page before ended;
 //! - `contract`: the run states and reasons the scripts and the Rust side share;
 //! - `scripts`: the scripts, each loaded with the helpers of `lua/include/common.lua`;
 //! - `reply`: what goes into a script call and the decoding of what comes back;
@@ -41,6 +42,7 @@ mod finishing;
 mod inspect;
 pub mod keys;
 mod leadership;
+mod listing;
 mod live;
 mod notices;
 mod planning;
@@ -82,6 +84,7 @@ pub use finishing::{Ack, FailOutcome, Failure, OwnedRun, StrayRun};
 pub use inspect::{Event, Overview, REAPING_GRACE, ReplicaInfo, RunCounts, UndeclaredRuns};
 pub use keys::{InvalidNamespace, Keys, validate_namespace};
 pub use leadership::{Acquisition, LeaderToken};
+pub use listing::ReadyMark;
 pub use live::OutputSoFar;
 pub use notices::{DamagedNotice, OwedNotice, Settle};
 pub use planning::{

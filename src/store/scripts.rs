@@ -69,3 +69,4 @@ script!(
 script!(TAKE_NOTICES, "take_notices.lua");
 script!(SETTLE_NOTICE, "settle_notice.lua");
 script!(PROBE_WRITES, "probe_writes.lua");
+script!(RANGE_AFTER, "range_after.lua");

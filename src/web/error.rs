@@ -68,6 +68,7 @@ impl From<ClientError> for ApiError {
             ClientError::UnknownWorkflow(_) => (StatusCode::NOT_FOUND, "unknown-workflow"),
             ClientError::Payload(_) => (StatusCode::BAD_REQUEST, "bad-payload"),
             ClientError::InThePast { .. } => (StatusCode::BAD_REQUEST, "bad-time"),
+            ClientError::BadCursor(_) => (StatusCode::BAD_REQUEST, "bad-cursor"),
             ClientError::EveryReplica(_) | ClientError::NotAWorkflow(_) => {
                 (StatusCode::BAD_REQUEST, "not-enqueueable")
             }

@@ -11,7 +11,7 @@ use crate::cli::dead::dead_document;
 use crate::cli::history::history_document;
 use crate::cli::runs::{output_so_far, run_document, shown_run_document};
 use crate::cli::status::{StatusRead, jobs_documents};
-use crate::client::RunsQuery;
+use crate::client::{RunsCursor, RunsQuery};
 use crate::store::{Event, Overview};
 use crate::web::{ApiError, Caller, WebState};
 
@@ -100,15 +100,18 @@ pub(crate) struct RunsParams {
     pub(crate) state: Option<String>,
     pub(crate) job: Option<String>,
     pub(crate) replica: Option<String>,
-    /// Only the runs of this queue.
+    /// Only the runs of this queue: a filter of each page's runs, so a page may hold fewer.
     pub(crate) queue: Option<String>,
     pub(crate) limit: Option<usize>,
-    /// The last id of the page before: the page starts after it.
+    /// Where the page before ended (its `next_cursor`): the page starts after it.
     pub(crate) cursor: Option<String>,
+    /// Only the run with this exact id, in any state: a direct read.
+    pub(crate) id: Option<String>,
 }
 
-/// `runs list --json`, a page at a time: `next_cursor` is the id to pass as `cursor` for the
-/// next page, `null` on the last.
+/// `runs list --json`, a page at a time: `next_cursor` is what to pass as `cursor` for the
+/// next page, `null` on the last; `scan_limited` says the page stopped early, having read as
+/// many runs as a filtered page reads, and more may follow its cursor.
 pub(super) async fn runs(
     _: Caller,
     State(state): State<WebState>,
@@ -132,42 +135,28 @@ pub(crate) async fn read_runs(state: &WebState, params: &RunsParams) -> Result<V
             format!("state \"{asked}\": a run listed is active, ready or due"),
         ));
     }
-    let limit = limit(params.limit)?;
-    // The listing's order is stable between pages (leases, then the claim order, then due
-    // time), so a page is what follows its cursor; one more than the page tells whether
-    // another follows.
     let query = RunsQuery {
         active: shown("active"),
         ready: shown("ready"),
         due: shown("due"),
         job: params.job.clone(),
         replica: params.replica.clone(),
-        count: usize::MAX,
+        count: limit(params.limit)?,
+        after: params
+            .cursor
+            .as_deref()
+            .map(str::parse::<RunsCursor>)
+            .transpose()?,
+        run_id: params.id.clone(),
     };
-    let (mut listed, _) = state.client().runs(&query).await?;
+    let mut page = state.client().runs_page(&query).await?;
     if let Some(queue) = &params.queue {
-        listed.retain(|run| run.fields.get("queue") == Some(queue));
+        page.runs
+            .retain(|run| run.fields.get("queue") == Some(queue));
     }
-    let start = match &params.cursor {
-        None => 0,
-        Some(cursor) => match listed.iter().position(|run| &run.run_id == cursor) {
-            Some(at) => at + 1,
-            None => {
-                return Err(ApiError::bad_request(
-                    "bad-cursor",
-                    format!(
-                        "cursor \"{cursor}\" is no run of this listing any more (it ended or \
-                         was claimed): start again without a cursor"
-                    ),
-                ));
-            }
-        },
-    };
-    let page: Vec<_> = listed.into_iter().skip(start).take(limit + 1).collect();
-    let next_cursor = (page.len() > limit).then(|| page[limit - 1].run_id.clone());
     let runs: Vec<Value> = page
+        .runs
         .into_iter()
-        .take(limit)
         .map(|mut run| {
             // A run that is not active has no worker, as `runs list` shows it.
             if run.fields.get("state").map(String::as_str) != Some("active") {
@@ -176,7 +165,11 @@ pub(crate) async fn read_runs(state: &WebState, params: &RunsParams) -> Result<V
             Value::Object(run_document(&run.run_id, run.fields))
         })
         .collect();
-    Ok(json!({ "runs": runs, "next_cursor": next_cursor }))
+    Ok(json!({
+        "runs": runs,
+        "next_cursor": page.next.map(|cursor| cursor.to_string()),
+        "scan_limited": page.scan_limited,
+    }))
 }
 
 /// `runs show --json`.

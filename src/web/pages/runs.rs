@@ -119,6 +119,7 @@ async fn listing(
         queue: given(&filter.queue),
         limit: Some(PAGE),
         cursor: given(&filter.cursor),
+        id: None,
     };
     let mut document = read_runs(state, &params).await?;
     let runs = match document["runs"].take() {

@@ -1,0 +1,470 @@
+//! The runs going on, waiting and due, listed a page at a time: each page starts where the page
+//! before ended (a keyset), so a page costs about the same with a hundred runs or a million,
+//! and a run listed once is not listed again in the same state however the runs move between
+//! pages.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use super::reads::{UNREADABLE, damaged};
+use super::{Client, ClientError};
+use crate::store::{Entry, ReadyMark};
+
+/// How many entries one page reads at most while it filters by job or replica, which no index
+/// serves: a page that reads this many without filling up ends early, with a cursor to go on.
+pub const RUNS_SCANNED: usize = 10_000;
+
+/// How many entries a filtered page reads at once: enough that a sparse filter takes few round
+/// trips, few enough that a page that fills up early reads little more than it shows.
+const FILTERED_CHUNK: usize = 256;
+
+/// Which runs [`Client::runs`] lists: those holding a lease, those ready, those due, or any of
+/// them, and from where.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunsQuery {
+    /// Runs holding a lease (running, or claimed to start within moments).
+    pub active: bool,
+    /// Runs ready or waiting: for a worker, a slot of their job, or a replica that serves
+    /// their queue or declares their job.
+    pub ready: bool,
+    /// Runs waiting for their due time (planned fires, delayed runs, retries).
+    pub due: bool,
+    /// Only this job's.
+    pub job: Option<String>,
+    /// Only those whose attempt this replica owns or owned (its worker's), or, for every-replica
+    /// jobs, that wait for it, when given.
+    pub replica: Option<String>,
+    /// How many at most.
+    pub count: usize,
+    /// Where the page starts: after the run this cursor was given with (a [`ListedRun`]'s, or
+    /// [`RunsPage::next`]), whether or not that run is still where it was; from the start when
+    /// `None`.
+    pub after: Option<RunsCursor>,
+    /// Only the run with this exact id, in any state while its record is kept (or a planned
+    /// fire not yet due): one direct read, whatever the other fields say but `job`.
+    pub run_id: Option<String>,
+}
+
+/// A run listed by [`Client::runs`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedRun {
+    /// Its id.
+    pub run_id: String,
+    /// Its record; for a planned fire not yet promoted (which has none), what its id and due
+    /// time tell: `kind`, `state`, `due_ms`, `job`, `fire_ms`.
+    pub fields: HashMap<String, String>,
+    /// Where the listing stands after it: pass it as [`RunsQuery::after`] for the runs that
+    /// follow. `None` for a run read by its id, which has no place in a listing.
+    pub cursor: Option<RunsCursor>,
+}
+
+/// One page of runs, with where the next one starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunsPage {
+    /// At most [`RunsQuery::count`] runs.
+    pub runs: Vec<ListedRun>,
+    /// Where the next page starts; `None` when no run follows.
+    pub next: Option<RunsCursor>,
+    /// Whether the page ended early because it read [`RUNS_SCANNED`] entries while filtering:
+    /// more may match after `next`.
+    pub scan_limited: bool,
+    /// Redis's clock when it was read, ms.
+    pub now_ms: i64,
+}
+
+/// Where a listing of runs stands: after one entry of one state's structure, by what orders
+/// that structure (a run id among the leased; a list and a place in it among the ready; a due
+/// time and a run id among the due). Opaque to callers: its text (`Display`, `FromStr`) is what
+/// the API and the command line pass around.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunsCursor(Mark);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Mark {
+    Active(Vec<u8>),
+    Ready(ReadyMark),
+    Due(i64, Vec<u8>),
+}
+
+impl Mark {
+    /// Its state's place in a listing: leased, then ready, then due.
+    fn section(&self) -> Section {
+        match self {
+            Self::Active(_) => Section::Active,
+            Self::Ready(_) => Section::Ready,
+            Self::Due(..) => Section::Due,
+        }
+    }
+}
+
+/// The states a listing walks, in its order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Section {
+    Active,
+    Ready,
+    Due,
+}
+
+impl fmt::Display for RunsCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Mark::Active(entry) => write!(f, "a.{}", hex(entry)),
+            Mark::Ready(mark) => write!(
+                f,
+                "r.{}.{}.{}.{}",
+                mark.list_at,
+                mark.index,
+                hex(mark.list.as_bytes()),
+                hex(&mark.entry)
+            ),
+            Mark::Due(due_ms, entry) => write!(f, "d.{due_ms}.{}", hex(entry)),
+        }
+    }
+}
+
+impl FromStr for RunsCursor {
+    type Err = ClientError;
+
+    fn from_str(text: &str) -> Result<Self, ClientError> {
+        let bad = || ClientError::BadCursor(text.to_owned());
+        let parts: Vec<&str> = text.split('.').collect();
+        let mark = match parts[..] {
+            ["a", entry] => Mark::Active(unhex(entry).ok_or_else(bad)?),
+            ["r", list_at, index, list, entry] => Mark::Ready(ReadyMark {
+                list_at: list_at.parse().map_err(|_| bad())?,
+                index: index.parse().map_err(|_| bad())?,
+                list: String::from_utf8(unhex(list).ok_or_else(bad)?).map_err(|_| bad())?,
+                entry: unhex(entry).ok_or_else(bad)?,
+            }),
+            ["d", due_ms, entry] => Mark::Due(
+                due_ms.parse().map_err(|_| bad())?,
+                unhex(entry).ok_or_else(bad)?,
+            ),
+            _ => return Err(bad()),
+        };
+        Ok(Self(mark))
+    }
+}
+
+/// `bytes` in lower-case hex: a cursor names run ids and keys in text safe in a URL.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// The bytes lower-case `hex` spells, if it spells any.
+fn unhex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) || !hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(&hex[at..at + 2], 16).ok())
+        .collect()
+}
+
+impl Client {
+    /// Runs holding a lease (by id), then runs ready or waiting (in the order they are
+    /// claimed), then runs due (soonest first), as `query` says: the first page of
+    /// [`Client::runs_page`]; with Redis's clock, ms, when they were read.
+    ///
+    /// # Errors
+    /// As [`Client::runs_page`].
+    pub async fn runs(&self, query: &RunsQuery) -> Result<(Vec<ListedRun>, i64), ClientError> {
+        let page = self.runs_page(query).await?;
+        Ok((page.runs, page.now_ms))
+    }
+
+    /// One page of the runs `query` asks for, from [`RunsQuery::after`], and where the next
+    /// starts. Each state's runs are read from where the page before ended by what orders them
+    /// (see [`RunsCursor`]), so a page reads about `count` entries of each state it shows,
+    /// however many there are; with a job or replica to filter by, it reads at most
+    /// [`RUNS_SCANNED`] entries, and says so.
+    ///
+    /// A run that moves on between pages (claimed, started, ended, retried) is listed again
+    /// only if it comes to a state the listing has not passed yet: a page never lists a run it
+    /// listed before in the same state, nor misses one that stayed where it was.
+    ///
+    /// # Errors
+    /// [`ClientError::UnknownJob`] for a job with no such run that no replica declares,
+    /// [`ClientError::UnknownReplica`] for a replica id with none that the namespace does not
+    /// know; Redis errors.
+    pub async fn runs_page(&self, query: &RunsQuery) -> Result<RunsPage, ClientError> {
+        let (runs, next, scan_limited) = match &query.run_id {
+            Some(run_id) => (self.run_by_id(run_id, query).await?, None, false),
+            None if query.count == 0 => (Vec::new(), None, false),
+            None => self.listed_runs(query).await?,
+        };
+        self.known_unless_empty(query.job.as_deref(), runs.is_empty())
+            .await?;
+        self.known_replica_unless_empty(query.replica.as_deref(), runs.is_empty())
+            .await?;
+        Ok(RunsPage {
+            runs,
+            next,
+            scan_limited,
+            now_ms: self.store.now_ms().await?,
+        })
+    }
+
+    /// The run `run_id`, if it has a record or is a planned fire, and is `query.job`'s when
+    /// that is given.
+    async fn run_by_id(
+        &self,
+        run_id: &str,
+        query: &RunsQuery,
+    ) -> Result<Vec<ListedRun>, ClientError> {
+        let mut fields = self.store.run_fields(run_id).await?;
+        if fields.is_empty() {
+            match self.store.due_at(run_id).await? {
+                (Some(due_ms), _) => fields = planned_fire(run_id, due_ms),
+                (None, _) => return Ok(Vec::new()),
+            }
+        }
+        if query
+            .job
+            .as_ref()
+            .is_some_and(|job| fields.get("job") != Some(job))
+        {
+            return Ok(Vec::new());
+        }
+        Ok(vec![ListedRun {
+            run_id: run_id.to_owned(),
+            fields,
+            cursor: None,
+        }])
+    }
+
+    /// The listing's page: its runs, where the next starts, and whether the scan was cut short.
+    async fn listed_runs(
+        &self,
+        query: &RunsQuery,
+    ) -> Result<(Vec<ListedRun>, Option<RunsCursor>, bool), ClientError> {
+        let filtered = query.job.is_some() || query.replica.is_some();
+        // One more than the page: whether it is there says whether another page follows.
+        let wanted = query.count.saturating_add(1);
+        let mut runs: Vec<ListedRun> = Vec::new();
+        let mut budget = RUNS_SCANNED;
+        let mut position = query.after.clone().map(|cursor| cursor.0);
+        let asked = [
+            (Section::Active, query.active),
+            (Section::Ready, query.ready),
+            (Section::Due, query.due),
+        ];
+        'sections: for (section, shown) in asked {
+            let mut after = match &position {
+                Some(mark) if mark.section() > section => continue,
+                Some(mark) if mark.section() == section => Some(mark.clone()),
+                _ => None,
+            };
+            if !shown {
+                continue;
+            }
+            loop {
+                if runs.len() == wanted {
+                    break 'sections;
+                }
+                if budget == 0 {
+                    let next = position.map(RunsCursor);
+                    return Ok((runs, next, true));
+                }
+                let need = wanted - runs.len();
+                let chunk = if filtered {
+                    need.max(FILTERED_CHUNK)
+                } else {
+                    need
+                }
+                .min(budget);
+                let entries = self.entries_after(section, after.as_ref(), chunk).await?;
+                budget -= entries.len();
+                let ended = entries.len() < chunk;
+                let ids: Vec<&str> = entries
+                    .iter()
+                    .filter_map(|(entry, ..)| entry.run_id())
+                    .collect();
+                let mut records = self.store.runs_fields(&ids).await?.into_iter();
+                for (entry, mark, due_ms) in entries {
+                    after = Some(mark.clone());
+                    position = Some(mark.clone());
+                    let fields = match &entry {
+                        Entry::Run(_) => records.next().unwrap_or_default(),
+                        Entry::Unreadable(_) => HashMap::new(),
+                    };
+                    if let Some(run) = listed(entry, fields, due_ms, query, mark) {
+                        runs.push(run);
+                        if runs.len() == wanted {
+                            break 'sections;
+                        }
+                    }
+                }
+                if ended {
+                    break;
+                }
+            }
+        }
+        if runs.len() < wanted {
+            return Ok((runs, None, false));
+        }
+        runs.truncate(query.count);
+        let next = runs.last().and_then(|run| run.cursor.clone());
+        Ok((runs, next, false))
+    }
+
+    /// Up to `limit` entries of one state after `after`: each with where it is, and its due
+    /// time when it is due.
+    async fn entries_after(
+        &self,
+        section: Section,
+        after: Option<&Mark>,
+        limit: usize,
+    ) -> Result<Vec<(Entry, Mark, Option<i64>)>, ClientError> {
+        Ok(match section {
+            Section::Active => {
+                let after = match after {
+                    Some(Mark::Active(entry)) => Some(entry.as_slice()),
+                    _ => None,
+                };
+                self.store
+                    .leased_runs_after(after, limit)
+                    .await?
+                    .into_iter()
+                    .map(|(entry, _)| {
+                        let mark = Mark::Active(entry.as_bytes().to_vec());
+                        (entry, mark, None)
+                    })
+                    .collect()
+            }
+            Section::Ready => {
+                let after = match after {
+                    Some(Mark::Ready(mark)) => Some(mark),
+                    _ => None,
+                };
+                self.store
+                    .waiting_runs_after(after, limit)
+                    .await?
+                    .into_iter()
+                    .map(|(entry, mark)| (entry, Mark::Ready(mark), None))
+                    .collect()
+            }
+            Section::Due => {
+                let after = match after {
+                    Some(Mark::Due(due_ms, entry)) => Some((*due_ms, entry.as_slice())),
+                    _ => None,
+                };
+                self.store
+                    .due_runs_after(after, limit)
+                    .await?
+                    .into_iter()
+                    .map(|(entry, due_ms)| {
+                        let mark = Mark::Due(due_ms, entry.as_bytes().to_vec());
+                        (entry, mark, Some(due_ms))
+                    })
+                    .collect()
+            }
+        })
+    }
+}
+
+/// The entry `entry` with its record `fields` as the listing shows it, unless `query` leaves
+/// it out or it has nothing to show.
+fn listed(
+    entry: Entry,
+    fields: HashMap<String, String>,
+    due_ms: Option<i64>,
+    query: &RunsQuery,
+    mark: Mark,
+) -> Option<ListedRun> {
+    let cursor = Some(RunsCursor(mark));
+    let Entry::Run(run_id) = entry else {
+        // No run has it: listed as damaged, unless only one job's or one replica's runs are
+        // asked for.
+        return (query.job.is_none() && query.replica.is_none()).then(|| ListedRun {
+            run_id: entry.to_string(),
+            fields: damaged(UNREADABLE),
+            cursor,
+        });
+    };
+    let fields = match due_ms {
+        // A planned cron fire has no record until it is promoted: its id and due time say
+        // what it is.
+        Some(due_ms) if fields.is_empty() => planned_fire(&run_id, due_ms),
+        // A leased or ready run without a record has nothing to show: the reaper or the claim
+        // buries it.
+        None if fields.is_empty() => return None,
+        _ => fields,
+    };
+    let worker = fields.get("worker").map(String::as_str);
+    let job = fields.get("job").map(String::as_str).unwrap_or_default();
+    if query
+        .job
+        .as_ref()
+        .is_some_and(|asked| fields.get("job") != Some(asked))
+        || query
+            .replica
+            .as_deref()
+            .is_some_and(|replica| crate::store::replica_of(job, &run_id, worker) != Some(replica))
+    {
+        return None;
+    }
+    Some(ListedRun {
+        run_id,
+        fields,
+        cursor,
+    })
+}
+
+/// What a planned fire's id (`<job>@<fire ms>`) and due time tell of it.
+fn planned_fire(run_id: &str, due_ms: i64) -> HashMap<String, String> {
+    let mut fields = HashMap::from([
+        ("kind".to_owned(), "cron".to_owned()),
+        ("state".to_owned(), "scheduled".to_owned()),
+        ("due_ms".to_owned(), due_ms.to_string()),
+    ]);
+    if let Some((job, fire_ms)) = crate::store::parse_cron_run_id(run_id) {
+        fields.insert("job".to_owned(), job.to_owned());
+        fields.insert("fire_ms".to_owned(), fire_ms.to_string());
+    }
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Mark, RunsCursor};
+    use crate::store::ReadyMark;
+
+    #[test]
+    fn a_cursor_reads_back_as_the_position_it_was_made_of() {
+        let marks = [
+            Mark::Active(b"job@1".to_vec()),
+            Mark::Due(1_767_225_600_000, vec![0xff, b'.', 0]),
+            Mark::Ready(ReadyMark {
+                list: "{test}:ready:default:normal".to_owned(),
+                list_at: 3,
+                index: 41,
+                entry: b"a1b2".to_vec(),
+            }),
+        ];
+        for mark in marks {
+            let cursor = RunsCursor(mark);
+            let text = cursor.to_string();
+            assert_eq!(text.parse::<RunsCursor>().ok(), Some(cursor), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_cursor_no_page_gave_is_refused() {
+        for forged in [
+            "",
+            "job@1",
+            "a.6",
+            "a.zz",
+            "a.6A",
+            "d.soon.61",
+            "r.1.2.61",
+            "x.61",
+        ] {
+            assert!(forged.parse::<RunsCursor>().is_err(), "{forged}");
+        }
+    }
+}
