@@ -216,3 +216,46 @@ fn a_page_deep_in_costs_the_same_commands_with_a_hundred_thousand_runs() {
         "a page of 50 runs 51,000 deep into 100,000 cost {commands} commands"
     );
 }
+
+#[test]
+fn ready_runs_are_paged_once_each_while_claims_take_them_from_the_head() {
+    let (server, _dir, web) = seeded(&[]);
+    let mut redis = server.connection();
+    let list = keys().ready("default", redcron::schedule::Priority::Normal);
+    let ids: Vec<String> = (0..30).map(|n| format!("ad-hoc-{n:02}")).collect();
+    for id in &ids {
+        let () = redis
+            .hset_multiple(
+                keys().run(id),
+                &[("job", "tick"), ("state", "ready"), ("kind", "adhoc")],
+            )
+            .expect("HSET");
+        let () = redis.rpush(&list, id).expect("RPUSH");
+    }
+    let mut seen: Vec<String> = Vec::new();
+    let mut claimed: Vec<String> = Vec::new();
+    let mut path = "/api/v1/runs?state=ready&limit=4".to_owned();
+    for pages in 0.. {
+        let (page_ids, next, _) = page(&web, &path);
+        seen.extend(page_ids);
+        let Some(next) = next else { break };
+        // Claims take runs from the head between pages: one listed, or five, the cursor's own
+        // among them (the next page then starts at the head).
+        let take = if pages % 2 == 0 { 5 } else { 1 };
+        let taken: Vec<String> = redis
+            .lpop(&list, std::num::NonZeroUsize::new(take))
+            .expect("LPOP");
+        claimed.extend(taken);
+        path = format!("/api/v1/runs?state=ready&limit=4&cursor={next}");
+    }
+    let mut unique = seen.clone();
+    unique.dedup();
+    assert_eq!(unique, seen, "a run listed twice: {seen:?}");
+    // In the order claims take them, and every run that was never claimed is listed.
+    let expected: Vec<&String> = ids
+        .iter()
+        .filter(|id| seen.contains(id) || !claimed.contains(id))
+        .collect();
+    assert_eq!(seen.iter().collect::<Vec<_>>(), expected);
+    assert!(claimed.iter().any(|id| seen.contains(id)), "{claimed:?}");
+}
