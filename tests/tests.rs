@@ -62,5 +62,7 @@ mod web_keyset;
 mod web_openapi;
 mod web_pages;
 mod web_runs;
+mod web_refusals;
+mod web_workflows;
 mod workers;
 mod workflows;

@@ -9,7 +9,8 @@ use crate::util::scenario::Scenario;
 use crate::util::wait::wait_for;
 use crate::util::web::WebProcess;
 
-const JOBS: &str = "[jobs.greet]\ncommand = \"cat\"\n\n[jobs.doomed]\ncommand = \"exit 3\"\n";
+const JOBS: &str = "[jobs.greet]\ncommand = \"cat\"\n\n[jobs.doomed]\ncommand = \"exit 3\"\n\n\
+                    [workflows.flow]\nsteps = [\"greet\"]\n";
 
 /// Where `schema` (a `$ref` resolved against `document`) finds `value` wrong, each with its
 /// JSON path; empty when it holds.
@@ -111,6 +112,19 @@ fn every_documented_operation_answers_as_documented() {
     };
     let succeeded = ran("greet", "succeeded");
     let dead = ran("doomed", "dead");
+    let instance = wait_for(Duration::from_secs(15), || {
+        let started = crate::util::cli(
+            &scenario.server,
+            scenario.dir.path(),
+            &["workflow", "start", "flow", "--json"],
+        );
+        (started.code == Some(0)).then(|| {
+            crate::util::one_document(&started.stdout)["id"]
+                .as_str()
+                .map(str::to_owned)
+        })?
+    })
+    .expect("the workflow was published");
 
     // Each documented operation, asked as a script would; the order leaves a dead run for
     // the operations that need one.
@@ -154,6 +168,24 @@ fn every_documented_operation_answers_as_documented() {
             "post",
             "/api/v1/dead/purge".into(),
             Some("{}"),
+        ),
+        (
+            "workflows",
+            "get",
+            "/api/v1/workflows?workflow=flow".into(),
+            None,
+        ),
+        (
+            "workflow",
+            "get",
+            format!("/api/v1/workflows/{instance}"),
+            None,
+        ),
+        (
+            "retry_workflow",
+            "post",
+            format!("/api/v1/workflows/{instance}/retry"),
+            None,
         ),
     ];
     let mut documented = Vec::new();

@@ -9,7 +9,7 @@ use redis::Commands;
 use crate::util::keys;
 use crate::util::scenario::Scenario;
 use crate::util::wait::wait_for;
-use crate::util::web::{Answer, WebProcess};
+use crate::util::web::WebProcess;
 
 const JOBS: &str = "[jobs.greet]\ncommand = \"cat\"\n";
 
@@ -23,26 +23,6 @@ fn links(html: &str) -> Vec<String> {
                 .filter_map(|rest| rest.split_once('"').map(|(link, _)| link.to_owned()))
         })
         .collect()
-}
-
-/// The value of the form token cookie an answer set.
-#[track_caller]
-fn csrf_cookie(answer: &Answer) -> String {
-    let cookie = answer
-        .headers
-        .get("set-cookie")
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or_else(|| panic!("no cookie set: {:?}", answer.headers));
-    assert!(
-        cookie.contains("SameSite=Strict") && cookie.contains("HttpOnly"),
-        "{cookie}"
-    );
-    cookie
-        .split(';')
-        .next()
-        .and_then(|pair| pair.strip_prefix("redcron_csrf="))
-        .expect("the token cookie")
-        .to_owned()
 }
 
 #[test]
@@ -200,7 +180,7 @@ fn a_hold_is_released_by_an_operators_form_and_never_by_a_forged_one() {
     let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
     let page = web.get("/");
     assert!(page.body.contains("Release the hold"), "{}", page.body);
-    let token = csrf_cookie(&page);
+    let token = page.csrf_cookie();
     assert!(
         page.body
             .contains(&format!("name=\"csrf\" value=\"{token}\""))

@@ -28,7 +28,7 @@ pub(crate) mod times;
 mod watch_path;
 #[cfg(feature = "web")]
 mod web;
-mod workflow;
+pub(crate) mod workflow;
 
 use crate::logs::LogFormat;
 use std::io;

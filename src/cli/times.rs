@@ -59,7 +59,7 @@ pub(crate) fn relative(now_ms: i64, at_ms: i64) -> String {
 
 /// `at_ms` on this machine's wall clock, as people read it: the time of day, with the date when
 /// it is not the day of `now_ms`.
-pub(super) fn local_time(now_ms: i64, at_ms: i64) -> String {
+pub(crate) fn local_time(now_ms: i64, at_ms: i64) -> String {
     let local = |ms: i64| DateTime::from_timestamp_millis(ms).map(|at| at.with_timezone(&Local));
     match (local(now_ms), local(at_ms)) {
         (Some(now), Some(at)) if now.date_naive() == at.date_naive() => {

@@ -148,12 +148,7 @@ fn retry(args: &RetryArgs, out: &mut impl Write) -> Result<(), CliError> {
         Ok::<_, CliError>((steps, paused))
     })?;
     let said = if args.json {
-        json!({
-            "id": args.id,
-            "steps": steps,
-            "paused_jobs": &paused,
-        })
-        .to_string()
+        retry_document(&args.id, &steps, &paused).to_string()
     } else if steps.is_empty() {
         format!("{}: no step failed or was skipped", args.id)
     } else {
@@ -169,13 +164,22 @@ fn retry(args: &RetryArgs, out: &mut impl Write) -> Result<(), CliError> {
     Ok(())
 }
 
+/// What `workflow retry --json` prints: the instance, the steps it runs again from, and the
+/// paused jobs that would skip their step again.
+pub(crate) fn retry_document(id: &str, steps: &[String], paused: &[String]) -> Value {
+    json!({ "id": id, "steps": steps, "paused_jobs": paused })
+}
+
 /// The paused jobs among those instance `id` has yet to run now that it runs again from
 /// `steps`, each once.
-async fn paused_jobs_of(
+///
+/// # Errors
+/// Redis errors.
+pub(crate) async fn paused_jobs_of(
     client: &Client,
     id: &str,
     steps: &[String],
-) -> Result<Vec<String>, CliError> {
+) -> Result<Vec<String>, ClientError> {
     if steps.is_empty() {
         return Ok(Vec::new());
     }
@@ -228,7 +232,11 @@ fn show(
     out: &mut impl Write,
 ) -> Result<(), CliError> {
     let written = if format.is_json() {
-        format.write(out, "workflows", instances.iter().map(to_json).collect())
+        format.write(
+            out,
+            "workflows",
+            instances.iter().map(workflow_document).collect(),
+        )
     } else {
         write_tables(instances, out)
     };
@@ -299,7 +307,8 @@ fn write_tables(instances: &[WorkflowInstance], out: &mut impl Write) -> std::io
     Ok(())
 }
 
-fn to_json(instance: &WorkflowInstance) -> Value {
+/// One instance as `workflow status --json` and `workflow list --json` print it.
+pub(crate) fn workflow_document(instance: &WorkflowInstance) -> Value {
     json!({
         "id": instance.id,
         "workflow": instance.name,

@@ -132,7 +132,7 @@ impl Auth {
 
     /// Who sent `headers`: a token's or a user's name and role, `anonymous` (an operator)
     /// when no authentication is configured.
-    fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    pub(crate) fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
         if !self.is_configured() {
             return Ok(Caller {
                 name: "anonymous".to_owned(),
@@ -237,6 +237,17 @@ pub struct Caller {
     /// Whether a bearer token said who: a browser never sends one by itself, so a request
     /// with one cannot be forged by another site.
     bearer: bool,
+}
+
+impl Caller {
+    /// Who a refused request is drawn for: nobody signed in, offered no action.
+    pub(crate) fn nobody() -> Self {
+        Caller {
+            name: String::new(),
+            role: Role::Viewer,
+            bearer: false,
+        }
+    }
 }
 
 impl FromRequestParts<WebState> for Caller {

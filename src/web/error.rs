@@ -52,7 +52,12 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({ "error": { "code": self.code, "message": self.message } });
-        (self.status, Json(body)).into_response()
+        let status = self.status;
+        // Kept beside the body, so that a page's refusal is drawn in the layout instead
+        // (`pages::html_errors`), and the API's stays this JSON.
+        let mut response = (status, Json(body)).into_response();
+        response.extensions_mut().insert(self);
+        response
     }
 }
 

@@ -19,6 +19,7 @@ mod auth;
 pub mod chart;
 mod csrf;
 mod error;
+pub mod graph;
 mod pages;
 mod server;
 pub mod strip;
@@ -142,6 +143,10 @@ pub fn router(state: WebState) -> Router {
         .route("/assets/{name}", axum::routing::get(assets::serve))
         .nest("/api/v1", api::routes())
         .fallback(pages::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            pages::html_errors,
+        ))
         .with_state(state)
         .layer(axum::middleware::map_response(secure_headers))
 }

@@ -1,12 +1,15 @@
 //! Serving the router on a listener until shutdown, and the base path it is served under.
 
 use axum::Router;
+use axum::response::Redirect;
+use axum::routing::get;
 
 use super::error::WebError;
 use crate::shutdown::Shutdown;
 
 /// Serves `app` on `listener` under `base_path` (`""` for the root) until `shutdown` is
-/// cancelled; a request outside the base path gets a 404.
+/// cancelled; a request outside the base path gets a 404, but for `/` and the base path with a
+/// trailing slash, which are sent to the console's root.
 ///
 /// # Errors
 /// The base path is not one a URL can start with ([`WebError::BasePath`]), or the listener
@@ -21,7 +24,19 @@ pub async fn serve(
         app
     } else {
         check_base_path(base_path)?;
-        Router::new().nest(base_path, app)
+        // The root with a slash (`/redcron/`) is how people type it, and the server's own root
+        // is where they start: both lead to the console's root. The first redirect is relative,
+        // so it holds behind a proxy's prefix too.
+        let last = base_path.rsplit('/').next().unwrap_or_default();
+        let to_root = format!("../{last}");
+        let root = base_path.to_owned();
+        Router::new()
+            .route(
+                &format!("{base_path}/"),
+                get(move || async move { Redirect::permanent(&to_root) }),
+            )
+            .route("/", get(move || async move { Redirect::to(&root) }))
+            .nest(base_path, app)
     };
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })

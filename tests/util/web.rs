@@ -35,9 +35,48 @@ impl Answer {
             .unwrap_or_else(|error| panic!("not JSON ({error}): {}", self.body))
     }
 
-    /// The error code of an error answer.
+    /// The form token the answer's cookie gives the browser, after checking the cookie is
+    /// same-site and out of a script's reach.
+    #[track_caller]
+    pub fn csrf_cookie(&self) -> String {
+        let cookie = self
+            .headers
+            .get("set-cookie")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_else(|| panic!("no cookie set: {:?}", self.headers));
+        assert!(
+            cookie.contains("SameSite=Strict") && cookie.contains("HttpOnly"),
+            "{cookie}"
+        );
+        cookie
+            .split(';')
+            .next()
+            .and_then(|pair| pair.strip_prefix("redcron_csrf="))
+            .expect("the token cookie")
+            .to_owned()
+    }
+
+    /// Whether the answer is an HTML page in the console's layout.
+    pub fn is_page(&self) -> bool {
+        self.headers
+            .get("content-type")
+            .and_then(|kind| kind.to_str().ok())
+            .is_some_and(|kind| kind.starts_with("text/html"))
+            && self.body.contains("<nav aria-label=\"Main\">")
+    }
+
+    /// The error code of an error answer: the API's JSON, or a page's refusal (its
+    /// `data-code`).
     #[track_caller]
     pub fn code(&self) -> String {
+        if self.is_page() {
+            return self
+                .body
+                .split_once("data-code=\"")
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .map(|(code, _)| code.to_owned())
+                .unwrap_or_else(|| panic!("a page with no error code: {}", self.body));
+        }
         self.json()["error"]["code"]
             .as_str()
             .unwrap_or_else(|| panic!("no error code: {}", self.body))
@@ -135,6 +174,19 @@ impl WebProcess {
                 .body(body.to_owned());
         }
         self.send(request)
+    }
+
+    /// Posts a page's form to `path` as the browser that holds `token` in its cookie does,
+    /// from this server's own origin, with the form's token field `field`.
+    pub fn post_form(&self, path: &str, token: &str, field: &str) -> Answer {
+        self.send(
+            self.client
+                .post(self.url(path))
+                .header("cookie", format!("redcron_csrf={token}"))
+                .header("origin", format!("http://127.0.0.1:{}", self.port))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("csrf={field}")),
+        )
     }
 
     /// Sends `request` (built on [`Self::client`]) and reads the whole answer.

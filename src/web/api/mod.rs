@@ -3,9 +3,11 @@
 
 mod actions;
 mod reads;
+mod workflows;
 
 pub(super) use actions::trigger_job;
 pub(super) use reads::{RunsParams, Status, no_route, read_runs, read_status};
+pub(super) use workflows::{WorkflowsParams, list_workflows, retry_workflow};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -34,6 +36,9 @@ pub(super) fn routes() -> Router<WebState> {
         .route("/dead/purge", post(actions::purge_dead))
         .route("/dead/{id}", get(reads::dead_run))
         .route("/dead/{id}/retry", post(actions::retry_dead))
+        .route("/workflows", get(workflows::workflows))
+        .route("/workflows/{id}", get(workflows::workflow))
+        .route("/workflows/{id}/retry", post(workflows::retry))
 }
 
 /// A route's JSON body, optional: none (or only white space) is `T::default()`, and one that

@@ -65,7 +65,11 @@ pub(crate) fn page(
                             }
                         }
                     }
-                    span.where { "signed in as " (context.caller.name) }
+                    @if context.caller.name.is_empty() {
+                        span.where { "not signed in" }
+                    } @else {
+                        span.where { "signed in as " (context.caller.name) }
+                    }
                 }
                 main { (main) }
                 footer { "redcron " (env!("CARGO_PKG_VERSION")) }

@@ -11,6 +11,8 @@ mod layout;
 mod overview;
 mod run;
 mod runs;
+mod refusals;
+mod workflows;
 
 use axum::Router;
 use axum::extract::FromRequestParts;
@@ -22,6 +24,8 @@ use axum::routing::{get, post};
 use super::auth::{Caller, Refused, Role};
 use super::server::check_base_path;
 use super::{WebState, csrf};
+
+pub(super) use refusals::html_errors;
 
 /// The pages' routes, relative to where the console is mounted.
 pub(super) fn routes() -> Router<WebState> {
@@ -39,6 +43,9 @@ pub(super) fn routes() -> Router<WebState> {
         .route("/dead/retry", get(dead::confirm).post(dead::retry_many))
         .route("/dead/purge", post(dead::purge))
         .route("/dead/{id}/retry", post(dead::retry))
+        .route("/workflows", get(workflows::list))
+        .route("/workflows/{id}", get(workflows::instance))
+        .route("/workflows/{id}/retry", post(workflows::retry))
 }
 
 /// What every page knows of its request: who asks, where the console is, and the form token.
@@ -74,6 +81,13 @@ impl FromRequestParts<WebState> for PageContext {
 
     async fn from_request_parts(parts: &mut Parts, state: &WebState) -> Result<Self, Refused> {
         let caller = Caller::from_request_parts(parts, state).await?;
+        Ok(PageContext::new(parts, state, caller))
+    }
+}
+
+impl PageContext {
+    /// What a page of `parts` knows, drawn for `caller`.
+    fn new(parts: &Parts, state: &WebState, caller: Caller) -> Self {
         // A proxy's prefix is believed only when told to (--trust-proxy): otherwise any client
         // could make the console's links point elsewhere.
         let forwarded = state
@@ -89,14 +103,14 @@ impl FromRequestParts<WebState> for PageContext {
             Some(token) => (token, false),
             None => (csrf::new_token(), true),
         };
-        Ok(PageContext {
+        PageContext {
             may_act: caller.role == Role::Operator && !state.read_only(),
             caller,
             prefix,
             namespace: state.namespace().to_owned(),
             csrf_token,
             new_token,
-        })
+        }
     }
 }
 

@@ -1,0 +1,77 @@
+//! A page's refusals and errors drawn for a browser: whatever a page's handler or extractor
+//! answers as an [`ApiError`] (not signed in, not allowed, read-only, a forged form, no such
+//! job, run or workflow, Redis out of reach) becomes a page in the layout that says what is
+//! needed, with its status and headers kept; under `/api/` the answer stays the API's JSON.
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use maud::html;
+
+use super::{PageContext, layout};
+use crate::web::{ApiError, Caller, WebState};
+
+/// Draws the [`ApiError`] a page answered in the layout; passes every other answer on.
+pub(crate) async fn html_errors(
+    State(state): State<WebState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path().to_owned();
+    if path.starts_with("/api/") || path.starts_with("/assets/") {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    // The page says who is signed in when the credentials were good, whatever else failed.
+    let caller = state
+        .auth()
+        .caller(&parts.headers)
+        .unwrap_or_else(|_| Caller::nobody());
+    let context = PageContext::new(&parts, &state, caller);
+    let mut response = next.run(Request::from_parts(parts, body)).await;
+    let Some(error) = response.extensions_mut().remove::<ApiError>() else {
+        return response;
+    };
+    let mut page = drawn(&context, &error, &path);
+    // The challenge makes a browser ask for a user and password, then send the page again.
+    if let Some(challenge) = response.headers().get(header::WWW_AUTHENTICATE) {
+        page.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge.clone());
+    }
+    page
+}
+
+/// The page of `error`, met at `path`.
+fn drawn(context: &PageContext, error: &ApiError, path: &str) -> Response {
+    let title = match error.status {
+        StatusCode::UNAUTHORIZED => "Sign in needed",
+        StatusCode::FORBIDDEN => "Not allowed",
+        StatusCode::NOT_FOUND => "Not found",
+        status if status.is_server_error() => "Cannot be shown now",
+        _ => "Cannot be done",
+    };
+    let main = html! {
+        h1 { (title) }
+        p.refusal data-code=(error.code) { (error.message) }
+        @match error.status {
+            StatusCode::UNAUTHORIZED => p {
+                "This console is for the users and tokens of its auth file: sign in with a user's \
+                 name and password when the browser asks, or send a token as "
+                code { "Authorization: Bearer" } "."
+            },
+            StatusCode::FORBIDDEN if error.code == "cross-origin" => p {
+                "Reload the page you came from and try again: its form is older than this \
+                 browser's token, or another site sent it."
+            },
+            _ => {},
+        }
+        p {
+            @if path.starts_with("/workflows/") {
+                a href=(context.link("/workflows")) { "Back to the workflows" } " · "
+            }
+            a href=(context.link("/")) { "Back to the overview" }
+        }
+    };
+    layout::page(context, error.status, title, None, main)
+}

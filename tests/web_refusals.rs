@@ -1,0 +1,191 @@
+//! What a browser gets from a real `redcron web` when a page is refused or missing: a page in
+//! the layout that says what is needed (with the challenge that makes the browser ask for a
+//! password), while the API under `/api/v1` keeps its JSON; and the console's root reached with
+//! a trailing slash under a base path, or from the server's own root.
+
+use crate::util::redcron_in;
+use crate::util::scenario::Scenario;
+use crate::util::web::WebProcess;
+
+/// A console whose auth file has a viewer `vera` and an operator `otto`, by password.
+fn with_users(scenario: &Scenario, extra: &[&str]) -> WebProcess {
+    let dir = scenario.dir.path();
+    let hash = |secret: &str| {
+        redcron_in(dir, &["web", "hash"], secret)
+            .success()
+            .trim()
+            .to_owned()
+    };
+    let auth = format!(
+        "[[user]]\nname = \"vera\"\npassword_hash = \"{}\"\nrole = \"viewer\"\n\n\
+         [[user]]\nname = \"otto\"\npassword_hash = \"{}\"\nrole = \"operator\"\n",
+        hash("vera's password\n"),
+        hash("otto's password\n"),
+    );
+    std::fs::write(dir.join("auth.toml"), auth).expect("write the auth file");
+    let mut args = vec!["--auth-file", "auth.toml"];
+    args.extend(extra);
+    WebProcess::start(&scenario.server.url(), dir, &args)
+}
+
+#[test]
+fn a_page_refused_is_a_page_that_says_what_is_needed_and_the_api_keeps_json() {
+    let scenario = Scenario::new();
+    let web = with_users(&scenario, &[]);
+
+    // Not signed in: the browser is asked for a user and password.
+    for path in ["/", "/workflows", "/no-such-page"] {
+        let page = web.get(path);
+        assert_eq!(
+            (page.status, page.code()),
+            (401, "unauthenticated".to_owned()),
+            "{path}"
+        );
+        assert!(page.is_page(), "{path}: {}", page.body);
+        assert!(
+            page.body.contains("<h1>Sign in needed</h1>"),
+            "{}",
+            page.body
+        );
+        assert!(page.body.contains("not signed in"), "{}", page.body);
+        assert!(
+            page.headers["www-authenticate"]
+                .to_str()
+                .is_ok_and(|challenge| challenge.starts_with("Basic ")),
+            "{path}: {:?}",
+            page.headers
+        );
+    }
+    let api = web.get("/api/v1/status");
+    assert_eq!(
+        (api.status, api.code()),
+        (401, "unauthenticated".to_owned())
+    );
+    assert!(!api.is_page(), "{}", api.body);
+
+    // A viewer reads, and is told an action is an operator's.
+    let as_vera = |request: reqwest::RequestBuilder| {
+        web.send(request.basic_auth("vera", Some("vera's password")))
+    };
+    let page = as_vera(web.client().get(web.url("/")));
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("signed in as vera"), "{}", page.body);
+    let token = page.csrf_cookie();
+    let refused = as_vera(
+        web.client()
+            .post(web.url("/hold/release"))
+            .header("cookie", format!("redcron_csrf={token}"))
+            .header("origin", format!("http://127.0.0.1:{}", web.port))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={token}")),
+    );
+    assert_eq!(
+        (refused.status, refused.code()),
+        (403, "forbidden".to_owned())
+    );
+    assert!(refused.is_page(), "{}", refused.body);
+    assert!(
+        refused.body.contains("<h1>Not allowed</h1>"),
+        "{}",
+        refused.body
+    );
+    assert!(
+        refused.body.contains("only an operator may act"),
+        "{}",
+        refused.body
+    );
+    assert!(
+        refused.body.contains("signed in as vera"),
+        "{}",
+        refused.body
+    );
+
+    // Signed in, a missing page is a 404 in the layout with a way back; the API's is JSON.
+    let missing = as_vera(web.client().get(web.url("/no-such-page")));
+    assert_eq!(missing.status, 404);
+    assert!(missing.is_page(), "{}", missing.body);
+    assert!(
+        missing.body.contains("Back to the overview"),
+        "{}",
+        missing.body
+    );
+    let missing = as_vera(web.client().get(web.url("/workflows/no-such-instance")));
+    assert_eq!(
+        (missing.status, missing.code()),
+        (404, "unknown-workflow".to_owned())
+    );
+    assert!(
+        missing.body.contains("Back to the workflows"),
+        "{}",
+        missing.body
+    );
+    let api = as_vera(web.client().get(web.url("/api/v1/no-such-route")));
+    assert_eq!((api.status, api.code()), (404, "no-route".to_owned()));
+    assert!(!api.is_page());
+}
+
+#[test]
+fn a_read_only_console_says_so_on_a_page_and_in_the_api() {
+    let scenario = Scenario::new();
+    let web = with_users(&scenario, &["--read-only"]);
+    let as_otto = |request: reqwest::RequestBuilder| {
+        web.send(request.basic_auth("otto", Some("otto's password")))
+    };
+    let token = as_otto(web.client().get(web.url("/"))).csrf_cookie();
+    let refused = as_otto(
+        web.client()
+            .post(web.url("/hold/release"))
+            .header("cookie", format!("redcron_csrf={token}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={token}")),
+    );
+    assert_eq!(
+        (refused.status, refused.code()),
+        (403, "read-only".to_owned())
+    );
+    assert!(refused.is_page(), "{}", refused.body);
+    assert!(
+        refused.body.contains("this server is read-only"),
+        "{}",
+        refused.body
+    );
+    let api = as_otto(web.client().post(web.url("/api/v1/dead/purge")));
+    assert_eq!((api.status, api.code()), (403, "read-only".to_owned()));
+    assert!(!api.is_page());
+}
+
+#[test]
+fn the_root_with_a_trailing_slash_and_the_servers_root_lead_to_the_overview() {
+    let scenario = Scenario::new();
+    let web = WebProcess::start(
+        &scenario.server.url(),
+        scenario.dir.path(),
+        &["--base-path", "/ops/redcron"],
+    );
+    for url in [
+        format!("http://127.0.0.1:{}/ops/redcron/", web.port),
+        format!("http://127.0.0.1:{}/", web.port),
+        web.url("/"),
+    ] {
+        let page = web.send(web.client().get(&url));
+        assert_eq!(page.status, 200, "{url}: {}", page.body);
+        assert!(
+            page.body.contains("<h1>Overview</h1>"),
+            "{url}: {}",
+            page.body
+        );
+    }
+    let no_follow = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let moved = web.send(no_follow.get(format!("http://127.0.0.1:{}/ops/redcron/", web.port)));
+    assert_eq!(moved.status, 308, "{moved:?}");
+    assert_eq!(moved.headers["location"], "../redcron");
+    // Outside the console there is still nothing.
+    let outside = web.send(
+        web.client()
+            .get(format!("http://127.0.0.1:{}/elsewhere", web.port)),
+    );
+    assert_eq!(outside.status, 404);
+}
