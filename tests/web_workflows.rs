@@ -58,7 +58,7 @@ fn wait_state(web: &WebProcess, id: &str, state: &str) {
 fn an_instance_is_drawn_as_a_graph_and_a_failed_one_runs_again_through_its_form() {
     let scenario = Scenario::new();
     scenario.write_jobs(&stops(&scenario));
-    let _replica = scenario.replica("r1", &[]);
+    let _replicas = scenario.replicas_with_a_leader(&["r1"], &[]);
     let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
     let id = start(
         &scenario,
@@ -104,6 +104,7 @@ fn an_instance_is_drawn_as_a_graph_and_a_failed_one_runs_again_through_its_form(
     let html = &page.body;
     for expected in [
         "<h1>Workflow stops</h1>",
+        "leader <strong>r1</strong>",
         "<svg class=\"graph\"",
         "<g class=\"step step-succeeded\"><title>step prepare (job prepare): succeeded</title>",
         "<g class=\"step step-failed\"><title>step flaky (job flaky): failed</title>",

@@ -76,6 +76,15 @@ pub struct Overview {
     pub undeclared: Vec<UndeclaredRuns>,
 }
 
+impl Overview {
+    /// The leader's replica id, without the epoch its token ends with (`r1` of `r1:7`).
+    pub fn leader_id(&self) -> Option<&str> {
+        self.leader
+            .as_ref()
+            .map(|(token, _)| token.rsplit_once(':').map_or(token.as_str(), |(id, _)| id))
+    }
+}
+
 /// The runs of one job put aside (`undeclared:<job>`) by replicas that do not declare it, until
 /// one that does claims them or the reaper ends them as `undeclared`.
 #[derive(Debug, Clone, PartialEq, Eq)]

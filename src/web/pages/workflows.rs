@@ -94,11 +94,12 @@ pub(super) async fn list(
             }
         }
     };
+    let leader = overview.leader_id();
     Ok(layout::page(
         &context,
         StatusCode::OK,
         "Workflows",
-        None,
+        leader,
         main,
     ))
 }
@@ -113,7 +114,9 @@ pub(super) async fn instance(
     let Some(instance) = client.workflow(&id).await? else {
         return Err(ClientError::NoWorkflowInstance(id).into());
     };
-    let now_ms = client.store().now_ms().await?;
+    // Read for the leader the header names and Redis's clock, as the instances' page reads it.
+    let overview = client.overview().await?;
+    let now_ms = overview.now_ms;
     // Each step's input and output are its run's payload and output: one read per step, as
     // many as the workflow declares.
     let mut runs = Vec::with_capacity(instance.steps.len());
@@ -143,7 +146,8 @@ pub(super) async fn instance(
             (steps_table(&context, &instance.steps, &runs))
         }
     };
-    Ok(layout::page(&context, StatusCode::OK, &title, None, main))
+    let leader = overview.leader_id();
+    Ok(layout::page(&context, StatusCode::OK, &title, leader, main))
 }
 
 /// The retry button of a failed instance, for who may act; a word on why not otherwise.
