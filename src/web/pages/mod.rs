@@ -9,9 +9,9 @@ mod job;
 mod jobs;
 mod layout;
 mod overview;
+mod refusals;
 mod run;
 mod runs;
-mod refusals;
 mod workflows;
 
 use axum::Router;
