@@ -142,11 +142,21 @@ impl Fleet {
             .join("\n")
     }
 
-    /// Stops every replica and checks that every fire of `tick` from the first to the last
-    /// ran, once.
-    fn stop_and_assert_every_fire_ran_once(&mut self) {
+    /// Stops every replica and checks that every fire of `tick` from the first to the last ran,
+    /// once, but for those skipped as the overlap of a run that started late, after a hold or
+    /// an outage: the fires due meanwhile run one after another when it ends, and a fire due
+    /// on time while one of them still runs is skipped, as `overlap = "forbid"` says
+    /// (docs/semantics.md, "Fires that come due together after an outage").
+    fn stop_and_assert_every_fire_ran_once_but_behind_late_runs(&mut self) {
         self.stop();
-        self.assert_every_fire_ran_once("tick");
+        let (doubled, mut missed) = self.doubled_and_missed("tick");
+        missed.retain(|second| !self.skipped_behind_a_late_run("tick", *second));
+        assert_eq!(
+            (doubled.as_slice(), missed.as_slice()),
+            (&[][..], &[][..]),
+            "fires of tick run twice, fires missed (not skipped behind a late run)\n{}",
+            self.logs()
+        );
     }
 
     /// Stops every replica and checks that every fire of `tick` from the first to the last ran,
@@ -171,8 +181,9 @@ impl Fleet {
 
     /// Whether the fire of `job` at `second` was recorded as skipped for an overlap with a run
     /// of one of the five fires before it that started, as Redis recorded its start, in the
-    /// second before it: a late run, or one run again because the failover lost its start. The
-    /// start the run's command writes to the ledger comes later, after its process started.
+    /// second before it: a late run (after a hold or a failover), or one run again because the
+    /// failover lost its start. The start the run's command writes to the ledger comes later,
+    /// after its process started.
     fn skipped_behind_a_late_run(&self, job: &str, second: i64) -> bool {
         let fire_ms = second * 1000;
         let shown = |fire_ms: i64| {
@@ -554,5 +565,5 @@ fn fires_run_once_while_the_namespace_is_held_and_its_slot_moves_key_by_key() {
     assert!(status["held_ms"].is_null(), "{status}");
     let logs = fleet.logs();
     assert!(logs.contains("hold ended"), "{logs}");
-    fleet.stop_and_assert_every_fire_ran_once();
+    fleet.stop_and_assert_every_fire_ran_once_but_behind_late_runs();
 }
