@@ -5,10 +5,10 @@ use super::request::submitted;
 use super::{Client, ClientError, RunRequest, Submitted};
 
 impl Client {
-    /// Creates the runs `requests` ask for, pipelined (a script call per thousand runs); each
-    /// run is created whole or not at all, and the answers are in the order of `requests`: a
-    /// run refused (unknown job, duplicate, in the past, a payload its workflow cannot take)
-    /// has its own error and does not stop the others.
+    /// Creates the runs `requests` ask for, pipelined (a script call per thousand runs, ten calls
+    /// a round trip); each run is created whole or not at all, and the answers are in the order
+    /// of `requests`: a run refused (unknown job, duplicate, in the past, a payload its workflow
+    /// cannot take) has its own error and does not stop the others.
     ///
     /// ```no_run
     /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {

@@ -136,23 +136,31 @@ impl Store {
             .ok_or_else(|| reply_error(OPERATION, "no answer"))
     }
 
-    /// Creates many ad-hoc runs (bulk enqueue): a script call per thousand runs, all pipelined
-    /// in one round trip. Each run is created whole or not at all; the answers are in the order
-    /// of `requests`.
+    /// Creates many ad-hoc runs (bulk enqueue): a script call per thousand runs, pipelined in
+    /// round trips of ten thousand runs. Each run is created whole or not at all; the answers
+    /// are in the order of `requests`.
     ///
     /// # Errors
     /// Redis errors; runs of the calls before the error exist.
     pub async fn enqueue_many(&self, requests: &[Enqueue]) -> Result<Vec<Enqueued>, StoreError> {
         const RUNS_PER_CALL: usize = 1_000;
+        // The response timeout bounds a round trip, not a run: a hundred thousand runs in one,
+        // which a loaded Redis takes longer than that to create, would time out while Redis
+        // works through them.
+        const RUNS_PER_ROUND_TRIP: usize = 10 * RUNS_PER_CALL;
         let mut run_ids = Vec::with_capacity(requests.len());
-        let calls = requests
-            .chunks(RUNS_PER_CALL)
-            .map(|batch| self.enqueue_call(batch, &mut run_ids))
-            .collect();
-        let answers: Vec<Vec<Value>> = self
-            .invoke_batched(&scripts::ENQUEUE_RUNS, OPERATION, calls)
-            .await?;
-        let mut reply = Reply::new(OPERATION, answers.into_iter().flatten().collect());
+        let mut answers = Vec::with_capacity(requests.len());
+        for round_trip in requests.chunks(RUNS_PER_ROUND_TRIP) {
+            let calls = round_trip
+                .chunks(RUNS_PER_CALL)
+                .map(|batch| self.enqueue_call(batch, &mut run_ids))
+                .collect();
+            let answered: Vec<Vec<Value>> = self
+                .invoke_batched(&scripts::ENQUEUE_RUNS, OPERATION, calls)
+                .await?;
+            answers.extend(answered.into_iter().flatten());
+        }
+        let mut reply = Reply::new(OPERATION, answers);
         let enqueued = run_ids
             .into_iter()
             .map(|run_id| read_enqueued(run_id, &mut reply))
