@@ -6,6 +6,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use nix::sys::signal::Signal;
 use redis::Commands;
 
 use crate::util::replica::ReplicaProcess;
@@ -369,4 +370,35 @@ fn a_metrics_address_in_use_stops_the_replica_at_start_and_none_runs_without_one
         replica.log()
     );
     assert_eq!(replica.terminate(Duration::from_secs(5)), Some(0));
+}
+
+/// A replica told to stop while it starts, here while its Redis is frozen, stops as one told
+/// later does: it exits 0 once the start is over, instead of dying by the signal.
+#[test]
+fn a_replica_told_to_stop_while_it_starts_exits_0() {
+    let scenario = Scenario::new();
+    let port = free_port();
+    scenario.server.signal(Signal::SIGSTOP);
+    let mut replica = scenario.replica("r1", &["--metrics-addr", &format!("127.0.0.1:{port}")]);
+    // The endpoint is bound before Redis is asked anything: the start waits for Redis from
+    // then on.
+    assert!(
+        wait_until(Duration::from_secs(10), || std::net::TcpStream::connect((
+            "127.0.0.1",
+            port
+        ))
+        .is_ok()),
+        "{}",
+        replica.log()
+    );
+    replica.signal(Signal::SIGTERM);
+    scenario.server.signal(Signal::SIGCONT);
+    let status = replica.wait_exit(Duration::from_secs(30));
+    assert_eq!(
+        status.map(|status| status.code()),
+        Some(Some(0)),
+        "{}",
+        replica.log()
+    );
+    assert!(replica.log().contains("shutting down"), "{}", replica.log());
 }

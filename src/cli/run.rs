@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::env::VarError;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::Args;
@@ -214,6 +214,12 @@ fn metrics_address(text: &str) -> Result<MetricsAddress, String> {
 
 async fn run(args: &RunArgs, labels: &[Label], served: Vec<Served>) -> Result<(), CliError> {
     let shutdown = Shutdown::new();
+    // Handled from the first moment: a SIGTERM while the replica starts (a service stopped as
+    // it starts, a start waiting for Redis) stops it as a later one does, exiting 0 once the
+    // start is over, instead of killing it by the signal's default action. The schedules a
+    // SIGHUP reloads are known only once every namespace has started.
+    let reloaders = Arc::new(OnceLock::new());
+    tokio::spawn(handle_signals(shutdown.clone(), reloaders.clone()));
     // Bound first: the endpoint is part of what a replica promises its probes, so an address
     // in use stops it before it touches Redis.
     let listener = match args.metrics_addr.0 {
@@ -345,7 +351,7 @@ async fn run(args: &RunArgs, labels: &[Label], served: Vec<Served>) -> Result<()
             tokio::spawn(async move { reloader.watch().await });
         }
     }
-    tokio::spawn(handle_signals(shutdown.clone(), schedules));
+    reloaders.get_or_init(|| schedules);
     tokio::spawn(service::watchdog(watched, serving.clone()));
     // A replica that stops on its own (a component died) stops the others.
     let stopped = futures_util::future::join_all(replicas.into_iter().map(|(replica, span)| {
@@ -428,32 +434,41 @@ fn config(args: &RunArgs, labels: &[Label], jobs: &[Job]) -> ReplicaConfig {
 
 /// SIGTERM or SIGINT: shut down in order; a second one: exit at once. SIGHUP: reload each
 /// namespace's schedule directory, keeping its previous definitions if it is invalid.
-async fn handle_signals(shutdown: Shutdown, schedules: Vec<Arc<Reloader>>) {
-    let (Ok(mut terminate), Ok(mut interrupt), Ok(mut hangup)) = (
+/// Installs the handlers of SIGTERM, SIGINT and SIGHUP at once, when called, not when the
+/// future it returns is first polled; the future then stops the replica or reloads `reloaders`
+/// (none until they are set) on each signal.
+fn handle_signals(
+    shutdown: Shutdown,
+    reloaders: Arc<OnceLock<Vec<Arc<Reloader>>>>,
+) -> impl Future<Output = ()> {
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
         signal(SignalKind::hangup()),
-    ) else {
-        error!("cannot install signal handlers");
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = interrupt.recv() => {}
-            _ = hangup.recv() => {
-                for reloader in &schedules {
-                    reloader.reload(Trigger::Signal);
+    );
+    async move {
+        let (Ok(mut terminate), Ok(mut interrupt), Ok(mut hangup)) = handlers else {
+            error!("cannot install signal handlers");
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
+                _ = hangup.recv() => {
+                    for reloader in reloaders.get().into_iter().flatten() {
+                        reloader.reload(Trigger::Signal);
+                    }
+                    continue;
                 }
-                continue;
             }
+            if shutdown.is_cancelled() {
+                warn!("second signal: exiting at once");
+                std::process::exit(130);
+            }
+            info!("shutting down: no new runs; running runs get the shutdown grace");
+            service::stopping();
+            shutdown.cancel();
         }
-        if shutdown.is_cancelled() {
-            warn!("second signal: exiting at once");
-            std::process::exit(130);
-        }
-        info!("shutting down: no new runs; running runs get the shutdown grace");
-        service::stopping();
-        shutdown.cancel();
     }
 }
