@@ -20,14 +20,7 @@ const JOBS: &str = "[jobs.tick]\nschedule = \"@every 1s\"\ncommand = \"cat\"\n\n
 /// The form token a page's answer gave the browser.
 #[track_caller]
 fn token(answer: &Answer) -> String {
-    answer
-        .headers
-        .get("set-cookie")
-        .and_then(|value| value.to_str().ok())
-        .and_then(|cookie| cookie.split(';').next())
-        .and_then(|pair| pair.strip_prefix("redcron_csrf="))
-        .unwrap_or_else(|| panic!("no token cookie: {:?}", answer.headers))
-        .to_owned()
+    answer.csrf_cookie()
 }
 
 /// Posts `form` to `path` as the browser does from one of the console's pages, the cookie's
@@ -38,18 +31,7 @@ fn post_form(web: &WebProcess, path: &str, token: &str, form: &str) -> Answer {
 
 /// As [`post_form`], the form carrying `field` where the cookie carries `cookie`.
 fn post_forged(web: &WebProcess, path: &str, cookie: &str, field: &str, form: &str) -> Answer {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("a client");
-    web.send(
-        client
-            .post(web.url(path))
-            .header("cookie", format!("redcron_csrf={cookie}"))
-            .header("origin", format!("http://127.0.0.1:{}", web.port))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!("csrf={field}&{form}")),
-    )
+    web.submit_form(path, cookie, field, form)
 }
 
 /// The newest events of the stream, newest first, each as its fields.

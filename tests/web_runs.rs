@@ -86,36 +86,13 @@ fn linked_runs(html: &str) -> Vec<String> {
 /// The form token cookie a page gave.
 #[track_caller]
 fn token(answer: &Answer) -> String {
-    answer
-        .headers
-        .get("set-cookie")
-        .and_then(|value| value.to_str().ok())
-        .and_then(|cookie| cookie.split(';').next())
-        .and_then(|pair| pair.strip_prefix("redcron_csrf="))
-        .unwrap_or_else(|| panic!("no token cookie: {:?}", answer.headers))
-        .to_owned()
+    answer.csrf_cookie()
 }
 
 /// Posts `form` (with the token) to `path` as the browser does from the console's own page,
 /// without following the redirect.
 fn post_form(web: &WebProcess, token: &str, path: &str, form: &str) -> Answer {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("a client");
-    let body = if form.is_empty() {
-        format!("csrf={token}")
-    } else {
-        format!("csrf={token}&{form}")
-    };
-    web.send(
-        client
-            .post(web.url(path))
-            .header("cookie", format!("redcron_csrf={token}"))
-            .header("origin", format!("http://127.0.0.1:{}", web.port))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body),
-    )
+    web.submit_form(path, token, token, form)
 }
 
 /// How many re-drives the events stream holds.

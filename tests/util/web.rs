@@ -189,6 +189,29 @@ impl WebProcess {
         )
     }
 
+    /// Submits one of the console's forms as a browser does from this server's own page: the
+    /// cookie holding `cookie`, the form's token field `field` and then `form`'s fields
+    /// (`a=1&b=2`, or empty). The redirect it is answered with is not followed.
+    pub fn submit_form(&self, path: &str, cookie: &str, field: &str, form: &str) -> Answer {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("a client");
+        let body = if form.is_empty() {
+            format!("csrf={field}")
+        } else {
+            format!("csrf={field}&{form}")
+        };
+        self.send(
+            client
+                .post(self.url(path))
+                .header("cookie", format!("redcron_csrf={cookie}"))
+                .header("origin", format!("http://127.0.0.1:{}", self.port))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body),
+        )
+    }
+
     /// Sends `request` (built on [`Self::client`]) and reads the whole answer.
     pub fn send(&self, request: reqwest::RequestBuilder) -> Answer {
         self.runtime.block_on(async {
