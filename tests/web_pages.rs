@@ -307,3 +307,78 @@ fn the_overview_warns_of_a_job_declared_differently_by_two_replicas() {
     });
     assert!(warned.is_some(), "no drift warning:\n{}", web.get("/").body);
 }
+
+/// Every page's header names the leader the page's request read: the pages that read the
+/// namespace for themselves, those that read a run or a list of runs, and the pages of a
+/// refusal or of a path with no page.
+#[test]
+fn every_page_names_the_leader_in_its_header() {
+    let scenario = Scenario::new();
+    scenario.write_jobs(
+        "[jobs.greet]\ncommand = \"cat\"\n\
+         [jobs.doomed]\ncommand = \"exit 3\"\nretries = 0\n\
+         [workflows.pair]\nsteps = [\"greet\"]\n",
+    );
+    let _replicas = scenario.replicas_with_a_leader(&["r1"], &[]);
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let trigger = |job: &str| {
+        wait_for(Duration::from_secs(15), || {
+            let answer = web.post(&format!("/api/v1/jobs/{job}/trigger"), None);
+            (answer.status == 200).then(|| answer.json()["id"].as_str().map(str::to_owned))
+        })
+        .flatten()
+        .unwrap_or_else(|| panic!("{job} was never published and triggered"))
+    };
+    let run = trigger("greet");
+    let dead = trigger("doomed");
+    assert!(
+        wait_for(Duration::from_secs(20), || web
+            .get("/dead")
+            .body
+            .contains(&dead)
+            .then_some(()))
+        .is_some(),
+        "{dead} never died"
+    );
+    let started = wait_for(Duration::from_secs(15), || {
+        let out = crate::util::cli(
+            &scenario.server,
+            scenario.dir.path(),
+            &["workflow", "start", "pair", "--json"],
+        );
+        (out.code == Some(0)).then(|| {
+            crate::util::one_document(&out.stdout)["id"]
+                .as_str()
+                .map(str::to_owned)
+        })
+    })
+    .flatten()
+    .expect("the workflow was published and started");
+
+    for (path, status) in [
+        ("/".to_owned(), 200),
+        ("/jobs".to_owned(), 200),
+        ("/jobs/greet".to_owned(), 200),
+        ("/jobs/nope".to_owned(), 404),
+        ("/runs".to_owned(), 200),
+        (format!("/runs/{run}"), 200),
+        ("/runs/nope".to_owned(), 404),
+        ("/dead".to_owned(), 200),
+        ("/dead/retry".to_owned(), 200),
+        ("/workflows".to_owned(), 200),
+        (format!("/workflows/{}", started.replace('/', "%2F")), 200),
+        // A refusal drawn for the browser, and a path with no page.
+        ("/workflows/nope".to_owned(), 404),
+        ("/no-such-page".to_owned(), 404),
+    ] {
+        let page = web.get(&path);
+        assert_eq!(page.status, status, "GET {path}:\n{}", page.body);
+        assert!(page.is_page(), "GET {path} is no page:\n{}", page.body);
+        assert!(
+            page.body
+                .contains("namespace <strong>test</strong> · leader <strong>r1</strong>"),
+            "GET {path} does not name the leader:\n{}",
+            page.body
+        );
+    }
+}

@@ -50,6 +50,14 @@ impl Client {
         Ok(self.store.overview().await?)
     }
 
+    /// The replica that leads now, if one does: one read of the leader lease.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn leader(&self) -> Result<Option<String>, ClientError> {
+        Ok(self.store.leader_id().await?)
+    }
+
     /// The scripts that fail on a damaged key, by replica: (replica id, `<script> fails: <what
     /// Redis said>`, which names the key). Readable when [`Client::overview`] is not.
     ///

@@ -81,7 +81,7 @@ impl Overview {
     pub fn leader_id(&self) -> Option<&str> {
         self.leader
             .as_ref()
-            .map(|(token, _)| token.rsplit_once(':').map_or(token.as_str(), |(id, _)| id))
+            .map(|(token, _)| super::leadership::token_replica(token))
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use redis::AsyncCommands;
+
 use super::During;
 use super::{Store, StoreError, millis, scripts};
 
@@ -23,6 +25,11 @@ impl LeaderToken {
     }
 }
 
+/// The replica id a leader token names, without its epoch (`r1` of `r1:7`).
+pub(super) fn token_replica(token: &str) -> &str {
+    token.rsplit_once(':').map_or(token, |(id, _)| id)
+}
+
 /// The answer to an attempt to take the leader lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquisition {
@@ -33,6 +40,21 @@ pub enum Acquisition {
 }
 
 impl Store {
+    /// The replica that holds the leader lease now, if one does: one read, for what shows the
+    /// leader beside something else (every page of the console).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn leader_id(&self) -> Result<Option<String>, StoreError> {
+        let token: Option<String> = self
+            .connection
+            .clone()
+            .get(self.keys.leader())
+            .await
+            .during(&self.metrics, "leader_id")?;
+        Ok(token.map(|token| token_replica(&token).to_owned()))
+    }
+
     /// Takes the leader lease for `ttl` if nobody holds it.
     ///
     /// # Errors

@@ -92,7 +92,7 @@ pub(super) async fn page(
             (purge_form(&context))
         }
     };
-    layout::page(&context, StatusCode::OK, "Dead letters", None, main)
+    layout::page(&context, StatusCode::OK, "Dead letters", main)
 }
 
 /// The dead runs' table, each with its retry button for an operator.
@@ -212,7 +212,7 @@ fn confirm_page(
         }
         p { a href=(filter.link(context, "/dead")) { "Back to the dead letters" } }
     };
-    layout::page(context, status, "Dead letters", None, main)
+    layout::page(context, status, "Dead letters", main)
 }
 
 /// What the confirm step posts: the filter and the count it showed.

@@ -62,7 +62,6 @@ pub(super) async fn page(
         Ok(read) => read,
         Err(error) => return unavailable(&context, "Job", &error),
     };
-    let leader = read.overview.leader.as_ref().map(|(id, _)| id.as_str());
     let Some(job) = jobs_documents(&read.overview, &read.events)
         .into_iter()
         .find(|job| job["job"] == name.as_str())
@@ -72,7 +71,7 @@ pub(super) async fn page(
             p { "No replica declares a job of that name: it may have been removed from the schedule files." }
             p { a href=(context.link("/jobs")) { "Back to the jobs" } }
         };
-        return layout::page(&context, StatusCode::NOT_FOUND, "Job", leader, main);
+        return layout::page(&context, StatusCode::NOT_FOUND, "Job", main);
     };
     let now_ms = read.overview.now_ms;
     let paused = read.overview.paused.contains(&name);
@@ -110,7 +109,7 @@ pub(super) async fn page(
             pre { (definition(&read.overview, &name)) }
         }
     };
-    layout::page(&context, StatusCode::OK, "Job", leader, main)
+    layout::page(&context, StatusCode::OK, "Job", main)
 }
 
 /// The next fires, each as people read it; or why there are none.

@@ -38,7 +38,6 @@ pub(super) async fn page(context: PageContext, State(state): State<WebState>) ->
         Err(error) => return unavailable(&context, "Jobs", &error),
     };
     let jobs = jobs_documents(&overview, &events);
-    let leader = overview.leader.as_ref().map(|(id, _)| id.as_str());
     let main = html! {
         h1 { "Jobs" }
         section #jobs data-refresh aria-labelledby="jobs-h" {
@@ -76,7 +75,7 @@ pub(super) async fn page(context: PageContext, State(state): State<WebState>) ->
             }
         }
     };
-    layout::page(&context, StatusCode::OK, "Jobs", leader, main)
+    layout::page(&context, StatusCode::OK, "Jobs", main)
 }
 
 /// A page drawn when Redis could not be read: the layout, what went wrong, its status.
@@ -86,7 +85,7 @@ pub(super) fn unavailable(context: &PageContext, title: &str, error: &ApiError) 
         ul.warnings { li { "Redis cannot be read now: " (error.message) } }
         p { "The page shows the namespace again once Redis answers." }
     };
-    layout::page(context, error.status, title, None, main)
+    layout::page(context, error.status, title, main)
 }
 
 /// The schedule as written, with its zone; a job with none runs when triggered.

@@ -5,7 +5,7 @@ use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
 use super::PageContext;
-use crate::web::{assets, csrf};
+use crate::web::{WebState, assets, csrf};
 
 /// The navigation, in order: (path under the prefix, label). The pages a later part builds
 /// are linked already; until then they answer the layout's 404.
@@ -17,14 +17,33 @@ const NAV: [(&str, &str); 5] = [
     ("/workflows", "Workflows"),
 ];
 
-/// A whole page: `main` in the layout, titled `title`, with `leader` (the leader's id, when
-/// the page read it) in the header, answered with `status`. It gives the browser its form
-/// token when it has none.
+/// The leader as a page's header names it.
+pub(crate) enum Leader {
+    /// The replica that holds the leader lease.
+    Replica(String),
+    /// No replica holds it: an election is due.
+    None,
+    /// Not read: Redis did not answer (or the page was drawn before the read).
+    Unread,
+}
+
+impl Leader {
+    /// The leader now, read through the namespace's client: one read of the lease per page.
+    pub(crate) async fn read(state: &WebState) -> Self {
+        match state.client().leader().await {
+            Ok(Some(replica)) => Leader::Replica(replica),
+            Ok(None) => Leader::None,
+            Err(_) => Leader::Unread,
+        }
+    }
+}
+
+/// A whole page: `main` in the layout, titled `title`, with the context's leader in the header,
+/// answered with `status`. It gives the browser its form token when it has none.
 pub(crate) fn page(
     context: &PageContext,
     status: StatusCode,
     title: &str,
-    leader: Option<&str>,
     main: Markup,
 ) -> Response {
     let current = NAV
@@ -47,9 +66,10 @@ pub(crate) fn page(
                     span.where {
                         "namespace " strong { (context.namespace) }
                         " · leader "
-                        @match leader {
-                            Some(leader) => strong { (leader) },
-                            None => "none",
+                        @match &context.leader {
+                            Leader::Replica(replica) => strong { (replica) },
+                            Leader::None => "none",
+                            Leader::Unread => "unknown",
                         }
                     }
                     nav aria-label="Main" {

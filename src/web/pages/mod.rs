@@ -25,6 +25,7 @@ use super::auth::{Caller, Refused, Role};
 use super::server::check_base_path;
 use super::{WebState, csrf};
 
+pub(crate) use layout::Leader;
 pub(super) use refusals::html_errors;
 
 /// The pages' routes, relative to where the console is mounted.
@@ -63,6 +64,8 @@ pub(crate) struct PageContext {
     pub(crate) csrf_token: String,
     /// Whether the browser has no token yet: the page's answer gives it one.
     pub(crate) new_token: bool,
+    /// The leader, read once for the request: every page's header names it.
+    pub(crate) leader: Leader,
 }
 
 impl PageContext {
@@ -81,12 +84,14 @@ impl FromRequestParts<WebState> for PageContext {
 
     async fn from_request_parts(parts: &mut Parts, state: &WebState) -> Result<Self, Refused> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        Ok(PageContext::new(parts, state, caller))
+        let mut context = PageContext::new(parts, state, caller);
+        context.leader = Leader::read(state).await;
+        Ok(context)
     }
 }
 
 impl PageContext {
-    /// What a page of `parts` knows, drawn for `caller`.
+    /// What a page of `parts` knows, drawn for `caller`; the leader not read yet.
     fn new(parts: &Parts, state: &WebState, caller: Caller) -> Self {
         // A proxy's prefix is believed only when told to (--trust-proxy): otherwise any client
         // could make the console's links point elsewhere.
@@ -110,6 +115,7 @@ impl PageContext {
             namespace: state.namespace().to_owned(),
             csrf_token,
             new_token,
+            leader: Leader::Unread,
         }
     }
 }
@@ -142,5 +148,5 @@ pub(crate) async fn not_found(context: Result<PageContext, Refused>, uri: Uri) -
         p { "The console has no page at " code { (uri.path()) } "." }
         p { a href=(context.link("/")) { "Back to the overview" } }
     };
-    layout::page(&context, StatusCode::NOT_FOUND, "Not found", None, main)
+    layout::page(&context, StatusCode::NOT_FOUND, "Not found", main)
 }

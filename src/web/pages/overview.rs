@@ -38,7 +38,6 @@ pub(super) async fn page(context: PageContext, State(state): State<WebState>) ->
         Ok(read) => read,
         Err(error) => return unavailable(&context, &error),
     };
-    let leader = status["leader"]["id"].as_str();
     let main = html! {
         h1 { "Overview" }
         (warnings(&context, &status, &jobs_documents(&overview, &events)))
@@ -55,7 +54,7 @@ pub(super) async fn page(context: PageContext, State(state): State<WebState>) ->
             (activity(&events, now_ms))
         }
     };
-    layout::page(&context, StatusCode::OK, "Overview", leader, main)
+    layout::page(&context, StatusCode::OK, "Overview", main)
 }
 
 /// The page drawn when Redis could not be read: the layout, what went wrong, a 503.
@@ -65,7 +64,7 @@ fn unavailable(context: &PageContext, error: &ApiError) -> Response {
         ul.warnings { li { "Redis cannot be read now: " (error.message) } }
         p { "The page shows the namespace again once Redis answers." }
     };
-    layout::page(context, error.status, "Overview", None, main)
+    layout::page(context, error.status, "Overview", main)
 }
 
 /// Every warning the status document carries, each saying what to do; none, said so.

@@ -9,7 +9,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use maud::html;
 
-use super::{PageContext, layout};
+use super::{Leader, PageContext, layout};
 use crate::web::{ApiError, Caller, WebState};
 
 /// Draws the [`ApiError`] a page answered in the layout; passes every other answer on.
@@ -28,11 +28,13 @@ pub(crate) async fn html_errors(
         .auth()
         .caller(&parts.headers)
         .unwrap_or_else(|_| Caller::nobody());
-    let context = PageContext::new(&parts, &state, caller);
+    let mut context = PageContext::new(&parts, &state, caller);
     let mut response = next.run(Request::from_parts(parts, body)).await;
     let Some(error) = response.extensions_mut().remove::<ApiError>() else {
         return response;
     };
+    // Read only for a page drawn here: a page its handler drew read the leader itself.
+    context.leader = Leader::read(&state).await;
     let mut page = drawn(&context, &error, &path);
     // The challenge makes a browser ask for a user and password, then send the page again.
     if let Some(challenge) = response.headers().get(header::WWW_AUTHENTICATE) {
@@ -73,5 +75,5 @@ fn drawn(context: &PageContext, error: &ApiError, path: &str) -> Response {
             a href=(context.link("/")) { "Back to the overview" }
         }
     };
-    layout::page(context, error.status, title, None, main)
+    layout::page(context, error.status, title, main)
 }

@@ -111,7 +111,7 @@ pub(super) async fn page(
             }
         }
     };
-    layout::page(&context, StatusCode::OK, &title, None, main)
+    layout::page(&context, StatusCode::OK, &title, main)
 }
 
 /// A running run's output so far, in the element the console's script refreshes from the
@@ -190,7 +190,7 @@ fn gone(context: &PageContext, id: &str) -> Response {
         }
         p { a href=(context.link("/runs")) { "Back to the runs" } }
     };
-    layout::page(context, StatusCode::NOT_FOUND, "Run not found", None, main)
+    layout::page(context, StatusCode::NOT_FOUND, "Run not found", main)
 }
 
 /// `id` as one segment of a path: every byte but the unreserved ones and `@` percent-encoded,

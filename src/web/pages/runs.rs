@@ -104,7 +104,7 @@ pub(super) async fn page(
             p { a rel="next" href=(filter.link(&context, &cursor)) { "Next page" } }
         }
     };
-    layout::page(&context, StatusCode::OK, "Runs", None, main)
+    layout::page(&context, StatusCode::OK, "Runs", main)
 }
 
 /// The runs due, ready or running, as the API lists them, and the cursor of the next page.
@@ -259,5 +259,5 @@ pub(super) fn failed(
         (before)
         ul.warnings { li { (error.message) } }
     };
-    layout::page(context, error.status, title, None, main)
+    layout::page(context, error.status, title, main)
 }

@@ -94,14 +94,7 @@ pub(super) async fn list(
             }
         }
     };
-    let leader = overview.leader_id();
-    Ok(layout::page(
-        &context,
-        StatusCode::OK,
-        "Workflows",
-        leader,
-        main,
-    ))
+    Ok(layout::page(&context, StatusCode::OK, "Workflows", main))
 }
 
 /// `GET /workflows/{id}`: one instance.
@@ -114,7 +107,7 @@ pub(super) async fn instance(
     let Some(instance) = client.workflow(&id).await? else {
         return Err(ClientError::NoWorkflowInstance(id).into());
     };
-    // Read for the leader the header names and Redis's clock, as the instances' page reads it.
+    // Read for Redis's clock, as the instances' page reads it.
     let overview = client.overview().await?;
     let now_ms = overview.now_ms;
     // Each step's input and output are its run's payload and output: one read per step, as
@@ -146,8 +139,7 @@ pub(super) async fn instance(
             (steps_table(&context, &instance.steps, &runs))
         }
     };
-    let leader = overview.leader_id();
-    Ok(layout::page(&context, StatusCode::OK, &title, leader, main))
+    Ok(layout::page(&context, StatusCode::OK, &title, main))
 }
 
 /// The retry button of a failed instance, for who may act; a word on why not otherwise.
