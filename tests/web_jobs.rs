@@ -12,10 +12,12 @@ use crate::util::scenario::Scenario;
 use crate::util::wait::wait_for;
 use crate::util::web::{Answer, WebProcess};
 
-/// A job with the default settings that fires every second, and one that runs when triggered;
-/// both copy their payload to their output.
+/// A job with the default settings that fires every second, one that runs when triggered
+/// (both copy their payload to their output), and one that runs at night in Berlin.
 const JOBS: &str = "[jobs.tick]\nschedule = \"@every 1s\"\ncommand = \"cat\"\n\n\
-                    [jobs.greet]\ncommand = \"cat\"\n";
+                    [jobs.greet]\ncommand = \"cat\"\n\n\
+                    [jobs.nightly]\nschedule = \"15 3 * * *\"\ntimezone = \"Europe/Berlin\"\n\
+                    command = \"true\"\n";
 
 /// The form token a page's answer gave the browser.
 #[track_caller]
@@ -86,7 +88,9 @@ fn the_jobs_page_lists_each_job_with_its_schedule_next_fire_and_outcomes() {
         "aria-current=\"page\"",
         "href=\"/jobs/tick\">tick</a>",
         "href=\"/jobs/greet\">greet</a>",
-        "<code>@every 1s</code>, UTC",
+        // The schedule in words, and as written beside them.
+        "<span class=\"words\">Every second</span> <code>@every 1s</code>",
+        "<span class=\"words\">At 03:15 every day, Europe/Berlin</span> <code>15 3 * * *</code>",
         "on demand",
         "<time datetime=",
         "class=\"chart durations\"",
@@ -175,6 +179,14 @@ fn a_jobs_page_shows_its_definition_fires_history_and_last_output() {
                 .count()),
         10,
         "ten fires ahead:\n{tick}"
+    );
+
+    let nightly = web.get("/jobs/nightly").body;
+    assert!(
+        nightly.contains(
+            "<span class=\"words\">At 03:15 every day, Europe/Berlin</span> <code>15 3 * * *</code>"
+        ),
+        "the schedule in words on the job's page:\n{nightly}"
     );
 
     let unknown = web.get("/jobs/nothing-here");

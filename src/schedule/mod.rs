@@ -10,6 +10,7 @@ pub mod notice;
 pub mod queues;
 pub mod run_as;
 pub mod selector;
+mod words;
 pub mod workflow;
 
 use std::fmt;

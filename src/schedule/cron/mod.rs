@@ -159,11 +159,11 @@ fn step(token: &str) -> Result<u32, String> {
 }
 
 /// One field after parsing.
-struct ParsedField {
+pub(super) struct ParsedField {
     /// Bit `v` is set when value `v` matches (day-of-week 7 is folded onto bit 0).
-    bits: u64,
+    pub(super) bits: u64,
     /// Whether the field text begins with `*`: crontab's test for the day rule and DST class.
-    star: bool,
+    pub(super) star: bool,
     /// The field with names replaced by numbers, in a form `croner` reads the same way.
     canonical: String,
 }
@@ -285,31 +285,15 @@ impl CronExpr {
     /// `@reboot`, and for day and month combinations that never occur.
     pub fn parse(text: &str) -> Result<Self, CronError> {
         let text = text.trim();
-        let expanded = match text.strip_prefix('@') {
-            Some(word) => expand_macro(word)?,
-            None => text,
-        };
-        let fields: Vec<&str> = expanded.split_whitespace().collect();
-        let (second, rest) = match fields.as_slice() {
-            [] => return Err(CronError::Empty),
-            rest @ [_, _, _, _, _] => ("0", rest),
-            [second, rest @ ..] if rest.len() == 5 => (*second, rest),
-            other => return Err(CronError::FieldCount(other.len())),
-        };
-        let second = parse_field(&SECOND, second)?;
-        let minute = parse_field(&MINUTE, rest[0])?;
-        let hour = parse_field(&HOUR, rest[1])?;
-        let day_of_month = parse_field(&DAY_OF_MONTH, rest[2])?;
-        let month = parse_field(&MONTH, rest[3])?;
-        let day_of_week = parse_field(&DAY_OF_WEEK, rest[4])?;
-
-        // crontab's day rule: when either day field begins with `*`, a day must match both;
-        // otherwise matching either one is enough.
-        let days_must_match_both = day_of_month.star || day_of_week.star;
-        if days_must_match_both && !day_of_month.star {
-            check_days_occur(day_of_month.bits, month.bits, rest[2], rest[3])?;
-        }
-
+        let Fields {
+            second,
+            minute,
+            hour,
+            day_of_month,
+            month,
+            day_of_week,
+            days_must_match_both,
+        } = fields(text)?;
         let canonical = [&second, &minute, &hour, &day_of_month, &month, &day_of_week]
             .map(|field| field.canonical.as_str())
             .join(" ");
@@ -354,6 +338,61 @@ impl CronExpr {
     pub fn next_wall_time(&self, wall: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
         self.cron.find_next_occurrence(&wall, inclusive).ok()
     }
+}
+
+/// The six fields of an expression or macro (not `@every`), each parsed and checked, and
+/// crontab's day rule: what [`CronExpr::parse`] builds its matcher from, and what a schedule
+/// is described in words from, so both read one grammar.
+pub(super) struct Fields {
+    pub(super) second: ParsedField,
+    pub(super) minute: ParsedField,
+    pub(super) hour: ParsedField,
+    pub(super) day_of_month: ParsedField,
+    pub(super) month: ParsedField,
+    pub(super) day_of_week: ParsedField,
+    /// When either day field begins with `*`, a day must match both; otherwise either is
+    /// enough.
+    pub(super) days_must_match_both: bool,
+}
+
+/// The fields of `text` (trimmed), a crontab expression or macro.
+///
+/// # Errors
+/// A [`CronError`] naming the field and what was expected, as [`CronExpr::parse`] says it.
+pub(super) fn fields(text: &str) -> Result<Fields, CronError> {
+    let expanded = match text.strip_prefix('@') {
+        Some(word) => expand_macro(word)?,
+        None => text,
+    };
+    let fields: Vec<&str> = expanded.split_whitespace().collect();
+    let (second, rest) = match fields.as_slice() {
+        [] => return Err(CronError::Empty),
+        rest @ [_, _, _, _, _] => ("0", rest),
+        [second, rest @ ..] if rest.len() == 5 => (*second, rest),
+        other => return Err(CronError::FieldCount(other.len())),
+    };
+    let second = parse_field(&SECOND, second)?;
+    let minute = parse_field(&MINUTE, rest[0])?;
+    let hour = parse_field(&HOUR, rest[1])?;
+    let day_of_month = parse_field(&DAY_OF_MONTH, rest[2])?;
+    let month = parse_field(&MONTH, rest[3])?;
+    let day_of_week = parse_field(&DAY_OF_WEEK, rest[4])?;
+
+    // crontab's day rule: when either day field begins with `*`, a day must match both;
+    // otherwise matching either one is enough.
+    let days_must_match_both = day_of_month.star || day_of_week.star;
+    if days_must_match_both && !day_of_month.star {
+        check_days_occur(day_of_month.bits, month.bits, rest[2], rest[3])?;
+    }
+    Ok(Fields {
+        second,
+        minute,
+        hour,
+        day_of_month,
+        month,
+        day_of_week,
+        days_must_match_both,
+    })
 }
 
 /// Matchers by canonical expression and day mode, while any job holds them.

@@ -88,11 +88,20 @@ pub(super) fn unavailable(context: &PageContext, title: &str, error: &ApiError) 
     layout::page(context, error.status, title, main)
 }
 
-/// The schedule as written, with its zone; a job with none runs when triggered.
+/// The schedule in words with its zone, and as written beside them; as written with its zone
+/// alone when the words cannot say it exactly. A job with none runs when triggered.
 pub(super) fn schedule(job: &Value) -> Markup {
+    let zone = job["timezone"]
+        .as_str()
+        .and_then(|zone| zone.parse::<Tz>().ok());
     html! {
         @match job["schedule"].as_str() {
-            Some(expression) => { code { (expression) } ", " (text(&job["timezone"])) }
+            Some(expression) => {
+                @match Schedule::parse(expression).ok().zip(zone).and_then(|(schedule, zone)| schedule.in_words(zone)) {
+                    Some(words) => { span.words { (words) } " " code { (expression) } },
+                    None => { code { (expression) } ", " (text(&job["timezone"])) },
+                }
+            }
             None if job["damaged"] == true => "damaged: the leader writes it again",
             None => "on demand",
         }
