@@ -58,6 +58,7 @@ mod store;
 mod topologies;
 mod web_api;
 mod web_jobs;
+mod web_jobs_browser;
 mod web_keyset;
 mod web_openapi;
 mod web_pages;
