@@ -224,9 +224,9 @@ fn in_a_browser_a_click_pauses_a_job_and_a_triggered_run_shows_without_a_reload(
         execute(&browser, "window.stillHere = true;").await;
         std::fs::write(scenario.dir.path().join("release"), "").expect("the release file");
         browser.wait_for("#history td.outcome-succeeded").await;
-        let output = browser.wait_for("#output pre.output").await;
+        browser.wait_for("#output pre.output").await;
         assert_eq!(
-            output.text().await.expect("its text"),
+            browser.text("#output pre.output").await,
             r#"{"to":"browser"}"#
         );
         assert_eq!(

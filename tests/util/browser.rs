@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use axum::http::Method;
+use fantoccini::error::CmdError;
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
 use nix::sys::signal::{Signal, killpg};
@@ -221,33 +222,49 @@ impl Browser {
 
     /// The visible text of the element `css` selects.
     pub async fn text(&self, css: &str) -> String {
-        self.find(css)
-            .await
-            .text()
-            .await
-            .unwrap_or_else(|error| panic!("no text of {css:?}: {error}"))
+        self.on_fresh(css, "read the text of", async |element| {
+            element.text().await
+        })
+        .await
     }
 
     /// Clicks the element `css` selects (a link or a button: it waits for nothing after).
     pub async fn click(&self, css: &str) {
-        self.find(css)
-            .await
-            .click()
-            .await
-            .unwrap_or_else(|error| panic!("cannot click {css:?}: {error}"));
+        self.on_fresh(css, "click", async |element| element.click().await)
+            .await;
     }
 
     /// Replaces the value of the field `css` selects with `value`, typed as a person would.
     pub async fn fill(&self, css: &str, value: &str) {
-        let field = self.find(css).await;
-        field
-            .clear()
-            .await
-            .unwrap_or_else(|error| panic!("cannot clear {css:?}: {error}"));
-        field
-            .send_keys(value)
-            .await
-            .unwrap_or_else(|error| panic!("cannot type into {css:?}: {error}"));
+        self.on_fresh(css, "type into", async |field| {
+            field.clear().await?;
+            field.send_keys(value).await
+        })
+        .await;
+    }
+
+    /// Does `act` to the element `css` selects, looked up again when the page replaced it
+    /// between the look-up and the act: the console's script swaps a refreshed section whole,
+    /// every 2 s, and a slow driver call may fall across a swap.
+    ///
+    /// # Panics
+    /// When it fails otherwise, or is replaced at every look within [`WAIT`].
+    async fn on_fresh<T>(
+        &self,
+        css: &str,
+        doing: &str,
+        mut act: impl AsyncFnMut(Element) -> Result<T, CmdError>,
+    ) -> T {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            match act(self.find(css).await).await {
+                Ok(done) => return done,
+                Err(error)
+                    if error.is_stale_element_reference()
+                        && std::time::Instant::now() < deadline => {}
+                Err(error) => panic!("cannot {doing} {css:?} on {}: {error}", self.url().await),
+            }
+        }
     }
 
     /// Submits the form `css` selects as its submit button would (so without JavaScript too),
