@@ -131,14 +131,15 @@ async fn assert_page(browser: &Browser, heading: &str) {
         "{}",
         browser.url().await
     );
-    assert!(
-        browser
-            .text("header")
-            .await
-            .contains("namespace test · leader r1"),
-        "{}: {}",
-        browser.url().await,
-        browser.text("header").await
+    let mut named = Vec::new();
+    for strong in browser.find_all("header .where strong").await {
+        named.push(strong.text().await.expect("its text"));
+    }
+    assert_eq!(
+        named,
+        ["test", "r1"],
+        "the namespace and the leader on {}",
+        browser.url().await
     );
 }
 
