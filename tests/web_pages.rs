@@ -382,3 +382,27 @@ fn every_page_names_the_leader_in_its_header() {
         );
     }
 }
+
+/// With Redis out of reach, a page says so in the layout, and its header that the leader is
+/// not known, rather than that there is none.
+#[test]
+fn with_redis_out_of_reach_the_header_says_the_leader_is_unknown() {
+    let mut scenario = Scenario::new();
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let page = web.get("/jobs");
+    assert!(page.body.contains("· leader none"), "{}", page.body);
+    scenario.server.kill9();
+    let down = wait_for(Duration::from_secs(30), || {
+        let page = web.get("/jobs");
+        (page.status == 503).then_some(page)
+    })
+    .expect("a 503 page while Redis is down");
+    assert!(down.is_page(), "{}", down.body);
+    for expected in ["Redis cannot be read now", "· leader unknown"] {
+        assert!(
+            down.body.contains(expected),
+            "{expected} missing from:\n{}",
+            down.body
+        );
+    }
+}
