@@ -344,11 +344,17 @@ impl CronExpr {
 /// crontab's day rule: what [`CronExpr::parse`] builds its matcher from, and what a schedule
 /// is described in words from, so both read one grammar.
 pub(super) struct Fields {
+    /// `0` unless a sixth, leading field gives the seconds.
     pub(super) second: ParsedField,
+    /// The five fields of crontab(5), in its order.
     pub(super) minute: ParsedField,
+    /// See `minute`.
     pub(super) hour: ParsedField,
+    /// See `minute`.
     pub(super) day_of_month: ParsedField,
+    /// See `minute`.
     pub(super) month: ParsedField,
+    /// See `minute`; 7 folded onto 0, Sunday.
     pub(super) day_of_week: ParsedField,
     /// When either day field begins with `*`, a day must match both; otherwise either is
     /// enough.
