@@ -49,22 +49,34 @@ fn a_backlog_of_slow_runs_grows_the_workers_to_the_maximum_and_a_calm_spell_shri
     );
 
     const RUNS: usize = 40;
-    // The metrics endpoint answers before the replica has published its jobs, and a trigger of
-    // a job no replica has declared yet is refused: the first trigger waits for that.
+    // An enqueue of a job no replica has declared yet is refused, and the metrics endpoint
+    // answers before the replica has published its jobs: wait for that first.
     assert!(
         wait_until(Duration::from_secs(10), || cli(
             &server,
             dir.path(),
-            &["trigger", "slow"]
+            &["jobs", "--json"]
         )
-        .code
-            == Some(0)),
+        .stdout
+        .contains("\"slow\"")),
         "the replica declares slow\n{}",
         replica.log()
     );
-    for _ in 1..RUNS {
-        cli(&server, dir.path(), &["trigger", "slow"]).success();
-    }
+    // The whole backlog in one bulk enqueue: runs triggered one command at a time arrive no
+    // faster than the machine starts processes, and a loaded one starts them slower than the
+    // workers end runs, so the backlog would never last.
+    let backlog_file = dir.path().join("backlog.jsonl");
+    std::fs::write(&backlog_file, "{\"job\": \"slow\"}\n".repeat(RUNS)).expect("write backlog");
+    cli(
+        &server,
+        dir.path(),
+        &[
+            "enqueue",
+            "--from",
+            backlog_file.to_str().expect("a UTF-8 path"),
+        ],
+    )
+    .success();
     // Doubling every GROW_AFTER while runs wait: 1, 2, 4, 8.
     let backlog = Instant::now();
     assert!(
