@@ -1,7 +1,8 @@
 //! What a browser gets from a real `redcron web` when a page is refused or missing: a page in
-//! the layout that says what is needed (with the challenge that makes the browser ask for a
-//! password), while the API under `/api/v1` keeps its JSON; and the console's root reached with
-//! a trailing slash under a base path, or from the server's own root.
+//! the layout that says what is needed (with the challenges of the credentials the server
+//! takes, Basic making the browser ask for a password), while the API under `/api/v1` keeps its
+//! JSON; and the console's root reached with a trailing slash under a base path, or from the
+//! server's own root.
 
 use crate::util::redcron_in;
 use crate::util::scenario::Scenario;
@@ -188,4 +189,49 @@ fn the_root_with_a_trailing_slash_and_the_servers_root_lead_to_the_overview() {
             .get(format!("http://127.0.0.1:{}/elsewhere", web.port)),
     );
     assert_eq!(outside.status, 404);
+}
+
+#[test]
+fn a_401_challenges_for_the_credentials_the_auth_file_holds() {
+    let scenario = Scenario::new();
+    let dir = scenario.dir.path();
+    let hash = |args: &[&str], secret: &str| {
+        let mut all = vec!["web", "hash"];
+        all.extend(args);
+        redcron_in(dir, &all, secret).success().trim().to_owned()
+    };
+    let token = format!(
+        "[[token]]\nname = \"deploy\"\nsha256 = \"{}\"\nrole = \"operator\"\n",
+        hash(&["--token"], "operator-token\n")
+    );
+    let user = format!(
+        "[[user]]\nname = \"otto\"\npassword_hash = \"{}\"\nrole = \"operator\"\n",
+        hash(&[], "otto's password\n")
+    );
+    let bearer = "Bearer realm=\"redcron\"";
+    let basic = "Basic realm=\"redcron\", charset=\"UTF-8\"";
+    for (file, holds, challenges) in [
+        ("tokens.toml", token.clone(), vec![bearer]),
+        ("users.toml", user.clone(), vec![basic]),
+        ("both.toml", format!("{token}\n{user}"), vec![bearer, basic]),
+    ] {
+        std::fs::write(dir.join(file), holds).expect("write the auth file");
+        let web = WebProcess::start(&scenario.server.url(), dir, &["--auth-file", file]);
+        // A page and the API, without credentials and with wrong ones.
+        let answers = [
+            web.get("/"),
+            web.get("/api/v1/jobs"),
+            web.send(web.client().get(web.url("/jobs")).bearer_auth("guess")),
+        ];
+        for answer in answers {
+            assert_eq!(answer.status, 401, "{file}: {}", answer.body);
+            let given: Vec<&str> = answer
+                .headers
+                .get_all("www-authenticate")
+                .iter()
+                .map(|value| value.to_str().expect("a challenge is text"))
+                .collect();
+            assert_eq!(given, challenges, "{file}");
+        }
+    }
 }

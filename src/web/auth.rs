@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -317,22 +317,40 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// A refusal: the error, and on a 401 the challenge that makes a browser ask for a password.
+/// A refusal: the error, answered with its status (a 401's challenge is added by
+/// [`challenge`], which knows the callers configured).
 #[derive(Debug)]
 pub struct Refused(pub ApiError);
 
 impl IntoResponse for Refused {
     fn into_response(self) -> Response {
-        let challenge = self.0.status == StatusCode::UNAUTHORIZED;
-        let mut response = self.0.into_response();
-        if challenge {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"redcron\", charset=\"UTF-8\""),
-            );
-        }
-        response
+        self.0.into_response()
     }
+}
+
+/// Adds to a 401 the challenges of the credentials the server takes: `Bearer` (RFC 6750) when
+/// its auth file holds tokens, `Basic` when it holds users (which makes a browser ask for a
+/// password), both when both. A page's 401 drawn in the layout carries them too: this runs
+/// after `pages::html_errors`.
+pub(crate) async fn challenge(State(state): State<WebState>, mut response: Response) -> Response {
+    if response.status() != StatusCode::UNAUTHORIZED {
+        return response;
+    }
+    let auth = state.auth();
+    let headers = response.headers_mut();
+    if !auth.tokens.is_empty() {
+        headers.append(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"redcron\""),
+        );
+    }
+    if !auth.users.is_empty() {
+        headers.append(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"redcron\", charset=\"UTF-8\""),
+        );
+    }
+    response
 }
 
 #[cfg(test)]

@@ -147,6 +147,10 @@ pub fn router(state: WebState) -> Router {
             state.clone(),
             pages::html_errors,
         ))
+        .layer(axum::middleware::map_response_with_state(
+            state.clone(),
+            auth::challenge,
+        ))
         .with_state(state)
         .layer(axum::middleware::map_response(secure_headers))
 }

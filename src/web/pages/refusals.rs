@@ -1,10 +1,11 @@
 //! A page's refusals and errors drawn for a browser: whatever a page's handler or extractor
 //! answers as an [`ApiError`] (not signed in, not allowed, read-only, a forged form, no such
 //! job, run or workflow, Redis out of reach) becomes a page in the layout that says what is
-//! needed, with its status and headers kept; under `/api/` the answer stays the API's JSON.
+//! needed, with its status (a 401's challenge is added after, by `auth::challenge`); under
+//! `/api/` the answer stays the API's JSON.
 
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
 use maud::html;
@@ -35,13 +36,7 @@ pub(crate) async fn html_errors(
     };
     // Read only for a page drawn here: a page its handler drew read the leader itself.
     context.leader = Leader::read(&state).await;
-    let mut page = drawn(&context, &error, &path);
-    // The challenge makes a browser ask for a user and password, then send the page again.
-    if let Some(challenge) = response.headers().get(header::WWW_AUTHENTICATE) {
-        page.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, challenge.clone());
-    }
-    page
+    drawn(&context, &error, &path)
 }
 
 /// The page of `error`, met at `path`.
