@@ -134,7 +134,12 @@ fn an_instance_is_drawn_as_a_graph_and_a_failed_one_runs_again_through_its_form(
         shown.body
     );
     let token = shown.csrf_cookie();
-    let refused = read_only.post_form(&format!("/workflows/{escaped_id}/retry"), &token, &token);
+    let refused = read_only.submit_form(
+        &format!("/workflows/{escaped_id}/retry"),
+        &token,
+        &token,
+        "",
+    );
     assert_eq!(
         (refused.status, refused.code()),
         (403, "read-only".to_owned())
@@ -142,7 +147,12 @@ fn an_instance_is_drawn_as_a_graph_and_a_failed_one_runs_again_through_its_form(
     assert!(refused.is_page(), "{}", refused.body);
     // A forged form (no token of this browser's) is refused too.
     let token = page.csrf_cookie();
-    let forged = web.post_form(&format!("/workflows/{escaped_id}/retry"), &token, "guess");
+    let forged = web.submit_form(
+        &format!("/workflows/{escaped_id}/retry"),
+        &token,
+        "guess",
+        "",
+    );
     assert_eq!(
         (forged.status, forged.code()),
         (403, "cross-origin".to_owned())
@@ -154,16 +164,23 @@ fn an_instance_is_drawn_as_a_graph_and_a_failed_one_runs_again_through_its_form(
 
     // Mended, and run again through the form: the instance goes on to succeed.
     std::fs::write(scenario.dir.path().join("FIXED"), "").expect("fix");
-    let retried = web.post_form(&format!("/workflows/{escaped_id}/retry"), &token, &token);
-    assert_eq!(
-        retried.status, 200,
-        "followed to the instance: {}",
-        retried.body
+    let retried = web.submit_form(
+        &format!("/workflows/{escaped_id}/retry"),
+        &token,
+        &token,
+        "",
     );
+    assert_eq!(retried.status, 303, "{}", retried.body);
+    assert_eq!(
+        retried.headers["location"],
+        format!("/workflows/{escaped_id}"),
+        "back to the instance"
+    );
+    let instance = web.get(&format!("/workflows/{escaped_id}"));
     assert!(
-        retried.body.contains("<h1>Workflow stops</h1>"),
+        instance.body.contains("<h1>Workflow stops</h1>"),
         "{}",
-        retried.body
+        instance.body
     );
     wait_state(&web, &id, "succeeded");
     let done = web.get(&format!("/workflows/{escaped_id}")).body;

@@ -176,22 +176,10 @@ impl WebProcess {
         self.send(request)
     }
 
-    /// Posts a page's form to `path` as the browser that holds `token` in its cookie does,
-    /// from this server's own origin, with the form's token field `field`.
-    pub fn post_form(&self, path: &str, token: &str, field: &str) -> Answer {
-        self.send(
-            self.client
-                .post(self.url(path))
-                .header("cookie", format!("redcron_csrf={token}"))
-                .header("origin", format!("http://127.0.0.1:{}", self.port))
-                .header("content-type", "application/x-www-form-urlencoded")
-                .body(format!("csrf={field}")),
-        )
-    }
-
     /// Submits one of the console's forms as a browser does from this server's own page: the
     /// cookie holding `cookie`, the form's token field `field` and then `form`'s fields
-    /// (`a=1&b=2`, or empty). The redirect it is answered with is not followed.
+    /// (`a=1&b=2`, or empty). The redirect it is answered with is not followed: the caller
+    /// asserts its 303 and where it leads (a refusal is answered without one).
     pub fn submit_form(&self, path: &str, cookie: &str, field: &str, form: &str) -> Answer {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
