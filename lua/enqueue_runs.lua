@@ -8,14 +8,26 @@
 -- time they know of. That set is not the fires': promotion takes the fires due first, so runs
 -- enqueued for one instant, however many, never hold back a fire due then.
 --
+-- Told who asks, each run made carries it (`actor`, in the HSET that makes it: no command more
+-- per run; a trigger's runs are marked `triggered` too), and the call records one action in
+-- the events stream (`enqueue` or `trigger`, its first run and how many it made, its job when
+-- they are all one job's): one entry per call of up to a thousand runs, so that a bulk enqueue
+-- does not fill the stream its outcomes live in.
+--
 -- KEYS[1] due-runs       zset    run id -> due ms, of ad-hoc runs
 -- KEYS[2] defs           hash    job -> definition JSON, published by the leader
 -- KEYS[3] paused         set     paused job names
 -- KEYS[4] wake-promoter  channel told when a run becomes due
 -- KEYS[5] hold  string  set while the namespace is held (redcron hold): nothing is written
+-- KEYS[6] events         stream  run state changes, and actions on jobs
 -- ARGV[1] key prefix "{ns}:" for run:<id>, fp:<fingerprint>, ready:<queue>:<priority>, wake:<queue>
 -- ARGV[2] now override, ms, or '' for Redis's clock (tests only)
--- ARGV[3..] groups of 7, one per run: run id (time-ordered, unique), job name, due ms or '' for
+-- ARGV[3] who asks (a console's token or user, `cli`, a program's name), or '' when not told:
+--         then nothing is recorded of who, and no action
+-- ARGV[4] the action recorded: 'enqueue', or 'trigger' (`redcron trigger` of a job whose
+--         fires run once)
+-- ARGV[5] events stream MAXLEN (approximate)
+-- ARGV[6..] groups of 7, one per run: run id (time-ordered, unique), job name, due ms or '' for
 --           now, payload (JSON text, may be ''), priority (high | normal | low) or '' for the
 --           job's own, fingerprint or '' when the run need not be unique, uniqueness window ms
 --
@@ -27,15 +39,28 @@
 -- Returns 3 values per run, in order: 'OK', due ms, 1 if the job is paused else 0; or
 -- 'UNKNOWN', 0, 0 for a job no replica has declared; or 'EVERY', 0, 0 for a job that runs on
 -- every replica; or 'DUPLICATE', the run id holding the fingerprint, 0.
--- Cost: O(runs log N).
-check_types('enqueue_runs', KEYS, {'zset', 'hash', 'set', 'channel', 'string'})
+-- Cost: O(runs log N), and one XADD when told who asks.
+check_types('enqueue_runs', KEYS, {'zset', 'hash', 'set', 'channel', 'string', 'stream'})
 if held(KEYS[5]) then
   return redis.error_reply(HELD)
 end
-local due, defs, paused, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix = ARGV[1]
-if (#ARGV - 2) % 7 ~= 0 then
+local due, defs, paused, wake, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]
+local prefix, actor, action, maxlen = ARGV[1], ARGV[3], ARGV[4], tonumber(ARGV[5])
+if (#ARGV - 5) % 7 ~= 0 then
   return redis.error_reply('ERR enqueue_runs: runs come in groups of 7')
+end
+if action ~= 'enqueue' and action ~= 'trigger' then
+  return redis.error_reply('ERR enqueue_runs: ARGV[4] must be enqueue or trigger, not '
+    .. tostring(action))
+end
+-- Who asks and whether a trigger, as the last fields of each run's HSET: marked as
+-- trigger_fire.lua marks a fire's runs.
+local acting = {}
+if actor ~= '' then
+  acting[#acting + 1], acting[#acting + 2] = 'actor', actor
+end
+if action == 'trigger' then
+  acting[#acting + 1], acting[#acting + 2] = 'triggered', '1'
 end
 local now = now_ms(ARGV[2])
 local now_text = tostring(now)
@@ -71,7 +96,8 @@ local ready = {}          -- ready list key -> run ids
 local woken = {}          -- wake marker key -> true
 local later = {}          -- due ms, run id, ...
 local earliest
-for i = 3, #ARGV, 7 do
+local first_run, made, made_job = nil, 0, nil
+for i = 6, #ARGV, 7 do
   local run_id, job, due_arg, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local priority, fingerprint, window = ARGV[i + 4], ARGV[i + 5], tonumber(ARGV[i + 6]) or 0
   local def = declared(job)
@@ -104,7 +130,7 @@ for i = 3, #ARGV, 7 do
       'job', job, 'kind', 'adhoc', 'due_ms', due_text, 'created_ms', now_text,
       'attempt', '0', 'max_attempts', def.max_attempts, 'queue', def.queue, 'priority', priority,
       'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
-      'delivery', def.delivery, 'overlap', def.overlap, 'state', state)
+      'delivery', def.delivery, 'overlap', def.overlap, 'state', state, unpack(acting))
     -- Empty ones are left out: a field costs even when it says nothing, and an empty payload
     -- is no payload, not a JSON text.
     if fingerprint ~= '' then
@@ -128,6 +154,9 @@ for i = 3, #ARGV, 7 do
       earliest = math.min(earliest or due_ms, due_ms)
     end
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'OK', due_ms, def.paused
+    first_run, made = first_run or run_id, made + 1
+    -- The job's name while every run made is of it; false once two jobs' are.
+    made_job = (made_job == nil or made_job == job) and job or false
   end
 end
 
@@ -141,5 +170,8 @@ end
 if #later > 0 then
   in_slices('ZADD', due, later)
   redis.call('PUBLISH', wake, earliest)
+end
+if actor ~= '' and first_run then
+  record_action(events, maxlen, made_job or nil, action, actor, first_run, made)
 end
 return reply

@@ -28,15 +28,5 @@ end
 if changed == 0 then
   return 0
 end
--- An action, not a run's change: no `run` nor `state`, so that readers of outcomes pass over it.
-local fields = {'job', job, 'action', pause == '1' and 'pause' or 'resume'}
-if actor ~= '' then
-  fields[#fields + 1] = 'actor'
-  fields[#fields + 1] = actor
-end
-if maxlen then
-  redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', unpack(fields))
-else
-  redis.call('XADD', events, '*', unpack(fields))
-end
+record_action(events, maxlen, job, pause == '1' and 'pause' or 'resume', actor)
 return 1

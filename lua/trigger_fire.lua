@@ -19,11 +19,16 @@
 -- outage with no leader) finds the trigger's runs there and is skipped as a duplicate for
 -- those replicas.
 --
+-- Each run made carries who asked (`actor`, in the HSET that makes it), and a trigger told who
+-- asked records it once in the events stream (`action` `trigger`, its first run and how many),
+-- as a pause does: the job's page lists it.
+--
 -- KEYS[1] defs     hash    job -> definition JSON, published by the leader
 -- KEYS[2] paused   set     paused job names
 -- KEYS[3] due      zset    run id -> due ms, of the fires planned and not promoted
 -- KEYS[4] planned  hash    job -> its fires planned and not promoted yet, ms, comma-separated
 -- KEYS[5] hold     string  set while the namespace is held (redcron hold): nothing is written
+-- KEYS[6] events   stream  run state changes, and operators' actions on jobs
 -- ARGV[1] key prefix "{ns}:" for run:<id>, targets:<job>, ready-fires:@<replica>:<priority>,
 --         wake:@<replica>
 -- ARGV[2] now override, ms, or '' for Redis's clock (tests only)
@@ -31,20 +36,26 @@
 -- ARGV[4] payload (JSON text), or '' for none
 -- ARGV[5] priority (high | normal | low), or '' for the job's own
 -- ARGV[6] mode: 'all' (every replica given that is a target) or 'one' (the one replica given)
--- ARGV[7..] replica ids
+-- ARGV[7] who asked (a console's token or user, `cli`), or '' when not told: then nothing is
+--         recorded of who
+-- ARGV[8] events stream MAXLEN (approximate)
+-- ARGV[9..] replica ids
 --
 -- Returns {'OK', fire ms, 1 if the job is paused else 0, then each run id made and its
 -- replica}; {'UNKNOWN'} for a job no replica has declared; {'ONCE'} for a job whose fires run
 -- once (not on every replica): its trigger is an ad-hoc run (enqueue_runs.lua); {'NOT-TARGET',
 -- replica} (mode `one`) for a replica that does not declare the job or does not match it;
 -- {'NO-TARGET'} (mode `all`) when none of the replicas given is a target.
--- Cost: O(replicas given + the job's planned fires).
-check_types('trigger_fire', KEYS, {'hash', 'set', 'zset', 'hash', 'string'})
+-- Cost: O(replicas given + the job's planned fires), and one XADD when told who asked.
+check_types('trigger_fire', KEYS, {'hash', 'set', 'zset', 'hash', 'string', 'stream'})
 if held(KEYS[5]) then
   return redis.error_reply(HELD)
 end
-local defs, paused, due, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local defs, paused, due, planned, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]
 local prefix, job, payload, priority, mode = ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local actor, maxlen = ARGV[7] or '', tonumber(ARGV[8])
+-- Who asked, as the last fields of each run's HSET (none when not told).
+local acting = actor ~= '' and {'actor', actor} or {}
 if mode ~= 'all' and mode ~= 'one' then
   return redis.error_reply('ERR trigger_fire: mode must be all or one, not ' .. tostring(mode))
 end
@@ -63,7 +74,7 @@ end
 local targets_key = key_targets(prefix, job)
 check_type('trigger_fire', targets_key, 'zset')
 local targets = {}
-for i = 7, #ARGV do
+for i = 9, #ARGV do
   local replica = ARGV[i]
   if redis.call('ZSCORE', targets_key, replica) then
     targets[#targets + 1] = replica
@@ -115,7 +126,7 @@ for _, replica in ipairs(targets) do
     'queue', route, 'priority', priority,
     'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
     'delivery', def.delivery, 'overlap', def.overlap,
-    'fingerprint', run_id, 'state', 'ready', 'ready_ms', now_text)
+    'fingerprint', run_id, 'state', 'ready', 'ready_ms', now_text, unpack(acting))
   if def.max_concurrency then
     redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
   end
@@ -127,5 +138,8 @@ for _, replica in ipairs(targets) do
   redis.call('ZADD', key_wake(prefix, route), 0, 'ready')
   reply[#reply + 1] = run_id
   reply[#reply + 1] = replica
+end
+if actor ~= '' then
+  record_action(events, maxlen, job, 'trigger', actor, reply[4], #targets)
 end
 return reply

@@ -56,6 +56,7 @@ mod sharing;
 mod slots;
 mod store;
 mod topologies;
+mod web_actors;
 mod web_api;
 mod web_jobs;
 mod web_jobs_browser;

@@ -219,6 +219,29 @@ local function record_event(events, maxlen, run_id, state, ...)
   end
 end
 
+-- Appends an action taken on a job (a pause, resume, trigger or enqueue) to the events stream:
+-- no `state`, so that readers of outcomes pass over it. `job` is nil for an enqueue of several
+-- jobs' runs, `actor` '' when not told who; an action that made runs names the first (`run`)
+-- and how many (`runs`), one entry for the whole call whatever their number.
+local function record_action(events, maxlen, job, action, actor, run_id, runs)
+  local fields = {'action', action}
+  if job then
+    fields[#fields + 1], fields[#fields + 2] = 'job', job
+  end
+  if actor ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'actor', actor
+  end
+  if run_id then
+    fields[#fields + 1], fields[#fields + 2] = 'run', run_id
+    fields[#fields + 1], fields[#fields + 2] = 'runs', tostring(runs)
+  end
+  if maxlen then
+    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', unpack(fields))
+  else
+    redis.call('XADD', events, '*', unpack(fields))
+  end
+end
+
 -- Records in its workflow how a run that is a workflow step ended, and starts the steps that
 -- this lets start: defined in include/workflows.lua, which is loaded after this file.
 local workflow_step_ended

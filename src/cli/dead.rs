@@ -80,7 +80,7 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
             ..
         } => {
             let outcome = block_on(async {
-                let client = Client::from_store(redis.connect().await?);
+                let client = Client::from_store(redis.connect().await?).acting_as(super::ACTOR);
                 let outcome = match id {
                     Some(id) => client.retry_dead(id).await.map(|()| DeadRetried {
                         retried: vec![id.clone()],

@@ -105,7 +105,7 @@ pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), Cl
     // A trigger of a job that runs on every replica is a fire now, one run per target, as its
     // fires are: in each replica's own route and slots.
     let (fired, live, picked) = block_on(async {
-        let client = Client::from_store(args.redis.connect().await?);
+        let client = Client::from_store(args.redis.connect().await?).acting_as(super::ACTOR);
         // Read before the fire is made, to choose its targets; a job whose fires run once does
         // not need it, so its trigger does not fail for it.
         let overview = client.overview().await;
@@ -158,7 +158,7 @@ pub(super) fn trigger(args: &TriggerArgs, out: &mut impl Write) -> Result<(), Cl
         &args.job,
         &args.run,
         payload,
-        |request| request,
+        |request| request.trigger(),
         out,
     )
 }
@@ -305,7 +305,7 @@ fn submit(
 ) -> Result<(), CliError> {
     let job = job.to_owned();
     let (submitted, declared_by) = block_on(async {
-        let client = Client::from_store(redis.connect().await?);
+        let client = Client::from_store(redis.connect().await?).acting_as(super::ACTOR);
         let mut request = client.enqueue(job.clone());
         if let Some(text) = payload {
             request = request.payload_text(text).map_err(CliError::from)?;

@@ -242,7 +242,7 @@ pub(super) fn enqueue_lines(
     let planned = read_lines(from)?;
     let mut outcome = Outcome::default();
     let sent = block_on(async {
-        let client = Client::from_store(redis.connect().await?);
+        let client = Client::from_store(redis.connect().await?).acting_as(super::ACTOR);
         for batch in planned.chunks(LINES_PER_BATCH) {
             send_batch(&client, batch, &mut outcome, json, out).await?;
         }

@@ -130,6 +130,10 @@ fn list_count(text: &str) -> Result<usize, String> {
     }
 }
 
+/// Who the command line's actions (pause, resume, trigger, enqueue, dead retry) are recorded
+/// as, in the events stream and on the runs they make.
+const ACTOR: &str = "cli";
+
 /// Runs `future` on a runtime of its own: the commands are synchronous, the store is not.
 fn block_on<T>(
     future: impl std::future::Future<Output = Result<T, CliError>>,

@@ -33,7 +33,7 @@ pub(crate) fn pause_document(job: &str, pause: bool, changed: bool) -> serde_jso
 pub(super) fn execute(args: &PauseArgs, pause: bool, out: &mut impl Write) -> Result<(), CliError> {
     let changed = block_on(async {
         // Recorded as the command line's doing: the stream names who paused a job.
-        let client = Client::from_store(args.redis.connect().await?).acting_as("cli");
+        let client = Client::from_store(args.redis.connect().await?).acting_as(super::ACTOR);
         let changed = if pause {
             client.pause(&args.job).await
         } else {

@@ -95,8 +95,9 @@ const RUN_INSTANTS: [&str; 8] = [
 
 /// The fields of a run that `--json` always carries, `null` when the run has none (yet): what
 /// docs/cli.md promises. The record's other fields are shown too, typed the same way.
-const RUN_FIELDS: [&str; 13] = [
+const RUN_FIELDS: [&str; 14] = [
     "job",
+    "actor",
     "kind",
     "state",
     "attempt",

@@ -8,7 +8,9 @@ impl Client {
     /// Creates the runs `requests` ask for, pipelined (a script call per thousand runs, ten calls
     /// a round trip); each run is created whole or not at all, and the answers are in the order
     /// of `requests`: a run refused (unknown job, duplicate, in the past, a payload its workflow
-    /// cannot take) has its own error and does not stop the others.
+    /// cannot take) has its own error and does not stop the others. Who the client acts for
+    /// ([`Client::acting_as`]) is recorded on each run, and once per thousand runs as an
+    /// action in the events stream.
     ///
     /// ```no_run
     /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
@@ -43,7 +45,12 @@ impl Client {
             .cloned()
             .collect();
         // One answer per run sent, in order: the store checks that Redis gave as many.
-        let mut enqueued = self.store.enqueue_many(&accepted).await?.into_iter();
+        let acting = self.acting(false);
+        let mut enqueued = self
+            .store
+            .enqueue_many_by(&accepted, acting)
+            .await?
+            .into_iter();
         Ok(prepared
             .into_iter()
             .map(|request| {

@@ -19,7 +19,9 @@ impl Client {
     /// Triggers a fire of `job` now if it runs on every replica (`on = "every"`): one run on
     /// each of `targets` that declares the job and matches it, each in that replica's own
     /// route and slots, as a fire of the job would make. `Ok(None)` for a job whose fires run
-    /// once: its trigger is an ad-hoc run ([`Client::enqueue`]), and nothing was made.
+    /// once: its trigger is an ad-hoc run ([`Client::enqueue`] and
+    /// [`RunRequest::trigger`](super::RunRequest::trigger)), and nothing was made. Who the
+    /// client acts for ([`Client::acting_as`]) is recorded on each run and as the job's action.
     ///
     /// # Errors
     /// [`ClientError::UnknownJob`], [`ClientError::NotATarget`] (the one replica asked for),
@@ -37,7 +39,7 @@ impl Client {
         }
         match self
             .store
-            .trigger_fire(job, payload, priority, targets)
+            .trigger_fire(job, payload, priority, targets, self.actor.as_deref())
             .await?
         {
             Triggered::Fired {

@@ -31,7 +31,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::payload::payload_problem;
-use crate::store::{Store, StoreError, StoreSettings};
+use crate::store::{Acting, Store, StoreError, StoreSettings};
 
 mod bulk;
 mod fire;
@@ -252,15 +252,31 @@ impl Client {
         Self { store, actor: None }
     }
 
-    /// The same client, acting for `actor` (a console's token or user name): the events its
-    /// actions record name it: a job's pause and resume (`action`), and a dead run's re-drive
-    /// (`reason` `redrive`).
+    /// The same client, acting for `actor` (a console's token or user name, `cli` for the
+    /// command line, or a program's own name): the events its actions record name it (a job's
+    /// pause, resume, trigger and enqueue as its `action`, a dead run's re-drive as `reason`
+    /// `redrive`), and each run it triggers or enqueues carries it (`actor`, which
+    /// `runs show` prints). A client not told records no actor, and no action for what it
+    /// enqueues.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// let billing = client.acting_as("billing-service");
+    /// billing.enqueue("invoice").send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn acting_as(&self, actor: impl Into<String>) -> Self {
         Self {
             store: self.store.clone(),
             actor: Some(actor.into()),
         }
+    }
+
+    /// Who the client acts for, as the store records it with runs made as a trigger or not.
+    fn acting(&self, trigger: bool) -> Option<Acting<'_>> {
+        self.actor.as_deref().map(|actor| Acting { actor, trigger })
     }
 
     /// The store underneath, for what the client does not offer yet.

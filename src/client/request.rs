@@ -37,6 +37,8 @@ pub struct RunRequest<'a> {
     due: Due,
     unique: Option<Unique>,
     unique_for: Duration,
+    /// A trigger of the job, not an enqueue: recorded so.
+    trigger: bool,
 }
 
 impl<'a> RunRequest<'a> {
@@ -50,6 +52,7 @@ impl<'a> RunRequest<'a> {
             due: Due::Now,
             unique: None,
             unique_for: DEFAULT_UNIQUE_FOR,
+            trigger: false,
         }
     }
 }
@@ -185,6 +188,21 @@ impl RunRequest<'_> {
         self
     }
 
+    /// Makes the run a trigger of its job, as `redcron trigger` of a job whose fires run once
+    /// makes it: the run is marked `triggered`, and the action is recorded as a trigger (with
+    /// who asked, [`Client::acting_as`]) rather than an enqueue.
+    ///
+    /// ```no_run
+    /// # async fn example(client: redcron::client::Client) -> Result<(), redcron::client::ClientError> {
+    /// client.acting_as("alice").enqueue("report").trigger().send().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn trigger(mut self) -> Self {
+        self.trigger = true;
+        self
+    }
+
     /// Creates the run.
     ///
     /// ```no_run
@@ -203,10 +221,12 @@ impl RunRequest<'_> {
     /// [`ClientError::Payload`] for a payload that is not a JSON object given to a workflow's
     /// job, or Redis errors.
     pub async fn send(self) -> Result<Submitted, ClientError> {
-        let store = &self.client.store;
+        let client = self.client;
+        let store = &client.store;
         let now_ms = store.now_ms().await?;
+        let acting = client.acting(self.trigger);
         let request = self.prepare(now_ms).await?;
-        let enqueued = store.enqueue_run(&request).await?;
+        let enqueued = store.enqueue_run_by(&request, acting).await?;
         submitted(request.job, enqueued, now_ms)
     }
 

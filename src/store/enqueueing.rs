@@ -1,4 +1,5 @@
-//! Ad-hoc and delayed runs of declared jobs (`enqueue_runs.lua`), their ids and fingerprints.
+//! Ad-hoc and delayed runs of declared jobs (`enqueue_runs.lua`), their ids and fingerprints,
+//! and who asked for them.
 
 use std::time::Duration;
 
@@ -48,6 +49,17 @@ impl Enqueue {
             window.to_string(),
         ]
     }
+}
+
+/// Who makes runs, and as what: each run made carries the actor, and each script call records
+/// one action in the events stream (see `enqueue_runs.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acting<'a> {
+    /// Who asks: a console's token or user, `cli`, or a program's own name.
+    pub actor: &'a str,
+    /// The runs are a trigger of their job (`redcron trigger`), not an enqueue: recorded as
+    /// action `trigger`, each run marked `triggered`.
+    pub trigger: bool,
 }
 
 /// What became of an enqueue.
@@ -130,7 +142,21 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn enqueue_run(&self, request: &Enqueue) -> Result<Enqueued, StoreError> {
-        let mut enqueued = self.enqueue_many(std::slice::from_ref(request)).await?;
+        self.enqueue_run_by(request, None).await
+    }
+
+    /// As [`Store::enqueue_run`], recording who asks (see [`Acting`]).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn enqueue_run_by(
+        &self,
+        request: &Enqueue,
+        acting: Option<Acting<'_>>,
+    ) -> Result<Enqueued, StoreError> {
+        let mut enqueued = self
+            .enqueue_many_by(std::slice::from_ref(request), acting)
+            .await?;
         enqueued
             .pop()
             .ok_or_else(|| reply_error(OPERATION, "no answer"))
@@ -143,6 +169,19 @@ impl Store {
     /// # Errors
     /// Redis errors; runs of the calls before the error exist.
     pub async fn enqueue_many(&self, requests: &[Enqueue]) -> Result<Vec<Enqueued>, StoreError> {
+        self.enqueue_many_by(requests, None).await
+    }
+
+    /// As [`Store::enqueue_many`], recording who asks: on each run, and once per script call
+    /// of a thousand runs in the events stream (see [`Acting`]).
+    ///
+    /// # Errors
+    /// Redis errors; runs of the calls before the error exist.
+    pub async fn enqueue_many_by(
+        &self,
+        requests: &[Enqueue],
+        acting: Option<Acting<'_>>,
+    ) -> Result<Vec<Enqueued>, StoreError> {
         const RUNS_PER_CALL: usize = 1_000;
         // The response timeout bounds a round trip, not a run: a hundred thousand runs in one,
         // which a loaded Redis takes longer than that to create, would time out while Redis
@@ -153,7 +192,7 @@ impl Store {
         for round_trip in requests.chunks(RUNS_PER_ROUND_TRIP) {
             let calls = round_trip
                 .chunks(RUNS_PER_CALL)
-                .map(|batch| self.enqueue_call(batch, &mut run_ids))
+                .map(|batch| self.enqueue_call(batch, acting, &mut run_ids))
                 .collect();
             let answered: Vec<Vec<Value>> = self
                 .invoke_batched(&scripts::ENQUEUE_RUNS, OPERATION, calls)
@@ -170,15 +209,32 @@ impl Store {
     }
 
     /// One `enqueue_runs.lua` call creating `requests`; collects the new runs' ids.
-    fn enqueue_call(&self, requests: &[Enqueue], run_ids: &mut Vec<String>) -> ScriptCall {
+    fn enqueue_call(
+        &self,
+        requests: &[Enqueue],
+        acting: Option<Acting<'_>>,
+        run_ids: &mut Vec<String>,
+    ) -> ScriptCall {
         let keys = vec![
             self.keys.due_runs(),
             self.keys.defs(),
             self.keys.paused(),
             self.keys.wake_promoter(),
             self.keys.hold(),
+            self.keys.events(),
         ];
-        let mut args = vec![self.keys.prefix().to_owned(), self.now_arg()];
+        let action = if acting.is_some_and(|acting| acting.trigger) {
+            "trigger"
+        } else {
+            "enqueue"
+        };
+        let mut args = vec![
+            self.keys.prefix().to_owned(),
+            self.now_arg(),
+            acting.map_or_else(String::new, |acting| acting.actor.to_owned()),
+            action.to_owned(),
+            self.settings.events_maxlen.to_string(),
+        ];
         for request in requests {
             let run_id = new_run_id();
             args.extend(request.script_arguments(&run_id));

@@ -79,7 +79,7 @@ pub use damage::{DamagedKeys, Entry, RecordPage};
 pub use dead::Redrive;
 use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
-pub use enqueueing::{Enqueue, Enqueued, key_fingerprint, new_run_id, payload_fingerprint};
+pub use enqueueing::{Acting, Enqueue, Enqueued, key_fingerprint, new_run_id, payload_fingerprint};
 pub use finishing::{Ack, FailOutcome, Failure, OwnedRun, StrayRun};
 pub use inspect::{Event, Overview, REAPING_GRACE, ReplicaInfo, RunCounts, UndeclaredRuns};
 pub use keys::{InvalidNamespace, Keys, validate_namespace};

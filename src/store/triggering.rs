@@ -41,7 +41,8 @@ pub enum Triggered {
 const OPERATION: &str = "trigger_fire";
 
 impl Store {
-    /// Triggers a fire of the every-replica job `job` now (see [`Triggered`]).
+    /// Triggers a fire of the every-replica job `job` now (see [`Triggered`]); `actor` (who
+    /// asks) is recorded on each run made and, once, in the events stream.
     ///
     /// # Errors
     /// Redis errors, or a reply this version does not know.
@@ -51,6 +52,7 @@ impl Store {
         payload: Option<&str>,
         priority: Option<Priority>,
         targets: TriggerTargets<'_>,
+        actor: Option<&str>,
     ) -> Result<Triggered, StoreError> {
         let (mode, replicas) = match targets {
             TriggerTargets::Each(replicas) => ("all", replicas.to_vec()),
@@ -67,12 +69,15 @@ impl Store {
             .key(self.keys.due())
             .key(self.keys.planned())
             .key(self.keys.hold())
+            .key(self.keys.events())
             .arg(self.keys.prefix())
             .arg(self.now_arg())
             .arg(job)
             .arg(payload.unwrap_or_default())
             .arg(priority)
             .arg(mode)
+            .arg(actor.unwrap_or_default())
+            .arg(self.settings.events_maxlen)
             .arg(&replicas)
             .invoke_async(&mut self.connection.clone())
             .await

@@ -89,8 +89,12 @@ async fn an_enqueue_repeated_after_its_reply_was_lost_creates_nothing_more() {
         .key(keys().paused())
         .key(keys().wake_promoter())
         .key(keys().hold())
+        .key(keys().events())
         .arg(keys().prefix())
         .arg("")
+        .arg("")
+        .arg("enqueue")
+        .arg(100_000)
         .arg(request.script_arguments(run_id).as_slice());
     let reply: Vec<redis::Value> = invocation
         .invoke(&mut server.connection())

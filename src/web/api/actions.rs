@@ -83,7 +83,7 @@ pub(crate) async fn trigger_job(
     if let Some(fired) = fired {
         return Ok(Json(fired_document(job, &fired, Some(&live))));
     }
-    submit(client, job, payload, priority, |request| request).await
+    submit(client, job, payload, priority, |request| request.trigger()).await
 }
 
 /// What an enqueue carries: `redcron enqueue`'s options, times in ms.
@@ -110,7 +110,7 @@ pub(super) struct EnqueueBody {
 
 /// `enqueue --json`: one run, later or now, optionally unique.
 pub(super) async fn enqueue(
-    _: Operator,
+    Operator(caller): Operator,
     State(state): State<WebState>,
     Path(job): Path<String>,
     Body(body): Body<EnqueueBody>,
@@ -123,7 +123,7 @@ pub(super) async fn enqueue(
     }
     let payload = payload_text(body.payload.as_ref())?;
     submit(
-        state.client(),
+        &state.client().acting_as(caller.name),
         &job,
         payload,
         body.priority,

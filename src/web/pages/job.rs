@@ -178,7 +178,8 @@ fn last_output(entries: &[HistoryEntry]) -> Markup {
     }
 }
 
-/// Who paused, resumed or triggered the job lately, from the events stream.
+/// Who paused, resumed or triggered the job, enqueued its runs or re-drove its dead ones
+/// lately, from the events stream.
 fn recent_actions(context: &PageContext, events: &[Event], job: &str, now_ms: i64) -> Markup {
     let acted: Vec<&Event> = events
         .iter()
@@ -190,7 +191,7 @@ fn recent_actions(context: &PageContext, events: &[Event], job: &str, now_ms: i6
         .collect();
     html! {
         @if acted.is_empty() {
-            p.empty { "No one has paused, resumed or triggered this job lately." }
+            p.empty { "No one has paused, resumed or triggered this job, or enqueued its runs, lately." }
         } @else {
             ul.actions {
                 @for event in acted {
@@ -201,6 +202,9 @@ fn recent_actions(context: &PageContext, events: &[Event], job: &str, now_ms: i6
                         @let run = field("run");
                         @if !run.is_empty() {
                             " " a href=(context.link(&format!("/runs/{}", segment(&run)))) { (run) }
+                        }
+                        @if let Some(more) = field("runs").parse::<u64>().ok().filter(|runs| *runs > 1) {
+                            " and " (more - 1) " more"
                         }
                     }
                 }
@@ -214,7 +218,8 @@ fn action_word(action: &str, reason: &str) -> String {
     match (action, reason) {
         ("pause", _) => "paused the job".to_owned(),
         ("resume", _) => "resumed the job".to_owned(),
-        (_, "trigger") => "triggered".to_owned(),
+        ("trigger", _) => "triggered".to_owned(),
+        ("enqueue", _) => "enqueued".to_owned(),
         (_, "redrive") => "re-drove the dead run".to_owned(),
         (action, reason) => format!("{action}{reason}"),
     }

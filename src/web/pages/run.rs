@@ -84,6 +84,12 @@ pub(super) async fn page(
                     }
                 }
             }
+            @if let Some(actor) = run["actor"].as_str() {
+                p #made-by {
+                    @if run.contains_key("triggered") { "Triggered by " } @else { "Enqueued by " }
+                    strong { (actor) }
+                }
+            }
             @if let Some(error) = run["error"].as_str().filter(|error| !error.is_empty()) {
                 p { "Error: " (error) }
             }
@@ -153,11 +159,17 @@ fn timeline(id: &str, run: &Map<String, Value>, events: &[Event], now_ms: i64) -
             .fields
             .iter()
             .filter(|(name, value)| {
-                !matches!(name.as_str(), "run" | "job" | "state") && !value.is_empty()
+                !matches!(name.as_str(), "run" | "job" | "state" | "action") && !value.is_empty()
             })
             .map(|(name, value)| readable(name.clone(), value.clone()))
             .collect();
-        let state = event.fields.get("state").cloned().unwrap_or_default();
+        // An action that made the run (a trigger, an enqueue) has no state: its name stands.
+        let state = event
+            .fields
+            .get("state")
+            .or_else(|| event.fields.get("action"))
+            .cloned()
+            .unwrap_or_default();
         rows.push((event.at_ms, state, details));
     }
     // Stable: an instant of the record comes before an event of the same millisecond.
