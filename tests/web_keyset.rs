@@ -1,6 +1,7 @@
 //! `/api/v1/runs` pages as a keyset against a real Redis and a real `redcron web`: each run
 //! once and in order while runs move between pages, a cursor outliving its run, forged cursors
-//! refused, a filter's scan bounded, and a page's cost independent of how many runs there are.
+//! refused, a filter's scan bounded, a time window kept by the cursor, ended runs paged from
+//! the events stream, and a page's cost independent of how many runs there are.
 
 use redis::Commands;
 use serde_json::Value;
@@ -258,4 +259,179 @@ fn ready_runs_are_paged_once_each_while_claims_take_them_from_the_head() {
         .collect();
     assert_eq!(seen.iter().collect::<Vec<_>>(), expected);
     assert!(claimed.iter().any(|id| seen.contains(id)), "{claimed:?}");
+}
+
+/// When the seeded outcomes were recorded: the `n`th a millisecond after this.
+const ENDED_MS: i64 = 1_700_000_000_000;
+
+/// A Redis whose events stream holds `count` outcomes of job `tick` (`tick@<n>`, recorded at
+/// [`ENDED_MS`] + n ms), every tenth dead and the others successful, their records expired as
+/// a retention does; and a `redcron web` on it.
+fn with_outcomes(count: usize) -> (RedisServer, tempfile::TempDir, WebProcess) {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut redis = server.connection();
+    for chunk in (0..count).collect::<Vec<_>>().chunks(10_000) {
+        let mut pipe = redis::pipe();
+        for n in chunk {
+            let state = if n % 10 == 0 { "dead" } else { "succeeded" };
+            pipe.cmd("XADD")
+                .arg(keys().events())
+                .arg(format!("{}-0", ENDED_MS + *n as i64))
+                .arg(&[
+                    "run",
+                    &format!("tick@{n:07}"),
+                    "state",
+                    state,
+                    "job",
+                    "tick",
+                ])
+                .ignore();
+        }
+        let () = pipe.query(&mut redis).expect("XADD");
+    }
+    let web = WebProcess::start(&server.url(), dir.path(), &[]);
+    (server, dir, web)
+}
+
+/// `ms` as RFC 3339 in UTC, as a query's `since` or `until` gives it.
+fn instant(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .expect("in range")
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[test]
+fn ended_runs_are_paged_from_the_stream_once_each_newest_first_in_their_window() {
+    let (server, _dir, web) = with_outcomes(3_000);
+    let mut redis = server.connection();
+    let window = format!(
+        "since={}&until={}",
+        instant(ENDED_MS + 1_000),
+        instant(ENDED_MS + 1_999)
+    );
+    let mut path = format!("/api/v1/runs?state=failed&limit=7&{window}");
+    let mut seen = Vec::new();
+    let mut added = 0;
+    loop {
+        let (ids, next, document) = page(&web, &path);
+        assert!(ids.len() <= 7, "{ids:?}");
+        for run in document["runs"].as_array().expect("runs") {
+            assert_eq!(run["state"], "dead", "{run}");
+            let n: i64 = run["id"].as_str().expect("an id")[5..]
+                .parse()
+                .expect("a number");
+            assert_eq!(run["finished_ms"], ENDED_MS + n, "{run}");
+        }
+        seen.extend(ids);
+        let Some(next) = next else { break };
+        // Outcomes keep coming between pages, newer than any listed.
+        let () = redis::cmd("XADD")
+            .arg(keys().events())
+            .arg("*")
+            .arg(&[
+                "run",
+                &format!("new@{added}"),
+                "state",
+                "dead",
+                "job",
+                "tick",
+            ])
+            .query(&mut redis)
+            .expect("XADD");
+        added += 1;
+        // The cursor keeps the window: the next pages are asked without it.
+        path = format!("/api/v1/runs?state=failed&limit=7&cursor={next}");
+    }
+    let expected: Vec<String> = (1_000..2_000)
+        .rev()
+        .filter(|n| n % 10 == 0)
+        .map(|n| format!("tick@{n:07}"))
+        .collect();
+    assert_eq!(seen, expected);
+
+    // Succeeded, with no window: the newest first, the new dead ones passed over.
+    let (ids, _, _) = page(&web, "/api/v1/runs?state=succeeded&limit=3");
+    assert_eq!(ids, ["tick@0002999", "tick@0002998", "tick@0002997"]);
+    for (query, code) in [
+        ("state=finished&since=yesterday", "bad-time"),
+        (
+            &format!(
+                "state=due&since={}&until={}",
+                instant(ENDED_MS + 1),
+                instant(ENDED_MS)
+            ),
+            "bad-time",
+        ),
+        ("state=done", "bad-query"),
+    ] {
+        let answer = web.get(&format!("/api/v1/runs?{query}"));
+        assert_eq!(
+            (answer.status, answer.code()),
+            (400, code.to_owned()),
+            "{query}"
+        );
+    }
+}
+
+#[test]
+fn a_time_window_keeps_the_due_runs_within_it_on_every_page() {
+    let (_server, _dir, web) = seeded(&[("tick", 300)]);
+    // Due by fives a second from DUE_MS: the window holds the fires 50 to 99.
+    let mut path = format!(
+        "/api/v1/runs?limit=7&since={}&until={}",
+        instant(DUE_MS + 10_000),
+        instant(DUE_MS + 19_999)
+    );
+    let mut seen = Vec::new();
+    loop {
+        let (ids, next, _) = page(&web, &path);
+        seen.extend(ids);
+        let Some(next) = next else { break };
+        // A window given again with a cursor is not read: the cursor's stands.
+        path = format!("/api/v1/runs?limit=7&since=1h&cursor={next}");
+    }
+    let expected: Vec<String> = (50..100).map(|n| format!("tick@{n:07}")).collect();
+    assert_eq!(seen, expected);
+}
+
+#[test]
+fn a_page_of_ended_runs_a_million_deep_costs_the_commands_of_one_at_the_head() {
+    let (server, _dir, web) = with_outcomes(1_000_000);
+    let mut redis = server.connection();
+    let successes = |until: i64| -> Vec<String> {
+        (0..=until)
+            .rev()
+            .filter(|n| n % 10 != 0)
+            .map(|n| format!("tick@{n:07}"))
+            .collect()
+    };
+    let mut costs = Vec::new();
+    // At the head, and 990,000 outcomes deep: a page of 50 after a page of 1,000.
+    for until in [999_999, 10_000] {
+        let path = format!(
+            "/api/v1/runs?state=succeeded&limit=1000&until={}",
+            instant(ENDED_MS + until)
+        );
+        let (ids, cursor, _) = page(&web, &path);
+        let expected = successes(until);
+        assert_eq!(ids, expected[..1_000]);
+        let cursor = cursor.expect("more pages");
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut redis)
+            .expect("CONFIG RESETSTAT");
+        let (ids, _, _) = page(
+            &web,
+            &format!("/api/v1/runs?state=succeeded&limit=50&cursor={cursor}"),
+        );
+        assert_eq!(ids, expected[1_000..1_050]);
+        costs.push(commands_run(&mut redis));
+    }
+    // One read of the stream, a record read per run shown (and the one after), and the clock:
+    // never a walk over the stream.
+    assert!(
+        costs.iter().all(|cost| *cost <= 60) && costs[0] == costs[1],
+        "a page of 50 ended runs cost {costs:?} commands at the head and 990,000 deep"
+    );
 }

@@ -170,6 +170,72 @@ fn the_runs_page_lists_each_state_filters_pages_and_finds_a_run_by_id() {
 }
 
 #[test]
+fn the_runs_page_pages_ended_runs_by_outcome_within_a_time_window() {
+    let (scenario, _replica, web) = console(&[]);
+    let doomed = trigger(&web, "doomed", None);
+    let lines: String = (0..55).map(|_| "{\"job\": \"greet\"}\n").collect();
+    let url = scenario.server.url();
+    let args = [
+        "enqueue",
+        "--from",
+        "-",
+        "--redis",
+        &url,
+        "--namespace",
+        "test",
+    ];
+    crate::util::redcron_in(scenario.dir.path(), &args, &lines).success();
+    let succeeded = |web: &WebProcess| {
+        web.get("/api/v1/runs?state=succeeded&limit=1000").json()["runs"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || succeeded(&web) == 55),
+        "the 55 runs never all succeeded: {}",
+        succeeded(&web)
+    );
+
+    // Failed: the dead run alone.
+    let failed = wait_for_page(&web, "/runs?state=failed", |html| html.contains(&doomed));
+    assert_eq!(linked_runs(&failed), [doomed.as_str()]);
+    assert!(failed.contains("state-dead"), "{failed}");
+
+    // Succeeded in the last hour: 50, then the next page from the link, which keeps the
+    // window in its cursor and its query.
+    let page = web.get("/runs?state=succeeded&since=1h").body;
+    let first = linked_runs(&page);
+    assert_eq!(first.len(), 50, "{page}");
+    let next = page
+        .split("<a rel=\"next\" href=\"")
+        .nth(1)
+        .and_then(|rest| rest.split_once('"'))
+        .map(|(link, _)| link.replace("&amp;", "&"))
+        .expect("a next page link");
+    assert!(
+        next.contains("state=succeeded") && next.contains("since=1h") && next.contains("cursor="),
+        "{next}"
+    );
+    let second = linked_runs(&web.get(&next).body);
+    assert_eq!(second.len(), 5, "{next}: {second:?}");
+    let mut all: Vec<String> = first.into_iter().chain(second).collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 55, "each run once: {all:?}");
+    assert!(!all.contains(&doomed));
+
+    // A window that ends before the runs did holds none of them.
+    let before = web
+        .get("/runs?state=finished&until=2020-01-01T00:00:00Z")
+        .body;
+    assert!(linked_runs(&before).is_empty(), "{before}");
+    assert!(before.contains("No run matches."), "{before}");
+    let bad = web.get("/runs?state=succeeded&since=soonish");
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("soonish"), "{}", bad.body);
+}
+
+#[test]
 fn a_run_page_shows_its_timeline_after_a_retry_and_a_gone_run_is_a_404() {
     let (_scenario, _replica, web) = console(&[]);
     let run = trigger(

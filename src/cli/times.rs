@@ -103,6 +103,30 @@ pub(crate) fn duration(ms: i64) -> String {
     }
 }
 
+/// An instant as a person gives one to a filter (the runs listed since or until it): RFC 3339
+/// (`2026-03-08T09:00:00Z`), or a span before `now_ms` as `--in` reads spans (`90m`, `2h`,
+/// `7d`, `2h ago`). Ms since the epoch.
+///
+/// # Errors
+/// Neither form, said with the text given.
+pub(crate) fn parse_instant(text: &str, now_ms: i64) -> Result<i64, String> {
+    let text = text.trim();
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.timestamp_millis());
+    }
+    let span = text.strip_suffix("ago").unwrap_or(text).trim();
+    humantime::parse_duration(span)
+        .ok()
+        .and_then(|span| i64::try_from(span.as_millis()).ok())
+        .map(|span_ms| now_ms.saturating_sub(span_ms))
+        .ok_or_else(|| {
+            format!(
+                "\"{text}\" is no instant: give an RFC 3339 time (2026-03-08T09:00:00Z) or a \
+                 span before now (90m, 2h, 7d)"
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +155,18 @@ mod tests {
         assert_eq!(relative(0, 7_500_000), "in 2 h 5 min");
         assert_eq!(relative(200_000, 20_000), "3 min ago");
         assert_eq!(ago(2_500, 1_300), "1.2 s ago");
+    }
+
+    #[test]
+    fn a_filters_instant_reads_as_rfc3339_or_a_span_before_now() {
+        let now = 1_767_225_600_000;
+        assert_eq!(
+            parse_instant("2026-01-01T00:00:00Z", 0),
+            Ok(1_767_225_600_000)
+        );
+        assert_eq!(parse_instant("2h", now), Ok(now - 7_200_000));
+        assert_eq!(parse_instant(" 90m ago ", now), Ok(now - 5_400_000));
+        assert!(parse_instant("yesterday", now).is_err_and(|error| error.contains("yesterday")));
     }
 
     #[test]

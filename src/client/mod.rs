@@ -34,6 +34,7 @@ use crate::payload::payload_problem;
 use crate::store::{Acting, Store, StoreError, StoreSettings};
 
 mod bulk;
+mod ended;
 mod fire;
 mod operations;
 mod reads;

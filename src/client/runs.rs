@@ -1,7 +1,7 @@
-//! The runs going on, waiting and due, listed a page at a time: each page starts where the page
-//! before ended (a keyset), so a page costs about the same with a hundred runs or a million,
-//! and a run listed once is not listed again in the same state however the runs move between
-//! pages.
+//! The runs going on, waiting, due and ended, listed a page at a time: each page starts where
+//! the page before ended (a keyset), so a page costs about the same with a hundred runs or a
+//! million, and a run listed once is not listed again in the same state however the runs move
+//! between pages.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use super::reads::{UNREADABLE, damaged};
 use super::{Client, ClientError};
-use crate::store::{Entry, ReadyMark};
+use crate::store::{Entry, ReadyMark, RunState};
 
 /// How many entries one page reads at most while it filters by job or replica, which no index
 /// serves: a page that reads this many without filling up ends early, with a cursor to go on.
@@ -30,6 +30,15 @@ pub struct RunsQuery {
     pub ready: bool,
     /// Runs waiting for their due time (planned fires, delayed runs, retries).
     pub due: bool,
+    /// Runs that ended in one of these outcomes (`succeeded`, `retrying`, `dead`, `skipped`),
+    /// newest first, from the events stream (as far back as it reaches): one entry per
+    /// outcome, so that a run retried and then successful is listed for each. None when empty.
+    pub outcomes: Vec<RunState>,
+    /// Only the runs of this instant or later, ms: by when a run started (leased), became
+    /// ready (ready), is due (due) or ended (ended). Kept by the cursors of the pages it gives.
+    pub since_ms: Option<i64>,
+    /// Only the runs of this instant or earlier, ms, by the same instants as `since_ms`.
+    pub until_ms: Option<i64>,
     /// Only this job's.
     pub job: Option<String>,
     /// Only those whose attempt this replica owns or owned (its worker's), or, for every-replica
@@ -39,7 +48,9 @@ pub struct RunsQuery {
     pub count: usize,
     /// Where the page starts: after the run this cursor was given with (a [`ListedRun`]'s, or
     /// [`RunsPage::next`]), whether or not that run is still where it was; from the start when
-    /// `None`.
+    /// `None`. The cursor keeps the time window of the page that gave it, which then stands
+    /// for `since_ms` and `until_ms`, so that a window given as "the last hour" does not slide
+    /// between pages.
     pub after: Option<RunsCursor>,
     /// Only the run with this exact id, in any state while its record is kept (or a planned
     /// fire not yet due): one direct read, whatever the other fields say but `job`.
@@ -75,25 +86,52 @@ pub struct RunsPage {
 
 /// Where a listing of runs stands: after one entry of one state's structure, by what orders
 /// that structure (a run id among the leased; a list and a place in it among the ready; a due
-/// time and a run id among the due). Opaque to callers: its text (`Display`, `FromStr`) is what
-/// the API and the command line pass around.
+/// time and a run id among the due; an entry of the events stream among the ended), and the
+/// time window it lists. Opaque to callers: its text (`Display`, `FromStr`) is what the API and
+/// the command line pass around.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunsCursor(Mark);
+pub struct RunsCursor {
+    pub(super) mark: Mark,
+    pub(super) window: Window,
+}
+
+/// The instants a listing keeps its runs within, ms, each bound inclusive.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Window {
+    pub(super) since_ms: Option<i64>,
+    pub(super) until_ms: Option<i64>,
+}
+
+impl Window {
+    /// Whether `at_ms` is within.
+    pub(super) fn holds(self, at_ms: i64) -> bool {
+        self.since_ms.is_none_or(|since| at_ms >= since)
+            && self.until_ms.is_none_or(|until| at_ms <= until)
+    }
+
+    /// Whether it leaves any run out.
+    fn bounded(self) -> bool {
+        self.since_ms.is_some() || self.until_ms.is_some()
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Mark {
+pub(super) enum Mark {
     Active(Vec<u8>),
     Ready(ReadyMark),
     Due(i64, Vec<u8>),
+    /// An entry of the events stream: its id's milliseconds and sequence.
+    Ended(u64, u64),
 }
 
 impl Mark {
-    /// Its state's place in a listing: leased, then ready, then due.
+    /// Its state's place in a listing: leased, then ready, then due, then ended.
     fn section(&self) -> Section {
         match self {
             Self::Active(_) => Section::Active,
             Self::Ready(_) => Section::Ready,
             Self::Due(..) => Section::Due,
+            Self::Ended(..) => Section::Ended,
         }
     }
 }
@@ -104,11 +142,25 @@ enum Section {
     Active,
     Ready,
     Due,
+    Ended,
 }
 
 impl fmt::Display for RunsCursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
+        self.mark.fmt(f)?;
+        if let Some(since_ms) = self.window.since_ms {
+            write!(f, ".s{since_ms}")?;
+        }
+        if let Some(until_ms) = self.window.until_ms {
+            write!(f, ".u{until_ms}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Mark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Mark::Active(entry) => write!(f, "a.{}", hex(entry)),
             Mark::Ready(mark) => write!(
                 f,
@@ -119,6 +171,7 @@ impl fmt::Display for RunsCursor {
                 hex(&mark.entry)
             ),
             Mark::Due(due_ms, entry) => write!(f, "d.{due_ms}.{}", hex(entry)),
+            Mark::Ended(ms, seq) => write!(f, "e.{ms}.{seq}"),
         }
     }
 }
@@ -128,7 +181,22 @@ impl FromStr for RunsCursor {
 
     fn from_str(text: &str) -> Result<Self, ClientError> {
         let bad = || ClientError::BadCursor(text.to_owned());
-        let parts: Vec<&str> = text.split('.').collect();
+        let mut parts: Vec<&str> = text.split('.').collect();
+        // The window's bounds follow the mark: no part of a mark starts with `s` or `u`.
+        let mut window = Window::default();
+        while let Some(last) = parts.last() {
+            let bound = |digits: &str| digits.parse::<i64>().map_err(|_| bad());
+            match last.split_at_checked(1) {
+                Some(("u", digits)) if window.until_ms.is_none() && window.since_ms.is_none() => {
+                    window.until_ms = Some(bound(digits)?);
+                }
+                Some(("s", digits)) if window.since_ms.is_none() => {
+                    window.since_ms = Some(bound(digits)?);
+                }
+                _ => break,
+            }
+            parts.pop();
+        }
         let mark = match parts[..] {
             ["a", entry] => Mark::Active(unhex(entry).ok_or_else(bad)?),
             ["r", list_at, index, list, entry] => Mark::Ready(ReadyMark {
@@ -141,9 +209,13 @@ impl FromStr for RunsCursor {
                 due_ms.parse().map_err(|_| bad())?,
                 unhex(entry).ok_or_else(bad)?,
             ),
+            ["e", ms, seq] => Mark::Ended(
+                ms.parse().map_err(|_| bad())?,
+                seq.parse().map_err(|_| bad())?,
+            ),
             _ => return Err(bad()),
         };
-        Ok(Self(mark))
+        Ok(Self { mark, window })
     }
 }
 
@@ -241,16 +313,25 @@ impl Client {
         &self,
         query: &RunsQuery,
     ) -> Result<(Vec<ListedRun>, Option<RunsCursor>, bool), ClientError> {
-        let filtered = query.job.is_some() || query.replica.is_some();
+        let window = query.after.as_ref().map_or(
+            Window {
+                since_ms: query.since_ms,
+                until_ms: query.until_ms,
+            },
+            |cursor| cursor.window,
+        );
+        let filtered = query.job.is_some() || query.replica.is_some() || window.bounded();
         // One more than the page: whether it is there says whether another page follows.
         let wanted = query.count.saturating_add(1);
         let mut runs: Vec<ListedRun> = Vec::new();
         let mut budget = RUNS_SCANNED;
-        let mut position = query.after.clone().map(|cursor| cursor.0);
+        let mut position = query.after.clone().map(|cursor| cursor.mark);
+        let cursor = |mark: Mark| RunsCursor { mark, window };
         let asked = [
             (Section::Active, query.active),
             (Section::Ready, query.ready),
             (Section::Due, query.due),
+            (Section::Ended, !query.outcomes.is_empty()),
         ];
         'sections: for (section, shown) in asked {
             let mut after = match &position {
@@ -261,13 +342,31 @@ impl Client {
             if !shown {
                 continue;
             }
+            if section == Section::Ended {
+                let need = wanted - runs.len();
+                let ended = self
+                    .ended_runs(query, window, after, need, &mut budget)
+                    .await?;
+                position = ended.scanned_to.or(position);
+                runs.extend(ended.runs);
+                if ended.scan_limited && runs.len() < wanted {
+                    return Ok((runs, position.map(cursor), true));
+                }
+                break;
+            }
+            // The due runs are by due time: those of the window start at its start.
+            if section == Section::Due
+                && after.is_none()
+                && let Some(since_ms) = window.since_ms
+            {
+                after = Some(Mark::Due(since_ms, Vec::new()));
+            }
             loop {
                 if runs.len() == wanted {
                     break 'sections;
                 }
                 if budget == 0 {
-                    let next = position.map(RunsCursor);
-                    return Ok((runs, next, true));
+                    return Ok((runs, position.map(cursor), true));
                 }
                 let need = wanted - runs.len();
                 let chunk = if filtered {
@@ -284,21 +383,29 @@ impl Client {
                     .filter_map(|(entry, ..)| entry.run_id())
                     .collect();
                 let mut records = self.store.runs_fields(&ids).await?.into_iter();
+                let mut past_window = false;
                 for (entry, mark, due_ms) in entries {
                     after = Some(mark.clone());
                     position = Some(mark.clone());
+                    // Due runs come by due time: one past the window ends the section.
+                    if due_ms
+                        .is_some_and(|due_ms| window.until_ms.is_some_and(|until| due_ms > until))
+                    {
+                        past_window = true;
+                        break;
+                    }
                     let fields = match &entry {
                         Entry::Run(_) => records.next().unwrap_or_default(),
                         Entry::Unreadable(_) => HashMap::new(),
                     };
-                    if let Some(run) = listed(entry, fields, due_ms, query, mark) {
+                    if let Some(run) = listed(entry, fields, due_ms, query, cursor(mark)) {
                         runs.push(run);
                         if runs.len() == wanted {
                             break 'sections;
                         }
                     }
                 }
-                if ended {
+                if ended || past_window {
                     break;
                 }
             }
@@ -362,6 +469,8 @@ impl Client {
                     })
                     .collect()
             }
+            // Read by `ended_runs`, which pages the events stream.
+            Section::Ended => Vec::new(),
         })
     }
 }
@@ -373,9 +482,10 @@ fn listed(
     fields: HashMap<String, String>,
     due_ms: Option<i64>,
     query: &RunsQuery,
-    mark: Mark,
+    cursor: RunsCursor,
 ) -> Option<ListedRun> {
-    let cursor = Some(RunsCursor(mark));
+    let window = cursor.window;
+    let cursor = Some(cursor);
     let Entry::Run(run_id) = entry else {
         // No run has it: listed as damaged, unless only one job's or one replica's runs are
         // asked for.
@@ -396,6 +506,16 @@ fn listed(
     };
     let worker = fields.get("worker").map(String::as_str);
     let job = fields.get("job").map(String::as_str).unwrap_or_default();
+    // A run is in the window by the instant of its state: a due run's due time, a ready run's
+    // readiness, a leased run's start (or readiness, claimed and not started yet).
+    let instant = due_ms.or_else(|| {
+        ["started_ms", "ready_ms", "created_ms"]
+            .iter()
+            .find_map(|name| fields.get(*name)?.parse().ok())
+    });
+    if window.bounded() && !instant.is_some_and(|at_ms| window.holds(at_ms)) {
+        return None;
+    }
     if query
         .job
         .as_ref()
@@ -430,7 +550,7 @@ fn planned_fire(run_id: &str, due_ms: i64) -> HashMap<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Mark, RunsCursor};
+    use super::{Mark, RunsCursor, Window};
     use crate::store::ReadyMark;
 
     #[test]
@@ -438,6 +558,7 @@ mod tests {
         let marks = [
             Mark::Active(b"job@1".to_vec()),
             Mark::Due(1_767_225_600_000, vec![0xff, b'.', 0]),
+            Mark::Ended(1_767_225_600_000, 3),
             Mark::Ready(ReadyMark {
                 list: "{test}:ready:default:normal".to_owned(),
                 list_at: 3,
@@ -445,10 +566,26 @@ mod tests {
                 entry: b"a1b2".to_vec(),
             }),
         ];
+        let windows = [
+            Window::default(),
+            Window {
+                since_ms: Some(1_767_225_600_000),
+                until_ms: None,
+            },
+            Window {
+                since_ms: Some(0),
+                until_ms: Some(1_767_225_600_000),
+            },
+        ];
         for mark in marks {
-            let cursor = RunsCursor(mark);
-            let text = cursor.to_string();
-            assert_eq!(text.parse::<RunsCursor>().ok(), Some(cursor), "{text}");
+            for window in windows {
+                let cursor = RunsCursor {
+                    mark: mark.clone(),
+                    window,
+                };
+                let text = cursor.to_string();
+                assert_eq!(text.parse::<RunsCursor>().ok(), Some(cursor), "{text}");
+            }
         }
     }
 
@@ -463,6 +600,9 @@ mod tests {
             "d.soon.61",
             "r.1.2.61",
             "x.61",
+            "e.1.x",
+            "a.61.sx",
+            "a.61.u1.s2.u3",
         ] {
             assert!(forged.parse::<RunsCursor>().is_err(), "{forged}");
         }

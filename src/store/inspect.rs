@@ -468,18 +468,23 @@ impl Store {
             .during(&self.metrics, "recent_events")?;
         Ok(reply
             .into_iter()
-            .map(|(id, fields)| {
-                let at_ms = id
-                    .split_once('-')
-                    .and_then(|(ms, _)| ms.parse().ok())
-                    .unwrap_or_default();
-                Event {
-                    at_ms,
-                    fields: readable_record(fields),
-                }
-            })
+            .map(|(id, fields)| stream_event(&id, fields).1)
             .collect())
     }
+}
+
+/// An entry of the events stream as read: where it is (its id's milliseconds and sequence,
+/// 0-0 for an id that is not one), and the [`Event`] it records.
+pub(super) fn stream_event(id: &str, fields: Vec<(Entry, Entry)>) -> ((u64, u64), Event) {
+    let place = id
+        .split_once('-')
+        .and_then(|(ms, seq)| Some((ms.parse().ok()?, seq.parse().ok()?)))
+        .unwrap_or_default();
+    let event = Event {
+        at_ms: i64::try_from(place.0).unwrap_or_default(),
+        fields: readable_record(fields),
+    };
+    (place, event)
 }
 
 /// Whether a published definition is an every-replica job's (`"on": "every"`).

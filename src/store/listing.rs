@@ -7,9 +7,10 @@ use redis::Value;
 
 use super::During;
 use super::damage::readable_record;
+use super::inspect::stream_event;
 use super::keys::{private_route, replica_slot_group};
 use super::reply::Reply;
-use super::{Entry, Store, StoreError, scripts};
+use super::{Entry, Event, Store, StoreError, scripts};
 use crate::schedule::Priority;
 
 /// How many ready lists one round trip reads when a page walks past empty ones.
@@ -81,6 +82,43 @@ impl Store {
         due.sort_by(|(a, a_ms), (b, b_ms)| (a_ms, a.as_bytes()).cmp(&(b_ms, b.as_bytes())));
         due.truncate(limit);
         Ok(due)
+    }
+
+    /// Up to `limit` entries of the events stream, newest first, before the entry `before`
+    /// (its id's milliseconds and sequence) if given, whether or not the stream still holds
+    /// it, and none recorded before `since_ms` nor after `until_ms`: each with where it is.
+    /// One XREVRANGE, O(log N + limit) for N entries: a page deep in a million costs the same.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn events_before(
+        &self,
+        before: Option<(u64, u64)>,
+        since_ms: Option<i64>,
+        until_ms: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<((u64, u64), Event)>, StoreError> {
+        // An id of milliseconds alone reads as the first entry of that millisecond as a start,
+        // and as its last as an end: the bounds are inclusive.
+        let end = match (before, until_ms) {
+            (Some((ms, seq)), _) => format!("({ms}-{seq}"),
+            (None, Some(until_ms)) => until_ms.max(0).to_string(),
+            (None, None) => "+".to_owned(),
+        };
+        let start = since_ms.map_or_else(|| "-".to_owned(), |since| since.max(0).to_string());
+        let reply: Vec<(String, Vec<(Entry, Entry)>)> = redis::cmd("XREVRANGE")
+            .arg(self.keys.events())
+            .arg(end)
+            .arg(start)
+            .arg("COUNT")
+            .arg(limit.max(1))
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "events_before")?;
+        Ok(reply
+            .into_iter()
+            .map(|(id, fields)| stream_event(&id, fields))
+            .collect())
     }
 
     /// `lua/range_after.lua` on the sorted set `key`.

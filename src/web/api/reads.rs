@@ -11,8 +11,9 @@ use crate::cli::dead::dead_document;
 use crate::cli::history::history_document;
 use crate::cli::runs::{output_so_far, run_document, shown_run_document};
 use crate::cli::status::{StatusRead, jobs_documents};
+use crate::cli::times::parse_instant;
 use crate::client::{RunsCursor, RunsQuery};
-use crate::store::{Event, Overview};
+use crate::store::{Event, Overview, RunState};
 use crate::web::{ApiError, Caller, WebState};
 
 /// The most entries one page of a list holds, and how many it holds unless told.
@@ -96,7 +97,8 @@ pub(super) async fn job(
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RunsParams {
-    /// `active`, `ready` or `due`; all three when absent.
+    /// `active`, `ready` or `due`; `succeeded`, `failed` (retrying or dead) or `finished`
+    /// (any outcome), from the events stream; the first three when absent.
     pub(crate) state: Option<String>,
     pub(crate) job: Option<String>,
     pub(crate) replica: Option<String>,
@@ -107,6 +109,11 @@ pub(crate) struct RunsParams {
     pub(crate) cursor: Option<String>,
     /// Only the run with this exact id, in any state: a direct read.
     pub(crate) id: Option<String>,
+    /// Only the runs of this instant or later (RFC 3339, or a span before now: `2h`): by when
+    /// they started, became ready, are due or ended. A cursor keeps the window of its page.
+    pub(crate) since: Option<String>,
+    /// Only the runs of this instant or earlier, in the same forms.
+    pub(crate) until: Option<String>,
 }
 
 /// `runs list --json`, a page at a time: `next_cursor` is what to pass as `cursor` for the
@@ -127,18 +134,34 @@ pub(super) async fn runs(
 /// replica; Redis out of reach.
 pub(crate) async fn read_runs(state: &WebState, params: &RunsParams) -> Result<Value, ApiError> {
     let shown = |name: &str| params.state.as_deref().is_none_or(|asked| asked == name);
-    if let Some(asked) = params.state.as_deref()
-        && !["active", "ready", "due"].contains(&asked)
-    {
-        return Err(ApiError::bad_request(
-            "bad-query",
-            format!("state \"{asked}\": a run listed is active, ready or due"),
-        ));
-    }
+    let outcomes = match params.state.as_deref() {
+        None | Some("active" | "ready" | "due") => Vec::new(),
+        Some("succeeded") => vec![RunState::Succeeded],
+        Some("failed") => vec![RunState::Retrying, RunState::Dead],
+        Some("finished") => vec![
+            RunState::Succeeded,
+            RunState::Retrying,
+            RunState::Dead,
+            RunState::Skipped,
+        ],
+        Some(asked) => {
+            return Err(ApiError::bad_request(
+                "bad-query",
+                format!(
+                    "state \"{asked}\": a run listed is active, ready, due, succeeded, failed or \
+                     finished"
+                ),
+            ));
+        }
+    };
+    let (since_ms, until_ms) = window(state, params).await?;
     let query = RunsQuery {
         active: shown("active"),
         ready: shown("ready"),
         due: shown("due"),
+        outcomes,
+        since_ms,
+        until_ms,
         job: params.job.clone(),
         replica: params.replica.clone(),
         count: limit(params.limit)?,
@@ -149,6 +172,7 @@ pub(crate) async fn read_runs(state: &WebState, params: &RunsParams) -> Result<V
             .transpose()?,
         run_id: params.id.clone(),
     };
+    let ended = !query.outcomes.is_empty();
     let mut page = state.client().runs_page(&query).await?;
     if let Some(queue) = &params.queue {
         page.runs
@@ -158,8 +182,9 @@ pub(crate) async fn read_runs(state: &WebState, params: &RunsParams) -> Result<V
         .runs
         .into_iter()
         .map(|mut run| {
-            // A run that is not active has no worker, as `runs list` shows it.
-            if run.fields.get("state").map(String::as_str) != Some("active") {
+            // A run that is not active has no worker, as `runs list` shows it; an outcome's
+            // is the worker of the attempt that ended.
+            if !ended && run.fields.get("state").map(String::as_str) != Some("active") {
                 run.fields.remove("worker");
             }
             Value::Object(run_document(&run.run_id, run.fields))
@@ -170,6 +195,43 @@ pub(crate) async fn read_runs(state: &WebState, params: &RunsParams) -> Result<V
         "next_cursor": page.next.map(|cursor| cursor.to_string()),
         "scan_limited": page.scan_limited,
     }))
+}
+
+/// The instants `since` and `until` stand for, ms: none with a cursor, which keeps its own;
+/// a span is counted back from Redis's clock.
+///
+/// # Errors
+/// A bound that is no instant, or `since` after `until`; Redis out of reach.
+async fn window(
+    state: &WebState,
+    params: &RunsParams,
+) -> Result<(Option<i64>, Option<i64>), ApiError> {
+    let given = |text: &Option<String>| {
+        text.as_deref()
+            .map(str::trim)
+            .filter(|text| !text.is_empty() && params.cursor.is_none())
+            .map(str::to_owned)
+    };
+    let (since, until) = (given(&params.since), given(&params.until));
+    if since.is_none() && until.is_none() {
+        return Ok((None, None));
+    }
+    let now_ms = state.client().store().now_ms().await?;
+    let read = |name: &str, text: Option<String>| {
+        text.map(|text| parse_instant(&text, now_ms))
+            .transpose()
+            .map_err(|error| ApiError::bad_request("bad-time", format!("{name}: {error}")))
+    };
+    let (since_ms, until_ms) = (read("since", since)?, read("until", until)?);
+    if let (Some(since_ms), Some(until_ms)) = (since_ms, until_ms)
+        && since_ms > until_ms
+    {
+        return Err(ApiError::bad_request(
+            "bad-time",
+            "since is after until: no run is listed between them",
+        ));
+    }
+    Ok((since_ms, until_ms))
 }
 
 /// `runs show --json`.

@@ -1,6 +1,6 @@
-//! The Runs page: the runs due, ready and running a page at a time (the API's `/runs`, its
-//! cursor in the "next page" link), the finished ones from the history, filtered by state,
-//! job, queue and replica; and a box that goes straight to a run by its id.
+//! The Runs page: the runs due, ready and running, and those that ended from the events stream,
+//! a page at a time (the API's `/runs`, its cursor in the "next page" link), filtered by state,
+//! job, queue, replica and time; and a box that goes straight to a run by its id.
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -11,18 +11,18 @@ use serde_json::Value;
 
 use super::overview::text;
 use super::{PageContext, layout};
-use crate::cli::history::history_document;
 use crate::cli::times::relative;
 use crate::web::api::{RunsParams, read_runs};
 use crate::web::{ApiError, WebState};
 
-/// How many runs a page shows, and how many finished runs the history gives at most.
+/// How many runs a page shows.
 const PAGE: usize = 50;
 
 /// The page's query: its filter form's fields, each empty when not filled in.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RunsFilter {
-    /// `active`, `ready`, `due` or `finished`; the first three when empty.
+    /// `active`, `ready`, `due`, `succeeded`, `failed` or `finished`; the first three when
+    /// empty.
     #[serde(default)]
     state: String,
     #[serde(default)]
@@ -31,7 +31,13 @@ pub(super) struct RunsFilter {
     queue: String,
     #[serde(default)]
     replica: String,
-    /// Where the page starts: the API's cursor.
+    /// The runs of this instant or later, as the API reads it (RFC 3339, or `2h` before now).
+    #[serde(default)]
+    since: String,
+    /// The runs of this instant or earlier.
+    #[serde(default)]
+    until: String,
+    /// Where the page starts: the API's cursor, which keeps the time window of the first page.
     #[serde(default)]
     cursor: String,
     /// A run id searched for: its page when it has a record.
@@ -47,6 +53,8 @@ impl RunsFilter {
             ("job", &self.job),
             ("queue", &self.queue),
             ("replica", &self.replica),
+            ("since", &self.since),
+            ("until", &self.until),
         ];
         let mut query: Vec<(&str, &str)> = pairs
             .iter()
@@ -86,12 +94,7 @@ pub(super) async fn page(
             }
         }
     }
-    let listed = if filter.state == "finished" {
-        finished(&state, &filter).await.map(|rows| (rows, None))
-    } else {
-        listing(&state, &filter).await
-    };
-    let (rows, next) = match listed {
+    let (rows, next) = match listing(&state, &filter).await {
         Ok(listed) => listed,
         Err(error) => return failed(&context, "Runs", &error, filters(&context, &filter)),
     };
@@ -120,6 +123,8 @@ async fn listing(
         limit: Some(PAGE),
         cursor: given(&filter.cursor),
         id: None,
+        since: given(&filter.since),
+        until: given(&filter.until),
     };
     let mut document = read_runs(state, &params).await?;
     let runs = match document["runs"].take() {
@@ -129,34 +134,6 @@ async fn listing(
     Ok((runs, document["next_cursor"].as_str().map(str::to_owned)))
 }
 
-/// The newest finished runs the history holds, shaped as a listed run: outcome as state.
-async fn finished(state: &WebState, filter: &RunsFilter) -> Result<Vec<Value>, ApiError> {
-    let queue = given(&filter.queue);
-    let entries = state
-        .client()
-        .history(
-            given(&filter.job).as_deref(),
-            given(&filter.replica).as_deref(),
-            // A queue's runs are found among every job's: the history is read past the page.
-            if queue.is_some() { PAGE * 20 } else { PAGE },
-            false,
-        )
-        .await?;
-    Ok(entries
-        .iter()
-        .filter(|entry| queue.is_none() || entry.run.get("queue") == queue.as_ref())
-        .take(PAGE)
-        .map(|entry| {
-            let mut row = history_document(&entry.event, &entry.run);
-            row["state"] = row["outcome"].clone();
-            row["queue"] = entry.run.get("queue").cloned().into();
-            row["worker"] = row["replica"].clone();
-            row["finished_ms"] = row["at_ms"].clone();
-            row
-        })
-        .collect())
-}
-
 /// The filter form (a GET, so that a filtered page is a link) and the search box.
 fn filters(context: &PageContext, filter: &RunsFilter) -> Markup {
     let states = [
@@ -164,7 +141,9 @@ fn filters(context: &PageContext, filter: &RunsFilter) -> Markup {
         ("active", "Running"),
         ("ready", "Ready"),
         ("due", "Due later"),
-        ("finished", "Finished"),
+        ("succeeded", "Succeeded"),
+        ("failed", "Failed (retrying or dead)"),
+        ("finished", "Finished (any outcome)"),
     ];
     html! {
         form.filters method="get" action=(context.link("/runs")) role="search" aria-label="Find a run" {
@@ -185,6 +164,10 @@ fn filters(context: &PageContext, filter: &RunsFilter) -> Markup {
             input #queue type="text" name="queue" value=(filter.queue);
             label for="replica" { "Replica" }
             input #replica type="text" name="replica" value=(filter.replica);
+            label for="since" { "Since" }
+            input #since type="text" name="since" value=(filter.since) placeholder="2h, or 2026-03-08T09:00:00Z";
+            label for="until" { "Until" }
+            input #until type="text" name="until" value=(filter.until) placeholder="now";
             button type="submit" { "Filter" }
         }
     }
