@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
-use super::runs::{ListedRun, Mark, RunsCursor, RunsQuery, Window};
-use super::{Client, ClientError};
+use super::cursor::{Mark, Window};
+use super::{Client, ClientError, ListedRun, RunsCursor, RunsQuery};
 use crate::store::{Event, RunState};
 
 /// How many entries of the stream one read takes: outcomes of other jobs or states, and the

@@ -34,6 +34,7 @@ use crate::payload::payload_problem;
 use crate::store::{Acting, Store, StoreError, StoreSettings};
 
 mod bulk;
+mod cursor;
 mod ended;
 mod fire;
 mod operations;
@@ -42,11 +43,12 @@ mod request;
 mod runs;
 mod workflows;
 
+pub use cursor::RunsCursor;
 pub use fire::Fired;
 pub use operations::DeadRetried;
 pub use reads::{DeadRun, EVENTS_SCANNED, HistoryEntry};
 pub use request::RunRequest;
-pub use runs::{ListedRun, RUNS_SCANNED, RunsCursor, RunsPage, RunsQuery};
+pub use runs::{ListedRun, RUNS_SCANNED, RunsPage, RunsQuery};
 pub use workflows::StartedWorkflow;
 
 /// How long a uniqueness key holds unless [`RunRequest::unique_for`] says otherwise.

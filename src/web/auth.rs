@@ -318,7 +318,7 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// A refusal: the error, answered with its status (a 401's challenge is added by
-/// [`challenge`], which knows the callers configured).
+/// `challenge`, which knows the callers configured).
 #[derive(Debug)]
 pub struct Refused(pub ApiError);
 
