@@ -22,10 +22,7 @@
 -- Returns one number per run, in order: 1 when recorded, 0 when that attempt is no longer that
 -- worker's (its lease expired and it was reaped, so it will run again or is dead as lost).
 -- Cost: O(runs log N).
-check_types('ack_runs', KEYS, {'zset', 'stream', 'string'})
-if held(KEYS[3]) then
-  return redis.error_reply(HELD)
-end
+check_types('ack_runs', KEYS, {'zset', 'stream', 'hold'})
 local active, events = KEYS[1], KEYS[2]
 local prefix, retention, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if not retention or not maxlen or (#ARGV - 4) % 5 ~= 0 then

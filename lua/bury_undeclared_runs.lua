@@ -21,10 +21,7 @@
 --
 -- Returns {job, runs ended, ...} for each job some of whose runs were ended.
 -- Cost: O(J × R + runs buried) for J jobs with runs put aside and R live replicas.
-check_types('bury_undeclared_runs', KEYS, {'zset', 'zset', 'zset', 'stream', 'string'})
-if held(KEYS[5]) then
-  return redis.error_reply(HELD)
-end
+check_types('bury_undeclared_runs', KEYS, {'zset', 'zset', 'zset', 'stream', 'hold'})
 local undeclared_jobs, replicas, dead, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, grace, live_for, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local retention = tonumber(ARGV[6])

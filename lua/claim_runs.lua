@@ -82,10 +82,7 @@
 -- are missing.
 -- Cost: O(limit + queues + jobs with runs put aside + replicas x jobs put aside by this call).
 check_types('claim_runs', KEYS, {'zset', 'stream', 'set', 'zset', 'hash', 'zset', 'zset',
-  'string', 'hash'})
-if held(KEYS[8]) then
-  return redis.error_reply(HELD)
-end
+  'hold', 'hash'})
 -- What a worker does before starting a run claimed ahead (the last value of each claimed run).
 local SLOT_NONE, SLOT_TAKE_OR_SKIP, SLOT_TAKE_OR_WAIT = 0, 1, 2
 -- How many values each claimed run is answered with: ClaimedRun::REPLY_FIELDS on the Rust side,
@@ -170,13 +167,9 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
   end
 end
 
-local is_declared = {}
-local function declares(job)
-  if is_declared[job] == nil then
-    is_declared[job] = redis.call('HEXISTS', declared, job) == 1
-  end
-  return is_declared[job]
-end
+local declares = once_per_call(function(job)
+  return redis.call('HEXISTS', declared, job) == 1
+end)
 
 -- At each priority, the fires of every queue served come before any ad-hoc run: a backlog of
 -- tasks in one queue must not delay the schedule of another.
@@ -234,24 +227,12 @@ local function take_slot(running, job, run_id, slots, deadline)
   return false
 end
 
-local is_paused = {}
-local function paused_job(job)
-  if is_paused[job] == nil then
-    is_paused[job] = redis.call('SISMEMBER', paused, job) == 1
-  end
-  return is_paused[job]
-end
+local paused_job = once_per_call(function(job)
+  return redis.call('SISMEMBER', paused, job) == 1
+end)
 
 -- Attempt numbers as text, formatted once per call (see now_ms in common.lua).
-local attempt_texts = {}
-local function attempt_text(attempt)
-  local text = attempt_texts[attempt]
-  if not text then
-    text = tostring(attempt)
-    attempt_texts[attempt] = text
-  end
-  return text
-end
+local attempt_text = once_per_call(tostring)
 
 local set_aside = {}
 local started = {}

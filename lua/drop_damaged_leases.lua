@@ -10,10 +10,7 @@
 --
 -- Returns how many were dropped.
 -- Cost: O(E log N) for the E entries given.
-check_types('drop_damaged_leases', KEYS, {'zset', 'string'})
-if held(KEYS[2]) then
-  return redis.error_reply(HELD)
-end
+check_types('drop_damaged_leases', KEYS, {'zset', 'hold'})
 local active, prefix = KEYS[1], ARGV[1]
 
 -- Every entry is read before the first write.

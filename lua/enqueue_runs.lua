@@ -40,10 +40,7 @@
 -- 'UNKNOWN', 0, 0 for a job no replica has declared; or 'EVERY', 0, 0 for a job that runs on
 -- every replica; or 'DUPLICATE', the run id holding the fingerprint, 0.
 -- Cost: O(runs log N), and one XADD when told who asks.
-check_types('enqueue_runs', KEYS, {'zset', 'hash', 'set', 'channel', 'string', 'stream'})
-if held(KEYS[5]) then
-  return redis.error_reply(HELD)
-end
+check_types('enqueue_runs', KEYS, {'zset', 'hash', 'set', 'channel', 'hold', 'stream'})
 local due, defs, paused, wake, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]
 local prefix, actor, action, maxlen = ARGV[1], ARGV[3], ARGV[4], tonumber(ARGV[5])
 if (#ARGV - 5) % 7 ~= 0 then
@@ -66,30 +63,25 @@ local now = now_ms(ARGV[2])
 local now_text = tostring(now)
 
 -- Each job's definition and pause, read once per call.
-local jobs = {}
-local function declared(job)
-  if jobs[job] == nil then
-    local def = decode_definition(redis.call('HGET', defs, job))
-    if not def then
-      jobs[job] = false
-    else
-      jobs[job] = {
-        queue = def.queue,
-        priority = def.priority,
-        max_attempts = tostring(def.retries + 1),
-        backoff = tostring(def.backoff),
-        max_backoff = tostring(def.max_backoff),
-        delivery = def.delivery,
-        overlap = def.overlap,
-        max_concurrency = def.max_concurrency and tostring(def.max_concurrency) or nil,
-        paused = redis.call('SISMEMBER', paused, job),
-        notify = def.notify,
-        every = def.every,
-      }
-    end
+local declared = once_per_call(function(job)
+  local def = decode_definition(redis.call('HGET', defs, job))
+  if not def then
+    return false
   end
-  return jobs[job]
-end
+  return {
+    queue = def.queue,
+    priority = def.priority,
+    max_attempts = tostring(def.retries + 1),
+    backoff = tostring(def.backoff),
+    max_backoff = tostring(def.max_backoff),
+    delivery = def.delivery,
+    overlap = def.overlap,
+    max_concurrency = def.max_concurrency and tostring(def.max_concurrency) or nil,
+    paused = redis.call('SISMEMBER', paused, job),
+    notify = def.notify,
+    every = def.every,
+  }
+end)
 
 local reply = {}
 local ready = {}          -- ready list key -> run ids

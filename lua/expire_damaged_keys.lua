@@ -15,10 +15,7 @@
 --
 -- Returns how many keys were found damaged by this call.
 -- Cost: O(K) for the K suffixes given.
-check_types('expire_damaged_keys', KEYS, {'zset', 'string'})
-if held(KEYS[2]) then
-  return redis.error_reply(HELD)
-end
+check_types('expire_damaged_keys', KEYS, {'zset', 'hold'})
 local damaged_keys = KEYS[1]
 local prefix, retention = ARGV[1], tonumber(ARGV[2])
 if not retention then

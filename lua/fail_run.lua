@@ -46,10 +46,7 @@
 -- when the run is no longer active for this worker (or, for the reaper, its lease was extended
 -- meanwhile).
 -- Cost: O(log N).
-check_types('fail_run', KEYS, {'zset', 'zset', 'zset', 'stream', 'channel', 'string'})
-if held(KEYS[6]) then
-  return redis.error_reply(HELD)
-end
+check_types('fail_run', KEYS, {'zset', 'zset', 'zset', 'stream', 'channel', 'hold'})
 local active, due, dead, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local prefix, run_id, worker, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local message, exit_code, output = ARGV[5], ARGV[6], ARGV[7]

@@ -13,10 +13,7 @@
 -- longer waiting, dropped.
 -- Cost: O(J) for J published jobs, plus O(limit) per job whose slots are full while runs wait,
 -- plus the runs handed a slot.
-check_types('free_expired_slots', KEYS, {'hash', 'string'})
-if held(KEYS[2]) then
-  return redis.error_reply(HELD)
-end
+check_types('free_expired_slots', KEYS, {'hash', 'hold'})
 local defs = KEYS[1]
 local prefix = ARGV[1]
 local now = now_ms(ARGV[2])

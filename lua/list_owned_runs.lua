@@ -10,10 +10,7 @@
 --
 -- Returns {run id, worker id, attempt, ...} for each active run owned by one of its workers.
 -- Cost: O(A) for A active runs (bounded by the workers of all replicas).
-check_types('list_owned_runs', KEYS, {'zset', 'string'})
-if held(KEYS[2]) then
-  return redis.error_reply(HELD)
-end
+check_types('list_owned_runs', KEYS, {'zset', 'hold'})
 local active = KEYS[1]
 local prefix, workers = ARGV[1], ARGV[2]
 

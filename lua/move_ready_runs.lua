@@ -16,10 +16,7 @@
 -- Returns how many runs were moved (call again while it returns the limit).
 -- Cost: O(limit).
 check_types('move_ready_runs', KEYS, {'list', 'list', 'list', 'list', 'list', 'list', 'list',
-  'list', 'list', 'list', 'list', 'list', 'zset', 'string'})
-if held(KEYS[14]) then
-  return redis.error_reply(HELD)
-end
+  'list', 'list', 'list', 'list', 'list', 'zset', 'hold'})
 local prefix, fallback, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local moved = 0
 for list = 1, 6 do

@@ -26,10 +26,7 @@
 -- lease. Nothing is written then; the leader reads the cursors again and plans the lost fires.
 -- Cost: O(P log N) for P runs planned in all, N runs due.
 check_types('plan_fires', KEYS, {'string', 'zset', 'hash', 'stream', 'channel', 'hash',
-  'string', 'string'})
-if held(KEYS[7]) then
-  return redis.error_reply(HELD)
-end
+  'hold', 'string'})
 local leader, due, cursor, events, wake, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local planned_through = KEYS[8]
 local token, maxlen, through = ARGV[1], tonumber(ARGV[2]), ARGV[3]

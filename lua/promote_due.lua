@@ -66,11 +66,8 @@
 -- now ms, fires left due for a damaged definition, then a job and a reason for each run skipped
 -- or dead}.
 -- Cost: O(limit log N).
-check_types('promote_due', KEYS, {'zset', 'hash', 'stream', 'zset', 'hash', 'set', 'string',
+check_types('promote_due', KEYS, {'zset', 'hash', 'stream', 'zset', 'hash', 'set', 'hold',
   'hash', 'zset', 'string'})
-if held(KEYS[7]) then
-  return redis.error_reply(HELD)
-end
 local due, defs, events, dead, planned, damaged = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local latest_fire, due_runs, planned_through = KEYS[8], KEYS[9], KEYS[10]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -84,39 +81,25 @@ local now_text = tostring(now)
 -- A job's definition (decode_definition in common.lua), 'absent' (no replica declares the job
 -- any more), or 'damaged' (there, but not a definition the scripts can read): a damaged one
 -- must not make a write fail half-way, after the run left the due set.
-local definitions = {}
-local function definition(job)
-  if definitions[job] == nil then
-    local raw = redis.call('HGET', defs, job)
-    if not raw then
-      definitions[job] = 'absent'
-    else
-      definitions[job] = decode_definition(raw) or 'damaged'
-    end
+local definition = once_per_call(function(job)
+  local raw = redis.call('HGET', defs, job)
+  if not raw then
+    return 'absent'
   end
-  return definitions[job]
-end
-
+  return decode_definition(raw) or 'damaged'
+end)
 
 -- Each job's planned fires, read once per call and written back at its end, less the fires
 -- this call took out of the due set.
-local plans = {}
-local function plan_of(job)
-  if not plans[job] then
-    plans[job] = {fires = planned_fires(redis.call('HGET', planned, job)), taken = {}}
-  end
-  return plans[job]
-end
+local plan_of, plans = once_per_call(function(job)
+  return {fires = planned_fires(redis.call('HGET', planned, job)), taken = {}}
+end)
 
 -- Each job's latest fire promoted: read once per call, written back at its end when it moved.
-local latest = {}
-local function latest_of(job)
-  if not latest[job] then
-    local known = tonumber(redis.call('HGET', latest_fire, job)) or 0
-    latest[job] = {known = known, fire = known}
-  end
-  return latest[job]
-end
+local latest_of, latest = once_per_call(function(job)
+  local known = tonumber(redis.call('HGET', latest_fire, job)) or 0
+  return {known = known, fire = known}
+end)
 
 -- Whether a later fire of the same job is also missed: run-once keeps only the latest.
 local function later_fire_also_missed(job, fire_ms)
@@ -206,6 +189,17 @@ local ready_lists = {}  -- ready list key -> run ids, pushed together at the end
 local woken = {}        -- wake marker key -> true
 local told_skip = {}    -- job -> true once one of its skips in this call sent a notice
 local fanned = {}       -- run id -> true: an every-replica fire made into its replicas' runs
+
+-- Makes a run ready: into its list (pushed with the others at the end) and its queue woken.
+-- Becoming ready is not an event: the run hash records when.
+local function make_ready(run_key, run_id, kind, queue, priority)
+  redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now_text)
+  local list = ready_list(prefix, kind, queue, priority)
+  ready_lists[list] = ready_lists[list] or {}
+  table.insert(ready_lists[list], run_id)
+  woken[key_wake(prefix, queue)] = true
+  ready = ready + 1
+end
 -- The fires due first, then as many ad-hoc runs as the limit leaves: the ones only when no fire
 -- due by then is left behind.
 local horizon = tostring(now + lead)
@@ -309,12 +303,7 @@ for i = 1, #run_ids, 2 do
               if previous then
                 note_next_due(prefix, replica_run_id(previous, replica), run_ids[i + 1])
               end
-              redis.call('HSET', replica_key, 'state', 'ready', 'ready_ms', now_text)
-              local list = ready_list(prefix, kind, route, priority)
-              ready_lists[list] = ready_lists[list] or {}
-              table.insert(ready_lists[list], replica_run)
-              woken[key_wake(prefix, route)] = true
-              ready = ready + 1
+              make_ready(replica_key, replica_run, kind, route, priority)
             end
           end
           fanned[run_id] = true
@@ -346,13 +335,7 @@ for i = 1, #run_ids, 2 do
     skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen, told_skip[job])
     told_skip[job] = true
   else
-    -- Becoming ready is not an event: the run hash records when.
-    redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now_text)
-    local list = ready_list(prefix, kind, queue, priority)
-    ready_lists[list] = ready_lists[list] or {}
-    table.insert(ready_lists[list], run_id)
-    woken[key_wake(prefix, queue)] = true
-    ready = ready + 1
+    make_ready(run_key, run_id, kind, queue, priority)
   end
   if reason and reason ~= 'deferred' and reason ~= 'awaiting-plan' then
     skipped = skipped + 1

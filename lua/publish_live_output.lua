@@ -13,10 +13,7 @@
 --
 -- Returns when it was written, ms on Redis's clock.
 -- Cost: O(1).
-check_types('publish_live_output', KEYS, {'hash', 'string'})
-if held(KEYS[2]) then
-  return redis.error_reply(HELD)
-end
+check_types('publish_live_output', KEYS, {'hash', 'hold'})
 local live = KEYS[1]
 local output, attempt, expiry = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms(ARGV[4])

@@ -8,10 +8,7 @@
 --
 -- Returns how many runs were deleted (call again while it returns the limit).
 -- Cost: O(limit log N).
-check_types('purge_dead', KEYS, {'zset', 'string'})
-if held(KEYS[2]) then
-  return redis.error_reply(HELD)
-end
+check_types('purge_dead', KEYS, {'zset', 'hold'})
 local dead = KEYS[1]
 local prefix, cutoff, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local run_ids = redis.call('ZRANGEBYSCORE', dead, '-inf', cutoff, 'LIMIT', 0, limit)

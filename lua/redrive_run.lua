@@ -21,10 +21,7 @@
 -- Returns 1 when re-driven, 0 when the run is not in the dead letters, {'paused', job} when its
 -- job is paused, or {'unknown', job} when its job has no published definition.
 -- Cost: O(log N).
-check_types('redrive_run', KEYS, {'zset', 'zset', 'stream', 'channel', 'string'})
-if held(KEYS[5]) then
-  return redis.error_reply(HELD)
-end
+check_types('redrive_run', KEYS, {'zset', 'zset', 'stream', 'channel', 'hold'})
 local dead, due, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, run_id, maxlen, actor = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[5] or ''
 

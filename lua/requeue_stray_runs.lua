@@ -31,10 +31,7 @@
 -- Returns, for each run put back: run id, state, job; for each run buried: run id, 'dead', job.
 -- Cost: O(ids) hashes read, plus for each ready or waiting run a search of its list, skipped
 -- when that list is longer than MAX_SEARCHED (such a run is looked at again in the next cycle).
-check_types('requeue_stray_runs', KEYS, {'zset', 'zset', 'stream', 'string', 'zset'})
-if held(KEYS[4]) then
-  return redis.error_reply(HELD)
-end
+check_types('requeue_stray_runs', KEYS, {'zset', 'zset', 'stream', 'hold', 'zset'})
 local active, due, events, due_runs = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
 local prefix, maxlen = ARGV[1], tonumber(ARGV[2])
 if not maxlen then

@@ -16,10 +16,7 @@
 -- live replica declares the job of a step to run again (its definition is not published): it
 -- would fail again at once, so nothing is changed.
 -- Cost: O(steps).
-check_types('retry_workflow', KEYS, {'zset', 'string'})
-if held(KEYS[2]) then
-  return redis.error_reply(HELD)
-end
+check_types('retry_workflow', KEYS, {'zset', 'hold'})
 local dead = KEYS[1]
 local prefix, workflow_id = ARGV[1], ARGV[2]
 local now = now_ms(ARGV[3])

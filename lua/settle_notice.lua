@@ -16,10 +16,7 @@
 --
 -- Returns 1 when done, 0 when the notice is not this sender's.
 -- Cost: O(log N).
-check_types('settle_notice', KEYS, {'zset', 'string'})
-if held(KEYS[2]) then
-  return redis.error_reply(HELD)
-end
+check_types('settle_notice', KEYS, {'zset', 'hold'})
 local notices = KEYS[1]
 local prefix, id, replica, what, value = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local now = now_ms(ARGV[6])

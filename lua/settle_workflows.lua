@@ -13,10 +13,7 @@
 --
 -- Returns the number of steps settled.
 -- Cost: O(steps of the instances given).
-check_types('settle_workflows', KEYS, {'zset', 'string'})
-if held(KEYS[2]) then
-  return redis.error_reply(HELD)
-end
+check_types('settle_workflows', KEYS, {'zset', 'hold'})
 local running = KEYS[1]
 local prefix = ARGV[1]
 local now = now_ms(ARGV[2])

@@ -24,10 +24,7 @@
 --
 -- Returns {run id, job, replica} for each run skipped (reason `replica-down`).
 -- Cost: O(replicas gone within the retention x 3 + limit per list).
-check_types('skip_stranded_runs', KEYS, {'zset', 'zset', 'stream', 'string'})
-if held(KEYS[4]) then
-  return redis.error_reply(HELD)
-end
+check_types('skip_stranded_runs', KEYS, {'zset', 'zset', 'stream', 'hold'})
 local replicas, stopped, events = KEYS[1], KEYS[2], KEYS[3]
 local prefix, threshold = ARGV[1], tonumber(ARGV[2])
 local maxlen, retention, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])

@@ -28,10 +28,7 @@
 -- find a workflow published since and call it a job); {'UNDECLARED', job} when no live replica
 -- declares the job of one of its steps (nothing is written).
 -- Cost: O(steps).
-check_types('start_workflow', KEYS, {'zset', 'hash', 'string'})
-if held(KEYS[3]) then
-  return redis.error_reply(HELD)
-end
+check_types('start_workflow', KEYS, {'zset', 'hash', 'hold'})
 local workflows, defs = KEYS[1], KEYS[2]
 local prefix, name, workflow_id, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local retention = tonumber(ARGV[5])

@@ -27,10 +27,7 @@
 -- expired before it could start, as extend_lease.lua refuses too: the reaper hands it back and
 -- the promoter judges it as a late fire).
 -- Cost: O(log N) plus the runs handed freed slots.
-check_types('take_job_slot', KEYS, {'zset', 'stream', 'string'})
-if held(KEYS[3]) then
-  return redis.error_reply(HELD)
-end
+check_types('take_job_slot', KEYS, {'zset', 'stream', 'hold'})
 local active, events = KEYS[1], KEYS[2]
 local prefix, run_id, worker = ARGV[1], ARGV[2], ARGV[3]
 local lease, maxlen, retention = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])

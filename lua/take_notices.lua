@@ -16,10 +16,7 @@
 -- Returns one {id, {field, value, ...}} per notice taken, the fields of its hash (see add_notice
 -- in common.lua) after taking it: `holder` and `tries` included.
 -- Cost: O(limit log N).
-check_types('take_notices', KEYS, {'zset', 'zset', 'string'})
-if held(KEYS[3]) then
-  return redis.error_reply(HELD)
-end
+check_types('take_notices', KEYS, {'zset', 'zset', 'hold'})
 local notices, own = KEYS[1], KEYS[2]
 local prefix, replica, lease, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if not lease or not limit then

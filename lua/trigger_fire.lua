@@ -47,10 +47,7 @@
 -- replica} (mode `one`) for a replica that does not declare the job or does not match it;
 -- {'NO-TARGET'} (mode `all`) when none of the replicas given is a target.
 -- Cost: O(replicas given + the job's planned fires), and one XADD when told who asked.
-check_types('trigger_fire', KEYS, {'hash', 'set', 'zset', 'hash', 'string', 'stream'})
-if held(KEYS[5]) then
-  return redis.error_reply(HELD)
-end
+check_types('trigger_fire', KEYS, {'hash', 'set', 'zset', 'hash', 'hold', 'stream'})
 local defs, paused, due, planned, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]
 local prefix, job, payload, priority, mode = ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local actor, maxlen = ARGV[7] or '', tonumber(ARGV[8])

@@ -13,10 +13,7 @@
 --
 -- Returns {'OK', runs removed} or {'FENCED', current leader token or ''}.
 -- Cost: O(P log N) for P planned runs.
-check_types('unplan_job', KEYS, {'string', 'zset', 'hash', 'hash', 'string'})
-if held(KEYS[5]) then
-  return redis.error_reply(HELD)
-end
+check_types('unplan_job', KEYS, {'string', 'zset', 'hash', 'hash', 'hold'})
 local leader, due, cursor, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, job, new_cursor = ARGV[1], ARGV[2], ARGV[3]
 

@@ -122,6 +122,21 @@ local function now_ms(override)
   return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
+-- `read`, made once per call of a script for each key however many runs ask (a job's definition,
+-- whether it is paused), and the table of what it read by key, for a script that writes its
+-- reads back at its end. `read` returns anything but nil (false is kept as an answer).
+local function once_per_call(read)
+  local known = {}
+  return function(key)
+    local value = known[key]
+    if value == nil then
+      value = read(key)
+      known[key] = value
+    end
+    return value
+  end, known
+end
+
 -- The fires (ms, as text) of a job planned and not promoted yet, from its entry in the planned
 -- hash: a comma-separated list. One hash field per job costs a fraction of a key per job.
 local function planned_fires(list)
@@ -470,19 +485,18 @@ local function wait_for_slot(prefix, run_key, run_id, job)
   redis.call('RPUSH', key_waiting(prefix, job), run_id)
 end
 
--- While the namespace is held (`redcron hold`, around a migration of its slot), every script that
--- builds keys of its own refuses before anything else. The hold key is among the script's KEYS,
--- so on a slot being migrated Redis runs the script only where every declared key is, the hold
--- key included: it refuses there instead of failing halfway at a key already moved.
-local HELD = 'HELD the namespace is held (redcron hold): try again once it is released'
-local function held(hold) return redis.call('EXISTS', hold) == 1 end
-
 -- Redis does not undo a script's writes when a later command of it fails, so a key of another
 -- type than the script expects (damaged by hand, or written by something else) would fail the
 -- script halfway: a run popped from its list and never put anywhere. Every script therefore
 -- checks the type of the keys it is given before its first write, and refuses with an error
 -- that names the script and the key, having written nothing. A key that does not exist is of
--- every type. `types[i]` is the type (as TYPE names it) of `keys[i]`; 'channel' is no key.
+-- every type. `types[i]` is the type (as TYPE names it) of `keys[i]`; 'channel' is no key;
+-- 'hold' is the namespace's hold key, below.
+--
+-- While the namespace is held (`redcron hold`, around a migration of its slot), every script that
+-- builds keys of its own refuses before it writes, with the code HELD. The hold key is among the
+-- script's KEYS, so on a slot being migrated Redis runs the script only where every declared key
+-- is, the hold key included: it refuses there instead of failing halfway at a key already moved.
 -- Cost: one TYPE per key.
 local function refuse_wrong_type(script, key, found, wanted)
   error({err = 'WRONGTYPE ' .. script .. ': ' .. key .. ' holds a ' .. found .. ', not a '
@@ -493,10 +507,16 @@ local function check_type(script, key, wanted)
   if found ~= 'none' and found ~= wanted then
     refuse_wrong_type(script, key, found, wanted)
   end
+  return found
 end
+local HELD = 'HELD the namespace is held (redcron hold): try again once it is released'
 local function check_types(script, keys, types)
   for i, wanted in ipairs(types) do
-    if wanted ~= 'channel' then
+    if wanted == 'hold' then
+      if check_type(script, keys[i], 'string') ~= 'none' then
+        error({err = HELD})
+      end
+    elseif wanted ~= 'channel' then
       check_type(script, keys[i], wanted)
     end
   end
