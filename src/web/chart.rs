@@ -353,6 +353,16 @@ pub(super) mod tests {
             .expect("a valid time")
     }
 
+    /// The points (`x,y`) of the chart's first line.
+    fn line_points(svg: &str) -> Vec<&str> {
+        svg.split("points=\"")
+            .nth(1)
+            .and_then(|line| line.split('"').next())
+            .expect("a line with its points")
+            .split(' ')
+            .collect()
+    }
+
     fn run(index: usize, millis: u64) -> RunDuration {
         RunDuration {
             run_id: format!("run-{index}"),
@@ -434,13 +444,7 @@ pub(super) mod tests {
         let runs: Vec<RunDuration> = (0..10_000).map(|index| run(index, 1_000)).collect();
         let svg = durations_chart("backup", &runs).into_string();
         assert!(elements(&svg).len() < 20);
-        let points = svg
-            .split("points=\"")
-            .nth(1)
-            .expect("a line")
-            .split('"')
-            .next();
-        assert_eq!(points.expect("its points").split(' ').count(), MAX_POINTS);
+        assert_eq!(line_points(&svg).len(), MAX_POINTS);
     }
 
     #[test]
@@ -459,15 +463,8 @@ pub(super) mod tests {
             svg.contains("median 2s 50ms, p99 2s 99ms, longest 3h"),
             "{svg}"
         );
-        let points = svg
-            .split("points=\"")
-            .nth(1)
-            .expect("a line")
-            .split('"')
-            .next();
-        let heights: Vec<f64> = points
-            .expect("its points")
-            .split(' ')
+        let heights: Vec<f64> = line_points(&svg)
+            .iter()
             .map(|point| {
                 point
                     .split(',')

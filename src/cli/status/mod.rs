@@ -15,7 +15,7 @@ use super::output::ListFormat;
 use super::table::{terminal_width, write_table_within};
 use super::times::{ago, duration, elapsed, format_fire, local_time, rfc3339};
 use super::{CliError, RedisArgs, block_on, typed_fields, write_table};
-use crate::client::Client;
+use crate::client::{Client, ClientError};
 use crate::schedule::workflow::Workflow;
 use crate::schedule::{Label, Labels, Reach, Schedule, Selector, placement};
 use crate::store::keys::{replica_of_run, route_replica};
@@ -267,24 +267,23 @@ impl Declarers {
     }
 }
 
-/// What `status` says of a replica: beating, stopped cleanly (it withdrew), or lost (its
-/// heartbeats stopped without a word: killed, crashed, cut off, frozen).
 /// The queues a replica's heartbeat says its workers claim from.
 fn served_queues(replica: &ReplicaInfo) -> Vec<&str> {
-    replica
-        .info
-        .get("queues")
-        .map(|list| list.split(',').filter(|queue| !queue.is_empty()).collect())
-        .unwrap_or_default()
+    heartbeat_list(replica, "queues")
 }
 
 /// The labels a replica's heartbeat says it carries (`host`, `replica` and those given with
 /// `--label`), which jobs' `where` match; its queues are its `queue=` labels, shown apart.
 fn labels(replica: &ReplicaInfo) -> Vec<&str> {
+    heartbeat_list(replica, "labels")
+}
+
+/// The items of a comma-separated list a replica's heartbeat carries in `field`.
+fn heartbeat_list<'a>(replica: &'a ReplicaInfo, field: &str) -> Vec<&'a str> {
     replica
         .info
-        .get("labels")
-        .map(|list| list.split(',').filter(|label| !label.is_empty()).collect())
+        .get(field)
+        .map(|list| list.split(',').filter(|item| !item.is_empty()).collect())
         .unwrap_or_default()
 }
 
@@ -451,27 +450,66 @@ fn failing_scripts_text(failing: &[(String, String)]) -> Option<String> {
 
 /// What `status` reads, all of it: [`StatusRead::document`] shapes it as `status --json` and
 /// the web API show it.
-pub(crate) struct StatusRead<'a> {
+pub(crate) struct StatusRead {
     /// The namespace's state.
-    pub(crate) overview: &'a Overview,
+    pub(crate) overview: Overview,
     /// The newest outcomes, newest first.
-    pub(crate) events: &'a [Event],
+    pub(crate) events: Vec<Event>,
     /// How many notices are owed.
     pub(crate) owed_notices: u64,
     /// Why Redis refuses writes, if it does.
-    pub(crate) writes_refused: Option<&'a WritesRefused>,
+    pub(crate) writes_refused: Option<WritesRefused>,
     /// The damaged records the reapers found.
-    pub(crate) damaged: &'a DamagedKeys,
+    pub(crate) damaged: DamagedKeys,
     /// The scripts that fail on a damaged key, by replica.
-    pub(crate) failing: &'a [(String, String)],
+    pub(crate) failing: Vec<(String, String)>,
 }
 
-impl StatusRead<'_> {
+/// A status that could not be read, and the scripts the replicas report failing, which may be
+/// why: a damaged key can fail the overview too, and the replicas' reports still name it.
+pub(crate) struct StatusUnread {
+    /// Why it could not be read.
+    pub(crate) error: ClientError,
+    /// The scripts that fail on a damaged key, by replica.
+    pub(crate) failing: Vec<(String, String)>,
+}
+
+impl StatusRead {
+    /// Reads all a status shows.
+    ///
+    /// # Errors
+    /// Redis out of reach, or data redcron did not write, with the failing scripts reported.
+    pub(crate) async fn read(client: &Client) -> Result<Self, StatusUnread> {
+        let read = async {
+            Ok::<_, ClientError>((
+                client.overview().await?,
+                client.recent_events().await?,
+                client.owed_notices().await?,
+                client.writes_refused().await?,
+                client.damaged_keys().await?,
+            ))
+        }
+        .await;
+        // With no replica's report there is nothing to name, which is no failure of the status.
+        let failing = client.failing_scripts().await.unwrap_or_default();
+        match read {
+            Ok((overview, events, owed_notices, writes_refused, damaged)) => Ok(Self {
+                overview,
+                events,
+                owed_notices,
+                writes_refused,
+                damaged,
+                failing,
+            }),
+            Err(error) => Err(StatusUnread { error, failing }),
+        }
+    }
+
     /// The status as one JSON document (its shape is in docs/cli.md).
     pub(crate) fn document(&self) -> Value {
         let refused = self.writes_refused.is_some();
-        let jobs = published(self.overview);
-        let outcomes = last_outcomes(self.events);
+        let jobs = published(&self.overview);
+        let outcomes = last_outcomes(&self.events);
         let running = |job: &str| {
             self.overview
                 .running
@@ -492,8 +530,8 @@ impl StatusRead<'_> {
                 json!({
                     "id": replica.id,
                     "heartbeat_age_ms": self.overview.now_ms - replica.heartbeat_ms,
-                    "state": replica_state(self.overview, replica, refused),
-                    "stale": replica_state(self.overview, replica, refused) != "alive",
+                    "state": replica_state(&self.overview, replica, refused),
+                    "stale": replica_state(&self.overview, replica, refused) != "alive",
                     "queues": served_queues(replica),
                     "labels": labels(replica),
                     "info": typed_fields(replica.info.clone()),
@@ -511,7 +549,7 @@ impl StatusRead<'_> {
                     "high": high,
                     "normal": normal,
                     "low": low,
-                    "served_by": served_by(self.overview, queue, refused),
+                    "served_by": served_by(&self.overview, queue, refused),
                 })
             })
             .collect();
@@ -542,14 +580,14 @@ impl StatusRead<'_> {
                     "since": rfc3339(aside.since_ms),
                     "since_ms": aside.since_ms,
                     "waiting_ms": (self.overview.now_ms - aside.since_ms).max(0),
-                    "declared_by": declared_by(self.overview, &aside.job),
+                    "declared_by": declared_by(&self.overview, &aside.job),
                 })
             })
             .collect();
         json!({
             "leader": leader,
             "held_ms": self.overview.held_for.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
-            "writes_refused": refused::json(self.writes_refused),
+            "writes_refused": refused::json(self.writes_refused.as_ref()),
             "replicas": replicas,
             "due": self.overview.counts.due,
             "active": self.overview.counts.active,
@@ -568,33 +606,35 @@ impl StatusRead<'_> {
 }
 
 pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let (read, failing) = block_on(async {
+    let read = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
-        let read = async {
-            Ok::<_, crate::client::ClientError>((
-                client.overview().await?,
-                client.recent_events().await?,
-                client.owed_notices().await?,
-                client.writes_refused().await?,
-                client.damaged_keys().await?,
-            ))
-        }
-        .await;
-        // A damaged key can fail the overview too: the replicas' reports still name it.
-        let failing = client.failing_scripts().await.unwrap_or_default();
-        Ok((read, failing))
+        Ok(StatusRead::read(&client).await)
     })?;
-    let failing_text = failing_scripts_text(&failing);
-    let (overview, events, owed_notices, writes_refused, damaged) = match read {
+    let read = match read {
         Ok(read) => read,
-        Err(error) => {
+        Err(StatusUnread { error, failing }) => {
             let error = CliError::from(error);
-            return Err(match failing_text {
+            return Err(match failing_scripts_text(&failing) {
                 Some(text) => CliError::ScriptsFailing(format!("{error}\n{text}")),
                 None => error,
             });
         }
     };
+    if args.json {
+        let status = read.document();
+        writeln!(out, "{status}").map_err(CliError::io("writing the status"))?;
+        let failing_text = failing_scripts_text(&read.failing);
+        return exit_status(read.writes_refused.as_ref(), failing_text);
+    }
+    let StatusRead {
+        overview,
+        events,
+        owed_notices,
+        writes_refused,
+        damaged,
+        failing,
+    } = read;
+    let failing_text = failing_scripts_text(&failing);
     let refused = writes_refused.is_some();
     let jobs = published(&overview);
     let outcomes = last_outcomes(&events);
@@ -606,20 +646,6 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
             .map(|(run_id, _, _)| run_id.clone())
             .collect::<Vec<_>>()
     };
-
-    if args.json {
-        let status = StatusRead {
-            overview: &overview,
-            events: &events,
-            owed_notices,
-            writes_refused: writes_refused.as_ref(),
-            damaged: &damaged,
-            failing: &failing,
-        }
-        .document();
-        writeln!(out, "{status}").map_err(CliError::io("writing the status"))?;
-        return exit_status(writes_refused.as_ref(), failing_text);
-    }
 
     let written = (|| -> std::io::Result<()> {
         match &overview.leader {

@@ -21,9 +21,9 @@ fn replica(id: &str, alive: bool, jobs: Option<&[(&str, &str)]>) -> ReplicaInfo 
     }
 }
 
-#[test]
-fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
-    let overview = Overview {
+/// A namespace of `replicas` and nothing else, at time 0.
+fn overview_of(replicas: Vec<ReplicaInfo>) -> Overview {
+    Overview {
         now_ms: 0,
         leader: None,
         counts: RunCounts {
@@ -34,21 +34,26 @@ fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
         },
         paused: Vec::new(),
         held_for: None,
-        // Not in id order, as heartbeats would order them.
-        replicas: vec![
-            replica("d", true, Some(&[("nightly", "h2")])),
-            replica("c", true, Some(&[("other", "h9")])),
-            replica("a", true, Some(&[("nightly", "h1")])),
-            replica("b", true, Some(&[("nightly", "h3")])),
-            replica("e", true, None),
-            replica("f", false, Some(&[("nightly", "h2")])),
-            replica("g", true, Some(&[])),
-        ],
+        replicas,
         definitions: HashMap::new(),
         definition_hashes: HashMap::new(),
         running: Vec::new(),
         undeclared: Vec::new(),
-    };
+    }
+}
+
+#[test]
+fn drift_is_another_definition_and_a_missing_job_is_not_drift() {
+    // Not in id order, as heartbeats would order them.
+    let overview = overview_of(vec![
+        replica("d", true, Some(&[("nightly", "h2")])),
+        replica("c", true, Some(&[("other", "h9")])),
+        replica("a", true, Some(&[("nightly", "h1")])),
+        replica("b", true, Some(&[("nightly", "h3")])),
+        replica("e", true, None),
+        replica("f", false, Some(&[("nightly", "h2")])),
+        replica("g", true, Some(&[])),
+    ]);
     let job = Published::parse(
         "nightly",
         r#"{"schedule": "0 3 * * *"}"#,
@@ -85,26 +90,10 @@ fn a_replica_whose_labels_the_where_does_not_match_is_no_warning() {
             .insert("queues".to_owned(), "default".to_owned());
         replica
     };
-    let overview = Overview {
-        now_ms: 0,
-        leader: None,
-        counts: RunCounts {
-            due: 0,
-            active: 0,
-            dead: 0,
-            ready: Vec::new(),
-        },
-        paused: Vec::new(),
-        held_for: None,
-        replicas: vec![
-            labelled("db1", "host=db1,replica=db1,role=db"),
-            labelled("web2", "host=web2,replica=web2,role=web"),
-        ],
-        definitions: HashMap::new(),
-        definition_hashes: HashMap::new(),
-        running: Vec::new(),
-        undeclared: Vec::new(),
-    };
+    let overview = overview_of(vec![
+        labelled("db1", "host=db1,replica=db1,role=db"),
+        labelled("web2", "host=web2,replica=web2,role=web"),
+    ]);
     let job = Published::parse(
         "rotate",
         r#"{"schedule": "@daily", "timezone": "UTC", "enabled": true, "where": ["queue=default", "role=web"], "on": "every"}"#,

@@ -43,28 +43,13 @@ pub(crate) struct Status {
 /// # Errors
 /// Redis out of reach, or data redcron did not write.
 pub(crate) async fn read_status(state: &WebState) -> Result<Status, ApiError> {
-    let client = state.client();
-    let overview = client.overview().await?;
-    let events = client.recent_events().await?;
-    let owed_notices = client.owed_notices().await?;
-    let writes_refused = client.writes_refused().await?;
-    let damaged = client.damaged_keys().await?;
-    // Read as `status` reads them: with no replica's report there is nothing to name, which is
-    // no failure of the status.
-    let failing = client.failing_scripts().await.unwrap_or_default();
-    let read = StatusRead {
-        overview: &overview,
-        events: &events,
-        owed_notices,
-        writes_refused: writes_refused.as_ref(),
-        damaged: &damaged,
-        failing: &failing,
-    };
-    let document = read.document();
+    let read = StatusRead::read(state.client())
+        .await
+        .map_err(|unread| unread.error)?;
     Ok(Status {
-        document,
-        events,
-        overview,
+        document: read.document(),
+        events: read.events,
+        overview: read.overview,
     })
 }
 
