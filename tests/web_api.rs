@@ -317,6 +317,38 @@ fn a_forged_cross_origin_action_is_refused() {
 }
 
 #[test]
+fn an_enqueue_further_out_than_a_year_is_refused_and_the_runs_stay_listed() {
+    let (scenario, _replica) = declared();
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    // Past what a Redis score holds exactly: such a due time, once in the due set, made every
+    // listing of the due runs fail to read it back.
+    for body in [
+        r#"{"delay_ms": 18446744073709551615}"#,
+        r#"{"at_ms": 9223372036854775807}"#,
+        r#"{"delay_ms": 31622400001}"#,
+    ] {
+        expect(
+            &web.post("/api/v1/jobs/greet/enqueue", Some(body)),
+            400,
+            "bad-time",
+        );
+    }
+    let year = web.post(
+        "/api/v1/jobs/greet/enqueue",
+        Some(r#"{"delay_ms": 31622400000}"#),
+    );
+    assert_eq!(year.status, 200, "{}", year.body);
+    let listed = web.get("/api/v1/runs?state=due");
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(
+        listed.json()["runs"][0]["id"],
+        year.json()["id"],
+        "{}",
+        listed.body
+    );
+}
+
+#[test]
 fn tokens_and_users_act_as_their_roles_allow() {
     let (scenario, _replica) = declared();
     let dir = scenario.dir.path();

@@ -225,15 +225,22 @@ pub(super) fn uniqueness_window(text: &str) -> Result<Duration, String> {
 /// Reads `--in`: a duration of at most [`LONGEST_DELAY`].
 pub(super) fn delay(text: &str) -> Result<Duration, String> {
     let delay = humantime::parse_duration(text).map_err(|error| error.to_string())?;
-    if delay > LONGEST_DELAY {
-        return Err(format!("{text:?} is {}", too_far()));
-    }
+    within_delay(delay, &format!("{text:?}"))?;
     Ok(delay)
 }
 
-/// Holds `--at` (and a line's `"at"`) to the bound of `--in`, on this machine's clock: a few
-/// seconds of skew with Redis's do not matter against a year.
-pub(super) fn within_horizon(at_ms: i64, text: &str) -> Result<(), String> {
+/// Holds a delay (`--in`, the API's `delay_ms`, written `shown` in the refusal) to
+/// [`LONGEST_DELAY`].
+pub(crate) fn within_delay(delay: Duration, shown: &str) -> Result<(), String> {
+    if delay > LONGEST_DELAY {
+        return Err(format!("{shown} is {}", too_far()));
+    }
+    Ok(())
+}
+
+/// Holds `--at` (and a line's `"at"`, the API's `at_ms`) to the bound of `--in`, on this
+/// machine's clock: a few seconds of skew with Redis's do not matter against a year.
+pub(crate) fn within_horizon(at_ms: i64, text: &str) -> Result<(), String> {
     let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2);
     if at_ms.saturating_sub(chrono::Utc::now().timestamp_millis()) > longest_ms {
         return Err(format!("\"{text}\" is {}", too_far()));

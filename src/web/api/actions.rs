@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use super::Body;
 use crate::cli::dead::retried_document;
-use crate::cli::enqueue::{fired_document, live_declarers, submitted_document};
+use crate::cli::enqueue::{
+    fired_document, live_declarers, submitted_document, within_delay, within_horizon,
+};
 use crate::cli::pause::pause_document;
 use crate::client::{Client, DeadRetried, RunRequest};
 use crate::schedule::Priority;
@@ -121,6 +123,19 @@ pub(super) async fn enqueue(
             "give delay_ms or at_ms, not both",
         ));
     }
+    // As `enqueue --in` and `--at` are: a run due much further out would be a typo, and one
+    // past what a Redis score holds exactly (about 2^53 ms) would stop every listing of the
+    // due runs from reading their due times.
+    let horizon = match (body.delay_ms, body.at_ms) {
+        (Some(delay), _) => {
+            within_delay(Duration::from_millis(delay), &format!("delay_ms {delay}"))
+        }
+        (_, Some(at_ms)) => {
+            within_horizon(at_ms, &at_ms.to_string()).map_err(|problem| format!("at_ms {problem}"))
+        }
+        (None, None) => Ok(()),
+    };
+    horizon.map_err(|problem| ApiError::bad_request("bad-time", problem))?;
     let payload = payload_text(body.payload.as_ref())?;
     submit(
         &state.client().acting_as(caller.name),
