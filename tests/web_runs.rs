@@ -279,6 +279,26 @@ fn a_run_page_shows_its_timeline_after_a_retry_and_a_gone_run_is_a_404() {
 }
 
 #[test]
+fn a_planned_fire_the_runs_page_links_has_a_page_saying_when_it_is_due() {
+    let scenario = Scenario::new();
+    scenario.write_jobs("[jobs.tick]\nschedule = \"*/5 * * * * *\"\ncommand = \"true\"\n");
+    let _replicas = scenario.replicas_with_a_leader(&["r1"], &[]);
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    // The furthest fire the leader planned, a minute ahead: still without a record when read.
+    let page = wait_for_page(&web, "/runs?state=due", |html| linked_runs(html).len() >= 5);
+    let planned = linked_runs(&page).pop().expect("a planned fire");
+    let answer = web.get(&format!("/runs/{planned}"));
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(
+        answer
+            .body
+            .contains("A planned fire of job <a href=\"/jobs/tick\">tick</a>, due <time"),
+        "{}",
+        answer.body
+    );
+}
+
+#[test]
 fn hostile_output_is_text_and_a_megabyte_of_it_is_served_quickly() {
     let (scenario, _replica, web) = console(&[]);
     let doomed = trigger(&web, "doomed", None);

@@ -66,7 +66,14 @@ pub(super) async fn page(
     };
     let (run, events, now_ms) = match read.await {
         Ok(Some(read)) => read,
-        Ok(None) => return gone(&context, &id),
+        // A planned cron fire has no record until it comes due, yet the Runs page lists it.
+        Ok(None) => {
+            return match client.due_at(&id).await {
+                Ok((Some(due_ms), now_ms)) => planned(&context, &id, due_ms, now_ms),
+                Ok((None, _)) => gone(&context, &id),
+                Err(error) => failed(&context, "Run", &error.into(), html! {}),
+            };
+        }
         Err(error) => return failed(&context, "Run", &error, html! {}),
     };
     let title = format!("Run {id}");
@@ -190,6 +197,22 @@ fn timeline(id: &str, run: &Map<String, Value>, events: &[Event], now_ms: i64) -
             p.empty { "Nothing recorded yet." }
         }
     }
+}
+
+/// A planned fire, due at `due_ms`, which has no record yet: what `runs show` says of it.
+fn planned(context: &PageContext, id: &str, due_ms: i64, now_ms: i64) -> Response {
+    let job = crate::store::parse_cron_run_id(id).map_or(id, |(job, _)| job);
+    let main = html! {
+        h1 { "Run " code { (id) } }
+        p {
+            "A planned fire of job "
+            a href=(context.link(&format!("/jobs/{}", super::segment(job)))) { (job) }
+            ", due " time datetime=(rfc3339(due_ms)) { (rfc3339(due_ms)) }
+            " (" (relative(now_ms, due_ms)) "). It has no record yet: it gets one when it comes due."
+        }
+        p { a href=(context.link("/runs")) { "Back to the runs" } }
+    };
+    layout::page(context, StatusCode::OK, &format!("Run {id}"), main)
 }
 
 /// A run Redis no longer holds: a 404 in the layout that says why.
