@@ -154,6 +154,20 @@ fn every_link_starts_with_the_base_path_and_a_trusted_proxys_prefix() {
         all.iter().all(|link| link.starts_with("/ops/redcron")),
         "{all:?}"
     );
+    // A prefix that would lead the links to another server, or out of the console, is ignored.
+    for hostile in ["//evil.example", "/ops/..", "/ops//x", "/./ops"] {
+        let answer = trusting.send(
+            trusting
+                .client()
+                .get(trusting.url("/"))
+                .header("x-forwarded-prefix", hostile),
+        );
+        let all = links(&answer.body);
+        assert!(
+            all.len() >= 7 && all.iter().all(|link| link.starts_with("/redcron")),
+            "{hostile}: {all:?}"
+        );
+    }
 }
 
 #[test]

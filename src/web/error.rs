@@ -136,8 +136,8 @@ pub enum WebError {
     },
     /// The base path is not one a URL can start with.
     #[error(
-        "--base-path {0:?}: a base path starts with '/', does not end with one, and holds only \
-         letters, digits and '-', '_', '.', '/'"
+        "--base-path {0:?}: a base path starts with '/', does not end with one, holds only \
+         letters, digits and '-', '_', '.', '/', and no empty, '.' or '..' segment"
     )]
     BasePath(String),
 }

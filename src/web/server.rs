@@ -56,13 +56,15 @@ pub enum ServeError {
 }
 
 /// Refuses a base path a link could not start with: what a proxy forwards is `/a/b`, and a
-/// trailing slash or a quote would make every link of the console wrong or unsafe.
+/// trailing slash or a quote would make every link of the console wrong or unsafe, as would
+/// an empty, `.` or `..` segment: `//host` makes every link lead to another server.
 pub fn check_base_path(base_path: &str) -> Result<(), WebError> {
-    let fine = base_path.starts_with('/')
-        && !base_path.ends_with('/')
-        && base_path
-            .chars()
-            .all(|character| character.is_ascii_alphanumeric() || "-_./".contains(character));
+    let fine = base_path.strip_prefix('/').is_some_and(|path| {
+        path.split('/')
+            .all(|segment| !matches!(segment, "" | "." | ".."))
+    }) && base_path
+        .chars()
+        .all(|character| character.is_ascii_alphanumeric() || "-_./".contains(character));
     if fine {
         Ok(())
     } else {
