@@ -349,6 +349,35 @@ fn an_enqueue_further_out_than_a_year_is_refused_and_the_runs_stay_listed() {
 }
 
 #[test]
+fn a_path_or_a_query_that_cannot_be_read_is_refused_in_the_apis_shape_or_the_layout() {
+    let scenario = Scenario::new();
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    for path in [
+        "/api/v1/jobs/%FF",
+        "/api/v1/runs/%FF%FE",
+        "/api/v1/dead/%FF/retry",
+    ] {
+        let answer = if path.ends_with("/retry") {
+            web.post(path, None)
+        } else {
+            web.get(path)
+        };
+        expect(&answer, 404, "no-route");
+    }
+    for (path, status, code) in [
+        ("/jobs/%FF", 404, "no-route"),
+        ("/runs/%FF", 404, "no-route"),
+        ("/runs?state=due&state=ready", 400, "bad-query"),
+        ("/dead?job=a&job=b", 400, "bad-query"),
+    ] {
+        let answer = web.get(path);
+        assert_eq!(answer.status, status, "{path}: {}", answer.body);
+        assert!(answer.is_page(), "{path}: {}", answer.body);
+        assert_eq!(answer.code(), code, "{path}");
+    }
+}
+
+#[test]
 fn tokens_and_users_act_as_their_roles_allow() {
     let (scenario, _replica) = declared();
     let dir = scenario.dir.path();

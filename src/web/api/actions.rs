@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Body;
+use super::{Body, Segment};
 use crate::cli::dead::retried_document;
 use crate::cli::enqueue::{
     fired_document, live_declarers, submitted_document, within_delay, within_horizon,
@@ -23,7 +23,7 @@ use crate::web::{ApiError, Operator, WebState};
 pub(super) async fn pause(
     Operator(caller): Operator,
     State(state): State<WebState>,
-    Path(job): Path<String>,
+    Segment(job): Segment,
 ) -> Result<Json<Value>, ApiError> {
     let changed = state.client().acting_as(caller.name).pause(&job).await?;
     Ok(Json(pause_document(&job, true, changed)))
@@ -33,7 +33,7 @@ pub(super) async fn pause(
 pub(super) async fn resume(
     Operator(caller): Operator,
     State(state): State<WebState>,
-    Path(job): Path<String>,
+    Segment(job): Segment,
 ) -> Result<Json<Value>, ApiError> {
     let changed = state.client().acting_as(caller.name).resume(&job).await?;
     Ok(Json(pause_document(&job, false, changed)))
@@ -52,7 +52,7 @@ pub(super) struct TriggerBody {
 pub(super) async fn trigger(
     Operator(caller): Operator,
     State(state): State<WebState>,
-    Path(job): Path<String>,
+    Segment(job): Segment,
     Body(body): Body<TriggerBody>,
 ) -> Result<Json<Value>, ApiError> {
     let payload = payload_text(body.payload.as_ref())?;
@@ -114,7 +114,7 @@ pub(super) struct EnqueueBody {
 pub(super) async fn enqueue(
     Operator(caller): Operator,
     State(state): State<WebState>,
-    Path(job): Path<String>,
+    Segment(job): Segment,
     Body(body): Body<EnqueueBody>,
 ) -> Result<Json<Value>, ApiError> {
     if body.delay_ms.is_some() && body.at_ms.is_some() {
@@ -209,7 +209,7 @@ fn payload_text(payload: Option<&Value>) -> Result<Option<String>, ApiError> {
 pub(super) async fn retry_dead(
     Operator(caller): Operator,
     State(state): State<WebState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, ApiError> {
     state
         .client()

@@ -11,7 +11,8 @@ pub(super) use workflows::{WorkflowsParams, list_workflows, retry_workflow};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
@@ -65,7 +66,7 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for Body<T> {
 }
 
 /// A route's query parameters; ones it does not take, or of the wrong type, are a 400 in the
-/// API's error shape.
+/// API's error shape (a page draws it in the layout).
 pub(super) struct Params<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
@@ -75,5 +76,31 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
         Query::try_from_uri(&parts.uri)
             .map(|Query(params)| Params(params))
             .map_err(|rejection| ApiError::bad_request("bad-query", rejection.body_text()))
+    }
+}
+
+/// A route's one path parameter: a job's name, a run's or a workflow instance's id. One that
+/// is not UTF-8 names nothing redcron makes, and is the API's 404 `no-route` (a page draws it
+/// in the layout) where axum's own refusal is a plain-text 400.
+pub(super) struct Segment(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Segment {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(segment)| Segment(segment))
+            .map_err(|rejection| {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "no-route",
+                    format!(
+                        "no route {}: it names no job, run or instance ({})",
+                        parts.uri.path(),
+                        rejection.body_text()
+                    ),
+                )
+            })
     }
 }

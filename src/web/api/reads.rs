@@ -1,12 +1,12 @@
 //! The API's reads: what `status`, `jobs`, `runs`, `history` and `dead` print with `--json`.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Params;
+use super::{Params, Segment};
 use crate::cli::dead::dead_document;
 use crate::cli::history::history_document;
 use crate::cli::runs::{output_so_far, run_document, shown_run_document};
@@ -67,7 +67,7 @@ pub(super) async fn jobs(
 pub(super) async fn job(
     _: Caller,
     State(state): State<WebState>,
-    Path(name): Path<String>,
+    Segment(name): Segment,
 ) -> Result<Json<Value>, ApiError> {
     let overview = state.client().overview().await?;
     let events = state.client().recent_events().await?;
@@ -223,7 +223,7 @@ async fn window(
 pub(super) async fn run(
     _: Caller,
     State(state): State<WebState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, ApiError> {
     let fields = state.client().run(&id).await?;
     if fields.is_empty() {
@@ -298,7 +298,7 @@ pub(super) async fn dead(
 pub(super) async fn dead_run(
     _: Caller,
     State(state): State<WebState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, ApiError> {
     let fields = state.client().dead_run(&id).await?;
     Ok(Json(Value::Object(run_document(&id, fields))))

@@ -2,11 +2,11 @@
 //! print with `--json`.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Params;
+use super::{Params, Segment};
 use crate::cli::workflow::{paused_jobs_of, retry_document, workflow_document};
 use crate::client::ClientError;
 use crate::store::{WorkflowListing, WorkflowState};
@@ -88,7 +88,7 @@ pub(super) async fn workflows(
 pub(super) async fn workflow(
     _: Caller,
     State(state): State<WebState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, ApiError> {
     match state.client().workflow(&id).await? {
         Some(instance) => Ok(Json(workflow_document(&instance))),
@@ -100,7 +100,7 @@ pub(super) async fn workflow(
 pub(super) async fn retry(
     Operator(caller): Operator,
     State(state): State<WebState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, ApiError> {
     let (steps, paused) = retry_workflow(&state, &caller, &id).await?;
     Ok(Json(retry_document(&id, &steps, &paused)))

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
@@ -16,6 +16,7 @@ use super::{PageContext, layout};
 use crate::cli::dead::dead_document;
 use crate::cli::times::{relative, rfc3339};
 use crate::client::DeadRun;
+use crate::web::api::{Params, Segment};
 use crate::web::csrf::{self, CheckedForm};
 use crate::web::{ApiError, WebState};
 
@@ -63,7 +64,7 @@ async fn matching(state: &WebState, filter: &DeadFilter) -> Result<Vec<DeadRun>,
 pub(super) async fn page(
     context: PageContext,
     State(state): State<WebState>,
-    Query(filter): Query<DeadFilter>,
+    Params(filter): Params<DeadFilter>,
 ) -> Response {
     let read = async {
         let runs = matching(&state, &filter).await?;
@@ -149,8 +150,8 @@ fn purge_form(context: &PageContext) -> Markup {
 pub(super) async fn retry(
     context: PageContext,
     State(state): State<WebState>,
-    Path(id): Path<String>,
-    Query(filter): Query<DeadFilter>,
+    Segment(id): Segment,
+    Params(filter): Params<DeadFilter>,
     form: CheckedForm<super::overview::NoFields>,
 ) -> Response {
     let who = form.operator.0.name;
@@ -167,7 +168,7 @@ pub(super) async fn retry(
 pub(super) async fn confirm(
     context: PageContext,
     State(state): State<WebState>,
-    Query(filter): Query<DeadFilter>,
+    Params(filter): Params<DeadFilter>,
 ) -> Response {
     match matching(&state, &filter).await {
         Ok(runs) => confirm_page(&context, &filter, runs.len(), StatusCode::OK, None),

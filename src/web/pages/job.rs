@@ -1,7 +1,7 @@
 //! A job's page: its definition as the replicas published it, its next fires, its history and
 //! durations, its last run's output, who acted on it lately, and the actions of the jobs page.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{Markup, html};
@@ -17,6 +17,7 @@ use crate::cli::status::jobs_documents;
 use crate::cli::times::{ago, duration};
 use crate::client::HistoryEntry;
 use crate::store::{Event, Overview};
+use crate::web::api::Segment;
 use crate::web::chart::durations_chart;
 use crate::web::strip::outcome_strip;
 use crate::web::{ApiError, WebState};
@@ -41,7 +42,7 @@ struct Read {
 pub(super) async fn page(
     context: PageContext,
     State(state): State<WebState>,
-    Path(name): Path<String>,
+    Segment(name): Segment,
 ) -> Response {
     let read = async {
         let client = state.client();

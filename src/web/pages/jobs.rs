@@ -2,7 +2,7 @@
 //! trend, from the same documents as `redcron jobs --json`; and the actions on a job (pause,
 //! resume, trigger), which the job's own page offers too.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{DateTime, Offset, TimeDelta, TimeZone, Utc};
@@ -17,7 +17,7 @@ use crate::cli::status::jobs_documents;
 use crate::cli::times::relative;
 use crate::schedule::Schedule;
 use crate::store::Event;
-use crate::web::api::trigger_job;
+use crate::web::api::{Segment, trigger_job};
 use crate::web::chart::{RunDuration, durations_chart};
 use crate::web::csrf::{self, CheckedForm};
 use crate::web::strip::{Outcome, StripCell, outcome_strip};
@@ -272,7 +272,7 @@ fn back_to(context: &PageContext, job: &str, back: &str) -> Response {
 pub(super) async fn pause(
     context: PageContext,
     State(state): State<WebState>,
-    Path(job): Path<String>,
+    Segment(job): Segment,
     form: CheckedForm<PauseForm>,
 ) -> Response {
     set_paused(context, state, job, form, true).await
@@ -282,7 +282,7 @@ pub(super) async fn pause(
 pub(super) async fn resume(
     context: PageContext,
     State(state): State<WebState>,
-    Path(job): Path<String>,
+    Segment(job): Segment,
     form: CheckedForm<PauseForm>,
 ) -> Response {
     set_paused(context, state, job, form, false).await
@@ -320,7 +320,7 @@ pub(super) struct TriggerForm {
 pub(super) async fn trigger(
     context: PageContext,
     State(state): State<WebState>,
-    Path(job): Path<String>,
+    Segment(job): Segment,
     form: CheckedForm<TriggerForm>,
 ) -> Response {
     let CheckedForm { operator, form } = form;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{Markup, html};
@@ -16,6 +16,7 @@ use super::{PageContext, layout};
 use crate::cli::runs::{output_so_far, readable, shown_run_document};
 use crate::cli::times::{relative, rfc3339};
 use crate::store::Event;
+use crate::web::api::Segment;
 use crate::web::{ApiError, WebState};
 
 /// The record's fields the page names at its top, in order, with their labels.
@@ -47,7 +48,7 @@ const INSTANTS: [(&str, &str); 6] = [
 pub(super) async fn page(
     context: PageContext,
     State(state): State<WebState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Response {
     let client = state.client();
     let read = async {

@@ -2,7 +2,7 @@
 //! a page at a time (the API's `/runs`, its cursor in the "next page" link), filtered by state,
 //! job, queue, replica and time; and a box that goes straight to a run by its id.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::overview::text;
 use super::{PageContext, layout};
 use crate::cli::times::relative;
-use crate::web::api::{RunsParams, read_runs};
+use crate::web::api::{Params, RunsParams, read_runs};
 use crate::web::{ApiError, WebState};
 
 /// How many runs a page shows.
@@ -76,7 +76,7 @@ fn given(value: &str) -> Option<String> {
 pub(super) async fn page(
     context: PageContext,
     State(state): State<WebState>,
-    Query(filter): Query<RunsFilter>,
+    Params(filter): Params<RunsFilter>,
 ) -> Response {
     let searched = filter.id.trim();
     if !searched.is_empty() {

@@ -2,7 +2,7 @@
 //! instance's steps as a graph and a table with each step's input and output; and its one
 //! action, running a failed instance again.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
@@ -12,7 +12,7 @@ use super::{PageContext, layout};
 use crate::cli::times::{local_time, relative};
 use crate::client::ClientError;
 use crate::store::{StepInstance, WorkflowInstance, WorkflowState};
-use crate::web::api::{Params, WorkflowsParams, list_workflows, retry_workflow};
+use crate::web::api::{Params, Segment, WorkflowsParams, list_workflows, retry_workflow};
 use crate::web::csrf::{self, CheckedForm};
 use crate::web::{ApiError, WebState, graph};
 
@@ -101,7 +101,7 @@ pub(super) async fn list(
 pub(super) async fn instance(
     context: PageContext,
     State(state): State<WebState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> Result<Response, ApiError> {
     let client = state.client();
     let Some(instance) = client.workflow(&id).await? else {
@@ -199,7 +199,7 @@ fn steps_table(
 pub(super) async fn retry(
     context: PageContext,
     State(state): State<WebState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     form: CheckedForm<NoFields>,
 ) -> Result<Response, ApiError> {
     let CheckedForm {
