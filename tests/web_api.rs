@@ -349,7 +349,7 @@ fn an_enqueue_further_out_than_a_year_is_refused_and_the_runs_stay_listed() {
 }
 
 #[test]
-fn a_path_or_a_query_that_cannot_be_read_is_refused_in_the_apis_shape_or_the_layout() {
+fn a_path_a_query_or_a_method_a_route_cannot_take_is_refused_in_the_apis_shape_or_the_layout() {
     let scenario = Scenario::new();
     let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
     for path in [
@@ -364,7 +364,20 @@ fn a_path_or_a_query_that_cannot_be_read_is_refused_in_the_apis_shape_or_the_lay
         };
         expect(&answer, 404, "no-route");
     }
+    // A GET of an action: a link to a form's action, or a script that forgot its method.
+    let wrong = web.get("/api/v1/jobs/greet/pause");
+    expect(&wrong, 405, "method-not-allowed");
+    assert_eq!(
+        wrong
+            .headers
+            .get("allow")
+            .and_then(|allow| allow.to_str().ok()),
+        Some("POST"),
+        "{:?}",
+        wrong.headers
+    );
     for (path, status, code) in [
+        ("/jobs/greet/pause", 405, "method-not-allowed"),
         ("/jobs/%FF", 404, "no-route"),
         ("/runs/%FF", 404, "no-route"),
         ("/runs?state=due&state=ready", 400, "bad-query"),

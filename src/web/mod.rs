@@ -142,6 +142,7 @@ pub fn router(state: WebState) -> Router {
         .merge(pages::routes())
         .route("/assets/{name}", axum::routing::get(assets::serve))
         .nest("/api/v1", api::routes())
+        .method_not_allowed_fallback(api::no_method)
         .fallback(pages::not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

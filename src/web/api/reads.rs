@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{StatusCode, Uri};
+use axum::http::{Method, StatusCode, Uri};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -311,6 +311,20 @@ pub(crate) async fn no_route(uri: Uri) -> ApiError {
         "no-route",
         format!(
             "no route {} (docs/openapi.json lists the API's)",
+            uri.path()
+        ),
+    )
+}
+
+/// A route asked with a method it does not take (a GET of an action, a form's action opened
+/// as a link), answered in the API's error shape (a page draws it in the layout) with the
+/// `Allow` header the router adds, where it was an empty 405.
+pub(crate) async fn no_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        format!(
+            "{method} {}: this route takes another method (its Allow header says which)",
             uri.path()
         ),
     )
