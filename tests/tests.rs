@@ -17,6 +17,7 @@ mod crontab_move;
 mod damaged;
 mod declarations;
 mod defaults;
+mod doc_examples;
 mod drift;
 mod engine;
 mod every;
