@@ -6,7 +6,7 @@ use redcron::schedule::Priority;
 use redcron::store::{JobPlan, PlanOutcome, PlannedRun, SkipReason, SkippedFire, cron_run_id};
 use redis::Commands;
 
-use crate::util::scenario::{Scenario, fire_ms, sleep_until};
+use crate::util::scenario::{Scenario, fire_ms, skipped_as_documented, sleep_until};
 use crate::util::store::{THRESHOLD, events, plan, setup};
 use crate::util::{keys, wait_until};
 
@@ -69,32 +69,13 @@ fn run_once_runs_one_missed_fire_after_an_outage_longer_than_the_horizon() {
         fires.windows(2).all(|pair| pair[0] < pair[1]),
         "a fire ran twice: {ran:?}"
     );
-    let field_ms = |run: &str, field: &str| {
-        scenario
-            .run_field(run, field)
-            .and_then(|ms| ms.parse::<i64>().ok())
-    };
     for fire in (earliest..=until).step_by(1_000) {
         if fires.contains(&fire) {
             continue;
         }
         let run = cron_run_id("tick", fire);
-        let skipped_ms = field_ms(&run, "finished_ms");
-        let skipped_as_documented = match scenario.run_field(&run, "reason").as_deref() {
-            Some("missed") => field_ms(&run, "missed_after_ms")
-                .zip(skipped_ms)
-                .is_some_and(|(after, skipped)| skipped > after),
-            Some("overlap") => skipped_ms.is_some_and(|skipped| {
-                (1..=5).any(|before| {
-                    let earlier = cron_run_id("tick", fire - before * 1_000);
-                    field_ms(&earlier, "started_ms").is_some_and(|ms| ms <= skipped)
-                        && field_ms(&earlier, "finished_ms").is_some_and(|ms| ms >= skipped)
-                })
-            }),
-            _ => false,
-        };
         assert!(
-            skipped_as_documented,
+            skipped_as_documented(&scenario, "tick", fire),
             "after the latest missed fire, {run} neither ran nor was skipped as the docs say one \
              can be: {:?}; ran {ran:?} (stopped at {stop}, back at {restart})",
             scenario.run_state(&run)

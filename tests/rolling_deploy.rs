@@ -14,7 +14,7 @@ use redis::Commands;
 
 use crate::util::keys;
 use crate::util::replica::ReplicaProcess;
-use crate::util::scenario::{Scenario, fire_ms};
+use crate::util::scenario::{Scenario, fire_ms, skipped_as_documented};
 use crate::util::{cli, wait_until};
 
 /// From the moment a replica declaring a new job has started, by when the job must have fired:
@@ -243,8 +243,13 @@ fn a_rolling_deploy_runs_every_fire_of_every_job_once_and_none_dead() {
         "`dead list` lists dead runs\n{report}"
     );
 
+    // A fire of keep runs once, or is skipped as the docs say one can be on a loaded machine:
+    // the overlap of the run before it, started late and still running.
     let keep = fires(&ledger, "keep");
-    let missing = missing_seconds(&keep, keep[0], last);
+    let missing: Vec<i64> = missing_seconds(&keep, keep[0], last)
+        .into_iter()
+        .filter(|&fire| !skipped_as_documented(&scenario, "keep", fire))
+        .collect();
     assert!(
         missing.is_empty(),
         "keep, declared alike by every version, missed fires {missing:?} between {} and \

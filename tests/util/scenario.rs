@@ -276,6 +276,33 @@ pub fn event_entries(scenario: &Scenario) -> Vec<redis::streams::StreamId> {
     reply.ids
 }
 
+/// Whether `job`'s fire at `fire` (ms) was skipped as the docs say a fire can be on a loaded
+/// machine (docs/semantics.md): as the overlap of an earlier run of the job that, by Redis's own
+/// times, had started and not ended when the skip was recorded, or made ready in time and found
+/// missed when it would start, past its `missed_after_ms`.
+pub fn skipped_as_documented(scenario: &Scenario, job: &str, fire: i64) -> bool {
+    let field_ms = |run: &str, field: &str| {
+        scenario
+            .run_field(run, field)
+            .and_then(|ms| ms.parse::<i64>().ok())
+    };
+    let run = format!("{job}@{fire}");
+    let skipped_ms = field_ms(&run, "finished_ms");
+    match scenario.run_field(&run, "reason").as_deref() {
+        Some("missed") => field_ms(&run, "missed_after_ms")
+            .zip(skipped_ms)
+            .is_some_and(|(after, skipped)| skipped > after),
+        Some("overlap") => skipped_ms.is_some_and(|skipped| {
+            (1..=5).any(|before| {
+                let earlier = format!("{job}@{}", fire - before * 1_000);
+                field_ms(&earlier, "started_ms").is_some_and(|ms| ms <= skipped)
+                    && field_ms(&earlier, "finished_ms").is_some_and(|ms| ms >= skipped)
+            })
+        }),
+        _ => false,
+    }
+}
+
 /// A fire due while a run of its job that had started by then still ran (a catch-up after a
 /// stall, say) is skipped as an overlap; no other fire is: every `overlap` skip in `skips` had
 /// such a run in the ledger.
