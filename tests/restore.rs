@@ -413,8 +413,10 @@ fn a_restore_skips_no_fire_for_a_run_of_the_copy_that_had_finished() {
             assert!(
                 (1..=most).contains(&ran) || (ran == 0 && overlapped),
                 "{job}@{fire} ({} ms from the restore) ran {ran} times (the copy held \
-                 {active_in_copy} active; skips: {skips:?})",
-                fire - restored
+                 {active_in_copy} active; skips: {skips:?}); its record: {:?}\n{}",
+                fire - restored,
+                scenario.run_record(&format!("{job}@{fire}")),
+                ReplicaProcess::logs(&replicas)
             );
         }
     }

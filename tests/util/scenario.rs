@@ -193,6 +193,14 @@ impl Scenario {
             .expect("HMGET")
     }
 
+    /// Every field of run `run_id`'s hash: what a failed assertion about the run shows.
+    pub fn run_record(&self, run_id: &str) -> std::collections::BTreeMap<String, String> {
+        self.server
+            .connection()
+            .hgetall(keys().run(run_id))
+            .expect("HGETALL")
+    }
+
     /// Field `field` of run `run_id`'s hash.
     pub fn run_field(&self, run_id: &str, field: &str) -> Option<String> {
         self.server
