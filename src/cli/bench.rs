@@ -47,7 +47,18 @@ pub(super) struct BenchArgs {
     /// Every state change waits until it reached N replicas (as `run --replicated-writes`).
     #[arg(long, value_name = "N", default_value_t = 0)]
     replicated_writes: u32,
+    /// Each run prints this many bytes of output, in ten parts over its run time, as a command
+    /// printing it would: what a run's output so far (the console's live output) costs.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    output: usize,
+    /// How long each run takes (`1500ms`); a run longer than a second publishes its output so
+    /// far while it runs.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0s")]
+    run_time: Duration,
 }
+
+/// How many parts a run's `--output` is printed in, spread over its `--run-time`.
+const OUTPUT_PARTS: u32 = 10;
 
 /// What one benchmark run measured.
 struct Figures {
@@ -114,17 +125,36 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
     let starts: Arc<Mutex<Vec<i64>>> = Arc::default();
     let counter = done.clone();
     let recorder = starts.clone();
+    // A line a part, as a command printing its progress writes it.
+    let part = match args.output / OUTPUT_PARTS as usize {
+        0 => String::new(),
+        bytes => format!("{}\n", "x".repeat(bytes - 1)),
+    };
+    let run_time = args.run_time;
     let replica = Replica::builder(store.clone())
         .jobs(jobs)
-        .handler("noop", move |_run: RunContext| {
+        .handler("noop", move |run: RunContext| {
             let counter = counter.clone();
             let recorder = recorder.clone();
+            let part = part.clone();
             async move {
                 if let Ok(mut starts) = recorder.lock() {
                     starts.push(chrono::Utc::now().timestamp_millis());
                 }
+                if !part.is_empty() || !run_time.is_zero() {
+                    for _ in 0..OUTPUT_PARTS {
+                        run.output.push(part.as_bytes());
+                        if !run_time.is_zero() {
+                            tokio::time::sleep(run_time / OUTPUT_PARTS).await;
+                        }
+                    }
+                }
                 counter.fetch_add(1, Ordering::Relaxed);
-                Ok(Completed::default())
+                // What a command's run keeps: its output's tail.
+                Ok(Completed {
+                    output: run.output.text(),
+                    ..Completed::default()
+                })
             }
         })
         .config(bench_config(args.concurrency))
