@@ -25,11 +25,13 @@ impl Counters {
 }
 
 impl RedisInfo {
-    /// Connects to the Redis measured; the bench cannot go on without it.
+    /// Connects to the Redis measured; the bench cannot go on without it. No response timeout:
+    /// a Redis busy with what is measured answers late, and its counters are still the figure.
     pub async fn connect(url: &str) -> Self {
         let client = redis::Client::open(url).expect("a redis URL");
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
         let connection = client
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .expect("connect to the benchmark redis");
         Self { connection }
