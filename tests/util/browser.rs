@@ -244,11 +244,12 @@ impl Browser {
     }
 
     /// Does `act` to the element `css` selects, looked up again when the page replaced it
-    /// between the look-up and the act: the console's script swaps a refreshed section whole,
-    /// every 2 s, and a slow driver call may fall across a swap.
+    /// between the look-up and the act, or when it could not take the act yet (not laid out):
+    /// the console's script swaps a refreshed section whole, every 2 s, and a slow driver call
+    /// may fall across a swap.
     ///
     /// # Panics
-    /// When it fails otherwise, or is replaced at every look within [`WAIT`].
+    /// When it fails otherwise, or fails so at every look within [`WAIT`].
     async fn on_fresh<T>(
         &self,
         css: &str,
@@ -260,7 +261,8 @@ impl Browser {
             match act(self.find(css).await).await {
                 Ok(done) => return done,
                 Err(error)
-                    if error.is_stale_element_reference()
+                    if (error.is_stale_element_reference()
+                        || error.is_element_not_interactable())
                         && std::time::Instant::now() < deadline => {}
                 Err(error) => panic!("cannot {doing} {css:?} on {}: {error}", self.url().await),
             }
