@@ -235,3 +235,54 @@ fn a_401_challenges_for_the_credentials_the_auth_file_holds() {
         }
     }
 }
+
+#[test]
+fn without_an_auth_file_only_a_request_addressed_to_this_machine_is_answered() {
+    let scenario = Scenario::new();
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    // What a page of evil.example sends once its DNS name resolves to 127.0.0.1: its own name
+    // as Host and Origin, which the same-origin check alone took for this server's.
+    let evil = format!("evil.example:{}", web.port);
+    let as_evil = |request: reqwest::RequestBuilder| {
+        web.send(
+            request
+                .header("host", &evil)
+                .header("origin", format!("http://{evil}")),
+        )
+    };
+    for refused in [
+        as_evil(web.client().post(web.url("/api/v1/jobs/x/pause"))),
+        as_evil(web.client().get(web.url("/api/v1/status"))),
+        as_evil(web.client().get(web.url("/"))),
+    ] {
+        assert_eq!(
+            (refused.status, refused.code()),
+            (403, "untrusted-host".to_owned()),
+            "{}",
+            refused.body
+        );
+        assert!(refused.body.contains("--auth-file"), "{}", refused.body);
+    }
+    for host in [
+        format!("localhost:{}", web.port),
+        format!("127.0.0.1:{}", web.port),
+        format!("[::1]:{}", web.port),
+    ] {
+        let read = web.send(
+            web.client()
+                .get(web.url("/api/v1/status"))
+                .header("host", &host),
+        );
+        assert_eq!(read.status, 200, "{host}: {}", read.body);
+    }
+
+    // With an auth file the credentials decide, whatever name the server is reached by.
+    let web = with_users(&scenario, &[]);
+    let read = web.send(
+        web.client()
+            .get(web.url("/api/v1/status"))
+            .header("host", format!("redcron.example:{}", web.port))
+            .basic_auth("vera", Some("vera's password")),
+    );
+    assert_eq!(read.status, 200, "{}", read.body);
+}

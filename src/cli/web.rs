@@ -38,7 +38,8 @@ pub(super) struct WebArgs {
     )]
     base_path: String,
     /// Believe a reverse proxy's X-Forwarded-Prefix for the console's links: only behind a
-    /// proxy that sets it, since any client could otherwise point the links elsewhere.
+    /// proxy that sets it, since any client could otherwise point the links elsewhere. A
+    /// proxy needs --auth-file too: without one, only a Host naming this machine is answered.
     #[arg(long, env = "REDCRON_WEB_TRUST_PROXY")]
     trust_proxy: bool,
     /// Refuse every action (pause, resume, trigger, enqueue, retry, purge) on the server side:
@@ -91,7 +92,8 @@ pub(super) fn execute(args: &WebArgs, out: &mut impl Write) -> Result<(), CliErr
     block_on(async {
         let store = args.redis.connect().await?;
         let state = WebState::new(Client::from_store(store), &namespace, auth, args.read_only)
-            .under(&args.base_path, args.trust_proxy);
+            .under(&args.base_path, args.trust_proxy)
+            .listening_on(args.listen.ip());
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .map_err(CliError::io(format!("listening on {}", args.listen)))?;

@@ -1,13 +1,16 @@
 //! Who may do what: bearer tokens and HTTP basic users from an auth file, each a viewer (reads)
-//! or an operator (actions), and the checks an action passes (role, read-only, same origin).
+//! or an operator (actions), the checks an action passes (role, read-only, same origin), and
+//! the `Host` a server without an auth file answers.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::path::Path;
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde::Deserialize;
@@ -317,6 +320,61 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Without an auth file (anyone may act), answers only a request addressed to this machine:
+/// its `Host` is `localhost`, a loopback address or the address listened on, with any port.
+/// A page of another site whose name its DNS makes resolve to 127.0.0.1 (DNS rebinding) is,
+/// to the browser, of the same origin as what it asks: the `Host` it sends is that name, so
+/// it is refused here, with the API's 403 `untrusted-host`. With an auth file the credentials
+/// decide, and a browser sends none a page of another site could use.
+pub(crate) async fn local_host_only(
+    State(state): State<WebState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if state.auth().is_configured() {
+        return next.run(request).await;
+    }
+    // HTTP/2 names the host in the URI's authority, HTTP/1.1 in `Host`.
+    let host = request.uri().authority().map_or_else(
+        || {
+            request
+                .headers()
+                .get(header::HOST)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        },
+        |authority| authority.as_str().to_owned(),
+    );
+    if is_local_host(&host, state.listen()) {
+        return next.run(request).await;
+    }
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "untrusted-host",
+        format!(
+            "refused: with no auth file this console answers only requests addressed to \
+             localhost, a loopback address or the address it listens on, not to \"{host}\", so \
+             that a page of another site cannot drive it; to serve it under another name (behind \
+             a proxy), give it an auth file (--auth-file)"
+        ),
+    )
+    .into_response()
+}
+
+/// Whether `host` (a `Host` header: a name or address, then maybe `:port`) names this machine:
+/// `localhost`, a loopback address, or `listen`.
+fn is_local_host(host: &str, listen: Option<IpAddr>) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(bracketed) => bracketed.split_once(']').map_or("", |(address, _)| address),
+        None => host.split_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<IpAddr>()
+            .is_ok_and(|address| address.is_loopback() || Some(address) == listen)
+}
+
 /// A refusal: the error, answered with its status (a 401's challenge is added by
 /// `challenge`, which knows the callers configured).
 #[derive(Debug)]
@@ -364,6 +422,32 @@ mod tests {
         let argon = argon2::Argon2::default();
         assert!(argon.verify_password(b"s3cret", &parsed).is_ok());
         assert!(argon.verify_password(b"secret", &parsed).is_err());
+    }
+
+    #[test]
+    fn only_a_host_naming_this_machine_is_local() {
+        let listen = "192.0.2.7".parse().ok();
+        for host in [
+            "localhost",
+            "LOCALHOST:8080",
+            "127.0.0.1:8080",
+            "127.1.2.3",
+            "[::1]:8080",
+            "[::1]",
+            "192.0.2.7:8080",
+        ] {
+            assert!(is_local_host(host, listen), "{host}");
+        }
+        for host in [
+            "evil.example:8080",
+            "localhost.evil.example",
+            "192.0.2.8:8080",
+            "[::2]:8080",
+            "",
+        ] {
+            assert!(!is_local_host(host, listen), "{host}");
+        }
+        assert!(!is_local_host("192.0.2.7", None));
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!   links, form token), reads through the client and draws its `main` into `layout::page`;
 //!   its actions are form POSTs whose handler takes a `CheckedForm` (the [`Operator`] checks,
 //!   then the form's token against the cookie's) and answers with a redirect to a page;
+//! - without an auth file, only a request addressed to this machine is answered
+//!   (`auth::local_host_only`), so that no other site's name can reach it in a browser;
 //! - every answer carries the headers of [`secure_headers`];
 //! - an error is an [`ApiError`], answered with its status and a stable code.
 
@@ -24,6 +26,7 @@ mod pages;
 mod server;
 pub mod strip;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -43,6 +46,7 @@ pub struct WebState {
 }
 
 /// The server's settings, fixed at start.
+#[derive(Clone)]
 struct Settings {
     /// The namespace's client: every read and action goes through it.
     client: Client,
@@ -56,6 +60,9 @@ struct Settings {
     base_path: String,
     /// Whether a proxy's `X-Forwarded-Prefix` is believed.
     trust_proxy: bool,
+    /// The address listened on, a `Host` answered without an auth file besides `localhost`
+    /// and the loopback addresses.
+    listen: Option<IpAddr>,
 }
 
 impl WebState {
@@ -70,6 +77,7 @@ impl WebState {
                 read_only,
                 base_path: String::new(),
                 trust_proxy: false,
+                listen: None,
             }),
         }
     }
@@ -79,16 +87,22 @@ impl WebState {
     /// start with the forwarded prefix, then the base path.
     #[must_use]
     pub fn under(self, base_path: &str, trust_proxy: bool) -> Self {
-        let settings = &self.inner;
+        let mut settings = Settings::clone(&self.inner);
+        settings.base_path = base_path.to_owned();
+        settings.trust_proxy = trust_proxy;
         Self {
-            inner: Arc::new(Settings {
-                client: settings.client.clone(),
-                namespace: settings.namespace.clone(),
-                auth: settings.auth.clone(),
-                read_only: settings.read_only,
-                base_path: base_path.to_owned(),
-                trust_proxy,
-            }),
+            inner: Arc::new(settings),
+        }
+    }
+
+    /// The same state, for a server listening on `address`: without an auth file, a request
+    /// may name it as its `Host` besides `localhost` and the loopback addresses.
+    #[must_use]
+    pub fn listening_on(self, address: IpAddr) -> Self {
+        let mut settings = Settings::clone(&self.inner);
+        settings.listen = Some(address);
+        Self {
+            inner: Arc::new(settings),
         }
     }
 
@@ -98,6 +112,10 @@ impl WebState {
 
     pub(crate) fn trusts_proxy(&self) -> bool {
         self.inner.trust_proxy
+    }
+
+    pub(crate) fn listen(&self) -> Option<IpAddr> {
+        self.inner.listen
     }
 
     /// The namespace's client.
@@ -151,6 +169,10 @@ pub fn router(state: WebState) -> Router {
         .layer(axum::middleware::map_response_with_state(
             state.clone(),
             auth::challenge,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::local_host_only,
         ))
         .with_state(state)
         .layer(axum::middleware::map_response(secure_headers))
