@@ -2,8 +2,10 @@
 //! layout, the overview and its empty states, links under a base path and a proxy's prefix,
 //! the overview's one form (release a hold) with its checks, and hostile text shown as text.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
+use redcron::store::RESPONSE_TIMEOUT;
 use redis::Commands;
 
 use crate::util::keys;
@@ -419,4 +421,36 @@ fn with_redis_out_of_reach_the_header_says_the_leader_is_unknown() {
             down.body
         );
     }
+}
+
+/// With Redis frozen, a page answers its 503 within one Redis response timeout, not one per
+/// read (the header's leader, then the page's own), and the pages come back with Redis.
+#[test]
+fn with_redis_frozen_a_page_answers_within_one_response_timeout() {
+    let scenario = Scenario::new();
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    assert_eq!(web.get("/jobs").status, 200);
+    scenario.server.signal(Signal::SIGSTOP);
+    for path in ["/", "/jobs", "/runs/greet@1"] {
+        let started = Instant::now();
+        let page = web.get(path);
+        let took = started.elapsed();
+        assert_eq!(page.status, 503, "{path}: {}", page.body);
+        assert!(
+            page.body.contains("leader unknown"),
+            "{path}: {}",
+            page.body
+        );
+        // A gross bound, for a loaded machine: well past one timeout, short of two.
+        assert!(
+            took < RESPONSE_TIMEOUT * 2 - Duration::from_secs(2),
+            "{path} answered after {took:?}"
+        );
+    }
+    scenario.server.signal(Signal::SIGCONT);
+    let back = wait_for(Duration::from_secs(30), || {
+        let page = web.get("/jobs");
+        (page.status == 200).then_some(page)
+    });
+    assert!(back.is_some(), "no page once Redis answers again");
 }

@@ -7,7 +7,14 @@
   if (sections.length === 0) {
     return;
   }
+  // One refresh at a time: while Redis is slow to answer, a tick that found the last one still
+  // waiting skips, rather than piling requests on a server that is already waiting.
+  let waiting = false;
   async function refresh() {
+    if (waiting) {
+      return;
+    }
+    waiting = true;
     try {
       const response = await fetch(window.location.href, {
         headers: { "Accept": "text/html" },
@@ -26,6 +33,8 @@
       }
     } catch (error) {
       // The server is restarting or unreachable: the next tick tries again.
+    } finally {
+      waiting = false;
     }
   }
   window.setInterval(refresh, 2000);
@@ -39,7 +48,12 @@
     return;
   }
   const source = output.getAttribute("data-live-output");
+  let waiting = false;
   async function follow() {
+    if (waiting) {
+      return;
+    }
+    waiting = true;
     try {
       const response = await fetch(source, {
         headers: { "Accept": "application/json" },
@@ -59,6 +73,8 @@
       }
     } catch (error) {
       // The server is restarting or unreachable: the next tick tries again.
+    } finally {
+      waiting = false;
     }
   }
   const timer = window.setInterval(follow, 1000);

@@ -5,7 +5,7 @@ use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
 use super::PageContext;
-use crate::web::{WebState, assets, csrf};
+use crate::web::{ApiError, WebState, assets, csrf};
 
 /// The navigation, in order: (path under the prefix, label). The pages a later part builds
 /// are linked already; until then they answer the layout's 404.
@@ -29,11 +29,22 @@ pub(crate) enum Leader {
 
 impl Leader {
     /// The leader now, read through the namespace's client: one read of the lease per page.
-    pub(crate) async fn read(state: &WebState) -> Self {
+    ///
+    /// # Errors
+    /// Redis is out of reach (a 503): the page's own reads would wait as long again, so the
+    /// page is not drawn. A lease that cannot be read otherwise is [`Leader::Unread`].
+    pub(crate) async fn read(state: &WebState) -> Result<Self, ApiError> {
         match state.client().leader().await {
-            Ok(Some(replica)) => Leader::Replica(replica),
-            Ok(None) => Leader::None,
-            Err(_) => Leader::Unread,
+            Ok(Some(replica)) => Ok(Leader::Replica(replica)),
+            Ok(None) => Ok(Leader::None),
+            Err(error) => {
+                let error = ApiError::from(error);
+                if error.status == StatusCode::SERVICE_UNAVAILABLE {
+                    Err(error)
+                } else {
+                    Ok(Leader::Unread)
+                }
+            }
         }
     }
 }

@@ -85,7 +85,9 @@ impl FromRequestParts<WebState> for PageContext {
     async fn from_request_parts(parts: &mut Parts, state: &WebState) -> Result<Self, Refused> {
         let caller = Caller::from_request_parts(parts, state).await?;
         let mut context = PageContext::new(parts, state, caller);
-        context.leader = Leader::read(state).await;
+        // Redis out of reach answers the page at once (drawn by `html_errors`), so that a
+        // page waits for one Redis response timeout at most, not one per read.
+        context.leader = Leader::read(state).await.map_err(Refused)?;
         Ok(context)
     }
 }

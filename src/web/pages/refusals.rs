@@ -34,8 +34,12 @@ pub(crate) async fn html_errors(
     let Some(error) = response.extensions_mut().remove::<ApiError>() else {
         return response;
     };
-    // Read only for a page drawn here: a page its handler drew read the leader itself.
-    context.leader = Leader::read(&state).await;
+    // Read only for a page drawn here: a page its handler drew read the leader itself. Not
+    // read again when a read found Redis out of reach, which would make the page wait for a
+    // second response timeout: the header says the leader is unknown.
+    if error.status != StatusCode::SERVICE_UNAVAILABLE {
+        context.leader = Leader::read(&state).await.unwrap_or(Leader::Unread);
+    }
     drawn(&context, &error, &path)
 }
 
@@ -60,6 +64,9 @@ fn drawn(context: &PageContext, error: &ApiError, path: &str) -> Response {
             StatusCode::FORBIDDEN if error.code == "cross-origin" => p {
                 "Reload the page you came from and try again: its form is older than this \
                  browser's token, or another site sent it."
+            },
+            StatusCode::SERVICE_UNAVAILABLE => p {
+                "Redis cannot be read now: the page shows the namespace again once Redis answers."
             },
             _ => {},
         }
