@@ -4,6 +4,8 @@
 //! JSON; and the console's root reached with a trailing slash under a base path, or from the
 //! server's own root.
 
+use std::time::Instant;
+
 use crate::util::redcron_in;
 use crate::util::scenario::Scenario;
 use crate::util::web::WebProcess;
@@ -285,4 +287,45 @@ fn without_an_auth_file_only_a_request_addressed_to_this_machine_is_answered() {
             .basic_auth("vera", Some("vera's password")),
     );
     assert_eq!(read.status, 200, "{}", read.body);
+}
+
+/// An unknown user is refused as a wrong password is: the same 401, page and challenge, after
+/// an Argon2 verification alike (against a hash no password matches), so that neither what nor
+/// when the server answers tells which users its auth file holds.
+#[test]
+fn an_unknown_user_is_refused_as_a_wrong_password_is() {
+    let scenario = Scenario::new();
+    let web = with_users(&scenario, &[]);
+    let timed = |user: &str| {
+        let started = Instant::now();
+        let answer = web.send(
+            web.client()
+                .get(web.url("/jobs"))
+                .basic_auth(user, Some("not the password")),
+        );
+        (answer, started.elapsed())
+    };
+    let (wrong, wrong_took) = timed("vera");
+    let (unknown, unknown_took) = timed("nobody");
+    assert_eq!(wrong.status, 401, "{}", wrong.body);
+    assert_eq!(unknown.status, 401, "{}", unknown.body);
+    assert_eq!(wrong.body, unknown.body);
+    assert_eq!(
+        wrong
+            .headers
+            .get_all("www-authenticate")
+            .iter()
+            .collect::<Vec<_>>(),
+        unknown
+            .headers
+            .get_all("www-authenticate")
+            .iter()
+            .collect::<Vec<_>>()
+    );
+    // A gross bound, for a loaded machine: an unknown user was answered before any
+    // verification, in a hundredth of a wrong password's time.
+    assert!(
+        unknown_took * 4 > wrong_took,
+        "an unknown user in {unknown_took:?}, a wrong password in {wrong_took:?}"
+    );
 }

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Arc;
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::extract::{FromRequestParts, Request, State};
@@ -56,6 +57,12 @@ struct UserEntry {
     password_hash: String,
     role: Role,
 }
+
+/// What an unknown user's password is verified against: an Argon2 hash (of the default
+/// parameters, as `redcron web hash` makes them) that no password is known to match, so that
+/// an unknown user is refused in the time a wrong password is, and the time taken does not
+/// tell which names the auth file holds.
+const UNKNOWN_USER_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$melp2wTI/17bjUV7fMQdIg$0FJLhh046isjKYQJZJJjVrs5hImNIRi9VvVSB3NFJAc";
 
 /// The callers the server knows. Empty means no authentication: everyone is `anonymous`, an
 /// operator, which `redcron web` allows only on a loopback address.
@@ -134,8 +141,9 @@ impl Auth {
     }
 
     /// Who sent `headers`: a token's or a user's name and role, `anonymous` (an operator)
-    /// when no authentication is configured.
-    pub(crate) fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    /// when no authentication is configured. A user's password is verified on a blocking
+    /// thread: Argon2 is slow on purpose, and would hold up the runtime's other requests.
+    async fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
         if !self.is_configured() {
             return Ok(Caller {
                 name: "anonymous".to_owned(),
@@ -186,13 +194,20 @@ impl Auth {
                 ));
             };
             let known = self.users.iter().find(|(name, _, _)| name == user);
-            if let Some((name, hash, role)) = known
-                && PasswordHash::new(hash).is_ok_and(|hash| {
+            let hash = known
+                .map_or(UNKNOWN_USER_HASH, |(_, hash, _)| hash.as_str())
+                .to_owned();
+            let password = password.to_owned();
+            let verified = tokio::task::spawn_blocking(move || {
+                PasswordHash::new(&hash).is_ok_and(|hash| {
                     argon2::Argon2::default()
                         .verify_password(password.as_bytes(), &hash)
                         .is_ok()
                 })
-            {
+            })
+            .await
+            .unwrap_or(false);
+            if verified && let Some((name, _, role)) = known {
                 return Ok(Caller {
                     name: name.clone(),
                     role: *role,
@@ -253,11 +268,36 @@ impl Caller {
     }
 }
 
+/// Who made a request, found once for it: a page's extractors and its refusal (drawn by
+/// `pages::html_errors`, which puts this in the request's extensions) share it, so that a
+/// password is verified once a request.
+#[derive(Clone, Default)]
+pub(crate) struct Identified(Arc<tokio::sync::OnceCell<Result<Caller, ApiError>>>);
+
+impl Identified {
+    /// The caller of `headers`, found by `auth` on the first call and remembered.
+    pub(crate) async fn caller(
+        &self,
+        auth: &Auth,
+        headers: &HeaderMap,
+    ) -> Result<Caller, ApiError> {
+        self.0.get_or_init(|| auth.caller(headers)).await.clone()
+    }
+}
+
 impl FromRequestParts<WebState> for Caller {
     type Rejection = Refused;
 
     async fn from_request_parts(parts: &mut Parts, state: &WebState) -> Result<Self, Refused> {
-        state.auth().caller(&parts.headers).map_err(Refused)
+        let identified = parts
+            .extensions
+            .get::<Identified>()
+            .cloned()
+            .unwrap_or_default();
+        identified
+            .caller(state.auth(), &parts.headers)
+            .await
+            .map_err(Refused)
     }
 }
 

@@ -17,7 +17,7 @@ mod workflows;
 use axum::Router;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
@@ -84,7 +84,7 @@ impl FromRequestParts<WebState> for PageContext {
 
     async fn from_request_parts(parts: &mut Parts, state: &WebState) -> Result<Self, Refused> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        let mut context = PageContext::new(parts, state, caller);
+        let mut context = PageContext::new(&parts.headers, state, caller);
         // Redis out of reach answers the page at once (drawn by `html_errors`), so that a
         // page waits for one Redis response timeout at most, not one per read.
         context.leader = Leader::read(state).await.map_err(Refused)?;
@@ -93,20 +93,21 @@ impl FromRequestParts<WebState> for PageContext {
 }
 
 impl PageContext {
-    /// What a page of `parts` knows, drawn for `caller`; the leader not read yet.
-    fn new(parts: &Parts, state: &WebState, caller: Caller) -> Self {
+    /// What a page of a request with `headers` knows, drawn for `caller`; the leader not
+    /// read yet.
+    fn new(headers: &HeaderMap, state: &WebState, caller: Caller) -> Self {
         // A proxy's prefix is believed only when told to (--trust-proxy): otherwise any client
         // could make the console's links point elsewhere.
         let forwarded = state
             .trusts_proxy()
-            .then(|| parts.headers.get("x-forwarded-prefix"))
+            .then(|| headers.get("x-forwarded-prefix"))
             .flatten()
             .and_then(|value| value.to_str().ok())
             .map(|prefix| prefix.trim_end_matches('/'))
             .filter(|prefix| !prefix.is_empty() && check_base_path(prefix).is_ok())
             .unwrap_or_default();
         let prefix = format!("{forwarded}{}", state.base_path());
-        let (csrf_token, new_token) = match csrf::token_of(&parts.headers) {
+        let (csrf_token, new_token) = match csrf::token_of(headers) {
             Some(token) => (token, false),
             None => (csrf::new_token(), true),
         };

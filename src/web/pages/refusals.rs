@@ -11,29 +11,33 @@ use axum::response::Response;
 use maud::html;
 
 use super::{Leader, PageContext, layout};
+use crate::web::auth::Identified;
 use crate::web::{ApiError, Caller, WebState};
 
 /// Draws the [`ApiError`] a page answered in the layout; passes every other answer on.
 pub(crate) async fn html_errors(
     State(state): State<WebState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let path = request.uri().path().to_owned();
     if path.starts_with("/api/") || path.starts_with("/assets/") {
         return next.run(request).await;
     }
-    let (parts, body) = request.into_parts();
-    // The page says who is signed in when the credentials were good, whatever else failed.
-    let caller = state
-        .auth()
-        .caller(&parts.headers)
-        .unwrap_or_else(|_| Caller::nobody());
-    let mut context = PageContext::new(&parts, &state, caller);
-    let mut response = next.run(Request::from_parts(parts, body)).await;
+    let identified = Identified::default();
+    request.extensions_mut().insert(identified.clone());
+    let headers = request.headers().clone();
+    let mut response = next.run(request).await;
     let Some(error) = response.extensions_mut().remove::<ApiError>() else {
         return response;
     };
+    // The page says who is signed in when the credentials were good, whatever else failed:
+    // as the page's extractors found them, if they asked.
+    let caller = identified
+        .caller(state.auth(), &headers)
+        .await
+        .unwrap_or_else(|_| Caller::nobody());
+    let mut context = PageContext::new(&headers, &state, caller);
     // Read only for a page drawn here: a page its handler drew read the leader itself. Not
     // read again when a read found Redis out of reach, which would make the page wait for a
     // second response timeout: the header says the leader is unknown.
