@@ -349,6 +349,36 @@ fn an_enqueue_further_out_than_a_year_is_refused_and_the_runs_stay_listed() {
 }
 
 #[test]
+fn an_enqueues_uniqueness_and_a_time_long_past_are_held_as_the_command_lines_are() {
+    let (scenario, _replica) = declared();
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    for (body, field) in [
+        (
+            r#"{"unique": true, "unique_for_ms": 18446744073709551615}"#,
+            "unique_for_ms",
+        ),
+        (r#"{"unique": true, "unique_for_ms": 0}"#, "unique_for_ms"),
+        (
+            r#"{"at_ms": -9223372036854775808, "past_ok": true}"#,
+            "at_ms",
+        ),
+        (r#"{"at_ms": -1, "past_ok": true}"#, "at_ms"),
+    ] {
+        let refused = web.post("/api/v1/jobs/greet/enqueue", Some(body));
+        expect(&refused, 400, "bad-time");
+        assert!(refused.body.contains(field), "{body}: {}", refused.body);
+    }
+    let hour_ago = chrono::Utc::now().timestamp_millis() - 3_600_000;
+    let past = web.post(
+        "/api/v1/jobs/greet/enqueue",
+        Some(&format!(
+            r#"{{"at_ms": {hour_ago}, "past_ok": true, "unique": true, "unique_for_ms": 60000}}"#
+        )),
+    );
+    assert_eq!(past.status, 200, "{}", past.body);
+}
+
+#[test]
 fn a_path_a_query_or_a_method_a_route_cannot_take_is_refused_in_the_apis_shape_or_the_layout() {
     let scenario = Scenario::new();
     let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);

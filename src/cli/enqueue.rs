@@ -213,13 +213,27 @@ pub(super) fn enqueue(args: &EnqueueArgs, out: &mut impl Write) -> Result<(), Cl
     )
 }
 
-/// Reads `--unique-for`: a window of no time would make the run unique in name only.
+/// Reads `--unique-for`, held to [`within_uniqueness`].
 pub(super) fn uniqueness_window(text: &str) -> Result<Duration, String> {
     let window = humantime::parse_duration(text).map_err(|error| format!("{text:?}: {error}"))?;
-    if window.is_zero() {
-        return Err(format!("{text:?}: uniqueness must hold for some time"));
-    }
+    within_uniqueness(window, &format!("{text:?}"))?;
     Ok(window)
+}
+
+/// Holds a uniqueness window (`--unique-for`, the API's `unique_for_ms`, written `shown` in
+/// the refusal) to some time, and to at most [`LONGEST_DELAY`]: a window of no time would make
+/// the run unique in name only, and one past what Redis's expiry holds would fail in Redis.
+pub(crate) fn within_uniqueness(window: Duration, shown: &str) -> Result<(), String> {
+    if window.is_zero() {
+        return Err(format!("{shown}: uniqueness must hold for some time"));
+    }
+    if window > LONGEST_DELAY {
+        return Err(format!(
+            "{shown}: uniqueness may hold for {} at most",
+            elapsed(i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2))
+        ));
+    }
+    Ok(())
 }
 
 /// Reads `--in`: a duration of at most [`LONGEST_DELAY`].
@@ -239,11 +253,17 @@ pub(crate) fn within_delay(delay: Duration, shown: &str) -> Result<(), String> {
 }
 
 /// Holds `--at` (and a line's `"at"`, the API's `at_ms`) to the bound of `--in`, on this
-/// machine's clock: a few seconds of skew with Redis's do not matter against a year.
+/// machine's clock: a few seconds of skew with Redis's do not matter against a year; and to
+/// no time before 1970, which no run was ever due at, even with --allow-past.
 pub(crate) fn within_horizon(at_ms: i64, text: &str) -> Result<(), String> {
     let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2);
     if at_ms.saturating_sub(chrono::Utc::now().timestamp_millis()) > longest_ms {
         return Err(format!("\"{text}\" is {}", too_far()));
+    }
+    if at_ms < 0 {
+        return Err(format!(
+            "\"{text}\" is before 1970: a run is due at 1970-01-01T00:00:00Z or later"
+        ));
     }
     Ok(())
 }

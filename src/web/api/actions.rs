@@ -12,6 +12,7 @@ use super::{Body, Segment};
 use crate::cli::dead::retried_document;
 use crate::cli::enqueue::{
     fired_document, live_declarers, submitted_document, within_delay, within_horizon,
+    within_uniqueness,
 };
 use crate::cli::pause::pause_document;
 use crate::client::{Client, DeadRetried, RunRequest};
@@ -136,6 +137,13 @@ pub(super) async fn enqueue(
         (None, None) => Ok(()),
     };
     horizon.map_err(|problem| ApiError::bad_request("bad-time", problem))?;
+    if let Some(window) = body.unique_for_ms {
+        within_uniqueness(
+            Duration::from_millis(window),
+            &format!("unique_for_ms {window}"),
+        )
+        .map_err(|problem| ApiError::bad_request("bad-time", problem))?;
+    }
     let payload = payload_text(body.payload.as_ref())?;
     submit(
         &state.client().acting_as(caller.name),
