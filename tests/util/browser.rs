@@ -335,6 +335,18 @@ impl Browser {
         }
     }
 
+    /// The page's top saved as `dir/name.png` for the documents (see [`Self::screenshot`]),
+    /// small enough to keep in the repository: under 200 KB.
+    pub async fn photograph(&self, dir: &Path, name: &str) {
+        // An accessibility check moves the focus down the page: the picture shows its top.
+        if let Err(error) = self.client.execute("window.scrollTo(0, 0);", vec![]).await {
+            panic!("cannot scroll {} to its top: {error}", self.url().await);
+        }
+        let shot = self.screenshot(dir, name).await;
+        let size = std::fs::metadata(&shot).map(|meta| meta.len()).unwrap_or(0);
+        assert!(size < 200_000, "{} is {size} bytes", shot.display());
+    }
+
     /// Saves what the viewport shows as `dir/name.png` (the directory made when missing); the
     /// file's path.
     pub async fn screenshot(&self, dir: &Path, name: &str) -> PathBuf {
