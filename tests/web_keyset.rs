@@ -6,9 +6,9 @@
 use redis::Commands;
 use serde_json::Value;
 
-use crate::util::keys;
 use crate::util::redis_server::RedisServer;
 use crate::util::web::WebProcess;
+use crate::util::{command_calls, keys};
 
 /// When the seeded runs are due: far enough ahead that nothing promotes them (no replica runs).
 const DUE_MS: i64 = 4_000_000_000_000;
@@ -177,14 +177,7 @@ fn a_filter_no_index_serves_reads_a_bounded_page_and_says_where_to_go_on() {
 
 /// How many commands Redis has run since its statistics were reset (those of scripts too).
 fn commands_run(redis: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(redis)
-        .expect("INFO");
-    info.lines()
-        .filter_map(|line| line.split("calls=").nth(1))
-        .filter_map(|rest| rest.split(',').next()?.parse::<u64>().ok())
-        .sum()
+    command_calls(redis).values().sum()
 }
 
 #[test]
