@@ -12,7 +12,8 @@
 -- KEYS[1] active  zset    run id -> lease deadline ms
 -- KEYS[2] events  stream  run state changes
 -- KEYS[3] hold  string  set while the namespace is held (redcron hold): nothing is written
--- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>,
+--         ready-queues
 -- ARGV[2] retention of the run hashes, ms
 -- ARGV[3] events stream MAXLEN (approximate)
 -- ARGV[4] now override, ms, or '' for Redis's clock (tests only)

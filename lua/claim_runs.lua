@@ -46,8 +46,9 @@
 --                       or success recorded, never below one a replica saw; rewound_ms: when a
 --                       claim last found Redis older than its replica saw it
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
---         wake:<queue>, fp:<fingerprint>, running:<job>, waiting:<job>, undeclared:<job>,
---         replicas, replica-jobs:<replica id>, wake-replica:<replica id>, latest-fire
+--         wake:<queue>, ready-queues, fp:<fingerprint>, running:<job>, waiting:<job>,
+--         undeclared:<job>, replicas, replica-jobs:<replica id>, wake-replica:<replica id>,
+--         latest-fire
 -- ARGV[2] lease, ms
 -- ARGV[3] fingerprint ttl, ms
 -- ARGV[4] most runs popped by this call (skipped ones included)
@@ -151,7 +152,7 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
         -- coming due so, rather than pushed to a ready list no claim reads.
         corrupt[#corrupt + 1] = run_id
       elseif serves[queue] then
-        back[#back + 1] = {ready_list(prefix, kind, queue, priority), run_id}
+        back[#back + 1] = {ready_list(prefix, kind, queue, priority), run_id, queue}
       else
         kept[#kept + 1] = run_id
       end
@@ -161,6 +162,7 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
     end
     -- Pushed to the heads newest first, so that the oldest ends up first.
     for i = #back, 1, -1 do
+      note_ready_queue(back[i][3], prefix)
       redis.call('LPUSH', back[i][1], back[i][2])
     end
     keep_aside(aside, kept, undeclared_jobs, job)

@@ -20,7 +20,8 @@
 -- KEYS[4] wake-promoter  channel told when a run becomes due
 -- KEYS[5] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- KEYS[6] events         stream  run state changes, and actions on jobs
--- ARGV[1] key prefix "{ns}:" for run:<id>, fp:<fingerprint>, ready:<queue>:<priority>, wake:<queue>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, fp:<fingerprint>, ready:<queue>:<priority>, wake:<queue>,
+--         ready-queues
 -- ARGV[2] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[3] who asks (a console's token or user, `cli`, a program's name), or '' when not told:
 --         then nothing is recorded of who, and no action
@@ -140,6 +141,7 @@ for i = 6, #ARGV, 7 do
       ready[list] = ready[list] or {}
       table.insert(ready[list], run_id)
       woken[key_wake(prefix, def.queue)] = true
+      note_ready_queue(def.queue, prefix)
     else
       later[#later + 1] = due_ms
       later[#later + 1] = run_id

@@ -30,7 +30,7 @@
 -- KEYS[5] wake-promoter  channel told when a retry becomes due
 -- KEYS[6] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:<queue>:<priority>,
---         ready-fires:<queue>:<priority>, wake:<queue>, due-runs
+--         ready-fires:<queue>:<priority>, wake:<queue>, ready-queues, due-runs
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it, or '' for the reaper (then the lease must have expired)
 -- ARGV[4] reason: failed | timeout | permanent (no retry) | corrupt (no retry) | lost |
@@ -130,7 +130,9 @@ local function subscribed(event)
 end
 
 if retry_at and rerun_list then
-  -- Ready, it has no worker until it is claimed again.
+  -- Ready, it has no worker until it is claimed again. Its queue may have been forgotten by the
+  -- index while the run ran (its lists were empty).
+  note_ready_queue(queue, prefix)
   redis.call('LPUSH', rerun_list, run_id)
   redis.call('ZADD', key_wake(prefix, queue), 0, 'ready')
   redis.call('HSET', run_key, 'state', 'ready', 'due_ms', retry_at, 'ready_ms', retry_at)

@@ -6,7 +6,8 @@
 --
 -- KEYS[1] defs  hash    job -> published definition JSON: the jobs looked at
 -- KEYS[2] hold  string  set while the namespace is held (redcron hold): nothing is written
--- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>
+-- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>,
+--         ready-queues
 -- ARGV[2] now override, ms, or '' for Redis's clock (tests only)
 --
 -- Returns how many entries left the waiting lists: runs handed a slot, and entries of runs no

@@ -9,7 +9,7 @@
 -- KEYS[7..12] list  the fallback queue's lists, in the same order
 -- KEYS[13]    wake:<fallback>  zset, one member: told that runs are ready
 -- KEYS[14]    hold  string  set while the namespace is held (redcron hold): nothing is written
--- ARGV[1]     key prefix "{ns}:" for run:<id>
+-- ARGV[1]     key prefix "{ns}:" for run:<id>, ready-queues
 -- ARGV[2]     the fallback queue's name
 -- ARGV[3]     limit: most runs moved by this call
 --
@@ -34,5 +34,6 @@ for list = 1, 6 do
 end
 if moved > 0 then
   redis.call('ZADD', KEYS[13], 0, 'ready')
+  note_ready_queue(fallback, prefix)
 end
 return moved

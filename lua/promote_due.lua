@@ -54,7 +54,7 @@
 -- KEYS[10] planned-through string  ms up to which the leader has planned every job's fires;
 --                          absent until a leader wrote it (then no fire waits for it)
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
---         wake:<queue>
+--         wake:<queue>, ready-queues
 -- ARGV[2] limit: most runs moved by this call
 -- ARGV[3] misfire threshold, ms: a run later than this is a missed fire
 -- ARGV[4] events stream MAXLEN (approximate)
@@ -198,6 +198,7 @@ local function make_ready(run_key, run_id, kind, queue, priority)
   ready_lists[list] = ready_lists[list] or {}
   table.insert(ready_lists[list], run_id)
   woken[key_wake(prefix, queue)] = true
+  note_ready_queue(queue, prefix)
   ready = ready + 1
 end
 -- The fires due first, then as many ad-hoc runs as the limit leaves: the ones only when no fire

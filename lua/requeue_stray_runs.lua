@@ -23,7 +23,7 @@
 -- KEYS[4] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- KEYS[5] due-runs  zset  run id -> due ms, of ad-hoc runs
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
---         wake:<queue>, waiting:<job>, running:<job>, undeclared:<job>
+--         wake:<queue>, ready-queues, waiting:<job>, running:<job>, undeclared:<job>
 -- ARGV[2] events stream MAXLEN (approximate)
 -- ARGV[3] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[4..] the run ids of the page
@@ -100,6 +100,7 @@ for _, stray in ipairs(strays) do
     bury_corrupt_run(prefix, key_run(prefix, run_id), run_id, job, now, key_dead(prefix), events,
       maxlen)
   elseif state == 'ready' then
+    note_ready_queue(stray[5], prefix)
     redis.call('LPUSH', stray[4], run_id)
     redis.call('ZADD', key_wake(prefix, stray[5]), 0, 'ready')
   else

@@ -7,7 +7,8 @@
 --
 -- KEYS[1] dead  zset    run id -> ms it died
 -- KEYS[2] hold  string  set while the namespace is held (redcron hold): nothing is written
--- ARGV[1] key prefix "{ns}:" for wf:<id>, workflows-running, run:<id>, ready:..., wake:<queue>
+-- ARGV[1] key prefix "{ns}:" for wf:<id>, workflows-running, run:<id>, ready:..., wake:<queue>,
+--         ready-queues
 -- ARGV[2] instance id
 -- ARGV[3] now override, ms, or '' for Redis's clock (tests only)
 --

@@ -7,7 +7,8 @@
 --
 -- KEYS[1] workflows-running  zset  instance id -> ms started
 -- KEYS[2] hold  string  set while the namespace is held (redcron hold): nothing is written
--- ARGV[1] key prefix "{ns}:" for wf:<id>, run:<id>, ready:<queue>:<priority>, wake:<queue>
+-- ARGV[1] key prefix "{ns}:" for wf:<id>, run:<id>, ready:<queue>:<priority>, wake:<queue>,
+--         ready-queues
 -- ARGV[2] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[3..] instance ids
 --

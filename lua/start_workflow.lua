@@ -14,7 +14,7 @@
 -- KEYS[2] defs       hash    job -> definition JSON, published by the leader
 -- KEYS[3] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for wf:<id>, workflows-running, run:<id>, ready:<queue>:<priority>,
---         wake:<queue>
+--         wake:<queue>, ready-queues
 -- ARGV[2] workflow name
 -- ARGV[3] instance id
 -- ARGV[4] payload: a JSON object's text, or '' for none

@@ -12,6 +12,7 @@
 -- KEYS[2] events  stream  run state changes
 -- KEYS[3] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>,
+--         ready-queues,
 --         latest-fire
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it

@@ -30,7 +30,7 @@
 -- KEYS[5] hold     string  set while the namespace is held (redcron hold): nothing is written
 -- KEYS[6] events   stream  run state changes, and operators' actions on jobs
 -- ARGV[1] key prefix "{ns}:" for run:<id>, targets:<job>, ready-fires:@<replica>:<priority>,
---         wake:@<replica>
+--         wake:@<replica>, ready-queues
 -- ARGV[2] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[3] job name
 -- ARGV[4] payload (JSON text), or '' for none
@@ -131,6 +131,7 @@ for _, replica in ipairs(targets) do
     redis.call('HSET', run_key, 'payload', payload)
   end
   set_run_notices(run_key, def.notify)
+  note_ready_queue(route, prefix)
   redis.call('RPUSH', ready_list(prefix, 'cron', route, priority), run_id)
   redis.call('ZADD', key_wake(prefix, route), 0, 'ready')
   reply[#reply + 1] = run_id

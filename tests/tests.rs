@@ -43,6 +43,7 @@ mod notices;
 mod operate;
 mod out_of_memory;
 mod output;
+mod ready_queues;
 mod reload;
 mod replicas;
 mod restore;

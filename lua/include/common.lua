@@ -25,6 +25,7 @@ local function key_dead(prefix) return prefix .. 'dead' end
 local function key_events(prefix) return prefix .. 'events' end
 local function key_targets(prefix, job) return prefix .. 'targets:' .. job end
 local function key_replicas(prefix) return prefix .. 'replicas' end
+local function key_ready_queues(prefix) return prefix .. 'ready-queues' end
 
 -- The id of a cron fire, as `cron_run_id` in src/store/planning.rs builds it: deterministic,
 -- so that one fire is only ever planned once.
@@ -125,17 +126,29 @@ end
 -- `read`, made once per call of a script for each key however many runs ask (a job's definition,
 -- whether it is paused), and the table of what it read by key, for a script that writes its
 -- reads back at its end. `read` returns anything but nil (false is kept as an answer).
+-- Arguments after the key are passed on to `read` the first time.
 local function once_per_call(read)
   local known = {}
-  return function(key)
+  return function(key, ...)
     local value = known[key]
     if value == nil then
-      value = read(key)
+      value = read(key, ...)
       known[key] = value
     end
     return value
   end, known
 end
+
+-- Adds `queue` (a queue or a replica's own route) to {ns}:ready-queues, the index of the queues
+-- whose ready lists may hold runs, which readers take instead of walking every key: every script
+-- that pushes a run onto a ready list calls it, once per queue per call however many runs it
+-- pushes (a member already there costs a SADD that changes nothing, so neither the AOF nor the
+-- replicas see it). The index serves readers only, so a damaged one (another type) must not fail
+-- the script that moves a run: the reapers' walk refuses it and says so instead.
+local note_ready_queue = once_per_call(function(queue, prefix)
+  redis.pcall('SADD', key_ready_queues(prefix), queue)
+  return true
+end)
 
 -- The fires (ms, as text) of a job planned and not promoted yet, from its entry in the planned
 -- hash: a comma-separated list. One hash field per job costs a fraction of a key per job.
@@ -389,6 +402,7 @@ local function fill_job_slots(prefix, job, now)
         redis.call('ZADD', running, now + SLOT_HANDOVER_MS, run_id)
       end
       redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now)
+      note_ready_queue(queue, prefix)
       redis.call('LPUSH', ready_list(prefix, kind, queue, priority), run_id)
       redis.call('ZADD', key_wake(prefix, queue), 0, 'ready')
     end

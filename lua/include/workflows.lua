@@ -184,6 +184,7 @@ local function enqueue_step(prefix, workflow_id, step, job, payload, now)
     redis.call('HSET', run_key, 'max_concurrency', tostring(def.max_concurrency))
   end
   set_run_notices(run_key, def.notify)
+  note_ready_queue(def.queue, prefix)
   redis.call('RPUSH', ready_list(prefix, 'adhoc', def.queue, def.priority), run_id)
   redis.call('ZADD', key_wake(prefix, def.queue), 0, 'ready')
   return true

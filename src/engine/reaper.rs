@@ -4,7 +4,8 @@
 //! a grace period, moves the ready runs of a queue that no live replica has served for its
 //! `fallback_after` to its fallback queue (`[queues.<name>]`), and settles the workflow steps
 //! whose runs ended without advancing their instance, and puts back the runs it finds in none of
-//! the lists their state says they are in (a page of run hashes a tick).
+//! the lists their state says they are in (a page of run hashes a tick), keeping the index of
+//! the queues with ready runs whole on the same page.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -77,8 +78,12 @@ pub struct Reaper {
     /// Where the next page of running workflow instances to settle starts.
     settle_from: usize,
     /// Where the next page of the walk over the namespace's records starts (`SCAN` cursor; 0
-    /// starts a round): for damaged records and runs left in no list.
+    /// starts a round): for damaged records, runs left in no list and the index of queues with
+    /// ready runs.
     records_from: u64,
+    /// Whether every page of the walk's round so far added its ready lists' queues to the
+    /// index: only such a round may tell readers that the index is whole.
+    queues_indexed: bool,
 }
 
 /// How many running workflow instances one tick settles: the index is read a page a tick, so a
@@ -96,6 +101,7 @@ impl Reaper {
             unserved_since: HashMap::new(),
             settle_from: 0,
             records_from: 0,
+            queues_indexed: true,
         }
     }
 

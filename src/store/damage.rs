@@ -157,9 +157,11 @@ impl fmt::Display for Entry {
     }
 }
 
-/// One page of the reapers' walk over the namespace's keys: the records in it, and where the
-/// next page starts. The damaged ones get an expiry ([`Store::expire_damaged_keys`]), the runs
-/// left in no list are put back ([`Store::requeue_stray_runs`]): one walk serves both.
+/// One page of the reapers' walk over the namespace's keys: the records and ready lists in it,
+/// and where the next page starts. The damaged records get an expiry
+/// ([`Store::expire_damaged_keys`]), the runs left in no list are put back
+/// ([`Store::requeue_stray_runs`]), the ready lists' queues go into the index
+/// ([`Store::index_ready_queues`]): one walk serves all three.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordPage {
     /// The `SCAN` cursor of the next page; 0 when this page ended a round over every key.
@@ -167,6 +169,9 @@ pub struct RecordPage {
     /// The run and workflow records of the page, as key suffixes (`run:<id>`, `wf:<id>`),
     /// bytes as Redis holds them.
     pub suffixes: Vec<Vec<u8>>,
+    /// The queues of the ready lists of the page, for the index of queues with ready runs
+    /// ([`Store::index_ready_queues`]).
+    pub queues: Vec<String>,
 }
 
 impl RecordPage {
@@ -222,7 +227,7 @@ impl Store {
     }
 
     /// One page of the namespace's keys, from `cursor` (0 starts a round): its run and
-    /// workflow records.
+    /// workflow records, and the queues of its ready lists.
     ///
     /// # Errors
     /// Redis errors.
@@ -235,7 +240,15 @@ impl Store {
             .filter(|suffix| suffix.starts_with(b"run:") || suffix.starts_with(b"wf:"))
             .map(<[u8]>::to_vec)
             .collect();
-        Ok(RecordPage { next, suffixes })
+        let queues = keys
+            .iter()
+            .filter_map(|key| self.queue_of_ready_list(key))
+            .collect();
+        Ok(RecordPage {
+            next,
+            suffixes,
+            queues,
+        })
     }
 
     /// Gives the records of `page` that are damaged (without the fields their kind has, or not

@@ -302,9 +302,15 @@ impl Store {
             .query_async(&mut connection)
             .await
             .during(&self.metrics, "overview")?;
-        let mut queues = queues_of(&defs);
+        let named = queues_of(&defs);
+        let mut queues = named.clone();
         queues.extend(self.ready_queues().await?);
-        let counts = self.run_counts(&queues).await?;
+        let mut counts = self.run_counts(&queues).await?;
+        // The index may name a queue emptied since the reapers' last round over the keys: one no
+        // job names shows only while it holds runs.
+        counts.ready.retain(|(queue, lengths)| {
+            queue == "default" || named.contains(queue) || lengths.iter().any(|length| *length > 0)
+        });
         let mut pipe = redis::pipe();
         for (replica, _) in &replicas {
             pipe.hgetall(self.keys.replica(replica));

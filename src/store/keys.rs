@@ -215,6 +215,20 @@ impl Keys {
             .then_some(queue)
     }
 
+    /// Set of the queues (and replicas' own routes) whose ready lists may hold runs: every script
+    /// that pushes a run onto a ready list adds its queue, and the reapers forget a queue once
+    /// its lists are empty. What readers take instead of walking every key.
+    pub fn ready_queues(&self) -> String {
+        self.key("ready-queues")
+    }
+
+    /// String: the ms at which a reaper's walk over every key ended with each ready list it met
+    /// in [`Keys::ready_queues`]. Absent in a namespace written only by versions before the
+    /// index, whose readers walk the keys for ready lists instead.
+    pub fn ready_queues_walked(&self) -> String {
+        self.key("ready-queues-walked")
+    }
+
     /// Zset with at most one member, added when runs become ready in `queue`: idle workers block
     /// on it instead of polling.
     pub fn wake(&self, queue: &str) -> String {

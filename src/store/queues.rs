@@ -1,31 +1,92 @@
-//! The queues that hold ready runs, found in Redis rather than in the published definitions.
+//! The queues that hold ready runs, found in Redis rather than in the published definitions: an
+//! index every script that makes a run ready adds to, kept whole and small by the reapers' walk.
 
-use super::{Store, StoreError};
+use redis::AsyncCommands;
+
+use super::{During, RecordPage, Store, StoreError, scripts};
 
 impl Store {
-    /// Every queue with a ready list in Redis, sorted: those no published job names too (a
-    /// run enqueued to another queue, a job moved to another queue by a reload while its runs
-    /// waited), so that what lists the ready runs by the definitions' queues can show them as
-    /// well. A walk over the namespace's keys: for commands an operator runs, not for a loop.
+    /// Every queue (or replica's own route) whose ready lists may hold runs, sorted: those no
+    /// published job names too (a job moved to another queue by a reload while its runs waited,
+    /// a queue whose replicas are gone), so that what lists the ready runs by the definitions'
+    /// queues can show them as well. Read from the index (`ready-queues`), two commands however
+    /// many keys the namespace holds; while no reaper's walk has found the index whole yet (a
+    /// namespace written by a version before it), a walk over the namespace's keys as well, which
+    /// costs a `SCAN` per thousand keys.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn ready_queues(&self) -> Result<Vec<String>, StoreError> {
+        let (mut queues, walked): (Vec<String>, bool) = redis::pipe()
+            .smembers(self.keys.ready_queues())
+            .exists(self.keys.ready_queues_walked())
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "ready_queues")?;
+        if !walked {
+            queues.extend(self.scan_ready_queues().await?);
+        }
+        queues.sort();
+        queues.dedup();
+        Ok(queues)
+    }
+
+    /// The queues of every ready list in the namespace, by a walk over its keys.
+    async fn scan_ready_queues(&self) -> Result<Vec<String>, StoreError> {
         let mut queues = Vec::new();
         let mut cursor = 0u64;
         loop {
-            // A key that is not UTF-8 names no queue a claim reads.
             let (next, keys) = self.scan_page("ready", cursor, "ready_queues").await?;
-            queues.extend(keys.iter().filter_map(|key| {
-                let key = std::str::from_utf8(key).ok()?;
-                Some(self.keys.queue_of_ready_list(key)?.to_owned())
-            }));
+            queues.extend(keys.iter().filter_map(|key| self.queue_of_ready_list(key)));
             if next == 0 {
-                queues.sort();
-                queues.dedup();
                 return Ok(queues);
             }
             cursor = next;
         }
+    }
+
+    /// The queue of a ready list's key as a `SCAN` answers it; `None` for any other key. A key
+    /// that is not UTF-8 names no queue a claim reads.
+    pub(super) fn queue_of_ready_list(&self, key: &[u8]) -> Option<String> {
+        let key = std::str::from_utf8(key).ok()?;
+        Some(self.keys.queue_of_ready_list(key)?.to_owned())
+    }
+
+    /// Adds the queues of the ready lists that the page `page` of the walk met to the index, so
+    /// that a list no script of this version wrote (a replica of an earlier version's, during a
+    /// rolling deploy, or one written by hand) is found within a round. One `SADD`, and none for
+    /// a page without a ready list: a handful of a million keys are.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn index_ready_queues(&self, page: &RecordPage) -> Result<(), StoreError> {
+        if page.queues.is_empty() {
+            return Ok(());
+        }
+        self.connection
+            .clone()
+            .sadd(self.keys.ready_queues(), &page.queues)
+            .await
+            .during(&self.metrics, "index_ready_queues")
+    }
+
+    /// Where a round of the walk over every key ends: forgets, in the index, the queues whose
+    /// ready lists are all empty, and when `whole` (every page of the round added its queues)
+    /// records that readers may trust the index alone, if no walk did before. Returns the
+    /// queues forgotten.
+    ///
+    /// # Errors
+    /// Redis errors; `WRONGTYPE` naming a key of the index that is of another type.
+    pub async fn forget_empty_queues(&self, whole: bool) -> Result<Vec<String>, StoreError> {
+        scripts::FORGET_EMPTY_QUEUES
+            .key(self.keys.ready_queues())
+            .key(self.keys.ready_queues_walked())
+            .key(self.keys.hold())
+            .arg(self.keys.prefix())
+            .arg(if whole { "1" } else { "" })
+            .arg(self.now_arg())
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "forget_empty_queues")
     }
 }

@@ -66,6 +66,7 @@ script!(
     FORGET_DECLARED_DEFINITIONS,
     "forget_declared_definitions.lua"
 );
+script!(FORGET_EMPTY_QUEUES, "forget_empty_queues.lua");
 script!(TAKE_NOTICES, "take_notices.lua");
 script!(SETTLE_NOTICE, "settle_notice.lua");
 script!(PROBE_WRITES, "probe_writes.lua");

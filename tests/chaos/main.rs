@@ -822,6 +822,8 @@ fn leaked_keys(cluster: &Cluster) -> Vec<String> {
         "undeclared-jobs",
         "origin",
         "rewind",
+        "ready-queues",
+        "ready-queues-walked",
     ];
     names
         .into_iter()

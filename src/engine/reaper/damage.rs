@@ -2,7 +2,7 @@
 //! active set that are no run, records that no redcron script wrote as they are, which would
 //! otherwise never expire, and runs left in no list.
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::Reaper;
 use crate::store::{RunState, StoreError};
@@ -31,13 +31,23 @@ impl Reaper {
         Ok(())
     }
 
-    /// Walks one page further over the namespace's records: gives the damaged ones an expiry
-    /// and puts back the runs found in none of the lists their state says they are in (what a
-    /// script that failed halfway, a restore or a hand edit leaves). A round over every key
-    /// takes (keys / page) ticks, each costing the same. Returns how many runs were put back.
+    /// Walks one page further over the namespace's records: adds the queues of its ready lists
+    /// to the index of queues with ready runs, gives the damaged records an expiry and puts back
+    /// the runs found in none of the lists their state says they are in (what a script that
+    /// failed halfway, a restore or a hand edit leaves). A round over every key takes (keys /
+    /// page) ticks, each costing the same; at its end the index forgets its empty queues.
+    /// Returns how many runs were put back.
     pub(super) async fn walk_records(&mut self) -> Result<u64, StoreError> {
+        if self.records_from == 0 {
+            self.queues_indexed = true;
+        }
         let page = self.store.record_page(self.records_from).await?;
         self.records_from = page.next;
+        // First, so that a page whose records the calls below fail at still adds its queues; and
+        // a damaged index, which fails this at every page, stops neither of them. A round with
+        // a page whose queues could not be added does not vouch for the index.
+        let indexed = self.store.index_ready_queues(&page).await;
+        self.queues_indexed &= indexed.is_ok();
         let found = self.store.expire_damaged_keys(&page).await?;
         if found > 0 {
             warn!(
@@ -69,6 +79,16 @@ impl Reaper {
                 .stray_runs_total
                 .with_label_values(&[stray.state.as_str()])
                 .inc();
+        }
+        indexed?;
+        if page.next == 0 {
+            let forgotten = self.store.forget_empty_queues(self.queues_indexed).await?;
+            if !forgotten.is_empty() {
+                debug!(
+                    queues = forgotten.join(","),
+                    "queues without ready runs left the index of queues with ready runs"
+                );
+            }
         }
         Ok(strays.len() as u64)
     }

@@ -1,0 +1,246 @@
+//! The queues with ready runs are read from an index, not found by walking every key: `status`,
+//! the overview and the runs listing cost no `SCAN` however many keys the namespace holds, and
+//! still show the runs of a queue no job names; a namespace written before the index is walked
+//! until a reaper has walked it once; a queue leaves the index once its lists are empty.
+
+use redcron::engine::reaper::{Reaper, ReaperConfig};
+use redcron::schedule::Priority;
+use redcron::store::{Enqueue, Enqueued, Store};
+use redis::Commands;
+
+use crate::util::redis_server::RedisServer;
+use crate::util::store::{claim_run, connect, declare, enqueue, jobs, replica};
+use crate::util::{cli, command_calls, keys, one_document};
+
+/// `moved`, whose runs wait in `elsewhere` until a reload moves it to `default`, and `bulk`,
+/// whose runs fill the namespace with keys.
+const ELSEWHERE: &str = "[jobs.moved]\ncommand = \"true\"\nqueue = \"elsewhere\"\n\
+                         [jobs.bulk]\ncommand = \"true\"\n";
+
+/// Ticks a reaper, as a replica's does every 2 s, until its walk over every key has ended a
+/// round with each ready list it met in the index: from then on readers take the index alone.
+async fn walk_every_key(server: &RedisServer, store: &Store) {
+    let mut redis = server.connection();
+    let keys_held: usize = redis::cmd("DBSIZE").query(&mut redis).expect("DBSIZE");
+    let mut reaper = Reaper::new(store.clone(), ReaperConfig::default());
+    // A page of the walk looks at about 1,000 keys; Redis may answer a page with fewer.
+    for _ in 0..keys_held / 100 + 10 {
+        reaper.tick().await.expect("reaper tick");
+        if redis.exists(keys().ready_queues_walked()).expect("EXISTS") {
+            return;
+        }
+    }
+    panic!("no round of the walk over {keys_held} keys ended");
+}
+
+/// How many `SCAN` calls Redis ran while `read` ran.
+async fn scans_during<F: std::future::Future<Output = ()>>(server: &RedisServer, read: F) -> u64 {
+    let mut redis = server.connection();
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut redis)
+        .expect("CONFIG RESETSTAT");
+    read.await;
+    command_calls(&mut redis)
+        .get("scan")
+        .copied()
+        .unwrap_or_default()
+}
+
+/// What `status` and the runs listing show of the queue `queue`, holding the ready run `run` of
+/// a job that no longer names it and served by no replica; and the overview's count.
+async fn assert_shown_as_unserved(server: &RedisServer, store: &Store, queue: &str, run: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let status = one_document(&cli(server, dir.path(), &["status", "--json"]).stdout);
+    let counted = status["ready"]
+        .as_array()
+        .and_then(|queues| queues.iter().find(|row| row["queue"] == queue))
+        .unwrap_or_else(|| panic!("no queue {queue} in {status}"));
+    assert_eq!(counted["normal"], 1, "{status}");
+    assert_eq!(counted["served_by"], 0, "{status}");
+    let text = cli(server, dir.path(), &["status"]).stdout;
+    assert!(
+        text.contains(&format!(
+            "queue {queue}: 1 ready run(s) and no live replica serves it"
+        )),
+        "{text}"
+    );
+    let listed = cli(server, dir.path(), &["runs", "list", "--json"]).stdout;
+    assert!(listed.contains(run), "{listed}");
+    let overview = store.overview().await.expect("overview");
+    assert!(
+        overview
+            .counts
+            .ready
+            .iter()
+            .any(|(name, lengths)| name == queue && lengths[1] == 1),
+        "{:?}",
+        overview.counts.ready
+    );
+}
+
+/// A run enqueued to `elsewhere`, whose job a reload then moved to `default`, among 20,000
+/// runs due later: once a reaper has walked the keys, `status`, the overview and the runs
+/// listing show it and warn of its queue without one `SCAN`, where they walked every key
+/// before.
+#[tokio::test]
+async fn status_and_the_runs_listing_show_a_queue_no_job_names_without_walking_the_keys() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(ELSEWHERE))
+        .await
+        .expect("publish");
+    replica(&store, "r1", ELSEWHERE, 0).await;
+    let run = enqueue(&store, "moved", None).await;
+    let moved = ELSEWHERE.replace("queue = \"elsewhere\"\n", "");
+    store
+        .publish_definitions(&jobs(&moved))
+        .await
+        .expect("publish the reload");
+    let later = store.now_ms().await.expect("TIME") + 86_400_000;
+    for _ in 0..2 {
+        let requests: Vec<Enqueue> = (0..10_000)
+            .map(|_| Enqueue {
+                job: "bulk".to_owned(),
+                due_ms: Some(later),
+                payload: None,
+                priority: None,
+                unique: None,
+            })
+            .collect();
+        let made = store.enqueue_many(&requests).await.expect("enqueue many");
+        assert!(
+            made.iter()
+                .all(|made| matches!(made, Enqueued::Scheduled { .. }))
+        );
+    }
+
+    // What a namespace whose keys no reaper has walked yet costs: a walk of its own.
+    let before = scans_during(
+        &server,
+        assert_shown_as_unserved(&server, &store, "elsewhere", &run),
+    )
+    .await;
+    assert!(before >= 20, "{before} SCAN calls over 20,000 keys");
+
+    walk_every_key(&server, &store).await;
+    let scans = scans_during(
+        &server,
+        assert_shown_as_unserved(&server, &store, "elsewhere", &run),
+    )
+    .await;
+    assert_eq!(
+        scans, 0,
+        "status, the overview and the runs listing walked the keys"
+    );
+}
+
+/// A ready list written as a version before the index wrote it (no index, no walk recorded) is
+/// found by walking the keys; once a reaper has walked every key its queue is in the index, and
+/// the readers find it there without a walk.
+#[tokio::test]
+async fn a_ready_list_written_before_the_index_is_found_before_and_after_a_reaper_walked_it() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(ELSEWHERE))
+        .await
+        .expect("publish");
+    replica(&store, "r1", ELSEWHERE, 0).await;
+    let mut redis = server.connection();
+    let run = "0190b2e0-0000-7000-8000-000000000001";
+    let () = redis
+        .hset_multiple(
+            keys().run(run),
+            &[
+                ("job", "moved"),
+                ("kind", "adhoc"),
+                ("state", "ready"),
+                ("queue", "earlier"),
+                ("priority", "normal"),
+                ("attempt", "0"),
+                ("max_attempts", "1"),
+            ],
+        )
+        .expect("HSET");
+    let () = redis
+        .rpush(keys().ready("earlier", Priority::Normal), run)
+        .expect("RPUSH");
+
+    let before = scans_during(
+        &server,
+        assert_shown_as_unserved(&server, &store, "earlier", run),
+    )
+    .await;
+    assert!(
+        before > 0,
+        "a namespace not walked yet read the index alone"
+    );
+    walk_every_key(&server, &store).await;
+    let indexed: Vec<String> = redis.smembers(keys().ready_queues()).expect("SMEMBERS");
+    assert_eq!(indexed, ["earlier"]);
+    let scans = scans_during(
+        &server,
+        assert_shown_as_unserved(&server, &store, "earlier", run),
+    )
+    .await;
+    assert_eq!(scans, 0);
+}
+
+/// A queue whose lists are empty leaves the index at the end of a round of the walk, and the
+/// overview stops showing it; the next run made ready there puts it back, and a queue with a
+/// run left stays.
+#[tokio::test]
+async fn an_emptied_queue_leaves_the_index_and_comes_back_with_its_next_run() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(ELSEWHERE))
+        .await
+        .expect("publish");
+    replica(&store, "r1", ELSEWHERE, 0).await;
+    let mut redis = server.connection();
+    let indexed = |redis: &mut redis::Connection| -> Vec<String> {
+        let mut queues: Vec<String> = redis.smembers(keys().ready_queues()).expect("SMEMBERS");
+        queues.sort();
+        queues
+    };
+    enqueue(&store, "moved", None).await;
+    enqueue(&store, "bulk", None).await;
+    assert_eq!(indexed(&mut redis), ["default", "elsewhere"]);
+    let moved = ELSEWHERE.replace("queue = \"elsewhere\"\n", "");
+    store
+        .publish_definitions(&jobs(&moved))
+        .await
+        .expect("publish the reload");
+
+    declare(&store, "replica", jobs(ELSEWHERE)).await;
+    claim_run(&store, &["elsewhere"]).await;
+    let forgotten = store.forget_empty_queues(true).await.expect("forget");
+    assert_eq!(forgotten, ["elsewhere"]);
+    assert_eq!(indexed(&mut redis), ["default"]);
+    let overview = store.overview().await.expect("overview");
+    let shown: Vec<&str> = overview
+        .counts
+        .ready
+        .iter()
+        .map(|(queue, _)| queue.as_str())
+        .collect();
+    assert_eq!(shown, ["default"]);
+
+    // The reload is undone: its next run goes to `elsewhere` again.
+    store
+        .publish_definitions(&jobs(ELSEWHERE))
+        .await
+        .expect("publish");
+    enqueue(&store, "moved", None).await;
+    assert_eq!(indexed(&mut redis), ["default", "elsewhere"]);
+    assert!(
+        store
+            .forget_empty_queues(true)
+            .await
+            .expect("forget")
+            .is_empty()
+    );
+}
