@@ -242,7 +242,8 @@ async fn pages(console: &str, http: &reqwest::Client, info: &mut RedisInfo, seed
     }
 }
 
-/// What `Store::ready_queues` (a `SCAN` of the namespace) costs on the seeded Redis.
+/// What `Store::ready_queues` costs on the seeded Redis: a read of the index of queues with ready
+/// runs, and a `SCAN` of the namespace as well while no reaper has walked every key of it once.
 async fn ready_queues(store: &Store, info: &mut RedisInfo) {
     let mut times_ms = Vec::new();
     let mut commands = 0;
