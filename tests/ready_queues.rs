@@ -1,15 +1,16 @@
 //! The queues with ready runs are read from an index, not found by walking every key: `status`,
 //! the overview and the runs listing cost no `SCAN` however many keys the namespace holds, and
 //! still show the runs of a queue no job names; a namespace written before the index is walked
-//! until a reaper has walked it once; a queue leaves the index once its lists are empty.
+//! until a reaper has walked it once; a queue leaves the index once its lists are empty, and
+//! comes back with the next run pushed there; a run's claim and success write nothing to it.
 
 use redcron::engine::reaper::{Reaper, ReaperConfig};
 use redcron::schedule::Priority;
-use redcron::store::{Enqueue, Enqueued, Store};
+use redcron::store::{Ack, Enqueue, Enqueued, FailReason, Failure, Store};
 use redis::Commands;
 
 use crate::util::redis_server::RedisServer;
-use crate::util::store::{claim_run, connect, declare, enqueue, jobs, replica};
+use crate::util::store::{claim_run, connect, declare, enqueue, jobs, replica, run_hash};
 use crate::util::{cli, command_calls, keys, one_document};
 
 /// `moved`, whose runs wait in `elsewhere` until a reload moves it to `default`, and `bulk`,
@@ -243,4 +244,88 @@ async fn an_emptied_queue_leaves_the_index_and_comes_back_with_its_next_run() {
             .expect("forget")
             .is_empty()
     );
+}
+
+/// A run handed back to the head of its list (its replica stopped while it ran) puts its queue
+/// back in the index, which forgot it while the run ran with its lists empty.
+#[tokio::test]
+async fn a_run_handed_back_puts_its_queue_back_in_the_index_that_forgot_it_while_it_ran() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(ELSEWHERE))
+        .await
+        .expect("publish");
+    declare(&store, "replica", jobs(ELSEWHERE)).await;
+    let mut redis = server.connection();
+    enqueue(&store, "moved", None).await;
+    let running = claim_run(&store, &["elsewhere"]).await;
+    assert_eq!(
+        store.forget_empty_queues(true).await.expect("forget"),
+        ["elsewhere"]
+    );
+
+    let failure = Failure::without_output(FailReason::Interrupted, "the replica stopped");
+    store
+        .fail_run(&running.id, Some(&running.worker), &failure, 0.0)
+        .await
+        .expect("hand back");
+    let listed: Vec<String> = redis
+        .lrange(keys().ready("elsewhere", Priority::Normal), 0, -1)
+        .expect("LRANGE");
+    assert_eq!(listed, [running.id]);
+    let indexed: Vec<String> = redis.smembers(keys().ready_queues()).expect("SMEMBERS");
+    assert_eq!(indexed, ["elsewhere"]);
+}
+
+/// A run made ready, claimed and recorded a success, with no slot to wait for and no run to hand
+/// back, costs the index nothing: only what makes a run ready adds to it, once per queue per
+/// call however many runs it makes.
+#[tokio::test]
+async fn the_claim_and_success_of_a_run_write_nothing_to_the_index() {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(ELSEWHERE))
+        .await
+        .expect("publish");
+    declare(&store, "replica", jobs(ELSEWHERE)).await;
+    let mut redis = server.connection();
+    let sadds = |redis: &mut redis::Connection| {
+        command_calls(redis)
+            .get("sadd")
+            .copied()
+            .unwrap_or_default()
+    };
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut redis)
+        .expect("CONFIG RESETSTAT");
+    let requests: Vec<Enqueue> = (0..50)
+        .map(|_| Enqueue {
+            job: "bulk".to_owned(),
+            due_ms: None,
+            payload: None,
+            priority: None,
+            unique: None,
+        })
+        .collect();
+    store.enqueue_many(&requests).await.expect("enqueue many");
+    assert_eq!(sadds(&mut redis), 1, "one SADD for 50 runs of one queue");
+
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut redis)
+        .expect("CONFIG RESETSTAT");
+    let run = claim_run(&store, &["default"]).await;
+    let ack = Ack {
+        run_id: run.id.clone(),
+        worker: run.worker.clone(),
+        attempt: run.attempt,
+        exit_code: Some(0),
+        output: String::new(),
+    };
+    store.ack_runs(&[&ack]).await.expect("ack");
+    assert_eq!(run_hash(&server, &run.id)["state"], "succeeded");
+    assert_eq!(sadds(&mut redis), 0);
 }
