@@ -13,9 +13,13 @@ use crate::client::{Client, ClientError, Fired, RunRequest, Submitted, check_pay
 use crate::schedule::Priority;
 use crate::store::TriggerTargets;
 
-/// The longest `--in`: a run due further out is more likely a typo (`--in 30d` for `30m`) than
-/// a plan, and a plan that far ahead belongs in a schedule file.
-const LONGEST_DELAY: Duration = Duration::from_secs(366 * 86_400);
+/// The longest `--in`, in milliseconds: a run due further out is more likely a typo (`--in 30d`
+/// for `30m`) than a plan, and a plan that far ahead belongs in a schedule file. Due times are
+/// compared in milliseconds, so this is the bound and [`LONGEST_DELAY`] is derived from it.
+const LONGEST_DELAY_MS: i64 = 366 * 86_400 * 1000;
+
+/// [`LONGEST_DELAY_MS`] as a duration, to hold `--in` and `--unique-for` to.
+const LONGEST_DELAY: Duration = Duration::from_millis(LONGEST_DELAY_MS.unsigned_abs());
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum PriorityArg {
@@ -230,7 +234,7 @@ pub(crate) fn within_uniqueness(window: Duration, shown: &str) -> Result<(), Str
     if window > LONGEST_DELAY {
         return Err(format!(
             "{shown}: uniqueness may hold for {} at most",
-            elapsed(i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2))
+            elapsed(LONGEST_DELAY_MS)
         ));
     }
     Ok(())
@@ -256,8 +260,7 @@ pub(crate) fn within_delay(delay: Duration, shown: &str) -> Result<(), String> {
 /// machine's clock: a few seconds of skew with Redis's do not matter against a year; and to
 /// no time before 1970, which no run was ever due at, even with --allow-past.
 pub(crate) fn within_horizon(at_ms: i64, text: &str) -> Result<(), String> {
-    let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2);
-    if at_ms.saturating_sub(chrono::Utc::now().timestamp_millis()) > longest_ms {
+    if at_ms.saturating_sub(chrono::Utc::now().timestamp_millis()) > LONGEST_DELAY_MS {
         return Err(format!("\"{text}\" is {}", too_far()));
     }
     if at_ms < 0 {
@@ -270,10 +273,9 @@ pub(crate) fn within_horizon(at_ms: i64, text: &str) -> Result<(), String> {
 
 /// Why a run due past [`LONGEST_DELAY`] is refused, whether given by `--in` or `--at`.
 fn too_far() -> String {
-    let longest_ms = i64::try_from(LONGEST_DELAY.as_millis()).unwrap_or(i64::MAX / 2);
     format!(
         "more than {} ahead: enqueue a run at most that far ahead, or give the job a schedule",
-        elapsed(longest_ms)
+        elapsed(LONGEST_DELAY_MS)
     )
 }
 
