@@ -4,7 +4,7 @@
 //! JSON; and the console's root reached with a trailing slash under a base path, or from the
 //! server's own root.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::util::redcron_in;
 use crate::util::scenario::Scenario;
@@ -305,27 +305,36 @@ fn an_unknown_user_is_refused_as_a_wrong_password_is() {
         );
         (answer, started.elapsed())
     };
-    let (wrong, wrong_took) = timed("vera");
-    let (unknown, unknown_took) = timed("nobody");
-    assert_eq!(wrong.status, 401, "{}", wrong.body);
-    assert_eq!(unknown.status, 401, "{}", unknown.body);
-    assert_eq!(wrong.body, unknown.body);
-    assert_eq!(
-        wrong
-            .headers
-            .get_all("www-authenticate")
-            .iter()
-            .collect::<Vec<_>>(),
-        unknown
-            .headers
-            .get_all("www-authenticate")
-            .iter()
-            .collect::<Vec<_>>()
-    );
-    // A gross bound, for a loaded machine: an unknown user was answered before any
-    // verification, in a hundredth of a wrong password's time.
+    // Each is asked in turn, a few times, and the fastest answers are compared: load only ever
+    // slows an answer down, so each one's fastest is the nearest to what it costs, and both
+    // cost a verification when an unknown user is verified too. Answered without one, an
+    // unknown user took a hundredth of a wrong password's time (5 ms against 1.7 s in a test
+    // build): its fastest of three would have to be slowed fifty times to reach a quarter.
+    let (mut wrong_took, mut unknown_took) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let (wrong, took) = timed("vera");
+        wrong_took.push(took);
+        let (unknown, took) = timed("nobody");
+        unknown_took.push(took);
+        assert_eq!(wrong.status, 401, "{}", wrong.body);
+        assert_eq!(unknown.status, 401, "{}", unknown.body);
+        assert_eq!(wrong.body, unknown.body);
+        assert_eq!(
+            wrong
+                .headers
+                .get_all("www-authenticate")
+                .iter()
+                .collect::<Vec<_>>(),
+            unknown
+                .headers
+                .get_all("www-authenticate")
+                .iter()
+                .collect::<Vec<_>>()
+        );
+    }
+    let fastest = |took: &[Duration]| took.iter().min().copied().unwrap_or_default();
     assert!(
-        unknown_took * 4 > wrong_took,
-        "an unknown user in {unknown_took:?}, a wrong password in {wrong_took:?}"
+        fastest(&unknown_took) * 4 > fastest(&wrong_took),
+        "an unknown user answered in {unknown_took:?}, a wrong password in {wrong_took:?}"
     );
 }
