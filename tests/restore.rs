@@ -7,14 +7,16 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use redcron::store::{FailOutcome, FailReason, Failure, OwnedRun, RunState, Store};
+use redcron::store::{
+    FailOutcome, FailReason, Failure, JobSlot, OwnedRun, PendingSlot, RunState, Store,
+};
 use redis::Commands;
 
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::{DATA_LOST, Scenario, fire_ms, sleep_until};
 use crate::util::scenario::{assert_overlaps_were_real, intervals, recorded};
 use crate::util::store::{
-    FORBID_TICK, THRESHOLD, claim_run, connect, plan, run_hash, setup, skipped,
+    FORBID_TICK, LEASE, THRESHOLD, claim_run, connect, plan, run_hash, setup, skipped,
 };
 use crate::util::wait::wait_for;
 use crate::util::{cli, keys, one_document, wait_until};
@@ -116,6 +118,81 @@ async fn a_fire_waits_for_a_run_that_redis_older_than_its_replica_saw_says_is_ru
         .await
         .expect("claim");
     assert_eq!(claimed.skips, [("tick".to_owned(), "overlap".to_owned())]);
+}
+
+/// After a rewind the fires the copy's run held back run one after another; a fire claimed
+/// ahead whose due time comes while the slot passes from one of them to the next (handed, not
+/// claimed yet: none of them runs) is no overlap. It waits behind them, neither run nor skipped
+/// until they have run, and then runs.
+#[tokio::test]
+async fn a_fire_due_while_the_slot_passes_between_held_back_fires_waits_behind_them() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[1_000, 2_000, 3_000, 4_000]).await;
+    let at = |ms| store.clone().with_frozen_clock(ms);
+    let queues = &["default".to_owned()];
+    let claim = |ms| async move {
+        at(ms)
+            .claim_runs(&["replica/1"], queues, LEASE, 100)
+            .await
+            .expect("claim")
+    };
+    at(1_000)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let copied = claim_run(&at(1_000), &["default"]).await;
+    // Redis comes back from a copy older than this replica's last claim saw it: tick@1000,
+    // ended, still holds the slot there, and the fires due since wait for it.
+    let () = server
+        .connection()
+        .hset(keys().rewind(), "written_ms", 500)
+        .expect("HSET");
+    at(3_000)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    for _ in 0..2 {
+        assert_eq!(claim(3_000).await.runs.len(), 0);
+    }
+    let waiting = || -> Vec<String> {
+        server
+            .connection()
+            .lrange(keys().waiting("tick"), 0, -1)
+            .expect("LRANGE")
+    };
+    assert_eq!(waiting(), ["tick@2000", "tick@3000"]);
+
+    // tick@4000 is claimed ahead while the slot is held; its replica records tick@1000's
+    // success again, and the slot goes to tick@2000, not claimed yet when tick@4000 is due.
+    at(3_850)
+        .promote_due(100, THRESHOLD, Duration::from_millis(200))
+        .await
+        .expect("promote");
+    let [Ok(ahead)] = &claim(3_850).await.runs[..] else {
+        panic!("tick@4000 is claimed ahead");
+    };
+    assert_eq!(ahead.pending_slot, Some(PendingSlot::SkipIfRunning));
+    assert!(at(3_900).ack_run(&copied, Some(0), "").await.expect("ack"));
+    assert_eq!(
+        at(4_000)
+            .take_job_slot(ahead, PendingSlot::SkipIfRunning, LEASE)
+            .await
+            .expect("take"),
+        JobSlot::Waiting
+    );
+    assert_eq!(waiting(), ["tick@3000", "tick@4000"]);
+
+    // The held-back fires run one at a time, and tick@4000 last, none skipped.
+    let mut ran = Vec::new();
+    for ms in [4_100, 4_700, 5_300] {
+        let [Ok(run)] = &claim(ms).await.runs[..] else {
+            panic!("a fire runs at {ms}");
+        };
+        assert!(at(ms + 500).ack_run(run, Some(0), "").await.expect("ack"));
+        ran.push(run.id.clone());
+    }
+    assert_eq!(ran, ["tick@2000", "tick@3000", "tick@4000"]);
+    assert_eq!(skipped(&server), []);
 }
 
 #[tokio::test]
