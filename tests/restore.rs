@@ -497,11 +497,20 @@ fn a_restore_skips_no_fire_for_a_run_of_the_copy_that_had_finished() {
     // No fire is recorded as skipped for a run that was not running at its due time.
     for (run, reason) in &skips {
         let job = run.split('@').next().unwrap_or_default();
+        let due = fire_ms(run);
         assert!(
-            reason != "overlap" || ran_across(&runs, job, fire_ms(run), 250),
+            reason != "overlap" || ran_across(&runs, job, due, 250),
             "{run}, {} ms after the restore, was skipped as an overlap while no run of {job} \
-             ran (the copy held {active_in_copy} active)",
-            fire_ms(run) - restored
+             ran (the copy held {active_in_copy} active); its record: {:?}; the runs of {job} \
+             around it in the ledger, and their records: {:?}",
+            due - restored,
+            scenario.run_record(run),
+            runs.iter()
+                .filter(|(other, start, _)| {
+                    other.starts_with(&format!("{job}@")) && (start - due).abs() < 3_000
+                })
+                .map(|entry| (entry, scenario.run_record(&entry.0)))
+                .collect::<Vec<_>>()
         );
     }
     for job in ["a", "b"] {
