@@ -1,9 +1,12 @@
 //! `redcron status` and `redcron jobs`: what the replicas are doing, read from Redis alone.
 
+mod recent;
 mod refused;
 mod undeclared;
 
-use std::collections::{BTreeMap, HashMap};
+pub(crate) use recent::RecentEvents;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 
 use chrono::DateTime;
@@ -19,9 +22,7 @@ use crate::client::{Client, ClientError};
 use crate::schedule::workflow::Workflow;
 use crate::schedule::{Label, Labels, Reach, Schedule, Selector, placement};
 use crate::store::keys::{replica_of_run, route_replica};
-use crate::store::{
-    DamagedKeys, Event, Overview, ReplicaInfo, RunState, UndeclaredRuns, WritesRefused,
-};
+use crate::store::{DamagedKeys, Overview, ReplicaInfo, RunState, UndeclaredRuns, WritesRefused};
 
 /// A replica silent for this many heartbeat periods is stale.
 const STALE_PERIODS: i64 = 3;
@@ -287,6 +288,21 @@ fn heartbeat_list<'a>(replica: &'a ReplicaInfo, field: &str) -> Vec<&'a str> {
         .unwrap_or_default()
 }
 
+/// The active runs' ids by job, in the order the overview lists them: found in one pass, so
+/// that a status of every job looks each one's up rather than walking every active run per job.
+fn running_by_job(overview: &Overview) -> HashMap<&str, Vec<&str>> {
+    let mut running: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (run_id, job, _) in &overview.running {
+        running.entry(job).or_default().push(run_id);
+    }
+    running
+}
+
+/// The paused jobs as a set, looked up once per job of a page or status of every job.
+pub(crate) fn paused_jobs(overview: &Overview) -> HashSet<&str> {
+    overview.paused.iter().map(String::as_str).collect()
+}
+
 /// How many live replicas serve `queue`.
 fn served_by(overview: &Overview, queue: &str, refused: bool) -> usize {
     overview
@@ -329,30 +345,11 @@ fn is_stale(overview: &Overview, heartbeat_ms: i64, info: &HashMap<String, Strin
     overview.now_ms - heartbeat_ms > STALE_PERIODS * period
 }
 
-/// The latest outcome per job in `events` (newest first): state and when.
-fn last_outcomes(events: &[Event]) -> HashMap<String, (String, i64)> {
-    let mut last = HashMap::new();
-    for event in events {
-        let state = event
-            .fields
-            .get("state")
-            .and_then(|state| RunState::parse(state));
-        if let Some(state) =
-            state.filter(|state| state.is_finished() || *state == RunState::Retrying)
-            && let Some(job) = event.fields.get("job")
-        {
-            last.entry(job.clone())
-                .or_insert_with(|| (state.as_str().to_owned(), event.at_ms));
-        }
-    }
-    last
-}
-
-/// The latest outcome of each replica's runs of the every-replica job `job` in `events`
-/// (newest first): replica -> state and when, by replica id.
-fn last_by_replica(events: &[Event], job: &str) -> BTreeMap<String, (String, i64)> {
+/// The latest outcome of each replica's runs of the every-replica job `job` among the recent
+/// events: replica -> state and when, by replica id.
+fn last_by_replica(events: &RecentEvents, job: &str) -> BTreeMap<String, (String, i64)> {
     let mut last = BTreeMap::new();
-    for event in events {
+    for event in events.of(job) {
         let state = event
             .fields
             .get("state")
@@ -361,7 +358,6 @@ fn last_by_replica(events: &[Event], job: &str) -> BTreeMap<String, (String, i64
         let replica = event
             .fields
             .get("run")
-            .filter(|_| event.fields.get("job").is_some_and(|of| of == job))
             .and_then(|run| replica_of_run(job, run));
         if let (Some(state), Some(replica)) = (state, replica) {
             last.entry(replica.to_owned())
@@ -453,8 +449,8 @@ fn failing_scripts_text(failing: &[(String, String)]) -> Option<String> {
 pub(crate) struct StatusRead {
     /// The namespace's state.
     pub(crate) overview: Overview,
-    /// The newest outcomes, newest first.
-    pub(crate) events: Vec<Event>,
+    /// The newest events, grouped by job.
+    pub(crate) events: RecentEvents,
     /// How many notices are owed.
     pub(crate) owed_notices: u64,
     /// Why Redis refuses writes, if it does.
@@ -495,7 +491,7 @@ impl StatusRead {
         match read {
             Ok((overview, events, owed_notices, writes_refused, damaged)) => Ok(Self {
                 overview,
-                events,
+                events: RecentEvents::new(events),
                 owed_notices,
                 writes_refused,
                 damaged,
@@ -509,15 +505,8 @@ impl StatusRead {
     pub(crate) fn document(&self) -> Value {
         let refused = self.writes_refused.is_some();
         let jobs = published(&self.overview);
-        let outcomes = last_outcomes(&self.events);
-        let running = |job: &str| {
-            self.overview
-                .running
-                .iter()
-                .filter(|(_, running_job, _)| running_job == job)
-                .map(|(run_id, _, _)| run_id.clone())
-                .collect::<Vec<_>>()
-        };
+        let running = running_by_job(&self.overview);
+        let paused = paused_jobs(&self.overview);
         let leader = self.overview.leader.as_ref().map(|(token, lease_ms)| {
             let (id, epoch) = token.rsplit_once(':').unwrap_or((token, ""));
             json!({ "id": id, "epoch": epoch.parse::<u64>().ok(), "lease_ms": lease_ms })
@@ -556,16 +545,16 @@ impl StatusRead {
         let job_states: Vec<Value> = jobs
             .iter()
             .map(|job| {
-                let last = outcomes.get(&job.name);
+                let last = self.events.last_outcome(&job.name);
                 json!({
                     "job": job.name,
                     "workflow": job.workflow(),
-                    "paused": self.overview.paused.contains(&job.name),
+                    "paused": paused.contains(job.name.as_str()),
                     "last_outcome": last.map(|(state, _)| state),
-                    "last_at": last.map(|(_, at)| rfc3339(*at)),
+                    "last_at": last.map(|(_, at)| rfc3339(at)),
                     "last_at_ms": last.map(|(_, at)| at),
                     "next_fire": job.next_fires(self.overview.now_ms, 1).first(),
-                    "running": running(&job.name),
+                    "running": running.get(job.name.as_str()).cloned().unwrap_or_default(),
                 })
             })
             .collect();
@@ -637,15 +626,8 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
     let failing_text = failing_scripts_text(&failing);
     let refused = writes_refused.is_some();
     let jobs = published(&overview);
-    let outcomes = last_outcomes(&events);
-    let running = |job: &str| {
-        overview
-            .running
-            .iter()
-            .filter(|(_, running_job, _)| running_job == job)
-            .map(|(run_id, _, _)| run_id.clone())
-            .collect::<Vec<_>>()
-    };
+    let running = running_by_job(&overview);
+    let paused = paused_jobs(&overview);
 
     let written = (|| -> std::io::Result<()> {
         match &overview.leader {
@@ -812,13 +794,13 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         let rows: Vec<Vec<String>> = jobs
             .iter()
             .map(|job| {
-                let (last, when) = outcomes.get(&job.name).map_or_else(
+                let (last, when) = events.last_outcome(&job.name).map_or_else(
                     || ("-".to_owned(), "-".to_owned()),
-                    |(state, at)| (state.clone(), ago(overview.now_ms, *at)),
+                    |(state, at)| (state.to_owned(), ago(overview.now_ms, at)),
                 );
                 vec![
                     job.label(),
-                    if overview.paused.contains(&job.name) {
+                    if paused.contains(job.name.as_str()) {
                         "paused"
                     } else {
                         "-"
@@ -829,7 +811,10 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
                     job.next_fires(overview.now_ms, 1)
                         .pop()
                         .unwrap_or_else(|| "-".to_owned()),
-                    running(&job.name).join(" "),
+                    running
+                        .get(job.name.as_str())
+                        .map(|runs| runs.join(" "))
+                        .unwrap_or_default(),
                 ]
             })
             .collect();
@@ -863,7 +848,7 @@ fn exit_status(
 const NO_LIVE_DECLARER: &str = "NOT DECLARED by any live replica";
 
 /// One published job as `jobs --json` and the web API show it.
-fn job_document(overview: &Overview, events: &[Event], job: &Published) -> Value {
+fn job_document(overview: &Overview, events: &RecentEvents, job: &Published) -> Value {
     let declarers = Declarers::of(overview, job);
     json!({
         "job": job.name,
@@ -892,11 +877,23 @@ fn job_document(overview: &Overview, events: &[Event], job: &Published) -> Value
 
 /// The published jobs as `jobs --json` and the web API show them, in the order `jobs` lists
 /// them.
-pub(crate) fn jobs_documents(overview: &Overview, events: &[Event]) -> Vec<Value> {
+pub(crate) fn jobs_documents(overview: &Overview, events: &RecentEvents) -> Vec<Value> {
     published(overview)
         .iter()
         .map(|job| job_document(overview, events, job))
         .collect()
+}
+
+/// The published job `name` as `jobs --json` shows it, or `None` when none is published by
+/// that name: read from its own definition, so that one job costs one job.
+pub(crate) fn named_job_document(
+    overview: &Overview,
+    events: &RecentEvents,
+    name: &str,
+) -> Option<Value> {
+    let json = overview.definitions.get(name)?;
+    let job = Published::parse(name, json, overview.definition_hashes.get(name));
+    Some(job_document(overview, events, &job))
 }
 
 pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -905,6 +902,7 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
         let overview = client.overview().await?;
         Ok::<_, CliError>((overview, client.recent_events().await?))
     })?;
+    let events = RecentEvents::new(events);
     let jobs = published(&overview);
     if args.format.is_json() {
         let jobs = jobs_documents(&overview, &events);

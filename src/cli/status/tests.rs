@@ -1,7 +1,7 @@
 //! Unit tests of what `status` and `jobs` make of an overview.
 
 use super::*;
-use crate::store::{ReplicaInfo, RunCounts};
+use crate::store::{Event, ReplicaInfo, RunCounts};
 
 fn replica(id: &str, alive: bool, jobs: Option<&[(&str, &str)]>) -> ReplicaInfo {
     ReplicaInfo {
@@ -122,4 +122,30 @@ fn a_damaged_definition_is_said_to_be_damaged_not_shown_with_made_up_values() {
     );
     assert_eq!(good.timezone(), Some("Europe/Paris"));
     assert_eq!(good.next_fires(0, 2).len(), 2);
+}
+
+#[test]
+fn the_recent_events_of_a_job_are_its_own_newest_first_and_its_last_outcome_skips_actions() {
+    let event = |at_ms: i64, fields: &[(&str, &str)]| Event {
+        at_ms,
+        fields: fields
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect(),
+    };
+    let events = RecentEvents::new(vec![
+        event(5, &[("job", "a"), ("action", "pause"), ("actor", "cli")]),
+        event(4, &[("job", "b"), ("run", "b1"), ("state", "dead")]),
+        event(3, &[("job", "a"), ("run", "a2"), ("state", "retrying")]),
+        event(2, &[("run", "orphan"), ("state", "succeeded")]),
+        event(1, &[("job", "a"), ("run", "a1"), ("state", "succeeded")]),
+    ]);
+    let at = |job: &str| events.of(job).map(|event| event.at_ms).collect::<Vec<_>>();
+    assert_eq!(
+        (at("a"), at("b"), at("c")),
+        (vec![5, 3, 1], vec![4], vec![])
+    );
+    assert_eq!(events.last_outcome("a"), Some(("retrying", 3)));
+    assert_eq!(events.last_outcome("c"), None);
+    assert_eq!(events.all().len(), 5);
 }

@@ -10,10 +10,10 @@ use super::{Params, Segment};
 use crate::cli::dead::dead_document;
 use crate::cli::history::history_document;
 use crate::cli::runs::{output_so_far, run_document, shown_run_document};
-use crate::cli::status::{StatusRead, jobs_documents};
+use crate::cli::status::{RecentEvents, StatusRead, jobs_documents, named_job_document};
 use crate::cli::times::parse_instant;
 use crate::client::{RunsCursor, RunsQuery};
-use crate::store::{Event, Overview, RunState};
+use crate::store::{Overview, RunState};
 use crate::web::{ApiError, Caller, WebState};
 
 /// The most entries one page of a list holds, and how many it holds unless told.
@@ -32,8 +32,8 @@ pub(super) async fn status(
 pub(crate) struct Status {
     /// What `status --json` prints.
     pub(crate) document: Value,
-    /// The newest events it was made of, newest first.
-    pub(crate) events: Vec<Event>,
+    /// The newest events it was made of, grouped by job.
+    pub(crate) events: RecentEvents,
     /// The namespace's state it was made of.
     pub(crate) overview: Overview,
 }
@@ -59,7 +59,7 @@ pub(super) async fn jobs(
     State(state): State<WebState>,
 ) -> Result<Json<Value>, ApiError> {
     let overview = state.client().overview().await?;
-    let events = state.client().recent_events().await?;
+    let events = RecentEvents::new(state.client().recent_events().await?);
     Ok(Json(json!({ "jobs": jobs_documents(&overview, &events) })))
 }
 
@@ -70,10 +70,8 @@ pub(super) async fn job(
     Segment(name): Segment,
 ) -> Result<Json<Value>, ApiError> {
     let overview = state.client().overview().await?;
-    let events = state.client().recent_events().await?;
-    jobs_documents(&overview, &events)
-        .into_iter()
-        .find(|job| job["job"] == name.as_str())
+    let events = RecentEvents::new(state.client().recent_events().await?);
+    named_job_document(&overview, &events, &name)
         .map(Json)
         .ok_or_else(|| crate::client::ClientError::UnknownJob(name).into())
 }

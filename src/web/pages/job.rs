@@ -13,7 +13,7 @@ use super::jobs::{
 use super::overview::text;
 use super::{PageContext, layout, segment};
 use crate::cli::history::history_document;
-use crate::cli::status::jobs_documents;
+use crate::cli::status::{RecentEvents, named_job_document};
 use crate::cli::times::{ago, duration};
 use crate::client::HistoryEntry;
 use crate::store::{Event, Overview};
@@ -34,7 +34,7 @@ const ACTIONS: usize = 10;
 /// Everything the page is drawn from, read before it is drawn.
 struct Read {
     overview: Overview,
-    events: Vec<Event>,
+    events: RecentEvents,
     history: Vec<HistoryEntry>,
 }
 
@@ -47,7 +47,7 @@ pub(super) async fn page(
     let read = async {
         let client = state.client();
         let overview = client.overview().await?;
-        let events = client.recent_events().await?;
+        let events = RecentEvents::new(client.recent_events().await?);
         let history = if overview.definitions.contains_key(&name) {
             client.history(Some(&name), None, HISTORY, false).await?
         } else {
@@ -63,10 +63,7 @@ pub(super) async fn page(
         Ok(read) => read,
         Err(error) => return unavailable(&context, "Job", &error),
     };
-    let Some(job) = jobs_documents(&read.overview, &read.events)
-        .into_iter()
-        .find(|job| job["job"] == name.as_str())
-    else {
+    let Some(job) = named_job_document(&read.overview, &read.events, &name) else {
         let main = html! {
             h1 { "No job " code { (name) } }
             p { "No replica declares a job of that name: it may have been removed from the schedule files." }
@@ -181,13 +178,10 @@ fn last_output(entries: &[HistoryEntry]) -> Markup {
 
 /// Who paused, resumed or triggered the job, enqueued its runs or re-drove its dead ones
 /// lately, from the events stream.
-fn recent_actions(context: &PageContext, events: &[Event], job: &str, now_ms: i64) -> Markup {
+fn recent_actions(context: &PageContext, events: &RecentEvents, job: &str, now_ms: i64) -> Markup {
     let acted: Vec<&Event> = events
-        .iter()
-        .filter(|event| {
-            event.fields.get("job").is_some_and(|name| name == job)
-                && event.fields.contains_key("actor")
-        })
+        .of(job)
+        .filter(|event| event.fields.contains_key("actor"))
         .take(ACTIONS)
         .collect();
     html! {

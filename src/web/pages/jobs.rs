@@ -13,10 +13,9 @@ use serde_json::Value;
 
 use super::overview::text;
 use super::{PageContext, layout, segment};
-use crate::cli::status::jobs_documents;
+use crate::cli::status::{RecentEvents, jobs_documents, paused_jobs};
 use crate::cli::times::relative;
 use crate::schedule::Schedule;
-use crate::store::Event;
 use crate::web::api::{Segment, trigger_job};
 use crate::web::chart::{RunDuration, durations_chart};
 use crate::web::csrf::{self, CheckedForm};
@@ -30,7 +29,7 @@ const RECENT: usize = 20;
 pub(super) async fn page(context: PageContext, State(state): State<WebState>) -> Response {
     let read = async {
         let overview = state.client().overview().await?;
-        let events = state.client().recent_events().await?;
+        let events = RecentEvents::new(state.client().recent_events().await?);
         Ok::<_, ApiError>((overview, events))
     };
     let (overview, events) = match read.await {
@@ -38,6 +37,7 @@ pub(super) async fn page(context: PageContext, State(state): State<WebState>) ->
         Err(error) => return unavailable(&context, "Jobs", &error),
     };
     let jobs = jobs_documents(&overview, &events);
+    let paused_jobs = paused_jobs(&overview);
     let main = html! {
         h1 { "Jobs" }
         section #jobs data-refresh aria-labelledby="jobs-h" {
@@ -59,7 +59,7 @@ pub(super) async fn page(context: PageContext, State(state): State<WebState>) ->
                     tbody {
                         @for job in &jobs {
                             @let name = text(&job["job"]);
-                            @let paused = overview.paused.contains(&name);
+                            @let paused = paused_jobs.contains(name.as_str());
                             tr {
                                 th scope="row" { a href=(context.link(&format!("/jobs/{}", segment(&name)))) { (name) } }
                                 td { (schedule(job)) }
@@ -172,9 +172,10 @@ pub(super) fn job_state(job: &Value, paused: bool) -> Markup {
     }
 }
 
-/// The job's outcomes among `events` (newest first), at most [`RECENT`], oldest first.
-pub(super) fn outcomes(events: &[Event], job: &str) -> Vec<StripCell> {
-    let mut cells: Vec<StripCell> = ended(events, job)
+/// The job's outcomes among the recent events, at most [`RECENT`], oldest first.
+pub(super) fn outcomes(events: &RecentEvents, job: &str) -> Vec<StripCell> {
+    let mut cells: Vec<StripCell> = events
+        .of(job)
         .filter_map(|event| {
             let outcome = match event.fields.get("state").map(String::as_str) {
                 Some("succeeded") => Outcome::Succeeded,
@@ -200,9 +201,10 @@ pub(super) fn outcomes(events: &[Event], job: &str) -> Vec<StripCell> {
     cells
 }
 
-/// The durations of the job's last runs that ran among `events` (newest first), oldest first.
-pub(super) fn durations(events: &[Event], job: &str) -> Vec<RunDuration> {
-    let mut runs: Vec<RunDuration> = ended(events, job)
+/// The durations of the job's last runs that ran among the recent events, oldest first.
+pub(super) fn durations(events: &RecentEvents, job: &str) -> Vec<RunDuration> {
+    let mut runs: Vec<RunDuration> = events
+        .of(job)
         .filter_map(|event| {
             let ms: u64 = event.fields.get("duration_ms")?.parse().ok()?;
             Some(RunDuration {
@@ -215,13 +217,6 @@ pub(super) fn durations(events: &[Event], job: &str) -> Vec<RunDuration> {
         .collect();
     runs.reverse();
     runs
-}
-
-/// The events of `job`'s runs.
-fn ended<'a>(events: &'a [Event], job: &'a str) -> impl Iterator<Item = &'a Event> + 'a {
-    events
-        .iter()
-        .filter(move |event| event.fields.get("job").is_some_and(|name| name == job))
 }
 
 /// The forms that pause or resume `job` and trigger it with a payload; each answers with a

@@ -51,7 +51,7 @@ pub(super) async fn page(context: PageContext, State(state): State<WebState>) ->
         }
         section #activity data-refresh aria-labelledby="activity-h" {
             h2 #activity-h { "The last 24 hours" }
-            (activity(&events, now_ms))
+            (activity(events.all(), now_ms))
         }
     };
     layout::page(&context, StatusCode::OK, "Overview", main)
