@@ -15,7 +15,7 @@
 -- ARGV[1] key prefix "{ns}:" for run:<id>, running:<job>, waiting:<job>, ready:..., wake:<queue>,
 --         ready-queues
 -- ARGV[2] retention of the run hashes, ms
--- ARGV[3] events stream MAXLEN (approximate)
+-- ARGV[3] events stream MAXLEN (approximate), ' archive' after it when the namespace archives
 -- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[5..] groups of 5, one per run: run id, worker id that claimed it, the attempt it ran,
 --           exit code ('' for a handler without one), tail of the output
@@ -25,9 +25,9 @@
 -- Cost: O(runs log N).
 check_types('ack_runs', KEYS, {'zset', 'stream', 'hold'})
 local active, events = KEYS[1], KEYS[2]
-local prefix, retention, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-if not retention or not maxlen or (#ARGV - 4) % 5 ~= 0 then
-  return redis.error_reply('ERR ack_runs: retention and maxlen must be numbers, runs come in groups of 5')
+local prefix, retention, history = ARGV[1], tonumber(ARGV[2]), history_of(ARGV[1], ARGV[3])
+if not retention or not history or (#ARGV - 4) % 5 ~= 0 then
+  return redis.error_reply('ERR ack_runs: retention must be a number, history a maxlen, runs come in groups of 5')
 end
 local now = now_ms(ARGV[4])
 local now_text = tostring(now)
@@ -77,8 +77,8 @@ for i = 5, #ARGV, 5 do
     -- The hash holds its last attempt's outcome: an earlier attempt's failure or loss is in
     -- the events, not beside a success.
     redis.call('HDEL', run_key, 'reason', 'error')
-    redis.call('PEXPIRE', run_key, retention)
-    record_event(events, maxlen, run_id, 'succeeded', 'job', job or '', 'worker', worker,
+    expire_finished_run(run_key, retention, history)
+    record_outcome(events, history, run_id, 'succeeded', output, 'job', job or '', 'worker', worker,
       'attempt', attempt, 'exit_code', exit_code, 'started_ms', started or '',
       'duration_ms', now - (tonumber(started) or now))
     recorded[#recorded + 1] = 1

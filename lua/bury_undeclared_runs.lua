@@ -14,7 +14,7 @@
 -- ARGV[1] key prefix "{ns}:" for run:<id>, undeclared:<job>, replica-jobs:<replica id>
 -- ARGV[2] grace, ms
 -- ARGV[3] a replica is live when its last heartbeat is at most this old, ms
--- ARGV[4] events stream MAXLEN (approximate)
+-- ARGV[4] events stream MAXLEN (approximate), ' archive' after it when the namespace archives
 -- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[6] retention of finished run hashes, ms
 -- ARGV[7..] jobs withdrawn (see above)
@@ -23,9 +23,10 @@
 -- Cost: O(J × R + runs buried) for J jobs with runs put aside and R live replicas.
 check_types('bury_undeclared_runs', KEYS, {'zset', 'zset', 'zset', 'stream', 'hold'})
 local undeclared_jobs, replicas, dead, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, grace, live_for, maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local prefix, grace, live_for = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local history = history_of(prefix, ARGV[4])
 local retention = tonumber(ARGV[6])
-if not grace or not live_for or not maxlen or not retention then
+if not grace or not live_for or not history or not retention then
   return redis.error_reply('ERR bury_undeclared_runs: grace, live time, maxlen and retention must be numbers')
 end
 local now = now_ms(ARGV[5])
@@ -57,12 +58,12 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
       local run_key = key_run(prefix, run_id)
       local kind, attempt = unpack(redis.call('HMGET', run_key, 'kind', 'attempt'))
       if kind == 'cron' and (tonumber(attempt) or 0) == 0 then
-        skip_run(prefix, run_key, run_id, job, 'undeclared', now, retention, events, maxlen)
+        skip_run(prefix, run_key, run_id, job, 'undeclared', now, retention, events, history)
       elseif expired then
         redis.call('HSET', run_key, 'state', 'dead', 'reason', 'undeclared', 'finished_ms', now,
           'error', 'no live replica declares job "' .. job .. '"')
         redis.call('ZADD', dead, now, run_id)
-        record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'undeclared')
+        record_event(events, history, run_id, 'dead', 'job', job, 'reason', 'undeclared')
         workflow_step_ended(prefix, run_key, 'failed', '', now)
       else
         kept[#kept + 1] = run_id

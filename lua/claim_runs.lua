@@ -52,7 +52,7 @@
 -- ARGV[2] lease, ms
 -- ARGV[3] fingerprint ttl, ms
 -- ARGV[4] most runs popped by this call (skipped ones included)
--- ARGV[5] events stream MAXLEN (approximate)
+-- ARGV[5] events stream MAXLEN (approximate), ' archive' after it when the namespace archives
 -- ARGV[6] retention of finished run hashes, ms
 -- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[8] lease of a run claimed ahead, ms past its due time: short, so that a run whose
@@ -94,9 +94,10 @@ local active, events, paused, dead, declared, undeclared_jobs, replicas_key = KE
   KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local prefix = ARGV[1]
 local lease, fingerprint_ttl, limit = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local maxlen, retention, worker_count = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[10])
+local history, retention = history_of(prefix, ARGV[5]), tonumber(ARGV[6])
+local worker_count = tonumber(ARGV[10])
 local ahead_lease = tonumber(ARGV[8])
-if not lease or not fingerprint_ttl or not limit or not maxlen or not retention or not worker_count
+if not lease or not fingerprint_ttl or not limit or not history or not retention or not worker_count
     or not ahead_lease then
   return redis.error_reply('ERR claim_runs: lease, ttl, limit, maxlen, retention, ahead lease and worker count must be numbers')
 end
@@ -158,7 +159,7 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
       end
     end
     for _, run_id in ipairs(corrupt) do
-      bury_corrupt_run(prefix, key_run(prefix, run_id), run_id, job, now, dead, events, maxlen)
+      bury_corrupt_run(prefix, key_run(prefix, run_id), run_id, job, now, dead, events, history)
     end
     -- Pushed to the heads newest first, so that the oldest ends up first.
     for i = #back, 1, -1 do
@@ -202,7 +203,7 @@ local skips = {}
 local told_missed = {}  -- job -> true once one of its missed fires in this call sent a notice
 local function skip(run_key, run_id, job, reason)
   -- Fires found missed as they start come one after another: one notice per job says so.
-  skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen,
+  skip_run(prefix, run_key, run_id, job, reason, now, retention, events, history,
     reason == 'missed' and told_missed[job])
   if reason == 'missed' then
     told_missed[job] = true
@@ -269,7 +270,7 @@ while #started < #workers and pops < limit do
     if not job or not attempt or not max_attempts then
       -- A ready id whose hash is gone, was never written, or is damaged: nothing can run it.
       -- Checked before any further write, since an error would leave the popped run nowhere.
-      bury_corrupt_run(prefix, run_key, run_id, job or '', now, dead, events, maxlen)
+      bury_corrupt_run(prefix, run_key, run_id, job or '', now, dead, events, history)
       skips[#skips + 1] = job or ''
       skips[#skips + 1] = 'corrupt'
     elseif not declares(job) and slot_name(job, run_id) ~= job then

@@ -39,7 +39,7 @@
 -- ARGV[6] exit code, or ''
 -- ARGV[7] tail of the output
 -- ARGV[8] jitter in [0, 1): the retry delay is backoff * (1 + jitter) / 2
--- ARGV[9] events stream MAXLEN (approximate)
+-- ARGV[9] events stream MAXLEN (approximate), ' archive' after it when the namespace archives
 -- ARGV[10] now override, ms, or '' for Redis's clock (tests only)
 --
 -- Returns {'RETRYING', due ms} (now, for a run made ready at once), {'DEAD', ms}, or {'GONE', 0}
@@ -50,9 +50,9 @@ check_types('fail_run', KEYS, {'zset', 'zset', 'zset', 'stream', 'channel', 'hol
 local active, due, dead, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local prefix, run_id, worker, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local message, exit_code, output = ARGV[5], ARGV[6], ARGV[7]
-local jitter, maxlen = tonumber(ARGV[8]), tonumber(ARGV[9])
-if not jitter or not maxlen then
-  return redis.error_reply('ERR fail_run: jitter and maxlen must be numbers')
+local jitter, history = tonumber(ARGV[8]), history_of(prefix, ARGV[9])
+if not jitter or not history then
+  return redis.error_reply('ERR fail_run: jitter must be a number, history a maxlen')
 end
 local now = now_ms(ARGV[10])
 -- A run whose worker died this many times is taken for a poison run and sent to the dead letters.
@@ -91,7 +91,11 @@ redis.call('HSET', run_key, 'error', message, 'exit_code', exit_code, 'output', 
 attempt, max_attempts = tonumber(attempt) or 1, tonumber(max_attempts) or 1
 -- What this attempt did, in its event: the run's hash keeps only its last attempt's. A run
 -- handed back before it started ran nothing.
-local ran = {}
+local ran, ran_output = {}, nil
+if reason ~= 'not-started' then
+  -- Its output, for the archive's record only (the event does not carry it).
+  ran_output = output
+end
 if reason ~= 'not-started' and tonumber(started) then
   ran = {'started_ms', started, 'duration_ms', now - tonumber(started), 'exit_code', exit_code}
 end
@@ -144,7 +148,7 @@ elseif retry_at then
   redis.call('HSET', run_key, 'state', 'retrying', 'due_ms', retry_at)
 end
 if retry_at then
-  record_event(events, maxlen, run_id, 'retrying', 'job', job or '', 'reason', reason,
+  record_outcome(events, history, run_id, 'retrying', ran_output, 'job', job or '', 'reason', reason,
     'attempt', attempt, 'worker', holder or '', 'due_ms', retry_at, 'error', message, unpack(ran))
   redis.call('PUBLISH', wake, retry_at)
   if command_failed then
@@ -159,7 +163,7 @@ redis.call('ZADD', dead, now, run_id)
 redis.call('HSET', run_key, 'state', 'dead')
 -- A dead workflow step fails its instance, or lets it go on (on_failure), in this same call.
 workflow_step_ended(prefix, run_key, 'failed', '', now)
-record_event(events, maxlen, run_id, 'dead', 'job', job or '', 'reason', reason,
+record_outcome(events, history, run_id, 'dead', ran_output, 'job', job or '', 'reason', reason,
   'attempt', attempt, 'worker', holder or '', 'error', message, unpack(ran))
 if subscribed('dead') then
   notice('dead')

@@ -12,7 +12,7 @@
 -- KEYS[8] planned-through string  ms up to which every job's fires are planned (promote_due.lua
 --                         lets `run-once` run a missed fire as the latest only past it)
 -- ARGV[1] leader token "<replica id>:<epoch>"
--- ARGV[2] events stream MAXLEN (approximate)
+-- ARGV[2] events stream MAXLEN (approximate), ' archive' after it when the namespace archives
 -- ARGV[3] ms up to which every job's fires are planned once this call's plans are written, or
 --         '' to leave it (a call that is not the last of its tick)
 -- ARGV[4..] one group per job: job name, the cursor ms the plan continues from (as the leader
@@ -29,8 +29,11 @@ check_types('plan_fires', KEYS, {'string', 'zset', 'hash', 'stream', 'channel', 
   'hold', 'string'})
 local leader, due, cursor, events, wake, planned = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local planned_through = KEYS[8]
-local token, maxlen, through = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-if not maxlen then
+-- The namespace's prefix, for the run hashes and the archive's outbox: the events key less its
+-- own name (key_events).
+local prefix = string.sub(events, 1, -#'events' - 1)
+local token, history, through = ARGV[1], history_of(prefix, ARGV[2]), ARGV[3]
+if not history then
   return redis.error_reply('ERR plan_fires: maxlen must be a number')
 end
 if through ~= '' and not tonumber(through) then
@@ -93,7 +96,7 @@ while i <= #ARGV do
     i = i + 3
   end
   for _ = 1, skips do
-    record_event(events, maxlen, ARGV[i], 'skipped', 'job', job, 'reason', ARGV[i + 1])
+    record_event(events, history, ARGV[i], 'skipped', 'job', job, 'reason', ARGV[i + 1])
     i = i + 2
   end
 end

@@ -57,7 +57,7 @@
 --         wake:<queue>, ready-queues
 -- ARGV[2] limit: most runs moved by this call
 -- ARGV[3] misfire threshold, ms: a run later than this is a missed fire
--- ARGV[4] events stream MAXLEN (approximate)
+-- ARGV[4] events stream MAXLEN (approximate), ' archive' after it when the namespace archives
 -- ARGV[5] retention of finished run hashes, ms
 -- ARGV[6] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[7] lead, ms: runs due this soon are moved already
@@ -71,8 +71,9 @@ check_types('promote_due', KEYS, {'zset', 'hash', 'stream', 'zset', 'hash', 'set
 local due, defs, events, dead, planned, damaged = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local latest_fire, due_runs, planned_through = KEYS[8], KEYS[9], KEYS[10]
 local prefix, limit, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local maxlen, retention, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
-if not limit or not threshold or not maxlen or not retention or not lead then
+local history = history_of(prefix, ARGV[4])
+local retention, lead = tonumber(ARGV[5]), tonumber(ARGV[7])
+if not limit or not threshold or not history or not retention or not lead then
   return redis.error_reply('ERR promote_due: limit, threshold, maxlen, retention and lead must be numbers')
 end
 local now = now_ms(ARGV[6])
@@ -296,7 +297,7 @@ for i = 1, #run_ids, 2 do
             local replica_key = key_run(prefix, replica_run)
             if redis.call('EXISTS', replica_key) == 1 then
               -- Promoted before (the fire was planned again): one run per replica, ever.
-              record_event(events, maxlen, replica_run, 'skipped', 'job', job, 'reason', 'duplicate')
+              record_event(events, history, replica_run, 'skipped', 'job', job, 'reason', 'duplicate')
             else
               local route = private_route(replica)
               make_run(replica_key, job, fire_ms, run_ids[i + 1], def, route, replica_run,
@@ -325,15 +326,15 @@ for i = 1, #run_ids, 2 do
     deferred[#deferred + 1] = run_id
     redis.call('SADD', damaged, job)
   elseif reason == 'duplicate' then
-    record_event(events, maxlen, run_id, 'skipped', 'job', job or '', 'reason', reason)
+    record_event(events, history, run_id, 'skipped', 'job', job or '', 'reason', reason)
   elseif reason == 'corrupt' or (not reason and not routable(queue, priority)) then
     -- An id that names no job, or a run hash without a routing a claim reads (no queue, a
     -- queue that is no name, a priority of none of the three): nothing can run it.
     reason = 'corrupt'
-    bury_corrupt_run(prefix, run_key, run_id, job or '', now, dead, events, maxlen)
+    bury_corrupt_run(prefix, run_key, run_id, job or '', now, dead, events, history)
   elseif reason then
     -- Fires missed in an outage come due together: one notice per job says so.
-    skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen, told_skip[job])
+    skip_run(prefix, run_key, run_id, job, reason, now, retention, events, history, told_skip[job])
     told_skip[job] = true
   else
     make_ready(run_key, run_id, kind, queue, priority)

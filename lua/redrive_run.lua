@@ -13,7 +13,7 @@
 -- KEYS[5] hold  string  set while the namespace is held (redcron hold): nothing is written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, due-runs
 -- ARGV[2] run id
--- ARGV[3] events stream MAXLEN (approximate)
+-- ARGV[3] events stream MAXLEN (approximate), ' archive' after it when the namespace archives
 -- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[5] who re-drives it (a console's token or user), recorded with the event, or '' when
 --         not told
@@ -23,7 +23,8 @@
 -- Cost: O(log N).
 check_types('redrive_run', KEYS, {'zset', 'zset', 'stream', 'channel', 'hold'})
 local dead, due, events, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, run_id, maxlen, actor = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[5] or ''
+local prefix, run_id, actor = ARGV[1], ARGV[2], ARGV[5] or ''
+local history = history_of(prefix, ARGV[3])
 
 local now = now_ms(ARGV[4])
 local run_key = key_run(prefix, run_id)
@@ -49,9 +50,9 @@ redis.call('PERSIST', run_key)
 redis.call('ZADD', kind == 'cron' and due or key_due_runs(prefix), now, run_id)
 workflow_step_redriven(prefix, run_key, now)
 if actor == '' then
-  record_event(events, maxlen, run_id, 'scheduled', 'job', job or '', 'reason', 'redrive')
+  record_event(events, history, run_id, 'scheduled', 'job', job or '', 'reason', 'redrive')
 else
-  record_event(events, maxlen, run_id, 'scheduled', 'job', job or '', 'reason', 'redrive',
+  record_event(events, history, run_id, 'scheduled', 'job', job or '', 'reason', 'redrive',
     'actor', actor)
 end
 redis.call('PUBLISH', wake, now)

@@ -24,7 +24,7 @@
 -- KEYS[5] due-runs  zset  run id -> due ms, of ad-hoc runs
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:<queue>:<priority>, ready:<queue>:<priority>,
 --         wake:<queue>, ready-queues, waiting:<job>, running:<job>, undeclared:<job>
--- ARGV[2] events stream MAXLEN (approximate)
+-- ARGV[2] events stream MAXLEN (approximate), ' archive' after it when the namespace archives
 -- ARGV[3] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[4..] the run ids of the page
 --
@@ -33,8 +33,9 @@
 -- when that list is longer than MAX_SEARCHED (such a run is looked at again in the next cycle).
 check_types('requeue_stray_runs', KEYS, {'zset', 'zset', 'stream', 'hold', 'zset'})
 local active, due, events, due_runs = KEYS[1], KEYS[2], KEYS[3], KEYS[5]
-local prefix, maxlen = ARGV[1], tonumber(ARGV[2])
-if not maxlen then
+local prefix = ARGV[1]
+local history = history_of(prefix, ARGV[2])
+if not history then
   return redis.error_reply('ERR requeue_stray_runs: maxlen must be a number')
 end
 local now = now_ms(ARGV[3])
@@ -98,7 +99,7 @@ for _, stray in ipairs(strays) do
     redis.call('ZADD', active, now + STRAY_LEASE_MS, run_id)
   elseif state == 'dead' then
     bury_corrupt_run(prefix, key_run(prefix, run_id), run_id, job, now, key_dead(prefix), events,
-      maxlen)
+      history)
   elseif state == 'ready' then
     note_ready_queue(stray[5], prefix)
     redis.call('LPUSH', stray[4], run_id)
@@ -108,7 +109,7 @@ for _, stray in ipairs(strays) do
     fill_job_slots(prefix, slot_name(job, run_id), now)
   end
   if state ~= 'dead' then
-    record_event(events, maxlen, run_id, state, 'job', job, 'reason', 'stray')
+    record_event(events, history, run_id, state, 'job', job, 'reason', 'stray')
   end
   reply[#reply + 1] = run_id
   reply[#reply + 1] = state

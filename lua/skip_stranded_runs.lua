@@ -11,7 +11,7 @@
 --                                   written
 -- ARGV[1] key prefix "{ns}:" for run:<id>, ready-fires:@<replica>:<priority>
 -- ARGV[2] misfire threshold, ms
--- ARGV[3] events stream MAXLEN (approximate)
+-- ARGV[3] events stream MAXLEN (approximate), ' archive' after it when the namespace archives
 -- ARGV[4] retention of finished run hashes, ms
 -- ARGV[5] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[6] limit: most runs looked at per list
@@ -27,8 +27,9 @@
 check_types('skip_stranded_runs', KEYS, {'zset', 'zset', 'stream', 'hold'})
 local replicas, stopped, events = KEYS[1], KEYS[2], KEYS[3]
 local prefix, threshold = ARGV[1], tonumber(ARGV[2])
-local maxlen, retention, limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
-if not threshold or not maxlen or not retention or not limit then
+local history = history_of(prefix, ARGV[3])
+local retention, limit = tonumber(ARGV[4]), tonumber(ARGV[6])
+if not threshold or not history or not retention or not limit then
   return redis.error_reply('ERR skip_stranded_runs: threshold, maxlen, retention and limit must be numbers')
 end
 local now = now_ms(ARGV[5])
@@ -77,7 +78,7 @@ for _, entry in ipairs(lists) do
         -- clears them when it skips one).
         redis.call('HDEL', run_key, 'worker', 'started_ms', 'starting')
       end
-      skip_run(prefix, run_key, run_id, job, 'replica-down', now, retention, events, maxlen,
+      skip_run(prefix, run_key, run_id, job, 'replica-down', now, retention, events, history,
         told[job])
       told[job] = true
       reply[#reply + 1] = run_id

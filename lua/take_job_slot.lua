@@ -17,7 +17,7 @@
 -- ARGV[2] run id
 -- ARGV[3] worker id that claimed it
 -- ARGV[4] lease, ms: how long the run and its slot are held unless extended
--- ARGV[5] events stream MAXLEN (approximate)
+-- ARGV[5] events stream MAXLEN (approximate), ' archive' after it when the namespace archives
 -- ARGV[6] retention of finished run hashes, ms
 -- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
 -- ARGV[8] 1 when the run may be skipped as an overlap, 0 when it waits for a slot instead
@@ -31,9 +31,9 @@
 check_types('take_job_slot', KEYS, {'zset', 'stream', 'hold'})
 local active, events = KEYS[1], KEYS[2]
 local prefix, run_id, worker = ARGV[1], ARGV[2], ARGV[3]
-local lease, maxlen, retention = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local lease, history, retention = tonumber(ARGV[4]), history_of(prefix, ARGV[5]), tonumber(ARGV[6])
 local may_skip = ARGV[8] == '1'
-if not lease or not maxlen or not retention then
+if not lease or not history or not retention then
   return redis.error_reply('ERR take_job_slot: lease, maxlen and retention must be numbers')
 end
 local now = now_ms(ARGV[7])
@@ -59,7 +59,7 @@ if missed_at_start(prefix, job, kind, tonumber(attempt) == 1, redriven, fire_ms,
   redis.call('ZREM', active, run_id)
   redis.call('HSET', run_key, 'attempt', 0)
   redis.call('HDEL', run_key, 'worker', 'started_ms', 'starting')
-  skip_run(prefix, run_key, run_id, job, 'missed', now, retention, events, maxlen)
+  skip_run(prefix, run_key, run_id, job, 'missed', now, retention, events, history)
   return 'MISSED'
 end
 fill_job_slots(prefix, slot_group, now)
@@ -80,7 +80,7 @@ redis.call('ZREM', active, run_id)
 redis.call('HSET', run_key, 'attempt', math.max((tonumber(attempt) or 1) - 1, 0))
 redis.call('HDEL', run_key, 'worker', 'started_ms')
 if may_skip and running_since(prefix, running, tonumber(due_ms) or now) then
-  skip_run(prefix, run_key, run_id, job, 'overlap', now, retention, events, maxlen)
+  skip_run(prefix, run_key, run_id, job, 'overlap', now, retention, events, history)
   return 'BUSY'
 end
 wait_for_slot(prefix, run_key, run_id, slot_group)

@@ -9,6 +9,8 @@
 //!   change, the embedded `redis-server`.
 //! - [`engine`]: the replica's components: elector, planner, promoter, workers, reaper,
 //!   heartbeat, one file each.
+//! - [`archive`]: where finished runs go to outlive Redis (`--archive`): its URL, its store, its
+//!   parts.
 //! - [`handler`]: what executes a run: the command handler, or Rust handlers by job name.
 //! - [`payload`]: the rules a run's payload obeys (JSON, its size, a workflow's an object),
 //!   which the client, the CLI and the worker all check.
@@ -50,6 +52,7 @@
 //! # }
 //! ```
 
+pub mod archive;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;

@@ -1,7 +1,7 @@
 //! One replica: the engine's components wired together, supervised, and stopped in order.
 //!
 //! Supervision: every component (elector, planner, promoter, reaper, heartbeat, notifier,
-//! workers) runs as a task of one [`JoinSet`]. One that panics or returns while it should still
+//! workers, and the exporter with `--archive`) runs as a task of one [`JoinSet`]. One that panics or returns while it should still
 //! run stops the replica at once: the error is logged with the component's name, `/healthz` and `/readyz`
 //! answer 503, running runs are stopped and handed back without a grace, leadership is released,
 //! and [`Replica::run`] returns the error, so that the process exits non-zero and its service
@@ -12,8 +12,9 @@
 //! (2) running runs get the grace period, after which the rest are stopped and handed back
 //! without using an attempt, and outcomes are recorded within the recording window
 //! ([`RECORD_WINDOW`](crate::engine::worker::RECORD_WINDOW)); (3) once the workers have stopped,
-//! the promoter, reaper, heartbeat and notifier stop, so the replica is seen alive while its runs
-//! finish, and the notices of their outcomes go out.
+//! the promoter, reaper, heartbeat, notifier and exporter stop, so the replica is seen alive
+//! while its runs finish, the notices of their outcomes go out, and with `--archive` their
+//! records are written (for [`ExporterConfig::stop_drain`] at most).
 //! A component that has not stopped [`STOP_TIMEOUT`] after that (waiting on a Redis that does
 //! not answer) is abandoned.
 
@@ -28,6 +29,7 @@ use tokio::task::{JoinError, JoinSet};
 use tracing::{Instrument, error, info, warn};
 
 use crate::engine::elector::{Elector, ElectorConfig};
+use crate::engine::exporter::{Exporter, ExporterConfig};
 use crate::engine::heartbeat::{
     Heartbeat, HeartbeatConfig, HeartbeatError, host_name, wait_for_replica_id,
 };
@@ -89,6 +91,19 @@ pub enum ReplicaError {
     /// replica as [`ReplicaError::ComponentDied`].
     #[error(transparent)]
     ReplicaIdInUse(HeartbeatError),
+    /// The namespace archives (a replica started with `--archive` said so in Redis) and this
+    /// replica was not told to: the outcomes it recorded would reach no archive. It did not
+    /// start.
+    #[error(
+        "namespace archives to {url}: start every replica of it with --archive (to stop \
+         archiving, stop every replica and delete the key {key})"
+    )]
+    ArchiveRequired {
+        /// Where the namespace archives.
+        url: String,
+        /// The key that says so.
+        key: String,
+    },
 }
 
 /// The components of a replica, by the names logs, errors and `/healthz` use.
@@ -101,6 +116,7 @@ enum Component {
     Reaper,
     Heartbeat,
     Notifier,
+    Exporter,
 }
 
 impl Component {
@@ -113,6 +129,7 @@ impl Component {
             Component::Reaper => "reaper",
             Component::Heartbeat => "heartbeat",
             Component::Notifier => "notifier",
+            Component::Exporter => "exporter",
         }
     }
 
@@ -201,6 +218,9 @@ pub struct ReplicaConfig {
     pub heartbeat_period: Duration,
     /// Sending notices.
     pub notifier: NotifierConfig,
+    /// Archiving every outcome (`--archive`): `None` for a namespace that keeps its history in
+    /// Redis alone.
+    pub exporter: Option<ExporterConfig>,
 }
 
 impl Default for ReplicaConfig {
@@ -216,6 +236,7 @@ impl Default for ReplicaConfig {
             reaper: ReaperConfig::default(),
             heartbeat_period: Duration::from_secs(2),
             notifier: NotifierConfig::default(),
+            exporter: None,
         }
     }
 }
@@ -381,8 +402,14 @@ impl ReplicaBuilder {
         );
         let (jobs, _) = watch::channel(shared_jobs(matching(self.jobs, &labels)));
         let (fallbacks, _) = watch::channel(Arc::new(self.fallbacks));
+        // The scripts that record outcomes write the archive's records only when told to.
+        let store = if self.config.exporter.is_some() {
+            self.store.archiving()
+        } else {
+            self.store
+        };
         Replica {
-            store: self.store,
+            store,
             jobs: Arc::new(jobs),
             fallbacks: Arc::new(fallbacks),
             labels: Arc::new(labels),
@@ -503,6 +530,7 @@ impl Replica {
             }
             Err(error) => return Err(ReplicaError::ReplicaIdInUse(error)),
         }
+        check_archive(&self.store, config.exporter.as_ref()).await?;
         let leadership = Leadership::new();
         let misfire_threshold = config.promoter.misfire_threshold;
 
@@ -607,6 +635,13 @@ impl Replica {
             .run(background.clone()),
         );
 
+        if let Some(exporter) = config.exporter.clone() {
+            supervisor.spawn(
+                Component::Exporter,
+                Exporter::new(self.store.clone(), exporter).run(background.clone()),
+            );
+        }
+
         let mut failure = None;
         let mut stop_by = None;
         let mut stopping_seen = false;
@@ -670,6 +705,33 @@ impl Replica {
             }
         }
         failure.map_or(Ok(()), Err)
+    }
+}
+
+/// Says in Redis that the namespace archives when this replica does, and refuses to start one
+/// that does not in a namespace that does. Redis out of reach at start lets it start: the
+/// archive's records are then written by what the other replicas were told.
+async fn check_archive(
+    store: &Store,
+    exporter: Option<&ExporterConfig>,
+) -> Result<(), ReplicaError> {
+    let checked = match exporter {
+        Some(exporter) => store
+            .mark_archive(&exporter.archive.url().to_string())
+            .await
+            .map(|()| None),
+        None => store.archive_marked().await,
+    };
+    match checked {
+        Ok(None) => Ok(()),
+        Ok(Some(url)) => Err(ReplicaError::ArchiveRequired {
+            url,
+            key: store.keys().archive_marker(),
+        }),
+        Err(error) => {
+            warn!(%error, "cannot check whether the namespace archives");
+            Ok(())
+        }
     }
 }
 

@@ -26,6 +26,9 @@ local function key_events(prefix) return prefix .. 'events' end
 local function key_targets(prefix, job) return prefix .. 'targets:' .. job end
 local function key_replicas(prefix) return prefix .. 'replicas' end
 local function key_ready_queues(prefix) return prefix .. 'ready-queues' end
+-- The archive's outbox: one record per finished attempt and skipped fire, written beside the
+-- event when the namespace archives (record_outcome), until the exporters have archived it.
+local function key_archive(prefix) return prefix .. 'archive' end
 
 -- The id of a cron fire, as `cron_run_id` in src/store/planning.rs builds it: deterministic,
 -- so that one fire is only ever planned once.
@@ -237,14 +240,108 @@ local function replica_of(worker)
   return worker and string.match(worker, '^(.*)/[^/]*$') or nil
 end
 
--- Appends one state change of a run to the capped events stream. Without `maxlen` (a helper
--- that is not told the cap, for a rare event) it is not trimmed: the next capped append trims.
-local function record_event(events, maxlen, run_id, state, ...)
-  if maxlen then
-    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'run', run_id, 'state', state, ...)
-  else
-    redis.call('XADD', events, '*', 'run', run_id, 'state', state, ...)
+-- What a script that records outcomes was told of the history it keeps, from its ARGV
+-- `<maxlen>` or `<maxlen> archive`: the events stream's approximate cap, and whether the
+-- namespace archives (every outcome also gets a record in `{ns}:archive`). `prefix` names the
+-- run hashes and the outbox. Nil when the argument is neither. Kept for the call as
+-- `told_history` too, for a helper that records an outcome without it among its arguments
+-- (fill_job_slots burying a corrupt run).
+local told_history
+local function history_of(prefix, text)
+  local maxlen, mode = string.match(text or '', '^(%d+)(.*)$')
+  if not maxlen or (mode ~= '' and mode ~= ' archive') then
+    return nil
   end
+  told_history = {maxlen = tonumber(maxlen), archive = mode == ' archive', prefix = prefix}
+  return told_history
+end
+
+-- The outcomes the archive keeps: one record per attempt that ended and per skipped fire.
+local ARCHIVED_STATES = {succeeded = true, retrying = true, dead = true, skipped = true}
+-- What a record copies from the run's hash: the fields every attempt of the run shares (the
+-- job, how it was made and routed, its payload). What an attempt did comes from the event's
+-- own fields, never from the hash, which the run's next attempt writes over.
+local ARCHIVED_RUN_FIELDS = {'job', 'kind', 'actor', 'triggered', 'queue', 'priority', 'payload',
+  'created_ms', 'max_attempts', 'workflow', 'step'}
+
+-- Writes an outcome's record into the archive's outbox, in the call that records the outcome,
+-- so the outbox and the events never disagree. `fields` are the event's (they win over the
+-- hash's); `output` the tail of the attempt that ended, which only ack_runs and fail_run know
+-- (nil for an outcome of no attempt: a skip, a burial). A run whose outcome ends it (succeeded,
+-- skipped) gets the record's id as `archive_id`: its hash expires once that record is archived
+-- (ack_archived.lua), not before. The hash is read with pcall: a skipped fire has none, and a
+-- key of another type must not fail a call that has written already.
+local function archive_outcome(history, event_id, run_id, state, output, fields)
+  local run_key = key_run(history.prefix, run_id)
+  local read = redis.pcall('HMGET', run_key, unpack(ARCHIVED_RUN_FIELDS))
+  local values = type(read) == 'table' and not read.err and read or {}
+  local record, given = {'event', event_id, 'run', run_id, 'state', state}, {}
+  for i = 1, #fields, 2 do
+    given[fields[i]] = true
+    record[#record + 1], record[#record + 2] = fields[i], fields[i + 1]
+  end
+  for index, name in ipairs(ARCHIVED_RUN_FIELDS) do
+    if values[index] and not given[name] then
+      record[#record + 1], record[#record + 2] = name, values[index]
+    end
+  end
+  if output then
+    record[#record + 1], record[#record + 2] = 'output', output
+  end
+  local archive_id = redis.call('XADD', key_archive(history.prefix), '*', unpack(record))
+  if values[1] and (state == 'succeeded' or state == 'skipped') then
+    redis.call('HSET', run_key, 'archive_id', archive_id)
+  end
+end
+
+-- Appends one state change of a run to the capped events stream, and its record to the
+-- archive's outbox when the namespace archives and the change is an outcome. `output` is the
+-- tail of the attempt that ended (ack_runs, fail_run), for the record only: the event does not
+-- carry it. Without `history` (a helper that is not told the cap, for a rare event) the stream
+-- is not trimmed: the next capped append trims.
+local function record_outcome(events, history, run_id, state, output, ...)
+  local event_id
+  if history then
+    event_id = redis.call('XADD', events, 'MAXLEN', '~', history.maxlen, '*', 'run', run_id,
+      'state', state, ...)
+  else
+    event_id = redis.call('XADD', events, '*', 'run', run_id, 'state', state, ...)
+  end
+  if history and history.archive and ARCHIVED_STATES[state] then
+    archive_outcome(history, event_id, run_id, state, output, {...})
+  end
+end
+
+-- record_outcome for a change that ended no attempt of its own (a skip, a burial, a re-drive).
+local function record_event(events, history, run_id, state, ...)
+  record_outcome(events, history, run_id, state, nil, ...)
+end
+
+-- Gives a run that ended (succeeded, skipped) its `retention`: when the namespace archives, its
+-- expiry waits for its record to be archived (ack_archived.lua), so that no run is gone from
+-- Redis before the archive has it.
+local function expire_finished_run(run_key, retention, history)
+  if not (history and history.archive) then
+    redis.call('PEXPIRE', run_key, retention)
+  end
+end
+
+-- The archive's consumer group on its outbox, as XINFO GROUPS tells it (`last-delivered-id`,
+-- `lag`: nil when Redis cannot count it), or nil when the outbox or the group does not exist.
+local function archive_group(archive, group)
+  if redis.call('EXISTS', archive) == 0 then
+    return nil
+  end
+  for _, entry in ipairs(redis.call('XINFO', 'GROUPS', archive)) do
+    local info = {}
+    for i = 1, #entry, 2 do
+      info[entry[i]] = entry[i + 1]
+    end
+    if info.name == group then
+      return info
+    end
+  end
+  return nil
 end
 
 -- Appends an action taken on a job (a pause, resume, trigger or enqueue) to the events stream:
@@ -280,10 +377,10 @@ local workflow_step_ended
 -- it could not start by its deadline sends a `skipped` notice, unless `quiet` (another skip of
 -- the job in the same call already told it); nothing a paused job skips does: pausing is the
 -- operator's doing.
-local function skip_run(prefix, run_key, run_id, job, reason, now, retention, events, maxlen, quiet)
+local function skip_run(prefix, run_key, run_id, job, reason, now, retention, events, history, quiet)
   redis.call('HSET', run_key, 'state', 'skipped', 'reason', reason, 'finished_ms', now)
-  redis.call('PEXPIRE', run_key, retention)
-  record_event(events, maxlen, run_id, 'skipped', 'job', job, 'reason', reason)
+  expire_finished_run(run_key, retention, history)
+  record_event(events, history, run_id, 'skipped', 'job', job, 'reason', reason)
   if workflow_step_ended then
     workflow_step_ended(prefix, run_key, 'skipped', '', now)
   end
@@ -302,12 +399,12 @@ end
 -- Sends a run nothing can execute (its id or hash is damaged) to the dead letters. An id with
 -- no record gets none: the dead letters list it as damaged, an id that no run has, rather than
 -- as a run of no job.
-local function bury_corrupt_run(prefix, run_key, run_id, job, now, dead, events, maxlen)
+local function bury_corrupt_run(prefix, run_key, run_id, job, now, dead, events, history)
   if redis.call('EXISTS', run_key) == 1 then
     redis.call('HSET', run_key, 'state', 'dead', 'reason', 'corrupt', 'finished_ms', now)
   end
   redis.call('ZADD', dead, now, run_id)
-  record_event(events, maxlen, run_id, 'dead', 'job', job, 'reason', 'corrupt')
+  record_event(events, history, run_id, 'dead', 'job', job, 'reason', 'corrupt')
   if workflow_step_ended then
     workflow_step_ended(prefix, run_key, 'failed', '', now)
   end
@@ -396,7 +493,7 @@ local function fill_job_slots(prefix, job, now)
     if state == 'waiting' and not routable(queue, priority) then
       -- Named by its own job: `job` is the slot name, per replica for an every-replica job.
       bury_corrupt_run(prefix, run_key, run_id, run_job or job, now, key_dead(prefix),
-        key_events(prefix))
+        key_events(prefix), told_history)
     elseif state == 'waiting' then
       if limit then
         redis.call('ZADD', running, now + SLOT_HANDOVER_MS, run_id)

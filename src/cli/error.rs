@@ -43,6 +43,9 @@ pub enum CliError {
     /// A command-line value that is not what it should be.
     #[error("{0}")]
     Argument(String),
+    /// The archive (`--archive`) cannot be opened.
+    #[error("{0}")]
+    Archive(#[from] crate::archive::ArchiveError),
     /// A configuration file that cannot be read, or says something wrong.
     #[error("{0}")]
     Config(#[from] config::ConfigError),

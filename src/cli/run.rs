@@ -14,7 +14,9 @@ use tracing::{Instrument, error, info, warn};
 
 use super::reload::{Reloader, Trigger};
 use super::{CliError, RedisArgs, default_schedules, service};
+use crate::archive::{Archive, ArchiveUrl};
 use crate::engine::Shutdown;
+use crate::engine::exporter::ExporterConfig;
 use crate::engine::heartbeat::host_name;
 use crate::engine::worker::Concurrency;
 use crate::metrics::Endpoint;
@@ -87,9 +89,25 @@ pub(super) struct RunArgs {
     /// try (five tries, at most 10 minutes apart).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     notice_backoff: Duration,
-    /// How long a finished run's record (its hash: state, attempts, outcome) is kept.
+    /// How long a finished run's record (its hash: state, attempts, outcome) is kept. With
+    /// --archive, counted once its last outcome is archived.
     #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
     retention: Duration,
+    /// Where every finished attempt and skipped fire is archived, exactly once, to outlive
+    /// Redis: file:///DIR (with several namespaces, DIR/<namespace>). Every replica of a
+    /// namespace that archives must be given it.
+    #[arg(long, value_name = "URL", value_parser = archive_url)]
+    archive: Option<ArchiveUrl>,
+    /// With --archive: a part of the archive is written once its first outcome is this old
+    /// (or it holds 1,000, or its hour is over), so a quiet namespace's outcomes reach the
+    /// archive within about this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    archive_part_age: Duration,
+}
+
+/// Reads `--archive`.
+fn archive_url(text: &str) -> Result<ArchiveUrl, String> {
+    ArchiveUrl::parse(text).map_err(|error| error.to_string())
 }
 
 /// One namespace a process serves: its schedule directory and what it declares.
@@ -269,7 +287,24 @@ async fn run(args: &RunArgs, labels: &[Label], served: Vec<Served>) -> Result<()
         if let Some(warning) = store.replication_warning().await {
             warn!(namespace, "{warning}");
         }
-        let config = config(args, labels, &jobs);
+        let mut config = config(args, labels, &jobs);
+        if let Some(url) = &args.archive {
+            let url = match url {
+                ArchiveUrl::File(directory) if several => {
+                    ArchiveUrl::File(directory.join(&namespace))
+                }
+                url => url.clone(),
+            };
+            let archive = Archive::open(&url)?;
+            info!(namespace, archive = %url, "archiving every outcome");
+            config.exporter = Some(ExporterConfig {
+                // A part its exporter died holding is written by another as soon as a run of
+                // a dead replica would run again.
+                claim_after: args.run_lease,
+                part_age: args.archive_part_age,
+                ..ExporterConfig::new(archive, &config.replica_id)
+            });
+        }
         info!(
             replica = config.replica_id,
             namespace,

@@ -11,6 +11,7 @@
 //! - [`notifier`]: sends the notices owed to people (mail, webhooks, commands).
 
 pub mod elector;
+pub mod exporter;
 pub mod heartbeat;
 pub mod notifier;
 pub mod planner;
@@ -240,6 +241,7 @@ static PLANNER_PANIC_FILE: LazyLock<Option<PathBuf>> =
 /// Reads the test fault points' settings, at the replica's start.
 pub(crate) fn arm_fault_points() {
     LazyLock::force(&PLANNER_PANIC_FILE);
+    exporter::arm_fault_point();
 }
 
 /// Whether the planner's test fault point has been triggered.

@@ -100,6 +100,16 @@ pub struct Metrics {
     pub workers_max: IntGauge,
     /// `redcron_redis_errors_total`: failed Redis calls, whatever made them (all retried).
     pub redis_errors_total: IntCounter,
+    /// `redcron_archive_records`: outcomes recorded and not archived yet, as this replica's
+    /// exporter last read (0 without `--archive`).
+    pub archive_records: IntGauge,
+    /// `redcron_archive_lag_seconds`: how long ago the oldest of them was recorded.
+    pub archive_lag_seconds: IntGauge,
+    /// `redcron_archive_records_total`: records this replica's exporter archived, and
+    /// `redcron_archive_failures_total` the parts the archive refused it.
+    pub archive_records_total: IntCounter,
+    /// See `archive_records_total`.
+    pub archive_failures_total: IntCounter,
     /// What `/healthz` and `/readyz` report.
     pub health: Health,
     /// The id of the replica these metrics count for, once it starts: the `redcron_replica`
@@ -269,6 +279,22 @@ impl Metrics {
             workers_busy: gauge("redcron_workers_busy", "Runs executing on this replica"),
             workers_max: gauge("redcron_workers_max", "Runs this replica executes at once"),
             redis_errors_total: counter("redcron_redis_errors_total", "Failed Redis calls"),
+            archive_records: gauge(
+                "redcron_archive_records",
+                "Outcomes recorded in Redis and not archived yet",
+            ),
+            archive_lag_seconds: gauge(
+                "redcron_archive_lag_seconds",
+                "How long ago the oldest outcome not archived yet was recorded",
+            ),
+            archive_records_total: counter(
+                "redcron_archive_records_total",
+                "Records this replica wrote to the archive (or found written)",
+            ),
+            archive_failures_total: counter(
+                "redcron_archive_failures_total",
+                "Parts the archive refused this replica",
+            ),
             health: Health::default(),
             replica: OnceLock::new(),
             namespace: namespace.to_owned(),

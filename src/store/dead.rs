@@ -175,7 +175,7 @@ impl Store {
             .arg(self.keys.prefix())
             .arg(millis(grace))
             .arg(millis(live_for))
-            .arg(self.settings.events_maxlen)
+            .arg(self.history_arg())
             .arg(self.now_arg())
             .arg(millis(self.settings.retention))
             .arg(withdrawn)

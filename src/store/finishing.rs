@@ -122,7 +122,7 @@ impl Store {
             .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(millis(self.settings.retention))
-            .arg(self.settings.events_maxlen)
+            .arg(self.history_arg())
             .arg(self.now_arg());
         for ack in acks {
             invocation
@@ -199,7 +199,7 @@ impl Store {
             )
             .arg(&failure.output)
             .arg(jitter.clamp(0.0, 1.0))
-            .arg(self.settings.events_maxlen)
+            .arg(self.history_arg())
             .arg(self.now_arg())
             .invoke_async(connection)
             .await
@@ -265,7 +265,7 @@ impl Store {
             .key(self.keys.hold())
             .key(self.keys.due_runs())
             .arg(self.keys.prefix())
-            .arg(self.settings.events_maxlen)
+            .arg(self.history_arg())
             .arg(self.now_arg())
             .arg(run_ids)
             .invoke_async(&mut self.connection.clone())

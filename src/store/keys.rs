@@ -266,6 +266,24 @@ impl Keys {
         self.key("events")
     }
 
+    /// Stream of the records the archive has yet to hold, one per outcome, written beside the
+    /// event when the namespace archives; trimmed only below what the exporters acknowledged.
+    pub fn archive(&self) -> String {
+        self.key("archive")
+    }
+
+    /// Hash first record id -> `<last record id> <records>` of each part of the archive given to
+    /// an exporter and not acknowledged yet: a part given again is the same records.
+    pub fn archive_parts(&self) -> String {
+        self.key("archive-parts")
+    }
+
+    /// String naming where the namespace archives (the URL, without credentials): written by
+    /// a replica started with `--archive`, read by every replica as it starts.
+    pub fn archive_marker(&self) -> String {
+        self.key("archive-to")
+    }
+
     /// Zset replica id -> last heartbeat ms.
     pub fn replicas(&self) -> String {
         self.key("replicas")

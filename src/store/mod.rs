@@ -29,6 +29,7 @@
 //! - `reply`: what goes into a script call and the decoding of what comes back;
 //! - [`keys`] builds every key, [`embedded`] starts a local Redis.
 
+mod archive;
 mod claiming;
 mod clock;
 mod connection;
@@ -67,6 +68,9 @@ use redis::{FromRedisValue, Script};
 use thiserror::Error;
 
 use crate::metrics::Metrics;
+pub use archive::{
+    ARCHIVE_GROUP, ArchiveBacklog, ArchivePart, ArchiveRecord, ArchiveTake, record_ms,
+};
 pub use claiming::{
     Claim, ClaimLeases, Claimed, ClaimedRun, CorruptRun, JobSlot, MIN_AHEAD_LEASE, PendingSlot,
     ReadyWaiter, ahead_lease,
@@ -302,6 +306,12 @@ fn refuses_writes(error: &redis::RedisError) -> bool {
 pub struct StoreSettings {
     /// Approximate length of the events stream.
     pub events_maxlen: u64,
+    /// Whether the namespace archives its history: every script that records an outcome also
+    /// writes its record into the archive's outbox (`{ns}:archive`), and a run that ended
+    /// keeps its hash until that record is archived, then its retention. Every replica of a
+    /// namespace that archives must say so (a replica refuses to start otherwise, see
+    /// [`Store::archive_marked`]).
+    pub archive: bool,
     /// How long a finished (succeeded or skipped) run's hash is kept.
     pub retention: Duration,
     /// How long a fingerprint keeps a second run with the same one from executing.
@@ -314,6 +324,7 @@ impl Default for StoreSettings {
     fn default() -> Self {
         Self {
             events_maxlen: 100_000,
+            archive: false,
             retention: Duration::from_secs(7 * 24 * 3600),
             fingerprint_ttl: Duration::from_secs(7 * 24 * 3600),
             replicated_writes: None,

@@ -223,7 +223,7 @@ impl Store {
         ];
         let mut args = vec![
             token.as_str().to_owned(),
-            self.settings.events_maxlen.to_string(),
+            self.history_arg(),
             planned_through.map_or_else(String::new, |through| through.to_string()),
         ];
         for plan in plans {

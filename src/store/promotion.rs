@@ -60,7 +60,7 @@ impl Store {
             .arg(self.keys.prefix())
             .arg(limit)
             .arg(millis(misfire_threshold))
-            .arg(self.settings.events_maxlen)
+            .arg(self.history_arg())
             .arg(millis(self.settings.retention))
             .arg(self.now_arg())
             .arg(millis(lead))

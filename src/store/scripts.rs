@@ -71,3 +71,5 @@ script!(TAKE_NOTICES, "take_notices.lua");
 script!(SETTLE_NOTICE, "settle_notice.lua");
 script!(PROBE_WRITES, "probe_writes.lua");
 script!(RANGE_AFTER, "range_after.lua");
+script!(TAKE_ARCHIVE_PART, "take_archive_part.lua");
+script!(ACK_ARCHIVED, "ack_archived.lua");

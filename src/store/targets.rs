@@ -75,7 +75,7 @@ impl Store {
             .key(self.keys.hold())
             .arg(self.keys.prefix())
             .arg(millis(threshold))
-            .arg(self.settings.events_maxlen)
+            .arg(self.history_arg())
             .arg(millis(self.settings.retention))
             .arg(self.now_arg())
             .arg(LIMIT)

@@ -29,6 +29,7 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
          key_dead_jobs(prefix), key_paused(prefix), key_due_runs(prefix), key_rewind(prefix), \
          key_latest_fires(prefix), key_targets(prefix, 'j'), key_replicas(prefix), \
          key_ready_queues(prefix), \
+         key_archive(prefix), \
          private_route('r1'), \
          replica_run_id('nightly@1767225600000', 'r1'), slot_name('j', 'j@1767225600000:r1'), \
          slot_name('j', 'j@1767225600000'), slot_name('j', 'k@1:r1')}}"
@@ -63,6 +64,7 @@ fn the_scripts_build_keys_and_cron_run_ids_as_the_rust_side_does() {
             keys.targets("j"),
             keys.replicas(),
             keys.ready_queues(),
+            keys.archive(),
             redcron::store::keys::private_route("r1"),
             redcron::store::keys::replica_run_id("nightly@1767225600000", "r1"),
             redcron::store::keys::slot_group("j", "j@1767225600000:r1").into_owned(),

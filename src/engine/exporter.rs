@@ -1,0 +1,248 @@
+//! The exporter: on every replica of a namespace that archives, writes the outcomes Redis
+//! recorded into the archive, a part at a time, exactly once. A part is recorded in Redis before
+//! it is written, written create-only under a name made from its records' range, and only then
+//! acknowledged; a part an exporter died holding is given to another whole, and written again
+//! under the same name with the same bytes, which the archive already holding counts as written.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+use super::{Backoff, Shutdown, log_store_failure};
+use crate::archive::{Archive, ArchiveError, Written, part};
+use crate::store::{ArchivePart, ArchiveTake, Store, StoreError};
+
+/// How the exporter behaves.
+#[derive(Debug, Clone)]
+pub struct ExporterConfig {
+    /// Where the parts go.
+    pub archive: Archive,
+    /// The consumer it reads as: its replica's id.
+    pub replica_id: String,
+    /// Most records in a part.
+    pub part_records: usize,
+    /// A part closes once its first record is this old, so that a quiet namespace's outcomes
+    /// reach the archive within about this long (a part also closes at the end of its hour).
+    pub part_age: Duration,
+    /// A part given to an exporter that has not acknowledged it this long after is given to
+    /// another: its exporter died, or cannot write.
+    pub claim_after: Duration,
+    /// The longest sleep between two looks at the outbox.
+    pub max_sleep: Duration,
+    /// How long a stopping replica goes on writing the parts there are.
+    pub stop_drain: Duration,
+}
+
+impl ExporterConfig {
+    /// The defaults for an exporter of `replica_id` writing to `archive`.
+    pub fn new(archive: Archive, replica_id: &str) -> Self {
+        Self {
+            archive,
+            replica_id: replica_id.to_owned(),
+            part_records: 1_000,
+            part_age: Duration::from_secs(60),
+            claim_after: Duration::from_secs(60),
+            max_sleep: Duration::from_secs(1),
+            stop_drain: Duration::from_millis(800),
+        }
+    }
+}
+
+/// Why an export tick failed; the records stay in Redis and a later tick (or another replica)
+/// writes them.
+#[derive(Debug, Error)]
+pub enum ExportError {
+    /// Redis could not give or acknowledge a part.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The archive refused the part.
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+}
+
+/// What one tick did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exported {
+    /// A part is in the archive and acknowledged.
+    Part {
+        /// Its name in the archive.
+        name: String,
+        /// How many records it holds.
+        records: usize,
+        /// Whether this tick wrote it, or found it written by an exporter that died before
+        /// acknowledging it.
+        written: Written,
+    },
+    /// Records wait for their part to close, after this long.
+    Waiting(Duration),
+    /// Nothing waits.
+    Idle,
+}
+
+/// A test fault point, `REDCRON_TEST_FAULT_ARCHIVE_STALL`: the path of a file; once the file
+/// exists, the exporter stalls for good after writing its next part and before acknowledging
+/// it, and says so in the log, so that tests can kill the replica in between. Read once, when a
+/// replica starts; unset, as everywhere but in tests, it costs nothing.
+static STALL_FILE: std::sync::LazyLock<Option<std::path::PathBuf>> =
+    std::sync::LazyLock::new(|| {
+        std::env::var_os("REDCRON_TEST_FAULT_ARCHIVE_STALL").map(std::path::PathBuf::from)
+    });
+
+/// Reads the fault point's setting, at the replica's start.
+pub(crate) fn arm_fault_point() {
+    std::sync::LazyLock::force(&STALL_FILE);
+}
+
+/// Writes the outbox into the archive.
+pub struct Exporter {
+    store: Store,
+    config: ExporterConfig,
+    /// A part this exporter was given and the archive refused: written again before any other,
+    /// so that a stopping replica writes it too (another exporter takes it only once it has
+    /// been left [`ExporterConfig::claim_after`]).
+    refused: Option<ArchivePart>,
+}
+
+impl Exporter {
+    /// An exporter of `store`'s namespace.
+    pub fn new(store: Store, config: ExporterConfig) -> Self {
+        Self {
+            store,
+            config,
+            refused: None,
+        }
+    }
+
+    /// Writes and acknowledges one part, if one is due (or any part there is, with `close`).
+    ///
+    /// # Errors
+    /// Redis errors, or the archive refusing the part: it is given again later, to this
+    /// exporter or another, and written under the same name.
+    pub async fn tick(&mut self, close: bool) -> Result<Exported, ExportError> {
+        let part = match self.refused.take() {
+            Some(part) => part,
+            None => match self
+                .store
+                .take_archive_part(
+                    &self.config.replica_id,
+                    self.config.part_records,
+                    self.config.part_age,
+                    self.config.claim_after,
+                    close,
+                )
+                .await?
+            {
+                ArchiveTake::Part(part) => part,
+                ArchiveTake::Wait(wait) => return Ok(Exported::Waiting(wait)),
+                ArchiveTake::Nothing => return Ok(Exported::Idle),
+            },
+        };
+        let name = part::name(&part);
+        let written = match self
+            .config
+            .archive
+            .put_new(&name, part::encode(&part))
+            .await
+        {
+            Ok(written) => written,
+            Err(error) => {
+                self.store.metrics().archive_failures_total.inc();
+                self.refused = Some(part);
+                return Err(error.into());
+            }
+        };
+        stall_if_asked(&name).await;
+        let records = part.records.len();
+        // A failed acknowledgement leaves the part given: written again (found written) by
+        // whichever exporter takes it next.
+        self.store.ack_archived(&part).await?;
+        self.store
+            .metrics()
+            .archive_records_total
+            .inc_by(records as u64);
+        tracing::debug!(part = %name, records, ?written, "archived");
+        Ok(Exported::Part {
+            name,
+            records,
+            written,
+        })
+    }
+
+    /// Reads how far the archive is behind into the metrics.
+    async fn measure(&self) -> Result<(), StoreError> {
+        let backlog = self.store.archive_backlog().await?;
+        let metrics = self.store.metrics();
+        metrics
+            .archive_records
+            .set(i64::try_from(backlog.records).unwrap_or(i64::MAX));
+        let lag_ms = match backlog.oldest_ms {
+            Some(oldest_ms) => (self.store.now_ms().await? - oldest_ms).max(0),
+            None => 0,
+        };
+        metrics.archive_lag_seconds.set(lag_ms / 1_000);
+        Ok(())
+    }
+
+    /// Exports until `shutdown`, then writes the parts there are for at most
+    /// [`ExporterConfig::stop_drain`], so that the last replica to stop leaves none behind.
+    pub async fn run(mut self, shutdown: Shutdown) {
+        let mut backoff = Backoff::default();
+        loop {
+            let ticked = self.tick(false).await;
+            if ticked.is_ok() {
+                backoff.succeeded(&self.store.metrics().health);
+            }
+            let pause = match ticked {
+                Ok(Exported::Part { .. }) => Duration::ZERO,
+                Ok(Exported::Waiting(wait)) => wait.min(self.config.max_sleep),
+                Ok(Exported::Idle) => self.config.max_sleep,
+                Err(error) => self.failed(&error, &mut backoff),
+            };
+            if !pause.is_zero() {
+                if let Err(error) = self.measure().await {
+                    log_store_failure(&error, "cannot read the archive's backlog");
+                }
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(pause) => {}
+                }
+            }
+            if shutdown.is_cancelled() {
+                break;
+            }
+        }
+        // A part the archive refused is tried once more, then what else there is.
+        let drained = tokio::time::timeout(self.config.stop_drain, async {
+            while let Ok(Exported::Part { .. }) = self.tick(true).await {}
+        });
+        if drained.await.is_err() {
+            tracing::warn!(
+                "stopped before the archive had every outcome: the other replicas, or this one \
+                 when it starts again, write the rest"
+            );
+        }
+    }
+
+    /// Logs a failed tick and says how long to wait before the next.
+    fn failed(&self, error: &ExportError, backoff: &mut Backoff) -> Duration {
+        match error {
+            ExportError::Store(error) => {
+                log_store_failure(error, "archive export failed");
+                backoff.failed_with(error)
+            }
+            ExportError::Archive(error) => {
+                tracing::warn!(%error, "the archive refused a part: it stays in Redis");
+                backoff.failed()
+            }
+        }
+    }
+}
+
+/// Stalls for good once the test fault point's file exists, between a part's write and its
+/// acknowledgement.
+async fn stall_if_asked(name: &str) {
+    if STALL_FILE.as_deref().is_some_and(std::path::Path::exists) {
+        tracing::warn!(part = %name, "archive part written, stalling before its acknowledgement (test fault point)");
+        std::future::pending::<()>().await;
+    }
+}
