@@ -3,6 +3,7 @@
 #[allow(dead_code)] // Shared with the chaos runner, which uses the rest of it.
 mod util;
 
+mod archive;
 mod batches;
 mod browser_harness;
 mod burst;

@@ -1,0 +1,531 @@
+//! The archive (`run --archive file:///DIR`): every outcome Redis records is written once into
+//! the archive, by real replicas, through a `kill -9` between a part's write and its
+//! acknowledgement and the leader change it makes, and no run's record leaves Redis before the
+//! archive has it. Compared with what Redis recorded (the events stream) and with a ledger the
+//! jobs write outside Redis.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use redis::Commands;
+use serde_json::Value;
+
+use crate::util::replica::ReplicaProcess;
+use crate::util::scenario::Scenario;
+use crate::util::schemas::Schemas;
+use crate::util::{cli, keys, one_document, wait_until};
+
+/// The outcomes the archive keeps.
+const OUTCOMES: [&str; 4] = ["succeeded", "retrying", "dead", "skipped"];
+
+/// Every record of every part under `archive`, with the part it is in.
+fn archived(archive: &Path) -> Vec<(PathBuf, Value)> {
+    let mut records = Vec::new();
+    let mut directories = vec![archive.to_path_buf()];
+    while let Some(directory) = directories.pop() {
+        let Ok(entries) = std::fs::read_dir(&directory) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                directories.push(path);
+                continue;
+            }
+            let Some(name) = path.file_name().and_then(|name| name.to_str()) else {
+                continue;
+            };
+            // The store's temporary files, while it writes a part.
+            if !name.ends_with(".ndjson.gz") {
+                continue;
+            }
+            let mut text = String::new();
+            flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("open a part"))
+                .read_to_string(&mut text)
+                .unwrap_or_else(|error| panic!("{} is no gzipped text: {error}", path.display()));
+            for line in text.lines() {
+                let record: Value = serde_json::from_str(line)
+                    .unwrap_or_else(|error| panic!("{}: {error}: {line}", path.display()));
+                records.push((path.clone(), record));
+            }
+        }
+    }
+    records
+}
+
+/// The outcomes Redis recorded, by their id in the events stream: (run id, outcome).
+fn recorded_outcomes(scenario: &Scenario) -> BTreeMap<String, (String, String)> {
+    let entries: redis::streams::StreamRangeReply = scenario
+        .server
+        .connection()
+        .xrange_all(keys().events())
+        .expect("XRANGE events");
+    entries
+        .ids
+        .into_iter()
+        .filter_map(|entry| {
+            let state: String = entry.get("state")?;
+            let run: String = entry.get("run")?;
+            OUTCOMES
+                .contains(&state.as_str())
+                .then(|| (entry.id.clone(), (run, state)))
+        })
+        .collect()
+}
+
+/// Asserts that the archive holds each outcome Redis recorded once, and nothing else: the same
+/// event ids, none twice; each record matches the documented schema and the part it is in is
+/// named by the range of outbox ids it holds.
+#[track_caller]
+fn assert_archived_once(scenario: &Scenario, archive: &Path, logs: &str) -> Vec<Value> {
+    let records = archived(archive);
+    let schemas = Schemas::of_the_docs();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for (part, record) in &records {
+        schemas.assert_matches("archive-record.json", record);
+        let name = part.to_string_lossy();
+        assert!(
+            name.contains("/runs/v1/date=") && name.contains("/hour="),
+            "part named {name}"
+        );
+        let event = record["event"]
+            .as_str()
+            .expect("every record names its event");
+        *seen.entry(event.to_owned()).or_default() += 1;
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, count)| **count > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "archived more than once: {twice:?}\n{logs}"
+    );
+    let recorded = recorded_outcomes(scenario);
+    let missing: Vec<_> = recorded
+        .iter()
+        .filter(|(id, _)| !seen.contains_key(*id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} outcomes Redis recorded are not archived: {missing:?}\n{logs}",
+        missing.len(),
+        recorded.len()
+    );
+    let foreign: Vec<_> = seen
+        .keys()
+        .filter(|id| !recorded.contains_key(*id))
+        .collect();
+    assert!(foreign.is_empty(), "archived, never recorded: {foreign:?}");
+    for (_, record) in &records {
+        let (run, outcome) = &recorded[record["event"].as_str().expect("event")];
+        assert_eq!(record["id"].as_str(), Some(run.as_str()), "{record}");
+        assert_eq!(
+            record["outcome"].as_str(),
+            Some(outcome.as_str()),
+            "{record}"
+        );
+    }
+    records.into_iter().map(|(_, record)| record).collect()
+}
+
+/// The records of the outbox not yet acknowledged, and of the parts given and not acknowledged.
+fn outbox(scenario: &Scenario) -> (u64, u64) {
+    let mut connection = scenario.server.connection();
+    let records: u64 = connection.xlen(keys().archive()).expect("XLEN");
+    let parts: u64 = connection.hlen(keys().archive_parts()).expect("HLEN");
+    (records, parts)
+}
+
+/// `replicas` stopped with SIGTERM one after the other, as a service manager stops them, each
+/// asserted to exit 0: their logs.
+#[track_caller]
+fn stop(replicas: Vec<ReplicaProcess>) -> String {
+    let mut logs = String::new();
+    for mut replica in replicas {
+        let code = replica.terminate(Duration::from_secs(30));
+        assert_eq!(
+            code,
+            Some(0),
+            "{} did not stop cleanly:\n{}",
+            replica.id,
+            replica.log()
+        );
+        logs.push_str(&format!("log of {}:\n{}\n", replica.id, replica.log()));
+    }
+    logs
+}
+
+#[test]
+fn every_outcome_is_archived_once_succeeded_retried_dead_and_skipped() {
+    let scenario = Scenario::new();
+    let archive = scenario.dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    scenario.write_jobs(&format!(
+        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"{record}; echo tick\"\n\n\
+         [jobs.flaky]\nschedule = \"*/2 * * * * *\"\nretries = 1\nbackoff = \"1s\"\n\
+         command = \"echo attempt $REDCRON_ATTEMPT; exit 3\"\n\n\
+         [jobs.slow]\nschedule = \"* * * * * *\"\ncommand = \"sleep 1.5\"\n\n\
+         [jobs.task]\ncommand = \"{record}; cat\"\n",
+        record = scenario.record("")
+    ));
+    let archiving = ["--archive", &url, "--archive-part-age", "1s"];
+    let replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &archiving);
+    let logs = || ReplicaProcess::logs(&replicas);
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            cli(&scenario.server, scenario.dir.path(), &["jobs", "--json"])
+                .stdout
+                .contains("\"task\"")
+        }),
+        "task was never published\n{}",
+        logs()
+    );
+    const TASKS: usize = 300;
+    let file = scenario.dir.path().join("tasks.jsonl");
+    let lines: String = (0..TASKS)
+        .map(|n| format!("{{\"job\": \"task\", \"payload\": {{\"n\": {n}}}}}\n"))
+        .collect();
+    std::fs::write(&file, lines).expect("write the tasks");
+    let enqueue = cli(
+        &scenario.server,
+        scenario.dir.path(),
+        &["enqueue", "--from", file.to_str().expect("UTF-8"), "--json"],
+    );
+    assert_eq!(enqueue.code, Some(0), "{}", enqueue.stderr);
+    let tasks: BTreeSet<String> = one_document(&enqueue.stdout)["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|run| run["id"].as_str().expect("id").to_owned())
+        .collect();
+    assert_eq!(tasks.len(), TASKS);
+
+    // Every task ran, a flaky fire died after its retry, and a slow fire was skipped.
+    let outcomes_seen = || {
+        let recorded = recorded_outcomes(&scenario);
+        let ran = scenario
+            .ledger()
+            .iter()
+            .filter(|(run, _, _)| tasks.contains(run))
+            .count();
+        let has = |outcome: &str, job: &str| {
+            recorded
+                .values()
+                .any(|(run, state)| state == outcome && run.starts_with(job))
+        };
+        ran == TASKS
+            && has("dead", "flaky@")
+            && has("retrying", "flaky@")
+            && has("skipped", "slow@")
+    };
+    assert!(
+        wait_until(Duration::from_secs(90), outcomes_seen),
+        "not every kind of outcome was recorded\n{}",
+        logs()
+    );
+    // Parts are written while the replicas run, not only when they stop.
+    assert!(
+        wait_until(Duration::from_secs(30), || archived(&archive).len() > TASKS),
+        "the archive holds {} records while {} outcomes were recorded\n{}",
+        archived(&archive).len(),
+        recorded_outcomes(&scenario).len(),
+        logs()
+    );
+    let logs = stop(replicas);
+    // The last replica to stop wrote what was left.
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    let records = assert_archived_once(&scenario, &archive, &logs);
+
+    // Each task's record is its run's, with its payload and its output; each attempt of a
+    // flaky fire has its own record, with that attempt's output.
+    let by_run = |run: &str| -> Vec<&Value> {
+        records
+            .iter()
+            .filter(|record| record["id"].as_str() == Some(run))
+            .collect()
+    };
+    for task in &tasks {
+        let found = by_run(task);
+        assert_eq!(found.len(), 1, "{task}: {found:?}");
+        let record = found[0];
+        assert_eq!(record["outcome"], "succeeded", "{record}");
+        assert_eq!(record["kind"], "adhoc", "{record}");
+        // The command prints the payload it was given.
+        assert!(record["payload"].is_string(), "{record}");
+        assert_eq!(record["output"], record["payload"], "{record}");
+    }
+    let dead = records
+        .iter()
+        .find(|record| record["outcome"] == "dead" && record["job"] == "flaky")
+        .expect("a dead flaky fire");
+    // Its failed attempts in the order they ended (a shutdown may also have handed one back).
+    let mut attempts: Vec<&Value> = by_run(dead["id"].as_str().expect("id"))
+        .into_iter()
+        .filter(|record| record["reason"] == "failed")
+        .collect();
+    attempts.sort_by_key(|record| record["at_ms"].as_i64());
+    let outputs: Vec<(&Value, &Value, &Value)> = attempts
+        .iter()
+        .map(|record| (&record["outcome"], &record["attempt"], &record["output"]))
+        .collect();
+    assert_eq!(
+        outputs,
+        [
+            (
+                &Value::from("retrying"),
+                &Value::from(1),
+                &Value::from("attempt 1\n")
+            ),
+            (
+                &Value::from("dead"),
+                &Value::from(2),
+                &Value::from("attempt 2\n")
+            ),
+        ],
+        "{attempts:?}"
+    );
+    let skipped = records
+        .iter()
+        .find(|record| record["outcome"] == "skipped" && record["reason"] == "overlap")
+        .expect("a fire skipped as an overlap");
+    assert_eq!(skipped["job"], "slow", "{skipped}");
+    assert_eq!(skipped["output"], Value::Null, "{skipped}");
+    assert_eq!(skipped["attempt"], Value::Null, "{skipped}");
+}
+
+#[test]
+fn a_part_written_and_not_acknowledged_by_a_killed_leader_is_archived_once_by_another() {
+    let scenario = Scenario::new();
+    let archive = scenario.dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    scenario.write_jobs(&scenario.every_second_job());
+    let stall = scenario.dir.path().join("stall");
+    let archiving = [
+        "--archive",
+        &url,
+        "--archive-part-age",
+        "1s",
+        "--run-lease",
+        "2s",
+    ];
+    // r1 alone first, so that it leads and exports; once it has written a part it stalls
+    // before acknowledging it.
+    let mut r1 = scenario.replica_with_env(
+        "r1",
+        &archiving,
+        &[(
+            "REDCRON_TEST_FAULT_ARCHIVE_STALL",
+            stall.to_str().expect("UTF-8"),
+        )],
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || scenario
+            .leader()
+            .is_some_and(|token| token.starts_with("r1:"))),
+        "r1 never led\n{}",
+        r1.log()
+    );
+    std::fs::write(&stall, "").expect("arm the fault point");
+    assert!(
+        wait_until(Duration::from_secs(30), || r1
+            .log()
+            .contains("stalling before its acknowledgement")),
+        "r1 never wrote a part\n{}",
+        r1.log()
+    );
+    let written = archived(&archive);
+    assert!(
+        !written.is_empty(),
+        "the stalled part is not in the archive"
+    );
+    let (_, given) = outbox(&scenario);
+    assert_eq!(given, 1, "the stalled part is not recorded as given");
+
+    let r2 = scenario.replica("r2", &archiving);
+    r1.kill9();
+    assert!(
+        wait_until(Duration::from_secs(30), || scenario
+            .leader()
+            .is_some_and(|token| token.starts_with("r2:"))),
+        "r2 never led after r1 was killed\n{}",
+        r2.log()
+    );
+    // The stalled part is given to r2 once r1 has held it a run lease, and found written.
+    let stalled_events: BTreeSet<String> = written
+        .iter()
+        .map(|(_, record)| record["event"].as_str().expect("event").to_owned())
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            let (_, given) = outbox(&scenario);
+            let archived_now = archived(&archive).len();
+            given == 0 && archived_now > written.len()
+        }),
+        "the stalled part was never acknowledged by r2: {:?}\n{}",
+        outbox(&scenario),
+        r2.log()
+    );
+    let logs = stop(vec![r2]);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    let records = assert_archived_once(&scenario, &archive, &logs);
+    assert!(
+        stalled_events.iter().all(|event| records
+            .iter()
+            .filter(|record| record["event"] == event.as_str())
+            .count()
+            == 1),
+        "a record of the stalled part is not archived once"
+    );
+    // Every fire the ledger says ran is archived as succeeded.
+    let succeeded: BTreeSet<&str> = records
+        .iter()
+        .filter(|record| record["outcome"] == "succeeded")
+        .filter_map(|record| record["id"].as_str())
+        .collect();
+    for (run, _, _) in scenario.ledger() {
+        // A fire r1 ran when it was killed may have no outcome yet: its lease decides.
+        if scenario.run_state(&run).0.as_deref() == Some("succeeded") {
+            assert!(
+                succeeded.contains(run.as_str()),
+                "{run} ran, and is not archived"
+            );
+        }
+    }
+}
+
+#[test]
+fn no_run_leaves_redis_before_the_archive_has_it_whatever_the_retention() {
+    let scenario = Scenario::new();
+    let archive = scenario.dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    scenario.write_jobs(&scenario.every_second_job());
+    let archiving = [
+        "--archive",
+        &url,
+        "--archive-part-age",
+        "1s",
+        "--retention",
+        "1s",
+    ];
+    let replicas = scenario.replicas_with_a_leader(&["r1"], &archiving);
+    let logs = || ReplicaProcess::logs(&replicas);
+    // The archive becomes unwritable: a file where its directory was (the tests run as root,
+    // whom permissions do not stop).
+    std::fs::remove_dir_all(&archive).expect("remove the archive");
+    std::fs::write(&archive, "not a directory").expect("block the archive");
+    assert!(
+        wait_until(Duration::from_secs(30), || logs()
+            .contains("the archive refused a part")),
+        "the archive never refused a part\n{}",
+        logs()
+    );
+    let succeeded = |scenario: &Scenario| -> BTreeSet<String> {
+        recorded_outcomes(scenario)
+            .into_values()
+            .filter(|(_, state)| state == "succeeded")
+            .map(|(run, _)| run)
+            .collect()
+    };
+    let early = succeeded(&scenario);
+    assert!(!early.is_empty(), "no run succeeded\n{}", logs());
+    // A scenario of time: three retentions pass while the archive refuses every part.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut connection = scenario.server.connection();
+    for run in &early {
+        let ttl: i64 = connection.pttl(keys().run(run)).expect("PTTL");
+        assert_eq!(
+            ttl,
+            -1,
+            "{run} was given an expiry before it was archived: {:?}",
+            scenario.run_record(run)
+        );
+    }
+    let (waiting, _) = outbox(&scenario);
+    assert!(waiting >= early.len() as u64, "{waiting} records wait");
+
+    // Writable again: the backlog drains, and the runs archived expire, their retention past.
+    std::fs::remove_file(&archive).expect("unblock the archive");
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            let archived_runs: BTreeSet<String> = archived(&archive)
+                .into_iter()
+                .filter_map(|(_, record)| record["id"].as_str().map(str::to_owned))
+                .collect();
+            early.is_subset(&archived_runs)
+        }),
+        "the backlog was not archived\n{}",
+        logs()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || early.iter().all(|run| {
+            let exists: bool = connection.exists(keys().run(run)).expect("EXISTS");
+            !exists
+        })),
+        "runs archived past their retention still have their records\n{}",
+        logs()
+    );
+    let logs = stop(replicas);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    assert_archived_once(&scenario, &archive, &logs);
+}
+
+/// The `XADD` calls Redis counted since its start, scripts' included.
+fn xadd_calls(scenario: &Scenario) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut scenario.server.connection())
+        .expect("INFO commandstats");
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_xadd:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().expect("a count"))
+}
+
+#[test]
+fn without_archive_an_outcome_costs_one_stream_append_and_with_it_two() {
+    for archiving in [false, true] {
+        let scenario = Scenario::new();
+        let archive = scenario.dir.path().join("archive");
+        let url = format!("file://{}", archive.display());
+        scenario.write_jobs(&scenario.every_second_job());
+        let flags: &[&str] = if archiving {
+            &["--archive", &url, "--archive-part-age", "1s"]
+        } else {
+            &[]
+        };
+        let replicas = scenario.replicas_with_a_leader(&["r1"], flags);
+        assert!(
+            wait_until(Duration::from_secs(30), || scenario.ledger().len() >= 5),
+            "no runs\n{}",
+            ReplicaProcess::logs(&replicas)
+        );
+        let logs = stop(replicas);
+        let events: u64 = scenario
+            .server
+            .connection()
+            .xlen(keys().events())
+            .expect("XLEN");
+        let outcomes = recorded_outcomes(&scenario).len() as u64;
+        let archive_exists: bool = scenario
+            .server
+            .connection()
+            .exists(keys().archive())
+            .expect("EXISTS");
+        if archiving {
+            // Each outcome's event, and its record in the outbox (trimmed once archived).
+            assert_eq!(xadd_calls(&scenario), events + outcomes);
+            assert_eq!(
+                assert_archived_once(&scenario, &archive, &logs).len() as u64,
+                outcomes
+            );
+        } else {
+            assert_eq!(
+                xadd_calls(&scenario),
+                events,
+                "one append per event, no more"
+            );
+            assert!(!archive_exists, "an outbox without --archive");
+            assert!(!archive.exists(), "an archive without --archive");
+        }
+    }
+}
