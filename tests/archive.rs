@@ -529,3 +529,67 @@ fn without_archive_an_outcome_costs_one_stream_append_and_with_it_two() {
         }
     }
 }
+
+#[test]
+fn a_leader_change_mid_export_loses_and_repeats_no_outcome() {
+    let scenario = Scenario::new();
+    let archive = scenario.dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    scenario.write_jobs(&scenario.every_second_job());
+    let archiving = ["--archive", &url, "--archive-part-age", "1s"];
+    let mut replicas = scenario.replicas_with_a_leader(&["r1", "r2", "r3"], &archiving);
+    assert!(
+        wait_until(Duration::from_secs(30), || archived(&archive).len() >= 5),
+        "nothing archived\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    let (leader, epoch) = scenario.leading_replica(&replicas);
+    let mut killed = replicas.remove(leader);
+    killed.kill9();
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            scenario.leader().is_some_and(|token| {
+                let (id, taken) = token.rsplit_once(':').expect("<id>:<epoch>");
+                id != killed.id && taken.parse::<u64>().is_ok_and(|taken| taken > epoch)
+            })
+        }),
+        "no other replica led after {} was killed\n{}",
+        killed.id,
+        ReplicaProcess::logs(&replicas)
+    );
+    // Outcomes recorded after the change are archived too, by the replicas left.
+    let changed_ms = scenario.redis_now_ms();
+    assert!(
+        wait_until(Duration::from_secs(30), || archived(&archive).iter().any(
+            |(_, record)| record["at_ms"].as_i64() > Some(changed_ms + 2_000)
+        )),
+        "nothing archived after the leader changed\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    // A part the killed replica held is taken over once it has been left a run lease.
+    assert!(
+        wait_until(Duration::from_secs(30), || pending_of(
+            &scenario, &killed.id
+        ) == 0),
+        "{} still holds a part\n{}",
+        killed.id,
+        ReplicaProcess::logs(&replicas)
+    );
+    let logs = stop(replicas);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    assert_archived_once(&scenario, &archive, &logs);
+}
+
+/// How many records of the outbox were given to `consumer` and not acknowledged.
+fn pending_of(scenario: &Scenario, consumer: &str) -> usize {
+    let pending: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
+        .arg(keys().archive())
+        .arg(redcron::store::ARCHIVE_GROUP)
+        .arg("-")
+        .arg("+")
+        .arg(10_000)
+        .arg(consumer)
+        .query(&mut scenario.server.connection())
+        .expect("XPENDING");
+    pending.ids.len()
+}
