@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 /// Why an archive could not be named, opened or written.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +31,19 @@ pub enum ArchiveError {
         url: String,
         /// The kind (`s3`).
         kind: &'static str,
+    },
+    /// An object of a part's name holds other bytes than the part: written by something else,
+    /// or by an exporter that was given other records under the same range (damage). Not
+    /// acknowledged, so that no record is taken for archived that the archive lacks.
+    #[error(
+        "archive {archive}: {name} exists and holds other records than the part of that name: \
+         the part stays in Redis until the object is moved away"
+    )]
+    Differs {
+        /// The archive, as [`ArchiveUrl`] shows it.
+        archive: String,
+        /// The part's name.
+        name: String,
     },
     /// The store refused to open or to take a part.
     #[error("archive {archive}: {operation} {name}: {source}")]
@@ -112,9 +125,8 @@ impl std::fmt::Display for ArchiveUrl {
 pub enum Written {
     /// This call wrote it.
     Now,
-    /// An object of its name was there already: an exporter wrote it before it could
-    /// acknowledge it. Its bytes are those this call would have written (same records, same
-    /// encoding), so it counts as written.
+    /// An object of its name was there already, with the same bytes: an exporter wrote it
+    /// before it could acknowledge it.
     Already,
 }
 
@@ -169,28 +181,46 @@ impl Archive {
         &self.url
     }
 
-    /// Writes `bytes` as the object `name`, unless an object of that name exists.
+    /// Writes `bytes` as the object `name`, unless an object of that name exists: then it is
+    /// read, and counts as written when it holds the same bytes.
     ///
     /// # Errors
-    /// [`ArchiveError::Store`]: the store refused (unreachable, full, no permission).
+    /// [`ArchiveError::Store`]: the store refused (unreachable, full, no permission);
+    /// [`ArchiveError::Differs`]: an object of that name holds other bytes.
     pub async fn put_new(&self, name: &str, bytes: Vec<u8>) -> Result<Written, ArchiveError> {
         let options = PutOptions {
             mode: PutMode::Create,
             ..PutOptions::default()
         };
+        let path = Path::from(name);
+        let failed = |operation, source| ArchiveError::Store {
+            archive: self.url.to_string(),
+            operation,
+            name: name.to_owned(),
+            source: Box::new(source),
+        };
         match self
             .store
-            .put_opts(&Path::from(name), PutPayload::from(bytes), options)
+            .put_opts(&path, PutPayload::from(bytes.clone()), options)
             .await
         {
             Ok(_) => Ok(Written::Now),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(Written::Already),
-            Err(source) => Err(ArchiveError::Store {
-                archive: self.url.to_string(),
-                operation: "write",
-                name: name.to_owned(),
-                source: Box::new(source),
-            }),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                let found = match self.store.get(&path).await {
+                    Ok(found) => found.bytes().await,
+                    Err(source) => Err(source),
+                }
+                .map_err(|source| failed("read", source))?;
+                if found == bytes {
+                    Ok(Written::Already)
+                } else {
+                    Err(ArchiveError::Differs {
+                        archive: self.url.to_string(),
+                        name: name.to_owned(),
+                    })
+                }
+            }
+            Err(source) => Err(failed("write", source)),
         }
     }
 }
@@ -229,5 +259,27 @@ mod tests {
             Archive::open(&ArchiveUrl::parse("s3://bucket").expect("s3")),
             Err(ArchiveError::Unsupported { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn a_part_written_again_counts_as_written_only_with_the_same_bytes() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let url = ArchiveUrl::File(directory.path().join("archive"));
+        let archive = Archive::open(&url).expect("open");
+        let name = "runs/v1/date=2026-03-08/hour=07/part-1-0-2-0.ndjson.gz";
+        assert_eq!(
+            archive.put_new(name, b"one".to_vec()).await.expect("write"),
+            Written::Now
+        );
+        assert_eq!(
+            archive.put_new(name, b"one".to_vec()).await.expect("again"),
+            Written::Already
+        );
+        assert!(matches!(
+            archive.put_new(name, b"two".to_vec()).await,
+            Err(ArchiveError::Differs { .. })
+        ));
+        let kept = std::fs::read(directory.path().join("archive").join(name)).expect("read");
+        assert_eq!(kept, b"one");
     }
 }

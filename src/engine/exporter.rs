@@ -160,7 +160,15 @@ impl Exporter {
             .metrics()
             .archive_records_total
             .inc_by(records as u64);
-        tracing::debug!(part = %name, records, ?written, "archived");
+        match written {
+            Written::Now => tracing::debug!(part = %name, records, "archived"),
+            // Rare: worth a line for whoever follows a replica's death through the logs.
+            Written::Already => tracing::info!(
+                part = %name,
+                records,
+                "archived: the part was written already by an exporter that did not acknowledge it"
+            ),
+        }
         Ok(Exported::Part {
             name,
             records,
