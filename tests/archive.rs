@@ -365,6 +365,12 @@ fn a_part_written_and_not_acknowledged_by_a_killed_leader_is_archived_once_by_an
         outbox(&scenario),
         r2.log()
     );
+    // r2 found the part r1 wrote, with the bytes it would have written.
+    assert!(
+        r2.log().contains("the part was written already"),
+        "r2 did not find the stalled part written\n{}",
+        r2.log()
+    );
     let logs = stop(vec![r2]);
     assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
     let records = assert_archived_once(&scenario, &archive, &logs);
