@@ -1,7 +1,8 @@
--- Workflows (DESIGN.md, section 5, Workflows): loaded after common.lua into every script, so that each
--- script that ends a run (ack_runs, fail_run, skip_run's callers, bury_undeclared_runs) or
--- re-drives one records it in the run's workflow and starts the steps it lets start, in the
--- same atomic call: a crash can never leave an instance stuck between two steps.
+-- Workflows (DESIGN.md, section 5, Workflows): loaded after common.lua and slots.lua into every
+-- script, so that each script that ends a run (ack_runs, fail_run, skip_run's callers,
+-- bury_undeclared_runs) or re-drives one records it in the run's workflow and starts the steps
+-- it lets start, in the same atomic call: a crash can never leave an instance stuck between two
+-- steps.
 --
 -- One hash per instance, wf:<id>:
 --   name, state (running | succeeded | failed), created_ms, finished_ms, on_failure (stop |

@@ -259,6 +259,7 @@ mod tests {
             .filter(|path| path.extension().is_some_and(|extension| extension == "lua"))
             .collect();
         files.push(dir.join("include/common.lua"));
+        files.push(dir.join("include/slots.lua"));
         files.push(dir.join("include/workflows.lua"));
         let mut checked = 0;
         for path in files {

@@ -1,7 +1,8 @@
 //! The Lua scripts, one per atomic operation, embedded at compile time.
 //!
-//! Each script is `lua/include/common.lua` (shared helpers) and `lua/include/workflows.lua`
-//! (what ending a workflow step does) followed by the script's own file, whose flags line, if
+//! Each script is `lua/include/common.lua` (shared helpers), `lua/include/slots.lua` (a job's
+//! slots, and a fire judged missed as it would start) and `lua/include/workflows.lua` (what
+//! ending a workflow step does) followed by the script's own file, whose flags line, if
 //! it has one, goes first.
 //! `redis::Script` invokes by SHA and loads the source on NOSCRIPT, so a Redis restart or a
 //! failover to a replica without the script cache costs one extra round trip, not an error.
@@ -25,6 +26,8 @@ macro_rules! script {
 fn source(script: &str) -> String {
     const HELPERS: &str = concat!(
         include_str!("../../lua/include/common.lua"),
+        "\n",
+        include_str!("../../lua/include/slots.lua"),
         "\n",
         include_str!("../../lua/include/workflows.lua"),
     );
