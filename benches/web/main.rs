@@ -90,7 +90,7 @@ fn main() {
         let store = Store::connect(&url, NAMESPACE, StoreSettings::default())
             .await
             .expect("connect to the benchmark redis");
-        let seeded = seed::seed(&store).await;
+        let seeded = seed::seed(&store, &url).await;
         let console = serve_console(&url).await;
         let http = reqwest::Client::new();
         let browser = reqwest::Client::builder()

@@ -73,8 +73,8 @@ fn jobs_file() -> String {
     toml
 }
 
-/// Seeds `store`'s namespace (cleared first) and leaves its replica running.
-pub async fn seed(store: &Store) -> Seeded {
+/// Seeds `store`'s namespace (cleared first; `url` is its Redis) and leaves its replica running.
+pub async fn seed(store: &Store, url: &str) -> Seeded {
     let began = Instant::now();
     store.clear_namespace().await.expect("clear the namespace");
     let jobs = parse_file(Path::new("console.toml"), &jobs_file()).expect("valid jobs");
@@ -111,6 +111,7 @@ pub async fn seed(store: &Store) -> Seeded {
         .build();
     let shutdown = Shutdown::new();
     let replica = tokio::spawn(replica.run(shutdown.clone()));
+    index_walked(store, url).await;
 
     let day_ahead = store.now_ms().await.expect("Redis's clock") + 24 * 3600 * 1000;
     let mut created = Vec::new();
@@ -166,5 +167,35 @@ pub async fn seed(store: &Store) -> Seeded {
         runs,
         shutdown,
         replica,
+    }
+}
+
+/// Waits for the replica's reaper to end its first walk over the (still empty) namespace, as a
+/// namespace this version created has from its first minute: readers then trust the index of
+/// queues with ready runs, where a namespace seeded before that walk ends is read as one written
+/// by an earlier version, by a `SCAN` of every key, until a walk of a million keys (half an hour)
+/// ends.
+async fn index_walked(store: &Store, url: &str) {
+    let mut redis = redis::Client::open(url)
+        .expect("the bench's Redis URL")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to the bench's Redis");
+    let marker = store.keys().ready_queues_walked();
+    let limit = Instant::now() + Duration::from_secs(120);
+    loop {
+        let walked: bool = redis::cmd("EXISTS")
+            .arg(&marker)
+            .query_async(&mut redis)
+            .await
+            .expect("EXISTS");
+        if walked {
+            return;
+        }
+        assert!(
+            Instant::now() < limit,
+            "the replica's reaper walked no round over the empty namespace in 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
