@@ -1,9 +1,11 @@
 //! `redcron status` and `redcron jobs`: what the replicas are doing, read from Redis alone.
 
+mod drift;
 mod recent;
 mod refused;
 mod undeclared;
 
+pub(crate) use drift::{Drift, drifting_jobs};
 pub(crate) use recent::RecentEvents;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

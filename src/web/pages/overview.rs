@@ -10,7 +10,7 @@ use maud::{Markup, html};
 use serde_json::Value;
 
 use super::{PageContext, layout};
-use crate::cli::status::jobs_documents;
+use crate::cli::status::{Drift, drifting_jobs};
 use crate::cli::times::{ago, duration};
 use crate::store::Event;
 use crate::web::api::{Status, read_status};
@@ -40,7 +40,7 @@ pub(super) async fn page(context: PageContext, State(state): State<WebState>) ->
     };
     let main = html! {
         h1 { "Overview" }
-        (warnings(&context, &status, &jobs_documents(&overview, &events)))
+        (warnings(&context, &status, &drifting_jobs(&overview)))
         section #replicas data-refresh aria-labelledby="replicas-h" {
             h2 #replicas-h { "Leader and replicas" }
             (replicas(&status))
@@ -68,7 +68,7 @@ fn unavailable(context: &PageContext, error: &ApiError) -> Response {
 }
 
 /// Every warning the status document carries, each saying what to do; none, said so.
-fn warnings(context: &PageContext, status: &Value, jobs: &[Value]) -> Markup {
+fn warnings(context: &PageContext, status: &Value, drifting: &[Drift]) -> Markup {
     let mut said: Vec<Markup> = Vec::new();
     if let Some(message) = status["writes_refused"]["message"].as_str() {
         said.push(html! { "Redis refuses writes: " (message) " Nothing is planned or recorded until it takes them again." });
@@ -107,17 +107,12 @@ fn warnings(context: &PageContext, status: &Value, jobs: &[Value]) -> Markup {
             " wait for a replica that declares it."
         });
     }
-    for job in jobs {
-        if job["drift"]
-            .as_array()
-            .is_some_and(|drift| !drift.is_empty())
-        {
-            said.push(html! {
-                "Job " strong { (text(&job["job"])) } " is declared differently by "
-                (list(&job["drift"])) " than by " (list(&job["declared_by"]))
-                ": deploy the same schedule files to every replica."
-            });
-        }
+    for drift in drifting {
+        said.push(html! {
+            "Job " strong { (drift.job) } " is declared differently by "
+            (drift.differs.join(", ")) " than by " (drift.same.join(", "))
+            ": deploy the same schedule files to every replica."
+        });
     }
     if let Some(count) = status["damaged_keys"]["count"]
         .as_i64()
