@@ -10,7 +10,7 @@ use redis::Commands;
 use crate::util::keys;
 use crate::util::scenario::Scenario;
 use crate::util::wait::{wait_for, wait_until};
-use crate::util::web::{Answer, WebProcess};
+use crate::util::web::{Answer, WebProcess, next_link};
 
 /// `greet` ends at once, `slow` runs until the test ends, `parked` waits in a queue no replica
 /// serves, `ticker` prints a line every 300 ms for 12 s, `flaky` fails its first attempt and succeeds its second (a marker in the scenario's
@@ -75,15 +75,6 @@ fn wait_for_page(web: &WebProcess, path: &str, done: impl Fn(&str) -> bool) -> S
     .unwrap_or_else(|| panic!("GET {path} never showed what was expected; last:\n{last}"))
 }
 
-/// The address of the page's next page link.
-fn next_link(html: &str) -> String {
-    html.split("<a rel=\"next\" href=\"")
-        .nth(1)
-        .and_then(|rest| rest.split_once('"'))
-        .map(|(link, _)| link.replace("&amp;", "&"))
-        .expect("a next page link")
-}
-
 /// The ids a page of runs links, in order.
 fn linked_runs(html: &str) -> Vec<String> {
     html.split("<th scope=\"row\"><a href=\"/runs/")
@@ -134,7 +125,7 @@ fn the_runs_page_lists_each_state_filters_pages_and_finds_a_run_by_id() {
     assert_eq!(first.len(), 50, "a page holds 50 runs: {first:?}");
     assert_eq!(first[0], active, "running first");
     // The next page starts where the first ended, with the filter it was asked with.
-    let next = next_link(&page);
+    let next = next_link(&page).expect("a next page link");
     let second = linked_runs(&web.get(&next).body);
     assert_eq!(second.len(), 4, "{next}: {second:?}");
     let all: Vec<String> = first.into_iter().chain(second).collect();
@@ -210,7 +201,7 @@ fn the_runs_page_pages_ended_runs_by_outcome_within_a_time_window() {
     let page = web.get("/runs?state=succeeded&since=1h").body;
     let first = linked_runs(&page);
     assert_eq!(first.len(), 50, "{page}");
-    let next = next_link(&page);
+    let next = next_link(&page).expect("a next page link");
     assert!(
         next.contains("state=succeeded") && next.contains("since=1h") && next.contains("cursor="),
         "{next}"

@@ -227,3 +227,12 @@ impl Drop for WebProcess {
         let _ = self.child.wait();
     }
 }
+
+/// The address of a page's link to its next page (`rel="next"`), as the browser follows it;
+/// `None` on the last page.
+pub fn next_link(html: &str) -> Option<String> {
+    html.split("<a rel=\"next\" href=\"")
+        .nth(1)
+        .and_then(|rest| rest.split_once('"'))
+        .map(|(link, _)| link.replace("&amp;", "&"))
+}
