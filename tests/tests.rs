@@ -63,6 +63,7 @@ mod web_actors;
 mod web_api;
 mod web_jobs;
 mod web_jobs_browser;
+mod web_jobs_paging;
 mod web_keyset;
 mod web_openapi;
 mod web_pages;

@@ -286,6 +286,17 @@ fn without_javascript_an_operator_goes_through_the_whole_console() {
             "At 09:00 on Monday to Friday, America/New_York"
         );
 
+        // The filter form is a GET: part of a name, in any case, finds its job alone.
+        browser.fill("#job-q", "EPOR").await;
+        browser.submit("form.filters").await;
+        browser.wait_for_text("1 of 7 jobs declared match").await;
+        assert!(browser.url().await.contains("/jobs?q=EPOR"));
+        let mut shown = Vec::new();
+        for link in browser.find_all("table.jobs tbody th a").await {
+            shown.push(link.text().await.expect("its text"));
+        }
+        assert_eq!(shown, ["report"]);
+
         browser.click("button[aria-label=\"Pause report\"]").await;
         browser
             .wait_for(&format!("{} strong.paused", row("report")))

@@ -167,16 +167,23 @@ impl Published {
         }
     }
 
+    /// Its schedule parsed; `None` on demand, damaged, or not a schedule this version reads.
+    fn parsed_schedule(&self) -> Option<Schedule> {
+        Schedule::parse(self.schedule()?).ok()
+    }
+
     /// The next `count` fires after `now_ms`, RFC 3339 in the job's zone.
     fn next_fires(&self, now_ms: i64, count: usize) -> Vec<String> {
+        self.fires_of(self.parsed_schedule().as_ref(), now_ms, count)
+    }
+
+    /// As [`Published::next_fires`], of `schedule` parsed once by a caller that shows it too.
+    fn fires_of(&self, schedule: Option<&Schedule>, now_ms: i64, count: usize) -> Vec<String> {
         let Some(summary) = self.summary.as_ref().filter(|summary| summary.enabled) else {
             return Vec::new();
         };
         let (Some(schedule), Ok(zone), Some(now)) = (
-            summary
-                .schedule
-                .as_deref()
-                .and_then(|text| Schedule::parse(text).ok()),
+            schedule,
             summary.timezone.parse::<chrono_tz::Tz>(),
             DateTime::from_timestamp_millis(now_ms),
         ) else {
@@ -849,8 +856,14 @@ fn exit_status(
 /// What the WARNING column of `jobs` says of a job no live replica declares.
 const NO_LIVE_DECLARER: &str = "NOT DECLARED by any live replica";
 
-/// One published job as `jobs --json` and the web API show it.
-fn job_document(overview: &Overview, events: &RecentEvents, job: &Published) -> Value {
+/// One published job as `jobs --json` and the web API show it, its fires from `schedule`,
+/// which the caller parsed.
+fn job_document(
+    overview: &Overview,
+    events: &RecentEvents,
+    job: &Published,
+    schedule: Option<&Schedule>,
+) -> Value {
     let declarers = Declarers::of(overview, job);
     json!({
         "job": job.name,
@@ -861,7 +874,7 @@ fn job_document(overview: &Overview, events: &RecentEvents, job: &Published) -> 
         "command": job.command(),
         "damaged": job.summary.is_none(),
         "hash": job.hash,
-        "next_fires": job.next_fires(overview.now_ms, 3),
+        "next_fires": job.fires_of(schedule, overview.now_ms, 3),
         "declared_by": declarers.same,
         "drift": declarers.differs,
         "not_declared_by": declarers.undeclared,
@@ -882,20 +895,51 @@ fn job_document(overview: &Overview, events: &RecentEvents, job: &Published) -> 
 pub(crate) fn jobs_documents(overview: &Overview, events: &RecentEvents) -> Vec<Value> {
     published(overview)
         .iter()
-        .map(|job| job_document(overview, events, job))
+        .map(|job| job_document(overview, events, job, job.parsed_schedule().as_ref()))
         .collect()
 }
 
+/// The names of the published jobs, in the order `jobs` lists them: what a page of some of
+/// them pages through without making any job's document.
+pub(crate) fn published_names(overview: &Overview) -> Vec<&str> {
+    let mut names: Vec<&str> = overview.definitions.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    names
+}
+
+/// A published job as a page shows it: its document, and its schedule parsed once for both
+/// the document's fires and the page's words and fires.
+pub(crate) struct ShownJob {
+    /// What `jobs --json` shows of it.
+    pub(crate) document: Value,
+    /// Its schedule; `None` on demand, damaged, or not a schedule this version reads.
+    pub(crate) schedule: Option<Schedule>,
+}
+
+/// The published job `name` as a page shows it, or `None` when none is published by that
+/// name: read from its own definition, so that one job costs one job.
+pub(crate) fn shown_job(
+    overview: &Overview,
+    events: &RecentEvents,
+    name: &str,
+) -> Option<ShownJob> {
+    let json = overview.definitions.get(name)?;
+    let job = Published::parse(name, json, overview.definition_hashes.get(name));
+    let schedule = job.parsed_schedule();
+    Some(ShownJob {
+        document: job_document(overview, events, &job, schedule.as_ref()),
+        schedule,
+    })
+}
+
 /// The published job `name` as `jobs --json` shows it, or `None` when none is published by
-/// that name: read from its own definition, so that one job costs one job.
+/// that name.
 pub(crate) fn named_job_document(
     overview: &Overview,
     events: &RecentEvents,
     name: &str,
 ) -> Option<Value> {
-    let json = overview.definitions.get(name)?;
-    let job = Published::parse(name, json, overview.definition_hashes.get(name));
-    Some(job_document(overview, events, &job))
+    shown_job(overview, events, name).map(|shown| shown.document)
 }
 
 pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError> {

@@ -13,9 +13,10 @@ use super::jobs::{
 use super::overview::text;
 use super::{PageContext, layout, segment};
 use crate::cli::history::history_document;
-use crate::cli::status::{RecentEvents, named_job_document};
+use crate::cli::status::{RecentEvents, ShownJob, shown_job};
 use crate::cli::times::{ago, duration};
 use crate::client::HistoryEntry;
+use crate::schedule::Schedule;
 use crate::store::{Event, Overview};
 use crate::web::api::Segment;
 use crate::web::chart::durations_chart;
@@ -63,7 +64,11 @@ pub(super) async fn page(
         Ok(read) => read,
         Err(error) => return unavailable(&context, "Job", &error),
     };
-    let Some(job) = named_job_document(&read.overview, &read.events, &name) else {
+    let Some(ShownJob {
+        document: job,
+        schedule: parsed,
+    }) = shown_job(&read.overview, &read.events, &name)
+    else {
         let main = html! {
             h1 { "No job " code { (name) } }
             p { "No replica declares a job of that name: it may have been removed from the schedule files." }
@@ -77,13 +82,13 @@ pub(super) async fn page(
         h1 { "Job " code { (name) } }
         section #job-state data-refresh aria-labelledby="job-state-h" {
             h2 #job-state-h { "State" }
-            p { (job_state(&job, paused)) " · " (schedule(&job)) }
+            p { (job_state(&job, paused)) " · " (schedule(&job, parsed.as_ref())) }
             p { (outcome_strip(&name, &outcomes(&read.events, &name))) }
             @if context.may_act { (actions(&context, &name, paused, "job")) }
         }
         section #fires aria-labelledby="fires-h" {
             h2 #fires-h { "Next " (FIRES_AHEAD) " fires" }
-            (next_fires(&job, now_ms))
+            (next_fires(&job, parsed.as_ref(), now_ms))
         }
         section #history data-refresh aria-labelledby="history-h" {
             h2 #history-h { "History" }
@@ -111,8 +116,8 @@ pub(super) async fn page(
 }
 
 /// The next fires, each as people read it; or why there are none.
-fn next_fires(job: &Value, now_ms: i64) -> Markup {
-    let fires = upcoming(job, now_ms, FIRES_AHEAD);
+fn next_fires(job: &Value, parsed: Option<&Schedule>, now_ms: i64) -> Markup {
+    let fires = upcoming(job, parsed, now_ms, FIRES_AHEAD);
     html! {
         @if fires.is_empty() {
             p.empty {

@@ -1,6 +1,9 @@
-//! The jobs page: every declared job with its schedule, next fire, last outcomes and duration
-//! trend, from the same documents as `redcron jobs --json`; and the actions on a job (pause,
-//! resume, trigger), which the job's own page offers too.
+//! The jobs page: the declared jobs a page at a time, in the order `redcron jobs` lists them and
+//! found by part of their name or by state, each with its schedule, next fire, last outcomes and
+//! duration trend from the same documents as `redcron jobs --json`; and the actions on a job
+//! (pause, resume, trigger), which the job's own page offers too.
+
+use std::collections::HashSet;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -13,10 +16,12 @@ use serde_json::Value;
 
 use super::overview::text;
 use super::{PageContext, layout, segment};
-use crate::cli::status::{RecentEvents, jobs_documents, paused_jobs};
+use crate::cli::status::{
+    RecentEvents, ShownJob, drifting_jobs, paused_jobs, published_names, shown_job,
+};
 use crate::cli::times::relative;
 use crate::schedule::Schedule;
-use crate::web::api::{Segment, trigger_job};
+use crate::web::api::{Params, Segment, trigger_job};
 use crate::web::chart::{RunDuration, durations_chart};
 use crate::web::csrf::{self, CheckedForm};
 use crate::web::strip::{Outcome, StripCell, outcome_strip};
@@ -25,8 +30,106 @@ use crate::web::{ApiError, WebState};
 /// How many outcomes a job's strip and trend show.
 const RECENT: usize = 20;
 
-/// `GET /jobs`: every declared job.
-pub(super) async fn page(context: PageContext, State(state): State<WebState>) -> Response {
+/// How many jobs a page shows: a screen or two an operator scans for a name, each row a strip
+/// and a chart of its own, where every job of 10,000 made one page of 8 MB that refreshed every
+/// 2 s.
+const PAGE: usize = 100;
+
+/// The page's query: its filter form's fields and where it starts, each empty when not given,
+/// so that a pasted link shows the same slice.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct JobsFilter {
+    /// Part of a job's name, any case.
+    #[serde(default)]
+    q: String,
+    /// `paused` or `drifting` for those jobs alone; every job when empty.
+    #[serde(default)]
+    state: String,
+    /// The job the page starts after, in the listing's order: a keyset, which a job added or
+    /// removed before it does not shift.
+    #[serde(default)]
+    after: String,
+}
+
+impl JobsFilter {
+    /// The page's link starting after `after` (the first page when `None`), keeping the filter.
+    fn link(&self, context: &PageContext, after: Option<&str>) -> String {
+        let mut query: Vec<(&str, &str)> = [("q", self.q.as_str()), ("state", self.state.as_str())]
+            .into_iter()
+            .filter(|(_, value)| !value.is_empty())
+            .collect();
+        if let Some(after) = after {
+            query.push(("after", after));
+        }
+        let path = context.link("/jobs");
+        if query.is_empty() {
+            return path;
+        }
+        format!(
+            "{path}?{}",
+            serde_urlencoded::to_string(query).unwrap_or_default()
+        )
+    }
+
+    /// Whether the filter asks for anything.
+    fn filters(&self) -> bool {
+        !self.q.is_empty() || !self.state.is_empty()
+    }
+}
+
+/// The jobs a filter matches, in the listing's order, and the slice of them a page shows.
+struct Slice<'a> {
+    /// How many jobs match the filter.
+    matching: usize,
+    /// The jobs shown, at most [`PAGE`].
+    shown: Vec<&'a str>,
+    /// Where the page before starts: `Some(None)` for the first page, `None` on the first.
+    previous: Option<Option<&'a str>>,
+    /// The job the next page starts after, `None` on the last.
+    next: Option<&'a str>,
+}
+
+/// The slice of `names` (sorted) that `filter` asks for: those matching it, from the first
+/// after its `after`.
+fn slice<'a>(
+    names: &[&'a str],
+    filter: &JobsFilter,
+    paused: &HashSet<&str>,
+    drifting: &HashSet<String>,
+) -> Slice<'a> {
+    let needle = filter.q.trim().to_lowercase();
+    let matching: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| needle.is_empty() || name.to_lowercase().contains(&needle))
+        .filter(|name| match filter.state.as_str() {
+            "paused" => paused.contains(name),
+            "drifting" => drifting.contains(*name),
+            _ => true,
+        })
+        .collect();
+    // A keyset, not an offset: the first job after `after`, whether or not `after` is a job.
+    let start = if filter.after.is_empty() {
+        0
+    } else {
+        matching.partition_point(|name| *name <= filter.after.as_str())
+    };
+    let end = (start + PAGE).min(matching.len());
+    let previous = (start > 0).then(|| start.checked_sub(PAGE + 1).map(|before| matching[before]));
+    Slice {
+        matching: matching.len(),
+        shown: matching[start..end].to_vec(),
+        previous,
+        next: (end < matching.len()).then(|| matching[end - 1]),
+    }
+}
+
+/// `GET /jobs`: the declared jobs the filter matches, a page of them.
+pub(super) async fn page(
+    context: PageContext,
+    State(state): State<WebState>,
+    Params(filter): Params<JobsFilter>,
+) -> Response {
     let read = async {
         let overview = state.client().overview().await?;
         let events = RecentEvents::new(state.client().recent_events().await?);
@@ -36,46 +139,134 @@ pub(super) async fn page(context: PageContext, State(state): State<WebState>) ->
         Ok(read) => read,
         Err(error) => return unavailable(&context, "Jobs", &error),
     };
-    let jobs = jobs_documents(&overview, &events);
+    let names = published_names(&overview);
     let paused_jobs = paused_jobs(&overview);
+    // Drift is found over every job only when asked for: it reads each one's definition.
+    let drifting: HashSet<String> = if filter.state == "drifting" {
+        drifting_jobs(&overview)
+            .into_iter()
+            .map(|drift| drift.job)
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let slice = slice(&names, &filter, &paused_jobs, &drifting);
+    // Documents of the jobs shown alone: a page costs the events once and its jobs.
+    let jobs: Vec<(&str, ShownJob)> = slice
+        .shown
+        .iter()
+        .filter_map(|name| Some((*name, shown_job(&overview, &events, name)?)))
+        .collect();
     let main = html! {
         h1 { "Jobs" }
-        section #jobs data-refresh aria-labelledby="jobs-h" {
-            h2 #jobs-h .visually-hidden { "Declared jobs" }
-            @if jobs.is_empty() {
-                p.empty {
-                    "No job declared: put a schedule file in the directory a replica reads ("
-                    code { "redcron run --schedules DIR" } ", " code { "/etc/redcron/schedules" }
-                    " unless told) and start it; its jobs are listed here once it has beaten."
+        @if names.is_empty() {
+            p.empty {
+                "No job declared: put a schedule file in the directory a replica reads ("
+                code { "redcron run --schedules DIR" } ", " code { "/etc/redcron/schedules" }
+                " unless told) and start it; its jobs are listed here once it has beaten."
+            }
+        } @else {
+            (filters(&context, &filter))
+            p.count {
+                @if filter.filters() { (slice.matching) " of " } (names.len()) " jobs declared"
+                @if filter.filters() { " match" }
+                @if !jobs.is_empty() && slice.matching > jobs.len() {
+                    "; " (jobs.first().map_or("", |(name, _)| *name)) " to "
+                    (jobs.last().map_or("", |(name, _)| *name)) " shown"
                 }
-            } @else {
-                table.jobs {
-                    thead { tr {
-                        th scope="col" { "Job" } th scope="col" { "Schedule" } th scope="col" { "Next fire" }
-                        th scope="col" { "Last " (RECENT) " outcomes" } th scope="col" { "Durations" }
-                        th scope="col" { "State" }
-                        @if context.may_act { th scope="col" { "Actions" } }
-                    } }
-                    tbody {
-                        @for job in &jobs {
-                            @let name = text(&job["job"]);
-                            @let paused = paused_jobs.contains(name.as_str());
-                            tr {
-                                th scope="row" { a href=(context.link(&format!("/jobs/{}", segment(&name)))) { (name) } }
-                                td { (schedule(job)) }
-                                td { (next_fire(job, overview.now_ms)) }
-                                td { (outcome_strip(&name, &outcomes(&events, &name))) }
-                                td.trend { (durations_chart(&name, &durations(&events, &name))) }
-                                td { (job_state(job, paused)) }
-                                @if context.may_act { td { (actions(&context, &name, paused, "jobs")) } }
-                            }
-                        }
+                "."
+            }
+            section #jobs data-refresh aria-labelledby="jobs-h" {
+                h2 #jobs-h .visually-hidden { "Declared jobs" }
+                @if jobs.is_empty() {
+                    p.empty {
+                        @if slice.matching == 0 { "No job matches the filter: " }
+                        @else { "No more jobs after " code { (filter.after) } ": " }
+                        a href=(context.link("/jobs")) { "every job" } "."
+                    }
+                } @else {
+                    (table(&context, &jobs, &events, &paused_jobs, overview.now_ms))
+                }
+            }
+            (pager(&context, &filter, &slice))
+        }
+    };
+    layout::page(&context, StatusCode::OK, "Jobs", main)
+}
+
+/// The filter form: a GET, so that a filtered page is a link and works without JavaScript.
+fn filters(context: &PageContext, filter: &JobsFilter) -> Markup {
+    let states = [
+        ("", "Any state"),
+        ("paused", "Paused"),
+        ("drifting", "Declared differently"),
+    ];
+    html! {
+        form.filters method="get" action=(context.link("/jobs")) role="search" aria-label="Filter the jobs" {
+            label for="job-q" { "Name contains" }
+            input #job-q type="search" name="q" value=(filter.q);
+            label for="job-state" { "State" }
+            select #job-state name="state" {
+                @for (value, label) in states {
+                    option value=(value) selected[filter.state == value] { (label) }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
+/// The links to the first, previous and next pages, each keeping the filter.
+fn pager(context: &PageContext, filter: &JobsFilter, slice: &Slice) -> Markup {
+    html! {
+        @if slice.previous.is_some() || slice.next.is_some() {
+            nav.pager aria-label="Pages of jobs" {
+                @if let Some(previous) = slice.previous {
+                    a href=(filter.link(context, None)) { "First page" } " · "
+                    a rel="prev" href=(filter.link(context, previous)) { "Previous page" }
+                }
+                @if let Some(next) = slice.next {
+                    @if slice.previous.is_some() { " · " }
+                    a rel="next" href=(filter.link(context, Some(next))) { "Next page" }
+                }
+            }
+        }
+    }
+}
+
+/// The table of the jobs shown, from their documents.
+fn table(
+    context: &PageContext,
+    jobs: &[(&str, ShownJob)],
+    events: &RecentEvents,
+    paused_jobs: &HashSet<&str>,
+    now_ms: i64,
+) -> Markup {
+    html! {
+        table.jobs {
+            thead { tr {
+                th scope="col" { "Job" } th scope="col" { "Schedule" } th scope="col" { "Next fire" }
+                th scope="col" { "Last " (RECENT) " outcomes" } th scope="col" { "Durations" }
+                th scope="col" { "State" }
+                @if context.may_act { th scope="col" { "Actions" } }
+            } }
+            tbody {
+                @for (name, shown) in jobs {
+                    @let job = &shown.document;
+                    @let paused = paused_jobs.contains(name);
+                    tr {
+                        th scope="row" { a href=(context.link(&format!("/jobs/{}", segment(name)))) { (name) } }
+                        td { (schedule(job, shown.schedule.as_ref())) }
+                        td { (next_fire(job, shown.schedule.as_ref(), now_ms)) }
+                        td { (outcome_strip(name, &outcomes(events, name))) }
+                        td.trend { (durations_chart(name, &durations(events, name))) }
+                        td { (job_state(job, paused)) }
+                        @if context.may_act { td { (actions(context, name, paused, "jobs")) } }
                     }
                 }
             }
         }
-    };
-    layout::page(&context, StatusCode::OK, "Jobs", main)
+    }
 }
 
 /// A page drawn when Redis could not be read: the layout, what went wrong, its status.
@@ -90,14 +281,14 @@ pub(super) fn unavailable(context: &PageContext, title: &str, error: &ApiError) 
 
 /// The schedule in words with its zone, and as written beside them; as written with its zone
 /// alone when the words cannot say it exactly. A job with none runs when triggered.
-pub(super) fn schedule(job: &Value) -> Markup {
+pub(super) fn schedule(job: &Value, parsed: Option<&Schedule>) -> Markup {
     let zone = job["timezone"]
         .as_str()
         .and_then(|zone| zone.parse::<Tz>().ok());
     html! {
         @match job["schedule"].as_str() {
             Some(expression) => {
-                @match Schedule::parse(expression).ok().zip(zone).and_then(|(schedule, zone)| schedule.in_words(zone)) {
+                @match parsed.zip(zone).and_then(|(schedule, zone)| schedule.in_words(zone)) {
                     Some(words) => { span.words { (words) } " " code { (expression) } },
                     None => { code { (expression) } ", " (text(&job["timezone"])) },
                 }
@@ -108,11 +299,16 @@ pub(super) fn schedule(job: &Value) -> Markup {
     }
 }
 
-/// The job's next `count` fires, each with the zone its fields are read in: none for a job
-/// disabled, on demand, or damaged.
-pub(super) fn upcoming(job: &Value, now_ms: i64, count: usize) -> Vec<(DateTime<Utc>, Tz)> {
-    let (Some(expression), Some(zone), Some(now)) = (
-        job["schedule"].as_str().filter(|_| job["enabled"] == true),
+/// The job's next `count` fires of its `parsed` schedule, each with the zone its fields are
+/// read in: none for a job disabled, on demand, or damaged.
+pub(super) fn upcoming(
+    job: &Value,
+    parsed: Option<&Schedule>,
+    now_ms: i64,
+    count: usize,
+) -> Vec<(DateTime<Utc>, Tz)> {
+    let (Some(schedule), Some(zone), Some(now)) = (
+        parsed.filter(|_| job["enabled"] == true),
         job["timezone"]
             .as_str()
             .and_then(|zone| zone.parse::<Tz>().ok()),
@@ -120,15 +316,11 @@ pub(super) fn upcoming(job: &Value, now_ms: i64, count: usize) -> Vec<(DateTime<
     ) else {
         return Vec::new();
     };
-    Schedule::parse(expression)
-        .map(|schedule| {
-            schedule
-                .fires_after(now, zone)
-                .take(count)
-                .map(|fire| (fire, zone))
-                .collect()
-        })
-        .unwrap_or_default()
+    schedule
+        .fires_after(now, zone)
+        .take(count)
+        .map(|fire| (fire, zone))
+        .collect()
 }
 
 /// A fire as people read it: relative, then on the job's own clock, flagged when the zone's
@@ -147,8 +339,8 @@ pub(super) fn fire_time(fire: DateTime<Utc>, zone: Tz, now_ms: i64) -> Markup {
 }
 
 /// The next fire of a job, or why it has none.
-fn next_fire(job: &Value, now_ms: i64) -> Markup {
-    match upcoming(job, now_ms, 1).first() {
+fn next_fire(job: &Value, parsed: Option<&Schedule>, now_ms: i64) -> Markup {
+    match upcoming(job, parsed, now_ms, 1).first() {
         Some((fire, zone)) => fire_time(*fire, *zone, now_ms),
         None if job["enabled"] == false => html! { "disabled" },
         None => html! { "none" },
