@@ -168,7 +168,8 @@ pub(super) async fn page(
         } @else {
             (filters(&context, &filter))
             p.count {
-                @if filter.filters() { (slice.matching) " of " } (names.len()) " jobs declared"
+                @if filter.filters() { (slice.matching) " of " } (names.len())
+                @if names.len() == 1 { " job declared" } @else { " jobs declared" }
                 @if filter.filters() { " match" }
                 @if !jobs.is_empty() && slice.matching > jobs.len() {
                     "; " (jobs.first().map_or("", |(name, _)| *name)) " to "
