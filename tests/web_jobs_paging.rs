@@ -1,7 +1,7 @@
 //! The jobs page with more jobs than a page from a real `redcron web` on a real Redis: a page
 //! at a time in the order `redcron jobs` lists them, every job reached once by the next links,
-//! a filter by part of a name (in any case) or by state kept across pages, and a stale or hostile
-//! query answered as a page that escapes it.
+//! a filter by part of a name (in any case) or by state kept across pages, a stale or hostile
+//! query answered as a page that escapes it; and the API's jobs read narrowed the same way.
 
 use std::collections::HashSet;
 
@@ -166,4 +166,45 @@ fn a_stale_or_hostile_jobs_query_is_a_page_that_says_so() {
         "{past}"
     );
     assert!(past.contains("rel=\"prev\""), "{past}");
+}
+
+#[test]
+fn the_api_lists_every_job_unless_asked_for_part_of_them_a_page_at_a_time() {
+    let (_server, _dir, web) = published();
+    let names = |path: &str| -> Vec<String> {
+        let answer = web.get(path);
+        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+        answer.json()["jobs"]
+            .as_array()
+            .expect("a list of jobs")
+            .iter()
+            .map(|job| job["job"].as_str().expect("a name").to_owned())
+            .collect()
+    };
+    let mut expected = job_names();
+    expected.sort();
+    assert_eq!(names("/api/v1/jobs"), expected, "every job unless told");
+
+    let mut paged = Vec::new();
+    let mut path = "/api/v1/jobs?q=OB&limit=100".to_owned();
+    loop {
+        let page = names(&path);
+        let Some(last) = page.last().cloned() else {
+            break;
+        };
+        assert!(page.len() <= 100);
+        paged.extend(page);
+        path = format!("/api/v1/jobs?q=OB&limit=100&after={last}");
+    }
+    assert_eq!(paged, expected[..250], "each job holding ob once, in order");
+
+    for refused in [
+        "/api/v1/jobs?limit=0",
+        "/api/v1/jobs?limit=1001",
+        "/api/v1/jobs?page=2",
+    ] {
+        let answer = web.get(refused);
+        assert_eq!(answer.status, 400, "{refused}: {}", answer.body);
+        assert_eq!(answer.json()["error"]["code"], "bad-query", "{refused}");
+    }
 }

@@ -907,6 +907,27 @@ pub(crate) fn published_names(overview: &Overview) -> Vec<&str> {
     names
 }
 
+/// Those of `names` that hold `q` in any case, every one when `q` is blank: how the jobs page
+/// and the API's jobs read find a job by part of its name.
+pub(crate) fn names_holding<'a>(names: &[&'a str], q: &str) -> Vec<&'a str> {
+    let needle = q.trim().to_lowercase();
+    names
+        .iter()
+        .copied()
+        .filter(|name| needle.is_empty() || name.to_lowercase().contains(&needle))
+        .collect()
+}
+
+/// Where a page of `names` (in the order `jobs` lists them) starts after `after`: a keyset,
+/// the first name past it whether or not it is a job still, so that a job added or removed
+/// before it does not shift the page; the first name when `after` is empty.
+pub(crate) fn first_after(names: &[&str], after: &str) -> usize {
+    if after.is_empty() {
+        return 0;
+    }
+    names.partition_point(|name| *name <= after)
+}
+
 /// A published job as a page shows it: its document, and its schedule parsed once for both
 /// the document's fires and the page's words and fires.
 pub(crate) struct ShownJob {

@@ -10,7 +10,9 @@ use super::{Params, Segment};
 use crate::cli::dead::dead_document;
 use crate::cli::history::history_document;
 use crate::cli::runs::{output_so_far, run_document, shown_run_document};
-use crate::cli::status::{RecentEvents, StatusRead, jobs_documents, named_job_document};
+use crate::cli::status::{
+    RecentEvents, StatusRead, first_after, named_job_document, names_holding, published_names,
+};
 use crate::cli::times::parse_instant;
 use crate::client::{RunsCursor, RunsQuery};
 use crate::store::{Overview, RunState};
@@ -53,14 +55,45 @@ pub(crate) async fn read_status(state: &WebState) -> Result<Status, ApiError> {
     })
 }
 
-/// `jobs --json`.
+/// Which jobs `/jobs` lists: every one unless told, as `jobs --json` does.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct JobsParams {
+    /// Only the jobs whose name holds this, in any case.
+    q: Option<String>,
+    /// Only the jobs after this one in the listing's order (the last name of the page before):
+    /// a keyset, which need not name a job still.
+    after: Option<String>,
+    /// At most this many jobs.
+    limit: Option<usize>,
+}
+
+/// `jobs --json`, or the part of it `params` asks for, each job's document made for the jobs
+/// listed alone.
 pub(super) async fn jobs(
     _: Caller,
     State(state): State<WebState>,
+    Params(params): Params<JobsParams>,
 ) -> Result<Json<Value>, ApiError> {
+    // Checked before Redis is read: a bad limit is the asker's, whatever Redis holds.
+    let limit = match params.limit {
+        Some(_) => limit(params.limit)?,
+        None => usize::MAX,
+    };
     let overview = state.client().overview().await?;
     let events = RecentEvents::new(state.client().recent_events().await?);
-    Ok(Json(json!({ "jobs": jobs_documents(&overview, &events) })))
+    let names = names_holding(
+        &published_names(&overview),
+        params.q.as_deref().unwrap_or_default(),
+    );
+    let start = first_after(&names, params.after.as_deref().unwrap_or_default());
+    let jobs: Vec<Value> = names
+        .iter()
+        .skip(start)
+        .take(limit)
+        .filter_map(|name| named_job_document(&overview, &events, name))
+        .collect();
+    Ok(Json(json!({ "jobs": jobs })))
 }
 
 /// One element of `jobs --json`.

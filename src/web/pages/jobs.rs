@@ -17,7 +17,8 @@ use serde_json::Value;
 use super::overview::text;
 use super::{PageContext, layout, segment};
 use crate::cli::status::{
-    RecentEvents, ShownJob, drifting_jobs, paused_jobs, published_names, shown_job,
+    RecentEvents, ShownJob, drifting_jobs, first_after, names_holding, paused_jobs,
+    published_names, shown_job,
 };
 use crate::cli::times::relative;
 use crate::schedule::Schedule;
@@ -97,23 +98,15 @@ fn slice<'a>(
     paused: &HashSet<&str>,
     drifting: &HashSet<String>,
 ) -> Slice<'a> {
-    let needle = filter.q.trim().to_lowercase();
-    let matching: Vec<&str> = names
-        .iter()
-        .copied()
-        .filter(|name| needle.is_empty() || name.to_lowercase().contains(&needle))
+    let matching: Vec<&str> = names_holding(names, &filter.q)
+        .into_iter()
         .filter(|name| match filter.state.as_str() {
             "paused" => paused.contains(name),
             "drifting" => drifting.contains(*name),
             _ => true,
         })
         .collect();
-    // A keyset, not an offset: the first job after `after`, whether or not `after` is a job.
-    let start = if filter.after.is_empty() {
-        0
-    } else {
-        matching.partition_point(|name| *name <= filter.after.as_str())
-    };
+    let start = first_after(&matching, &filter.after);
     let end = (start + PAGE).min(matching.len());
     let previous = (start > 0).then(|| start.checked_sub(PAGE + 1).map(|before| matching[before]));
     Slice {
