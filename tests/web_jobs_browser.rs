@@ -307,7 +307,8 @@ fn without_javascript_an_operator_goes_through_the_whole_console() {
             1,
             "the pause answered with a redirect"
         );
-        assert!(browser.url().await.ends_with("/jobs"));
+        // Back to the page it was taken on, its filter kept.
+        assert!(browser.url().await.ends_with("/jobs?q=EPOR"));
 
         browser.click("button[aria-label=\"Resume report\"]").await;
         browser
@@ -326,6 +327,8 @@ fn without_javascript_an_operator_goes_through_the_whole_console() {
             "report is shown active again"
         );
 
+        browser.click("nav a[href=\"/jobs\"]").await;
+        assert_page(&browser, "Jobs").await;
         let form = format!("{} form.trigger", row("greet"));
         browser
             .fill(&format!("{form} input[name=payload]"), r#"{"to":"plain"}"#)

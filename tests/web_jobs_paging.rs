@@ -208,3 +208,38 @@ fn the_api_lists_every_job_unless_asked_for_part_of_them_a_page_at_a_time() {
         assert_eq!(answer.json()["error"]["code"], "bad-query", "{refused}");
     }
 }
+
+#[test]
+fn a_pause_on_a_page_of_jobs_goes_back_to_that_page_and_a_forged_back_to_the_first() {
+    let (server, _dir, web) = published();
+    let page = web.get("/jobs?q=OB&after=job099");
+    assert!(
+        page.body
+            .contains("name=\"back\" value=\"jobs?q=OB&amp;after=job099\""),
+        "{}",
+        page.body
+    );
+    let token = page.csrf_cookie();
+    let paused = web.submit_form(
+        "/jobs/job150/pause",
+        &token,
+        &token,
+        "back=jobs%3Fq%3DOB%26after%3Djob099",
+    );
+    assert_eq!(paused.status, 303, "{}", paused.body);
+    assert_eq!(paused.headers["location"], "/jobs?q=OB&after=job099");
+    let is_paused: bool = server
+        .connection()
+        .sismember(keys().paused(), "job150")
+        .expect("SISMEMBER");
+    assert!(is_paused);
+
+    let resumed = web.submit_form(
+        "/jobs/job150/resume",
+        &token,
+        &token,
+        "back=jobs%2F%2Fevil.example%3Fq%3D%22%3E%3Cscript%3E",
+    );
+    assert_eq!(resumed.status, 303, "{}", resumed.body);
+    assert_eq!(resumed.headers["location"], "/jobs");
+}

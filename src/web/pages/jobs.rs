@@ -55,6 +55,11 @@ pub(super) struct JobsFilter {
 impl JobsFilter {
     /// The page's link starting after `after` (the first page when `None`), keeping the filter.
     fn link(&self, context: &PageContext, after: Option<&str>) -> String {
+        format!("{}{}", context.link("/jobs"), self.query(after))
+    }
+
+    /// The query of [`JobsFilter::link`], `?` and all; empty for the first page of every job.
+    fn query(&self, after: Option<&str>) -> String {
         let mut query: Vec<(&str, &str)> = [("q", self.q.as_str()), ("state", self.state.as_str())]
             .into_iter()
             .filter(|(_, value)| !value.is_empty())
@@ -62,12 +67,11 @@ impl JobsFilter {
         if let Some(after) = after {
             query.push(("after", after));
         }
-        let path = context.link("/jobs");
         if query.is_empty() {
-            return path;
+            return String::new();
         }
         format!(
-            "{path}?{}",
+            "?{}",
             serde_urlencoded::to_string(query).unwrap_or_default()
         )
     }
@@ -179,7 +183,7 @@ pub(super) async fn page(
                         a href=(context.link("/jobs")) { "every job" } "."
                     }
                 } @else {
-                    (table(&context, &jobs, &events, &paused_jobs, overview.now_ms))
+                    (table(&context, &filter, &jobs, &events, &paused_jobs, overview.now_ms))
                 }
             }
             (pager(&context, &filter, &slice))
@@ -231,11 +235,15 @@ fn pager(context: &PageContext, filter: &JobsFilter, slice: &Slice) -> Markup {
 /// The table of the jobs shown, from their documents.
 fn table(
     context: &PageContext,
+    filter: &JobsFilter,
     jobs: &[(&str, ShownJob)],
     events: &RecentEvents,
     paused_jobs: &HashSet<&str>,
     now_ms: i64,
 ) -> Markup {
+    // An action goes back to this page, its filter and slice kept.
+    let after = Some(filter.after.as_str()).filter(|after| !after.is_empty());
+    let back = format!("jobs{}", filter.query(after));
     html! {
         table.jobs {
             thead { tr {
@@ -255,7 +263,7 @@ fn table(
                         td { (outcome_strip(name, &outcomes(events, name))) }
                         td.trend { (durations_chart(name, &durations(events, name))) }
                         td { (job_state(job, paused)) }
-                        @if context.may_act { td { (actions(context, name, paused, "jobs")) } }
+                        @if context.may_act { td { (actions(context, name, paused, &back)) } }
                     }
                 }
             }
@@ -405,8 +413,9 @@ pub(super) fn durations(events: &RecentEvents, job: &str) -> Vec<RunDuration> {
     runs
 }
 
-/// The forms that pause or resume `job` and trigger it with a payload; each answers with a
-/// redirect to `back` (`jobs`, or `job` for the job's page).
+/// The forms that pause or resume `job` and trigger it with a payload; a pause or resume
+/// answers with a redirect to `back` (`jobs` and the jobs page's query, or `job` for the job's
+/// page).
 pub(super) fn actions(context: &PageContext, job: &str, paused: bool, back: &str) -> Markup {
     let base = format!("/jobs/{}", segment(job));
     let (verb, label) = if paused {
@@ -434,19 +443,26 @@ pub(super) fn actions(context: &PageContext, job: &str, paused: bool, back: &str
 /// What a pause or resume form carries: where to go back to.
 #[derive(Deserialize)]
 pub(super) struct PauseForm {
-    /// `jobs` for the jobs page; the job's page otherwise.
+    /// `jobs` for the jobs page, followed by its query (`jobs?q=back&after=backup`); the
+    /// job's page otherwise.
     #[serde(default)]
     back: String,
 }
 
-/// Where an action on `job` goes back to.
+/// Where an action on `job` goes back to: the jobs page's slice it was taken on, or the job's
+/// page. The query is read back into a filter and written again, so that a forged `back` leads
+/// nowhere but to a jobs page.
 fn back_to(context: &PageContext, job: &str, back: &str) -> Response {
-    let path = if back == "jobs" {
-        "/jobs".to_owned()
-    } else {
-        format!("/jobs/{}", segment(job))
+    let link = match back.strip_prefix("jobs") {
+        Some(query) => {
+            let filter: JobsFilter =
+                serde_urlencoded::from_str(query.trim_start_matches('?')).unwrap_or_default();
+            let after = Some(filter.after.as_str()).filter(|after| !after.is_empty());
+            filter.link(context, after)
+        }
+        None => context.link(&format!("/jobs/{}", segment(job))),
     };
-    Redirect::to(&context.link(&path)).into_response()
+    Redirect::to(&link).into_response()
 }
 
 /// `POST /jobs/{job}/pause`: pauses the job, as `redcron pause` does.
