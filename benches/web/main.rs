@@ -5,7 +5,7 @@
 //! - `pages`: each page and API read, requested one after another: its time from request to
 //!   last byte (p50, p99) and the Redis commands it costs (scripts' commands included);
 //! - `refresh`: browsers left open on a page, simulated as clients fetching it every 2 s as
-//!   `console.js` does (a fetch each tick, whether the last one answered or not): Redis's
+//!   `console.js` does (a tick that finds the last fetch still waiting skips): Redis's
 //!   commands per second and CPU, against the same window with no browser;
 //! - `engine`: `redcron bench` (its own namespace, same Redis) alone and with browsers open on
 //!   the overview, interleaved;
@@ -271,8 +271,18 @@ struct Fetches {
     failed: usize,
 }
 
-/// Browsers open on `path`: each fetches it every [`REFRESH`], their ticks spread over the
-/// interval, until `stop`. Each browser's task ends once its last fetch answered, with what its
+impl Fetches {
+    /// Counts one fetch's answer: its time, or a failure.
+    fn count(&mut self, answer: Result<Result<f64, String>, tokio::task::JoinError>) {
+        match answer {
+            Ok(Ok(time_ms)) => self.times_ms.push(time_ms),
+            _ => self.failed += 1,
+        }
+    }
+}
+
+/// Browsers open on `path`: each fetches it every [`REFRESH`] unless its last fetch still waits,
+/// their ticks spread over the interval, until `stop`. Each browser's task ends once its last fetch answered, with what its
 /// fetches took, so that no fetch of one window runs into the next.
 fn open_browsers(
     console: &str,
@@ -291,27 +301,30 @@ fn open_browsers(
                     tokio::time::interval_at(tokio::time::Instant::now() + phase, REFRESH);
                 // A timer that fired late fires once, as a browser's does, not once per tick missed.
                 ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-                let mut fetches = tokio::task::JoinSet::new();
+                let mut took = Fetches::default();
+                let mut waiting: Option<tokio::task::JoinHandle<Result<f64, String>>> = None;
                 loop {
                     ticks.tick().await;
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    // As setInterval does: the next fetch does not wait for this one.
+                    // As console.js does: a tick that finds the last fetch still waiting skips.
+                    if waiting.as_ref().is_some_and(|fetch| !fetch.is_finished()) {
+                        continue;
+                    }
+                    if let Some(fetch) = waiting.take() {
+                        took.count(fetch.await);
+                    }
                     let (console, http, path) = (console.clone(), http.clone(), path.clone());
-                    fetches.spawn(async move {
+                    waiting = Some(tokio::spawn(async move {
                         let began = Instant::now();
                         fetch(&http, &console, &path, &[])
                             .await
                             .map(|_| began.elapsed().as_secs_f64() * 1_000.0)
-                    });
+                    }));
                 }
-                let mut took = Fetches::default();
-                while let Some(answer) = fetches.join_next().await {
-                    match answer {
-                        Ok(Ok(time_ms)) => took.times_ms.push(time_ms),
-                        _ => took.failed += 1,
-                    }
+                if let Some(fetch) = waiting {
+                    took.count(fetch.await);
                 }
                 took
             })
