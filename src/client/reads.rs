@@ -50,6 +50,16 @@ impl Client {
         Ok(self.store.overview().await?)
     }
 
+    /// The namespace's state as [`Client::overview`] reads it, with the published definition of
+    /// `job` alone: what a read of one job needs, at the cost of one job however many are
+    /// published.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn job_overview(&self, job: &str) -> Result<Overview, ClientError> {
+        Ok(self.store.job_overview(job).await?)
+    }
+
     /// The replica that leads now, if one does: one read of the leader lease.
     ///
     /// # Errors

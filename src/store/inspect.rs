@@ -8,7 +8,7 @@ use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
 use super::damage::readable_record;
-use super::reply::Reply;
+use super::reply::{Reply, decode};
 use super::{Entry, Store, StoreError, millis, published_declarations, scripts};
 use crate::schedule::Priority;
 
@@ -64,9 +64,10 @@ pub struct Overview {
     /// Every replica that has sent a heartbeat, and those that stopped cleanly within a day,
     /// sorted by id.
     pub replicas: Vec<ReplicaInfo>,
-    /// Job -> published definition JSON.
+    /// Job -> published definition JSON (of the one job asked alone, in a
+    /// [`Store::job_overview`]).
     pub definitions: HashMap<String, String>,
-    /// Job -> content hash of its published definition.
+    /// Job -> content hash of its published definition (as `definitions`, one job's alone).
     pub definition_hashes: HashMap<String, String>,
     /// Active runs: id (escaped when it is no run id, see [`Entry`]), job (empty when its
     /// record has none), lease deadline ms.
@@ -263,6 +264,21 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn overview(&self) -> Result<Overview, StoreError> {
+        self.overview_of(None).await
+    }
+
+    /// As [`Store::overview`], with the published definition of `job` alone (none when it is
+    /// not published) and ready lengths of its queue, `default` and those with ready runs: what
+    /// a read of one job shows, without reading and parsing every job's definition.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn job_overview(&self, job: &str) -> Result<Overview, StoreError> {
+        self.overview_of(Some(job)).await
+    }
+
+    /// The overview of every published job, or of `job` alone.
+    async fn overview_of(&self, job: Option<&str>) -> Result<Overview, StoreError> {
         let mut connection = self.connection.clone();
         let now_ms = self.now_ms().await?;
         type Snapshot = (
@@ -270,8 +286,8 @@ impl Store {
             i64,
             Vec<String>,
             Vec<(String, i64)>,
-            HashMap<String, String>,
-            HashMap<String, String>,
+            Value,
+            Value,
             Vec<(Entry, i64)>,
             Vec<(String, i64)>,
             Vec<(String, i64)>,
@@ -293,8 +309,8 @@ impl Store {
             .pttl(self.keys.leader())
             .smembers(self.keys.paused())
             .zrange_withscores(self.keys.replicas(), 0, -1)
-            .hgetall(self.keys.defs())
-            .hgetall(self.keys.def_hashes())
+            .add_command(definitions_read(self.keys.defs(), job))
+            .add_command(definitions_read(self.keys.def_hashes(), job))
             .zrange_withscores(self.keys.active(), 0, -1)
             .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
             .zrange_withscores(self.keys.stopped_replicas(), 0, -1)
@@ -302,6 +318,8 @@ impl Store {
             .query_async(&mut connection)
             .await
             .during(&self.metrics, "overview")?;
+        let defs = definitions_of(defs, job)?;
+        let def_hashes = definitions_of(def_hashes, job)?;
         let named = queues_of(&defs);
         let mut queues = named.clone();
         queues.extend(self.ready_queues().await?);
@@ -493,18 +511,39 @@ pub(super) fn stream_event(id: &str, fields: Vec<(Entry, Entry)>) -> ((u64, u64)
     (place, event)
 }
 
+/// The read of a job -> value hash (`defs`, `def-hashes`): whole, or `job`'s field alone.
+fn definitions_read(key: String, job: Option<&str>) -> redis::Cmd {
+    let mut read = redis::cmd(if job.is_some() { "HGET" } else { "HGETALL" });
+    read.arg(key).arg(job);
+    read
+}
+
+/// What [`definitions_read`] answered, as job -> value.
+fn definitions_of(value: Value, job: Option<&str>) -> Result<HashMap<String, String>, StoreError> {
+    Ok(match job {
+        None => decode("overview", value)?,
+        Some(job) => decode::<Option<String>>("overview", value)?
+            .map(|found| HashMap::from([(job.to_owned(), found)]))
+            .unwrap_or_default(),
+    })
+}
+
 /// Whether a published definition is an every-replica job's (`"on": "every"`).
 pub(super) fn runs_on_every_replica(definition: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(definition)
         .is_ok_and(|value| value.get("on").and_then(|on| on.as_str()) == Some("every"))
 }
 
+/// The one field of a published definition that [`queues_of`] reads: the rest is skipped rather
+/// than built into a tree, since every overview reads every job's definition for it.
+#[derive(serde::Deserialize)]
+struct QueueField {
+    queue: Option<String>,
+}
+
 /// The queues the published definitions `defs` (job -> JSON) name, one per job.
 pub(super) fn queues_of(defs: &HashMap<String, String>) -> Vec<String> {
     defs.values()
-        .filter_map(|definition| {
-            let value: serde_json::Value = serde_json::from_str(definition).ok()?;
-            Some(value.get("queue")?.as_str()?.to_owned())
-        })
+        .filter_map(|definition| serde_json::from_str::<QueueField>(definition).ok()?.queue)
         .collect()
 }

@@ -512,10 +512,38 @@ impl StatusRead {
 
     /// The status as one JSON document (its shape is in docs/cli.md).
     pub(crate) fn document(&self) -> Value {
-        let refused = self.writes_refused.is_some();
-        let jobs = published(&self.overview);
+        let mut document = self.summary();
+        document["jobs"] = Value::Array(self.job_states());
+        document
+    }
+
+    /// Each published job's state in the status document: parses every job's definition and
+    /// finds its next fire.
+    fn job_states(&self) -> Vec<Value> {
         let running = running_by_job(&self.overview);
         let paused = paused_jobs(&self.overview);
+        published(&self.overview)
+            .iter()
+            .map(|job| {
+                let last = self.events.last_outcome(&job.name);
+                json!({
+                    "job": job.name,
+                    "workflow": job.workflow(),
+                    "paused": paused.contains(job.name.as_str()),
+                    "last_outcome": last.map(|(state, _)| state),
+                    "last_at": last.map(|(_, at)| rfc3339(at)),
+                    "last_at_ms": last.map(|(_, at)| at),
+                    "next_fire": job.next_fires(self.overview.now_ms, 1).first(),
+                    "running": running.get(job.name.as_str()).cloned().unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
+    /// The status document without its `jobs`: what the console's overview shows, which costs
+    /// no job's definition parsed nor next fire found, however many jobs are published.
+    pub(crate) fn summary(&self) -> Value {
+        let refused = self.writes_refused.is_some();
         let leader = self.overview.leader.as_ref().map(|(token, lease_ms)| {
             let (id, epoch) = token.rsplit_once(':').unwrap_or((token, ""));
             json!({ "id": id, "epoch": epoch.parse::<u64>().ok(), "lease_ms": lease_ms })
@@ -551,22 +579,6 @@ impl StatusRead {
                 })
             })
             .collect();
-        let job_states: Vec<Value> = jobs
-            .iter()
-            .map(|job| {
-                let last = self.events.last_outcome(&job.name);
-                json!({
-                    "job": job.name,
-                    "workflow": job.workflow(),
-                    "paused": paused.contains(job.name.as_str()),
-                    "last_outcome": last.map(|(state, _)| state),
-                    "last_at": last.map(|(_, at)| rfc3339(at)),
-                    "last_at_ms": last.map(|(_, at)| at),
-                    "next_fire": job.next_fires(self.overview.now_ms, 1).first(),
-                    "running": running.get(job.name.as_str()).cloned().unwrap_or_default(),
-                })
-            })
-            .collect();
         let undeclared: Vec<Value> = self
             .overview
             .undeclared
@@ -594,7 +606,6 @@ impl StatusRead {
             "damaged_keys": { "count": self.damaged.count, "keys": self.damaged.keys },
             "ready": ready,
             "undeclared": undeclared,
-            "jobs": job_states,
             "failing_scripts": self.failing
                 .iter()
                 .map(|(replica, report)| json!({ "replica": replica, "error": report }))

@@ -27,12 +27,16 @@ pub(super) async fn status(
     _: Caller,
     State(state): State<WebState>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(read_status(&state).await?.document))
+    let read = StatusRead::read(state.client())
+        .await
+        .map_err(|unread| unread.error)?;
+    Ok(Json(read.document()))
 }
 
-/// What `status` reads, for a page that shows more of it than its document.
+/// What `status` reads, for a page that shows more of it than its document and none of its
+/// jobs.
 pub(crate) struct Status {
-    /// What `status --json` prints.
+    /// What `status --json` prints but its `jobs` (see [`StatusRead::summary`]).
     pub(crate) document: Value,
     /// The newest events it was made of, grouped by job.
     pub(crate) events: RecentEvents,
@@ -40,7 +44,8 @@ pub(crate) struct Status {
     pub(crate) overview: Overview,
 }
 
-/// What `status` reads and prints with `--json`.
+/// What `status` reads, and what it prints with `--json` but each job's state: the overview
+/// page's read, which shows no job's next fire.
 ///
 /// # Errors
 /// Redis out of reach, or data redcron did not write.
@@ -49,7 +54,7 @@ pub(crate) async fn read_status(state: &WebState) -> Result<Status, ApiError> {
         .await
         .map_err(|unread| unread.error)?;
     Ok(Status {
-        document: read.document(),
+        document: read.summary(),
         events: read.events,
         overview: read.overview,
     })
@@ -102,7 +107,7 @@ pub(super) async fn job(
     State(state): State<WebState>,
     Segment(name): Segment,
 ) -> Result<Json<Value>, ApiError> {
-    let overview = state.client().overview().await?;
+    let overview = state.client().job_overview(&name).await?;
     let events = RecentEvents::new(state.client().recent_events().await?);
     named_job_document(&overview, &events, &name)
         .map(Json)

@@ -47,7 +47,7 @@ pub(super) async fn page(
 ) -> Response {
     let read = async {
         let client = state.client();
-        let overview = client.overview().await?;
+        let overview = client.job_overview(&name).await?;
         let events = RecentEvents::new(client.recent_events().await?);
         let history = if overview.definitions.contains_key(&name) {
             client.history(Some(&name), None, HISTORY, false).await?
