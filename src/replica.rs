@@ -61,8 +61,9 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 /// # async fn example(replica: Replica) {
 /// match replica.run(Shutdown::new()).await {
 ///     Ok(()) => {}
-///     // A restart would meet the other process again: give each replica its own id.
-///     Err(error @ ReplicaError::ReplicaIdInUse(_)) => {
+///     // A restart would meet the same refusal: give each replica its own id, or start it
+///     // with the namespace's --archive.
+///     Err(error @ (ReplicaError::ReplicaIdInUse(_) | ReplicaError::ArchiveRequired { .. })) => {
 ///         eprintln!("{error}");
 ///         std::process::exit(2);
 ///     }
