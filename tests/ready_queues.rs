@@ -19,6 +19,17 @@ const ELSEWHERE: &str = "[jobs.moved]\ncommand = \"true\"\nqueue = \"elsewhere\"
                          [jobs.bulk]\ncommand = \"true\"\n";
 
 /// Ticks a reaper, as a replica's does every 2 s, until its walk over every key has ended a
+/// A Redis with the jobs of [`ELSEWHERE`] published, and a store on it.
+async fn published() -> (RedisServer, Store) {
+    let server = RedisServer::start();
+    let store = connect(&server).await;
+    store
+        .publish_definitions(&jobs(ELSEWHERE))
+        .await
+        .expect("publish");
+    (server, store)
+}
+
 /// round with each ready list it met in the index: from then on readers take the index alone.
 async fn walk_every_key(server: &RedisServer, store: &Store) {
     let mut redis = server.connection();
@@ -86,12 +97,7 @@ async fn assert_shown_as_unserved(server: &RedisServer, store: &Store, queue: &s
 /// before.
 #[tokio::test]
 async fn status_and_the_runs_listing_show_a_queue_no_job_names_without_walking_the_keys() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(ELSEWHERE))
-        .await
-        .expect("publish");
+    let (server, store) = published().await;
     replica(&store, "r1", ELSEWHERE, 0).await;
     let run = enqueue(&store, "moved", None).await;
     let moved = ELSEWHERE.replace("queue = \"elsewhere\"\n", "");
@@ -142,12 +148,7 @@ async fn status_and_the_runs_listing_show_a_queue_no_job_names_without_walking_t
 /// the readers find it there without a walk.
 #[tokio::test]
 async fn a_ready_list_written_before_the_index_is_found_before_and_after_a_reaper_walked_it() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(ELSEWHERE))
-        .await
-        .expect("publish");
+    let (server, store) = published().await;
     replica(&store, "r1", ELSEWHERE, 0).await;
     let mut redis = server.connection();
     let run = "0190b2e0-0000-7000-8000-000000000001";
@@ -194,12 +195,7 @@ async fn a_ready_list_written_before_the_index_is_found_before_and_after_a_reape
 /// run left stays.
 #[tokio::test]
 async fn an_emptied_queue_leaves_the_index_and_comes_back_with_its_next_run() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(ELSEWHERE))
-        .await
-        .expect("publish");
+    let (server, store) = published().await;
     replica(&store, "r1", ELSEWHERE, 0).await;
     let mut redis = server.connection();
     let indexed = |redis: &mut redis::Connection| -> Vec<String> {
@@ -250,12 +246,7 @@ async fn an_emptied_queue_leaves_the_index_and_comes_back_with_its_next_run() {
 /// back in the index, which forgot it while the run ran with its lists empty.
 #[tokio::test]
 async fn a_run_handed_back_puts_its_queue_back_in_the_index_that_forgot_it_while_it_ran() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(ELSEWHERE))
-        .await
-        .expect("publish");
+    let (server, store) = published().await;
     declare(&store, "replica", jobs(ELSEWHERE)).await;
     let mut redis = server.connection();
     enqueue(&store, "moved", None).await;
@@ -283,12 +274,7 @@ async fn a_run_handed_back_puts_its_queue_back_in_the_index_that_forgot_it_while
 /// call however many runs it makes.
 #[tokio::test]
 async fn the_claim_and_success_of_a_run_write_nothing_to_the_index() {
-    let server = RedisServer::start();
-    let store = connect(&server).await;
-    store
-        .publish_definitions(&jobs(ELSEWHERE))
-        .await
-        .expect("publish");
+    let (server, store) = published().await;
     declare(&store, "replica", jobs(ELSEWHERE)).await;
     let mut redis = server.connection();
     let sadds = |redis: &mut redis::Connection| {
