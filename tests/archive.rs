@@ -4,24 +4,20 @@
 //! archive has it. Compared with what Redis recorded (the events stream) and with a ledger the
 //! jobs write outside Redis.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::Duration;
 
 use redis::Commands;
 use serde_json::Value;
 
+use crate::util::archive::{assert_archived_once, outbox, part_records, recorded_outcomes, stop};
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::Scenario;
-use crate::util::schemas::Schemas;
 use crate::util::{cli, keys, one_document, wait_until};
 
-/// The outcomes the archive keeps.
-const OUTCOMES: [&str; 4] = ["succeeded", "retrying", "dead", "skipped"];
-
-/// Every record of every part under `archive`, with the part it is in.
-fn archived(archive: &Path) -> Vec<(PathBuf, Value)> {
+/// Every record of every part under `archive`, with the path of the part it is in.
+fn archived(archive: &Path) -> Vec<(String, Value)> {
     let mut records = Vec::new();
     let mut directories = vec![archive.to_path_buf()];
     while let Some(directory) = directories.pop() {
@@ -41,118 +37,14 @@ fn archived(archive: &Path) -> Vec<(PathBuf, Value)> {
             if !name.ends_with(".ndjson.gz") {
                 continue;
             }
-            let mut text = String::new();
-            flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("open a part"))
-                .read_to_string(&mut text)
-                .unwrap_or_else(|error| panic!("{} is no gzipped text: {error}", path.display()));
-            for line in text.lines() {
-                let record: Value = serde_json::from_str(line)
-                    .unwrap_or_else(|error| panic!("{}: {error}: {line}", path.display()));
-                records.push((path.clone(), record));
+            let name = path.display().to_string();
+            let bytes = std::fs::read(&path).expect("read a part");
+            for record in part_records(&name, &bytes) {
+                records.push((name.clone(), record));
             }
         }
     }
     records
-}
-
-/// The outcomes Redis recorded, by their id in the events stream: (run id, outcome).
-fn recorded_outcomes(scenario: &Scenario) -> BTreeMap<String, (String, String)> {
-    let entries: redis::streams::StreamRangeReply = scenario
-        .server
-        .connection()
-        .xrange_all(keys().events())
-        .expect("XRANGE events");
-    entries
-        .ids
-        .into_iter()
-        .filter_map(|entry| {
-            let state: String = entry.get("state")?;
-            let run: String = entry.get("run")?;
-            OUTCOMES
-                .contains(&state.as_str())
-                .then(|| (entry.id.clone(), (run, state)))
-        })
-        .collect()
-}
-
-/// Asserts that the archive holds each outcome Redis recorded once, and nothing else: the same
-/// event ids, none twice; each record matches the documented schema and the part it is in is
-/// named by the range of outbox ids it holds.
-#[track_caller]
-fn assert_archived_once(scenario: &Scenario, archive: &Path, logs: &str) -> Vec<Value> {
-    let records = archived(archive);
-    let schemas = Schemas::of_the_docs();
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    for (part, record) in &records {
-        schemas.assert_matches("archive-record.json", record);
-        let name = part.to_string_lossy();
-        assert!(
-            name.contains("/runs/v1/date=") && name.contains("/hour="),
-            "part named {name}"
-        );
-        let event = record["event"]
-            .as_str()
-            .expect("every record names its event");
-        *seen.entry(event.to_owned()).or_default() += 1;
-    }
-    let twice: Vec<_> = seen.iter().filter(|(_, count)| **count > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "archived more than once: {twice:?}\n{logs}"
-    );
-    let recorded = recorded_outcomes(scenario);
-    let missing: Vec<_> = recorded
-        .iter()
-        .filter(|(id, _)| !seen.contains_key(*id))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} outcomes Redis recorded are not archived: {missing:?}\n{logs}",
-        missing.len(),
-        recorded.len()
-    );
-    let foreign: Vec<_> = seen
-        .keys()
-        .filter(|id| !recorded.contains_key(*id))
-        .collect();
-    assert!(foreign.is_empty(), "archived, never recorded: {foreign:?}");
-    for (_, record) in &records {
-        let (run, outcome) = &recorded[record["event"].as_str().expect("event")];
-        assert_eq!(record["id"].as_str(), Some(run.as_str()), "{record}");
-        assert_eq!(
-            record["outcome"].as_str(),
-            Some(outcome.as_str()),
-            "{record}"
-        );
-    }
-    records.into_iter().map(|(_, record)| record).collect()
-}
-
-/// The records of the outbox not yet acknowledged, and of the parts given and not acknowledged.
-fn outbox(scenario: &Scenario) -> (u64, u64) {
-    let mut connection = scenario.server.connection();
-    let records: u64 = connection.xlen(keys().archive()).expect("XLEN");
-    let parts: u64 = connection.hlen(keys().archive_parts()).expect("HLEN");
-    (records, parts)
-}
-
-/// `replicas` stopped with SIGTERM one after the other, as a service manager stops them, each
-/// asserted to exit 0: their logs.
-#[track_caller]
-fn stop(replicas: Vec<ReplicaProcess>) -> String {
-    let mut logs = String::new();
-    for mut replica in replicas {
-        let code = replica.terminate(Duration::from_secs(30));
-        assert_eq!(
-            code,
-            Some(0),
-            "{} did not stop cleanly:\n{}",
-            replica.id,
-            replica.log()
-        );
-        logs.push_str(&format!("log of {}:\n{}\n", replica.id, replica.log()));
-    }
-    logs
 }
 
 #[test]
@@ -234,7 +126,7 @@ fn every_outcome_is_archived_once_succeeded_retried_dead_and_skipped() {
     let logs = stop(replicas);
     // The last replica to stop wrote what was left.
     assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    let records = assert_archived_once(&scenario, &archive, &logs);
+    let records = assert_archived_once(&scenario, archived(&archive), &logs);
 
     // Each task's record is its run's, with its payload and its output; each attempt of a
     // flaky fire has its own record, with that attempt's output.
@@ -373,7 +265,7 @@ fn a_part_written_and_not_acknowledged_by_a_killed_leader_is_archived_once_by_an
     );
     let logs = stop(vec![r2]);
     assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    let records = assert_archived_once(&scenario, &archive, &logs);
+    let records = assert_archived_once(&scenario, archived(&archive), &logs);
     assert!(
         stalled_events.iter().all(|event| records
             .iter()
@@ -472,7 +364,7 @@ fn no_run_leaves_redis_before_the_archive_has_it_whatever_the_retention() {
     );
     let logs = stop(replicas);
     assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    assert_archived_once(&scenario, &archive, &logs);
+    assert_archived_once(&scenario, archived(&archive), &logs);
 }
 
 /// The `XADD` calls Redis counted since its start, scripts' included.
@@ -521,7 +413,7 @@ fn without_archive_an_outcome_costs_one_stream_append_and_with_it_two() {
             // Each outcome's event, and its record in the outbox (trimmed once archived).
             assert_eq!(xadd_calls(&scenario), events + outcomes);
             assert_eq!(
-                assert_archived_once(&scenario, &archive, &logs).len() as u64,
+                assert_archived_once(&scenario, archived(&archive), &logs).len() as u64,
                 outcomes
             );
         } else {
@@ -583,7 +475,7 @@ fn a_leader_change_mid_export_loses_and_repeats_no_outcome() {
     );
     let logs = stop(replicas);
     assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    assert_archived_once(&scenario, &archive, &logs);
+    assert_archived_once(&scenario, archived(&archive), &logs);
 }
 
 /// How many records of the outbox were given to `consumer` and not acknowledged.

@@ -1,5 +1,6 @@
 //! Shared test harness: run the `redcron` binary and read what it printed; real Redis servers.
 
+pub mod archive;
 pub mod browser;
 pub mod cluster;
 pub mod node;
