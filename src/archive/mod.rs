@@ -1,15 +1,22 @@
 //! The archive: where every finished run goes to outlive Redis. What an `--archive` URL names
 //! ([`ArchiveUrl`], read where the configuration is read), the store it opens ([`Archive`], an
-//! `object_store` behind it, written create-only), and the parts it holds ([`part`]).
+//! `object_store` behind it, a directory or an S3 bucket, written create-only), and the parts it
+//! holds ([`part`]).
 
 pub mod part;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::prefix::PrefixStore;
+use object_store::{
+    BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+    RetryConfig,
+};
 
 /// Why an archive could not be named, opened or written.
 #[derive(Debug, thiserror::Error)]
@@ -23,14 +30,6 @@ pub enum ArchiveError {
         url: String,
         /// What is wrong with it.
         reason: &'static str,
-    },
-    /// An archive kind this version reads but cannot write yet.
-    #[error("archive URL {url:?}: {kind} archives are not supported yet; use file:///directory")]
-    Unsupported {
-        /// The value as given.
-        url: String,
-        /// The kind (`s3`).
-        kind: &'static str,
     },
     /// An object of a part's name holds other bytes than the part: written by something else,
     /// or by an exporter that was given other records under the same range (damage). Not
@@ -65,7 +64,8 @@ pub enum ArchiveUrl {
     /// `file:///dir`: a directory of this machine (shared by the replicas, or one per machine
     /// when each replica's parts are gathered later: names never collide).
     File(PathBuf),
-    /// `s3://bucket/prefix`: read, and refused at open until the S3 store is wired.
+    /// `s3://bucket/prefix`: a bucket of S3 or of a store that speaks its API, reached and
+    /// signed for as the usual `AWS_*` environment variables say (see [`Archive::open`]).
     S3 {
         /// The bucket.
         bucket: String,
@@ -138,12 +138,22 @@ pub struct Archive {
 }
 
 impl Archive {
-    /// Opens the archive `url` names; a directory is made if missing.
+    /// Opens the archive `url` names. A directory is made if missing. An S3 bucket is reached as
+    /// the usual AWS environment variables say (`AWS_ENDPOINT_URL` for a store other than AWS's,
+    /// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP` for an
+    /// endpoint without TLS; every `AWS_*` setting of `object_store`'s `AmazonS3Builder`), with
+    /// timeouts of its requests bounded (see [`S3_TIMEOUT`]) unless they set them.
     ///
     /// # Errors
-    /// [`ArchiveError::Unsupported`] for S3 (not wired yet), [`ArchiveError::Store`] when the
-    /// directory cannot be made.
+    /// [`ArchiveError::Store`] when the directory cannot be made, or when the environment
+    /// configures S3 wrongly (an unknown region, a malformed endpoint or setting).
     pub fn open(url: &ArchiveUrl) -> Result<Self, ArchiveError> {
+        let failed = |source| ArchiveError::Store {
+            archive: url.to_string(),
+            operation: "open",
+            name: String::new(),
+            source: Box::new(source),
+        };
         let store: Arc<dyn ObjectStore> = match url {
             ArchiveUrl::File(directory) => {
                 let made = std::fs::create_dir_all(directory).map_err(|source| {
@@ -154,20 +164,17 @@ impl Archive {
                 });
                 let store = made
                     .and_then(|()| LocalFileSystem::new_with_prefix(directory))
-                    .map_err(|source| ArchiveError::Store {
-                        archive: url.to_string(),
-                        operation: "open",
-                        name: String::new(),
-                        source: Box::new(source),
-                    })?;
+                    .map_err(failed)?;
                 // A part is acknowledged in Redis once written: it must be on disk by then.
                 Arc::new(store.with_fsync(true))
             }
-            ArchiveUrl::S3 { .. } => {
-                return Err(ArchiveError::Unsupported {
-                    url: url.to_string(),
-                    kind: "s3",
-                });
+            ArchiveUrl::S3 { bucket, prefix } => {
+                let store = s3_from_env(bucket).map_err(failed)?;
+                if prefix.is_empty() {
+                    Arc::new(store)
+                } else {
+                    Arc::new(PrefixStore::new(store, prefix.as_str()))
+                }
             }
         };
         Ok(Self {
@@ -184,6 +191,12 @@ impl Archive {
     /// Writes `bytes` as the object `name`, unless an object of that name exists: then it is
     /// read, and counts as written when it holds the same bytes.
     ///
+    /// Create-only where the store can (`PutMode::Create`: a hard link on files, a put with
+    /// `If-None-Match: *` on S3). On an S3 store told it cannot
+    /// (`AWS_CONDITIONAL_PUT=disabled`), the object is read first and written only when absent:
+    /// two exporters racing there write the same name with the same bytes (a part's name and
+    /// bytes come from its records' range alone), so the object is the part either way.
+    ///
     /// # Errors
     /// [`ArchiveError::Store`]: the store refused (unreachable, full, no permission);
     /// [`ArchiveError::Differs`]: an object of that name holds other bytes.
@@ -193,12 +206,7 @@ impl Archive {
             ..PutOptions::default()
         };
         let path = Path::from(name);
-        let failed = |operation, source| ArchiveError::Store {
-            archive: self.url.to_string(),
-            operation,
-            name: name.to_owned(),
-            source: Box::new(source),
-        };
+        let failed = |operation, source| self.failed(operation, name, source);
         match self
             .store
             .put_opts(&path, PutPayload::from(bytes.clone()), options)
@@ -206,23 +214,108 @@ impl Archive {
         {
             Ok(_) => Ok(Written::Now),
             Err(object_store::Error::AlreadyExists { .. }) => {
-                let found = match self.store.get(&path).await {
-                    Ok(found) => found.bytes().await,
-                    Err(source) => Err(source),
+                match self.found(&path, name).await? {
+                    Some(found) => self.same(name, &found, &bytes),
+                    // Moved away between the two calls: the next tick writes it.
+                    None => Err(failed(
+                        "read",
+                        object_store::Error::NotFound {
+                            path: name.to_owned(),
+                            source: "gone after the store said it exists".into(),
+                        },
+                    )),
                 }
-                .map_err(|source| failed("read", source))?;
-                if found == bytes {
-                    Ok(Written::Already)
-                } else {
-                    Err(ArchiveError::Differs {
-                        archive: self.url.to_string(),
-                        name: name.to_owned(),
-                    })
+            }
+            Err(object_store::Error::NotImplemented { .. }) => {
+                match self.found(&path, name).await? {
+                    Some(found) => self.same(name, &found, &bytes),
+                    None => {
+                        self.store
+                            .put(&path, PutPayload::from(bytes))
+                            .await
+                            .map_err(|source| failed("write", source))?;
+                        Ok(Written::Now)
+                    }
                 }
             }
             Err(source) => Err(failed("write", source)),
         }
     }
+
+    /// The bytes of the object `name`, `None` when there is none.
+    async fn found(&self, path: &Path, name: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
+        let read = match self.store.get(path).await {
+            Ok(found) => found.bytes().await,
+            Err(source) => Err(source),
+        };
+        match read {
+            Ok(found) => Ok(Some(found.to_vec())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(source) => Err(self.failed("read", name, source)),
+        }
+    }
+
+    /// Whether an object found under a part's name is the part.
+    fn same(&self, name: &str, found: &[u8], bytes: &[u8]) -> Result<Written, ArchiveError> {
+        if found == bytes {
+            Ok(Written::Already)
+        } else {
+            Err(ArchiveError::Differs {
+                archive: self.url.to_string(),
+                name: name.to_owned(),
+            })
+        }
+    }
+
+    /// The store's refusal of `operation` on the object `name`, naming the archive.
+    fn failed(
+        &self,
+        operation: &'static str,
+        name: &str,
+        source: object_store::Error,
+    ) -> ArchiveError {
+        ArchiveError::Store {
+            archive: self.url.to_string(),
+            operation,
+            name: name.to_owned(),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// How long one request to an S3 store may take, unless `AWS_TIMEOUT` says otherwise: a store
+/// that stopped answering fails the exporter's tick within it (the part is written again next
+/// tick), where no limit would hold the exporter, and a stopping replica, for good. A part is at
+/// most 1,000 gzipped records, a few MB at the largest payloads.
+pub const S3_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long connecting to an S3 store may take, unless `AWS_CONNECT_TIMEOUT` says otherwise.
+const S3_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The S3 store of `bucket`, configured from the environment, its timeouts bounded and its
+/// retries within a tick few: the exporter retries a refused part on its next tick anyway.
+fn s3_from_env(bucket: &str) -> Result<object_store::aws::AmazonS3, object_store::Error> {
+    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+    for (key, default) in [
+        (ClientConfigKey::Timeout, S3_TIMEOUT),
+        (ClientConfigKey::ConnectTimeout, S3_CONNECT_TIMEOUT),
+    ] {
+        let key = AmazonS3ConfigKey::Client(key);
+        if builder.get_config_value(&key).is_none() {
+            builder = builder.with_config(key, format!("{}s", default.as_secs()));
+        }
+    }
+    builder
+        .with_retry(RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(1),
+                base: 2.0,
+            },
+            max_retries: 2,
+            retry_timeout: Duration::from_secs(10),
+        })
+        .build()
 }
 
 #[cfg(test)]
@@ -255,10 +348,6 @@ mod tests {
         ] {
             assert!(ArchiveUrl::parse(refused).is_err(), "{refused}");
         }
-        assert!(matches!(
-            Archive::open(&ArchiveUrl::parse("s3://bucket").expect("s3")),
-            Err(ArchiveError::Unsupported { .. })
-        ));
     }
 
     #[tokio::test]

@@ -94,8 +94,9 @@ pub(super) struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
     retention: Duration,
     /// Where every finished attempt and skipped fire is archived, exactly once, to outlive
-    /// Redis: file:///DIR (with several namespaces, DIR/<namespace>). Every replica of a
-    /// namespace that archives must be given it.
+    /// Redis: file:///DIR (with several namespaces, DIR/<namespace>), or s3://BUCKET/PREFIX
+    /// configured by the usual AWS_* environment variables. Every replica of a namespace that
+    /// archives must be given it.
     #[arg(long, value_name = "URL", value_parser = archive_url)]
     archive: Option<ArchiveUrl>,
     /// With --archive: a part of the archive is written once its first outcome is this old
