@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod node;
 pub mod redis_server;
 pub mod replica;
+pub mod s3;
 pub mod scenario;
 pub mod schemas;
 pub mod sentinel;

@@ -1,0 +1,276 @@
+//! The archive on S3 (`run --archive s3://bucket/prefix`), against a real S3-compatible server
+//! on loopback (moto): every outcome Redis records is written once, through a `kill -9` between
+//! a part's write and its acknowledgement, with create-only puts (`If-None-Match: *`) and with
+//! the store told it has none; and through the store hanging for a minute while runs finish.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::archive::{assert_archived_once, outbox, part_records, recorded_outcomes, stop};
+use crate::util::replica::ReplicaProcess;
+use crate::util::s3::{BUCKET, S3Server};
+use crate::util::scenario::Scenario;
+use crate::util::{free_port, http_get, wait_until};
+
+/// The key prefix the tests archive under, inside the bucket.
+const PREFIX: &str = "redcron/prod";
+
+/// The `--archive` URL of the tests.
+fn url() -> String {
+    format!("s3://{BUCKET}/{PREFIX}")
+}
+
+/// Every record of every part in the bucket, with the name of the part it is in; asserts that
+/// every object is a part under the prefix.
+fn archived(s3: &S3Server) -> Vec<(String, Value)> {
+    let mut records = Vec::new();
+    for (name, bytes) in s3.objects() {
+        assert!(
+            name.starts_with(&format!("{PREFIX}/runs/v1/")) && name.ends_with(".ndjson.gz"),
+            "{name} is no part under {PREFIX}"
+        );
+        for record in part_records(&name, &bytes) {
+            records.push((name.clone(), record));
+        }
+    }
+    records
+}
+
+/// Starts replica `id` archiving to `s3`, with `extra` flags and `env` besides the store's.
+fn replica(
+    scenario: &Scenario,
+    s3: &S3Server,
+    id: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> ReplicaProcess {
+    let url = url();
+    let mut flags = vec!["--archive", url.as_str(), "--archive-part-age", "1s"];
+    flags.extend_from_slice(extra);
+    let store_env = s3.env();
+    let mut all: Vec<(&str, &str)> = store_env
+        .iter()
+        .map(|(key, value)| (*key, value.as_str()))
+        .collect();
+    all.extend_from_slice(env);
+    scenario.replica_with_env(id, &flags, &all)
+}
+
+/// Asserts that every run the ledger says ran, and Redis recorded as succeeded, is archived as
+/// succeeded.
+#[track_caller]
+fn assert_ledger_archived(scenario: &Scenario, records: &[Value]) {
+    let succeeded: BTreeSet<&str> = records
+        .iter()
+        .filter(|record| record["outcome"] == "succeeded")
+        .filter_map(|record| record["id"].as_str())
+        .collect();
+    let ledger = scenario.ledger();
+    assert!(!ledger.is_empty(), "no run ran");
+    for (run, _, _) in ledger {
+        // A fire a killed replica ran may have no outcome yet: its lease decides.
+        if scenario.run_state(&run).0.as_deref() == Some("succeeded") {
+            assert!(
+                succeeded.contains(run.as_str()),
+                "{run} ran, and is not archived"
+            );
+        }
+    }
+}
+
+#[test]
+fn outcomes_are_archived_in_s3_once_matching_the_ledger() {
+    let s3 = S3Server::start();
+    let scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
+    let replicas = vec![
+        replica(&scenario, &s3, "r1", &[], &[]),
+        replica(&scenario, &s3, "r2", &[], &[]),
+    ];
+    let logs = || ReplicaProcess::logs(&replicas);
+    // Parts are written while the replicas run, not only when they stop.
+    assert!(
+        wait_until(Duration::from_secs(60), || archived(&s3).len() >= 10),
+        "the bucket holds {} records\n{}\n{}",
+        archived(&s3).len(),
+        logs(),
+        s3.log()
+    );
+    let logs = stop(replicas);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    let records = assert_archived_once(&scenario, archived(&s3), &logs);
+    assert_ledger_archived(&scenario, &records);
+}
+
+/// r1 writes a part and stalls before acknowledging it, and is killed with `kill -9`; r2,
+/// started with `env`, takes the part over once r1 has held it a run lease, finds it written,
+/// and archives what follows: no record twice, none missing.
+fn killed_exporter_leaves_no_duplicate_and_no_gap(env: &[(&str, &str)]) {
+    let s3 = S3Server::start();
+    let scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
+    let stall = scenario.dir.path().join("stall");
+    let lease = ["--run-lease", "2s"];
+    let stall_env = [(
+        "REDCRON_TEST_FAULT_ARCHIVE_STALL",
+        stall.to_str().expect("UTF-8"),
+    )];
+    let mut r1 = replica(&scenario, &s3, "r1", &lease, &stall_env);
+    assert!(
+        wait_until(Duration::from_secs(20), || scenario
+            .leader()
+            .is_some_and(|token| token.starts_with("r1:"))),
+        "r1 never led\n{}",
+        r1.log()
+    );
+    std::fs::write(&stall, "").expect("arm the fault point");
+    assert!(
+        wait_until(Duration::from_secs(30), || r1
+            .log()
+            .contains("stalling before its acknowledgement")),
+        "r1 never wrote a part\n{}\n{}",
+        r1.log(),
+        s3.log()
+    );
+    let written = archived(&s3);
+    assert!(!written.is_empty(), "the stalled part is not in the bucket");
+    let (_, given) = outbox(&scenario);
+    assert_eq!(given, 1, "the stalled part is not recorded as given");
+
+    let r2 = replica(&scenario, &s3, "r2", &lease, env);
+    r1.kill9();
+    assert!(
+        wait_until(Duration::from_secs(30), || scenario
+            .leader()
+            .is_some_and(|token| token.starts_with("r2:"))),
+        "r2 never led after r1 was killed\n{}",
+        r2.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            let (_, given) = outbox(&scenario);
+            given == 0 && archived(&s3).len() > written.len()
+        }),
+        "the stalled part was never acknowledged by r2: {:?}\n{}",
+        outbox(&scenario),
+        r2.log()
+    );
+    assert!(
+        r2.log().contains("the part was written already"),
+        "r2 did not find the stalled part written\n{}",
+        r2.log()
+    );
+    let logs = stop(vec![r2]);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    let records = assert_archived_once(&scenario, archived(&s3), &logs);
+    for (_, stalled) in &written {
+        let event = &stalled["event"];
+        assert_eq!(
+            records
+                .iter()
+                .filter(|record| &record["event"] == event)
+                .count(),
+            1,
+            "a record of the stalled part is not archived once: {stalled}"
+        );
+    }
+    assert_ledger_archived(&scenario, &records);
+}
+
+#[test]
+fn a_part_written_to_s3_by_a_killed_exporter_is_archived_once_by_another() {
+    killed_exporter_leaves_no_duplicate_and_no_gap(&[]);
+}
+
+#[test]
+fn a_store_without_create_only_puts_still_archives_a_taken_over_part_once() {
+    // The store is told it cannot put create-only: parts are read before they are written.
+    killed_exporter_leaves_no_duplicate_and_no_gap(&[("AWS_CONDITIONAL_PUT", "disabled")]);
+}
+
+/// The replica's `redcron_archive_lag_seconds`, read from its metrics endpoint.
+fn lag_seconds(port: u16) -> Option<f64> {
+    let (status, body) = http_get(port, "/metrics");
+    if status != 200 {
+        return None;
+    }
+    body.lines()
+        .filter(|line| line.starts_with("redcron_archive_lag_seconds"))
+        .find_map(|line| line.split_whitespace().last()?.parse().ok())
+}
+
+#[test]
+fn a_store_down_for_a_minute_delays_the_archive_and_loses_and_repeats_nothing() {
+    let s3 = S3Server::start();
+    let scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
+    let port = free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let r1 = replica(&scenario, &s3, "r1", &["--metrics-addr", &metrics], &[]);
+    assert!(
+        wait_until(Duration::from_secs(60), || !archived(&s3).is_empty()),
+        "nothing archived\n{}",
+        r1.log()
+    );
+
+    // Frozen, moto takes connections and answers none: each part's put times out.
+    s3.freeze();
+    let frozen = std::time::Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(60), || r1
+            .log()
+            .contains("the archive refused a part")),
+        "the frozen store never failed a put\n{}",
+        r1.log()
+    );
+    let refused_after = frozen.elapsed();
+    // The lag the replica exports grows while runs finish and nothing is archived.
+    assert!(
+        wait_until(Duration::from_secs(60), || lag_seconds(port)
+            .is_some_and(|lag| lag >= 30.0)),
+        "the archive's lag did not grow: {:?}\n{}",
+        lag_seconds(port),
+        r1.log()
+    );
+    // A scenario of time: the store stays down a minute in all.
+    std::thread::sleep(Duration::from_secs(60).saturating_sub(frozen.elapsed()));
+    let down = frozen.elapsed();
+    let (waiting, _) = outbox(&scenario);
+    let recorded_down: BTreeSet<String> = recorded_outcomes(&scenario).into_keys().collect();
+    assert!(
+        waiting >= 30,
+        "{waiting} records wait after {down:?} down\n{}",
+        r1.log()
+    );
+
+    s3.thaw();
+    // The backlog drains: every outcome recorded while the store was down is archived, and
+    // the lag falls back.
+    assert!(
+        wait_until(Duration::from_secs(90), || {
+            let events: BTreeSet<String> = archived(&s3)
+                .into_iter()
+                .filter_map(|(_, record)| record["event"].as_str().map(str::to_owned))
+                .collect();
+            recorded_down.is_subset(&events)
+        }),
+        "the backlog was not archived\n{}",
+        r1.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || lag_seconds(port)
+            .is_some_and(|lag| lag < 10.0)),
+        "the archive's lag stayed at {:?}\n{}",
+        lag_seconds(port),
+        r1.log()
+    );
+    let logs = stop(vec![r1]);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    let records = assert_archived_once(&scenario, archived(&s3), &logs);
+    assert_ledger_archived(&scenario, &records);
+    eprintln!(
+        "store down {down:?}: first put refused after {refused_after:?}, {waiting} records waited"
+    );
+}
