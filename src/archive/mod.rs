@@ -283,27 +283,24 @@ impl Archive {
     }
 }
 
-/// How long one request to an S3 store may take, unless `AWS_TIMEOUT` says otherwise: a store
-/// that stopped answering fails the exporter's tick within it (the part is written again next
-/// tick), where no limit would hold the exporter, and a stopping replica, for good. A part is at
-/// most 1,000 gzipped records, a few MB at the largest payloads.
+/// How long one request to an S3 store may take, unless `AWS_TIMEOUT` says otherwise (where
+/// `object_store` would allow 30 s): a store that stopped answering fails the exporter's tick
+/// within it (the part is written again next tick), where no limit would hold the exporter, and
+/// a stopping replica, for good. A part is at most 1,000 gzipped records, a few MB at the
+/// largest payloads. Connecting is bounded by `object_store`'s own 5 s.
 pub const S3_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// How long connecting to an S3 store may take, unless `AWS_CONNECT_TIMEOUT` says otherwise.
-const S3_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The S3 store of `bucket`, configured from the environment, its timeouts bounded and its
+/// The S3 store of `bucket`, configured from the environment, its requests bounded and its
 /// retries within a tick few: the exporter retries a refused part on its next tick anyway.
 fn s3_from_env(bucket: &str) -> Result<object_store::aws::AmazonS3, object_store::Error> {
     let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-    for (key, default) in [
-        (ClientConfigKey::Timeout, S3_TIMEOUT),
-        (ClientConfigKey::ConnectTimeout, S3_CONNECT_TIMEOUT),
-    ] {
-        let key = AmazonS3ConfigKey::Client(key);
-        if builder.get_config_value(&key).is_none() {
-            builder = builder.with_config(key, format!("{}s", default.as_secs()));
-        }
+    // Read by from_env when set; its absence is not the builder's to tell, which holds
+    // object_store's default then.
+    if std::env::var_os("AWS_TIMEOUT").is_none() {
+        builder = builder.with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+            format!("{}s", S3_TIMEOUT.as_secs()),
+        );
     }
     builder
         .with_retry(RetryConfig {
