@@ -237,6 +237,14 @@ fn a_store_down_for_a_minute_delays_the_archive_and_loses_and_repeats_nothing() 
     // A scenario of time: the store stays down a minute in all.
     std::thread::sleep(Duration::from_secs(60).saturating_sub(frozen.elapsed()));
     let down = frozen.elapsed();
+    // Each put to the frozen store fails within its timeout (20 s), and the part is tried
+    // again: a put that hung would leave one refusal at most.
+    let refusals = r1.log().matches("the archive refused a part").count();
+    assert!(
+        refusals >= 2,
+        "{refusals} puts failed in {down:?} down: one hung\n{}",
+        r1.log()
+    );
     let (waiting, _) = outbox(&scenario);
     let recorded_down: BTreeSet<String> = recorded_outcomes(&scenario).into_keys().collect();
     assert!(
@@ -271,6 +279,7 @@ fn a_store_down_for_a_minute_delays_the_archive_and_loses_and_repeats_nothing() 
     let records = assert_archived_once(&scenario, archived(&s3), &logs);
     assert_ledger_archived(&scenario, &records);
     eprintln!(
-        "store down {down:?}: first put refused after {refused_after:?}, {waiting} records waited"
+        "store down {down:?}: first put refused after {refused_after:?}, {refusals} refused, \
+         {waiting} records waited"
     );
 }
