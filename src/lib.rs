@@ -71,5 +71,6 @@ pub mod replica;
 pub mod schedule;
 pub mod shutdown;
 pub mod store;
+mod tls;
 #[cfg(feature = "web")]
 pub mod web;

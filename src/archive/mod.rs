@@ -293,6 +293,7 @@ pub const S3_TIMEOUT: Duration = Duration::from_secs(20);
 /// The S3 store of `bucket`, configured from the environment, its requests bounded and its
 /// retries within a tick few: the exporter retries a refused part on its next tick anyway.
 fn s3_from_env(bucket: &str) -> Result<object_store::aws::AmazonS3, object_store::Error> {
+    crate::tls::install_provider();
     let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
     // Read by from_env when set; its absence is not the builder's to tell, which holds
     // object_store's default then.

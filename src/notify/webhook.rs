@@ -29,9 +29,7 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
 /// The client webhooks are posted with: each request bounded by `timeout`, connection
 /// included; no redirects (a notice goes where the file says).
 pub(super) fn client(timeout: Duration) -> Result<reqwest::Client, String> {
-    // The HTTP client finds its TLS provider only where it was installed for the process; ring
-    // is the one the build has (for rediss:// too). Already installed is as good.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::tls::install_provider();
     reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)

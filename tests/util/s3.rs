@@ -115,6 +115,8 @@ impl S3Server {
 
     /// Every object of the bucket: its name and its bytes.
     pub fn objects(&self) -> Vec<(String, Vec<u8>)> {
+        // The HTTP client takes the process's TLS provider, as redcron's does.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let store: Arc<dyn ObjectStore> = Arc::new(
             AmazonS3Builder::new()
                 .with_endpoint(self.endpoint())
