@@ -4,6 +4,7 @@
 //! holds ([`part`]).
 
 pub mod part;
+pub mod read;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -8,7 +8,7 @@ use std::io::Write;
 use chrono::{DateTime, Utc};
 use flate2::GzBuilder;
 use flate2::write::GzEncoder;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::store::{ArchivePart, ArchiveRecord, record_ms};
 
@@ -50,7 +50,7 @@ pub fn encode(part: &ArchivePart) -> Vec<u8> {
 
 /// One record as the archive holds it: `history --json`'s fields for the attempt, and those of
 /// `runs show --json` that every attempt of the run shares. What a record lacks is null.
-#[derive(Debug, Serialize, PartialEq, Eq)]
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Document {
     /// The schema's version.
     pub v: u32,
