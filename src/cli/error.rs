@@ -46,6 +46,9 @@ pub enum CliError {
     /// The archive (`--archive`) cannot be opened.
     #[error("{0}")]
     Archive(#[from] crate::archive::ArchiveError),
+    /// The archive (`--archive`, or the namespace's) cannot be read.
+    #[error("{0}")]
+    ArchiveRead(#[from] crate::archive::read::ReadError),
     /// A configuration file that cannot be read, or says something wrong.
     #[error("{0}")]
     Config(#[from] config::ConfigError),

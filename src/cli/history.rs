@@ -1,15 +1,19 @@
-//! `redcron history`: the runs that ended lately, newest first, from the events stream.
+//! `redcron history`: the runs that ended, newest first, from the events stream and, with
+//! `--archive`, from the archive too, as one history.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::output::ListFormat;
-use super::times::{duration, rfc3339};
+use super::output::{ListFormat, printable};
+use super::times::{duration, parse_instant, rfc3339};
 use super::{CliError, RedisArgs, block_on, list_count, write_table};
-use crate::client::Client;
+use crate::archive::ArchiveUrl;
+use crate::archive::part::Document;
+use crate::archive::read::{ReadError, Reader};
+use crate::client::{Client, ClientError, EVENTS_SCANNED};
 use crate::store::{Event, RunState};
 
 #[derive(Debug, Args)]
@@ -27,6 +31,17 @@ pub(super) struct HistoryArgs {
     /// id, as `status` lists it).
     #[arg(long, value_name = "ID")]
     replica: Option<String>,
+    /// Only outcomes recorded at this instant or later: RFC 3339, or a span before now (2h,
+    /// 7d).
+    #[arg(long, value_name = "T")]
+    since: Option<String>,
+    /// Only outcomes recorded at this instant or earlier, in the same forms.
+    #[arg(long, value_name = "T")]
+    until: Option<String>,
+    /// Read the archive too (the namespace's `run --archive` URL): outcomes Redis no longer
+    /// holds are listed with the others, each once.
+    #[arg(long, value_name = "URL", value_parser = super::run::archive_url)]
+    archive: Option<ArchiveUrl>,
     #[command(flatten)]
     format: ListFormat,
     #[command(flatten)]
@@ -58,43 +73,234 @@ pub(crate) fn history_document(event: &Event, run: &HashMap<String, String>) -> 
 }
 
 pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), CliError> {
-    let rows: Vec<(Event, HashMap<String, String>)> = block_on(async {
+    let reader = args.archive.as_ref().map(Reader::open).transpose()?;
+    let mut unread = Vec::new();
+    let runs: Vec<Value> = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
-        client
+        let (since_ms, until_ms) = window(&client, args).await?;
+        // A window may leave out the newest outcomes: Redis's are read as far as `history`
+        // reads, then kept within it.
+        let asked = if since_ms.is_some() || until_ms.is_some() {
+            EVENTS_SCANNED
+        } else {
+            args.count
+        };
+        let read = client
             .history(
                 args.job.as_deref(),
                 args.replica.as_deref(),
-                args.count,
+                asked,
                 args.failed,
             )
-            .await
-            .map_err(CliError::from)
-    })?
-    .into_iter()
-    .map(|entry| (entry.event, entry.run))
-    .collect();
-    if args.format.is_json() {
-        // Numbers are numbers and what a run lacks is null; each instant is RFC 3339 for people
-        // and `_ms` for arithmetic.
-        let runs: Vec<Value> = rows
+            .await;
+        let entries = match (read, &reader) {
+            (Ok(entries), _) => entries,
+            // A job that left Redis long ago may be in the archive: unknown only if not there.
+            (Err(ClientError::UnknownJob(_)), Some(_)) => Vec::new(),
+            (Err(error), _) => return Err(error.into()),
+        };
+        let within = |at_ms: i64| {
+            since_ms.is_none_or(|since| at_ms >= since)
+                && until_ms.is_none_or(|until| at_ms <= until)
+        };
+        let hot: Vec<Value> = entries
             .iter()
-            .map(|(event, run)| history_document(event, run))
+            .filter(|entry| within(entry.event.at_ms))
+            .take(args.count)
+            .map(|entry| history_document(&entry.event, &entry.run))
             .collect();
+        let Some(reader) = &reader else {
+            return Ok(hot);
+        };
+        let runs = merged(args, reader, hot, (since_ms, until_ms), &mut unread).await;
+        if runs.is_empty()
+            && let Some(job) = &args.job
+            && !client
+                .store()
+                .is_declared(job)
+                .await
+                .map_err(ClientError::from)?
+        {
+            return Err(CliError::UnknownJob(job.clone()));
+        }
+        Ok(runs)
+    })?;
+    // What could not be read is said, and what could is shown: a damaged part hides no other.
+    for error in &unread {
+        let _ = writeln!(
+            std::io::stderr(),
+            "redcron history: {}",
+            printable(&error.to_string())
+        );
+    }
+    write_history(args, out, runs)?;
+    match unread
+        .into_iter()
+        .find(|error| !matches!(error, ReadError::Damaged { .. }))
+    {
+        Some(error) => Err(error.into()),
+        None => Ok(()),
+    }
+}
+
+/// The instants `--since` and `--until` stand for, ms; a span is counted back from Redis's
+/// clock.
+async fn window(
+    client: &Client,
+    args: &HistoryArgs,
+) -> Result<(Option<i64>, Option<i64>), CliError> {
+    if args.since.is_none() && args.until.is_none() {
+        return Ok((None, None));
+    }
+    let now_ms = client.store().now_ms().await.map_err(ClientError::from)?;
+    let read = |name: &str, text: &Option<String>| {
+        text.as_deref()
+            .map(|text| parse_instant(text, now_ms))
+            .transpose()
+            .map_err(|error| CliError::Argument(format!("--{name}: {error}")))
+    };
+    let (since_ms, until_ms) = (read("since", &args.since)?, read("until", &args.until)?);
+    if let (Some(since_ms), Some(until_ms)) = (since_ms, until_ms)
+        && since_ms > until_ms
+    {
+        return Err(CliError::Argument(
+            "--since is after --until: no outcome is recorded between them".to_owned(),
+        ));
+    }
+    Ok((since_ms, until_ms))
+}
+
+/// The outcome an element of `history --json` is: the same run, outcome and attempt recorded
+/// in the same millisecond. An event and the record of the same outcome share all four (the
+/// record's `at_ms` is its event's), while two outcomes of one run differ in one of them.
+type Outcome = (String, i64, String, String);
+
+fn outcome_of(document: &Value) -> Outcome {
+    (
+        text(document, "id"),
+        document["at_ms"].as_i64().unwrap_or_default(),
+        text(document, "outcome"),
+        text(document, "attempt"),
+    )
+}
+
+/// A field of a `history --json` element as the table shows it: '' for null.
+fn text(document: &Value, name: &str) -> String {
+    match &document[name] {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// `hot`, the outcomes Redis holds newest first, and those of the archive, newest first and
+/// each once, `--count` of them at most; what of the archive could not be read goes to
+/// `unread`.
+async fn merged(
+    args: &HistoryArgs,
+    reader: &Reader,
+    hot: Vec<Value>,
+    (since_ms, until_ms): (Option<i64>, Option<i64>),
+    unread: &mut Vec<ReadError>,
+) -> Vec<Value> {
+    let in_redis: HashSet<Outcome> = hot.iter().map(outcome_of).collect();
+    let mut hot = hot.into_iter().peekable();
+    let mut cold = reader.newest_first(since_ms, until_ms);
+    let mut next_cold = None;
+    let mut runs = Vec::new();
+    while runs.len() < args.count {
+        if next_cold.is_none() {
+            next_cold = loop {
+                match cold.next().await {
+                    None => break None,
+                    Some(Err(error)) => unread.push(error),
+                    Some(Ok(record)) if shown(args, &record) => {
+                        let document = archived_document(&record);
+                        if !in_redis.contains(&outcome_of(&document)) {
+                            break Some(document);
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                }
+            };
+        }
+        let newer_hot = match (hot.peek(), &next_cold) {
+            (Some(hot), Some(cold)) => hot["at_ms"].as_i64() >= cold["at_ms"].as_i64(),
+            (hot, _) => hot.is_some(),
+        };
+        let next = if newer_hot {
+            hot.next()
+        } else {
+            next_cold.take()
+        };
+        match next {
+            Some(document) => runs.push(document),
+            None => break,
+        }
+    }
+    runs
+}
+
+/// Whether the archive's `record` is one the filters keep: `JOB`, `--failed`, `--replica`.
+fn shown(args: &HistoryArgs, record: &Document) -> bool {
+    let failed = matches!(
+        record.outcome.as_deref().and_then(RunState::parse),
+        Some(RunState::Dead | RunState::Retrying)
+    );
+    args.job
+        .as_ref()
+        .is_none_or(|job| record.job.as_ref() == Some(job))
+        && (!args.failed || failed)
+        && args
+            .replica
+            .as_ref()
+            .is_none_or(|replica| record.replica.as_ref() == Some(replica))
+}
+
+/// An archive's record as an element of `history --json`: the fields they share (the record's
+/// output is its own attempt's, whichever attempt it was).
+fn archived_document(record: &Document) -> Value {
+    json!({
+        "id": record.id,
+        "job": record.job,
+        "replica": record.replica,
+        "outcome": record.outcome,
+        "at": record.at,
+        "at_ms": record.at_ms,
+        "fire": record.fire,
+        "fire_ms": record.fire_ms,
+        "started": record.started,
+        "started_ms": record.started_ms,
+        "duration_ms": record.duration_ms,
+        "attempt": record.attempt,
+        "exit_code": record.exit_code,
+        "reason": record.reason,
+        "error": record.error,
+        "output": record.output,
+    })
+}
+
+/// Writes the outcomes: a table, or `--json` / `--jsonl`.
+fn write_history(
+    args: &HistoryArgs,
+    out: &mut impl Write,
+    runs: Vec<Value>,
+) -> Result<(), CliError> {
+    if args.format.is_json() {
         return args
             .format
             .write(out, "runs", runs)
             .map_err(CliError::io("writing the history"));
     }
-    if rows.is_empty() {
+    if runs.is_empty() {
         return writeln!(out, "no runs recorded").map_err(CliError::io("writing the history"));
     }
-    let table: Vec<Vec<String>> = rows
+    let table: Vec<Vec<String>> = runs
         .iter()
-        .map(|(event, run)| {
-            let entry = HistoryEntry::new(event, run);
-            let text = |name: &str| entry.field(name).unwrap_or_default().to_owned();
+        .map(|run| {
+            let text = |name: &str| text(run, name);
             let failed = matches!(
-                RunState::parse(&text("state")),
+                RunState::parse(&text("outcome")),
                 Some(RunState::Dead | RunState::Retrying)
             );
             let tail = if failed {
@@ -109,13 +315,15 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
                 String::new()
             };
             vec![
-                entry.run_id.clone(),
+                text("id"),
                 text("job"),
-                entry.replica().unwrap_or_default().to_owned(),
-                text("state"),
-                entry.fire_ms().map_or_else(String::new, rfc3339),
-                entry.started_ms().map_or_else(String::new, rfc3339),
-                entry.duration_ms().map_or_else(String::new, duration),
+                text("replica"),
+                text("outcome"),
+                text("fire"),
+                text("started"),
+                run["duration_ms"]
+                    .as_i64()
+                    .map_or_else(String::new, duration),
                 text("attempt"),
                 text("exit_code"),
                 text("reason"),

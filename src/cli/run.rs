@@ -107,7 +107,7 @@ pub(super) struct RunArgs {
 }
 
 /// Reads `--archive`.
-fn archive_url(text: &str) -> Result<ArchiveUrl, String> {
+pub(super) fn archive_url(text: &str) -> Result<ArchiveUrl, String> {
     ArchiveUrl::parse(text).map_err(|error| error.to_string())
 }
 
