@@ -10,6 +10,8 @@ use serde_json::{Map, Value};
 use super::output::{ListFormat, printable, printable_cell};
 use super::times::{duration, relative, rfc3339};
 use super::{CliError, RedisArgs, block_on, list_count, typed_fields, write_table};
+use crate::archive::ArchiveUrl;
+use crate::archive::read::{ArchivedRun, ReadError, Reader};
 use crate::client::{Client, ClientError, RunsQuery};
 use crate::store::{OutputSoFar, RunState};
 
@@ -78,6 +80,10 @@ pub(super) struct RunShowArgs {
     /// the run's exit code (1 when it has none: killed, timed out, skipped).
     #[arg(long, conflicts_with = "json")]
     follow: bool,
+    /// Where to look for a run Redis no longer holds (the namespace's `run --archive` URL);
+    /// without it, the archive the namespace's replicas write to, if any.
+    #[arg(long, value_name = "URL", value_parser = super::run::archive_url, conflicts_with = "follow")]
+    archive: Option<ArchiveUrl>,
 }
 
 /// The instants of a run's record, ms since the epoch: `--json` adds each as RFC 3339 under its
@@ -118,6 +124,7 @@ pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(),
         RunsCommand::Show(RunShowArgs {
             show: ShowArgs { id, redis, .. },
             follow: true,
+            ..
         }) => block_on(async {
             let client = Client::from_store(redis.connect().await?);
             follow(&client, id, out).await
@@ -125,19 +132,68 @@ pub(super) fn execute(command: &RunsCommand, out: &mut impl Write) -> Result<(),
         RunsCommand::Show(RunShowArgs {
             show: ShowArgs { id, json, redis },
             follow: false,
+            archive,
         }) => {
-            let (fields, so_far) = block_on(async {
+            let shown = block_on(async {
                 let client = Client::from_store(redis.connect().await?);
                 let fields = client.run(id).await.map_err(CliError::from)?;
                 if fields.is_empty() {
+                    if let Some(reader) =
+                        Reader::of_namespace(client.store(), archive.as_ref()).await?
+                        && let Some(run) = reader.run(id, say_damage).await?
+                    {
+                        let part = reader.object_url(&run.part);
+                        return Ok(Shown::Archived(run, part));
+                    }
                     return Err(no_record(&client, id).await);
                 }
                 let so_far = output_so_far(&client, id, &fields).await?;
-                Ok::<_, CliError>((fields, so_far))
+                Ok::<_, CliError>(Shown::Redis(fields, so_far))
             })?;
-            write_run(out, id, fields, so_far.as_ref(), *json)
+            match shown {
+                Shown::Redis(fields, so_far) => write_run(out, id, fields, so_far.as_ref(), *json),
+                Shown::Archived(run, part) => write_archived(out, id, &run, &part, *json),
+            }
         }
     }
+}
+
+/// Where `runs show` found its run.
+enum Shown {
+    /// Redis holds it: its record, and its output so far while it runs.
+    Redis(HashMap<String, String>, Option<OutputSoFar>),
+    /// Only the archive does: its records, and the URL of the part holding its last.
+    Archived(ArchivedRun, String),
+}
+
+/// Says a damaged part or line of the archive on standard error: what could be read is shown.
+fn say_damage(error: ReadError) {
+    say(&format!("redcron runs show: {error}"));
+}
+
+/// Writes a run found in the archive as [`write_run`] writes one of Redis, with a line (text)
+/// or a field (`archived_in`, JSON) saying where it was found.
+fn write_archived(
+    out: &mut impl Write,
+    id: &str,
+    run: &ArchivedRun,
+    part: &str,
+    json: bool,
+) -> Result<(), CliError> {
+    let fields = run.fields();
+    if json {
+        let mut document = shown_run_document(id, fields, None);
+        document.insert("archived_in".to_owned(), part.into());
+        return writeln!(out, "{}", Value::Object(document))
+            .map_err(CliError::io("writing the run"));
+    }
+    write_run(out, id, fields, None, false)?;
+    writeln!(
+        out,
+        "from the archive: Redis no longer holds this run; its last outcome is in {}",
+        printable(part)
+    )
+    .map_err(CliError::io("writing the run"))
 }
 
 /// The error for run `id`, which has no record: a planned fire that is not due yet, or no run.

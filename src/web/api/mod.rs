@@ -6,7 +6,9 @@ mod reads;
 mod workflows;
 
 pub(super) use actions::trigger_job;
-pub(super) use reads::{RunsParams, Status, no_method, no_route, read_runs, read_status};
+pub(super) use reads::{
+    RunsParams, Status, archived_run, no_method, no_route, read_runs, read_status,
+};
 pub(super) use workflows::{WorkflowsParams, list_workflows, retry_workflow};
 
 use axum::Router;

@@ -6,7 +6,10 @@ use axum::http::{Method, StatusCode, Uri};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use tracing::warn;
+
 use super::{Params, Segment};
+use crate::archive::read::{ArchivedRun, ReadError, Reader};
 use crate::cli::dead::dead_document;
 use crate::cli::history::history_document;
 use crate::cli::runs::{output_so_far, run_document, shown_run_document};
@@ -255,7 +258,8 @@ async fn window(
     Ok((since_ms, until_ms))
 }
 
-/// `runs show --json`.
+/// `runs show --json`: from the archive once Redis no longer holds the run, as `runs show`
+/// reads it there (with `archived_in`).
 pub(super) async fn run(
     _: Caller,
     State(state): State<WebState>,
@@ -263,7 +267,12 @@ pub(super) async fn run(
 ) -> Result<Json<Value>, ApiError> {
     let fields = state.client().run(&id).await?;
     if fields.is_empty() {
-        return Err(ApiError::unknown_run(&id));
+        let Some((run, part)) = archived_run(&state, &id).await? else {
+            return Err(ApiError::unknown_run(&id));
+        };
+        let mut document = shown_run_document(&id, run.fields(), None);
+        document.insert("archived_in".to_owned(), part.into());
+        return Ok(Json(Value::Object(document)));
     }
     let so_far = output_so_far(state.client(), &id, &fields).await?;
     Ok(Json(Value::Object(shown_run_document(
@@ -271,6 +280,38 @@ pub(super) async fn run(
         fields,
         so_far.as_ref(),
     ))))
+}
+
+/// Run `id` as the namespace's archive holds it (`{ns}:archive-to`), with the URL of the part
+/// holding its last outcome; `None` for a namespace that does not archive, or an archive with
+/// no record of it. A damaged part met on the way is logged, and the others read.
+///
+/// # Errors
+/// `archive-unavailable` (503) when the archive cannot be opened or read; Redis's errors.
+pub(crate) async fn archived_run(
+    state: &WebState,
+    id: &str,
+) -> Result<Option<(ArchivedRun, String)>, ApiError> {
+    let unavailable = |error: ReadError| match error {
+        ReadError::Marker(error) => ApiError::from(error),
+        other => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "archive-unavailable",
+            other.to_string(),
+        ),
+    };
+    let Some(reader) = Reader::of_namespace(state.client().store(), None)
+        .await
+        .map_err(unavailable)?
+    else {
+        return Ok(None);
+    };
+    let damaged = |error: ReadError| warn!(%error, "a damaged part of the archive");
+    let found = reader.run(id, damaged).await.map_err(unavailable)?;
+    Ok(found.map(|run| {
+        let part = reader.object_url(&run.part);
+        (run, part)
+    }))
 }
 
 /// Which outcomes `/history` lists.

@@ -16,7 +16,7 @@ use super::{PageContext, layout};
 use crate::cli::runs::{output_so_far, readable, shown_run_document};
 use crate::cli::times::{relative, rfc3339};
 use crate::store::Event;
-use crate::web::api::Segment;
+use crate::web::api::{Segment, archived_run};
 use crate::web::{ApiError, WebState};
 
 /// The record's fields the page names at its top, in order, with their labels.
@@ -44,7 +44,8 @@ const INSTANTS: [(&str, &str); 6] = [
     ("redriven_ms", "re-driven from the dead letters"),
 ];
 
-/// `GET /runs/{id}`: the run, or a 404 in the layout for a run Redis no longer holds.
+/// `GET /runs/{id}`: the run, from the archive once Redis no longer holds it (the namespace's
+/// `{ns}:archive-to`), or a 404 in the layout for a run neither holds.
 pub(super) async fn page(
     context: PageContext,
     State(state): State<WebState>,
@@ -71,16 +72,44 @@ pub(super) async fn page(
         Ok(None) => {
             return match client.due_at(&id).await {
                 Ok((Some(due_ms), now_ms)) => planned(&context, &id, due_ms, now_ms),
-                Ok((None, _)) => gone(&context, &id),
+                Ok((None, now_ms)) => match archived_run(&state, &id).await {
+                    Ok(Some((run, part))) => {
+                        let events = run.events();
+                        let document = shown_run_document(&id, run.fields(), None);
+                        drawn(&context, &id, &document, &events, now_ms, Some(&part))
+                    }
+                    Ok(None) => gone(&context, &id),
+                    Err(error) => failed(&context, "Run", &error, html! {}),
+                },
                 Err(error) => failed(&context, "Run", &error.into(), html! {}),
             };
         }
         Err(error) => return failed(&context, "Run", &error, html! {}),
     };
+    drawn(&context, &id, &run, &events, now_ms, None)
+}
+
+/// The page of run `id` whose document is `run`: what it is, its timeline from `events`, its
+/// payload and its output; `archived_in`, the part holding its last outcome, for a run read from
+/// the archive once Redis no longer holds it.
+fn drawn(
+    context: &PageContext,
+    id: &str,
+    run: &Map<String, Value>,
+    events: &[Event],
+    now_ms: i64,
+    archived_in: Option<&str>,
+) -> Response {
     let title = format!("Run {id}");
     let running = run["state"] == "active";
     let main = html! {
         h1 { "Run " code { (id) } }
+        @if let Some(part) = archived_in {
+            p #archived {
+                "From the archive: Redis no longer holds this run. Its last outcome is in "
+                code { (part) } "."
+            }
+        }
         section #facts aria-labelledby="facts-h" {
             h2 #facts-h { "What it is" }
             dl.facts {
@@ -104,7 +133,7 @@ pub(super) async fn page(
         }
         section #timeline aria-labelledby="timeline-h" {
             h2 #timeline-h { "Timeline" }
-            (timeline(&id, &run, &events, now_ms))
+            (timeline(id, run, events, now_ms))
         }
         section #payload aria-labelledby="payload-h" {
             h2 #payload-h { "Payload" }
@@ -116,7 +145,7 @@ pub(super) async fn page(
         section #output aria-labelledby="output-h" {
             h2 #output-h { "Output" }
             @if running {
-                (live(&context, &id, &run))
+                (live(context, id, run))
             } @else {
                 @match run["output"].as_str().filter(|output| !output.is_empty()) {
                     Some(output) => pre tabindex="0" { (output) },
@@ -125,7 +154,7 @@ pub(super) async fn page(
             }
         }
     };
-    layout::page(&context, StatusCode::OK, &title, main)
+    layout::page(context, StatusCode::OK, &title, main)
 }
 
 /// A running run's output so far, in the element the console's script refreshes from the
@@ -216,13 +245,14 @@ fn planned(context: &PageContext, id: &str, due_ms: i64, now_ms: i64) -> Respons
     layout::page(context, StatusCode::OK, &format!("Run {id}"), main)
 }
 
-/// A run Redis no longer holds: a 404 in the layout that says why.
+/// A run neither Redis nor the archive holds: a 404 in the layout that says why.
 fn gone(context: &PageContext, id: &str) -> Response {
     let main = html! {
         h1 { "Run " code { (id) } }
         p {
-            "Redis holds no run " code { (id) } ": it never existed, or it ended longer ago than "
-            "the run retention and its record expired."
+            "Redis holds no run " code { (id) } ", nor does the namespace's archive if it has one: "
+            "it never existed, or it ended longer ago than the run retention and its record "
+            "expired."
         }
         p { a href=(context.link("/runs")) { "Back to the runs" } }
     };
