@@ -5,47 +5,15 @@
 //! jobs write outside Redis.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::time::Duration;
 
 use redis::Commands;
 use serde_json::Value;
 
-use crate::util::archive::{assert_archived_once, outbox, part_records, recorded_outcomes, stop};
+use crate::util::archive::{archived, assert_archived_once, outbox, recorded_outcomes, stop};
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::Scenario;
 use crate::util::{cli, keys, one_document, wait_until};
-
-/// Every record of every part under `archive`, with the path of the part it is in.
-fn archived(archive: &Path) -> Vec<(String, Value)> {
-    let mut records = Vec::new();
-    let mut directories = vec![archive.to_path_buf()];
-    while let Some(directory) = directories.pop() {
-        let Ok(entries) = std::fs::read_dir(&directory) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                directories.push(path);
-                continue;
-            }
-            let Some(name) = path.file_name().and_then(|name| name.to_str()) else {
-                continue;
-            };
-            // The store's temporary files, while it writes a part.
-            if !name.ends_with(".ndjson.gz") {
-                continue;
-            }
-            let name = path.display().to_string();
-            let bytes = std::fs::read(&path).expect("read a part");
-            for record in part_records(&name, &bytes) {
-                records.push((name.clone(), record));
-            }
-        }
-    }
-    records
-}
 
 #[test]
 fn every_outcome_is_archived_once_succeeded_retried_dead_and_skipped() {

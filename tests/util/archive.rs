@@ -1,8 +1,11 @@
-//! What the archive's tests share, whatever the store: the records of a part, the outcomes
-//! Redis recorded, and the check that an archive holds each of them once.
+//! What the archive's tests share: the records of a part (and of every part of a `file://`
+//! archive, straight from the files), the outcomes Redis recorded, the check that an archive
+//! holds each of them once, and the replicas that wrote them stopped as a service manager stops
+//! them.
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::path::Path;
 use std::time::Duration;
 
 use redis::Commands;
@@ -28,6 +31,38 @@ pub fn part_records(name: &str, gzipped: &[u8]) -> Vec<Value> {
             serde_json::from_str(line).unwrap_or_else(|error| panic!("{name}: {error}: {line}"))
         })
         .collect()
+}
+
+/// Every record of every part under the `file://` archive `archive`, with the path of the part
+/// it is in.
+pub fn archived(archive: &Path) -> Vec<(String, Value)> {
+    let mut records = Vec::new();
+    let mut directories = vec![archive.to_path_buf()];
+    while let Some(directory) = directories.pop() {
+        let Ok(entries) = std::fs::read_dir(&directory) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                directories.push(path);
+                continue;
+            }
+            let Some(name) = path.file_name().and_then(|name| name.to_str()) else {
+                continue;
+            };
+            // The store's temporary files, while it writes a part.
+            if !name.ends_with(".ndjson.gz") {
+                continue;
+            }
+            let name = path.display().to_string();
+            let bytes = std::fs::read(&path).expect("read a part");
+            for record in part_records(&name, &bytes) {
+                records.push((name.clone(), record));
+            }
+        }
+    }
+    records
 }
 
 /// The outcomes Redis recorded, by their id in the events stream: (run id, outcome).
