@@ -75,7 +75,7 @@ pub(crate) fn history_document(event: &Event, run: &HashMap<String, String>) -> 
 pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), CliError> {
     let reader = args.archive.as_ref().map(Reader::open).transpose()?;
     let mut unread = Vec::new();
-    let runs: Vec<Value> = block_on(async {
+    let table: Option<Vec<Value>> = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
         let (since_ms, until_ms) = window(&client, args).await?;
         // A window may leave out the newest outcomes: Redis's are read as far as `history`
@@ -110,10 +110,29 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
             .map(|entry| history_document(&entry.event, &entry.run))
             .collect();
         let Some(reader) = &reader else {
-            return Ok(hot);
+            return Ok(Some(hot));
         };
-        let runs = merged(args, reader, hot, (since_ms, until_ms), &mut unread).await;
-        if runs.is_empty()
+        // JSON is written as it is found, so that a quarter of outcomes is never held whole; a
+        // table is held, for its columns' widths.
+        let mut table = Vec::new();
+        let mut written = 0;
+        let mut emit = |document: Value| {
+            let done = if !args.format.is_json() {
+                table.push(document);
+                Ok(())
+            } else if args.format.is_lines() {
+                writeln!(out, "{document}")
+            } else if written == 0 {
+                write!(out, "{{\"runs\":[{document}")
+            } else {
+                write!(out, ",{document}")
+            };
+            written += 1;
+            done.map_err(CliError::io("writing the history"))
+        };
+        let window = (since_ms, until_ms);
+        let found = merged(args, reader, hot, window, &mut unread, &mut emit).await?;
+        if found == 0
             && let Some(job) = &args.job
             && !client
                 .store()
@@ -123,17 +142,20 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
         {
             return Err(CliError::UnknownJob(job.clone()));
         }
-        Ok(runs)
+        if !args.format.is_json() {
+            return Ok(Some(table));
+        }
+        if !args.format.is_lines() {
+            let end = if found == 0 { "{\"runs\":[]}" } else { "]}" };
+            writeln!(out, "{end}").map_err(CliError::io("writing the history"))?;
+        }
+        Ok(None)
     })?;
-    // What could not be read is said, and what could is shown: a damaged part hides no other.
-    for error in &unread {
-        let _ = writeln!(
-            std::io::stderr(),
-            "redcron history: {}",
-            printable(&error.to_string())
-        );
+    if let Some(runs) = table {
+        write_history(args, out, runs)?;
     }
-    write_history(args, out, runs)?;
+    // What could not be read was said, and what could was shown: a damaged part hides no
+    // other; an archive that could not be listed or fetched fails the command.
     match unread
         .into_iter()
         .find(|error| !matches!(error, ReadError::Damaged { .. }))
@@ -194,26 +216,37 @@ fn text(document: &Value, name: &str) -> String {
 }
 
 /// `hot`, the outcomes Redis holds newest first, and those of the archive, newest first and
-/// each once, `--count` of them at most; what of the archive could not be read goes to
-/// `unread`.
+/// each once, `--count` of them at most, given to `emit` as they are found: how many. What of
+/// the archive could not be read is said on standard error as it is met, and kept in `unread`.
+///
+/// # Errors
+/// What `emit` returns.
 async fn merged(
     args: &HistoryArgs,
     reader: &Reader,
     hot: Vec<Value>,
     (since_ms, until_ms): (Option<i64>, Option<i64>),
     unread: &mut Vec<ReadError>,
-) -> Vec<Value> {
+    emit: &mut impl FnMut(Value) -> Result<(), CliError>,
+) -> Result<usize, CliError> {
     let in_redis: HashSet<Outcome> = hot.iter().map(outcome_of).collect();
     let mut hot = hot.into_iter().peekable();
     let mut cold = reader.newest_first(since_ms, until_ms);
     let mut next_cold = None;
-    let mut runs = Vec::new();
-    while runs.len() < args.count {
+    let mut found = 0;
+    while found < args.count {
         if next_cold.is_none() {
             next_cold = loop {
                 match cold.next().await {
                     None => break None,
-                    Some(Err(error)) => unread.push(error),
+                    Some(Err(error)) => {
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "redcron history: {}",
+                            printable(&error.to_string())
+                        );
+                        unread.push(error);
+                    }
                     Some(Ok(record)) if shown(args, &record) => {
                         let document = archived_document(&record);
                         if !in_redis.contains(&outcome_of(&document)) {
@@ -234,11 +267,12 @@ async fn merged(
             next_cold.take()
         };
         match next {
-            Some(document) => runs.push(document),
+            Some(document) => emit(document)?,
             None => break,
         }
+        found += 1;
     }
-    runs
+    Ok(found)
 }
 
 /// Whether the archive's `record` is one the filters keep: `JOB`, `--failed`, `--replica`.

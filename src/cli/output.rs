@@ -24,6 +24,11 @@ impl ListFormat {
         self.json || self.jsonl
     }
 
+    /// Whether a script asked for one JSON object a line (`--jsonl`).
+    pub(super) fn is_lines(self) -> bool {
+        self.jsonl
+    }
+
     /// Writes `elements`: as `{"<name>": [...]}` with `--json` (an empty list when there is
     /// nothing, so a reader always gets a document), else one a line.
     ///
