@@ -214,36 +214,19 @@ impl Reader {
             Err(source) => Err(source),
         }
         .map_err(|source| self.failed("read", &part.name, source))?;
-        let damaged = |line: Option<usize>, reason: String| ReadError::Damaged {
-            archive: self.url().to_string(),
-            name: part.name.clone(),
-            line,
-            reason,
-        };
-        let mut read = PartRead::default();
-        let lines = BufReader::new(flate2::read::GzDecoder::new(&bytes[..])).split(b'\n');
-        for (number, line) in (1..).zip(lines) {
-            let line = match line {
-                Ok(line) => line,
-                Err(error) => {
-                    read.damage
-                        .push(damaged(None, format!("not gzipped JSON lines: {error}")));
-                    break;
-                }
-            };
-            match serde_json::from_slice::<Document>(&line) {
-                Ok(record) if record.v == SCHEMA_VERSION => read.records.push(record),
-                Ok(record) => read.damage.push(damaged(
-                    Some(number),
-                    format!(
-                        "a record of schema v{} under runs/v{SCHEMA_VERSION}",
-                        record.v
-                    ),
-                )),
-                Err(error) => read.damage.push(damaged(Some(number), error.to_string())),
-            }
-        }
-        Ok(read)
+        // Gunzipping and parsing a part is a few ms of CPU per thousand records: off the
+        // runtime's threads, so that the console's other requests are not held behind it.
+        let (archive, name) = (self.url().to_string(), part.name.clone());
+        let parse = tokio::task::spawn_blocking(move || parse(&archive, &name, &bytes));
+        Ok(parse.await.unwrap_or_else(|error| PartRead {
+            records: Vec::new(),
+            damage: vec![ReadError::Damaged {
+                archive: self.url().to_string(),
+                name: part.name.clone(),
+                line: None,
+                reason: format!("its reading failed: {error}"),
+            }],
+        }))
     }
 
     /// The outcomes of the days `since_ms` to `until_ms` span, newest first, a part at a time.
@@ -350,6 +333,41 @@ pub fn event_place(record: &Document) -> (i64, u64) {
         .and_then(|event| event.split_once('-'))
         .and_then(|(ms, seq)| Some((ms.parse().ok()?, seq.parse().ok()?)))
         .unwrap_or((record.at_ms.unwrap_or_default(), 0))
+}
+
+/// The records of part `name` of `archive` from its gzipped `bytes`; a line that is no record,
+/// and the damage that ends the read of a part that is not gzip, are told in its `damage`.
+fn parse(archive: &str, name: &str, bytes: &[u8]) -> PartRead {
+    let damaged = |line: Option<usize>, reason: String| ReadError::Damaged {
+        archive: archive.to_owned(),
+        name: name.to_owned(),
+        line,
+        reason,
+    };
+    let mut read = PartRead::default();
+    let lines = BufReader::new(flate2::read::GzDecoder::new(bytes)).split(b'\n');
+    for (number, line) in (1..).zip(lines) {
+        let line = match line {
+            Ok(line) => line,
+            Err(error) => {
+                read.damage
+                    .push(damaged(None, format!("not gzipped JSON lines: {error}")));
+                break;
+            }
+        };
+        match serde_json::from_slice::<Document>(&line) {
+            Ok(record) if record.v == SCHEMA_VERSION => read.records.push(record),
+            Ok(record) => read.damage.push(damaged(
+                Some(number),
+                format!(
+                    "a record of schema v{} under runs/v{SCHEMA_VERSION}",
+                    record.v
+                ),
+            )),
+            Err(error) => read.damage.push(damaged(Some(number), error.to_string())),
+        }
+    }
+    read
 }
 
 /// `, line N` for a damaged line, nothing for a damaged part.
