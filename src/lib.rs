@@ -10,7 +10,7 @@
 //! - [`engine`]: the replica's components: elector, planner, promoter, workers, reaper,
 //!   heartbeat, one file each.
 //! - [`archive`]: where finished runs go to outlive Redis (`--archive`): its URL, its store, its
-//!   parts.
+//!   parts and each day's manifest.
 //! - [`handler`]: what executes a run: the command handler, or Rust handlers by job name.
 //! - [`payload`]: the rules a run's payload obeys (JSON, its size, a workflow's an object),
 //!   which the client, the CLI and the worker all check.

@@ -4,11 +4,12 @@
 //! archive has it. Compared with what Redis recorded (the events stream) and with a ledger the
 //! jobs write outside Redis.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use redis::Commands;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::util::archive::{archived, assert_archived_once, outbox, recorded_outcomes, stop};
 use crate::util::replica::ReplicaProcess;
@@ -458,4 +459,126 @@ fn pending_of(scenario: &Scenario, consumer: &str) -> usize {
         .query(&mut scenario.server.connection())
         .expect("XPENDING");
     pending.ids.len()
+}
+
+/// What a day's parts are on disk, read as a manifest lists them: name -> (records, bytes,
+/// sha256).
+fn parts_on_disk(archive: &std::path::Path, date: &str) -> BTreeMap<String, (u64, u64, String)> {
+    let mut parts = BTreeMap::new();
+    let day = archive.join(format!("runs/v1/date={date}"));
+    for hour in std::fs::read_dir(&day).expect("the day's directory") {
+        let hour = hour.expect("an entry").path();
+        if !hour.is_dir() {
+            continue;
+        }
+        for part in std::fs::read_dir(&hour).expect("an hour's directory") {
+            let part = part.expect("an entry").path();
+            let name = part.strip_prefix(archive).expect("under the archive");
+            let name = name.to_str().expect("UTF-8").to_owned();
+            if !name.ends_with(".ndjson.gz") {
+                continue;
+            }
+            let bytes = std::fs::read(&part).expect("read a part");
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
+                .expect("gzip");
+            let sha256 = hex::encode(Sha256::digest(&bytes));
+            parts.insert(
+                name,
+                (text.lines().count() as u64, bytes.len() as u64, sha256),
+            );
+        }
+    }
+    parts
+}
+
+#[test]
+fn a_closed_day_gets_a_manifest_that_matches_its_parts_on_disk() {
+    let scenario = Scenario::new();
+    let archive = scenario.dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    scenario.write_jobs(&scenario.every_second_job());
+    // Yesterday's outcomes, as a replica of yesterday left them in the outbox (the ids Redis
+    // gave them then): three at 05:00, two at 06:00. A day cannot be waited for.
+    const DAY_MS: i64 = 86_400_000;
+    let yesterday_ms = (scenario.redis_now_ms() / DAY_MS - 1) * DAY_MS;
+    let date = chrono::DateTime::from_timestamp_millis(yesterday_ms)
+        .expect("a date")
+        .format("%Y-%m-%d")
+        .to_string();
+    let mut connection = scenario.server.connection();
+    for (hour, n) in [(5, 0), (5, 1), (5, 2), (6, 0), (6, 1)] {
+        let id = format!("{}-{n}", yesterday_ms + hour * 3_600_000);
+        let run = format!("seeded@{hour}-{n}");
+        let _: String = redis::cmd("XADD")
+            .arg(keys().archive())
+            .arg(&id)
+            .arg(&[
+                ("event", id.as_str()),
+                ("run", run.as_str()),
+                ("state", "succeeded"),
+                ("job", "seeded"),
+            ])
+            .query(&mut connection)
+            .expect("XADD");
+    }
+    let archiving = ["--archive", &url, "--archive-part-age", "1s"];
+    let replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &archiving);
+    let manifest_file = archive.join(format!("runs/v1/date={date}/manifest.json"));
+    // Yesterday is over: once its parts are acknowledged, no record of it is left and it is
+    // closed.
+    assert!(
+        wait_until(Duration::from_secs(60), || manifest_file.exists()),
+        "no manifest of {date}\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(&manifest_file).expect("read the manifest"))
+            .expect("a manifest is JSON");
+    let listed: BTreeMap<String, (u64, u64, String)> = manifest["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .map(|part| {
+            let field = |name: &str| part[name].as_u64().expect(name);
+            (
+                part["name"].as_str().expect("name").to_owned(),
+                (
+                    field("records"),
+                    field("bytes"),
+                    part["sha256"].as_str().expect("sha256").to_owned(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(listed, parts_on_disk(&archive, &date), "{manifest:#}");
+    assert_eq!(listed.len(), 2, "one part an hour: {manifest:#}");
+    assert_eq!(manifest["records"], 5, "{manifest:#}");
+    assert_eq!(manifest["date"], date.as_str());
+    assert_eq!(
+        manifest["parts"][0]["first"],
+        format!("{}-0", yesterday_ms + 5 * 3_600_000)
+    );
+    assert_eq!(
+        manifest["parts"][1]["last"],
+        format!("{}-1", yesterday_ms + 6 * 3_600_000)
+    );
+    let logs = stop(replicas);
+    // Written once: the day is forgotten, no second version, and today, open, has none.
+    let waiting: u64 = connection.zcard(keys().archive_days()).expect("ZCARD");
+    assert_eq!(waiting, 0, "a day still waits for its manifest\n{logs}");
+    assert!(
+        !archive
+            .join(format!("runs/v1/date={date}/manifest-2.json"))
+            .exists()
+    );
+    let today = chrono::DateTime::from_timestamp_millis(yesterday_ms + DAY_MS)
+        .expect("a date")
+        .format("%Y-%m-%d");
+    assert!(
+        !archive
+            .join(format!("runs/v1/date={today}/manifest.json"))
+            .exists(),
+        "a manifest of a day still open\n{logs}"
+    );
 }

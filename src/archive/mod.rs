@@ -3,6 +3,7 @@
 //! `object_store` behind it, a directory or an S3 bucket, written create-only), and the parts it
 //! holds ([`part`]).
 
+pub mod manifest;
 pub mod part;
 pub mod read;
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::{Backoff, Shutdown, log_store_failure};
+use crate::archive::manifest::{self, ManifestError, ManifestWritten};
 use crate::archive::{Archive, ArchiveError, Written, part};
 use crate::store::{ArchivePart, ArchiveTake, Store, StoreError};
 
@@ -58,6 +59,9 @@ pub enum ExportError {
     /// The archive refused the part.
     #[error(transparent)]
     Archive(#[from] ArchiveError),
+    /// A day's manifest could not be written: the day stays to be written later.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
 }
 
 /// What one tick did.
@@ -176,6 +180,28 @@ impl Exporter {
         })
     }
 
+    /// Writes the manifest of the oldest day whose records are all archived, if there is one,
+    /// then forgets the day in Redis. Two exporters doing so at once write the same bytes; one
+    /// that dies before forgetting the day leaves it to be written again, found written.
+    ///
+    /// # Errors
+    /// Redis errors, or the archive refusing a listing, a read or the write.
+    pub async fn write_manifest(&mut self) -> Result<Option<ManifestWritten>, ExportError> {
+        let Some(&days) = self.store.closed_archive_days(1).await?.first() else {
+            return Ok(None);
+        };
+        let written = match manifest::day(days) {
+            Some(date) => self.config.archive.write_manifest(date).await?,
+            // A day no date is: no part was ever named by it.
+            None => ManifestWritten::Empty,
+        };
+        if let ManifestWritten::Listed { name, parts, .. } = &written {
+            tracing::debug!(manifest = %name, parts, "day's manifest written");
+        }
+        self.store.forget_archive_day(days).await?;
+        Ok(Some(written))
+    }
+
     /// Reads how far the archive is behind into the metrics.
     async fn measure(&self) -> Result<(), StoreError> {
         let backlog = self.store.archive_backlog().await?;
@@ -195,6 +221,9 @@ impl Exporter {
     /// [`ExporterConfig::stop_drain`], so that the last replica to stop leaves none behind.
     pub async fn run(mut self, shutdown: Shutdown) {
         let mut backoff = Backoff::default();
+        // A manifest that failed waits its own backoff: writing one reads every part of its day.
+        let mut manifest_backoff = Backoff::default();
+        let mut manifest_due = tokio::time::Instant::now();
         loop {
             let ticked = self.tick(false).await;
             if ticked.is_ok() {
@@ -207,6 +236,16 @@ impl Exporter {
                 Err(error) => self.failed(&error, &mut backoff),
             };
             if !pause.is_zero() {
+                // Between parts only: a day's manifest waits for no record, and a part does.
+                if tokio::time::Instant::now() >= manifest_due {
+                    match self.write_manifest().await {
+                        Ok(_) => manifest_backoff.succeeded(&self.store.metrics().health),
+                        Err(error) => {
+                            manifest_due = tokio::time::Instant::now()
+                                + self.failed(&error, &mut manifest_backoff);
+                        }
+                    }
+                }
                 if let Err(error) = self.measure().await {
                     log_store_failure(&error, "cannot read the archive's backlog");
                 }
@@ -240,6 +279,10 @@ impl Exporter {
             }
             ExportError::Archive(error) => {
                 tracing::warn!(%error, "the archive refused a part: it stays in Redis");
+                backoff.failed()
+            }
+            ExportError::Manifest(error) => {
+                tracing::warn!(%error, "cannot write a day's manifest: it is tried again");
                 backoff.failed()
             }
         }

@@ -161,6 +161,7 @@ impl Store {
             .key(self.keys.archive())
             .key(self.keys.archive_parts())
             .key(self.keys.hold())
+            .key(self.keys.archive_days())
             .arg(self.keys.prefix())
             .arg(ARCHIVE_GROUP)
             .arg(&part.first)
@@ -176,6 +177,59 @@ impl Store {
             .await
             .during(&self.metrics, OPERATION)?;
         Ok(u64::try_from(acked).unwrap_or(0))
+    }
+
+    /// The days with a part archived and no manifest written yet that are closed, oldest
+    /// first, at most `limit` (days since 1970-01-01, UTC). A day is closed once it is over on
+    /// Redis's clock and the outbox holds no record of it: a record gets an id above every one
+    /// before it and above Redis's time, so none of that day can come, and its records were
+    /// each acknowledged once their part was written (trimmed below the oldest one not), so the
+    /// day's parts are all in the archive and none is added.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn closed_archive_days(&self, limit: usize) -> Result<Vec<i64>, StoreError> {
+        const DAY_MS: i64 = 86_400_000;
+        let end = isize::try_from(limit)
+            .unwrap_or(isize::MAX)
+            .saturating_sub(1);
+        let now_ms = self.now_ms().await?;
+        let (days, oldest): (Vec<i64>, Vec<(String, Value)>) = redis::pipe()
+            .cmd("ZRANGE")
+            .arg(self.keys.archive_days())
+            .arg(0)
+            .arg(end)
+            .cmd("XRANGE")
+            .arg(self.keys.archive())
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "closed_archive_days")?;
+        let open_from = oldest
+            .first()
+            .and_then(|(id, _)| record_ms(id))
+            .map_or(now_ms, |oldest_ms| oldest_ms.min(now_ms));
+        Ok(days
+            .into_iter()
+            .filter(|day| (day + 1).saturating_mul(DAY_MS) <= open_from)
+            .collect())
+    }
+
+    /// Forgets `day` once its manifest is in the archive.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn forget_archive_day(&self, day: i64) -> Result<(), StoreError> {
+        let _: i64 = redis::cmd("ZREM")
+            .arg(self.keys.archive_days())
+            .arg(day)
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "forget_archive_day")?;
+        Ok(())
     }
 
     /// The records not archived yet: how many, and when the oldest was recorded.

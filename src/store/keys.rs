@@ -278,6 +278,13 @@ impl Keys {
         self.key("archive-parts")
     }
 
+    /// Zset of the days (since 1970-01-01, UTC, each scored by itself) with a part archived and
+    /// no manifest written yet: added by each acknowledgement, removed once the day's manifest
+    /// is in the archive.
+    pub fn archive_days(&self) -> String {
+        self.key("archive-days")
+    }
+
     /// String naming where the namespace archives (the URL, without credentials): written by
     /// a replica started with `--archive`, read by every replica as it starts.
     pub fn archive_marker(&self) -> String {

@@ -1,0 +1,326 @@
+//! A day's manifest: the parts of one day of the archive, each with its records, its size, the
+//! sha256 of its bytes and its range, written once no part of that day can be added (every
+//! record of the day acknowledged, `ack_archived.lua`). It is made from a listing of the day's
+//! parts taken after that, so it lists every one; it is written create-only, and a writer that
+//! finds a manifest holding another listing (a part added after the day closed: Redis brought
+//! back to an older copy, an object put by hand) writes the next version from a fresh listing,
+//! so that the newest version lists every part the older ones list.
+
+use std::io::Read;
+
+use chrono::NaiveDate;
+use futures_util::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::part::SCHEMA_VERSION;
+use super::{Archive, ArchiveError, Written};
+
+/// How many versions of a day's manifest a writer tries before it gives up: each one after the
+/// first means parts were added to a closed day, which only a Redis brought back in time does.
+const MOST_VERSIONS: u32 = 100;
+
+/// Why a manifest could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The store refused a listing, a read or the write.
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    /// A part of the day is no gzip of JSON lines: it is not listed on a guess.
+    #[error("archive {archive}: part {name} cannot be read back: {reason}")]
+    Unreadable {
+        /// The archive, as [`super::ArchiveUrl`] shows it.
+        archive: String,
+        /// The part's name.
+        name: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// Every version up to [`MOST_VERSIONS`] holds another listing.
+    #[error("archive {archive}: {date} has {MOST_VERSIONS} manifests, each listing other parts")]
+    TooManyVersions {
+        /// The archive, as [`super::ArchiveUrl`] shows it.
+        archive: String,
+        /// The day.
+        date: NaiveDate,
+    },
+}
+
+/// A day's manifest, as the archive holds it (`manifest.json`, pretty-printed JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The records' schema version, as in the parts' names.
+    pub v: u32,
+    /// The day, `YYYY-MM-DD` (UTC, by when Redis recorded the outcomes).
+    pub date: String,
+    /// The records of all its parts.
+    pub records: u64,
+    /// Its parts, oldest first.
+    pub parts: Vec<ManifestPart>,
+}
+
+/// One part in a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestPart {
+    /// Its name in the archive.
+    pub name: String,
+    /// The outbox id of its first record.
+    pub first: String,
+    /// The outbox id of its last record.
+    pub last: String,
+    /// How many records it holds (lines, once gunzipped).
+    pub records: u64,
+    /// Its size, bytes as stored.
+    pub bytes: u64,
+    /// The sha256 of its bytes as stored, hex.
+    pub sha256: String,
+}
+
+/// The name of `date`'s manifest, version `version` (1 for the first):
+/// `runs/v1/date=YYYY-MM-DD/manifest.json`, then `manifest-2.json` and on. A reader takes the
+/// highest version there is.
+pub fn name(date: NaiveDate, version: u32) -> String {
+    let day = format!("runs/v{SCHEMA_VERSION}/date={}", date.format("%Y-%m-%d"));
+    if version <= 1 {
+        format!("{day}/manifest.json")
+    } else {
+        format!("{day}/manifest-{version}.json")
+    }
+}
+
+/// The day a day number (days since 1970-01-01) is, `None` out of range.
+pub fn day(days: i64) -> Option<NaiveDate> {
+    NaiveDate::from_ymd_opt(1970, 1, 1)?
+        .checked_add_days(chrono::Days::new(u64::try_from(days).ok()?))
+}
+
+/// The range a part's name holds: `.../part-<ms>-<seq>-<ms>-<seq>.ndjson.gz`.
+fn part_range(name: &str) -> Option<(String, String)> {
+    let file = name.rsplit('/').next()?;
+    let range = file.strip_prefix("part-")?.strip_suffix(".ndjson.gz")?;
+    let numbers: Vec<&str> = range.split('-').collect();
+    let [first_ms, first_seq, last_ms, last_seq] = numbers[..] else {
+        return None;
+    };
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    [first_ms, first_seq, last_ms, last_seq]
+        .iter()
+        .all(|text| digits(text))
+        .then(|| {
+            (
+                format!("{first_ms}-{first_seq}"),
+                format!("{last_ms}-{last_seq}"),
+            )
+        })
+}
+
+/// A stream id as numbers, for ordering parts (ids are not ordered as text).
+fn id_order(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+/// What [`Archive::write_manifest`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ManifestWritten {
+    /// The day has no part: no manifest.
+    Empty,
+    /// The manifest of this name lists the day's parts (written now, or found written with
+    /// the same bytes by another exporter).
+    Listed {
+        /// Its name.
+        name: String,
+        /// How many parts it lists.
+        parts: usize,
+        /// Whether this call wrote it.
+        written: Written,
+    },
+}
+
+impl Archive {
+    /// The manifest of `date` as the parts in the archive now make it; `None` when there is
+    /// no part of that day.
+    ///
+    /// # Errors
+    /// The store refusing the listing or a read; a part that is no gzip.
+    pub async fn manifest_of(&self, date: NaiveDate) -> Result<Option<Manifest>, ManifestError> {
+        let archive = self.url.to_string();
+        let day = format!("runs/v{SCHEMA_VERSION}/date={}", date.format("%Y-%m-%d"));
+        let failed = |operation, name: &str, source| ArchiveError::Store {
+            archive: archive.clone(),
+            operation,
+            name: name.to_owned(),
+            source: Box::new(source),
+        };
+        let listed: Vec<_> = self
+            .store
+            .list(Some(&Path::from(day.as_str())))
+            .try_collect()
+            .await
+            .map_err(|source| failed("list", &day, source))?;
+        let mut parts = Vec::new();
+        for object in listed {
+            let name = object.location.to_string();
+            let Some((first, last)) = part_range(&name) else {
+                continue;
+            };
+            let bytes = self
+                .store
+                .get(&object.location)
+                .await
+                .map_err(|source| failed("read", &name, source))?
+                .bytes()
+                .await
+                .map_err(|source| failed("read", &name, source))?;
+            let mut text = Vec::new();
+            flate2::read::GzDecoder::new(&bytes[..])
+                .read_to_end(&mut text)
+                .map_err(|error| ManifestError::Unreadable {
+                    archive: archive.clone(),
+                    name: name.clone(),
+                    reason: error.to_string(),
+                })?;
+            parts.push(ManifestPart {
+                records: text.iter().filter(|&&byte| byte == b'\n').count() as u64,
+                bytes: bytes.len() as u64,
+                sha256: hex::encode(Sha256::digest(&bytes)),
+                name,
+                first,
+                last,
+            });
+        }
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        parts.sort_by_key(|part| id_order(&part.first));
+        Ok(Some(Manifest {
+            v: SCHEMA_VERSION,
+            date: date.format("%Y-%m-%d").to_string(),
+            records: parts.iter().map(|part| part.records).sum(),
+            parts,
+        }))
+    }
+
+    /// Writes `date`'s manifest, create-only, from a listing taken now: called once no part of
+    /// that day can be added, every writer lists the same parts and makes the same bytes, so
+    /// that a second writer finds it written. One that finds other bytes lists again and tries
+    /// the next version.
+    ///
+    /// # Errors
+    /// The store refusing the listing, a read or the write; a part that is no gzip;
+    /// [`ManifestError::TooManyVersions`].
+    pub async fn write_manifest(&self, date: NaiveDate) -> Result<ManifestWritten, ManifestError> {
+        for version in 1..=MOST_VERSIONS {
+            // Listed again for each version: a listing taken after the version before was seen
+            // holds every part that version lists, since parts are never removed.
+            let Some(manifest) = self.manifest_of(date).await? else {
+                return Ok(ManifestWritten::Empty);
+            };
+            let mut bytes =
+                serde_json::to_vec_pretty(&manifest).expect("a manifest serializes to JSON");
+            bytes.push(b'\n');
+            let name = name(date, version);
+            match self.put_new(&name, bytes).await {
+                Ok(written) => {
+                    return Ok(ManifestWritten::Listed {
+                        name,
+                        parts: manifest.parts.len(),
+                        written,
+                    });
+                }
+                Err(ArchiveError::Differs { .. }) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(ManifestError::TooManyVersions {
+            archive: self.url.to_string(),
+            date,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::ArchiveUrl;
+
+    #[test]
+    fn a_manifest_is_named_by_its_day_and_a_part_read_back_by_its_name() {
+        let date = day(20_520).expect("a day");
+        assert_eq!(name(date, 1), "runs/v1/date=2026-03-08/manifest.json");
+        assert_eq!(name(date, 2), "runs/v1/date=2026-03-08/manifest-2.json");
+        assert_eq!(
+            part_range(
+                "runs/v1/date=2026-03-08/hour=07/part-1772953200000-0-1772956799999-14.ndjson.gz"
+            ),
+            Some(("1772953200000-0".into(), "1772956799999-14".into()))
+        );
+        assert_eq!(part_range("runs/v1/date=2026-03-08/manifest.json"), None);
+        assert_eq!(
+            part_range("runs/v1/date=2026-03-08/hour=07/part-1-x-2-0.ndjson.gz"),
+            None
+        );
+        assert_eq!(day(-1), None);
+    }
+
+    #[tokio::test]
+    async fn a_second_writer_finds_the_manifest_written_and_a_late_part_makes_a_new_version() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let archive = Archive::open(&ArchiveUrl::File(directory.path().to_owned())).expect("open");
+        let date = day(20_520).expect("a day");
+        assert_eq!(
+            archive.write_manifest(date).await.expect("empty"),
+            ManifestWritten::Empty
+        );
+        let gz = |lines: &[u8]| {
+            let mut encoder =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            std::io::Write::write_all(&mut encoder, lines).expect("gzip");
+            encoder.finish().expect("gzip")
+        };
+        let late = "runs/v1/date=2026-03-08/hour=10/part-1772964000000-0-1772964000000-0.ndjson.gz";
+        let early =
+            "runs/v1/date=2026-03-08/hour=07/part-1772953200000-0-1772953200000-1.ndjson.gz";
+        archive.put_new(early, gz(b"{}\n{}\n")).await.expect("part");
+        let first = archive.write_manifest(date).await.expect("manifest");
+        assert!(matches!(
+            first,
+            ManifestWritten::Listed {
+                parts: 1,
+                written: Written::Now,
+                ..
+            }
+        ));
+        assert!(matches!(
+            archive.write_manifest(date).await.expect("again"),
+            ManifestWritten::Listed {
+                parts: 1,
+                written: Written::Already,
+                ..
+            }
+        ));
+        archive.put_new(late, gz(b"{}\n")).await.expect("part");
+        let second = archive.write_manifest(date).await.expect("second version");
+        let ManifestWritten::Listed {
+            name,
+            parts: 2,
+            written: Written::Now,
+        } = second
+        else {
+            panic!("{second:?}");
+        };
+        assert_eq!(name, "runs/v1/date=2026-03-08/manifest-2.json");
+        let read: Manifest =
+            serde_json::from_slice(&std::fs::read(directory.path().join(&name)).expect("read"))
+                .expect("json");
+        assert_eq!(read.records, 3);
+        assert_eq!(read.parts[0].name, early);
+        assert_eq!(read.parts[0].records, 2);
+        assert_eq!(read.parts[1].last, "1772964000000-0");
+        let bytes = std::fs::read(directory.path().join(late)).expect("part");
+        assert_eq!(read.parts[1].sha256, hex::encode(Sha256::digest(&bytes)));
+        assert_eq!(read.parts[1].bytes, bytes.len() as u64);
+    }
+}
