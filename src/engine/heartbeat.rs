@@ -159,6 +159,8 @@ impl Heartbeat {
                 "heartbeat_period_ms",
                 self.config.period.as_millis().to_string(),
             ),
+            // What `redcron status` shows of the archive: exports, records, or ''.
+            ("archive", self.store.archive_role().as_str().to_owned()),
             // What `redcron status` names: a script that keeps failing on a damaged key, or ''.
             (
                 "failing_script",
@@ -206,6 +208,7 @@ impl Heartbeat {
         self.beaten = true;
         self.notice_origin(beat.origin);
         self.notice_hold(beat.held_for);
+        self.notice_archive(beat.archive_to.as_deref());
         if !beat.declarations_kept {
             self.publish(&jobs).await?;
         } else {
@@ -260,6 +263,25 @@ impl Heartbeat {
             );
         }
         self.origin = Some(origin);
+    }
+
+    /// Has this replica's scripts write the archive's records once the namespace archives,
+    /// when it was started without `--archive` before another replica was started with it:
+    /// the outcomes it records from then on reach the archive through the replicas that
+    /// export, and those it recorded between that replica's start and this beat have no record.
+    fn notice_archive(&self, archive_to: Option<&str>) {
+        if let Some(url) = archive_to
+            && self.store.archive_from_now()
+        {
+            error!(
+                replica = self.config.replica_id,
+                archive = url,
+                "the namespace archives now, and this replica was started without --archive: \
+                 from this heartbeat on its outcomes are archived by the replicas started with \
+                 it, and those it recorded since the first of them started (one heartbeat period \
+                 at most) are not; restart it with --archive {url}"
+            );
+        }
     }
 
     /// A replica that does not lead exports no shared state: what it set while it led would

@@ -3,6 +3,7 @@
 //! acknowledged once written (`ack_archived.lua`), and the marker that says where the namespace
 //! archives.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redis::Value;
@@ -57,6 +58,30 @@ pub enum ArchiveTake {
     Nothing,
 }
 
+/// What a replica does for the archive, as its heartbeat reports it (`archive` in its record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArchiveRole {
+    /// Started with `--archive`: its scripts write the records and it exports them.
+    Exports,
+    /// Started without it, and found the namespace archiving since: its scripts write the
+    /// records, which the replicas with `--archive` export; those it recorded before it found
+    /// out have none.
+    Records,
+    /// Neither: the namespace did not archive when it last looked.
+    None,
+}
+
+impl ArchiveRole {
+    /// As the heartbeat writes it: `exports`, `records`, or empty.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exports => "exports",
+            Self::Records => "records",
+            Self::None => "",
+        }
+    }
+}
+
 /// How far the archive is behind the outcomes Redis recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ArchiveBacklog {
@@ -75,10 +100,28 @@ impl Store {
         self
     }
 
+    /// Has this store's scripts write the archive's records from now on, for good: a replica
+    /// started without `--archive` whose heartbeat found the namespace archiving. Returns
+    /// whether they did not already.
+    pub fn archive_from_now(&self) -> bool {
+        !self.settings.archive && !self.archive_seen.swap(true, Ordering::Relaxed)
+    }
+
+    /// How this store's scripts treat the archive: see [`ArchiveRole`].
+    pub fn archive_role(&self) -> ArchiveRole {
+        if self.settings.archive {
+            ArchiveRole::Exports
+        } else if self.archive_seen.load(Ordering::Relaxed) {
+            ArchiveRole::Records
+        } else {
+            ArchiveRole::None
+        }
+    }
+
     /// The events stream's cap as the scripts that record outcomes take it, with ` archive`
     /// after it when the namespace archives (`history_of` in common.lua).
     pub(super) fn history_arg(&self) -> String {
-        if self.settings.archive {
+        if self.archive_role() != ArchiveRole::None {
             format!("{} archive", self.settings.events_maxlen)
         } else {
             self.settings.events_maxlen.to_string()

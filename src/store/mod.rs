@@ -61,7 +61,7 @@ mod triggering;
 mod workflows;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::time::Duration;
 
 use redis::{FromRedisValue, Script};
@@ -69,7 +69,7 @@ use thiserror::Error;
 
 use crate::metrics::Metrics;
 pub use archive::{
-    ARCHIVE_GROUP, ArchiveBacklog, ArchivePart, ArchiveRecord, ArchiveTake, record_ms,
+    ARCHIVE_GROUP, ArchiveBacklog, ArchivePart, ArchiveRecord, ArchiveRole, ArchiveTake, record_ms,
 };
 pub use claiming::{
     Claim, ClaimLeases, Claimed, ClaimedRun, CorruptRun, JobSlot, MIN_AHEAD_LEASE, PendingSlot,
@@ -350,6 +350,11 @@ pub struct Store {
     /// The `written_ms` of `{ns}:rewind` that this store's last claim answered, shared by its
     /// clones: a claim that finds Redis's below it knows Redis came back older.
     written_ms: Arc<AtomicI64>,
+    /// Set, for good, once a heartbeat of a replica started without `--archive` found the
+    /// namespace archiving (`{ns}:archive-to`, written by a replica started with it after this
+    /// one): shared by its clones, so that every script that records an outcome writes its
+    /// record from then on, as [`StoreSettings::archive`] would have had them.
+    archive_seen: Arc<AtomicBool>,
 }
 
 impl Store {
@@ -421,6 +426,7 @@ impl Store {
             settings,
             manual_clock: None,
             written_ms: Arc::new(AtomicI64::new(0)),
+            archive_seen: Arc::new(AtomicBool::new(false)),
         })
     }
 

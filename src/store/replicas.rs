@@ -37,6 +37,9 @@ pub struct Beat {
     /// What names this copy of the namespace's data (`{ns}:origin`): written by this
     /// heartbeat when it was missing.
     pub origin: String,
+    /// Where the namespace archives (`{ns}:archive-to`), when it does: read by every beat, so
+    /// that a replica started before the namespace archived finds out within a period.
+    pub archive_to: Option<String>,
 }
 
 /// The process a replica id's heartbeats come from, as [`Store::replica_instance`] reads it.
@@ -73,10 +76,11 @@ impl Store {
         let replica = self.keys.replica(replica_id);
         let ttl_ms = i64::try_from(millis(ttl)).unwrap_or(i64::MAX);
         let origin = super::new_run_id();
-        let (previous_instance, declarations_kept, held_ms, found_origin): (
+        let (previous_instance, declarations_kept, held_ms, found_origin, archive_to): (
             Option<String>,
             bool,
             i64,
+            Option<String>,
             Option<String>,
         ) = redis::pipe()
             .atomic()
@@ -100,6 +104,7 @@ impl Store {
                 redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX),
             )
             .ignore()
+            .get(self.keys.archive_marker())
             .query_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "heartbeat")?;
@@ -108,6 +113,7 @@ impl Store {
             previous_instance,
             held_for: u64::try_from(held_ms).ok().map(Duration::from_millis),
             origin: found_origin.unwrap_or(origin),
+            archive_to,
         })
     }
 
