@@ -1,5 +1,6 @@
 //! `redcron status` and `redcron jobs`: what the replicas are doing, read from Redis alone.
 
+mod archive;
 mod drift;
 mod recent;
 mod refused;
@@ -468,6 +469,8 @@ pub(crate) struct StatusRead {
     pub(crate) damaged: DamagedKeys,
     /// The scripts that fail on a damaged key, by replica.
     pub(crate) failing: Vec<(String, String)>,
+    /// The archive, when the namespace archives.
+    pub(crate) archive: Option<archive::ArchiveStatus>,
 }
 
 /// A status that could not be read, and the scripts the replicas report failing, which may be
@@ -492,13 +495,15 @@ impl StatusRead {
                 client.owed_notices().await?,
                 client.writes_refused().await?,
                 client.damaged_keys().await?,
+                archive::read(client).await?,
             ))
         }
         .await;
         // With no replica's report there is nothing to name, which is no failure of the status.
         let failing = client.failing_scripts().await.unwrap_or_default();
         match read {
-            Ok((overview, events, owed_notices, writes_refused, damaged)) => Ok(Self {
+            Ok((overview, events, owed_notices, writes_refused, damaged, archive)) => Ok(Self {
+                archive,
                 overview,
                 events: RecentEvents::new(events),
                 owed_notices,
@@ -606,6 +611,7 @@ impl StatusRead {
             "damaged_keys": { "count": self.damaged.count, "keys": self.damaged.keys },
             "ready": ready,
             "undeclared": undeclared,
+            "archive": archive::json(self.archive.as_ref(), &self.overview, refused),
             "failing_scripts": self.failing
                 .iter()
                 .map(|(replica, report)| json!({ "replica": replica, "error": report }))
@@ -642,6 +648,7 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         writes_refused,
         damaged,
         failing,
+        archive,
     } = read;
     let failing_text = failing_scripts_text(&failing);
     let refused = writes_refused.is_some();
@@ -692,6 +699,9 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         }
         for aside in &overview.undeclared {
             writeln!(out, "{}", set_aside(&overview, aside))?;
+        }
+        for line in archive::lines(archive.as_ref(), &overview, refused) {
+            writeln!(out, "{line}")?;
         }
         // With no replica alive, one line below the replicas says so for every job at once.
         let any_alive = overview.replicas.iter().any(|replica| {

@@ -1,0 +1,136 @@
+//! What `status` says of the archive: where the namespace archives, the records not archived
+//! yet and how old the oldest is (loudly once that is as late as the alert in contrib/), and
+//! the live replicas whose outcomes do not all reach it.
+
+use serde_json::{Value, json};
+
+use super::replica_state;
+use crate::cli::times::duration;
+use crate::client::{Client, ClientError};
+use crate::store::{ArchiveBacklog, ArchiveRole, Overview, ReplicaInfo};
+
+/// How old the oldest record not archived may be before `status` says the archive is behind:
+/// the `for` of `RedcronArchiveBehind` in contrib/prometheus-alerts.yml.
+const BEHIND_MS: i64 = 15 * 60 * 1000;
+
+/// The archive of a namespace that archives, as `status` read it.
+pub(crate) struct ArchiveStatus {
+    /// Where it archives (`{ns}:archive-to`).
+    url: String,
+    /// The records not archived yet.
+    backlog: ArchiveBacklog,
+}
+
+/// Reads the archive's state: `None` for a namespace that does not archive.
+///
+/// # Errors
+/// Redis errors.
+pub(super) async fn read(client: &Client) -> Result<Option<ArchiveStatus>, ClientError> {
+    let store = client.store();
+    let Some(url) = store.archive_marked().await? else {
+        return Ok(None);
+    };
+    Ok(Some(ArchiveStatus {
+        url,
+        backlog: store.archive_backlog().await?,
+    }))
+}
+
+impl ArchiveStatus {
+    /// How old the oldest record not archived is, 0 when none waits.
+    fn lag_ms(&self, now_ms: i64) -> i64 {
+        self.backlog
+            .oldest_ms
+            .map_or(0, |oldest| (now_ms - oldest).max(0))
+    }
+}
+
+/// The live replicas whose heartbeat reports `role` (`archive` in their record).
+fn live_with(overview: &Overview, refused: bool, role: ArchiveRole) -> Vec<String> {
+    let says = |replica: &ReplicaInfo| {
+        replica.info.get("archive").map_or("", String::as_str) == role.as_str()
+    };
+    overview
+        .replicas
+        .iter()
+        .filter(|replica| replica_state(overview, replica, refused) == "alive" && says(replica))
+        .map(|replica| replica.id.clone())
+        .collect()
+}
+
+/// The `archive` member of `status --json`: null for a namespace that does not archive.
+pub(super) fn json(archive: Option<&ArchiveStatus>, overview: &Overview, refused: bool) -> Value {
+    let Some(archive) = archive else {
+        return Value::Null;
+    };
+    let lag_ms = archive.lag_ms(overview.now_ms);
+    json!({
+        "url": archive.url,
+        "records": archive.backlog.records,
+        "oldest_ms": archive.backlog.oldest_ms,
+        "lag_ms": lag_ms,
+        "behind": lag_ms >= BEHIND_MS,
+        "exporting": live_with(overview, refused, ArchiveRole::Exports),
+        "recording": live_with(overview, refused, ArchiveRole::Records),
+        "not_recording": live_with(overview, refused, ArchiveRole::None),
+    })
+}
+
+/// The lines `status` shows of the archive: none for a namespace that does not archive.
+pub(super) fn lines(
+    archive: Option<&ArchiveStatus>,
+    overview: &Overview,
+    refused: bool,
+) -> Vec<String> {
+    let Some(archive) = archive else {
+        return Vec::new();
+    };
+    let lag_ms = archive.lag_ms(overview.now_ms);
+    let exporting = live_with(overview, refused, ArchiveRole::Exports);
+    let waiting = match archive.backlog.records {
+        0 => "nothing waits".to_owned(),
+        records => format!(
+            "{records} record(s) wait, the oldest {} old",
+            duration(lag_ms)
+        ),
+    };
+    let by = if exporting.is_empty() {
+        "no live replica exports".to_owned()
+    } else {
+        format!("exported by {}", exporting.join(", "))
+    };
+    let mut lines = vec![format!("archive: {}: {waiting}; {by}", archive.url)];
+    if lag_ms >= BEHIND_MS {
+        lines.push(format!(
+            "ARCHIVE BEHIND: the oldest outcome not archived was recorded {} ago. Redis keeps \
+             every outcome and finished run until the archive takes it, so its memory grows: \
+             see the exporters' logs (\"the archive refused a part\") and the README, \"When \
+             the archive is down\"",
+            duration(lag_ms)
+        ));
+    }
+    if exporting.is_empty() && !refused {
+        lines.push(
+            "ARCHIVE NOT EXPORTED: no live replica was started with --archive, so no record \
+             reaches the archive until one is"
+                .to_owned(),
+        );
+    }
+    for id in live_with(overview, refused, ArchiveRole::Records) {
+        lines.push(format!(
+            "replica {id} was started without --archive: the replicas that export archive \
+             its outcomes since its heartbeat found the namespace archiving, not those it \
+             recorded before; restart it with --archive {}",
+            archive.url
+        ));
+    }
+    for id in live_with(overview, refused, ArchiveRole::None) {
+        lines.push(format!(
+            "REPLICA NOT ARCHIVING: {id} writes no archive record for its outcomes (a version \
+             that does not say, or it has not beaten since the namespace began archiving): \
+             restart it with --archive {}",
+            archive.url
+        ));
+    }
+    lines
+}
