@@ -12,8 +12,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::util::archive::{archived, assert_archived_once, outbox, recorded_outcomes, stop};
+use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::Scenario;
+use crate::util::schemas::Schemas;
 use crate::util::{cli, keys, one_document, wait_until};
 
 #[test]
@@ -564,9 +566,12 @@ fn a_closed_day_gets_a_manifest_that_matches_its_parts_on_disk() {
         format!("{}-1", yesterday_ms + 6 * 3_600_000)
     );
     let logs = stop(replicas);
-    // Written once: the day is forgotten, no second version, and today, open, has none.
-    let waiting: u64 = connection.zcard(keys().archive_days()).expect("ZCARD");
-    assert_eq!(waiting, 0, "a day still waits for its manifest\n{logs}");
+    // Written once: the day is forgotten (today, open, may wait for its own), no second
+    // version, and today has none.
+    let waiting: Option<i64> = connection
+        .zscore(keys().archive_days(), yesterday_ms / DAY_MS)
+        .expect("ZSCORE");
+    assert_eq!(waiting, None, "{date} still waits for its manifest\n{logs}");
     assert!(
         !archive
             .join(format!("runs/v1/date={date}/manifest-2.json"))
@@ -580,5 +585,188 @@ fn a_closed_day_gets_a_manifest_that_matches_its_parts_on_disk() {
             .join(format!("runs/v1/date={today}/manifest.json"))
             .exists(),
         "a manifest of a day still open\n{logs}"
+    );
+}
+
+#[test]
+fn a_redis_restart_mid_export_loses_and_repeats_no_outcome() {
+    let mut scenario = Scenario {
+        server: RedisServer::start_with_aof(),
+        dir: tempfile::tempdir().expect("temp dir"),
+    };
+    std::fs::create_dir(scenario.schedules()).expect("schedules dir");
+    let archive = scenario.dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    scenario.write_jobs(&scenario.every_second_job());
+    let archiving = ["--archive", &url, "--archive-part-age", "1s"];
+    let replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &archiving);
+    assert!(
+        wait_until(Duration::from_secs(30), || archived(&archive).len() >= 5),
+        "nothing archived\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    // SHUTDOWN (the AOF written) and the same socket and directory 2 s later, while parts are
+    // taken, written and acknowledged every second.
+    scenario.server.restart(Duration::from_secs(2));
+    let restarted_ms = scenario.redis_now_ms();
+    assert!(
+        wait_until(Duration::from_secs(60), || archived(&archive).iter().any(
+            |(_, record)| record["at_ms"].as_i64() > Some(restarted_ms + 2_000)
+        )),
+        "nothing archived after the restart\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    let logs = stop(replicas);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    let records = assert_archived_once(&scenario, &archive, &logs);
+    // Against the ledger the job writes outside Redis: each run that ran and succeeded is
+    // archived as succeeded, once.
+    let mut succeeded: BTreeMap<&str, usize> = BTreeMap::new();
+    for record in records
+        .iter()
+        .filter(|record| record["outcome"] == "succeeded")
+    {
+        *succeeded
+            .entry(record["id"].as_str().expect("id"))
+            .or_default() += 1;
+    }
+    let ledger = scenario.ledger();
+    assert!(
+        ledger.len() >= 10,
+        "{} runs in the ledger\n{logs}",
+        ledger.len()
+    );
+    for (run, _, _) in &ledger {
+        // A run the restart cut short may have been run again: its outcome decides.
+        if scenario.run_state(run).0.as_deref() == Some("succeeded") {
+            assert_eq!(
+                succeeded.get(run.as_str()),
+                Some(&1),
+                "{run} ran and succeeded, and is not archived once\n{logs}"
+            );
+        }
+    }
+}
+
+/// The outcomes in the events stream: (id, run, worker).
+fn outcomes_with_workers(scenario: &Scenario) -> Vec<(String, String, String)> {
+    let entries: redis::streams::StreamRangeReply = scenario
+        .server
+        .connection()
+        .xrange_all(keys().events())
+        .expect("XRANGE events");
+    entries
+        .ids
+        .into_iter()
+        .filter_map(|entry| {
+            let _: String = entry.get("state")?;
+            let run: String = entry.get("run")?;
+            let worker: String = entry.get("worker").unwrap_or_default();
+            Some((entry.id.clone(), run, worker))
+        })
+        .collect()
+}
+
+#[test]
+fn a_replica_running_when_the_archive_starts_records_from_its_next_heartbeat() {
+    let scenario = Scenario::new();
+    let archive = scenario.dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    scenario.write_jobs(&scenario.every_second_job());
+    // r1 as it was before the namespace archived: no --archive.
+    let r1 = scenario.replicas_with_a_leader(&["r1"], &[]).remove(0);
+    assert!(
+        wait_until(Duration::from_secs(30), || scenario.ledger().len() >= 3),
+        "r1 ran nothing\n{}",
+        r1.log()
+    );
+    let before_ms = scenario.redis_now_ms();
+    let r2 = scenario.replica("r2", &["--archive", &url, "--archive-part-age", "1s"]);
+    let marker = || -> bool {
+        scenario
+            .server
+            .connection()
+            .exists(keys().archive_marker())
+            .expect("EXISTS")
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), marker),
+        "r2 never marked the namespace\n{}",
+        r2.log()
+    );
+    // r1's heartbeat finds the marker, says so loudly, and its next one reports it in status.
+    let recording = || {
+        let status = cli(&scenario.server, scenario.dir.path(), &["status", "--json"]);
+        let status = one_document(&status.stdout);
+        status["archive"]["recording"]
+            .as_array()
+            .is_some_and(|ids| ids.iter().any(|id| id == "r1"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), recording),
+        "status never showed r1 recording\n{}\n{}",
+        r1.log(),
+        r2.log()
+    );
+    let reported_ms: i64 = scenario
+        .server
+        .connection()
+        .zscore(keys().replicas(), "r1")
+        .expect("ZSCORE");
+    assert!(
+        r1.log().contains("the namespace archives now"),
+        "r1 did not warn\n{}",
+        r1.log()
+    );
+    let status = cli(&scenario.server, scenario.dir.path(), &["status"]);
+    assert!(
+        status
+            .stdout
+            .contains("replica r1 was started without --archive"),
+        "{}",
+        status.stdout
+    );
+    let document =
+        one_document(&cli(&scenario.server, scenario.dir.path(), &["status", "--json"]).stdout);
+    Schemas::of_the_docs().assert_matches("status.json", &document);
+    assert_eq!(document["archive"]["url"], url.as_str(), "{document:#}");
+    assert_eq!(document["archive"]["exporting"], serde_json::json!(["r2"]));
+    // Outcomes r1 records from then on reach the archive through r2.
+    assert!(
+        wait_until(Duration::from_secs(60), || archived(&archive).iter().any(
+            |(_, record)| record["worker"]
+                .as_str()
+                .is_some_and(|worker| worker.starts_with("r1/"))
+                && record["at_ms"].as_i64() > Some(reported_ms)
+        )),
+        "nothing r1 recorded was archived\n{}\n{}",
+        r1.log(),
+        r2.log()
+    );
+    let logs = stop(vec![r1, r2]);
+    let in_archive: BTreeSet<String> = archived(&archive)
+        .into_iter()
+        .filter_map(|(_, record)| record["event"].as_str().map(str::to_owned))
+        .collect();
+    // The bound: what is not archived was recorded by r1 after the archive started and before
+    // the heartbeat that reported it recording, one period after the one that found the marker.
+    let mut unarchived = Vec::new();
+    for (id, run, worker) in outcomes_with_workers(&scenario) {
+        let ms = redcron::store::record_ms(&id).expect("a stream id");
+        if ms < before_ms || in_archive.contains(&id) {
+            continue;
+        }
+        assert!(
+            worker.starts_with("r1/") && ms <= reported_ms,
+            "{run} ({id}, worker {worker:?}) was recorded {} ms after r1 reported recording, \
+             and is not archived\n{logs}",
+            ms - reported_ms
+        );
+        unarchived.push(ms - before_ms);
+    }
+    eprintln!(
+        "outcomes of r1 not archived, ms after r2 started: {unarchived:?}; r1 reported \
+         recording {} ms after",
+        reported_ms - before_ms
     );
 }
