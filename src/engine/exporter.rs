@@ -49,6 +49,11 @@ impl ExporterConfig {
     }
 }
 
+/// How often an exporter that archives no part looks for a day to write the manifest of: a
+/// day closes when its last part is archived, which is looked for at once, or when it ends
+/// with none of its records waiting, which a minute late changes nothing for.
+const MANIFEST_LOOK: Duration = Duration::from_secs(60);
+
 /// Why an export tick failed; the records stay in Redis and a later tick (or another replica)
 /// writes them.
 #[derive(Debug, Error)]
@@ -230,7 +235,11 @@ impl Exporter {
                 backoff.succeeded(&self.store.metrics().health);
             }
             let pause = match ticked {
-                Ok(Exported::Part { .. }) => Duration::ZERO,
+                Ok(Exported::Part { .. }) => {
+                    // The part may have been the last of its day.
+                    manifest_due = tokio::time::Instant::now();
+                    Duration::ZERO
+                }
                 Ok(Exported::Waiting(wait)) => wait.min(self.config.max_sleep),
                 Ok(Exported::Idle) => self.config.max_sleep,
                 Err(error) => self.failed(&error, &mut backoff),
@@ -239,7 +248,12 @@ impl Exporter {
                 // Between parts only: a day's manifest waits for no record, and a part does.
                 if tokio::time::Instant::now() >= manifest_due {
                     match self.write_manifest().await {
-                        Ok(_) => manifest_backoff.succeeded(&self.store.metrics().health),
+                        Ok(written) => {
+                            manifest_backoff.succeeded(&self.store.metrics().health);
+                            if written.is_none() {
+                                manifest_due = tokio::time::Instant::now() + MANIFEST_LOOK;
+                            }
+                        }
                         Err(error) => {
                             manifest_due = tokio::time::Instant::now()
                                 + self.failed(&error, &mut manifest_backoff);
