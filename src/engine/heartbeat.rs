@@ -2,7 +2,8 @@
 //! workers) every few seconds, so operators can see who is alive and how loaded. It keeps the
 //! replica's declarations published and checks them a part at a time, and it stops the replica
 //! when another process beats under the same replica id: two processes sharing an id would end
-//! each other's runs as lost.
+//! each other's runs as lost. It also finds the namespace starting to archive, for a replica
+//! started without `--archive` before it did.
 
 use std::sync::Arc;
 use std::time::Duration;
