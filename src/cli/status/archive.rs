@@ -104,8 +104,8 @@ pub(super) fn lines(
         lines.push(format!(
             "ARCHIVE BEHIND: the oldest outcome not archived was recorded {} ago. Redis keeps \
              every outcome and finished run until the archive takes it, so its memory grows: \
-             see the exporters' logs (\"the archive refused a part\") and the README, \"When \
-             the archive is down\"",
+             see the exporters' logs (\"the archive refused a part\") and docs/operations.md, \
+             \"When the archive is down\"",
             duration(lag_ms)
         ));
     }
