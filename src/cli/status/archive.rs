@@ -134,3 +134,95 @@ pub(super) fn lines(
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::store::RunCounts;
+
+    /// A namespace at `now_ms` whose live replicas report these roles.
+    fn overview_of(now_ms: i64, roles: &[(&str, &str)]) -> Overview {
+        Overview {
+            now_ms,
+            leader: None,
+            counts: RunCounts {
+                due: 0,
+                active: 0,
+                dead: 0,
+                ready: Vec::new(),
+            },
+            paused: Vec::new(),
+            held_for: None,
+            replicas: roles
+                .iter()
+                .map(|(id, role)| ReplicaInfo {
+                    id: (*id).to_owned(),
+                    heartbeat_ms: now_ms,
+                    info: HashMap::from([("archive".to_owned(), (*role).to_owned())]),
+                    jobs: None,
+                    stopped_ms: None,
+                })
+                .collect(),
+            definitions: HashMap::new(),
+            definition_hashes: HashMap::new(),
+            running: Vec::new(),
+            undeclared: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_archive_behind_or_not_exported_and_a_replica_not_archiving_are_said_loudly() {
+        let now_ms = 1_800_000_000_000;
+        let archive = ArchiveStatus {
+            url: "file:///var/lib/redcron/archive".to_owned(),
+            backlog: ArchiveBacklog {
+                records: 42,
+                oldest_ms: Some(now_ms - 20 * 60 * 1000),
+            },
+        };
+        let overview = overview_of(now_ms, &[("r1", "exports"), ("r2", "records"), ("r3", "")]);
+        let said = lines(Some(&archive), &overview, false).join("\n");
+        assert!(
+            said.starts_with("archive: file:///var/lib/redcron/archive: 42 record(s) wait"),
+            "{said}"
+        );
+        assert!(said.contains("exported by r1"), "{said}");
+        assert!(said.contains("ARCHIVE BEHIND"), "{said}");
+        assert!(
+            said.contains("replica r2 was started without --archive"),
+            "{said}"
+        );
+        assert!(said.contains("REPLICA NOT ARCHIVING: r3"), "{said}");
+        assert!(!said.contains("ARCHIVE NOT EXPORTED"), "{said}");
+        let document = json(Some(&archive), &overview, false);
+        assert_eq!(document["lag_ms"], 20 * 60 * 1000);
+        assert_eq!(document["behind"], true);
+        assert_eq!(document["recording"], serde_json::json!(["r2"]));
+        assert_eq!(document["not_recording"], serde_json::json!(["r3"]));
+
+        // Caught up, and no replica exports: that alone is said.
+        let idle = ArchiveStatus {
+            backlog: ArchiveBacklog::default(),
+            ..archive
+        };
+        let said = lines(
+            Some(&idle),
+            &overview_of(now_ms, &[("r2", "records")]),
+            false,
+        );
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(
+            said[0].ends_with("nothing waits; no live replica exports"),
+            "{said:?}"
+        );
+        assert!(said[1].starts_with("ARCHIVE NOT EXPORTED"), "{said:?}");
+        assert_eq!(
+            json(Some(&idle), &overview_of(now_ms, &[]), false)["behind"],
+            false
+        );
+        assert!(lines(None, &overview, false).is_empty());
+        assert_eq!(json(None, &overview, false), Value::Null);
+    }
+}
