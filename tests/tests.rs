@@ -4,6 +4,7 @@
 mod util;
 
 mod archive;
+mod archive_operations;
 mod archive_read;
 mod archive_s3;
 mod batches;
