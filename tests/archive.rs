@@ -491,7 +491,7 @@ fn a_redis_restart_mid_export_loses_and_repeats_no_outcome() {
     );
     let logs = stop(replicas);
     assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    let records = assert_archived_once(&scenario, &archive, &logs);
+    let records = assert_archived_once(&scenario, archived(&archive), &logs);
     // Against the ledger the job writes outside Redis: each run that ran and succeeded is
     // archived as succeeded, once.
     let mut succeeded: BTreeMap<&str, usize> = BTreeMap::new();
