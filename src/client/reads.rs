@@ -60,6 +60,21 @@ impl Client {
         Ok(self.store.job_overview(job).await?)
     }
 
+    /// The namespace's state as [`Client::overview`] reads it, taking each published definition
+    /// that `known` holds by its content hash (its JSON and the queue it names, see
+    /// [`Overview::queue_named`]) from it rather than reading it again: what a reader that keeps
+    /// the definitions it parsed (a definition never changes under its hash) reads, at the cost
+    /// of the jobs' names and hashes and the definitions published since.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn overview_knowing(
+        &self,
+        known: impl Fn(&str) -> Option<(String, Option<String>)> + Sync,
+    ) -> Result<Overview, ClientError> {
+        Ok(self.store.overview_knowing(&known).await?)
+    }
+
     /// The replica that leads now, if one does: one read of the leader lease.
     ///
     /// # Errors
@@ -83,6 +98,16 @@ impl Client {
     /// Redis errors.
     pub async fn recent_events(&self) -> Result<Vec<Event>, ClientError> {
         Ok(self.store.recent_events(EVENTS_SCANNED).await?)
+    }
+
+    /// The events naming `job` (its runs' outcomes, the actions on it) among the newest
+    /// [`EVENTS_SCANNED`] of the stream, newest first: what [`Client::recent_events`] holds of
+    /// that job, read without making every other job's events.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn job_events(&self, job: &str) -> Result<Vec<Event>, ClientError> {
+        Ok(self.store.recent_events_of(job, EVENTS_SCANNED).await?)
     }
 
     /// Why Redis refuses writes now (out of memory, a read-only replica, ...), if it does:
@@ -138,8 +163,27 @@ impl Client {
         count: usize,
         failed_only: bool,
     ) -> Result<Vec<HistoryEntry>, ClientError> {
+        let events = self.store.recent_events(EVENTS_SCANNED).await?;
+        self.history_among(&events, job, replica, count, failed_only)
+            .await
+    }
+
+    /// As [`Client::history`], among `events` (newest first) rather than the newest
+    /// [`EVENTS_SCANNED`] of the stream: for a reader that read them already, such as a job's
+    /// from [`Client::job_events`].
+    ///
+    /// # Errors
+    /// As [`Client::history`].
+    pub async fn history_among(
+        &self,
+        events: &[Event],
+        job: Option<&str>,
+        replica: Option<&str>,
+        count: usize,
+        failed_only: bool,
+    ) -> Result<Vec<HistoryEntry>, ClientError> {
         let mut entries = Vec::new();
-        for event in self.store.recent_events(EVENTS_SCANNED).await? {
+        for event in events {
             let field = |name: &str| event.fields.get(name).cloned().unwrap_or_default();
             let state = RunState::parse(&field("state"));
             let failed = matches!(state, Some(RunState::Dead | RunState::Retrying));
@@ -155,7 +199,10 @@ impl Client {
                 continue;
             }
             let run = self.store.run_fields(&field("run")).await?;
-            entries.push(HistoryEntry { event, run });
+            entries.push(HistoryEntry {
+                event: event.clone(),
+                run,
+            });
             if entries.len() == count {
                 break;
             }

@@ -8,9 +8,15 @@ use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
 use super::damage::readable_record;
-use super::reply::{Reply, decode};
+use super::reply::Reply;
 use super::{Entry, Store, StoreError, millis, published_declarations, scripts};
 use crate::schedule::Priority;
+use definitions::{DefinitionsRead, KnownDefinitions};
+pub(super) use definitions::{queues_of, runs_on_every_replica};
+pub(super) use events::stream_event;
+
+mod definitions;
+mod events;
 
 /// How long after a hold ends expired leases are still not reaped: long enough for workers to
 /// record the outcomes the hold refused (they retry for a while, and reconcile after) and to
@@ -264,7 +270,7 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn overview(&self) -> Result<Overview, StoreError> {
-        self.overview_of(None).await
+        self.overview_of(DefinitionsRead::All).await
     }
 
     /// As [`Store::overview`], with the published definition of `job` alone (none when it is
@@ -274,11 +280,26 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn job_overview(&self, job: &str) -> Result<Overview, StoreError> {
-        self.overview_of(Some(job)).await
+        self.overview_of(DefinitionsRead::One(job)).await
     }
 
-    /// The overview of every published job, or of `job` alone.
-    async fn overview_of(&self, job: Option<&str>) -> Result<Overview, StoreError> {
+    /// As [`Store::overview`], the same snapshot, taking each definition that `known` holds by
+    /// its content hash (its JSON and its queue, see [`Overview::queue_named`]) from it rather
+    /// than reading and parsing it again: a reader that keeps the definitions it parsed (a
+    /// definition never changes under its hash) reads their names and hashes, and only the
+    /// definitions published since.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn overview_knowing(
+        &self,
+        known: &KnownDefinitions<'_>,
+    ) -> Result<Overview, StoreError> {
+        self.overview_of(DefinitionsRead::Known(known)).await
+    }
+
+    /// The overview of every published job, or of one alone.
+    async fn overview_of(&self, read: DefinitionsRead<'_>) -> Result<Overview, StoreError> {
         let mut connection = self.connection.clone();
         let now_ms = self.now_ms().await?;
         type Snapshot = (
@@ -309,8 +330,8 @@ impl Store {
             .pttl(self.keys.leader())
             .smembers(self.keys.paused())
             .zrange_withscores(self.keys.replicas(), 0, -1)
-            .add_command(definitions_read(self.keys.defs(), job))
-            .add_command(definitions_read(self.keys.def_hashes(), job))
+            .add_command(read.definitions(self.keys.defs()))
+            .add_command(read.hashes(self.keys.def_hashes()))
             .zrange_withscores(self.keys.active(), 0, -1)
             .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
             .zrange_withscores(self.keys.stopped_replicas(), 0, -1)
@@ -318,9 +339,7 @@ impl Store {
             .query_async(&mut connection)
             .await
             .during(&self.metrics, "overview")?;
-        let defs = definitions_of(defs, job)?;
-        let def_hashes = definitions_of(def_hashes, job)?;
-        let named = queues_of(&defs);
+        let (defs, def_hashes, named) = self.definitions_read(read, defs, def_hashes).await?;
         let mut queues = named.clone();
         queues.extend(self.ready_queues().await?);
         let mut counts = self.run_counts(&queues).await?;
@@ -477,73 +496,4 @@ impl Store {
             ready,
         })
     }
-
-    /// The newest `count` events, newest first. A field name or value that is not UTF-8 is
-    /// escaped and named under `damaged` (see [`readable_record`]), not left out.
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn recent_events(&self, count: usize) -> Result<Vec<Event>, StoreError> {
-        let reply: Vec<(String, Vec<(Entry, Entry)>)> = self
-            .connection
-            .clone()
-            .xrevrange_count(self.keys.events(), "+", "-", count)
-            .await
-            .during(&self.metrics, "recent_events")?;
-        Ok(reply
-            .into_iter()
-            .map(|(id, fields)| stream_event(&id, fields).1)
-            .collect())
-    }
-}
-
-/// An entry of the events stream as read: where it is (its id's milliseconds and sequence,
-/// 0-0 for an id that is not one), and the [`Event`] it records.
-pub(super) fn stream_event(id: &str, fields: Vec<(Entry, Entry)>) -> ((u64, u64), Event) {
-    let place = id
-        .split_once('-')
-        .and_then(|(ms, seq)| Some((ms.parse().ok()?, seq.parse().ok()?)))
-        .unwrap_or_default();
-    let event = Event {
-        at_ms: i64::try_from(place.0).unwrap_or_default(),
-        fields: readable_record(fields),
-    };
-    (place, event)
-}
-
-/// The read of a job -> value hash (`defs`, `def-hashes`): whole, or `job`'s field alone.
-fn definitions_read(key: String, job: Option<&str>) -> redis::Cmd {
-    let mut read = redis::cmd(if job.is_some() { "HGET" } else { "HGETALL" });
-    read.arg(key).arg(job);
-    read
-}
-
-/// What [`definitions_read`] answered, as job -> value.
-fn definitions_of(value: Value, job: Option<&str>) -> Result<HashMap<String, String>, StoreError> {
-    Ok(match job {
-        None => decode("overview", value)?,
-        Some(job) => decode::<Option<String>>("overview", value)?
-            .map(|found| HashMap::from([(job.to_owned(), found)]))
-            .unwrap_or_default(),
-    })
-}
-
-/// Whether a published definition is an every-replica job's (`"on": "every"`).
-pub(super) fn runs_on_every_replica(definition: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(definition)
-        .is_ok_and(|value| value.get("on").and_then(|on| on.as_str()) == Some("every"))
-}
-
-/// The one field of a published definition that [`queues_of`] reads: the rest is skipped rather
-/// than built into a tree, since every overview reads every job's definition for it.
-#[derive(serde::Deserialize)]
-struct QueueField {
-    queue: Option<String>,
-}
-
-/// The queues the published definitions `defs` (job -> JSON) name, one per job.
-pub(super) fn queues_of(defs: &HashMap<String, String>) -> Vec<String> {
-    defs.values()
-        .filter_map(|definition| serde_json::from_str::<QueueField>(definition).ok()?.queue)
-        .collect()
 }

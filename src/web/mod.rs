@@ -1,6 +1,8 @@
 //! The web console and its HTTP API (`redcron web`): a [`router`] a program can serve or mount
-//! under its own path. It keeps no state of its own: every read and action goes through the
-//! [`Client`] the command line uses, and the API's JSON is the command line's `--json`.
+//! under its own path. It keeps no state of its own but the definitions it parsed, by content
+//! hash (which cannot disagree with Redis: a definition never changes under its hash): every
+//! read and action goes through the [`Client`] the command line uses, and the API's JSON is
+//! the command line's `--json`.
 //!
 //! Patterns the console's parts share:
 //! - a read handler takes a [`Caller`] (authenticated, any role), an action handler an
@@ -33,6 +35,7 @@ use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 
+use crate::cli::status::Definitions;
 use crate::client::Client;
 
 pub use auth::{Auth, Caller, Operator, Refused, Role, hash_password, hash_token};
@@ -63,6 +66,9 @@ struct Settings {
     /// The address listened on, a `Host` answered without an auth file besides `localhost`
     /// and the loopback addresses.
     listen: Option<IpAddr>,
+    /// The published definitions parsed so far, by content hash: a definition never changes
+    /// under its hash, so the status a page refreshes parses only those deployed since.
+    definitions: Arc<Definitions>,
 }
 
 impl WebState {
@@ -78,6 +84,7 @@ impl WebState {
                 base_path: String::new(),
                 trust_proxy: false,
                 listen: None,
+                definitions: Arc::default(),
             }),
         }
     }
@@ -121,6 +128,11 @@ impl WebState {
     /// The namespace's client.
     pub(crate) fn client(&self) -> &Client {
         &self.inner.client
+    }
+
+    /// The published definitions parsed so far, shared by every request.
+    pub(crate) fn definitions(&self) -> &Arc<Definitions> {
+        &self.inner.definitions
     }
 
     /// The namespace served.

@@ -1,16 +1,19 @@
 //! `redcron status` and `redcron jobs`: what the replicas are doing, read from Redis alone.
 
 mod archive;
+mod definitions;
 mod drift;
 mod recent;
 mod refused;
 mod undeclared;
 
+pub(crate) use definitions::Definitions;
 pub(crate) use drift::{Drift, drifting_jobs};
 pub(crate) use recent::RecentEvents;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
+use std::sync::Arc;
 
 use chrono::DateTime;
 use clap::Args;
@@ -26,6 +29,7 @@ use crate::schedule::workflow::Workflow;
 use crate::schedule::{Label, Labels, Reach, Schedule, Selector, placement};
 use crate::store::keys::{replica_of_run, route_replica};
 use crate::store::{DamagedKeys, Overview, ReplicaInfo, RunState, UndeclaredRuns, WritesRefused};
+use definitions::Parsed;
 
 /// A replica silent for this many heartbeat periods is stale.
 const STALE_PERIODS: i64 = 3;
@@ -52,9 +56,8 @@ struct Published {
     name: String,
     /// Its content hash in `def-hashes`; `None` while that entry is missing (being repaired).
     hash: Option<String>,
-    /// What `status` and `jobs` show of it; `None` when the entry is not a definition (damaged:
-    /// the leader writes it again), which is said rather than shown with made-up values.
-    summary: Option<Summary>,
+    /// Its definition parsed: once per hash for a reader that keeps [`Definitions`].
+    parsed: Arc<Parsed>,
 }
 
 /// The fields of a published definition (its canonical JSON, every default filled in) that
@@ -80,53 +83,68 @@ struct Summary {
 
 impl Published {
     fn parse(name: &str, json: &str, hash: Option<&String>) -> Self {
+        Self::of(name, json, hash, None)
+    }
+
+    /// As [`Published::parse`], taken from `definitions` when it holds that hash.
+    fn of(
+        name: &str,
+        json: &str,
+        hash: Option<&String>,
+        definitions: Option<&Definitions>,
+    ) -> Self {
+        let parsed = match definitions {
+            Some(definitions) => definitions.parsed(hash.map(String::as_str), json),
+            None => Arc::new(Parsed::new(json)),
+        };
         Self {
             name: name.to_owned(),
             hash: hash.cloned(),
-            summary: serde_json::from_str(json).ok(),
+            parsed,
         }
     }
 
+    /// What `status` and `jobs` show of it; `None` when the entry is not a definition (damaged:
+    /// the leader writes it again), which is said rather than shown with made-up values.
+    fn summary(&self) -> Option<&Summary> {
+        self.parsed.summary.as_ref()
+    }
+
     fn schedule(&self) -> Option<&str> {
-        self.summary.as_ref()?.schedule.as_deref()
+        self.summary()?.schedule.as_deref()
     }
 
     /// What its runs execute; `None` for a workflow's job, which runs steps.
     fn command(&self) -> Option<&str> {
-        self.summary
-            .as_ref()?
+        self.summary()?
             .command
             .as_deref()
             .filter(|command| !command.is_empty())
     }
 
     fn timezone(&self) -> Option<&str> {
-        self.summary
-            .as_ref()
-            .map(|summary| summary.timezone.as_str())
+        self.summary().map(|summary| summary.timezone.as_str())
     }
 
     fn enabled(&self) -> Option<bool> {
-        self.summary.as_ref().map(|summary| summary.enabled)
+        self.summary().map(|summary| summary.enabled)
     }
 
     /// The steps of the workflow its runs start, as `check` shows them; `None` for a job.
     fn workflow(&self) -> Option<String> {
-        let workflow = self.summary.as_ref()?.workflow.as_ref()?;
+        let workflow = self.summary()?.workflow.as_ref()?;
         Some(workflow.describe())
     }
 
     /// Its `where` terms (empty for every replica).
     fn selector(&self) -> &[String] {
-        self.summary
-            .as_ref()
+        self.summary()
             .map_or(&[], |summary| summary.selector.as_slice())
     }
 
     /// Whether each fire runs on every replica that declares it (`on = "every"`).
     fn on_every(&self) -> bool {
-        self.summary
-            .as_ref()
+        self.summary()
             .is_some_and(|summary| summary.on.as_deref() == Some("every"))
     }
 
@@ -169,18 +187,18 @@ impl Published {
     }
 
     /// Its schedule parsed; `None` on demand, damaged, or not a schedule this version reads.
-    fn parsed_schedule(&self) -> Option<Schedule> {
-        Schedule::parse(self.schedule()?).ok()
+    fn parsed_schedule(&self) -> Option<&Schedule> {
+        self.parsed.schedule.as_ref()
     }
 
     /// The next `count` fires after `now_ms`, RFC 3339 in the job's zone.
     fn next_fires(&self, now_ms: i64, count: usize) -> Vec<String> {
-        self.fires_of(self.parsed_schedule().as_ref(), now_ms, count)
+        self.fires_of(self.parsed_schedule(), now_ms, count)
     }
 
     /// As [`Published::next_fires`], of `schedule` parsed once by a caller that shows it too.
     fn fires_of(&self, schedule: Option<&Schedule>, now_ms: i64, count: usize) -> Vec<String> {
-        let Some(summary) = self.summary.as_ref().filter(|summary| summary.enabled) else {
+        let Some(summary) = self.summary().filter(|summary| summary.enabled) else {
             return Vec::new();
         };
         let (Some(schedule), Ok(zone), Some(now)) = (
@@ -198,11 +216,20 @@ impl Published {
     }
 }
 
-fn published(overview: &Overview) -> Vec<Published> {
+/// The published jobs of `overview`, in the order `jobs` lists them, each definition taken from
+/// `definitions` when it holds it.
+fn published(overview: &Overview, definitions: Option<&Definitions>) -> Vec<Published> {
     let mut jobs: Vec<Published> = overview
         .definitions
         .iter()
-        .map(|(name, json)| Published::parse(name, json, overview.definition_hashes.get(name)))
+        .map(|(name, json)| {
+            Published::of(
+                name,
+                json,
+                overview.definition_hashes.get(name),
+                definitions,
+            )
+        })
         .collect();
     jobs.sort_by(|a, b| a.name.cmp(&b.name));
     jobs
@@ -471,6 +498,8 @@ pub(crate) struct StatusRead {
     pub(crate) failing: Vec<(String, String)>,
     /// The archive, when the namespace archives.
     pub(crate) archive: Option<archive::ArchiveStatus>,
+    /// The definitions parsed before, which the read took its own from, when it was given them.
+    definitions: Option<Arc<Definitions>>,
 }
 
 /// A status that could not be read, and the scripts the replicas report failing, which may be
@@ -488,9 +517,39 @@ impl StatusRead {
     /// # Errors
     /// Redis out of reach, or data redcron did not write, with the failing scripts reported.
     pub(crate) async fn read(client: &Client) -> Result<Self, StatusUnread> {
+        Self::read_from(client, None).await
+    }
+
+    /// As [`StatusRead::read`], taking the definitions `definitions` holds by hash from it
+    /// rather than reading and parsing them again, and keeping there those published since:
+    /// what a reader that shows every job again and again (the console) reads.
+    ///
+    /// # Errors
+    /// As [`StatusRead::read`].
+    pub(crate) async fn read_knowing(
+        client: &Client,
+        definitions: &Arc<Definitions>,
+    ) -> Result<Self, StatusUnread> {
+        Self::read_from(client, Some(definitions)).await
+    }
+
+    async fn read_from(
+        client: &Client,
+        definitions: Option<&Arc<Definitions>>,
+    ) -> Result<Self, StatusUnread> {
         let read = async {
+            let overview = match definitions {
+                Some(definitions) => {
+                    let overview = client
+                        .overview_knowing(|hash| definitions.known(hash))
+                        .await?;
+                    definitions.learn(&overview);
+                    overview
+                }
+                None => client.overview().await?,
+            };
             Ok::<_, ClientError>((
-                client.overview().await?,
+                overview,
                 client.recent_events().await?,
                 client.owed_notices().await?,
                 client.writes_refused().await?,
@@ -510,6 +569,7 @@ impl StatusRead {
                 writes_refused,
                 damaged,
                 failing,
+                definitions: definitions.cloned(),
             }),
             Err(error) => Err(StatusUnread { error, failing }),
         }
@@ -523,11 +583,12 @@ impl StatusRead {
     }
 
     /// Each published job's state in the status document: parses every job's definition and
-    /// finds its next fire.
+    /// finds its next fire, but for a read given [`Definitions`], which parses a definition once
+    /// per hash and finds its next fire once per fire.
     fn job_states(&self) -> Vec<Value> {
         let running = running_by_job(&self.overview);
         let paused = paused_jobs(&self.overview);
-        published(&self.overview)
+        published(&self.overview, self.definitions.as_deref())
             .iter()
             .map(|job| {
                 let last = self.events.last_outcome(&job.name);
@@ -538,7 +599,7 @@ impl StatusRead {
                     "last_outcome": last.map(|(state, _)| state),
                     "last_at": last.map(|(_, at)| rfc3339(at)),
                     "last_at_ms": last.map(|(_, at)| at),
-                    "next_fire": job.next_fires(self.overview.now_ms, 1).first(),
+                    "next_fire": job.parsed.next_fire(self.overview.now_ms),
                     "running": running.get(job.name.as_str()).cloned().unwrap_or_default(),
                 })
             })
@@ -649,10 +710,11 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         damaged,
         failing,
         archive,
+        ..
     } = read;
     let failing_text = failing_scripts_text(&failing);
     let refused = writes_refused.is_some();
-    let jobs = published(&overview);
+    let jobs = published(&overview, None);
     let running = running_by_job(&overview);
     let paused = paused_jobs(&overview);
 
@@ -893,7 +955,7 @@ fn job_document(
         "enabled": job.enabled(),
         "workflow": job.workflow(),
         "command": job.command(),
-        "damaged": job.summary.is_none(),
+        "damaged": job.summary().is_none(),
         "hash": job.hash,
         "next_fires": job.fires_of(schedule, overview.now_ms, 3),
         "declared_by": declarers.same,
@@ -914,9 +976,9 @@ fn job_document(
 /// The published jobs as `jobs --json` and the web API show them, in the order `jobs` lists
 /// them.
 pub(crate) fn jobs_documents(overview: &Overview, events: &RecentEvents) -> Vec<Value> {
-    published(overview)
+    published(overview, None)
         .iter()
-        .map(|job| job_document(overview, events, job, job.parsed_schedule().as_ref()))
+        .map(|job| job_document(overview, events, job, job.parsed_schedule()))
         .collect()
 }
 
@@ -969,8 +1031,8 @@ pub(crate) fn shown_job(
     let job = Published::parse(name, json, overview.definition_hashes.get(name));
     let schedule = job.parsed_schedule();
     Some(ShownJob {
-        document: job_document(overview, events, &job, schedule.as_ref()),
-        schedule,
+        document: job_document(overview, events, &job, schedule),
+        schedule: schedule.cloned(),
     })
 }
 
@@ -991,7 +1053,7 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
         Ok::<_, CliError>((overview, client.recent_events().await?))
     })?;
     let events = RecentEvents::new(events);
-    let jobs = published(&overview);
+    let jobs = published(&overview, None);
     if args.format.is_json() {
         let jobs = jobs_documents(&overview, &events);
         return args
@@ -1015,7 +1077,7 @@ pub(super) fn jobs(args: &JobsArgs, out: &mut impl Write) -> Result<(), CliError
             }
             vec![
                 job.label(),
-                match (&job.summary, job.schedule()) {
+                match (job.summary(), job.schedule()) {
                     (None, _) => "(damaged: the leader writes it again)".to_owned(),
                     (Some(_), None) => "(on demand)".to_owned(),
                     (Some(_), Some(schedule)) => schedule.to_owned(),

@@ -112,7 +112,7 @@ fn a_replica_whose_labels_the_where_does_not_match_is_no_warning() {
 #[test]
 fn a_damaged_definition_is_said_to_be_damaged_not_shown_with_made_up_values() {
     let damaged = Published::parse("x", "{not json", None);
-    assert!(damaged.summary.is_none());
+    assert!(damaged.summary().is_none());
     assert_eq!((damaged.timezone(), damaged.enabled()), (None, None));
     assert!(damaged.next_fires(0, 2).is_empty());
     let good = Published::parse(
@@ -148,4 +148,81 @@ fn the_recent_events_of_a_job_are_its_own_newest_first_and_its_last_outcome_skip
     assert_eq!(events.last_outcome("a"), Some(("retrying", 3)));
     assert_eq!(events.last_outcome("c"), None);
     assert_eq!(events.all().len(), 5);
+}
+
+/// A namespace that publishes `jobs` (name, content hash, definition) and nothing else.
+fn publishing(jobs: &[(String, String, &str)]) -> Overview {
+    let mut overview = overview_of(Vec::new());
+    for (job, hash, json) in jobs {
+        overview.definitions.insert(job.clone(), (*json).to_owned());
+        overview.definition_hashes.insert(job.clone(), hash.clone());
+    }
+    overview
+}
+
+const AT_THREE: &str = r#"{"schedule": "0 3 * * *", "timezone": "UTC", "enabled": true}"#;
+
+#[test]
+fn a_definition_is_parsed_once_per_hash_and_a_new_hash_anew() {
+    let definitions = Definitions::default();
+    definitions.learn(&publishing(&[("nightly".into(), "h1".into(), AT_THREE)]));
+    assert_eq!(
+        definitions.known("h1"),
+        Some((AT_THREE.to_owned(), None)),
+        "what an overview takes instead of reading the definition"
+    );
+    // A hash names one definition: what comes with it again is not parsed.
+    let kept = definitions.parsed(Some("h1"), "{not json");
+    assert_eq!(
+        kept.summary
+            .as_ref()
+            .and_then(|summary| summary.schedule.as_deref()),
+        Some("0 3 * * *")
+    );
+    let moved = r#"{"schedule": "0 4 * * *", "timezone": "UTC", "enabled": true, "queue": "slow"}"#;
+    definitions.learn(&publishing(&[("nightly".into(), "h2".into(), moved)]));
+    assert_eq!(
+        definitions.known("h2"),
+        Some((moved.to_owned(), Some("slow".to_owned())))
+    );
+    let anew = definitions.parsed(Some("h2"), moved);
+    assert_eq!(
+        anew.summary
+            .as_ref()
+            .and_then(|summary| summary.schedule.as_deref()),
+        Some("0 4 * * *")
+    );
+    assert_eq!(definitions.known("h3"), None);
+}
+
+#[test]
+fn definitions_kept_are_at_most_twice_the_published_jobs() {
+    let definitions = Definitions::default();
+    for deploy in 0..10 {
+        let jobs: Vec<(String, String, &str)> = (0..3)
+            .map(|job| (format!("job{job}"), format!("h{deploy}-{job}"), AT_THREE))
+            .collect();
+        definitions.learn(&publishing(&jobs));
+        assert!(
+            definitions.len() <= 6,
+            "deploy {deploy}: {} kept for 3 jobs",
+            definitions.len()
+        );
+        for (_, hash, _) in &jobs {
+            assert!(definitions.known(hash).is_some(), "{hash} is published");
+        }
+    }
+}
+
+#[test]
+fn a_kept_next_fire_is_the_one_found_anew() {
+    let json = r#"{"schedule": "*/5 * * * *", "timezone": "Europe/Berlin", "enabled": true}"#;
+    let job = Published::parse("five", json, None);
+    let kept = Parsed::new(json);
+    // Every 70 s for a while: some reads fall before a fire, some after it.
+    for now_ms in (0..20).map(|step| 1_767_225_600_000 + step * 70_000) {
+        assert_eq!(kept.next_fire(now_ms), job.next_fires(now_ms, 1).pop());
+    }
+    let disabled = Parsed::new(r#"{"schedule": "0 3 * * *", "timezone": "UTC", "enabled": false}"#);
+    assert_eq!(disabled.next_fire(0), None);
 }

@@ -73,7 +73,8 @@ pub(crate) async fn trigger_job(
     payload: Option<String>,
     priority: Option<Priority>,
 ) -> Result<Json<Value>, ApiError> {
-    let overview = client.overview().await?;
+    // The replicas and their declarations are all a trigger needs: no other job's definition.
+    let overview = client.job_overview(job).await?;
     let live = live_declarers(&overview, job);
     let fired = client
         .trigger_fire(
@@ -190,7 +191,7 @@ async fn submit(
     let submitted = settings(request).send().await?;
     // Read after the run exists: a failure here must not hide its id.
     let declared_by = client
-        .overview()
+        .job_overview(job)
         .await
         .ok()
         .map(|overview| live_declarers(&overview, job));

@@ -30,7 +30,7 @@ pub(super) async fn status(
     _: Caller,
     State(state): State<WebState>,
 ) -> Result<Json<Value>, ApiError> {
-    let read = StatusRead::read(state.client())
+    let read = StatusRead::read_knowing(state.client(), state.definitions())
         .await
         .map_err(|unread| unread.error)?;
     Ok(Json(read.document()))
@@ -53,7 +53,7 @@ pub(crate) struct Status {
 /// # Errors
 /// Redis out of reach, or data redcron did not write.
 pub(crate) async fn read_status(state: &WebState) -> Result<Status, ApiError> {
-    let read = StatusRead::read(state.client())
+    let read = StatusRead::read_knowing(state.client(), state.definitions())
         .await
         .map_err(|unread| unread.error)?;
     Ok(Status {
@@ -111,7 +111,7 @@ pub(super) async fn job(
     Segment(name): Segment,
 ) -> Result<Json<Value>, ApiError> {
     let overview = state.client().job_overview(&name).await?;
-    let events = RecentEvents::new(state.client().recent_events().await?);
+    let events = RecentEvents::new(state.client().job_events(&name).await?);
     named_job_document(&overview, &events, &name)
         .map(Json)
         .ok_or_else(|| crate::client::ClientError::UnknownJob(name).into())

@@ -48,15 +48,18 @@ pub(super) async fn page(
     let read = async {
         let client = state.client();
         let overview = client.job_overview(&name).await?;
-        let events = RecentEvents::new(client.recent_events().await?);
+        // The job's events alone, read once for its history, strip, durations and actions.
+        let events = client.job_events(&name).await?;
         let history = if overview.definitions.contains_key(&name) {
-            client.history(Some(&name), None, HISTORY, false).await?
+            client
+                .history_among(&events, Some(&name), None, HISTORY, false)
+                .await?
         } else {
             Vec::new()
         };
         Ok::<_, ApiError>(Read {
             overview,
-            events,
+            events: RecentEvents::new(events),
             history,
         })
     };
