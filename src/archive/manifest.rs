@@ -15,7 +15,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::part::SCHEMA_VERSION;
+use super::part::{SCHEMA_VERSION, day_folder, range_of};
 use super::{Archive, ArchiveError, Written};
 
 /// How many versions of a day's manifest a writer tries before it gives up: each one after the
@@ -82,7 +82,7 @@ pub struct ManifestPart {
 /// `runs/v1/date=YYYY-MM-DD/manifest.json`, then `manifest-2.json` and on. A reader takes the
 /// highest version there is.
 pub fn name(date: NaiveDate, version: u32) -> String {
-    let day = format!("runs/v{SCHEMA_VERSION}/date={}", date.format("%Y-%m-%d"));
+    let day = day_folder(date);
     if version <= 1 {
         format!("{day}/manifest.json")
     } else {
@@ -94,32 +94,6 @@ pub fn name(date: NaiveDate, version: u32) -> String {
 pub fn day(days: i64) -> Option<NaiveDate> {
     NaiveDate::from_ymd_opt(1970, 1, 1)?
         .checked_add_days(chrono::Days::new(u64::try_from(days).ok()?))
-}
-
-/// The range a part's name holds: `.../part-<ms>-<seq>-<ms>-<seq>.ndjson.gz`.
-fn part_range(name: &str) -> Option<(String, String)> {
-    let file = name.rsplit('/').next()?;
-    let range = file.strip_prefix("part-")?.strip_suffix(".ndjson.gz")?;
-    let numbers: Vec<&str> = range.split('-').collect();
-    let [first_ms, first_seq, last_ms, last_seq] = numbers[..] else {
-        return None;
-    };
-    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-    [first_ms, first_seq, last_ms, last_seq]
-        .iter()
-        .all(|text| digits(text))
-        .then(|| {
-            (
-                format!("{first_ms}-{first_seq}"),
-                format!("{last_ms}-{last_seq}"),
-            )
-        })
-}
-
-/// A stream id as numbers, for ordering parts (ids are not ordered as text).
-fn id_order(id: &str) -> (u64, u64) {
-    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
-    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
 }
 
 /// What [`Archive::write_manifest`] did.
@@ -147,7 +121,7 @@ impl Archive {
     /// The store refusing the listing or a read; a part that is no gzip.
     pub async fn manifest_of(&self, date: NaiveDate) -> Result<Option<Manifest>, ManifestError> {
         let archive = self.url.to_string();
-        let day = format!("runs/v{SCHEMA_VERSION}/date={}", date.format("%Y-%m-%d"));
+        let day = day_folder(date);
         let failed = |operation, name: &str, source| ArchiveError::Store {
             archive: archive.clone(),
             operation,
@@ -163,7 +137,7 @@ impl Archive {
         let mut parts = Vec::new();
         for object in listed {
             let name = object.location.to_string();
-            let Some((first, last)) = part_range(&name) else {
+            let Some((first, last)) = range_of(&name) else {
                 continue;
             };
             let bytes = self
@@ -182,19 +156,24 @@ impl Archive {
                     name: name.clone(),
                     reason: error.to_string(),
                 })?;
-            parts.push(ManifestPart {
-                records: text.iter().filter(|&&byte| byte == b'\n').count() as u64,
-                bytes: bytes.len() as u64,
-                sha256: hex::encode(Sha256::digest(&bytes)),
-                name,
+            let id = |(ms, seq): (u64, u64)| format!("{ms}-{seq}");
+            parts.push((
                 first,
-                last,
-            });
+                ManifestPart {
+                    records: text.iter().filter(|&&byte| byte == b'\n').count() as u64,
+                    bytes: bytes.len() as u64,
+                    sha256: hex::encode(Sha256::digest(&bytes)),
+                    name,
+                    first: id(first),
+                    last: id(last),
+                },
+            ));
         }
         if parts.is_empty() {
             return Ok(None);
         }
-        parts.sort_by_key(|part| id_order(&part.first));
+        parts.sort_by_key(|(first, _)| *first);
+        let parts: Vec<ManifestPart> = parts.into_iter().map(|(_, part)| part).collect();
         Ok(Some(Manifest {
             v: SCHEMA_VERSION,
             date: date.format("%Y-%m-%d").to_string(),
@@ -247,21 +226,10 @@ mod tests {
     use crate::archive::ArchiveUrl;
 
     #[test]
-    fn a_manifest_is_named_by_its_day_and_a_part_read_back_by_its_name() {
+    fn a_manifest_is_named_by_its_day() {
         let date = day(20_520).expect("a day");
         assert_eq!(name(date, 1), "runs/v1/date=2026-03-08/manifest.json");
         assert_eq!(name(date, 2), "runs/v1/date=2026-03-08/manifest-2.json");
-        assert_eq!(
-            part_range(
-                "runs/v1/date=2026-03-08/hour=07/part-1772953200000-0-1772956799999-14.ndjson.gz"
-            ),
-            Some(("1772953200000-0".into(), "1772956799999-14".into()))
-        );
-        assert_eq!(part_range("runs/v1/date=2026-03-08/manifest.json"), None);
-        assert_eq!(
-            part_range("runs/v1/date=2026-03-08/hour=07/part-1-x-2-0.ndjson.gz"),
-            None
-        );
         assert_eq!(day(-1), None);
     }
 

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use flate2::GzBuilder;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,32 @@ use crate::store::{ArchivePart, ArchiveRecord, record_ms};
 
 /// The version of the records' schema, in every record (`v`) and in every part's name.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// The folder of a day's parts (and its manifests): `runs/v1/date=YYYY-MM-DD`.
+pub fn day_folder(date: NaiveDate) -> String {
+    format!("runs/v{SCHEMA_VERSION}/date={}", date.format("%Y-%m-%d"))
+}
+
+/// The range of outbox ids a part's name holds, first and last, each as (ms, seq); `None` for
+/// an object that is no part (a manifest, a store's temporary file). Takes a whole name or its
+/// file name alone.
+pub fn range_of(name: &str) -> Option<((u64, u64), (u64, u64))> {
+    let file = name.rsplit('/').next()?;
+    let range = file.strip_prefix("part-")?.strip_suffix(".ndjson.gz")?;
+    let numbers: Vec<u64> = range
+        .split('-')
+        .map(|number| {
+            // Digits alone: `parse` would take a sign too.
+            (!number.is_empty() && number.bytes().all(|byte| byte.is_ascii_digit()))
+                .then(|| number.parse().ok())
+                .flatten()
+        })
+        .collect::<Option<_>>()?;
+    let [first_ms, first_seq, last_ms, last_seq] = numbers[..] else {
+        return None;
+    };
+    Some(((first_ms, first_seq), (last_ms, last_seq)))
+}
 
 /// The part's name in the archive:
 /// `runs/v1/date=YYYY-MM-DD/hour=HH/part-<first id>-<last id>.ndjson.gz`, dated by its first
@@ -210,6 +236,32 @@ mod tests {
                 .map(|(name, value)| ((*name).to_owned(), value.to_vec()))
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_part_name_is_read_back_as_its_range_and_no_other_object_is() {
+        for name in [
+            "runs/v1/date=2026-03-08/hour=07/part-1772953200000-0-1772956799999-14.ndjson.gz",
+            "part-1772953200000-0-1772956799999-14.ndjson.gz",
+        ] {
+            assert_eq!(
+                range_of(name),
+                Some(((1_772_953_200_000, 0), (1_772_956_799_999, 14))),
+                "{name}"
+            );
+        }
+        for other in [
+            "runs/v1/date=2026-03-08/manifest.json",
+            "part-1-0.ndjson.gz",
+            "part-1-x-2-0.ndjson.gz",
+            "part-+1-0-2-0.ndjson.gz",
+            "part-1-0-2-0.ndjson.gz#3",
+            "notes.txt",
+        ] {
+            assert_eq!(range_of(other), None, "{other}");
+        }
+        let date = NaiveDate::from_ymd_opt(2026, 3, 8).expect("a date");
+        assert_eq!(day_folder(date), "runs/v1/date=2026-03-08");
     }
 
     #[test]

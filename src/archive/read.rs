@@ -9,7 +9,7 @@ use futures_util::TryStreamExt;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
-use super::part::{Document, SCHEMA_VERSION};
+use super::part::{Document, SCHEMA_VERSION, day_folder, range_of};
 use super::{Archive, ArchiveError, ArchiveUrl};
 use crate::store::{Store, StoreError};
 
@@ -179,10 +179,7 @@ impl Reader {
     /// # Errors
     /// [`ReadError::Store`] when the listing fails.
     pub async fn parts(&self, day: NaiveDate) -> Result<Vec<Listed>, ReadError> {
-        let prefix = Path::from(format!(
-            "runs/v{SCHEMA_VERSION}/date={}",
-            day.format("%Y-%m-%d")
-        ));
+        let prefix = Path::from(day_folder(day));
         let objects: Vec<object_store::ObjectMeta> = self
             .archive
             .store
@@ -194,7 +191,7 @@ impl Reader {
             .into_iter()
             .filter_map(|object| {
                 let name = object.location.to_string();
-                let first = first_id(object.location.filename()?)?;
+                let (first, _) = range_of(object.location.filename()?)?;
                 Some(Listed { name, first })
             })
             .collect();
@@ -381,15 +378,6 @@ fn day_of(ms: i64) -> Option<NaiveDate> {
     DateTime::<Utc>::from_timestamp_millis(ms).map(|at| at.date_naive())
 }
 
-/// The first outbox id of a part's file name, `part-<ms>-<seq>-<ms>-<seq>.ndjson.gz`.
-fn first_id(file: &str) -> Option<(u64, u64)> {
-    let range = file.strip_prefix("part-")?.strip_suffix(".ndjson.gz")?;
-    let mut numbers = range.split('-').map(str::parse::<u64>);
-    let (ms, seq) = (numbers.next()?.ok()?, numbers.next()?.ok()?);
-    let rest: Vec<u64> = numbers.collect::<Result<_, _>>().ok()?;
-    (rest.len() == 2).then_some((ms, seq))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,7 +385,7 @@ mod tests {
     use crate::store::{ArchivePart, ArchiveRecord};
 
     #[test]
-    fn a_run_id_carries_when_it_was_made_and_a_part_name_its_first_id() {
+    fn a_run_id_carries_when_it_was_made() {
         assert_eq!(born_ms("backup@1772953200000"), Some(1_772_953_200_000));
         assert_eq!(born_ms("web@1772953200000:r2"), Some(1_772_953_200_000));
         let uuid = uuid::Builder::from_unix_timestamp_millis(1_772_953_200_123, &[7; 10])
@@ -410,17 +398,6 @@ mod tests {
             "a UUIDv4"
         );
         assert_eq!(born_ms("job@soon"), None);
-        assert_eq!(
-            first_id("part-1772953200000-0-1772956799999-14.ndjson.gz"),
-            Some((1_772_953_200_000, 0))
-        );
-        for other in [
-            "part-1-0.ndjson.gz",
-            "part-1-0-2-0.ndjson.gz#3",
-            "notes.txt",
-        ] {
-            assert_eq!(first_id(other), None, "{other}");
-        }
     }
 
     #[tokio::test]
