@@ -502,6 +502,29 @@ fn a_damaged_part_is_named_and_the_others_are_read() {
             .is_some_and(|at| at.ends_with(&part(0))),
         "{document}"
     );
+    // The console, reading the namespace's archive: a run in a damaged part is not called
+    // unknown, since it may be there; one the readable parts hold is shown.
+    let _: () = server
+        .connection()
+        .set(keys().archive_marker(), &url)
+        .expect("SET");
+    let console = WebProcess::start(&server.url(), dir.path(), &[]);
+    for path in [
+        format!("/api/v1/runs/{}", run(1)),
+        format!("/runs/{}", run(1)),
+    ] {
+        let answer = console.get(&path);
+        assert_eq!(answer.status, 503, "{path}: {}", answer.body);
+        assert!(answer.body.contains(&part(1)), "{path}: {}", answer.body);
+    }
+    let api = console.get(&format!("/api/v1/runs/{}", run(1)));
+    assert_eq!(
+        api.json()["error"]["code"],
+        "archive-unavailable",
+        "{}",
+        api.body
+    );
+    assert_eq!(console.get(&format!("/api/v1/runs/{}", run(0))).status, 200);
 }
 
 /// The README's jq query, as written there.

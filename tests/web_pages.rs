@@ -447,6 +447,16 @@ fn with_redis_frozen_a_page_answers_within_one_response_timeout() {
             "{path} answered after {took:?}"
         );
     }
+    // The API's status as well, which once asked a frozen Redis a second time.
+    let started = Instant::now();
+    let status = web.get("/api/v1/status");
+    let took = started.elapsed();
+    assert_eq!(status.status, 503, "{}", status.body);
+    assert_eq!(status.json()["error"]["code"], "redis-unavailable");
+    assert!(
+        took < RESPONSE_TIMEOUT * 2 - Duration::from_secs(2),
+        "/api/v1/status answered after {took:?}"
+    );
     scenario.server.signal(Signal::SIGCONT);
     let back = wait_for(Duration::from_secs(30), || {
         let page = web.get("/jobs");

@@ -31,7 +31,7 @@ use crate::client::{Client, ClientError};
 use crate::schedule::workflow::Workflow;
 use crate::schedule::{Label, Labels, Reach, Schedule, Selector, placement};
 use crate::store::keys::route_replica;
-use crate::store::{DamagedKeys, Overview, ReplicaInfo, UndeclaredRuns, WritesRefused};
+use crate::store::{DamagedKeys, Overview, ReplicaInfo, StoreError, UndeclaredRuns, WritesRefused};
 use definitions::Parsed;
 
 /// A replica silent for this many heartbeat periods is stale.
@@ -466,6 +466,19 @@ pub(crate) struct StatusUnread {
     pub(crate) failing: Vec<(String, String)>,
 }
 
+/// Whether `error` says Redis could not be reached or did not answer in time, rather than
+/// answering something the read could not use.
+fn out_of_reach(error: &ClientError) -> bool {
+    matches!(
+        error,
+        ClientError::Store(StoreError::Redis { source, .. })
+            if source.is_timeout()
+                || source.is_io_error()
+                || source.is_connection_refusal()
+                || source.is_connection_dropped()
+    )
+}
+
 impl StatusRead {
     /// Reads all a status shows.
     ///
@@ -513,8 +526,13 @@ impl StatusRead {
             ))
         }
         .await;
-        // With no replica's report there is nothing to name, which is no failure of the status.
-        let failing = client.failing_scripts().await.unwrap_or_default();
+        // With no replica's report there is nothing to name, which is no failure of the status;
+        // with Redis out of reach, asking it again would only wait as long once more.
+        let failing = if read.as_ref().is_err_and(out_of_reach) {
+            Vec::new()
+        } else {
+            client.failing_scripts().await.unwrap_or_default()
+        };
         match read {
             Ok((overview, events, owed_notices, writes_refused, damaged, archive)) => Ok(Self {
                 archive,

@@ -287,7 +287,8 @@ pub(super) async fn run(
 /// no record of it. A damaged part met on the way is logged, and the others read.
 ///
 /// # Errors
-/// `archive-unavailable` (503) when the archive cannot be opened or read; Redis's errors.
+/// `archive-unavailable` (503) when the archive cannot be opened or read, or when the run is in
+/// none of its readable parts and some part where it may be is damaged; Redis's errors.
 pub(crate) async fn archived_run(
     state: &WebState,
     id: &str,
@@ -306,12 +307,32 @@ pub(crate) async fn archived_run(
     else {
         return Ok(None);
     };
-    let damaged = |error: ReadError| warn!(%error, "a damaged part of the archive");
-    let found = reader.run(id, damaged).await.map_err(unavailable)?;
-    Ok(found.map(|run| {
-        let part = reader.object_url(&run.part);
-        (run, part)
-    }))
+    let mut damage = Vec::new();
+    let found = reader
+        .run(id, |error: ReadError| {
+            warn!(%error, "a damaged part of the archive");
+            damage.push(error.to_string());
+        })
+        .await
+        .map_err(unavailable)?;
+    match found {
+        Some(run) => {
+            let part = reader.object_url(&run.part);
+            Ok(Some((run, part)))
+        }
+        // The run may be in what could not be read: not known to be unknown.
+        None if !damage.is_empty() => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "archive-unavailable",
+            format!(
+                "run {id} is in no readable part of the archive, and {} part(s) where it may be \
+                 are damaged: {}",
+                damage.len(),
+                damage.join("; ")
+            ),
+        )),
+        None => Ok(None),
+    }
 }
 
 /// Which outcomes `/history` lists.
