@@ -140,35 +140,22 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::store::RunCounts;
 
     /// A namespace at `now_ms` whose live replicas report these roles.
     fn overview_of(now_ms: i64, roles: &[(&str, &str)]) -> Overview {
+        let replicas = roles
+            .iter()
+            .map(|(id, role)| ReplicaInfo {
+                id: (*id).to_owned(),
+                heartbeat_ms: now_ms,
+                info: HashMap::from([("archive".to_owned(), (*role).to_owned())]),
+                jobs: None,
+                stopped_ms: None,
+            })
+            .collect();
         Overview {
             now_ms,
-            leader: None,
-            counts: RunCounts {
-                due: 0,
-                active: 0,
-                dead: 0,
-                ready: Vec::new(),
-            },
-            paused: Vec::new(),
-            held_for: None,
-            replicas: roles
-                .iter()
-                .map(|(id, role)| ReplicaInfo {
-                    id: (*id).to_owned(),
-                    heartbeat_ms: now_ms,
-                    info: HashMap::from([("archive".to_owned(), (*role).to_owned())]),
-                    jobs: None,
-                    stopped_ms: None,
-                })
-                .collect(),
-            definitions: HashMap::new(),
-            definition_hashes: HashMap::new(),
-            running: Vec::new(),
-            undeclared: Vec::new(),
+            ..super::super::tests::overview_of(replicas)
         }
     }
 

@@ -22,7 +22,7 @@ fn replica(id: &str, alive: bool, jobs: Option<&[(&str, &str)]>) -> ReplicaInfo 
 }
 
 /// A namespace of `replicas` and nothing else, at time 0.
-fn overview_of(replicas: Vec<ReplicaInfo>) -> Overview {
+pub(super) fn overview_of(replicas: Vec<ReplicaInfo>) -> Overview {
     Overview {
         now_ms: 0,
         leader: None,
