@@ -190,6 +190,42 @@ async fn a_ready_list_written_before_the_index_is_found_before_and_after_a_reape
     assert_eq!(scans, 0);
 }
 
+/// An index of another type (damaged, or written by hand) fails no reader, which walks the keys
+/// instead, nor the reaper, which replaces it with the queues its walk finds.
+#[tokio::test]
+async fn an_index_of_another_type_is_walked_around_and_replaced_by_the_reaper() {
+    let (server, store) = published().await;
+    replica(&store, "r1", ELSEWHERE, 0).await;
+    let mut redis = server.connection();
+    let run = enqueue(&store, "moved", None).await;
+    let moved = ELSEWHERE.replace("queue = \"elsewhere\"\n", "");
+    store
+        .publish_definitions(&jobs(&moved))
+        .await
+        .expect("publish the reload");
+    walk_every_key(&server, &store).await;
+    let () = redis.set(keys().ready_queues(), "oops").expect("SET");
+
+    let scans = scans_during(
+        &server,
+        assert_shown_as_unserved(&server, &store, "elsewhere", &run),
+    )
+    .await;
+    assert!(scans > 0, "a damaged index was read as whole");
+    walk_every_key(&server, &store).await;
+    let indexed: Vec<String> = redis.smembers(keys().ready_queues()).expect("SMEMBERS");
+    assert_eq!(indexed, ["elsewhere"]);
+    let scans = scans_during(
+        &server,
+        assert_shown_as_unserved(&server, &store, "elsewhere", &run),
+    )
+    .await;
+    assert_eq!(
+        scans, 0,
+        "the replaced index is not trusted once walked whole"
+    );
+}
+
 /// A queue whose lists are empty leaves the index at the end of a round of the walk, and the
 /// overview stops showing it; the next run made ready there puts it back, and a queue with a
 /// run left stays.

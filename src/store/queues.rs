@@ -17,12 +17,17 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn ready_queues(&self) -> Result<Vec<String>, StoreError> {
-        let (mut queues, walked): (Vec<String>, bool) = redis::pipe()
+        let read: Result<(Vec<String>, bool), redis::RedisError> = redis::pipe()
             .smembers(self.keys.ready_queues())
             .exists(self.keys.ready_queues_walked())
             .query_async(&mut self.connection.clone())
-            .await
-            .during(&self.metrics, "ready_queues")?;
+            .await;
+        let (mut queues, walked) = match read {
+            // An index of another type (damaged, or written by hand) is read as one no walk has
+            // found whole: the keys are walked until a reaper replaces it.
+            Err(error) if wrong_type(&error) => (Vec::new(), false),
+            read => read.during(&self.metrics, "ready_queues")?,
+        };
         if !walked {
             queues.extend(self.scan_ready_queues().await?);
         }
@@ -57,17 +62,38 @@ impl Store {
     /// rolling deploy, or one written by hand) is found within a round. One `SADD`, and none for
     /// a page without a ready list: a handful of a million keys are.
     ///
+    /// An index of another type (damaged, or written by hand) is replaced by one of this page's
+    /// queues, and readers walk the keys again until a round finds it whole: it holds nothing
+    /// the walk does not find again. Returns whether the index was whole before.
+    ///
     /// # Errors
     /// Redis errors.
-    pub async fn index_ready_queues(&self, page: &RecordPage) -> Result<(), StoreError> {
+    pub async fn index_ready_queues(&self, page: &RecordPage) -> Result<bool, StoreError> {
+        const OPERATION: &str = "index_ready_queues";
         if page.queues.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
-        self.connection
+        let added: Result<(), redis::RedisError> = self
+            .connection
             .clone()
             .sadd(self.keys.ready_queues(), &page.queues)
-            .await
-            .during(&self.metrics, "index_ready_queues")
+            .await;
+        match added {
+            Err(error) if wrong_type(&error) => {
+                let () = redis::pipe()
+                    .del(self.keys.ready_queues())
+                    .ignore()
+                    .del(self.keys.ready_queues_walked())
+                    .ignore()
+                    .sadd(self.keys.ready_queues(), &page.queues)
+                    .ignore()
+                    .query_async(&mut self.connection.clone())
+                    .await
+                    .during(&self.metrics, OPERATION)?;
+                Ok(false)
+            }
+            added => added.during(&self.metrics, OPERATION).map(|()| true),
+        }
     }
 
     /// Where a round of the walk over every key ends: forgets, in the index, the queues whose
@@ -89,4 +115,13 @@ impl Store {
             .await
             .during(&self.metrics, "forget_empty_queues")
     }
+}
+
+/// Whether Redis refused a command, alone or in a pipeline, for a key of another type than it
+/// takes.
+fn wrong_type(error: &redis::RedisError) -> bool {
+    error
+        .clone()
+        .into_server_errors()
+        .is_some_and(|errors| errors.iter().any(|(_, error)| error.code() == "WRONGTYPE"))
 }

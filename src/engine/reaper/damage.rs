@@ -47,7 +47,14 @@ impl Reaper {
         // a damaged index, which fails this at every page, stops neither of them. A round with
         // a page whose queues could not be added does not vouch for the index.
         let indexed = self.store.index_ready_queues(&page).await;
-        self.queues_indexed &= indexed.is_ok();
+        if matches!(indexed, Ok(false)) {
+            warn!(
+                key = self.store.keys().ready_queues(),
+                "the index of queues with ready runs was of another type (damaged, or written \
+                 by hand): replaced; readers walk the keys until a round finds it whole"
+            );
+        }
+        self.queues_indexed &= matches!(indexed, Ok(true));
         let found = self.store.expire_damaged_keys(&page).await?;
         if found > 0 {
             warn!(
