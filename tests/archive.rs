@@ -10,7 +10,10 @@ use std::time::Duration;
 use redis::Commands;
 use serde_json::Value;
 
-use crate::util::archive::{archived, assert_archived_once, outbox, recorded_outcomes, stop};
+use crate::util::archive::{
+    archived, assert_archived_once, outbox, recorded_outcomes,
+    stall_the_leader_before_its_acknowledgement, stop,
+};
 use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::Scenario;
@@ -179,21 +182,7 @@ fn a_part_written_and_not_acknowledged_by_a_killed_leader_is_archived_once_by_an
             stall.to_str().expect("UTF-8"),
         )],
     );
-    assert!(
-        wait_until(Duration::from_secs(20), || scenario
-            .leader()
-            .is_some_and(|token| token.starts_with("r1:"))),
-        "r1 never led\n{}",
-        r1.log()
-    );
-    std::fs::write(&stall, "").expect("arm the fault point");
-    assert!(
-        wait_until(Duration::from_secs(30), || r1
-            .log()
-            .contains("stalling before its acknowledgement")),
-        "r1 never wrote a part\n{}",
-        r1.log()
-    );
+    stall_the_leader_before_its_acknowledgement(&scenario, &r1, &stall, "");
     let written = archived(&archive);
     assert!(
         !written.is_empty(),

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::util::archive::{archived, stop};
 use crate::util::replica::ReplicaProcess;
-use crate::util::scenario::Scenario;
+use crate::util::scenario::{Scenario, event_entries};
 use crate::util::schemas::Schemas;
 use crate::util::{cli, keys, one_document, wait_until};
 
@@ -143,13 +143,7 @@ fn a_closed_day_gets_a_manifest_that_matches_its_parts_on_disk() {
 
 /// The outcomes in the events stream: (id, run, worker).
 fn outcomes_with_workers(scenario: &Scenario) -> Vec<(String, String, String)> {
-    let entries: redis::streams::StreamRangeReply = scenario
-        .server
-        .connection()
-        .xrange_all(keys().events())
-        .expect("XRANGE events");
-    entries
-        .ids
+    event_entries(scenario)
         .into_iter()
         .filter_map(|entry| {
             let _: String = entry.get("state")?;

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::archive::{assert_archived_once, outbox, part_records, recorded_outcomes, stop};
+use crate::util::archive::{
+    assert_archived_once, outbox, part_records, recorded_outcomes,
+    stall_the_leader_before_its_acknowledgement, stop,
+};
 use crate::util::replica::ReplicaProcess;
 use crate::util::s3::{BUCKET, S3Server};
 use crate::util::scenario::Scenario;
@@ -118,22 +121,7 @@ fn killed_exporter_leaves_no_duplicate_and_no_gap(env: &[(&str, &str)]) {
         stall.to_str().expect("UTF-8"),
     )];
     let mut r1 = replica(&scenario, &s3, "r1", &lease, &stall_env);
-    assert!(
-        wait_until(Duration::from_secs(20), || scenario
-            .leader()
-            .is_some_and(|token| token.starts_with("r1:"))),
-        "r1 never led\n{}",
-        r1.log()
-    );
-    std::fs::write(&stall, "").expect("arm the fault point");
-    assert!(
-        wait_until(Duration::from_secs(30), || r1
-            .log()
-            .contains("stalling before its acknowledgement")),
-        "r1 never wrote a part\n{}\n{}",
-        r1.log(),
-        s3.log()
-    );
+    stall_the_leader_before_its_acknowledgement(&scenario, &r1, &stall, &s3.log());
     let written = archived(&s3);
     assert!(!written.is_empty(), "the stalled part is not in the bucket");
     let (_, given) = outbox(&scenario);

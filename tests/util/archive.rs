@@ -15,6 +15,7 @@ use super::keys;
 use super::replica::ReplicaProcess;
 use super::scenario::Scenario;
 use super::schemas::Schemas;
+use super::wait_until;
 
 /// The outcomes the archive keeps.
 pub const OUTCOMES: [&str; 4] = ["succeeded", "retrying", "dead", "skipped"];
@@ -165,4 +166,31 @@ pub fn stop(replicas: Vec<ReplicaProcess>) -> String {
         logs.push_str(&format!("log of {}:\n{}\n", replica.id, replica.log()));
     }
     logs
+}
+
+/// Waits until `r1` leads, arms the fault point `stall` it was started with, and waits until it
+/// has written a part and stalls before acknowledging it. `also` is printed with its log on
+/// failure (the store's own log, say).
+#[track_caller]
+pub fn stall_the_leader_before_its_acknowledgement(
+    scenario: &Scenario,
+    r1: &ReplicaProcess,
+    stall: &Path,
+    also: &str,
+) {
+    assert!(
+        wait_until(Duration::from_secs(20), || scenario
+            .leader()
+            .is_some_and(|token| token.starts_with("r1:"))),
+        "r1 never led\n{}",
+        r1.log()
+    );
+    std::fs::write(stall, "").expect("arm the fault point");
+    assert!(
+        wait_until(Duration::from_secs(30), || r1
+            .log()
+            .contains("stalling before its acknowledgement")),
+        "r1 never wrote a part\n{}\n{also}",
+        r1.log()
+    );
 }
