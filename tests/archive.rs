@@ -1,20 +1,21 @@
 //! The archive (`run --archive file:///DIR`): every outcome Redis records is written once into
 //! the archive, by real replicas, through a `kill -9` between a part's write and its
-//! acknowledgement and the leader change it makes, and no run's record leaves Redis before the
-//! archive has it. Compared with what Redis recorded (the events stream) and with a ledger the
-//! jobs write outside Redis.
+//! acknowledgement and the leader change it makes, through a leader change and a Redis restart
+//! mid-export (the scenarios the S3 archive runs too, in tests/util/archive.rs), and no run's
+//! record leaves Redis before the archive has it. Compared with what Redis recorded (the events
+//! stream) and with a ledger the jobs write outside Redis.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use redis::Commands;
 use serde_json::Value;
 
 use crate::util::archive::{
-    archived, assert_archived_once, outbox, recorded_outcomes,
+    FileArchive, archived, assert_archived_once, assert_ledger_archived, leader_change_mid_export,
+    outbox, recorded_outcomes, redis_restart_mid_export,
     stall_the_leader_before_its_acknowledgement, stop,
 };
-use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::Scenario;
 use crate::util::{cli, keys, one_document, wait_until};
@@ -232,21 +233,7 @@ fn a_part_written_and_not_acknowledged_by_a_killed_leader_is_archived_once_by_an
             == 1),
         "a record of the stalled part is not archived once"
     );
-    // Every fire the ledger says ran is archived as succeeded.
-    let succeeded: BTreeSet<&str> = records
-        .iter()
-        .filter(|record| record["outcome"] == "succeeded")
-        .filter_map(|record| record["id"].as_str())
-        .collect();
-    for (run, _, _) in scenario.ledger() {
-        // A fire r1 ran when it was killed may have no outcome yet: its lease decides.
-        if scenario.run_state(&run).0.as_deref() == Some("succeeded") {
-            assert!(
-                succeeded.contains(run.as_str()),
-                "{run} ran, and is not archived"
-            );
-        }
-    }
+    assert_ledger_archived(&scenario, &records);
 }
 
 #[test]
@@ -388,124 +375,10 @@ fn without_archive_an_outcome_costs_one_stream_append_and_with_it_two() {
 
 #[test]
 fn a_leader_change_mid_export_loses_and_repeats_no_outcome() {
-    let scenario = Scenario::new();
-    let archive = scenario.dir.path().join("archive");
-    let url = format!("file://{}", archive.display());
-    scenario.write_jobs(&scenario.every_second_job());
-    let archiving = ["--archive", &url, "--archive-part-age", "1s"];
-    let mut replicas = scenario.replicas_with_a_leader(&["r1", "r2", "r3"], &archiving);
-    assert!(
-        wait_until(Duration::from_secs(30), || archived(&archive).len() >= 5),
-        "nothing archived\n{}",
-        ReplicaProcess::logs(&replicas)
-    );
-    let (leader, epoch) = scenario.leading_replica(&replicas);
-    let mut killed = replicas.remove(leader);
-    killed.kill9();
-    assert!(
-        wait_until(Duration::from_secs(30), || {
-            scenario.leader().is_some_and(|token| {
-                let (id, taken) = token.rsplit_once(':').expect("<id>:<epoch>");
-                id != killed.id && taken.parse::<u64>().is_ok_and(|taken| taken > epoch)
-            })
-        }),
-        "no other replica led after {} was killed\n{}",
-        killed.id,
-        ReplicaProcess::logs(&replicas)
-    );
-    // Outcomes recorded after the change are archived too, by the replicas left.
-    let changed_ms = scenario.redis_now_ms();
-    assert!(
-        wait_until(Duration::from_secs(30), || archived(&archive).iter().any(
-            |(_, record)| record["at_ms"].as_i64() > Some(changed_ms + 2_000)
-        )),
-        "nothing archived after the leader changed\n{}",
-        ReplicaProcess::logs(&replicas)
-    );
-    // A part the killed replica held is taken over once it has been left a run lease.
-    assert!(
-        wait_until(Duration::from_secs(30), || pending_of(
-            &scenario, &killed.id
-        ) == 0),
-        "{} still holds a part\n{}",
-        killed.id,
-        ReplicaProcess::logs(&replicas)
-    );
-    let logs = stop(replicas);
-    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    assert_archived_once(&scenario, archived(&archive), &logs);
-}
-
-/// How many records of the outbox were given to `consumer` and not acknowledged.
-fn pending_of(scenario: &Scenario, consumer: &str) -> usize {
-    let pending: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
-        .arg(keys().archive())
-        .arg(redcron::store::ARCHIVE_GROUP)
-        .arg("-")
-        .arg("+")
-        .arg(10_000)
-        .arg(consumer)
-        .query(&mut scenario.server.connection())
-        .expect("XPENDING");
-    pending.ids.len()
+    leader_change_mid_export(&FileArchive::new());
 }
 
 #[test]
 fn a_redis_restart_mid_export_loses_and_repeats_no_outcome() {
-    let mut scenario = Scenario {
-        server: RedisServer::start_with_aof(),
-        dir: tempfile::tempdir().expect("temp dir"),
-    };
-    std::fs::create_dir(scenario.schedules()).expect("schedules dir");
-    let archive = scenario.dir.path().join("archive");
-    let url = format!("file://{}", archive.display());
-    scenario.write_jobs(&scenario.every_second_job());
-    let archiving = ["--archive", &url, "--archive-part-age", "1s"];
-    let replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &archiving);
-    assert!(
-        wait_until(Duration::from_secs(30), || archived(&archive).len() >= 5),
-        "nothing archived\n{}",
-        ReplicaProcess::logs(&replicas)
-    );
-    // SHUTDOWN (the AOF written) and the same socket and directory 2 s later, while parts are
-    // taken, written and acknowledged every second.
-    scenario.server.restart(Duration::from_secs(2));
-    let restarted_ms = scenario.redis_now_ms();
-    assert!(
-        wait_until(Duration::from_secs(60), || archived(&archive).iter().any(
-            |(_, record)| record["at_ms"].as_i64() > Some(restarted_ms + 2_000)
-        )),
-        "nothing archived after the restart\n{}",
-        ReplicaProcess::logs(&replicas)
-    );
-    let logs = stop(replicas);
-    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    let records = assert_archived_once(&scenario, archived(&archive), &logs);
-    // Against the ledger the job writes outside Redis: each run that ran and succeeded is
-    // archived as succeeded, once.
-    let mut succeeded: BTreeMap<&str, usize> = BTreeMap::new();
-    for record in records
-        .iter()
-        .filter(|record| record["outcome"] == "succeeded")
-    {
-        *succeeded
-            .entry(record["id"].as_str().expect("id"))
-            .or_default() += 1;
-    }
-    let ledger = scenario.ledger();
-    assert!(
-        ledger.len() >= 10,
-        "{} runs in the ledger\n{logs}",
-        ledger.len()
-    );
-    for (run, _, _) in &ledger {
-        // A run the restart cut short may have been run again: its outcome decides.
-        if scenario.run_state(run).0.as_deref() == Some("succeeded") {
-            assert_eq!(
-                succeeded.get(run.as_str()),
-                Some(&1),
-                "{run} ran and succeeded, and is not archived once\n{logs}"
-            );
-        }
-    }
+    redis_restart_mid_export(&FileArchive::new());
 }

@@ -1,87 +1,22 @@
 //! The archive on S3 (`run --archive s3://bucket/prefix`), against a real S3-compatible server
 //! on loopback (moto): every outcome Redis records is written once, through a `kill -9` between
 //! a part's write and its acknowledgement, with create-only puts (`If-None-Match: *`) and with
-//! the store told it has none; and through the store hanging for a minute while runs finish.
+//! the store told it has none, through a leader change and a Redis restart mid-export (the
+//! scenarios the `file://` archive runs too), and through the store hanging for a minute while
+//! runs finish.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::util::archive::{
-    assert_archived_once, outbox, part_records, recorded_outcomes,
+    ArchiveStore, archiving_replica, assert_archived_once, assert_ledger_archived,
+    leader_change_mid_export, outbox, recorded_outcomes, redis_restart_mid_export,
     stall_the_leader_before_its_acknowledgement, stop,
 };
 use crate::util::replica::ReplicaProcess;
-use crate::util::s3::{BUCKET, S3Server};
+use crate::util::s3::S3Server;
 use crate::util::scenario::Scenario;
 use crate::util::{free_port, http_get, wait_until};
-
-/// The key prefix the tests archive under, inside the bucket.
-const PREFIX: &str = "redcron/prod";
-
-/// The `--archive` URL of the tests.
-fn url() -> String {
-    format!("s3://{BUCKET}/{PREFIX}")
-}
-
-/// Every record of every part in the bucket, with the name of the part it is in; asserts that
-/// every object is a part under the prefix.
-fn archived(s3: &S3Server) -> Vec<(String, Value)> {
-    let mut records = Vec::new();
-    for (name, bytes) in s3.objects() {
-        assert!(
-            name.starts_with(&format!("{PREFIX}/runs/v1/")) && name.ends_with(".ndjson.gz"),
-            "{name} is no part under {PREFIX}"
-        );
-        for record in part_records(&name, &bytes) {
-            records.push((name.clone(), record));
-        }
-    }
-    records
-}
-
-/// Starts replica `id` archiving to `s3`, with `extra` flags and `env` besides the store's.
-fn replica(
-    scenario: &Scenario,
-    s3: &S3Server,
-    id: &str,
-    extra: &[&str],
-    env: &[(&str, &str)],
-) -> ReplicaProcess {
-    let url = url();
-    let mut flags = vec!["--archive", url.as_str(), "--archive-part-age", "1s"];
-    flags.extend_from_slice(extra);
-    let store_env = s3.env();
-    let mut all: Vec<(&str, &str)> = store_env
-        .iter()
-        .map(|(key, value)| (*key, value.as_str()))
-        .collect();
-    all.extend_from_slice(env);
-    scenario.replica_with_env(id, &flags, &all)
-}
-
-/// Asserts that every run the ledger says ran, and Redis recorded as succeeded, is archived as
-/// succeeded.
-#[track_caller]
-fn assert_ledger_archived(scenario: &Scenario, records: &[Value]) {
-    let succeeded: BTreeSet<&str> = records
-        .iter()
-        .filter(|record| record["outcome"] == "succeeded")
-        .filter_map(|record| record["id"].as_str())
-        .collect();
-    let ledger = scenario.ledger();
-    assert!(!ledger.is_empty(), "no run ran");
-    for (run, _, _) in ledger {
-        // A fire a killed replica ran may have no outcome yet: its lease decides.
-        if scenario.run_state(&run).0.as_deref() == Some("succeeded") {
-            assert!(
-                succeeded.contains(run.as_str()),
-                "{run} ran, and is not archived"
-            );
-        }
-    }
-}
 
 #[test]
 fn outcomes_are_archived_in_s3_once_matching_the_ledger() {
@@ -89,21 +24,21 @@ fn outcomes_are_archived_in_s3_once_matching_the_ledger() {
     let scenario = Scenario::new();
     scenario.write_jobs(&scenario.every_second_job());
     let replicas = vec![
-        replica(&scenario, &s3, "r1", &[], &[]),
-        replica(&scenario, &s3, "r2", &[], &[]),
+        archiving_replica(&scenario, &s3, "r1", &[], &[]),
+        archiving_replica(&scenario, &s3, "r2", &[], &[]),
     ];
     let logs = || ReplicaProcess::logs(&replicas);
     // Parts are written while the replicas run, not only when they stop.
     assert!(
-        wait_until(Duration::from_secs(60), || archived(&s3).len() >= 10),
+        wait_until(Duration::from_secs(60), || s3.archived().len() >= 10),
         "the bucket holds {} records\n{}\n{}",
-        archived(&s3).len(),
+        s3.archived().len(),
         logs(),
         s3.log()
     );
     let logs = stop(replicas);
     assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    let records = assert_archived_once(&scenario, archived(&s3), &logs);
+    let records = assert_archived_once(&scenario, s3.archived(), &logs);
     assert_ledger_archived(&scenario, &records);
 }
 
@@ -120,14 +55,14 @@ fn killed_exporter_leaves_no_duplicate_and_no_gap(env: &[(&str, &str)]) {
         "REDCRON_TEST_FAULT_ARCHIVE_STALL",
         stall.to_str().expect("UTF-8"),
     )];
-    let mut r1 = replica(&scenario, &s3, "r1", &lease, &stall_env);
+    let mut r1 = archiving_replica(&scenario, &s3, "r1", &lease, &stall_env);
     stall_the_leader_before_its_acknowledgement(&scenario, &r1, &stall, &s3.log());
-    let written = archived(&s3);
+    let written = s3.archived();
     assert!(!written.is_empty(), "the stalled part is not in the bucket");
     let (_, given) = outbox(&scenario);
     assert_eq!(given, 1, "the stalled part is not recorded as given");
 
-    let r2 = replica(&scenario, &s3, "r2", &lease, env);
+    let r2 = archiving_replica(&scenario, &s3, "r2", &lease, env);
     r1.kill9();
     assert!(
         wait_until(Duration::from_secs(30), || scenario
@@ -139,7 +74,7 @@ fn killed_exporter_leaves_no_duplicate_and_no_gap(env: &[(&str, &str)]) {
     assert!(
         wait_until(Duration::from_secs(60), || {
             let (_, given) = outbox(&scenario);
-            given == 0 && archived(&s3).len() > written.len()
+            given == 0 && s3.archived().len() > written.len()
         }),
         "the stalled part was never acknowledged by r2: {:?}\n{}",
         outbox(&scenario),
@@ -152,7 +87,7 @@ fn killed_exporter_leaves_no_duplicate_and_no_gap(env: &[(&str, &str)]) {
     );
     let logs = stop(vec![r2]);
     assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    let records = assert_archived_once(&scenario, archived(&s3), &logs);
+    let records = assert_archived_once(&scenario, s3.archived(), &logs);
     for (_, stalled) in &written {
         let event = &stalled["event"];
         assert_eq!(
@@ -196,9 +131,9 @@ fn a_store_down_for_a_minute_delays_the_archive_and_loses_and_repeats_nothing() 
     scenario.write_jobs(&scenario.every_second_job());
     let port = free_port();
     let metrics = format!("127.0.0.1:{port}");
-    let r1 = replica(&scenario, &s3, "r1", &["--metrics-addr", &metrics], &[]);
+    let r1 = archiving_replica(&scenario, &s3, "r1", &["--metrics-addr", &metrics], &[]);
     assert!(
-        wait_until(Duration::from_secs(60), || !archived(&s3).is_empty()),
+        wait_until(Duration::from_secs(60), || !s3.archived().is_empty()),
         "nothing archived\n{}",
         r1.log()
     );
@@ -246,7 +181,8 @@ fn a_store_down_for_a_minute_delays_the_archive_and_loses_and_repeats_nothing() 
     // the lag falls back.
     assert!(
         wait_until(Duration::from_secs(90), || {
-            let events: BTreeSet<String> = archived(&s3)
+            let events: BTreeSet<String> = s3
+                .archived()
                 .into_iter()
                 .filter_map(|(_, record)| record["event"].as_str().map(str::to_owned))
                 .collect();
@@ -264,10 +200,20 @@ fn a_store_down_for_a_minute_delays_the_archive_and_loses_and_repeats_nothing() 
     );
     let logs = stop(vec![r1]);
     assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    let records = assert_archived_once(&scenario, archived(&s3), &logs);
+    let records = assert_archived_once(&scenario, s3.archived(), &logs);
     assert_ledger_archived(&scenario, &records);
     eprintln!(
         "store down {down:?}: first put refused after {refused_after:?}, {refusals} refused, \
          {waiting} records waited"
     );
+}
+
+#[test]
+fn a_leader_change_mid_export_to_s3_loses_and_repeats_no_outcome() {
+    leader_change_mid_export(&S3Server::start());
+}
+
+#[test]
+fn a_redis_restart_mid_export_to_s3_loses_and_repeats_no_outcome() {
+    redis_restart_mid_export(&S3Server::start());
 }

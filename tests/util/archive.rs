@@ -1,21 +1,97 @@
-//! What the archive's tests share: the records of a part (and of every part of a `file://`
-//! archive, straight from the files), the outcomes Redis recorded, the check that an archive
-//! holds each of them once, and the replicas that wrote them stopped as a service manager stops
-//! them.
+//! What the archive's tests share: the stores replicas archive to (a directory, an S3 bucket)
+//! behind one trait, the records of a part (and of every part of a `file://` archive, straight
+//! from the files), the outcomes Redis recorded, the check that an archive holds each of them
+//! once and every run of the ledger, the replicas that wrote them stopped as a service manager
+//! stops them, and the scenarios run the same against either store.
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use redis::Commands;
 use serde_json::Value;
+use tempfile::TempDir;
 
 use super::keys;
+use super::redis_server::RedisServer;
 use super::replica::ReplicaProcess;
 use super::scenario::Scenario;
 use super::schemas::Schemas;
+use super::wait::wait_for;
 use super::wait_until;
+
+/// Where a test's replicas archive: a scenario of the archive is written once against this
+/// and run against a directory ([`FileArchive`]) and an S3 bucket
+/// ([`S3Server`](super::s3::S3Server)).
+pub trait ArchiveStore {
+    /// The `--archive` URL replicas and commands are given.
+    fn url(&self) -> String;
+    /// What a replica or a command needs in its environment to reach the store.
+    fn env(&self) -> Vec<(&'static str, String)>;
+    /// Every record of every part the store holds, with the name of the part it is in.
+    fn archived(&self) -> Vec<(String, Value)>;
+    /// The store's own log, for failure messages ("" for a store that keeps none).
+    fn log(&self) -> String;
+}
+
+/// A `file://` archive in a directory of its own, removed on drop.
+pub struct FileArchive {
+    dir: TempDir,
+}
+
+impl FileArchive {
+    /// A directory no replica has archived to yet (made by the first replica that does).
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("a temp dir for the archive"),
+        }
+    }
+
+    /// The archive's directory.
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("archive")
+    }
+}
+
+impl ArchiveStore for FileArchive {
+    fn url(&self) -> String {
+        format!("file://{}", self.path().display())
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    fn archived(&self) -> Vec<(String, Value)> {
+        archived(&self.path())
+    }
+
+    fn log(&self) -> String {
+        String::new()
+    }
+}
+
+/// Starts replica `id` archiving to `store`, its parts closed once their first record is 1 s
+/// old, with `extra` flags and `env` besides the store's.
+pub fn archiving_replica(
+    scenario: &Scenario,
+    store: &impl ArchiveStore,
+    id: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> ReplicaProcess {
+    let url = store.url();
+    let mut flags = vec!["--archive", url.as_str(), "--archive-part-age", "1s"];
+    flags.extend_from_slice(extra);
+    let store_env = store.env();
+    let mut all: Vec<(&str, &str)> = store_env
+        .iter()
+        .map(|(key, value)| (*key, value.as_str()))
+        .collect();
+    all.extend_from_slice(env);
+    scenario.replica_with_env(id, &flags, &all)
+}
 
 /// The outcomes the archive keeps.
 pub const OUTCOMES: [&str; 4] = ["succeeded", "retrying", "dead", "skipped"];
@@ -193,4 +269,164 @@ pub fn stall_the_leader_before_its_acknowledgement(
         "r1 never wrote a part\n{}\n{also}",
         r1.log()
     );
+}
+
+/// Asserts that every run the ledger says ran, and Redis recorded as succeeded, is in
+/// `records` as succeeded once.
+#[track_caller]
+pub fn assert_ledger_archived(scenario: &Scenario, records: &[Value]) {
+    let mut succeeded: BTreeMap<&str, usize> = BTreeMap::new();
+    for record in records
+        .iter()
+        .filter(|record| record["outcome"] == "succeeded")
+    {
+        *succeeded
+            .entry(record["id"].as_str().expect("id"))
+            .or_default() += 1;
+    }
+    let ledger = scenario.ledger();
+    assert!(!ledger.is_empty(), "no run ran");
+    for (run, _, _) in ledger {
+        // A fire a killed replica or a restarted Redis cut short may have no outcome yet, or
+        // have run again: its outcome decides.
+        if scenario.run_state(&run).0.as_deref() == Some("succeeded") {
+            assert_eq!(
+                succeeded.get(run.as_str()),
+                Some(&1),
+                "{run} ran and succeeded, and is not archived once"
+            );
+        }
+    }
+}
+
+/// How many records of the outbox were given to `consumer` and not acknowledged.
+pub fn pending_of(scenario: &Scenario, consumer: &str) -> usize {
+    let pending: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
+        .arg(keys().archive())
+        .arg(redcron::store::ARCHIVE_GROUP)
+        .arg("-")
+        .arg("+")
+        .arg(10_000)
+        .arg(consumer)
+        .query(&mut scenario.server.connection())
+        .expect("XPENDING");
+    pending.ids.len()
+}
+
+/// Waits until `store` holds a record of an outcome recorded more than 2 s after `ms` (on
+/// Redis's clock): export goes on after whatever happened at `ms`.
+#[track_caller]
+fn assert_archived_after(
+    store: &impl ArchiveStore,
+    ms: i64,
+    what: &str,
+    replicas: &[ReplicaProcess],
+) {
+    assert!(
+        wait_until(Duration::from_secs(60), || store
+            .archived()
+            .iter()
+            .any(|(_, record)| record["at_ms"].as_i64() > Some(ms + 2_000))),
+        "nothing archived after {what}\n{}\n{}",
+        ReplicaProcess::logs(replicas),
+        store.log()
+    );
+}
+
+/// Three replicas export to `store`, and the leader is killed (`kill -9`) while records wait:
+/// another leads, outcomes recorded after the change are archived by the replicas left, a part
+/// the killed one held is taken over once it has been left a run lease, and the archive holds
+/// each outcome Redis recorded once, every run of the ledger among them.
+pub fn leader_change_mid_export(store: &impl ArchiveStore) {
+    let scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
+    let mut replicas: Vec<ReplicaProcess> = ["r1", "r2", "r3"]
+        .into_iter()
+        .map(|id| archiving_replica(&scenario, store, id, &[], &[]))
+        .collect();
+    // Archived runs were planned by a leader, and parts are written while the replicas run.
+    assert!(
+        wait_until(Duration::from_secs(60), || store.archived().len() >= 5),
+        "nothing archived\n{}\n{}",
+        ReplicaProcess::logs(&replicas),
+        store.log()
+    );
+    let (leader, epoch) = scenario.leading_replica(&replicas);
+    let waiting = wait_for(Duration::from_secs(30), || {
+        Some(outbox(&scenario).0).filter(|records| *records > 0)
+    });
+    assert!(waiting.is_some(), "no record waits for the archive");
+    let mut killed = replicas.remove(leader);
+    killed.kill9();
+    // What it held stays given to it until another exporter takes it over: whether it held
+    // any (it holds a part only while writing it) is the machine's timing, said for whoever
+    // reads the test's output; the kill between a part's write and its acknowledgement is
+    // a test of its own.
+    let held = pending_of(&scenario, &killed.id);
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            scenario.leader().is_some_and(|token| {
+                let (id, taken) = token.rsplit_once(':').expect("<id>:<epoch>");
+                id != killed.id && taken.parse::<u64>().is_ok_and(|taken| taken > epoch)
+            })
+        }),
+        "no other replica led after {} was killed\n{}",
+        killed.id,
+        ReplicaProcess::logs(&replicas)
+    );
+    assert_archived_after(
+        store,
+        scenario.redis_now_ms(),
+        "the leader changed",
+        &replicas,
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || pending_of(
+            &scenario, &killed.id
+        ) == 0),
+        "{} still holds a part\n{}",
+        killed.id,
+        ReplicaProcess::logs(&replicas)
+    );
+    let logs = stop(replicas);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    let records = assert_archived_once(&scenario, store.archived(), &logs);
+    assert_ledger_archived(&scenario, &records);
+    eprintln!(
+        "{} killed with records of the outbox waiting: {}, given to it: {held}; archived once: {}",
+        killed.id,
+        waiting.unwrap_or_default(),
+        records.len()
+    );
+}
+
+/// Two replicas export to `store` from a Redis with AOF on, which is shut down (its AOF
+/// written) and started again on the same socket and directory 2 s later, while parts are
+/// taken, written and acknowledged every second: export goes on, and the archive holds each
+/// outcome Redis recorded once, every run of the ledger among them.
+pub fn redis_restart_mid_export(store: &impl ArchiveStore) {
+    let mut scenario = Scenario {
+        server: RedisServer::start_with_aof(),
+        dir: tempfile::tempdir().expect("temp dir"),
+    };
+    std::fs::create_dir(scenario.schedules()).expect("schedules dir");
+    scenario.write_jobs(&scenario.every_second_job());
+    let replicas: Vec<ReplicaProcess> = ["r1", "r2"]
+        .into_iter()
+        .map(|id| archiving_replica(&scenario, store, id, &[], &[]))
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(60), || store.archived().len() >= 5),
+        "nothing archived\n{}\n{}",
+        ReplicaProcess::logs(&replicas),
+        store.log()
+    );
+    scenario.server.restart(Duration::from_secs(2));
+    assert_archived_after(store, scenario.redis_now_ms(), "the restart", &replicas);
+    let logs = stop(replicas);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    let records = assert_archived_once(&scenario, store.archived(), &logs);
+    let ran = scenario.ledger().len();
+    assert!(ran >= 10, "{ran} runs in the ledger\n{logs}");
+    assert_ledger_archived(&scenario, &records);
 }

@@ -1,7 +1,8 @@
 //! A private S3-compatible server per test: `moto_server` (moto in server mode, from the
 //! virtual environment `scripts/install-test-tools` makes) on a free loopback port, with one
 //! bucket, killed on drop; frozen and thawed to take the store down and bring it back with
-//! what it held (moto keeps its objects in memory: a restarted one would have lost them).
+//! what it held (moto keeps its objects in memory: a restarted one would have lost them). Its
+//! bucket, under a prefix, is an archive the archive's scenarios run against.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -15,13 +16,18 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use object_store::aws::AmazonS3Builder;
 use object_store::{ObjectStore, ObjectStoreExt};
+use serde_json::Value;
 use tempfile::TempDir;
 
+use super::archive::{ArchiveStore, part_records};
 use super::redis_server::free_port;
 use super::wait::wait_for;
 
 /// The bucket each server holds.
 pub const BUCKET: &str = "archive";
+
+/// The key prefix the tests archive under, inside the bucket.
+pub const PREFIX: &str = "redcron/prod";
 
 /// The region and credentials replicas sign with: moto takes any.
 const REGION: &str = "us-east-1";
@@ -98,17 +104,6 @@ impl S3Server {
         Ok(answer.lines().next().unwrap_or_default().to_owned())
     }
 
-    /// The environment a replica reaches the server with, as it would reach any S3 store.
-    pub fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("AWS_ENDPOINT_URL", self.endpoint()),
-            ("AWS_REGION", REGION.to_owned()),
-            ("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID.to_owned()),
-            ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY.to_owned()),
-            ("AWS_ALLOW_HTTP", "true".to_owned()),
-        ]
-    }
-
     fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -166,9 +161,42 @@ impl S3Server {
         let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"));
         kill(pid, signal).expect("signal moto_server");
     }
+}
 
-    /// The server's log, for failure messages.
-    pub fn log(&self) -> String {
+/// The bucket's prefix [`PREFIX`] as an archive, `s3://archive/redcron/prod`.
+impl ArchiveStore for S3Server {
+    fn url(&self) -> String {
+        format!("s3://{BUCKET}/{PREFIX}")
+    }
+
+    /// What a replica reaches the server with, as it would reach any S3 store.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint()),
+            ("AWS_REGION", REGION.to_owned()),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID.to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY.to_owned()),
+            ("AWS_ALLOW_HTTP", "true".to_owned()),
+        ]
+    }
+
+    /// Asserts that every object of the bucket is a part under [`PREFIX`].
+    #[track_caller]
+    fn archived(&self) -> Vec<(String, Value)> {
+        let mut records = Vec::new();
+        for (name, bytes) in self.objects() {
+            assert!(
+                name.starts_with(&format!("{PREFIX}/runs/v1/")) && name.ends_with(".ndjson.gz"),
+                "{name} is no part under {PREFIX}"
+            );
+            for record in part_records(&name, &bytes) {
+                records.push((name.clone(), record));
+            }
+        }
+        records
+    }
+
+    fn log(&self) -> String {
         let path = self.dir.path().join("moto.log");
         std::fs::read_to_string(&path).unwrap_or_else(|error| format!("(no log: {error})"))
     }
