@@ -3,10 +3,14 @@
 //! a part's write and its acknowledgement, with create-only puts (`If-None-Match: *`) and with
 //! the store told it has none, through a leader change and a Redis restart mid-export (the
 //! scenarios the `file://` archive runs too), and through the store hanging for a minute while
-//! runs finish.
+//! runs finish; and `history --archive` and `runs show` read back from the bucket what Redis no
+//! longer holds.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::time::Duration;
+
+use redis::Commands;
 
 use crate::util::archive::{
     ArchiveStore, archiving_replica, assert_archived_once, assert_ledger_archived,
@@ -16,7 +20,7 @@ use crate::util::archive::{
 use crate::util::replica::ReplicaProcess;
 use crate::util::s3::S3Server;
 use crate::util::scenario::Scenario;
-use crate::util::{free_port, http_get, wait_until};
+use crate::util::{Run, free_port, http_get, keys, one_document, redcron_in_with_env, wait_until};
 
 #[test]
 fn outcomes_are_archived_in_s3_once_matching_the_ledger() {
@@ -216,4 +220,120 @@ fn a_leader_change_mid_export_to_s3_loses_and_repeats_no_outcome() {
 #[test]
 fn a_redis_restart_mid_export_to_s3_loses_and_repeats_no_outcome() {
     redis_restart_mid_export(&S3Server::start());
+}
+
+/// `redcron args... --redis <scenario's> --namespace test`, reaching `s3` as the replicas do.
+fn cli_reaching_s3(scenario: &Scenario, s3: &S3Server, args: &[&str]) -> Run {
+    let redis = scenario.server.url();
+    let mut all = args.to_vec();
+    all.extend(["--redis", &redis, "--namespace", "test"]);
+    let env = s3.env();
+    let env: Vec<(&str, &OsStr)> = env
+        .iter()
+        .map(|(key, value)| (*key, OsStr::new(value)))
+        .collect();
+    redcron_in_with_env(scenario.dir.path(), &all, "", &env)
+}
+
+#[test]
+fn history_and_runs_show_read_back_from_s3_what_redis_no_longer_holds() {
+    let s3 = S3Server::start();
+    let scenario = Scenario::new();
+    scenario.write_jobs(&format!(
+        "[jobs.tick]\nschedule = \"* * * * * *\"\noverlap = \"allow\"\n\
+         command = \"{}; echo tick $REDCRON_RUN_ID\"\n",
+        scenario.record("")
+    ));
+    let r1 = archiving_replica(&scenario, &s3, "r1", &["--retention", "1s"], &[]);
+    // Runs that succeeded and whose record expired, which it does once they are archived.
+    let expired = || -> Vec<String> {
+        let mut connection = scenario.server.connection();
+        recorded_outcomes(&scenario)
+            .into_values()
+            .filter(|(_, state)| state == "succeeded")
+            .map(|(run, _)| run)
+            .filter(|run| {
+                let exists: bool = connection.exists(keys().run(run)).expect("EXISTS");
+                !exists
+            })
+            .collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || expired().len() >= 5),
+        "{} runs' records expired once archived\n{}\n{}",
+        expired().len(),
+        r1.log(),
+        s3.log()
+    );
+    let logs = stop(vec![r1]);
+    let records = assert_archived_once(&scenario, s3.archived(), &logs);
+    // Redis trims its events stream: the older outcomes are in the bucket alone.
+    let _: () = scenario
+        .server
+        .connection()
+        .xtrim(keys().events(), redis::streams::StreamMaxlen::Equals(4))
+        .expect("XTRIM");
+    let outcome = |run: &serde_json::Value| {
+        (
+            run["id"].as_str().expect("id").to_owned(),
+            run["at_ms"].as_i64().expect("at_ms"),
+            run["outcome"].as_str().expect("outcome").to_owned(),
+        )
+    };
+    let expected: BTreeSet<(String, i64, String)> = records.iter().map(outcome).collect();
+    let history = |args: &[&str]| -> Vec<serde_json::Value> {
+        let mut all = vec!["history", "-n", "100000", "--json"];
+        all.extend(args);
+        let out = cli_reaching_s3(&scenario, &s3, &all).success();
+        one_document(&out)["runs"].as_array().expect("runs").clone()
+    };
+    let in_redis = history(&[]).len();
+    assert!(
+        in_redis < expected.len(),
+        "the trim left {in_redis} of {} outcomes",
+        expected.len()
+    );
+    let url = s3.url();
+    let mut listed: BTreeMap<(String, i64, String), usize> = BTreeMap::new();
+    for run in &history(&["--archive", &url]) {
+        *listed.entry(outcome(run)).or_default() += 1;
+    }
+    let twice: Vec<_> = listed.iter().filter(|(_, count)| **count > 1).collect();
+    assert!(twice.is_empty(), "listed twice: {twice:?}");
+    assert_eq!(
+        listed.into_keys().collect::<BTreeSet<_>>(),
+        expected,
+        "history --archive {url} and what the bucket holds differ"
+    );
+
+    // A run Redis no longer holds, from the archive the namespace says it archives to.
+    let run = expired()
+        .into_iter()
+        .next()
+        .expect("a run whose record expired");
+    let printed = format!("tick {run}\n");
+    let shown = cli_reaching_s3(&scenario, &s3, &["runs", "show", &run]).success();
+    assert!(
+        shown.contains("from the archive: Redis no longer holds this run")
+            && shown.contains(printed.trim_end()),
+        "{shown}"
+    );
+    let shown = cli_reaching_s3(&scenario, &s3, &["runs", "show", &run, "--json"]).success();
+    let document = one_document(&shown);
+    assert_eq!(document["state"], "succeeded", "{document}");
+    assert_eq!(
+        document["output"].as_str(),
+        Some(printed.as_str()),
+        "{document}"
+    );
+    assert!(
+        document["archived_in"]
+            .as_str()
+            .is_some_and(|part| part.starts_with(&format!("{url}/runs/v1/date="))
+                && part.ends_with(".ndjson.gz")),
+        "{document}"
+    );
+    // A run neither Redis nor the bucket holds is still unknown.
+    let unknown = cli_reaching_s3(&scenario, &s3, &["runs", "show", "tick@1000"]);
+    assert_eq!(unknown.code, Some(2), "{}", unknown.stdout);
 }
