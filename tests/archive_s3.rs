@@ -14,8 +14,8 @@ use redis::Commands;
 
 use crate::util::archive::{
     ArchiveStore, archiving_replica, assert_archived_once, assert_ledger_archived,
-    leader_change_mid_export, outbox, recorded_outcomes, redis_restart_mid_export,
-    stall_the_leader_before_its_acknowledgement, stop,
+    killed_exporter_between_write_and_acknowledgement, leader_change_mid_export, outbox,
+    recorded_outcomes, redis_restart_mid_export, stop,
 };
 use crate::util::replica::ReplicaProcess;
 use crate::util::s3::S3Server;
@@ -46,75 +46,18 @@ fn outcomes_are_archived_in_s3_once_matching_the_ledger() {
     assert_ledger_archived(&scenario, &records);
 }
 
-/// r1 writes a part and stalls before acknowledging it, and is killed with `kill -9`; r2,
-/// started with `env`, takes the part over once r1 has held it a run lease, finds it written,
-/// and archives what follows: no record twice, none missing.
-fn killed_exporter_leaves_no_duplicate_and_no_gap(env: &[(&str, &str)]) {
-    let s3 = S3Server::start();
-    let scenario = Scenario::new();
-    scenario.write_jobs(&scenario.every_second_job());
-    let stall = scenario.dir.path().join("stall");
-    let lease = ["--run-lease", "2s"];
-    let stall_env = [(
-        "REDCRON_TEST_FAULT_ARCHIVE_STALL",
-        stall.to_str().expect("UTF-8"),
-    )];
-    let mut r1 = archiving_replica(&scenario, &s3, "r1", &lease, &stall_env);
-    stall_the_leader_before_its_acknowledgement(&scenario, &r1, &stall, &s3.log());
-    let written = s3.archived();
-    assert!(!written.is_empty(), "the stalled part is not in the bucket");
-    let (_, given) = outbox(&scenario);
-    assert_eq!(given, 1, "the stalled part is not recorded as given");
-
-    let r2 = archiving_replica(&scenario, &s3, "r2", &lease, env);
-    r1.kill9();
-    assert!(
-        wait_until(Duration::from_secs(30), || scenario
-            .leader()
-            .is_some_and(|token| token.starts_with("r2:"))),
-        "r2 never led after r1 was killed\n{}",
-        r2.log()
-    );
-    assert!(
-        wait_until(Duration::from_secs(60), || {
-            let (_, given) = outbox(&scenario);
-            given == 0 && s3.archived().len() > written.len()
-        }),
-        "the stalled part was never acknowledged by r2: {:?}\n{}",
-        outbox(&scenario),
-        r2.log()
-    );
-    assert!(
-        r2.log().contains("the part was written already"),
-        "r2 did not find the stalled part written\n{}",
-        r2.log()
-    );
-    let logs = stop(vec![r2]);
-    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
-    let records = assert_archived_once(&scenario, s3.archived(), &logs);
-    for (_, stalled) in &written {
-        let event = &stalled["event"];
-        assert_eq!(
-            records
-                .iter()
-                .filter(|record| &record["event"] == event)
-                .count(),
-            1,
-            "a record of the stalled part is not archived once: {stalled}"
-        );
-    }
-    assert_ledger_archived(&scenario, &records);
-}
-
 #[test]
 fn a_part_written_to_s3_by_a_killed_exporter_is_archived_once_by_another() {
-    killed_exporter_leaves_no_duplicate_and_no_gap(&[]);
+    killed_exporter_between_write_and_acknowledgement(&S3Server::start(), &[]);
 }
 
 #[test]
 fn a_store_without_create_only_puts_still_archives_a_taken_over_part_once() {
     // The store is told it cannot put create-only: parts are read before they are written.
-    killed_exporter_leaves_no_duplicate_and_no_gap(&[("AWS_CONDITIONAL_PUT", "disabled")]);
+    killed_exporter_between_write_and_acknowledgement(
+        &S3Server::start(),
+        &[("AWS_CONDITIONAL_PUT", "disabled")],
+    );
 }
 
 /// The replica's `redcron_archive_lag_seconds`, read from its metrics endpoint.

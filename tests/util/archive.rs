@@ -244,16 +244,25 @@ pub fn stop(replicas: Vec<ReplicaProcess>) -> String {
     logs
 }
 
-/// Waits until `r1` leads, arms the fault point `stall` it was started with, and waits until it
-/// has written a part and stalls before acknowledging it. `also` is printed with its log on
-/// failure (the store's own log, say).
-#[track_caller]
-pub fn stall_the_leader_before_its_acknowledgement(
-    scenario: &Scenario,
-    r1: &ReplicaProcess,
-    stall: &Path,
-    also: &str,
+/// r1 exports to `store` alone, writes a part and stalls before acknowledging it (the fault
+/// point `REDCRON_TEST_FAULT_ARCHIVE_STALL`), and is killed with `kill -9` once r2, started
+/// with `env` besides the store's, runs beside it: r2 leads, is given the part once r1 has
+/// held it a run lease, finds it written with the bytes it would write, and archives what
+/// follows; the archive holds each outcome Redis recorded once, each of the stalled part's
+/// among them, and every run of the ledger.
+pub fn killed_exporter_between_write_and_acknowledgement(
+    store: &impl ArchiveStore,
+    env: &[(&str, &str)],
 ) {
+    let scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
+    let stall = scenario.dir.path().join("stall");
+    let lease = ["--run-lease", "2s"];
+    let stall_env = [(
+        "REDCRON_TEST_FAULT_ARCHIVE_STALL",
+        stall.to_str().expect("UTF-8"),
+    )];
+    let mut r1 = archiving_replica(&scenario, store, "r1", &lease, &stall_env);
     assert!(
         wait_until(Duration::from_secs(20), || scenario
             .leader()
@@ -261,14 +270,62 @@ pub fn stall_the_leader_before_its_acknowledgement(
         "r1 never led\n{}",
         r1.log()
     );
-    std::fs::write(stall, "").expect("arm the fault point");
+    std::fs::write(&stall, "").expect("arm the fault point");
     assert!(
         wait_until(Duration::from_secs(30), || r1
             .log()
             .contains("stalling before its acknowledgement")),
-        "r1 never wrote a part\n{}\n{also}",
-        r1.log()
+        "r1 never wrote a part\n{}\n{}",
+        r1.log(),
+        store.log()
     );
+    let written = store.archived();
+    assert!(
+        !written.is_empty(),
+        "the stalled part is not in the archive"
+    );
+    let (_, given) = outbox(&scenario);
+    assert_eq!(given, 1, "the stalled part is not recorded as given");
+
+    let r2 = archiving_replica(&scenario, store, "r2", &lease, env);
+    r1.kill9();
+    assert!(
+        wait_until(Duration::from_secs(30), || scenario
+            .leader()
+            .is_some_and(|token| token.starts_with("r2:"))),
+        "r2 never led after r1 was killed\n{}",
+        r2.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            let (_, given) = outbox(&scenario);
+            given == 0 && store.archived().len() > written.len()
+        }),
+        "the stalled part was never acknowledged by r2: {:?}\n{}\n{}",
+        outbox(&scenario),
+        r2.log(),
+        store.log()
+    );
+    assert!(
+        r2.log().contains("the part was written already"),
+        "r2 did not find the stalled part written\n{}",
+        r2.log()
+    );
+    let logs = stop(vec![r2]);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    let records = assert_archived_once(&scenario, store.archived(), &logs);
+    for (_, stalled) in &written {
+        let event = &stalled["event"];
+        assert_eq!(
+            records
+                .iter()
+                .filter(|record| &record["event"] == event)
+                .count(),
+            1,
+            "a record of the stalled part is not archived once: {stalled}"
+        );
+    }
+    assert_ledger_archived(&scenario, &records);
 }
 
 /// Asserts that every run the ledger says ran, and Redis recorded as succeeded, is in
