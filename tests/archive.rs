@@ -12,8 +12,9 @@ use redis::Commands;
 use serde_json::Value;
 
 use crate::util::archive::{
-    FileArchive, archived, assert_archived_once, killed_exporter_between_write_and_acknowledgement,
-    leader_change_mid_export, outbox, recorded_outcomes, redis_restart_mid_export, stop,
+    FileArchive, Leaves, archived, assert_archived_once,
+    killed_exporter_between_write_and_acknowledgement, leader_change_mid_export, outbox,
+    recorded_outcomes, redis_restart_mid_export, stop,
 };
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::Scenario;
@@ -301,7 +302,12 @@ fn without_archive_an_outcome_costs_one_stream_append_and_with_it_two() {
 
 #[test]
 fn a_leader_change_mid_export_loses_and_repeats_no_outcome() {
-    leader_change_mid_export(&FileArchive::new());
+    leader_change_mid_export(&FileArchive::new(), Leaves::Killed);
+}
+
+#[test]
+fn a_leader_stopped_mid_export_loses_and_repeats_no_outcome() {
+    leader_change_mid_export(&FileArchive::new(), Leaves::Stopped);
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::time::Duration;
 use redis::Commands;
 
 use crate::util::archive::{
-    ArchiveStore, archiving_replica, assert_archived_once, assert_ledger_archived,
+    ArchiveStore, Leaves, archiving_replica, assert_archived_once, assert_ledger_archived,
     killed_exporter_between_write_and_acknowledgement, leader_change_mid_export, outbox,
     recorded_outcomes, redis_restart_mid_export, stop,
 };
@@ -157,7 +157,12 @@ fn a_store_down_for_a_minute_delays_the_archive_and_loses_and_repeats_nothing() 
 
 #[test]
 fn a_leader_change_mid_export_to_s3_loses_and_repeats_no_outcome() {
-    leader_change_mid_export(&S3Server::start());
+    leader_change_mid_export(&S3Server::start(), Leaves::Killed);
+}
+
+#[test]
+fn a_leader_stopped_mid_export_to_s3_loses_and_repeats_no_outcome() {
+    leader_change_mid_export(&S3Server::start(), Leaves::Stopped);
 }
 
 #[test]

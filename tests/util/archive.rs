@@ -390,11 +390,22 @@ fn assert_archived_after(
     );
 }
 
-/// Three replicas export to `store`, and the leader is killed (`kill -9`) while records wait:
-/// another leads, outcomes recorded after the change are archived by the replicas left, a part
-/// the killed one held is taken over once it has been left a run lease, and the archive holds
-/// each outcome Redis recorded once, every run of the ledger among them.
-pub fn leader_change_mid_export(store: &impl ArchiveStore) {
+/// How the leader leaves in [`leader_change_mid_export`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leaves {
+    /// `kill -9`: a part it was given stays given to it until another exporter takes it over,
+    /// once it has been left a run lease.
+    Killed,
+    /// SIGTERM, as a service manager stops it: it writes what it holds before it exits, and
+    /// must exit 0.
+    Stopped,
+}
+
+/// Three replicas export to `store`, and the leader leaves as `leaves` says while records
+/// wait: another leads, outcomes recorded after the change are archived by the replicas left,
+/// no part stays given to the one that left, and the archive holds each outcome Redis
+/// recorded once, every run of the ledger among them.
+pub fn leader_change_mid_export(store: &impl ArchiveStore, leaves: Leaves) {
     let scenario = Scenario::new();
     scenario.write_jobs(&scenario.every_second_job());
     let mut replicas: Vec<ReplicaProcess> = ["r1", "r2", "r3"]
@@ -413,22 +424,38 @@ pub fn leader_change_mid_export(store: &impl ArchiveStore) {
         Some(outbox(&scenario).0).filter(|records| *records > 0)
     });
     assert!(waiting.is_some(), "no record waits for the archive");
-    let mut killed = replicas.remove(leader);
-    killed.kill9();
-    // What it held stays given to it until another exporter takes it over: whether it held
-    // any (it holds a part only while writing it) is the machine's timing, said for whoever
-    // reads the test's output; the kill between a part's write and its acknowledgement is
-    // a test of its own.
-    let held = pending_of(&scenario, &killed.id);
+    let mut left = replicas.remove(leader);
+    // Whether it held a part (it holds one only while writing it) is the machine's timing,
+    // said for whoever reads the test's output; the kill between a part's write and its
+    // acknowledgement is a scenario of its own.
+    let held = match leaves {
+        Leaves::Killed => {
+            left.kill9();
+            pending_of(&scenario, &left.id)
+        }
+        Leaves::Stopped => {
+            let held = pending_of(&scenario, &left.id);
+            let code = left.terminate(Duration::from_secs(30));
+            assert_eq!(
+                code,
+                Some(0),
+                "{} did not stop cleanly\n{}",
+                left.id,
+                left.log()
+            );
+            held
+        }
+    };
     assert!(
         wait_until(Duration::from_secs(30), || {
             scenario.leader().is_some_and(|token| {
                 let (id, taken) = token.rsplit_once(':').expect("<id>:<epoch>");
-                id != killed.id && taken.parse::<u64>().is_ok_and(|taken| taken > epoch)
+                id != left.id && taken.parse::<u64>().is_ok_and(|taken| taken > epoch)
             })
         }),
-        "no other replica led after {} was killed\n{}",
-        killed.id,
+        "no other replica led after {} left ({leaves:?})\n{}\n{}",
+        left.id,
+        left.log(),
         ReplicaProcess::logs(&replicas)
     );
     assert_archived_after(
@@ -438,11 +465,10 @@ pub fn leader_change_mid_export(store: &impl ArchiveStore) {
         &replicas,
     );
     assert!(
-        wait_until(Duration::from_secs(30), || pending_of(
-            &scenario, &killed.id
-        ) == 0),
+        wait_until(Duration::from_secs(30), || pending_of(&scenario, &left.id)
+            == 0),
         "{} still holds a part\n{}",
-        killed.id,
+        left.id,
         ReplicaProcess::logs(&replicas)
     );
     let logs = stop(replicas);
@@ -450,8 +476,9 @@ pub fn leader_change_mid_export(store: &impl ArchiveStore) {
     let records = assert_archived_once(&scenario, store.archived(), &logs);
     assert_ledger_archived(&scenario, &records);
     eprintln!(
-        "{} killed with records of the outbox waiting: {}, given to it: {held}; archived once: {}",
-        killed.id,
+        "{} {leaves:?} with records of the outbox waiting: {}, given to it: {held}; archived \
+         once: {}",
+        left.id,
         waiting.unwrap_or_default(),
         records.len()
     );
