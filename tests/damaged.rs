@@ -13,6 +13,7 @@ use crate::util::redis_server::RedisServer;
 use crate::util::replica::ReplicaProcess;
 use crate::util::schemas::Schemas;
 use crate::util::store::{connect, jobs};
+use crate::util::web::WebProcess;
 use crate::util::{cli, keys, one_document, wait_until};
 
 /// A replica declaring `lim`, a scheduled job with the default settings (so `overlap =
@@ -484,4 +485,63 @@ fn history_shows_an_event_field_that_is_not_utf8_escaped() {
     assert_eq!(run["reason"], "bad\\xffreason", "{document}");
     let text = cli(&server, work, &["history"]).success();
     assert!(text.contains("bad\\xffreason"), "{text}");
+}
+
+/// The published definitions' hashes of another type (damaged, or written by hand) fail no
+/// reader: `status`, the console's overview and `/api/v1/status` answer, each job's hash taken
+/// from its definition and the damage said; and the leader replaces them.
+#[test]
+fn definition_hashes_of_another_type_fail_no_reader_and_the_leader_replaces_them() {
+    let server = RedisServer::start();
+    let work = tempfile::tempdir().expect("temp dir");
+    let mut replica = limited_job(&server, work.path());
+    let mut redis = server.connection();
+    let published: String = redis.hget(keys().def_hashes(), "lim").expect("HGET");
+    // The console keeps the definitions it parsed by hash: one read before the damage, so that
+    // the reads after it go the way of a console that has run a while.
+    let console = WebProcess::start(&server.url(), work.path(), &[]);
+    assert_eq!(console.get("/api/v1/status").status, 200);
+    assert_eq!(replica.terminate(Duration::from_secs(10)), Some(0));
+    let () = redis.set(keys().def_hashes(), "oops").expect("SET");
+
+    let status = one_document(&cli(&server, work.path(), &["status", "--json"]).success());
+    assert_eq!(status["definition_hashes_damaged"], true, "{status}");
+    Schemas::of_the_docs().assert_matches("status.json", &status);
+    let text = cli(&server, work.path(), &["status"]).stdout;
+    assert!(text.contains("DEFINITION HASHES DAMAGED"), "{text}");
+    let api = console.get("/api/v1/status");
+    assert_eq!(api.status, 200, "{}", api.body);
+    let api = api.json();
+    assert_eq!(api["definition_hashes_damaged"], true);
+    let jobs: Vec<&str> = api["jobs"]
+        .as_array()
+        .map(|jobs| jobs.iter().filter_map(|job| job["job"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(jobs, ["lim"]);
+    let page = console.get("/");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("hashes are damaged"), "{}", page.body);
+    for path in ["/jobs/lim", "/api/v1/jobs/lim", "/jobs"] {
+        let answer = console.get(path);
+        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+    }
+
+    let mut replica = ReplicaProcess::start(
+        "r1",
+        &server.url(),
+        &work.path().join("schedules"),
+        work.path(),
+        &[],
+    );
+    let replaced = wait_until(Duration::from_secs(20), || {
+        redis
+            .hget::<_, _, Option<String>>(keys().def_hashes(), "lim")
+            .ok()
+            .flatten()
+            .is_some_and(|hash| hash == published)
+    });
+    assert!(replaced, "the hashes were not replaced:\n{}", replica.log());
+    let status = one_document(&cli(&server, work.path(), &["status", "--json"]).stdout);
+    assert_eq!(status["definition_hashes_damaged"], false, "{status}");
+    assert_eq!(replica.terminate(Duration::from_secs(10)), Some(0));
 }

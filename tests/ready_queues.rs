@@ -226,6 +226,46 @@ async fn an_index_of_another_type_is_walked_around_and_replaced_by_the_reaper() 
     );
 }
 
+/// An index of another type that no page of a round replaces (the namespace holds no ready
+/// list) fails no tick of the reaper: the round's end deletes it, and the next round finds the
+/// index whole, after which a run made ready is read from it alone.
+#[tokio::test]
+async fn an_index_of_another_type_no_page_replaces_is_deleted_when_the_round_ends() {
+    let (server, store) = published().await;
+    let mut redis = server.connection();
+    let () = redis.set(keys().ready_queues(), "oops").expect("SET");
+    let mut reaper = Reaper::new(store.clone(), ReaperConfig::default());
+    let type_of = |redis: &mut redis::Connection| -> String {
+        redis::cmd("TYPE")
+            .arg(keys().ready_queues())
+            .query(redis)
+            .expect("TYPE")
+    };
+    // A round over this namespace's few keys is a page or two.
+    for _ in 0..10 {
+        reaper
+            .tick()
+            .await
+            .expect("a reaper tick over a damaged index");
+        if type_of(&mut redis) != "string" {
+            break;
+        }
+    }
+    assert_eq!(type_of(&mut redis), "none", "the damaged index was kept");
+    walk_every_key(&server, &store).await;
+    let run = enqueue(&store, "bulk", None).await;
+    let indexed: Vec<String> = redis.smembers(keys().ready_queues()).expect("SMEMBERS");
+    assert_eq!(indexed, ["default"], "run {run} added no queue");
+    let scans = scans_during(&server, async {
+        store.ready_queues().await.expect("ready queues");
+    })
+    .await;
+    assert_eq!(
+        scans, 0,
+        "the index was not trusted once a round found it whole"
+    );
+}
+
 /// A queue whose lists are empty leaves the index at the end of a round of the walk, and the
 /// overview stops showing it; the next run made ready there puts it back, and a queue with a
 /// run left stays.
@@ -251,7 +291,7 @@ async fn an_emptied_queue_leaves_the_index_and_comes_back_with_its_next_run() {
     declare(&store, "replica", jobs(ELSEWHERE)).await;
     claim_run(&store, &["elsewhere"]).await;
     let forgotten = store.forget_empty_queues(true).await.expect("forget");
-    assert_eq!(forgotten, ["elsewhere"]);
+    assert_eq!(forgotten, Some(vec!["elsewhere".to_owned()]));
     assert_eq!(indexed(&mut redis), ["default"]);
     let overview = store.overview().await.expect("overview");
     let shown: Vec<&str> = overview
@@ -274,7 +314,7 @@ async fn an_emptied_queue_leaves_the_index_and_comes_back_with_its_next_run() {
             .forget_empty_queues(true)
             .await
             .expect("forget")
-            .is_empty()
+            .is_some_and(|forgotten| forgotten.is_empty())
     );
 }
 
@@ -289,7 +329,7 @@ async fn a_run_handed_back_puts_its_queue_back_in_the_index_that_forgot_it_while
     let running = claim_run(&store, &["elsewhere"]).await;
     assert_eq!(
         store.forget_empty_queues(true).await.expect("forget"),
-        ["elsewhere"]
+        Some(vec!["elsewhere".to_owned()])
     );
 
     let failure = Failure::without_output(FailReason::Interrupted, "the replica stopped");

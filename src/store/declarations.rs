@@ -14,6 +14,7 @@ use redis::AsyncCommands;
 use sha2::{Digest, Sha256};
 
 use super::During;
+use super::definition_hashes::hashes_of;
 use super::reply::reply_error;
 use super::{Store, StoreError, millis, scripts};
 use crate::schedule::Job;
@@ -28,7 +29,7 @@ pub(super) const PUBLISHED_MARKER: &str = "";
 const FORGET_BATCH: usize = 1_000;
 
 /// Most fields written by one command.
-const FIELD_BATCH: usize = 1_000;
+pub(super) const FIELD_BATCH: usize = 1_000;
 
 /// What the leader looks at every tick to know whether declarations may have changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -450,39 +451,72 @@ impl Store {
             pipe.srem(&damaged, stale).ignore();
         }
         pipe.publish(self.keys.wake_promoter(), "0").ignore();
-        let () = pipe
-            .query_async(&mut self.connection.clone())
-            .await
-            .during(&self.metrics, "write_definitions")?;
-        Ok(())
+        let written: Result<(), redis::RedisError> =
+            pipe.query_async(&mut self.connection.clone()).await;
+        match written {
+            // The definitions were written: their hashes are taken from them.
+            Err(error) if self.definition_hashes_refused(&error).await? => {
+                self.replace_definition_hashes().await
+            }
+            written => written.during(&self.metrics, "write_definitions"),
+        }
     }
 
-    /// The content hash of every published definition, by job.
+    /// The content hash of every published definition, by job: taken from the definitions
+    /// themselves while `def-hashes` is of another type (damaged, or written by hand).
     ///
     /// # Errors
     /// Redis errors.
     pub async fn published_hashes(&self) -> Result<HashMap<String, String>, StoreError> {
-        self.connection
+        const OPERATION: &str = "published_hashes";
+        let read: Result<HashMap<String, String>, redis::RedisError> = self
+            .connection
             .clone()
             .hgetall(self.keys.def_hashes())
-            .await
-            .during(&self.metrics, "published_hashes")
+            .await;
+        match read {
+            Err(error) if self.definition_hashes_refused(&error).await? => {
+                let defs: HashMap<String, String> = self
+                    .connection
+                    .clone()
+                    .hgetall(self.keys.defs())
+                    .await
+                    .during(&self.metrics, OPERATION)?;
+                Ok(hashes_of(&defs))
+            }
+            read => read.during(&self.metrics, OPERATION),
+        }
     }
 
-    /// The names in `defs` and in `def-hashes`: which published entries name no job.
+    /// The names in `defs` and in `def-hashes`: which published entries name no job. A
+    /// `def-hashes` of another type names none.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn published_names(&self) -> Result<(Vec<String>, Vec<String>), StoreError> {
-        redis::pipe()
+        const OPERATION: &str = "published_names";
+        let read: Result<(Vec<String>, Vec<String>), redis::RedisError> = redis::pipe()
             .hkeys(self.keys.defs())
             .hkeys(self.keys.def_hashes())
             .query_async(&mut self.connection.clone())
-            .await
-            .during(&self.metrics, "published_names")
+            .await;
+        match read {
+            Err(error) if self.definition_hashes_refused(&error).await? => {
+                let defs: Vec<String> = self
+                    .connection
+                    .clone()
+                    .hkeys(self.keys.defs())
+                    .await
+                    .during(&self.metrics, OPERATION)?;
+                Ok((defs, Vec::new()))
+            }
+            read => read.during(&self.metrics, OPERATION),
+        }
     }
 
-    /// The published definitions of `jobs`, by position.
+    /// The published definitions of `jobs`, by position. While `def-hashes` is of another type
+    /// (damaged, or written by hand) none has a hash, as none is there: the leader's check of
+    /// the published definitions writes them again, which replaces it.
     ///
     /// # Errors
     /// Redis errors.
@@ -490,10 +524,12 @@ impl Store {
         &self,
         jobs: &[&str],
     ) -> Result<Vec<PublishedDefinition>, StoreError> {
+        const OPERATION: &str = "published_definitions";
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let (definitions, hashes): (Vec<Option<String>>, Vec<Option<String>>) = redis::pipe()
+        type Read = (Vec<Option<String>>, Vec<Option<String>>);
+        let read: Result<Read, redis::RedisError> = redis::pipe()
             .cmd("HMGET")
             .arg(self.keys.defs())
             .arg(jobs)
@@ -501,8 +537,19 @@ impl Store {
             .arg(self.keys.def_hashes())
             .arg(jobs)
             .query_async(&mut self.connection.clone())
-            .await
-            .during(&self.metrics, "published_definitions")?;
+            .await;
+        let (definitions, hashes) = match read {
+            Err(error) if self.definition_hashes_refused(&error).await? => {
+                let definitions: Vec<Option<String>> = redis::cmd("HMGET")
+                    .arg(self.keys.defs())
+                    .arg(jobs)
+                    .query_async(&mut self.connection.clone())
+                    .await
+                    .during(&self.metrics, OPERATION)?;
+                (definitions, vec![None; jobs.len()])
+            }
+            read => read.during(&self.metrics, OPERATION)?,
+        };
         Ok(definitions
             .into_iter()
             .zip(hashes)

@@ -75,6 +75,10 @@ pub struct Overview {
     pub definitions: HashMap<String, String>,
     /// Job -> content hash of its published definition (as `definitions`, one job's alone).
     pub definition_hashes: HashMap<String, String>,
+    /// Whether `def-hashes` was of another type than a hash (damaged, or written by hand), so
+    /// that `definition_hashes` were taken from the definitions themselves (the SHA-256 of
+    /// each one's JSON) until the leader's next check of the published definitions replaces it.
+    pub definition_hashes_damaged: bool,
     /// Active runs: id (escaped when it is no run id, see [`Entry`]), job (empty when its
     /// record has none), lease deadline ms.
     pub running: Vec<(String, String, i64)>,
@@ -314,6 +318,38 @@ impl Store {
             Vec<(String, i64)>,
             i64,
         );
+        let snapshot = |hashes: redis::Cmd| {
+            let mut pipe = redis::pipe();
+            pipe.get(self.keys.leader())
+                .pttl(self.keys.leader())
+                .smembers(self.keys.paused())
+                .zrange_withscores(self.keys.replicas(), 0, -1)
+                .add_command(read.definitions(self.keys.defs()))
+                .add_command(hashes)
+                .zrange_withscores(self.keys.active(), 0, -1)
+                .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
+                .zrange_withscores(self.keys.stopped_replicas(), 0, -1)
+                .pttl(self.keys.hold());
+            pipe
+        };
+        let taken: Result<Snapshot, redis::RedisError> =
+            snapshot(read.hashes(self.keys.def_hashes()))
+                .query_async(&mut connection)
+                .await;
+        let (taken, hashes_damaged) = match taken {
+            // Taken again without them (their place in the reply holds the key's type): each
+            // definition's hash is then its JSON's, as the leader writes it back.
+            Err(error) if self.definition_hashes_refused(&error).await? => {
+                let mut type_of = redis::cmd("TYPE");
+                type_of.arg(self.keys.def_hashes());
+                let taken: Snapshot = snapshot(type_of)
+                    .query_async(&mut connection)
+                    .await
+                    .during(&self.metrics, "overview")?;
+                (taken, true)
+            }
+            taken => (taken.during(&self.metrics, "overview")?, false),
+        };
         let (
             leader,
             lease_ms,
@@ -325,20 +361,8 @@ impl Store {
             undeclared,
             stopped,
             held_ms,
-        ): Snapshot = redis::pipe()
-            .get(self.keys.leader())
-            .pttl(self.keys.leader())
-            .smembers(self.keys.paused())
-            .zrange_withscores(self.keys.replicas(), 0, -1)
-            .add_command(read.definitions(self.keys.defs()))
-            .add_command(read.hashes(self.keys.def_hashes()))
-            .zrange_withscores(self.keys.active(), 0, -1)
-            .zrange_withscores(self.keys.undeclared_jobs(), 0, -1)
-            .zrange_withscores(self.keys.stopped_replicas(), 0, -1)
-            .pttl(self.keys.hold())
-            .query_async(&mut connection)
-            .await
-            .during(&self.metrics, "overview")?;
+        ) = taken;
+        let def_hashes = (!hashes_damaged).then_some(def_hashes);
         let (defs, def_hashes, named) = self.definitions_read(read, defs, def_hashes).await?;
         let mut queues = named.clone();
         queues.extend(self.ready_queues().await?);
@@ -442,6 +466,7 @@ impl Store {
             replicas: replica_infos,
             definitions: defs,
             definition_hashes: def_hashes,
+            definition_hashes_damaged: hashes_damaged,
             running: running_runs,
             undeclared: undeclared_runs,
         })

@@ -3,6 +3,7 @@
 
 use redis::AsyncCommands;
 
+use super::reply::wrong_type;
 use super::{During, RecordPage, Store, StoreError, scripts};
 
 impl Store {
@@ -99,12 +100,19 @@ impl Store {
     /// Where a round of the walk over every key ends: forgets, in the index, the queues whose
     /// ready lists are all empty, and when `whole` (every page of the round added its queues)
     /// records that readers may trust the index alone, if no walk did before. Returns the
-    /// queues forgotten.
+    /// queues forgotten; `None` when the index or its mark was of another type (damaged, or
+    /// written by hand, and no page of the round had a ready list to replace it with): both are
+    /// deleted, and readers walk the keys until the next round finds the index whole, since the
+    /// runs made ready meanwhile could not add their queues to it.
     ///
     /// # Errors
-    /// Redis errors; `WRONGTYPE` naming a key of the index that is of another type.
-    pub async fn forget_empty_queues(&self, whole: bool) -> Result<Vec<String>, StoreError> {
-        scripts::FORGET_EMPTY_QUEUES
+    /// Redis errors.
+    pub async fn forget_empty_queues(
+        &self,
+        whole: bool,
+    ) -> Result<Option<Vec<String>>, StoreError> {
+        const OPERATION: &str = "forget_empty_queues";
+        let forgotten: Result<Vec<String>, redis::RedisError> = scripts::FORGET_EMPTY_QUEUES
             .key(self.keys.ready_queues())
             .key(self.keys.ready_queues_walked())
             .key(self.keys.hold())
@@ -112,16 +120,20 @@ impl Store {
             .arg(if whole { "1" } else { "" })
             .arg(self.now_arg())
             .invoke_async(&mut self.connection.clone())
-            .await
-            .during(&self.metrics, "forget_empty_queues")
+            .await;
+        match forgotten {
+            Err(error) if wrong_type(&error) => {
+                let () = redis::pipe()
+                    .del(self.keys.ready_queues())
+                    .ignore()
+                    .del(self.keys.ready_queues_walked())
+                    .ignore()
+                    .query_async(&mut self.connection.clone())
+                    .await
+                    .during(&self.metrics, OPERATION)?;
+                Ok(None)
+            }
+            forgotten => forgotten.during(&self.metrics, OPERATION).map(Some),
+        }
     }
-}
-
-/// Whether Redis refused a command, alone or in a pipeline, for a key of another type than it
-/// takes.
-fn wrong_type(error: &redis::RedisError) -> bool {
-    error
-        .clone()
-        .into_server_errors()
-        .is_some_and(|errors| errors.iter().any(|(_, error)| error.code() == "WRONGTYPE"))
 }

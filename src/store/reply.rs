@@ -21,6 +21,15 @@ pub(super) fn reply_error(operation: &'static str, detail: impl ToString) -> Sto
     }
 }
 
+/// Whether Redis refused a command, alone, in a pipeline or in a script, for a key of another
+/// type than it takes.
+pub(super) fn wrong_type(error: &redis::RedisError) -> bool {
+    error
+        .clone()
+        .into_server_errors()
+        .is_some_and(|errors| errors.iter().any(|(_, error)| error.code() == "WRONGTYPE"))
+}
+
 /// Decodes a whole reply of `operation` as `T`.
 pub(super) fn decode<T: FromRedisValue>(
     operation: &'static str,

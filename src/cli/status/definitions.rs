@@ -18,6 +18,12 @@ use crate::store::Overview;
 /// two reads.
 const MAX_ENTRIES: usize = 100_000;
 
+/// What `status` says while `def-hashes` is of another type than a hash.
+pub(super) const HASHES_DAMAGED: &str = "DEFINITION HASHES DAMAGED: the published definitions' \
+     hashes (def-hashes) are of another type than a hash (damaged, or written by hand): each \
+     definition's hash is taken from the definition itself until the leader replaces them, at \
+     its next check of the published definitions";
+
 /// A published definition as read from its JSON, once: what `status` and `jobs` show of it.
 pub(super) struct Parsed {
     /// The JSON as published, which an overview takes from here rather than read it again.

@@ -643,6 +643,7 @@ impl StatusRead {
             "dead": self.overview.counts.dead,
             "notices_owed": self.owed_notices,
             "damaged_keys": { "count": self.damaged.count, "keys": self.damaged.keys },
+            "definition_hashes_damaged": self.overview.definition_hashes_damaged,
             "ready": ready,
             "undeclared": undeclared,
             "archive": archive::json(self.archive.as_ref(), &self.overview, refused),
@@ -731,6 +732,9 @@ pub(super) fn status(args: &StatusArgs, out: &mut impl Write) -> Result<(), CliE
         }
         if damaged.count > 0 {
             writeln!(out, "{}", damaged_records(&damaged))?;
+        }
+        if overview.definition_hashes_damaged {
+            writeln!(out, "{}", definitions::HASHES_DAMAGED)?;
         }
         for aside in &overview.undeclared {
             writeln!(out, "{}", set_aside(&overview, aside))?;

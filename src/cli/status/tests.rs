@@ -37,6 +37,7 @@ pub(super) fn overview_of(replicas: Vec<ReplicaInfo>) -> Overview {
         replicas,
         definitions: HashMap::new(),
         definition_hashes: HashMap::new(),
+        definition_hashes_damaged: false,
         running: Vec::new(),
         undeclared: Vec::new(),
     }

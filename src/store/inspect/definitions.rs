@@ -8,7 +8,8 @@ use redis::Value;
 
 use super::Overview;
 use crate::store::During;
-use crate::store::reply::decode;
+use crate::store::definition_hashes::{hashes_of, published_hash};
+use crate::store::reply::{Reply, decode};
 use crate::store::{Store, StoreError};
 
 /// What a reader of [`Store::overview_knowing`] holds of the definition published by a content
@@ -69,18 +70,23 @@ impl DefinitionsRead<'_> {
 impl Store {
     /// What the overview's first read of `defs` and `def-hashes` answered (`definitions`,
     /// `hashes`), made into the definitions `read` asks for: job -> JSON, job -> hash and the
-    /// queues they name, reading those a reader does not hold.
+    /// queues they name, reading those a reader does not hold. `hashes` is `None` while
+    /// `def-hashes` is of another type: each hash is then taken from its definition.
     pub(super) async fn definitions_read(
         &self,
         read: DefinitionsRead<'_>,
         definitions: Value,
-        hashes: Value,
+        hashes: Option<Value>,
     ) -> Result<Definitions, StoreError> {
         Ok(match read {
             DefinitionsRead::All => {
                 let defs = decode("overview", definitions)?;
                 let named = queues_of(&defs);
-                (defs, decode("overview", hashes)?, named)
+                let hashes = match hashes {
+                    Some(hashes) => decode("overview", hashes)?,
+                    None => hashes_of(&defs),
+                };
+                (defs, hashes, named)
             }
             DefinitionsRead::One(job) => {
                 let one = |value| {
@@ -92,27 +98,35 @@ impl Store {
                 };
                 let defs = one(definitions)?;
                 let named = queues_of(&defs);
-                (defs, one(hashes)?, named)
+                let hashes = match hashes {
+                    Some(hashes) => one(hashes)?,
+                    None => hashes_of(&defs),
+                };
+                (defs, hashes, named)
             }
             DefinitionsRead::Known(known) => {
-                self.definitions_knowing(
-                    decode("overview", definitions)?,
-                    decode("overview", hashes)?,
-                    known,
-                )
-                .await?
+                let damaged = hashes.is_none();
+                let hashes = match hashes {
+                    Some(value) => decode("overview", value)?,
+                    None => HashMap::new(),
+                };
+                self.definitions_knowing(decode("overview", definitions)?, hashes, known, damaged)
+                    .await?
             }
         })
     }
 
     /// The definitions of the jobs `names` (every published one) and their hashes, as
     /// [`Store::overview`] reads them, and the queues they name: those `known` holds by the hash
-    /// in `hashes` taken from it, the others read, with their hashes, in one transaction.
+    /// in `hashes` taken from it, the others read, with their hashes, in one transaction (with
+    /// `damaged`, while `def-hashes` is of another type, every one read and its hash taken
+    /// from it).
     async fn definitions_knowing(
         &self,
         names: Vec<String>,
         mut hashes: HashMap<String, String>,
         known: &KnownDefinitions<'_>,
+        damaged: bool,
     ) -> Result<Definitions, StoreError> {
         let mut defs = HashMap::with_capacity(names.len());
         let mut named = Vec::new();
@@ -131,20 +145,28 @@ impl Store {
         }
         // Each definition with its hash as of one instant: one taken with a hash read before
         // the leader published it again would be kept by the reader under the wrong hash.
-        let (read, read_hashes): (Value, Value) = redis::pipe()
-            .atomic()
+        let mut pipe = redis::pipe();
+        pipe.atomic()
             .cmd("HMGET")
             .arg(self.keys.defs())
-            .arg(&unknown)
-            .cmd("HMGET")
-            .arg(self.keys.def_hashes())
-            .arg(&unknown)
+            .arg(&unknown);
+        if !damaged {
+            pipe.cmd("HMGET").arg(self.keys.def_hashes()).arg(&unknown);
+        }
+        let reply: Vec<Value> = pipe
             .query_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "overview")?;
-        let read: Vec<Option<String>> = decode("overview", read)?;
-        let read_hashes: Vec<Option<String>> = decode("overview", read_hashes)?;
-        for ((name, json), hash) in unknown.into_iter().zip(read).zip(read_hashes) {
+        let mut reply = Reply::new("overview", reply);
+        let read: Vec<Option<String>> = reply.next()?;
+        let read_hashes: Option<Vec<Option<String>>> =
+            if damaged { None } else { Some(reply.next()?) };
+        reply.finish()?;
+        for (index, (name, json)) in unknown.into_iter().zip(read).enumerate() {
+            let hash = match &read_hashes {
+                Some(read_hashes) => read_hashes.get(index).cloned().flatten(),
+                None => json.as_deref().map(published_hash),
+            };
             match hash {
                 Some(hash) => hashes.insert(name.clone(), hash),
                 None => hashes.remove(&name),

@@ -120,6 +120,9 @@ fn warnings(context: &PageContext, status: &Value, drifting: &[Drift]) -> Markup
     {
         said.push(html! { (count) " damaged records were found and expire with the run retention: see " code { "redcron status" } "." });
     }
+    if status["definition_hashes_damaged"] == true {
+        said.push(html! { "The published definitions' hashes are damaged: each is taken from its definition until the leader replaces them; see " code { "redcron status" } "." });
+    }
     for failing in status["failing_scripts"].as_array().into_iter().flatten() {
         said.push(html! { "Replica " strong { (text(&failing["replica"])) } ": " (text(&failing["error"])) });
     }
