@@ -516,7 +516,23 @@ fn a_damaged_part_is_named_and_the_others_are_read() {
         let answer = console.get(&path);
         assert_eq!(answer.status, 503, "{path}: {}", answer.body);
         assert!(answer.body.contains(&part(1)), "{path}: {}", answer.body);
+        // The viewer sees the part inside the archive and why; the server's path is for its log.
+        assert!(
+            answer.body.contains(&format!("{}: damaged", part(1))),
+            "{path}: {}",
+            answer.body
+        );
+        assert!(
+            !answer.body.contains(&dir.path().display().to_string()),
+            "{path}: {}",
+            answer.body
+        );
     }
+    let logged = console.log();
+    assert!(
+        logged.contains("WARN") && logged.contains(&url) && logged.contains(&part(1)),
+        "{logged}"
+    );
     let api = console.get(&format!("/api/v1/runs/{}", run(1)));
     assert_eq!(
         api.json()["error"]["code"],

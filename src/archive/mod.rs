@@ -60,6 +60,21 @@ pub enum ArchiveError {
     },
 }
 
+/// Whether the store of `archive` (as [`ArchiveUrl`] shows it) answered when it failed with
+/// `error`, rather than being out of reach, timing out or failing itself: a directory's
+/// failures are its file system's answers, and an object store's are those it names.
+pub(crate) fn store_answered(archive: &str, error: &object_store::Error) -> bool {
+    matches!(
+        error,
+        object_store::Error::NotFound { .. }
+            | object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }
+            | object_store::Error::InvalidPath { .. }
+            | object_store::Error::AlreadyExists { .. }
+            | object_store::Error::Precondition { .. }
+    ) || archive.starts_with("file://")
+}
+
 /// Where a namespace archives, as the user wrote it and checked: no I/O until [`Archive::open`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArchiveUrl {

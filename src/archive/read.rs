@@ -10,7 +10,7 @@ use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
 use super::part::{Document, SCHEMA_VERSION, day_folder, range_of};
-use super::{Archive, ArchiveError, ArchiveUrl};
+use super::{Archive, ArchiveError, ArchiveUrl, store_answered};
 use crate::store::{Store, StoreError};
 
 mod run;
@@ -58,6 +58,63 @@ pub enum ReadError {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+/// Why a part of the archive, or the archive, could not be read, as anyone may be shown it:
+/// a class of reason, never the store's own words, which name the server's paths and its
+/// system's errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadFailure {
+    /// The store answered and refused: a missing directory, a permission, a name it rejects.
+    Unreadable,
+    /// What was read is not what an exporter writes.
+    Damaged,
+    /// The store did not answer as a store does: out of reach, timed out, or failing itself.
+    Unreachable,
+}
+
+impl std::fmt::Display for ReadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Unreadable => "unreadable",
+            Self::Damaged => "damaged",
+            Self::Unreachable => "store unreachable",
+        })
+    }
+}
+
+impl ReadError {
+    /// The class of reason this error is, as [`ReadFailure`] says it.
+    pub fn failure(&self) -> ReadFailure {
+        match self {
+            Self::Open(ArchiveError::Differs { .. }) | Self::Damaged { .. } => ReadFailure::Damaged,
+            Self::Open(ArchiveError::BadUrl { .. }) | Self::Missing { .. } => {
+                ReadFailure::Unreadable
+            }
+            Self::Open(ArchiveError::Store { .. }) | Self::Marker(_) => ReadFailure::Unreachable,
+            Self::Store {
+                archive, source, ..
+            } if store_answered(archive, source) => ReadFailure::Unreadable,
+            Self::Store { .. } => ReadFailure::Unreachable,
+        }
+    }
+
+    /// What anyone may be shown of this error: the part's name inside the archive (or the
+    /// archive itself) and the class of reason, without the archive's location or what the
+    /// store said, which go to the server's log.
+    pub fn shown(&self) -> String {
+        let name = match self {
+            Self::Open(ArchiveError::Differs { name, .. })
+            | Self::Store { name, .. }
+            | Self::Damaged { name, .. } => name.as_str(),
+            Self::Open(_) | Self::Marker(_) | Self::Missing { .. } => "",
+        };
+        if name.is_empty() {
+            format!("the archive: {}", self.failure())
+        } else {
+            format!("{name}: {}", self.failure())
+        }
+    }
 }
 
 /// A part as listed: its name and the range of outbox ids its name gives, by which parts sort
@@ -383,6 +440,68 @@ mod tests {
     use super::*;
     use crate::archive::part::{encode, name};
     use crate::store::{ArchivePart, ArchiveRecord};
+
+    #[test]
+    fn what_a_viewer_is_shown_of_a_failed_read_names_no_path_nor_the_stores_words() {
+        let refused = |archive: &str, source: object_store::Error| ReadError::Store {
+            archive: archive.to_owned(),
+            operation: "read",
+            name: "runs/v1/date=2026-03-08/hour=07/part-1-0-2-0.ndjson.gz".to_owned(),
+            source: Box::new(source),
+        };
+        let os = || -> Box<dyn std::error::Error + Send + Sync> {
+            Box::new(std::io::Error::other(
+                "Unable to open file /var/lib/redcron/archive/runs: os error 5",
+            ))
+        };
+        let file = refused(
+            "file:///var/lib/redcron/archive",
+            object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: os(),
+            },
+        );
+        assert_eq!(
+            file.shown(),
+            "runs/v1/date=2026-03-08/hour=07/part-1-0-2-0.ndjson.gz: unreadable"
+        );
+        assert!(
+            file.to_string().contains("/var/lib/redcron"),
+            "the log's words"
+        );
+        let s3 = refused(
+            "s3://bucket/prefix",
+            object_store::Error::Generic {
+                store: "S3",
+                source: os(),
+            },
+        );
+        assert_eq!(s3.failure(), ReadFailure::Unreachable);
+        assert!(
+            s3.shown().ends_with(": store unreachable"),
+            "{}",
+            s3.shown()
+        );
+        let denied = refused(
+            "s3://bucket/prefix",
+            object_store::Error::PermissionDenied {
+                path: "runs".to_owned(),
+                source: os(),
+            },
+        );
+        assert_eq!(denied.failure(), ReadFailure::Unreadable);
+        let missing = ReadError::Missing {
+            archive: "file:///var/lib/redcron/archive".to_owned(),
+        };
+        assert_eq!(missing.shown(), "the archive: unreadable");
+        let damaged = ReadError::Damaged {
+            archive: "file:///var/lib/redcron/archive".to_owned(),
+            name: "runs/v1/part.ndjson.gz".to_owned(),
+            line: Some(3),
+            reason: "not JSON".to_owned(),
+        };
+        assert_eq!(damaged.shown(), "runs/v1/part.ndjson.gz: damaged");
+    }
 
     #[test]
     fn a_run_id_carries_when_it_was_made() {

@@ -293,13 +293,18 @@ pub(crate) async fn archived_run(
     state: &WebState,
     id: &str,
 ) -> Result<Option<(ArchivedRun, String)>, ApiError> {
+    // A viewer is shown the part and a class of reason; the store's own words name the
+    // server's paths and its system's errors, and go to the log.
     let unavailable = |error: ReadError| match error {
         ReadError::Marker(error) => ApiError::from(error),
-        other => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "archive-unavailable",
-            other.to_string(),
-        ),
+        other => {
+            warn!(error = %other, "the archive cannot be read");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "archive-unavailable",
+                format!("run {id}: the archive cannot be read: {}", other.shown()),
+            )
+        }
     };
     let Some(reader) = Reader::of_namespace(state.client().store(), None)
         .await
@@ -311,7 +316,7 @@ pub(crate) async fn archived_run(
     let found = reader
         .run(id, |error: ReadError| {
             warn!(%error, "a damaged part of the archive");
-            damage.push(error.to_string());
+            damage.push(error.shown());
         })
         .await
         .map_err(unavailable)?;
