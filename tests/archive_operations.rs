@@ -1,7 +1,8 @@
 //! The archive's operations, with real replicas: each closed day gets a manifest that matches
 //! its parts on disk, a replica running without `--archive` when the namespace starts archiving
-//! records for it from its next heartbeat, and the archive stopped as docs/operations.md says
-//! leaves no run record without an expiry.
+//! records for it from its next heartbeat, an archive that refuses parts is said from the first
+//! refusal to the next part written, and the archive stopped as docs/operations.md says leaves
+//! no run record without an expiry.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -14,6 +15,8 @@ use crate::util::archive::{archived, stop};
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::{Scenario, event_entries};
 use crate::util::schemas::Schemas;
+use crate::util::wait::wait_for;
+use crate::util::web::WebProcess;
 use crate::util::{cli, keys, one_document, wait_until};
 
 /// What a day's parts are on disk, read as a manifest lists them: name -> (records, bytes,
@@ -327,6 +330,7 @@ fn stopping_the_archive_as_documented_leaves_no_run_record_without_an_expiry() {
         keys().archive(),
         keys().archive_parts(),
         keys().archive_days(),
+        keys().archive_failures(),
     ] {
         let exists: bool = connection.exists(&key).expect("EXISTS");
         assert!(!exists, "{key} is left\n{commands}");
@@ -343,4 +347,93 @@ fn stopping_the_archive_as_documented_leaves_no_run_record_without_an_expiry() {
     stop(vec![r2]);
     let outbox: bool = connection.exists(keys().archive()).expect("EXISTS");
     assert!(!outbox, "an outbox without --archive");
+}
+
+/// An archive that refuses every part is said by `status`, `status --json`, `/api/v1/status`
+/// and the console's overview from the first refusal, naming the part and a few words of why
+/// but no path of the server's, rather than 15 minutes later as `ARCHIVE BEHIND`; the next part
+/// written clears it.
+#[test]
+fn an_archive_refusing_parts_is_said_from_the_first_refusal_until_a_part_is_written() {
+    let scenario = Scenario::new();
+    let archive = scenario.dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    scenario.write_jobs(&scenario.every_second_job());
+    let archiving = ["--archive", &url, "--archive-part-age", "1s"];
+    let replicas = scenario.replicas_with_a_leader(&["r1"], &archiving);
+    let logs = || ReplicaProcess::logs(&replicas);
+    let console = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let status = || {
+        let status = cli(&scenario.server, scenario.dir.path(), &["status", "--json"]);
+        one_document(&status.stdout)
+    };
+    let failing = |status: &Value| status["archive"]["failing"].as_array().cloned();
+    assert!(
+        wait_until(Duration::from_secs(30), || !archived(&archive).is_empty()),
+        "nothing was archived\n{}",
+        logs()
+    );
+    assert_eq!(failing(&status()), Some(Vec::new()), "{}", logs());
+
+    // The archive becomes unwritable: a file where its directory was (the tests run as root,
+    // whom permissions do not stop).
+    std::fs::remove_dir_all(&archive).expect("remove the archive");
+    std::fs::write(&archive, "not a directory").expect("block the archive");
+    let refused = wait_for(Duration::from_secs(30), || {
+        let status = status();
+        failing(&status)
+            .filter(|failing| !failing.is_empty())
+            .map(|_| status)
+    })
+    .unwrap_or_else(|| panic!("status never said the archive fails\n{}", logs()));
+    Schemas::of_the_docs().assert_matches("status.json", &refused);
+    let first = &refused["archive"]["failing"][0];
+    assert_eq!(first["replica"], "r1", "{refused:#}");
+    assert_eq!(first["reason"], "refused by the store", "{refused:#}");
+    let part = first["part"].as_str().expect("the part").to_owned();
+    assert!(part.starts_with("runs/v1/date="), "{part}");
+    assert_eq!(refused["archive"]["behind"], false, "{refused:#}");
+    assert!(
+        logs().contains("the archive refused a part"),
+        "the store's words are in the log\n{}",
+        logs()
+    );
+    let text = cli(&scenario.server, scenario.dir.path(), &["status"]).stdout;
+    assert!(
+        text.contains("ARCHIVE FAILING: runs/v1/date=") && text.contains(": refused by the store"),
+        "{text}"
+    );
+    let shown = scenario.dir.path().display().to_string();
+    let api = console.get("/api/v1/status");
+    assert_eq!(api.status, 200, "{}", api.body);
+    assert_eq!(
+        api.json()["archive"]["failing"][0]["reason"],
+        "refused by the store"
+    );
+    assert!(
+        !api.body.contains(&format!("{shown}/archive/")),
+        "{}",
+        api.body
+    );
+    let overview = console.get("/");
+    assert_eq!(overview.status, 200, "{}", overview.body);
+    for said in ["id=\"archive\"", "Failing", "refused by the store", &url] {
+        assert!(
+            overview.body.contains(said),
+            "no {said:?}: {}",
+            overview.body
+        );
+    }
+
+    // Writable again: the next part written clears it.
+    std::fs::remove_file(&archive).expect("unblock the archive");
+    assert!(
+        wait_until(Duration::from_secs(60), || failing(&status())
+            == Some(Vec::new())),
+        "status still says the archive fails\n{}",
+        logs()
+    );
+    let overview = console.get("/");
+    assert!(overview.body.contains("Not failing"), "{}", overview.body);
+    stop(replicas);
 }

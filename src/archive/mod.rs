@@ -60,6 +60,21 @@ pub enum ArchiveError {
     },
 }
 
+impl ArchiveError {
+    /// Why, in a few words anyone may be shown: never the store's own, which name the server's
+    /// paths and its system's errors (those are in the log of whoever met it).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::BadUrl { .. } => "not an archive URL",
+            Self::Differs { .. } => "another object holds its name",
+            Self::Store {
+                archive, source, ..
+            } if store_answered(archive, source) => "refused by the store",
+            Self::Store { .. } => "store unreachable",
+        }
+    }
+}
+
 /// Whether the store of `archive` (as [`ArchiveUrl`] shows it) answered when it failed with
 /// `error`, rather than being out of reach, timing out or failing itself: a directory's
 /// failures are its file system's answers, and an object store's are those it names.

@@ -110,6 +110,10 @@ pub struct Exporter {
     /// so that a stopping replica writes it too (another exporter takes it only once it has
     /// been left [`ExporterConfig::claim_after`]).
     refused: Option<ArchivePart>,
+    /// Whether a refusal of this exporter may be recorded in Redis: so at the start, since one
+    /// recorded before a restart says nothing of the archive now, and from each refusal to the
+    /// next part written, which forgets it.
+    failure_recorded: bool,
 }
 
 impl Exporter {
@@ -119,6 +123,7 @@ impl Exporter {
             store,
             config,
             refused: None,
+            failure_recorded: true,
         }
     }
 
@@ -157,6 +162,16 @@ impl Exporter {
             Err(error) => {
                 self.store.metrics().archive_failures_total.inc();
                 self.refused = Some(part);
+                // Said in Redis from the first refusal, for `status` and the console; the
+                // refusal itself is what the tick reports, whatever becomes of this.
+                match self
+                    .store
+                    .record_archive_failure(&self.config.replica_id, &name, error.reason())
+                    .await
+                {
+                    Ok(()) => self.failure_recorded = true,
+                    Err(store) => log_store_failure(&store, "cannot record the archive's refusal"),
+                }
                 return Err(error.into());
             }
         };
@@ -169,6 +184,12 @@ impl Exporter {
             .metrics()
             .archive_records_total
             .inc_by(records as u64);
+        if self.failure_recorded {
+            self.store
+                .clear_archive_failure(&self.config.replica_id)
+                .await?;
+            self.failure_recorded = false;
+        }
         match written {
             Written::Now => tracing::debug!(part = %name, records, "archived"),
             // Rare: worth a line for whoever follows a replica's death through the logs.

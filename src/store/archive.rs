@@ -3,13 +3,14 @@
 //! acknowledged once written (`ack_archived.lua`), and the marker that says where the namespace
 //! archives.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redis::Value;
 
 use super::During;
-use super::reply::{Reply, reply_error};
+use super::reply::{Reply, reply_error, wrong_type};
 use super::{Store, StoreError, millis, scripts};
 
 /// The consumer group of the archive's outbox: every exporter of the namespace reads in it, each
@@ -90,6 +91,23 @@ pub struct ArchiveBacklog {
     /// When the oldest of them was recorded, ms on Redis's clock; `None` when there is none.
     pub oldest_ms: Option<i64>,
 }
+
+/// The last part the archive refused an exporter, as it recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveFailure {
+    /// The replica whose exporter it refused.
+    pub replica: String,
+    /// The part's name inside the archive.
+    pub part: String,
+    /// Why, in a few words that name no path (`ArchiveError::reason`).
+    pub reason: String,
+    /// When, ms on Redis's clock.
+    pub at_ms: i64,
+}
+
+/// How long a recorded refusal is kept after the last one: past it, the exporters that met
+/// them have long stopped, or written a part since.
+const FAILURES_KEPT: Duration = Duration::from_secs(24 * 3600);
 
 impl Store {
     /// This store, for a replica of a namespace that archives: its scripts that record outcomes
@@ -298,6 +316,81 @@ impl Store {
             records,
             oldest_ms: oldest.first().and_then(|(id, _)| record_ms(id)),
         })
+    }
+
+    /// Records that the archive refused `part` to the exporter of `replica_id`, and why
+    /// (`reason`, a few words that name no path): what `status` shows as failing until that
+    /// exporter writes a part ([`Store::clear_archive_failure`]).
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn record_archive_failure(
+        &self,
+        replica_id: &str,
+        part: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        const OPERATION: &str = "record_archive_failure";
+        let at_ms = self.now_ms().await?;
+        let key = self.keys.archive_failures();
+        let () = redis::pipe()
+            .hset(&key, replica_id, format!("{at_ms} {part} {reason}"))
+            .ignore()
+            .pexpire(
+                &key,
+                i64::try_from(millis(FAILURES_KEPT)).unwrap_or(i64::MAX),
+            )
+            .ignore()
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, OPERATION)?;
+        Ok(())
+    }
+
+    /// Forgets the refusal recorded for the exporter of `replica_id`, which has written a part.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn clear_archive_failure(&self, replica_id: &str) -> Result<(), StoreError> {
+        let () = redis::cmd("HDEL")
+            .arg(self.keys.archive_failures())
+            .arg(replica_id)
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "clear_archive_failure")?;
+        Ok(())
+    }
+
+    /// The last refusal of each exporter whose archive refused its last part, by replica id. A
+    /// key of another type (damaged, or written by hand) or an entry not as written reads as
+    /// no refusal: the next refusal is recorded in the entry's place.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn archive_failures(&self) -> Result<Vec<ArchiveFailure>, StoreError> {
+        let read: Result<HashMap<String, String>, redis::RedisError> = redis::cmd("HGETALL")
+            .arg(self.keys.archive_failures())
+            .query_async(&mut self.connection.clone())
+            .await;
+        let entries = match read {
+            Err(error) if wrong_type(&error) => HashMap::new(),
+            read => read.during(&self.metrics, "archive_failures")?,
+        };
+        let mut failures: Vec<ArchiveFailure> = entries
+            .into_iter()
+            .filter_map(|(replica, entry)| {
+                let (at_ms, rest) = entry.split_once(' ')?;
+                let (part, reason) = rest.split_once(' ')?;
+                Some(ArchiveFailure {
+                    replica,
+                    part: part.to_owned(),
+                    reason: reason.to_owned(),
+                    at_ms: at_ms.parse().ok()?,
+                })
+            })
+            .collect();
+        failures.sort_by(|a, b| a.replica.cmp(&b.replica));
+        Ok(failures)
     }
 
     /// Says in Redis that the namespace archives, to `url`: a replica started without

@@ -285,6 +285,13 @@ impl Keys {
         self.key("archive-days")
     }
 
+    /// Hash replica id -> `<ms> <part> <reason>`: the last part the archive refused that
+    /// replica's exporter, when (ms on Redis's clock) and why in a few words; removed by its
+    /// next part written, and gone a day after the last refusal of any.
+    pub fn archive_failures(&self) -> String {
+        self.key("archive-failures")
+    }
+
     /// String naming where the namespace archives (the URL, without credentials): written by
     /// a replica started with `--archive`, read by every replica as it starts.
     pub fn archive_marker(&self) -> String {

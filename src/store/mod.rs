@@ -70,7 +70,8 @@ use thiserror::Error;
 
 use crate::metrics::Metrics;
 pub use archive::{
-    ARCHIVE_GROUP, ArchiveBacklog, ArchivePart, ArchiveRecord, ArchiveRole, ArchiveTake, record_ms,
+    ARCHIVE_GROUP, ArchiveBacklog, ArchiveFailure, ArchivePart, ArchiveRecord, ArchiveRole,
+    ArchiveTake, record_ms,
 };
 pub use claiming::{
     Claim, ClaimLeases, Claimed, ClaimedRun, CorruptRun, JobSlot, MIN_AHEAD_LEASE, PendingSlot,

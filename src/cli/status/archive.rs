@@ -1,13 +1,14 @@
 //! What `status` says of the archive: where the namespace archives, the records not archived
-//! yet and how old the oldest is (loudly once that is as late as the alert in contrib/), and
-//! the live replicas whose outcomes do not all reach it.
+//! yet and how old the oldest is (loudly once that is as late as the alert in contrib/), the
+//! parts the archive refuses the live exporters (loudly, from the first refusal), and the live
+//! replicas whose outcomes do not all reach it.
 
 use serde_json::{Value, json};
 
 use super::replica_state;
-use crate::cli::times::duration;
+use crate::cli::times::{ago, duration};
 use crate::client::{Client, ClientError};
-use crate::store::{ArchiveBacklog, ArchiveRole, Overview, ReplicaInfo};
+use crate::store::{ArchiveBacklog, ArchiveFailure, ArchiveRole, Overview, ReplicaInfo};
 
 /// How old the oldest record not archived may be before `status` says the archive is behind:
 /// the `for` of `RedcronArchiveBehind` in contrib/prometheus-alerts.yml.
@@ -19,6 +20,8 @@ pub(crate) struct ArchiveStatus {
     url: String,
     /// The records not archived yet.
     backlog: ArchiveBacklog,
+    /// The last part the archive refused each exporter that has written none since.
+    failures: Vec<ArchiveFailure>,
 }
 
 /// Reads the archive's state: `None` for a namespace that does not archive.
@@ -33,6 +36,7 @@ pub(super) async fn read(client: &Client) -> Result<Option<ArchiveStatus>, Clien
     Ok(Some(ArchiveStatus {
         url,
         backlog: store.archive_backlog().await?,
+        failures: store.archive_failures().await?,
     }))
 }
 
@@ -42,6 +46,18 @@ impl ArchiveStatus {
         self.backlog
             .oldest_ms
             .map_or(0, |oldest| (now_ms - oldest).max(0))
+    }
+}
+
+impl ArchiveStatus {
+    /// The refusals of the live replicas that export: one recorded by an exporter that has
+    /// stopped since says nothing of the archive now.
+    fn failing<'a>(&'a self, overview: &Overview, refused: bool) -> Vec<&'a ArchiveFailure> {
+        let exporting = live_with(overview, refused, ArchiveRole::Exports);
+        self.failures
+            .iter()
+            .filter(|failure| exporting.contains(&failure.replica))
+            .collect()
     }
 }
 
@@ -70,6 +86,16 @@ pub(super) fn json(archive: Option<&ArchiveStatus>, overview: &Overview, refused
         "oldest_ms": archive.backlog.oldest_ms,
         "lag_ms": lag_ms,
         "behind": lag_ms >= BEHIND_MS,
+        "failing": archive
+            .failing(overview, refused)
+            .iter()
+            .map(|failure| json!({
+                "replica": failure.replica,
+                "part": failure.part,
+                "reason": failure.reason,
+                "at_ms": failure.at_ms,
+            }))
+            .collect::<Vec<_>>(),
         "exporting": live_with(overview, refused, ArchiveRole::Exports),
         "recording": live_with(overview, refused, ArchiveRole::Records),
         "not_recording": live_with(overview, refused, ArchiveRole::None),
@@ -100,6 +126,17 @@ pub(super) fn lines(
         format!("exported by {}", exporting.join(", "))
     };
     let mut lines = vec![format!("archive: {}: {waiting}; {by}", archive.url)];
+    for failure in archive.failing(overview, refused) {
+        lines.push(format!(
+            "ARCHIVE FAILING: {}: {} (replica {}, {}): the part stays in Redis and is written \
+             again; the replica's log says why (\"the archive refused a part\"), and \
+             docs/operations.md, \"When the archive is down\", what to do",
+            failure.part,
+            failure.reason,
+            failure.replica,
+            ago(overview.now_ms, failure.at_ms),
+        ));
+    }
     if lag_ms >= BEHIND_MS {
         lines.push(format!(
             "ARCHIVE BEHIND: the oldest outcome not archived was recorded {} ago. Redis keeps \
@@ -168,6 +205,21 @@ mod tests {
                 records: 42,
                 oldest_ms: Some(now_ms - 20 * 60 * 1000),
             },
+            failures: vec![
+                ArchiveFailure {
+                    replica: "r1".to_owned(),
+                    part: "runs/v1/date=2027-01-15/hour=08/part-1-0-2-0.ndjson".to_owned(),
+                    reason: "refused by the store".to_owned(),
+                    at_ms: now_ms - 3_000,
+                },
+                // An exporter that has stopped since: nothing of the archive now.
+                ArchiveFailure {
+                    replica: "gone".to_owned(),
+                    part: "runs/v1/date=2027-01-15/hour=07/part-0-0-1-0.ndjson".to_owned(),
+                    reason: "store unreachable".to_owned(),
+                    at_ms: now_ms - 60_000,
+                },
+            ],
         };
         let overview = overview_of(now_ms, &[("r1", "exports"), ("r2", "records"), ("r3", "")]);
         let said = lines(Some(&archive), &overview, false).join("\n");
@@ -183,15 +235,26 @@ mod tests {
         );
         assert!(said.contains("REPLICA NOT ARCHIVING: r3"), "{said}");
         assert!(!said.contains("ARCHIVE NOT EXPORTED"), "{said}");
+        assert!(
+            said.contains(
+                "ARCHIVE FAILING: runs/v1/date=2027-01-15/hour=08/part-1-0-2-0.ndjson: refused \
+                 by the store (replica r1, "
+            ),
+            "{said}"
+        );
+        assert!(!said.contains("gone"), "{said}");
         let document = json(Some(&archive), &overview, false);
         assert_eq!(document["lag_ms"], 20 * 60 * 1000);
         assert_eq!(document["behind"], true);
         assert_eq!(document["recording"], serde_json::json!(["r2"]));
         assert_eq!(document["not_recording"], serde_json::json!(["r3"]));
+        assert_eq!(document["failing"][0]["reason"], "refused by the store");
+        assert_eq!(document["failing"].as_array().map(Vec::len), Some(1));
 
         // Caught up, and no replica exports: that alone is said.
         let idle = ArchiveStatus {
             backlog: ArchiveBacklog::default(),
+            failures: Vec::new(),
             ..archive
         };
         let said = lines(

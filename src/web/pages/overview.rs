@@ -49,6 +49,12 @@ pub(super) async fn page(context: PageContext, State(state): State<WebState>) ->
             h2 #queues-h { "Queues" }
             (queues(&status))
         }
+        @if !status["archive"].is_null() {
+            section #archive data-refresh aria-labelledby="archive-h" {
+                h2 #archive-h { "Archive" }
+                (archive(&status["archive"]))
+            }
+        }
         section #activity data-refresh aria-labelledby="activity-h" {
             h2 #activity-h { "The last 24 hours" }
             (activity(events.all(), now_ms))
@@ -119,6 +125,25 @@ fn warnings(context: &PageContext, status: &Value, drifting: &[Drift]) -> Markup
         .filter(|count| *count > 0)
     {
         said.push(html! { (count) " damaged records were found and expire with the run retention: see " code { "redcron status" } "." });
+    }
+    let archive = &status["archive"];
+    for failing in archive["failing"].as_array().into_iter().flatten() {
+        said.push(html! {
+            "The archive refuses parts to replica " strong { (text(&failing["replica"])) } ": "
+            code { (text(&failing["part"])) } ": " (text(&failing["reason"]))
+            ". They stay in Redis, whose memory grows: see the replica's log."
+        });
+    }
+    if archive["behind"] == true {
+        said.push(html! {
+            "The archive is behind: the oldest outcome not archived was recorded "
+            (duration(archive["lag_ms"].as_i64().unwrap_or_default())) " ago."
+        });
+    }
+    if archive["exporting"].as_array().is_some_and(Vec::is_empty)
+        && status["writes_refused"].is_null()
+    {
+        said.push(html! { "No live replica exports to the archive: start one with " code { "--archive" } "." });
     }
     if status["definition_hashes_damaged"] == true {
         said.push(html! { "The published definitions' hashes are damaged: each is taken from its definition until the leader replaces them; see " code { "redcron status" } "." });
@@ -205,6 +230,43 @@ fn queues(status: &Value) -> Markup {
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+/// The archive of a namespace that archives, as `status` shows it: where (its URL, which holds
+/// no credentials), what waits for it and how late, and whether it refuses parts.
+fn archive(archive: &Value) -> Markup {
+    let failing: Vec<String> = archive["failing"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|failing| text(&failing["replica"]))
+        .collect();
+    html! {
+        p {
+            "To " code { (text(&archive["url"])) } ": "
+            @match archive["records"].as_i64().unwrap_or_default() {
+                0 => "nothing waits",
+                records => {
+                    (records) " records wait, the oldest "
+                    (duration(archive["lag_ms"].as_i64().unwrap_or_default())) " old"
+                }
+            }
+            "; exported by "
+            @match list(&archive["exporting"]) {
+                none if none.is_empty() => "no live replica",
+                exporting => (exporting),
+            }
+            "."
+        }
+        p.archive-state {
+            @if !failing.is_empty() {
+                strong { "Failing" } ": the archive refused the last part of "
+                (failing.join(", ")) " (see Warnings)."
+            } @else {
+                "Not failing: no live exporter's last part was refused."
             }
         }
     }
