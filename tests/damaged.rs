@@ -545,3 +545,77 @@ fn definition_hashes_of_another_type_fail_no_reader_and_the_leader_replaces_them
     assert_eq!(status["definition_hashes_damaged"], false, "{status}");
     assert_eq!(replica.terminate(Duration::from_secs(10)), Some(0));
 }
+
+/// A definition edited in Redis without its hash shows on the console's overview (and in
+/// `/api/v1/status`) as the leader published it by that hash, and on its job's page as edited,
+/// until the leader writes it back: within `jobs / 200` seconds, rounded up, of a replica
+/// leading, one second here (docs/web.md).
+#[test]
+fn a_definition_edited_without_its_hash_is_shown_as_published_until_the_leader_writes_it_back() {
+    let server = RedisServer::start();
+    let work = tempfile::tempdir().expect("temp dir");
+    let mut replica = limited_job(&server, work.path());
+    let console = WebProcess::start(&server.url(), work.path(), &[]);
+    let next_fire = || -> String {
+        let status = console.get("/api/v1/status").json();
+        status["jobs"]
+            .as_array()
+            .and_then(|jobs| jobs.iter().find(|job| job["job"] == "lim"))
+            .and_then(|job| job["next_fire"].as_str())
+            .unwrap_or_else(|| panic!("no next fire of lim in {status}"))
+            .to_owned()
+    };
+    let published_fire = next_fire();
+    assert!(
+        published_fire.contains("-01-01T00:00:00"),
+        "{published_fire}"
+    );
+    replica.terminate(Duration::from_secs(10));
+    let mut redis = server.connection();
+    let published: String = redis.hget(keys().defs(), "lim").expect("HGET");
+    let edited = published.replace("0 0 1 1 *", "0 12 * * *");
+    assert_ne!(
+        edited, published,
+        "the schedule is in the definition as written"
+    );
+    let () = redis.hset(keys().defs(), "lim", &edited).expect("HSET");
+
+    // No leader: the edit stays, and the two readers disagree.
+    assert_eq!(next_fire(), published_fire, "the overview read the edit");
+    let page = console.get("/jobs/lim");
+    assert!(page.body.contains("0 12 * * *"), "{}", page.body);
+
+    // The lease the stopped replica held, if it left one: the new one's is another epoch.
+    let before: Option<String> = redis.get(keys().leader()).expect("GET");
+    let replica = ReplicaProcess::start(
+        "r1",
+        &server.url(),
+        &work.path().join("schedules"),
+        work.path(),
+        &[],
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let now: Option<String> = redis.get(keys().leader()).expect("GET");
+            now.is_some() && now != before
+        }),
+        "no replica leads:\n{}",
+        replica.log()
+    );
+    let led = std::time::Instant::now();
+    let written_back = wait_until(Duration::from_secs(30), || {
+        redis
+            .hget::<_, _, String>(keys().defs(), "lim")
+            .is_ok_and(|now| now == published)
+    });
+    let took = led.elapsed();
+    assert!(written_back, "never written back:\n{}", replica.log());
+    // One planner tick (1 s) for one job, with room for a loaded machine.
+    assert!(
+        took < Duration::from_secs(5),
+        "written back {took:?} after a replica led"
+    );
+    let page = console.get("/jobs/lim");
+    assert!(!page.body.contains("0 12 * * *"), "{}", page.body);
+    assert_eq!(next_fire(), published_fire);
+}

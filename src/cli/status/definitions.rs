@@ -11,7 +11,7 @@ use chrono_tz::Tz;
 use super::Summary;
 use crate::cli::times::format_fire;
 use crate::schedule::Schedule;
-use crate::store::Overview;
+use crate::store::{Overview, published_hash};
 
 /// The most definitions a cache holds, whatever the namespace declares: past it, the cache
 /// starts again empty rather than grow with a namespace that changes every definition between
@@ -96,9 +96,11 @@ impl Parsed {
 }
 
 /// The definitions parsed so far, by content hash, bounded: the console's, shared by every
-/// request. A definition never changes under its hash, so what it holds cannot disagree with
-/// Redis; a hash no job is published by any more is dropped once the cache holds more than
-/// twice the published jobs.
+/// request. A definition is kept only under the hash it has (the SHA-256 of its JSON), so what
+/// it holds for a hash is what the leader publishes by that hash; a definition edited in Redis
+/// without its hash (by hand, or damaged) is shown as published by its hash until the leader
+/// writes it back (see docs/web.md). A hash no job is published by any more is dropped once
+/// the cache holds more than twice the published jobs.
 #[derive(Default)]
 pub(crate) struct Definitions {
     /// Content hash -> the definition parsed.
@@ -136,6 +138,13 @@ impl Definitions {
                 .filter(|(hash, _)| !kept.contains_key(*hash))
                 .collect()
         };
+        // A definition read under a hash that is not its own (either edited by hand) is shown
+        // as read and kept by none: kept, it would stand for whatever is published by that
+        // hash later, long after the leader wrote both back.
+        let new: Vec<(&str, &String)> = new
+            .into_iter()
+            .filter(|(hash, json)| published_hash(json) == *hash)
+            .collect();
         // Parsed without the lock, so that other requests' lookups do not wait on a deploy's
         // worth of parsing; two requests that parse the same new hash keep the same thing.
         let new: Vec<(&str, Arc<Parsed>)> = new

@@ -1,7 +1,7 @@
 //! Unit tests of what `status` and `jobs` make of an overview.
 
 use super::*;
-use crate::store::{Event, ReplicaInfo, RunCounts};
+use crate::store::{Event, ReplicaInfo, RunCounts, published_hash};
 
 fn replica(id: &str, alive: bool, jobs: Option<&[(&str, &str)]>) -> ReplicaInfo {
     ReplicaInfo {
@@ -161,19 +161,29 @@ fn publishing(jobs: &[(String, String, &str)]) -> Overview {
     overview
 }
 
+/// `jobs` (name, definition) published each under its own hash.
+fn published_as_is(jobs: &[(String, &str)]) -> Overview {
+    let hashed: Vec<(String, String, &str)> = jobs
+        .iter()
+        .map(|(job, json)| (job.clone(), published_hash(json), *json))
+        .collect();
+    publishing(&hashed)
+}
+
 const AT_THREE: &str = r#"{"schedule": "0 3 * * *", "timezone": "UTC", "enabled": true}"#;
 
 #[test]
 fn a_definition_is_parsed_once_per_hash_and_a_new_hash_anew() {
     let definitions = Definitions::default();
-    definitions.learn(&publishing(&[("nightly".into(), "h1".into(), AT_THREE)]));
+    let h1 = published_hash(AT_THREE);
+    definitions.learn(&published_as_is(&[("nightly".into(), AT_THREE)]));
     assert_eq!(
-        definitions.known("h1"),
+        definitions.known(&h1),
         Some((AT_THREE.to_owned(), None)),
         "what an overview takes instead of reading the definition"
     );
     // A hash names one definition: what comes with it again is not parsed.
-    let kept = definitions.parsed(Some("h1"), "{not json");
+    let kept = definitions.parsed(Some(&h1), "{not json");
     assert_eq!(
         kept.summary
             .as_ref()
@@ -181,12 +191,13 @@ fn a_definition_is_parsed_once_per_hash_and_a_new_hash_anew() {
         Some("0 3 * * *")
     );
     let moved = r#"{"schedule": "0 4 * * *", "timezone": "UTC", "enabled": true, "queue": "slow"}"#;
-    definitions.learn(&publishing(&[("nightly".into(), "h2".into(), moved)]));
+    let h2 = published_hash(moved);
+    definitions.learn(&published_as_is(&[("nightly".into(), moved)]));
     assert_eq!(
-        definitions.known("h2"),
+        definitions.known(&h2),
         Some((moved.to_owned(), Some("slow".to_owned())))
     );
-    let anew = definitions.parsed(Some("h2"), moved);
+    let anew = definitions.parsed(Some(&h2), moved);
     assert_eq!(
         anew.summary
             .as_ref()
@@ -197,20 +208,49 @@ fn a_definition_is_parsed_once_per_hash_and_a_new_hash_anew() {
 }
 
 #[test]
+fn a_definition_read_under_a_hash_not_its_own_is_kept_by_none() {
+    let definitions = Definitions::default();
+    // Edited by hand: the definition, or its hash, is not what the leader published.
+    let edited = r#"{"schedule": "0 5 * * *", "timezone": "UTC", "enabled": true}"#;
+    let published = published_hash(AT_THREE);
+    definitions.learn(&publishing(&[(
+        "nightly".into(),
+        published.clone(),
+        edited,
+    )]));
+    assert_eq!(definitions.known(&published), None);
+    definitions.learn(&publishing(&[("nightly".into(), "h9".into(), AT_THREE)]));
+    assert_eq!(definitions.known("h9"), None);
+    assert_eq!(definitions.len(), 0);
+}
+
+#[test]
 fn definitions_kept_are_at_most_twice_the_published_jobs() {
     let definitions = Definitions::default();
     for deploy in 0..10 {
-        let jobs: Vec<(String, String, &str)> = (0..3)
-            .map(|job| (format!("job{job}"), format!("h{deploy}-{job}"), AT_THREE))
+        let texts: Vec<String> = (0..3)
+            .map(|job| {
+                format!(
+                    r#"{{"schedule": "{job} 3 * * *", "timezone": "UTC", "enabled": true, "deploy": {deploy}}}"#
+                )
+            })
             .collect();
-        definitions.learn(&publishing(&jobs));
+        let jobs: Vec<(String, &str)> = texts
+            .iter()
+            .enumerate()
+            .map(|(job, json)| (format!("job{job}"), json.as_str()))
+            .collect();
+        definitions.learn(&published_as_is(&jobs));
         assert!(
             definitions.len() <= 6,
             "deploy {deploy}: {} kept for 3 jobs",
             definitions.len()
         );
-        for (_, hash, _) in &jobs {
-            assert!(definitions.known(hash).is_some(), "{hash} is published");
+        for (_, json) in &jobs {
+            assert!(
+                definitions.known(&published_hash(json)).is_some(),
+                "{json} is published"
+            );
         }
     }
 }
