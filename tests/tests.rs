@@ -47,6 +47,7 @@ mod notices;
 mod operate;
 mod out_of_memory;
 mod output;
+mod published_definitions;
 mod ready_queues;
 mod reload;
 mod replicas;
