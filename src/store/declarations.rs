@@ -415,7 +415,9 @@ impl Store {
 
     /// Writes the published definition of each of `jobs` whatever is there now (a damaged or
     /// foreign entry), clears them from the damaged set, and removes the entries of `stale`.
-    /// Promoters are woken: fires left due for a damaged definition can move now.
+    /// Promoters are woken: fires left due for a damaged definition can move now. A `def-hashes`
+    /// of another type, which refuses their hashes, is replaced with the hash of every
+    /// published definition, these included.
     ///
     /// # Errors
     /// Redis errors.
