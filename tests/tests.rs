@@ -71,6 +71,7 @@ mod web_jobs_paging;
 mod web_keyset;
 mod web_openapi;
 mod web_pages;
+mod web_queries;
 mod web_refusals;
 mod web_runs;
 mod web_workflows;

@@ -244,3 +244,116 @@ fn every_documented_operation_answers_as_documented() {
     );
     assert!(found.is_empty(), "{found:#?}");
 }
+
+/// Values of a documented query parameter that the document says the route does not take, each
+/// with words its refusal must say; and one it takes at its bound, which no `bad-query` may
+/// answer.
+fn refused_values(name: &str, schema: &Value) -> (Vec<(String, Vec<String>)>, Option<String>) {
+    let mut refused = vec![
+        ("%FF%FE".to_owned(), vec!["not UTF-8".to_owned()]),
+        ("a%00".to_owned(), vec!["control character".to_owned()]),
+    ];
+    let mut at_bound = None;
+    if let Some(words) = schema["enum"].as_array() {
+        let words: Vec<&str> = words.iter().filter_map(Value::as_str).collect();
+        refused.push((
+            "bogus".to_owned(),
+            vec![format!("{name} must be one of {}", words.join(", "))],
+        ));
+    } else if schema["type"] == "integer" {
+        let (lowest, highest) = (&schema["minimum"], &schema["maximum"]);
+        let said = format!("{name} must be a whole number from {lowest} to {highest}");
+        for value in [
+            "x".to_owned(),
+            format!("{}", highest.as_u64().expect("a maximum") + 1),
+        ] {
+            refused.push((value, vec![said.clone()]));
+        }
+        at_bound = Some(highest.to_string());
+    } else if schema["type"] == "boolean" {
+        refused.push((
+            "yes".to_owned(),
+            vec![format!("{name} must be true or false")],
+        ));
+    } else {
+        let longest = schema["maxLength"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name}: a string documented with no maxLength"));
+        let longest = usize::try_from(longest).expect("a length");
+        refused.push((
+            "a".repeat(longest + 1),
+            vec![
+                format!("{name} must be"),
+                format!("at most {longest} bytes"),
+            ],
+        ));
+        at_bound = Some("a".repeat(longest));
+    }
+    (refused, at_bound)
+}
+
+#[test]
+fn every_documented_query_parameter_takes_what_the_document_says_and_no_more() {
+    let document: Value =
+        serde_json::from_str(include_str!("../docs/openapi.json")).expect("openapi.json is JSON");
+    let scenario = Scenario::new();
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let mut asked = 0;
+    for (route, operations) in document["paths"].as_object().expect("paths") {
+        let Some(parameters) = operations["get"]["parameters"].as_array() else {
+            continue;
+        };
+        let query: Vec<&Value> = parameters
+            .iter()
+            .filter(|parameter| parameter["in"] == "query")
+            .collect();
+        if query.is_empty() {
+            continue;
+        }
+        for parameter in &query {
+            let name = parameter["name"].as_str().expect("a name");
+            let (refused, at_bound) = refused_values(name, &parameter["schema"]);
+            for (value, said) in refused {
+                let path = format!("{route}?{name}={value}");
+                let answer = web.get(&path);
+                let shown: String = path.chars().take(100).collect();
+                assert_eq!(answer.status, 400, "{shown}: {}", answer.body);
+                let error = &answer.json()["error"];
+                assert_eq!(error["code"], "bad-query", "{shown}: {}", answer.body);
+                let message = error["message"].as_str().expect("a message");
+                for words in said {
+                    assert!(
+                        message.contains(&words),
+                        "{shown}: {message:?} lacks {words:?}"
+                    );
+                }
+                assert!(answer.body.len() < 512, "{shown}: {}", answer.body);
+                asked += 1;
+            }
+            if let Some(value) = at_bound {
+                let answer = web.get(&format!("{route}?{name}={value}"));
+                assert!(
+                    answer.status != 400 || answer.json()["error"]["code"] != "bad-query",
+                    "{route}?{name} at its documented bound: {}",
+                    answer.body
+                );
+            }
+        }
+        // A parameter the route does not take is named, with those it takes.
+        let answer = web.get(&format!("{route}?colour=red"));
+        assert_eq!(answer.status, 400, "{route}: {}", answer.body);
+        let message = answer.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            message.contains("unknown parameter \"colour\""),
+            "{message}"
+        );
+        for parameter in &query {
+            let name = parameter["name"].as_str().expect("a name");
+            assert!(message.contains(name), "{route}: {message:?} lacks {name}");
+        }
+    }
+    assert!(asked > 40, "only {asked} refusals asked");
+}

@@ -15,6 +15,9 @@
 //! - without an auth file, only a request addressed to this machine is answered
 //!   (`auth::local_host_only`), so that no other site's name can reach it in a browser;
 //! - every answer carries the headers of [`secure_headers`];
+//! - a route's query is read through `query::Params`, which checks every parameter against
+//!   what the route says it takes, and no address longer than `query::LONGEST_URI` reaches a
+//!   route;
 //! - an error is an [`ApiError`], answered with its status and a stable code.
 
 mod api;
@@ -25,6 +28,7 @@ mod csrf;
 mod error;
 pub mod graph;
 mod pages;
+mod query;
 mod server;
 pub mod strip;
 
@@ -174,6 +178,7 @@ pub fn router(state: WebState) -> Router {
         .nest("/api/v1", api::routes())
         .method_not_allowed_fallback(api::no_method)
         .fallback(pages::not_found)
+        .layer(axum::middleware::from_fn(query::within_bounds))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             pages::html_errors,

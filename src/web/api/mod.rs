@@ -7,18 +7,19 @@ mod workflows;
 
 pub(super) use actions::trigger_job;
 pub(super) use reads::{
-    RunsParams, Status, archived_run, no_method, no_route, read_runs, read_status,
+    RUN_STATES, RunsParams, Status, archived_run, no_method, no_route, read_runs, read_status,
 };
 pub(super) use workflows::{WorkflowsParams, list_workflows, retry_workflow};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
 
+use super::query::{LONGEST_ID, SHOWN_PATH, shown};
 use super::{ApiError, WebState};
 
 /// The API's routes, relative to `/api/v1`: reads are GETs, actions POSTs.
@@ -67,42 +68,32 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for Body<T> {
     }
 }
 
-/// A route's query parameters; ones it does not take, or of the wrong type, are a 400 in the
-/// API's error shape (a page draws it in the layout).
-pub(super) struct Params<T>(pub T);
-
-impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        Query::try_from_uri(&parts.uri)
-            .map(|Query(params)| Params(params))
-            .map_err(|rejection| ApiError::bad_request("bad-query", rejection.body_text()))
-    }
-}
-
 /// A route's one path parameter: a job's name, a run's or a workflow instance's id. One that
-/// is not UTF-8 names nothing redcron makes, and is the API's 404 `no-route` (a page draws it
-/// in the layout) where axum's own refusal is a plain-text 400.
+/// is not UTF-8, or longer than any id, names nothing redcron makes, and is the API's 404
+/// `no-route` (a page draws it in the layout) where axum's own refusal is a plain-text 400.
 pub(super) struct Segment(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for Segment {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        Path::<String>::from_request_parts(parts, state)
+        let path = shown(parts.uri.path(), SHOWN_PATH);
+        let no_route = |why: String| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "no-route",
+                format!("no route {path}: it names no job, run or instance ({why})"),
+            )
+        };
+        let Path(segment) = Path::<String>::from_request_parts(parts, state)
             .await
-            .map(|Path(segment)| Segment(segment))
-            .map_err(|rejection| {
-                ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    "no-route",
-                    format!(
-                        "no route {}: it names no job, run or instance ({})",
-                        parts.uri.path(),
-                        rejection.body_text()
-                    ),
-                )
-            })
+            .map_err(|rejection| no_route(rejection.body_text()))?;
+        if segment.len() > LONGEST_ID {
+            return Err(no_route(format!(
+                "{} bytes, where the longest id is {LONGEST_ID}",
+                segment.len()
+            )));
+        }
+        Ok(Segment(segment))
     }
 }

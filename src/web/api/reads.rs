@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use tracing::warn;
 
-use super::{Params, Segment};
+use super::Segment;
 use crate::archive::read::{ArchivedRun, ReadError, Reader};
 use crate::cli::dead::dead_document;
 use crate::cli::history::history_document;
@@ -19,10 +19,12 @@ use crate::cli::status::{
 use crate::cli::times::parse_instant;
 use crate::client::{RunsCursor, RunsQuery};
 use crate::store::{Overview, RunState};
+use crate::web::query::{
+    CURSOR, INSTANT, JOB, Params, QUEUE, Query, REPLICA, RUN_ID, SHOWN_PATH, Takes, shown,
+};
 use crate::web::{ApiError, Caller, WebState};
 
-/// The most entries one page of a list holds, and how many it holds unless told.
-const MAX_LIMIT: usize = 1000;
+/// How many entries one page of a list holds unless told.
 const DEFAULT_LIMIT: usize = 100;
 
 /// `status --json`.
@@ -76,6 +78,11 @@ pub(super) struct JobsParams {
     limit: Option<usize>,
 }
 
+impl Query for JobsParams {
+    const PARAMETERS: &'static [(&'static str, Takes)] =
+        &[("q", JOB), ("after", JOB), ("limit", Takes::Limit)];
+}
+
 /// `jobs --json`, or the part of it `params` asks for, each job's document made for the jobs
 /// listed alone.
 pub(super) async fn jobs(
@@ -83,11 +90,6 @@ pub(super) async fn jobs(
     State(state): State<WebState>,
     Params(params): Params<JobsParams>,
 ) -> Result<Json<Value>, ApiError> {
-    // Checked before Redis is read: a bad limit is the asker's, whatever Redis holds.
-    let limit = match params.limit {
-        Some(_) => limit(params.limit)?,
-        None => usize::MAX,
-    };
     let overview = state.client().overview().await?;
     let events = RecentEvents::new(state.client().recent_events().await?);
     let names = names_holding(
@@ -98,7 +100,7 @@ pub(super) async fn jobs(
     let jobs: Vec<Value> = names
         .iter()
         .skip(start)
-        .take(limit)
+        .take(params.limit.unwrap_or(usize::MAX))
         .filter_map(|name| named_job_document(&overview, &events, name))
         .collect();
     Ok(Json(json!({ "jobs": jobs })))
@@ -139,6 +141,24 @@ pub(crate) struct RunsParams {
     /// Only the runs of this instant or earlier, in the same forms.
     pub(crate) until: Option<String>,
 }
+
+impl Query for RunsParams {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[
+        ("state", RUN_STATES),
+        ("job", JOB),
+        ("replica", REPLICA),
+        ("queue", QUEUE),
+        ("limit", Takes::Limit),
+        ("cursor", CURSOR),
+        ("id", RUN_ID),
+        ("since", INSTANT),
+        ("until", INSTANT),
+    ];
+}
+
+/// The states a run is listed by, on the Runs page and `/runs`.
+pub(crate) const RUN_STATES: Takes =
+    Takes::OneOf(&["active", "ready", "due", "succeeded", "failed", "finished"]);
 
 /// `runs list --json`, a page at a time: `next_cursor` is what to pass as `cursor` for the
 /// next page, `null` on the last; `scan_limited` says the page stopped early, having read as
@@ -188,7 +208,7 @@ pub(crate) async fn read_runs(state: &WebState, params: &RunsParams) -> Result<V
         until_ms,
         job: params.job.clone(),
         replica: params.replica.clone(),
-        count: limit(params.limit)?,
+        count: params.limit.unwrap_or(DEFAULT_LIMIT),
         after: params
             .cursor
             .as_deref()
@@ -352,6 +372,15 @@ pub(super) struct HistoryParams {
     failed: bool,
 }
 
+impl Query for HistoryParams {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[
+        ("job", JOB),
+        ("replica", REPLICA),
+        ("limit", Takes::Limit),
+        ("failed", Takes::Flag),
+    ];
+}
+
 /// `history --json`.
 pub(super) async fn history(
     _: Caller,
@@ -363,7 +392,7 @@ pub(super) async fn history(
         .history(
             params.job.as_deref(),
             params.replica.as_deref(),
-            limit(params.limit)?,
+            params.limit.unwrap_or(DEFAULT_LIMIT),
             params.failed,
         )
         .await?;
@@ -381,6 +410,10 @@ pub(super) struct DeadParams {
     limit: Option<usize>,
 }
 
+impl Query for DeadParams {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[("limit", Takes::Limit)];
+}
+
 /// `dead list --json`.
 pub(super) async fn dead(
     _: Caller,
@@ -389,7 +422,7 @@ pub(super) async fn dead(
 ) -> Result<Json<Value>, ApiError> {
     let runs: Vec<Value> = state
         .client()
-        .dead_runs(limit(params.limit)?)
+        .dead_runs(params.limit.unwrap_or(DEFAULT_LIMIT))
         .await?
         .into_iter()
         .map(|run| dead_document(&run.run_id, run.died_ms, run.fields))
@@ -414,7 +447,7 @@ pub(crate) async fn no_route(uri: Uri) -> ApiError {
         "no-route",
         format!(
             "no route {} (docs/openapi.json lists the API's)",
-            uri.path()
+            shown(uri.path(), SHOWN_PATH)
         ),
     )
 }
@@ -428,18 +461,7 @@ pub(crate) async fn no_method(method: Method, uri: Uri) -> ApiError {
         "method-not-allowed",
         format!(
             "{method} {}: this route takes another method (its Allow header says which)",
-            uri.path()
+            shown(uri.path(), SHOWN_PATH)
         ),
     )
-}
-
-/// A page's size: `limit`, at least 1 and at most [`MAX_LIMIT`].
-fn limit(asked: Option<usize>) -> Result<usize, ApiError> {
-    match asked.unwrap_or(DEFAULT_LIMIT) {
-        limit @ 1..=MAX_LIMIT => Ok(limit),
-        other => Err(ApiError::bad_request(
-            "bad-query",
-            format!("limit {other}: a page holds 1 to {MAX_LIMIT} entries"),
-        )),
-    }
 }

@@ -6,15 +6,18 @@ use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Params, Segment};
+use super::Segment;
 use crate::cli::workflow::{paused_jobs_of, retry_document, workflow_document};
 use crate::client::ClientError;
 use crate::store::{WorkflowListing, WorkflowState};
+use crate::web::query::{MAX_LIMIT, Params, Query, Takes, WORKFLOW};
 use crate::web::{ApiError, Caller, Operator, WebState};
 
-/// The most instances one listing holds, and how many it holds unless told.
-const MAX_LIMIT: usize = 1000;
+/// How many instances a listing holds unless told.
 const DEFAULT_LIMIT: usize = 100;
+
+/// The states an instance is filtered by: [`WorkflowState`]'s words.
+const WORKFLOW_STATES: Takes = Takes::OneOf(&["running", "succeeded", "failed"]);
 
 /// Which instances `/workflows` lists.
 #[derive(Debug, Default, Deserialize)]
@@ -28,10 +31,18 @@ pub(crate) struct WorkflowsParams {
     pub(crate) limit: Option<usize>,
 }
 
+impl Query for WorkflowsParams {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[
+        ("workflow", WORKFLOW),
+        ("state", WORKFLOW_STATES),
+        ("limit", Takes::Limit),
+    ];
+}
+
 /// The instances `params` asks for, newest first, and those that cannot be read.
 ///
 /// # Errors
-/// A state or limit out of range, a name that is no workflow's, or Redis errors.
+/// A state no instance is in, a name that is no workflow's, or Redis errors.
 pub(crate) async fn list_workflows(
     state: &WebState,
     params: &WorkflowsParams,
@@ -45,15 +56,7 @@ pub(crate) async fn list_workflows(
             )
         })?),
     };
-    let limit = match params.limit.unwrap_or(DEFAULT_LIMIT) {
-        limit @ 1..=MAX_LIMIT => limit,
-        other => {
-            return Err(ApiError::bad_request(
-                "bad-query",
-                format!("limit {other}: a listing holds 1 to {MAX_LIMIT} instances"),
-            ));
-        }
-    };
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
     let name = params.workflow.as_deref().filter(|name| !name.is_empty());
     // The state is not indexed: the newest instances are read, then those of the state kept,
     // so a rare state among many instances may list fewer than `limit`.
@@ -125,4 +128,21 @@ pub(crate) async fn retry_workflow(
     );
     let paused = paused_jobs_of(client, id, &steps).await?;
     Ok((steps, paused))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_states_a_query_takes_are_the_states_of_an_instance() {
+        let words: Vec<&str> = WorkflowState::ALL
+            .iter()
+            .map(|state| state.as_str())
+            .collect();
+        let Takes::OneOf(taken) = WORKFLOW_STATES else {
+            panic!("a state is one of some words");
+        };
+        assert_eq!(taken, words.as_slice());
+    }
 }

@@ -16,8 +16,9 @@ use super::{PageContext, layout};
 use crate::cli::dead::dead_document;
 use crate::cli::times::{relative, rfc3339};
 use crate::client::DeadRun;
-use crate::web::api::{Params, Segment};
+use crate::web::api::Segment;
 use crate::web::csrf::{self, CheckedForm};
+use crate::web::query::{JOB, Params, Query, Takes};
 use crate::web::{ApiError, WebState};
 
 /// How many of the newest dead runs the page lists and a retry of many counts: a retry of many
@@ -30,6 +31,10 @@ const SHOWN: usize = 1000;
 pub(super) struct DeadFilter {
     #[serde(default)]
     job: String,
+}
+
+impl Query for DeadFilter {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[("job", JOB)];
 }
 
 impl DeadFilter {

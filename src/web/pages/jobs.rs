@@ -22,9 +22,10 @@ use crate::cli::status::{
 };
 use crate::cli::times::relative;
 use crate::schedule::Schedule;
-use crate::web::api::{Params, Segment, trigger_job};
+use crate::web::api::{Segment, trigger_job};
 use crate::web::chart::{RunDuration, durations_chart};
 use crate::web::csrf::{self, CheckedForm};
+use crate::web::query::{self, JOB, Params, Query, Takes};
 use crate::web::strip::{Outcome, StripCell, outcome_strip};
 use crate::web::{ApiError, WebState};
 
@@ -50,6 +51,14 @@ pub(super) struct JobsFilter {
     /// removed before it does not shift.
     #[serde(default)]
     after: String,
+}
+
+impl Query for JobsFilter {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[
+        ("q", JOB),
+        ("state", Takes::OneOf(&["paused", "drifting"])),
+        ("after", JOB),
+    ];
 }
 
 impl JobsFilter {
@@ -455,8 +464,10 @@ pub(super) struct PauseForm {
 fn back_to(context: &PageContext, job: &str, back: &str) -> Response {
     let link = match back.strip_prefix("jobs") {
         Some(query) => {
+            // Checked as the page's own query is: a `back` the page would refuse leads to the
+            // first page, and no redirect repeats more than a page's link holds.
             let filter: JobsFilter =
-                serde_urlencoded::from_str(query.trim_start_matches('?')).unwrap_or_default();
+                query::parse(query.trim_start_matches('?')).unwrap_or_default();
             let after = Some(filter.after.as_str()).filter(|after| !after.is_empty());
             filter.link(context, after)
         }

@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use super::auth::{Caller, Refused, Role};
+use super::query::{SHOWN_PATH, shown};
 use super::server::check_base_path;
 use super::{WebState, csrf};
 
@@ -148,7 +149,7 @@ pub(crate) async fn not_found(context: Result<PageContext, Refused>, uri: Uri) -
     };
     let main = maud::html! {
         h1 { "Not found" }
-        p { "The console has no page at " code { (uri.path()) } "." }
+        p { "The console has no page at " code { (shown(uri.path(), SHOWN_PATH)) } "." }
         p { a href=(context.link("/")) { "Back to the overview" } }
     };
     layout::page(&context, StatusCode::NOT_FOUND, "Not found", main)

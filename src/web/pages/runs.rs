@@ -12,7 +12,8 @@ use serde_json::Value;
 use super::overview::text;
 use super::{PageContext, layout};
 use crate::cli::times::relative;
-use crate::web::api::{Params, RunsParams, read_runs};
+use crate::web::api::{RUN_STATES, RunsParams, read_runs};
+use crate::web::query::{CURSOR, INSTANT, JOB, Params, QUEUE, Query, REPLICA, RUN_ID, Takes};
 use crate::web::{ApiError, WebState};
 
 /// How many runs a page shows.
@@ -43,6 +44,19 @@ pub(super) struct RunsFilter {
     /// A run id searched for: its page when it has a record.
     #[serde(default)]
     id: String,
+}
+
+impl Query for RunsFilter {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[
+        ("state", RUN_STATES),
+        ("job", JOB),
+        ("queue", QUEUE),
+        ("replica", REPLICA),
+        ("since", INSTANT),
+        ("until", INSTANT),
+        ("cursor", CURSOR),
+        ("id", RUN_ID),
+    ];
 }
 
 impl RunsFilter {

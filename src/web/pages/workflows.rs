@@ -12,8 +12,9 @@ use super::{PageContext, layout};
 use crate::cli::times::{local_time, relative};
 use crate::client::ClientError;
 use crate::store::{StepInstance, WorkflowInstance, WorkflowState};
-use crate::web::api::{Params, Segment, WorkflowsParams, list_workflows, retry_workflow};
+use crate::web::api::{Segment, WorkflowsParams, list_workflows, retry_workflow};
 use crate::web::csrf::{self, CheckedForm};
+use crate::web::query::Params;
 use crate::web::{ApiError, WebState, graph};
 
 /// Where the guide says how to declare a workflow.
