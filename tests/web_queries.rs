@@ -2,9 +2,13 @@
 //! longer than what it names can be, not UTF-8, holding a control character, not one of the
 //! words it takes, a number out of range, a parameter the route does not take, all refused
 //! with a 400 that names the parameter (the API's JSON, the layout on a page); an address too
-//! long is a 414 in the same shapes; and no answer grows with what was sent.
+//! long is a 414 in the same shapes; no answer grows with what was sent; and `/api/v1/jobs`
+//! filters by state as the jobs page does.
+
+use std::time::Duration;
 
 use crate::util::scenario::Scenario;
+use crate::util::wait::wait_for;
 use crate::util::web::{Answer, WebProcess};
 
 /// The message of an error answer: the API's, or a page's refusal as its text shows.
@@ -81,6 +85,10 @@ fn a_value_no_route_takes_is_refused_naming_the_parameter_and_what_it_takes() {
                 &["q must be", "control character U+0000"],
             ),
             (
+                "/jobs?state=bogus".into(),
+                &["state must be one of paused, drifting", "\"bogus\""],
+            ),
+            (
                 "/runs?state=bogus".into(),
                 &["state must be one of active, ready, due, succeeded, failed, finished"],
             ),
@@ -145,10 +153,6 @@ fn a_value_no_route_takes_is_refused_naming_the_parameter_and_what_it_takes() {
     }
     // The pages' own.
     for (path, said) in [
-        (
-            "/jobs?state=bogus",
-            "state must be one of paused, drifting, not \"bogus\"",
-        ),
         ("/dead?job=%FF", "job must be a job's name"),
         (
             "/dead?limit=5",
@@ -208,5 +212,56 @@ fn an_address_too_long_is_a_414_in_the_apis_shape_or_the_layout_and_repeats_none
         404,
         "no-route",
         &["names no job"],
+    );
+}
+
+#[test]
+fn the_apis_jobs_filter_by_state_as_the_jobs_page_does() {
+    let scenario = Scenario::new();
+    scenario.write_jobs(
+        "[jobs.greet]\ncommand = \"true\"\n\n[jobs.doomed]\ncommand = \"exit 3\"\n\n\
+         [jobs.idle]\ncommand = \"true\"\n",
+    );
+    let _replica = scenario.replicas_with_a_leader(&["r1"], &[]);
+    let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let names = |path: &str| -> Option<Vec<String>> {
+        let answer = web.get(path);
+        (answer.status == 200).then(|| {
+            answer.json()["jobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|job| job["job"].as_str().map(str::to_owned))
+                .collect()
+        })
+    };
+    let published = wait_for(Duration::from_secs(15), || {
+        names("/api/v1/jobs").filter(|names| names.len() == 3)
+    });
+    assert_eq!(
+        published,
+        Some(vec!["doomed".into(), "greet".into(), "idle".into()])
+    );
+    for job in ["greet", "idle"] {
+        let paused = web.post(&format!("/api/v1/jobs/{job}/pause"), None);
+        assert_eq!(paused.status, 200, "{}", paused.body);
+    }
+    assert_eq!(
+        names("/api/v1/jobs?state=paused"),
+        Some(vec!["greet".into(), "idle".into()])
+    );
+    // With the other filters, as the page's links keep them.
+    assert_eq!(
+        names("/api/v1/jobs?state=paused&q=I&after=greet"),
+        Some(vec!["idle".into()])
+    );
+    assert_eq!(names("/api/v1/jobs?state=drifting"), Some(Vec::new()));
+    assert_eq!(names("/api/v1/jobs?state="), names("/api/v1/jobs"));
+    let page = web.get("/jobs?state=paused");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("2 of 3 jobs declared match"),
+        "{}",
+        page.body
     );
 }

@@ -7,7 +7,8 @@ mod workflows;
 
 pub(super) use actions::trigger_job;
 pub(super) use reads::{
-    RUN_STATES, RunsParams, Status, archived_run, no_method, no_route, read_runs, read_status,
+    JOB_STATES, RUN_STATES, RunsParams, Status, archived_run, jobs_matching, no_method, no_route,
+    read_runs, read_status,
 };
 pub(super) use workflows::{WorkflowsParams, list_workflows, retry_workflow};
 

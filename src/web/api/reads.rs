@@ -1,5 +1,7 @@
 //! The API's reads: what `status`, `jobs`, `runs`, `history` and `dead` print with `--json`.
 
+use std::collections::HashSet;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri};
@@ -14,7 +16,8 @@ use crate::cli::dead::dead_document;
 use crate::cli::history::history_document;
 use crate::cli::runs::{output_so_far, run_document, shown_run_document};
 use crate::cli::status::{
-    RecentEvents, StatusRead, first_after, named_job_document, names_holding, published_names,
+    RecentEvents, StatusRead, drifting_jobs, first_after, named_job_document, names_holding,
+    paused_jobs, published_names,
 };
 use crate::cli::times::parse_instant;
 use crate::client::{RunsCursor, RunsQuery};
@@ -71,6 +74,9 @@ pub(crate) async fn read_status(state: &WebState) -> Result<Status, ApiError> {
 pub(super) struct JobsParams {
     /// Only the jobs whose name holds this, in any case.
     q: Option<String>,
+    /// Only the jobs in this state: `paused`, or `drifting` (declared differently by some
+    /// replicas), as the jobs page filters them.
+    state: Option<String>,
     /// Only the jobs after this one in the listing's order (the last name of the page before):
     /// a keyset, which need not name a job still.
     after: Option<String>,
@@ -79,8 +85,43 @@ pub(super) struct JobsParams {
 }
 
 impl Query for JobsParams {
-    const PARAMETERS: &'static [(&'static str, Takes)] =
-        &[("q", JOB), ("after", JOB), ("limit", Takes::Limit)];
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[
+        ("q", JOB),
+        ("state", JOB_STATES),
+        ("after", JOB),
+        ("limit", Takes::Limit),
+    ];
+}
+
+/// The states a job is filtered by, on the jobs page and `/jobs`.
+pub(crate) const JOB_STATES: Takes = Takes::OneOf(&["paused", "drifting"]);
+
+/// Those of `names` (published, in the listing's order) whose name holds `q` in any case and
+/// that are in `state` (one of [`JOB_STATES`], or any when empty): what the jobs page and
+/// `/jobs` list. Drift is found only when asked for, as it reads every job's definition.
+pub(crate) fn jobs_matching<'a>(
+    overview: &Overview,
+    names: &[&'a str],
+    q: &str,
+    state: &str,
+) -> Vec<&'a str> {
+    let paused = paused_jobs(overview);
+    let drifting: HashSet<String> = if state == "drifting" {
+        drifting_jobs(overview)
+            .into_iter()
+            .map(|drift| drift.job)
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    names_holding(names, q)
+        .into_iter()
+        .filter(|name| match state {
+            "paused" => paused.contains(name),
+            "drifting" => drifting.contains(*name),
+            _ => true,
+        })
+        .collect()
 }
 
 /// `jobs --json`, or the part of it `params` asks for, each job's document made for the jobs
@@ -92,9 +133,11 @@ pub(super) async fn jobs(
 ) -> Result<Json<Value>, ApiError> {
     let overview = state.client().overview().await?;
     let events = RecentEvents::new(state.client().recent_events().await?);
-    let names = names_holding(
+    let names = jobs_matching(
+        &overview,
         &published_names(&overview),
         params.q.as_deref().unwrap_or_default(),
+        params.state.as_deref().unwrap_or_default(),
     );
     let start = first_after(&names, params.after.as_deref().unwrap_or_default());
     let jobs: Vec<Value> = names

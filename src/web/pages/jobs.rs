@@ -17,12 +17,11 @@ use serde_json::Value;
 use super::overview::text;
 use super::{PageContext, layout, segment};
 use crate::cli::status::{
-    RecentEvents, ShownJob, drifting_jobs, first_after, names_holding, paused_jobs,
-    published_names, shown_job,
+    RecentEvents, ShownJob, first_after, paused_jobs, published_names, shown_job,
 };
 use crate::cli::times::relative;
 use crate::schedule::Schedule;
-use crate::web::api::{Segment, trigger_job};
+use crate::web::api::{JOB_STATES, Segment, jobs_matching, trigger_job};
 use crate::web::chart::{RunDuration, durations_chart};
 use crate::web::csrf::{self, CheckedForm};
 use crate::web::query::{self, JOB, Params, Query, Takes};
@@ -54,11 +53,8 @@ pub(super) struct JobsFilter {
 }
 
 impl Query for JobsFilter {
-    const PARAMETERS: &'static [(&'static str, Takes)] = &[
-        ("q", JOB),
-        ("state", Takes::OneOf(&["paused", "drifting"])),
-        ("after", JOB),
-    ];
+    const PARAMETERS: &'static [(&'static str, Takes)] =
+        &[("q", JOB), ("state", JOB_STATES), ("after", JOB)];
 }
 
 impl JobsFilter {
@@ -103,23 +99,10 @@ struct Slice<'a> {
     next: Option<&'a str>,
 }
 
-/// The slice of `names` (sorted) that `filter` asks for: those matching it, from the first
-/// after its `after`.
-fn slice<'a>(
-    names: &[&'a str],
-    filter: &JobsFilter,
-    paused: &HashSet<&str>,
-    drifting: &HashSet<String>,
-) -> Slice<'a> {
-    let matching: Vec<&str> = names_holding(names, &filter.q)
-        .into_iter()
-        .filter(|name| match filter.state.as_str() {
-            "paused" => paused.contains(name),
-            "drifting" => drifting.contains(*name),
-            _ => true,
-        })
-        .collect();
-    let start = first_after(&matching, &filter.after);
+/// The slice of `matching` (the jobs the filter matches, sorted) that starts after the
+/// filter's `after`.
+fn slice<'a>(matching: &[&'a str], filter: &JobsFilter) -> Slice<'a> {
+    let start = first_after(matching, &filter.after);
     let end = (start + PAGE).min(matching.len());
     let previous = (start > 0).then(|| start.checked_sub(PAGE + 1).map(|before| matching[before]));
     Slice {
@@ -147,16 +130,8 @@ pub(super) async fn page(
     };
     let names = published_names(&overview);
     let paused_jobs = paused_jobs(&overview);
-    // Drift is found over every job only when asked for: it reads each one's definition.
-    let drifting: HashSet<String> = if filter.state == "drifting" {
-        drifting_jobs(&overview)
-            .into_iter()
-            .map(|drift| drift.job)
-            .collect()
-    } else {
-        HashSet::new()
-    };
-    let slice = slice(&names, &filter, &paused_jobs, &drifting);
+    let matching = jobs_matching(&overview, &names, &filter.q, &filter.state);
+    let slice = slice(&matching, &filter);
     // Documents of the jobs shown alone: a page costs the events once and its jobs.
     let jobs: Vec<(&str, ShownJob)> = slice
         .shown
