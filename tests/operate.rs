@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use redcron::schedule::Priority;
-use redcron::store::{Claim, FailReason, Failure, Keys, Store};
+use redcron::store::{Claim, FailReason, Failure, Store};
 use redis::Commands;
 
 use crate::util::keys;
@@ -838,47 +838,6 @@ fn metrics_count_runs_by_the_right_amounts_and_health_endpoints_answer() {
     assert_eq!(http_get(port, "/healthz"), (200, "ok\n".to_owned()));
     assert_eq!(http_get(port, "/readyz"), (200, "ready\n".to_owned()));
     assert_eq!(http_get(port, "/nope").0, 404);
-}
-
-#[test]
-fn bench_prints_exactly_its_six_figures_and_leaves_nothing_behind() {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = server.url();
-    let other = Keys::new("other").prefix().to_owned() + "keep";
-    let () = server.connection().set(&other, "1").expect("SET");
-    let out = redcron_in(dir.path(), &["bench", "--redis", &url, "--jobs", "500"], "").success();
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 6, "{out}");
-    assert_eq!(lines[0], "peer=redcron");
-    let names = [
-        "enqueue_jobs_per_s",
-        "process_jobs_per_s",
-        "delayed_lateness_ms_p50",
-        "delayed_lateness_ms_p99",
-        "delayed_lateness_ms_max",
-    ];
-    for (line, name) in lines[1..].iter().zip(names) {
-        let (key, value) = line.split_once('=').expect("name=value");
-        assert_eq!(key, name);
-        let value: f64 = value
-            .parse()
-            .unwrap_or_else(|_| panic!("{line} is not a number"));
-        assert!(value.is_finite(), "{line}");
-        if name.ends_with("per_s") {
-            assert!(value > 0.0, "{line}");
-        }
-    }
-    let mut redis = server.connection();
-    let bench_keys: Vec<String> = redis
-        .keys(format!("{}*", Keys::new("bench").prefix()))
-        .expect("KEYS");
-    assert!(
-        bench_keys.is_empty(),
-        "the bench namespace is deleted: {bench_keys:?}"
-    );
-    let kept: Option<String> = redis.get(&other).expect("GET");
-    assert_eq!(kept.as_deref(), Some("1"), "nothing else is touched");
 }
 
 /// `redcron args...` against `server`, in `dir`, whose reader is gone before anything is

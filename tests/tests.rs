@@ -8,6 +8,7 @@ mod archive_operations;
 mod archive_read;
 mod archive_s3;
 mod batches;
+mod bench;
 mod browser_harness;
 mod burst;
 mod charts;

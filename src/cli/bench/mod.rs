@@ -1,6 +1,9 @@
 //! `redcron bench`: how many runs per second this engine moves through a Redis, and how late a
 //! burst of delayed runs starts. It uses a namespace of its own (`bench`), deleted before and
-//! after, and an in-process no-op handler (library mode), through the full state machine.
+//! after, and an in-process no-op handler (library mode), through the full state machine. On
+//! one Redis server it also says what Redis did per run ([`redis_work`]).
+
+mod redis_work;
 
 use std::io::Write;
 use std::path::Path;
@@ -10,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
+use self::redis_work::{Counters, PerRun, Work};
 use super::{CliError, block_on};
 use crate::engine::Shutdown;
 use crate::engine::worker::Concurrency;
@@ -27,7 +31,19 @@ const DELAY: Duration = Duration::from_secs(3);
 /// The most runs in the delayed burst.
 const MAX_DELAYED: usize = 2_000;
 
+/// How many commands `--commands` lists for each phase.
+const TOP_COMMANDS: usize = 10;
+
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Prints name=value lines: the rates and the delayed burst's lateness, and on \
+    one Redis server (not Sentinel or Cluster), from the whole server's INFO commandstats and \
+    INFO cpu around each phase, per enqueued and per processed run: redis_calls_per_job (every command Redis ran, once each, those scripts ran \
+    included, the script calls apart), redis_us_per_job (their time in Redis), \
+    redis_scripts_per_job and redis_script_us_per_job (the script calls and their time, which \
+    includes their commands'), redis_cpu_us_per_job (Redis's CPU); the same _per_enqueue. \
+    docs/cli.md says what each counts."
+)]
 pub(super) struct BenchArgs {
     /// The Redis to measure against (its `bench` namespace is deleted before and after).
     #[arg(
@@ -55,6 +71,10 @@ pub(super) struct BenchArgs {
     /// far while it runs.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0s")]
     run_time: Duration,
+    /// Also list, for enqueueing and for processing, the commands Redis ran most per run (one
+    /// Redis server only).
+    #[arg(long)]
+    commands: bool,
 }
 
 /// How many parts a run's `--output` is printed in, spread over its `--run-time`.
@@ -65,6 +85,10 @@ struct Figures {
     enqueue_jobs_per_s: f64,
     process_jobs_per_s: f64,
     lateness_ms: Vec<i64>,
+    /// What Redis did to enqueue the runs: `None` unless it is one server.
+    enqueue_work: Option<Work>,
+    /// What Redis did to process them, from the replica's start to the last ack.
+    process_work: Option<Work>,
 }
 
 pub(super) fn execute(args: &BenchArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -85,7 +109,46 @@ pub(super) fn execute(args: &BenchArgs, out: &mut impl Write) -> Result<(), CliE
         percentile(0.99),
         lateness.last().copied().unwrap_or_default(),
     )
-    .map_err(CliError::io("writing the figures"))
+    .map_err(CliError::io("writing the figures"))?;
+    for (work, unit) in [
+        (&figures.enqueue_work, "enqueue"),
+        (&figures.process_work, "job"),
+    ] {
+        if let Some(work) = work {
+            write_work(out, work, unit).map_err(CliError::io("writing the figures"))?;
+        }
+    }
+    if args.commands {
+        for (work, phase, unit) in [
+            (&figures.enqueue_work, "enqueue", "enqueue"),
+            (&figures.process_work, "process", "job"),
+        ] {
+            for (name, per_run) in work.iter().flat_map(|work| work.top(TOP_COMMANDS)) {
+                writeln!(
+                    out,
+                    "{phase}_command={name} calls_per_{unit}={:.3} us_per_{unit}={:.2}",
+                    per_run.calls, per_run.us
+                )
+                .map_err(CliError::io("writing the figures"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The Redis figures of a phase whose runs are `unit`s (`job`, `enqueue`).
+fn write_work(out: &mut impl Write, work: &Work, unit: &str) -> std::io::Result<()> {
+    let PerRun { calls, us } = work.commands();
+    let scripts = work.scripts();
+    writeln!(
+        out,
+        "redis_calls_per_{unit}={calls:.2}\nredis_us_per_{unit}={us:.2}\n\
+         redis_scripts_per_{unit}={:.3}\nredis_script_us_per_{unit}={:.2}\n\
+         redis_cpu_us_per_{unit}={:.2}",
+        scripts.calls,
+        scripts.us,
+        work.cpu_us()
+    )
 }
 
 async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
@@ -100,6 +163,7 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
         .await
         .map_err(|source| CliError::unreachable(&args.redis, source, true))?;
     store.clear_namespace().await?;
+    let mut counters = Counters::connect(store.topology()).await?;
     let jobs = parse_file(
         Path::new("bench.toml"),
         "[jobs.noop]\ncommand = \"true\"\noverlap = \"allow\"\n",
@@ -116,9 +180,11 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
             unique: None,
         })
         .collect();
+    let before = read(&mut counters).await?;
     let started = Instant::now();
     store.enqueue_many(&requests).await?;
     let enqueue_jobs_per_s = args.jobs as f64 / started.elapsed().as_secs_f64();
+    let enqueued = read(&mut counters).await?;
 
     // Process: one replica, the no-op handler, from its start until the last ack.
     let done = Arc::new(AtomicUsize::new(0));
@@ -164,6 +230,7 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
     let running = tokio::spawn(replica.run(shutdown.clone()));
     wait_for_acks(&store, &done, args.jobs).await?;
     let process_jobs_per_s = args.jobs as f64 / started.elapsed().as_secs_f64();
+    let processed = read(&mut counters).await?;
 
     // Delayed burst: every run due at the same instant, a few seconds ahead.
     let delayed = args.jobs.min(MAX_DELAYED);
@@ -193,11 +260,25 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
         return Err(died.into());
     }
     store.clear_namespace().await?;
+    let work = |from: &Option<_>, to: &Option<_>| match (from, to) {
+        (Some(from), Some(to)) => Some(Work::between(from, to, args.jobs)),
+        _ => None,
+    };
     Ok(Figures {
         enqueue_jobs_per_s,
         process_jobs_per_s,
         lateness_ms,
+        enqueue_work: work(&before, &enqueued),
+        process_work: work(&enqueued, &processed),
     })
+}
+
+/// Redis's counters now, on one server.
+async fn read(counters: &mut Option<Counters>) -> Result<Option<redis_work::Snapshot>, CliError> {
+    match counters {
+        Some(counters) => counters.read().await.map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Reads `--concurrency`: one number of workers, as `run --workers` reads it, for a benchmark
