@@ -1,14 +1,18 @@
-//! `redcron bench`: the figures it prints, and what Redis did per run by its own count.
+//! `redcron bench`: the figures it prints, what Redis did per run by its own count, and the
+//! archive it exports to with `--archive`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 
 use redcron::store::Keys;
 use redis::Commands;
 
+use crate::util::archive::{ArchiveStore, archived, part_records};
 use crate::util::redis_server::RedisServer;
-use crate::util::{command_calls, redcron_in};
+use crate::util::s3::{BUCKET, S3Server};
+use crate::util::{command_calls, redcron_in, redcron_in_with_env};
 
-/// The figures a bench run prints before the ones of Redis, in this order.
+/// The figures a bench run prints before the ones of `--archive` and of Redis, in this order.
 const RATES: [&str; 6] = [
     "peer",
     "enqueue_jobs_per_s",
@@ -54,10 +58,13 @@ fn figures(out: &str) -> (Vec<(String, f64)>, Vec<&str>) {
     (figures, commands)
 }
 
-/// The names the output must give, in order: the rates, then what Redis did for enqueueing
-/// and for processing.
-fn expected_names() -> Vec<String> {
+/// The names the output must give, in order: the rates, the archive's with `--archive`, then
+/// what Redis did for enqueueing and for processing.
+fn expected_names(archive: bool) -> Vec<String> {
     let mut names: Vec<String> = RATES.iter().map(|name| (*name).to_owned()).collect();
+    if archive {
+        names.push("archive_records_per_s".to_owned());
+    }
     for unit in ["enqueue", "job"] {
         names.extend(REDIS_FIGURES.iter().map(|name| format!("{name}_{unit}")));
     }
@@ -83,7 +90,7 @@ fn bench_prints_what_redis_did_per_run_and_leaves_nothing_behind() {
 
     let (figures, commands) = figures(&out);
     let names: Vec<&str> = figures.iter().map(|(name, _)| name.as_str()).collect();
-    assert_eq!(names, expected_names(), "{out}");
+    assert_eq!(names, expected_names(false), "{out}");
     let figure: BTreeMap<&str, f64> = figures
         .iter()
         .map(|(name, value)| (name.as_str(), *value))
@@ -174,4 +181,91 @@ fn bench_prints_what_redis_did_per_run_and_leaves_nothing_behind() {
     );
     let kept: Option<String> = redis.get(&other).expect("GET");
     assert_eq!(kept.as_deref(), Some("1"), "nothing else is touched");
+}
+
+/// Asserts that `records` (from the archive) hold at least `runs` distinct runs, each once.
+fn assert_each_run_once(records: &[String], runs: usize) {
+    let distinct: BTreeSet<&String> = records.iter().collect();
+    assert_eq!(distinct.len(), records.len(), "a run archived twice");
+    assert!(
+        records.len() >= runs,
+        "{} records archived, fewer than the {runs} runs processed",
+        records.len()
+    );
+}
+
+#[test]
+fn bench_with_a_file_archive_prints_its_export_rate_once_every_processed_run_is_archived() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let archive = dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    let out = redcron_in(
+        dir.path(),
+        &[
+            "bench",
+            "--redis",
+            &server.url(),
+            "--jobs",
+            "500",
+            "--archive",
+            &url,
+        ],
+        "",
+    )
+    .success();
+    let (figures, _) = figures(&out);
+    let names: Vec<&str> = figures.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, expected_names(true), "{out}");
+    let rate = figures
+        .iter()
+        .find(|(name, _)| name == "archive_records_per_s")
+        .map(|(_, rate)| *rate);
+    assert!(rate.is_some_and(|rate| rate > 0.0), "{out}");
+    // The rate is measured once the outbox is empty: every processed run is in the archive
+    // (the delayed burst's runs too, unless the replica stopped before writing them).
+    let ids: Vec<String> = archived(&archive)
+        .into_iter()
+        .map(|(_, record)| record["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_each_run_once(&ids, 500);
+}
+
+#[test]
+fn bench_with_an_s3_archive_prints_its_export_rate_once_every_processed_run_is_archived() {
+    let server = RedisServer::start();
+    let s3 = S3Server::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let vars = s3.env();
+    let env: Vec<(&str, &OsStr)> = vars
+        .iter()
+        .map(|(name, value)| (*name, OsStr::new(value)))
+        .collect();
+    let url = format!("s3://{BUCKET}/bench");
+    let out = redcron_in_with_env(
+        dir.path(),
+        &[
+            "bench",
+            "--redis",
+            &server.url(),
+            "--jobs",
+            "300",
+            "--archive",
+            &url,
+        ],
+        "",
+        &env,
+    )
+    .success();
+    let (figures, _) = figures(&out);
+    let names: Vec<&str> = figures.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, expected_names(true), "{out}");
+    let ids: Vec<String> = s3
+        .objects()
+        .iter()
+        .filter(|(name, _)| name.ends_with(".ndjson.gz"))
+        .flat_map(|(name, bytes)| part_records(name, bytes))
+        .map(|record| record["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_each_run_once(&ids, 300);
 }

@@ -1,7 +1,8 @@
 //! `redcron bench`: how many runs per second this engine moves through a Redis, and how late a
 //! burst of delayed runs starts. It uses a namespace of its own (`bench`), deleted before and
 //! after, and an in-process no-op handler (library mode), through the full state machine. On
-//! one Redis server it also says what Redis did per run ([`redis_work`]).
+//! one Redis server it also says what Redis did per run ([`redis_work`]), and with `--archive`
+//! how fast the outcomes reached the archive.
 
 mod redis_work;
 
@@ -15,7 +16,9 @@ use clap::Args;
 
 use self::redis_work::{Counters, PerRun, Work};
 use super::{CliError, block_on};
+use crate::archive::{Archive, ArchiveUrl};
 use crate::engine::Shutdown;
+use crate::engine::exporter::ExporterConfig;
 use crate::engine::worker::Concurrency;
 use crate::handler::{Completed, RunContext};
 use crate::replica::{Replica, ReplicaConfig};
@@ -31,14 +34,21 @@ const DELAY: Duration = Duration::from_secs(3);
 /// The most runs in the delayed burst.
 const MAX_DELAYED: usize = 2_000;
 
+/// With `--archive`, a part closes once its first record is this old (or it holds 1,000), and
+/// an exporter that found nothing looks again this soon: the export rate is then that of the
+/// exporter at work, not of a quiet namespace's minute-old parts, nor of the second the
+/// exporter of `run` sleeps on the empty outbox the replica starts with.
+const ARCHIVE_PAUSE: Duration = Duration::from_millis(100);
+
 /// How many commands `--commands` lists for each phase.
 const TOP_COMMANDS: usize = 10;
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Prints name=value lines: the rates and the delayed burst's lateness, and on \
-    one Redis server (not Sentinel or Cluster), from the whole server's INFO commandstats and \
-    INFO cpu around each phase, per enqueued and per processed run: redis_calls_per_job (every command Redis ran, once each, those scripts ran \
+    after_help = "Prints name=value lines: the rates and the delayed burst's lateness; with \
+    --archive, archive_records_per_s; and on one Redis server (not Sentinel or Cluster), from \
+    the whole server's INFO commandstats and INFO cpu around each phase, per enqueued and per \
+    processed run: redis_calls_per_job (every command Redis ran, once each, those scripts ran \
     included, the script calls apart), redis_us_per_job (their time in Redis), \
     redis_scripts_per_job and redis_script_us_per_job (the script calls and their time, which \
     includes their commands'), redis_cpu_us_per_job (Redis's CPU); the same _per_enqueue. \
@@ -71,6 +81,11 @@ pub(super) struct BenchArgs {
     /// far while it runs.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "0s")]
     run_time: Duration,
+    /// The replica archives every outcome there, as `run --archive` does (file:///DIR, or
+    /// s3://BUCKET/PREFIX with the AWS_* environment variables), and the benchmark says how
+    /// fast the processed runs' records reached it.
+    #[arg(long, value_name = "URL", value_parser = super::run::archive_url)]
+    archive: Option<ArchiveUrl>,
     /// Also list, for enqueueing and for processing, the commands Redis ran most per run (one
     /// Redis server only).
     #[arg(long)]
@@ -87,8 +102,12 @@ struct Figures {
     lateness_ms: Vec<i64>,
     /// What Redis did to enqueue the runs: `None` unless it is one server.
     enqueue_work: Option<Work>,
-    /// What Redis did to process them, from the replica's start to the last ack.
+    /// What Redis did to process them, from the replica's start to the last ack (with
+    /// `--archive`, until the last of them was archived).
     process_work: Option<Work>,
+    /// With `--archive`: records archived per second, from the replica's start until the
+    /// outbox held none of the processed runs' records.
+    archive_records_per_s: Option<f64>,
 }
 
 pub(super) fn execute(args: &BenchArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -110,6 +129,10 @@ pub(super) fn execute(args: &BenchArgs, out: &mut impl Write) -> Result<(), CliE
         lateness.last().copied().unwrap_or_default(),
     )
     .map_err(CliError::io("writing the figures"))?;
+    if let Some(rate) = figures.archive_records_per_s {
+        writeln!(out, "archive_records_per_s={rate:.0}")
+            .map_err(CliError::io("writing the figures"))?;
+    }
     for (work, unit) in [
         (&figures.enqueue_work, "enqueue"),
         (&figures.process_work, "job"),
@@ -223,13 +246,23 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
                 })
             }
         })
-        .config(bench_config(args.concurrency))
+        .config(bench_config(args.concurrency, args.archive.as_ref())?)
         .build();
     let shutdown = Shutdown::new();
+    let archived = store.metrics().archive_records_total.get();
     let started = Instant::now();
     let running = tokio::spawn(replica.run(shutdown.clone()));
     wait_for_acks(&store, &done, args.jobs).await?;
     let process_jobs_per_s = args.jobs as f64 / started.elapsed().as_secs_f64();
+    let archive_records_per_s = match args.archive {
+        Some(_) => {
+            wait_for_archive(&store).await?;
+            let records = store.metrics().archive_records_total.get() - archived;
+            Some(records as f64 / started.elapsed().as_secs_f64())
+        }
+        None => None,
+    };
+    // Read once the runs are archived too, so that what Redis did for them includes that.
     let processed = read(&mut counters).await?;
 
     // Delayed burst: every run due at the same instant, a few seconds ahead.
@@ -270,6 +303,7 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
         lateness_ms,
         enqueue_work: work(&before, &enqueued),
         process_work: work(&enqueued, &processed),
+        archive_records_per_s,
     })
 }
 
@@ -294,14 +328,25 @@ fn worker_count(text: &str) -> Result<usize, String> {
 }
 
 /// A replica tuned for throughput: the benchmark's runs are ad-hoc, so the planner is idle.
-fn bench_config(concurrency: usize) -> ReplicaConfig {
+/// With `archive`, it exports as `run --archive` does, but without its long pauses.
+fn bench_config(
+    concurrency: usize,
+    archive: Option<&ArchiveUrl>,
+) -> Result<ReplicaConfig, CliError> {
     let mut config = ReplicaConfig {
         replica_id: format!("bench-{}", std::process::id()),
         shutdown_grace: Duration::from_secs(5),
         ..ReplicaConfig::default()
     };
     config.workers.concurrency = Concurrency::fixed(concurrency);
-    config
+    if let Some(url) = archive {
+        config.exporter = Some(ExporterConfig {
+            part_age: ARCHIVE_PAUSE,
+            max_sleep: ARCHIVE_PAUSE,
+            ..ExporterConfig::new(Archive::open(url)?, &config.replica_id)
+        });
+    }
+    Ok(config)
 }
 
 /// Waits until `expected` handler calls returned and no run holds a lease (all acked). Redis
@@ -319,5 +364,23 @@ async fn wait_for_acks(store: &Store, done: &AtomicUsize, expected: usize) -> Re
             )));
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Waits until the archive holds every record the replica recorded: the outbox is empty.
+async fn wait_for_archive(store: &Store) -> Result<(), CliError> {
+    let limit = Instant::now() + Duration::from_secs(600);
+    loop {
+        let backlog = store.archive_backlog().await?;
+        if backlog.records == 0 {
+            return Ok(());
+        }
+        if Instant::now() > limit {
+            return Err(CliError::Argument(format!(
+                "the archive stalled: {} records still waited for it after 10 minutes",
+                backlog.records
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
