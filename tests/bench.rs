@@ -112,10 +112,11 @@ fn bench_prints_what_redis_did_per_run_and_leaves_nothing_behind() {
         let calls = figure[format!("redis_calls_per_{unit}").as_str()];
         let scripts = figure[format!("redis_scripts_per_{unit}").as_str()];
         assert!(scripts > 0.0 && scripts < calls, "{out}");
-        // Redis measures in whole microseconds: a run costs it some, and less than a
-        // millisecond of commands, even on a loaded machine.
+        // Redis measures in whole microseconds: a run costs it some (tens on a quiet machine),
+        // and never 10 ms, even with Redis descheduled in the middle of commands on a machine
+        // busy with a whole test suite.
         let us = figure[format!("redis_us_per_{unit}").as_str()];
-        assert!(us > 0.0 && us < 1_000.0, "{out}");
+        assert!(us > 0.0 && us < 10_000.0, "{out}");
         // A script's time includes the commands it ran.
         let script_us = figure[format!("redis_script_us_per_{unit}").as_str()];
         assert!(script_us > 0.0, "{out}");
