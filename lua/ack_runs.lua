@@ -42,7 +42,8 @@ local runs, checked_jobs, notices_checked = {}, {}, false
 for i = 5, #ARGV, 5 do
   local run_key = key_run(prefix, ARGV[i])
   local fields = checked_read('ack_runs', run_key, 'hash', 'HMGET', 'state', 'worker', 'attempt',
-    'job', 'started_ms', 'overlap', 'max_concurrency', 'notify', 'notify_on')
+    'job', 'started_ms', 'overlap', 'max_concurrency', 'notify', 'notify_on', 'reason', 'error',
+    'workflow', 'step')
   local job = fields[4]
   local slots = job and slot_name(job, ARGV[i])
   if job and not checked_jobs[slots] and job_limit(fields[6], fields[7]) then
@@ -62,8 +63,8 @@ local recorded, finished, acked = {}, {}, {}
 for i = 5, #ARGV, 5 do
   local run_id, worker, attempt, exit_code, output = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local run_key = key_run(prefix, run_id)
-  local state, holder, held_attempt, job, started, overlap, max_concurrency, notify, notify_on =
-    unpack(runs[(i - 5) / 5 + 1], 1, 9)
+  local state, holder, held_attempt, job, started, overlap, max_concurrency, notify, notify_on,
+    failed_reason, failed_error, workflow_id, step = unpack(runs[(i - 5) / 5 + 1], 1, 13)
   -- The attempt tells a reaped run claimed again by the same worker from the one it ran.
   if state ~= 'active' or holder ~= worker or held_attempt ~= attempt or acked[run_id] then
     recorded[#recorded + 1] = 0
@@ -75,16 +76,19 @@ for i = 5, #ARGV, 5 do
     redis.call('HSET', run_key, 'state', 'succeeded', 'finished_ms', now_text, 'exit_code', exit_code,
       'output', output)
     -- The hash holds its last attempt's outcome: an earlier attempt's failure or loss is in
-    -- the events, not beside a success.
-    redis.call('HDEL', run_key, 'reason', 'error')
+    -- the events, not beside a success. Only a run that had one pays the command.
+    if failed_reason or failed_error then
+      redis.call('HDEL', run_key, 'reason', 'error')
+    end
     expire_finished_run(run_key, retention, history)
     record_outcome(events, history, run_id, 'succeeded', output, 'job', job or '', 'worker', worker,
       'attempt', attempt, 'exit_code', exit_code, 'started_ms', started or '',
       'duration_ms', now - (tonumber(started) or now))
     recorded[#recorded + 1] = 1
     finished[#finished + 1] = run_id
-    -- A workflow step's next steps are enqueued in this same call.
-    workflow_step_ended(prefix, run_key, 'succeeded', output, now)
+    -- A workflow step's next steps are enqueued in this same call; whether it is one was read
+    -- with the rest of the run.
+    workflow_step_ended(prefix, run_key, 'succeeded', output, now, {workflow_id, step})
     if notify then
       -- The first success after a dead run tells that the job recovered.
       if job and string.find(notify_on or '', ',recovered,', 1, true)

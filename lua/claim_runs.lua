@@ -251,10 +251,10 @@ while #started < #workers and pops < limit do
     local run_key = key_run(prefix, run_id)
     local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload, due_ms, kind,
       max_concurrency, started_ms, redriven_ms, notify, notify_on, late_after, missed_after,
-      misfire, next_due = unpack(redis.call('HMGET', run_key, 'job', 'fingerprint', 'overlap',
-        'created_ms', 'attempt', 'max_attempts', 'fire_ms', 'payload', 'due_ms', 'kind',
+      misfire, next_due, starting = unpack(redis.call('HMGET', run_key, 'job', 'fingerprint',
+        'overlap', 'created_ms', 'attempt', 'max_attempts', 'fire_ms', 'payload', 'due_ms', 'kind',
         'max_concurrency', 'started_ms', 'redriven_ms', 'notify', 'notify_on', 'late_after_ms',
-        'missed_after_ms', 'misfire', 'next_due_ms'))
+        'missed_after_ms', 'misfire', 'next_due_ms', 'starting'))
     attempt, max_attempts = tonumber(attempt), tonumber(max_attempts)
     local due = tonumber(due_ms) or now
     local wait = math.max(due - now, 0)
@@ -313,7 +313,7 @@ while #started < #workers and pops < limit do
       started[#started + 1] = {run_id, workers[#started + 1], job, attempt + 1, max_attempts,
         tonumber(fire_ms) or false, payload, wait, slot_pending, first_claim and 1 or 0,
         tonumber(created) or false, run_key,
-        notify and {notify, notify_on, tonumber(late_after) or 0, due}}
+        notify and {notify, notify_on, tonumber(late_after) or 0, due}, starting}
       leases[#leases + 1] = wait == 0 and lease_deadline or tostring(now + held_for)
       leases[#leases + 1] = run_id
     end
@@ -363,15 +363,19 @@ local claimed_ahead = false
 for _, run in ipairs(started) do
   local wait = run[8]
   claimed_ahead = claimed_ahead or wait > 0
-  redis.call('HSET', run[12], 'attempt', attempt_text(run[4]), 'state', 'active', 'worker', run[2],
-    'started_ms', wait == 0 and now_text or tostring(now + wait))
-  -- A run claimed ahead is not running until its worker starts it (extend_lease.lua or
-  -- take_job_slot.lua write its real start): an outage at its due time delays that start, and
-  -- a fire due meanwhile must not be skipped as its overlap.
+  -- One write of the hash per run: a run claimed ahead is not running until its worker starts
+  -- it (extend_lease.lua or take_job_slot.lua write its real start), so that an outage at its
+  -- due time delays that start and a fire due meanwhile is not skipped as its overlap. The
+  -- mark of an earlier claim ahead, handed back, is dropped only where the hash holds one.
   if wait > 0 then
-    redis.call('HSET', run[12], 'starting', '1')
+    redis.call('HSET', run[12], 'attempt', attempt_text(run[4]), 'state', 'active',
+      'worker', run[2], 'started_ms', tostring(now + wait), 'starting', '1')
   else
-    redis.call('HDEL', run[12], 'starting')
+    redis.call('HSET', run[12], 'attempt', attempt_text(run[4]), 'state', 'active',
+      'worker', run[2], 'started_ms', now_text)
+    if run[14] then
+      redis.call('HDEL', run[12], 'starting')
+    end
   end
   -- A late start is told now, by the replica that starts it, not when the run ends.
   local notices = run[13]

@@ -271,9 +271,11 @@ end
 
 -- Records how a run that is a workflow step ended (succeeded, failed when dead, skipped), keeps
 -- what it passes on for the steps that need it, and advances its instance. A run of no workflow, or
--- of an instance that is gone (expired), is left alone.
-workflow_step_ended = function(prefix, run_key, outcome, output, now)
-  local workflow_id, step = unpack(redis.call('HMGET', run_key, 'workflow', 'step'))
+-- of an instance that is gone (expired), is left alone. `step_of`, from a caller that read the
+-- run's `workflow` and `step` with its other fields (each false for a run of no workflow), saves
+-- reading them again.
+workflow_step_ended = function(prefix, run_key, outcome, output, now, step_of)
+  local workflow_id, step = unpack(step_of or redis.call('HMGET', run_key, 'workflow', 'step'))
   if not workflow_id or not step then
     return
   end

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use redcron::store::{Claim, ClaimedRun, FailReason, JobSlot, PendingSlot, Store, StoreSettings};
+use redcron::store::{
+    Claim, ClaimedRun, FailOutcome, FailReason, JobSlot, PendingSlot, Store, StoreSettings,
+};
 use redis::Commands;
 
 use crate::util::store::{
@@ -53,6 +55,66 @@ async fn a_run_claimed_ahead_but_not_started_yet_makes_no_overlap() {
             .expect("start")
     );
     assert_eq!(run_hash(&server, "tick@10000")["started_ms"], "10700");
+}
+
+/// A fire claimed ahead and handed back before it started keeps the mark of that claim
+/// (`starting`) until it is claimed again: a claim at its due time starts it, and drops the mark
+/// with the write that records the start.
+#[tokio::test]
+async fn a_claim_at_the_due_time_drops_the_mark_of_a_claim_ahead_handed_back() {
+    let (server, store, token) = setup(FORBID_TICK).await;
+    plan(&store, &token, "tick", &[10_000]).await;
+    let at_9900 = store.clone().with_frozen_clock(9_900);
+    at_9900
+        .promote_due(100, THRESHOLD, Duration::from_millis(200))
+        .await
+        .expect("promote");
+    let ahead = claim_run(&at_9900, &["default"]).await;
+    assert_eq!(
+        run_hash(&server, &ahead.id)
+            .get("starting")
+            .map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(
+        at_9900
+            .fail_run(
+                &ahead.id,
+                Some(&ahead.worker),
+                &failure(FailReason::NotStarted),
+                0.0
+            )
+            .await
+            .expect("hand back"),
+        FailOutcome::Retrying { due_ms: 10_000 }
+    );
+    assert_eq!(
+        run_hash(&server, &ahead.id)
+            .get("starting")
+            .map(String::as_str),
+        Some("1")
+    );
+
+    let at_10000 = store.clone().with_frozen_clock(10_000);
+    at_10000
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let run = claim_run(&at_10000, &["default"]).await;
+    assert_eq!(
+        (run.id.as_str(), run.start_in),
+        ("tick@10000", Duration::ZERO)
+    );
+    let hash = run_hash(&server, &run.id);
+    assert_eq!(
+        (
+            hash.get("state").map(String::as_str),
+            hash.get("started_ms").map(String::as_str),
+            hash.get("starting")
+        ),
+        (Some("active"), Some("10000"), None),
+        "started at its due time, no longer marked as claimed ahead"
+    );
 }
 
 /// An outage longer than the short lease of runs claimed ahead: their workers may not start
