@@ -119,23 +119,25 @@ for i = 6, #ARGV, 7 do
     end
     local state = due_ms <= now and 'ready' or 'scheduled'
     local run_key = key_run(prefix, run_id)
+    -- The fields only some runs carry, after those every run has, in the one write that makes
+    -- the run. Empty ones are left out: a field costs even when it says nothing, and an empty
+    -- payload is no payload, not a JSON text.
+    local fields = {unpack(acting)}
+    if fingerprint ~= '' then
+      fields[#fields + 1], fields[#fields + 2] = 'fingerprint', fingerprint
+    end
+    if payload ~= '' then
+      fields[#fields + 1], fields[#fields + 2] = 'payload', payload
+    end
+    if def.max_concurrency then
+      fields[#fields + 1], fields[#fields + 2] = 'max_concurrency', def.max_concurrency
+    end
     redis.call('HSET', run_key,
       'job', job, 'kind', 'adhoc', 'due_ms', due_text, 'created_ms', now_text,
       'attempt', '0', 'max_attempts', def.max_attempts, 'queue', def.queue, 'priority', priority,
       'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
-      'delivery', def.delivery, 'overlap', def.overlap, 'state', state, unpack(acting))
-    -- Empty ones are left out: a field costs even when it says nothing, and an empty payload
-    -- is no payload, not a JSON text.
-    if fingerprint ~= '' then
-      redis.call('HSET', run_key, 'fingerprint', fingerprint)
-    end
-    if payload ~= '' then
-      redis.call('HSET', run_key, 'payload', payload)
-    end
-    if def.max_concurrency then
-      redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
-    end
-    set_run_notices(run_key, def.notify)
+      'delivery', def.delivery, 'overlap', def.overlap, 'state', state,
+      unpack(run_notice_fields(fields, def.notify)))
     if state == 'ready' then
       local list = ready_list(prefix, 'adhoc', def.queue, priority)
       ready[list] = ready[list] or {}

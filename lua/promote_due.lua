@@ -160,26 +160,26 @@ local function targets_of(job)
   return targets
 end
 
--- Writes the hash of a cron fire's run made from its job's definition, waiting in `queue`;
--- `in_time` when it is made ready within the threshold, so that it is judged again at its start.
-local function make_run(run_key, job, fire_ms, due_text, def, queue, fingerprint, in_time)
-  redis.call('HSET', run_key,
-    'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', due_text, 'created_ms', now_text,
-    'attempt', 0, 'max_attempts', def.retries + 1,
+-- The fields of a cron fire's run made from its job's definition, waiting in `queue`; `in_time`
+-- when it is made ready within the threshold, so that it is judged again at its start. Returned
+-- rather than written, so that the run's hash is written once, with the state it is made in.
+local function run_fields(job, fire_ms, due_text, def, queue, fingerprint, in_time)
+  local fields = {'job', job, 'kind', 'cron', 'fire_ms', fire_ms, 'due_ms', due_text,
+    'created_ms', now_text, 'attempt', 0, 'max_attempts', def.retries + 1,
     'queue', queue, 'priority', def.priority,
     'backoff_ms', def.backoff, 'max_backoff_ms', def.max_backoff,
     'delivery', def.delivery, 'overlap', def.overlap,
-    'fingerprint', fingerprint)
+    'fingerprint', fingerprint}
   if def.max_concurrency then
-    redis.call('HSET', run_key, 'max_concurrency', def.max_concurrency)
+    fields[#fields + 1], fields[#fields + 2] = 'max_concurrency', def.max_concurrency
   end
   -- Made ready in time, it is judged again when it starts (missed_at_start in
   -- common.lua): it may wait for a slot past the threshold.
   if in_time and def.misfire ~= 'run-all' then
-    redis.call('HSET', run_key, 'misfire', def.misfire,
-      'missed_after_ms', tonumber(due_text) + threshold)
+    fields[#fields + 1], fields[#fields + 2] = 'misfire', def.misfire
+    fields[#fields + 1], fields[#fields + 2] = 'missed_after_ms', tonumber(due_text) + threshold
   end
-  set_run_notices(run_key, def.notify)
+  return run_notice_fields(fields, def.notify)
 end
 
 local ready, skipped = 0, 0
@@ -192,9 +192,13 @@ local told_skip = {}    -- job -> true once one of its skips in this call sent a
 local fanned = {}       -- run id -> true: an every-replica fire made into its replicas' runs
 
 -- Makes a run ready: into its list (pushed with the others at the end) and its queue woken.
--- Becoming ready is not an event: the run hash records when.
-local function make_ready(run_key, run_id, kind, queue, priority)
-  redis.call('HSET', run_key, 'state', 'ready', 'ready_ms', now_text)
+-- Becoming ready is not an event: the run hash records when. `made`, for a run made by this
+-- call, are the fields that make it (run_fields), written in the same HSET.
+local function make_ready(run_key, run_id, kind, queue, priority, made)
+  local fields = made or {}
+  fields[#fields + 1], fields[#fields + 2] = 'state', 'ready'
+  fields[#fields + 1], fields[#fields + 2] = 'ready_ms', now_text
+  redis.call('HSET', run_key, unpack(fields))
   local list = ready_list(prefix, kind, queue, priority)
   ready_lists[list] = ready_lists[list] or {}
   table.insert(ready_lists[list], run_id)
@@ -228,6 +232,8 @@ for i = 1, #run_ids, 2 do
     unpack(redis.call('HMGET', run_key, 'job', 'queue', 'priority', 'state', 'kind', 'fire_ms',
       'attempt', 'starting', 'reason'))
   local reason
+  -- The fields of a run this call makes, written with the state it ends in.
+  local made
   if job or state then
     -- Only a retry or a delayed run is due again. Any other state means this id was planned
     -- again after it ran or while it runs (a lost cursor, say): it must not run twice.
@@ -300,21 +306,24 @@ for i = 1, #run_ids, 2 do
               record_event(events, history, replica_run, 'skipped', 'job', job, 'reason', 'duplicate')
             else
               local route = private_route(replica)
-              make_run(replica_key, job, fire_ms, run_ids[i + 1], def, route, replica_run,
-                in_time)
               if previous then
                 note_next_due(prefix, replica_run_id(previous, replica), run_ids[i + 1])
               end
-              make_ready(replica_key, replica_run, kind, route, priority)
+              make_ready(replica_key, replica_run, kind, route, priority,
+                run_fields(job, fire_ms, run_ids[i + 1], def, route, replica_run, in_time))
             end
           end
           fanned[run_id] = true
         else
-          make_run(run_key, job, fire_ms, run_ids[i + 1], def, queue, run_id, in_time)
+          made = run_fields(job, fire_ms, run_ids[i + 1], def, queue, run_id, in_time)
           reason = judged or (def.every and 'no-target') or nil
         end
       end
     end
+  end
+  if made and (reason or not routable(queue, priority)) then
+    -- Not made ready: its hash is written first, as the skip or the burial reads it.
+    redis.call('HSET', run_key, unpack(made))
   end
   if fanned[run_id] then
     -- Made into its replicas' runs above.
@@ -337,7 +346,7 @@ for i = 1, #run_ids, 2 do
     skip_run(prefix, run_key, run_id, job, reason, now, retention, events, history, told_skip[job])
     told_skip[job] = true
   else
-    make_ready(run_key, run_id, kind, queue, priority)
+    make_ready(run_key, run_id, kind, queue, priority, made)
   end
   if reason and reason ~= 'deferred' and reason ~= 'awaiting-plan' then
     skipped = skipped + 1

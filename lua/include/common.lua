@@ -187,11 +187,21 @@ local function keep_aside(aside, kept, undeclared_jobs, job)
   end
 end
 
--- Copies a job's notices (see decode_definition) into one of its runs.
+-- Appends a job's notices (see decode_definition) to `fields`, the fields of one of its runs
+-- about to be written, so that a run is made with one HSET; returns `fields`.
+local function run_notice_fields(fields, notify)
+  if notify then
+    fields[#fields + 1], fields[#fields + 2] = 'notify', notify.targets
+    fields[#fields + 1], fields[#fields + 2] = 'notify_on', notify.on
+    fields[#fields + 1], fields[#fields + 2] = 'late_after_ms', notify.late_after
+  end
+  return fields
+end
+
+-- Copies a job's notices into one of its runs, for a script that made the run's hash apart.
 local function set_run_notices(run_key, notify)
   if notify then
-    redis.call('HSET', run_key, 'notify', notify.targets, 'notify_on', notify.on,
-      'late_after_ms', notify.late_after)
+    redis.call('HSET', run_key, unpack(run_notice_fields({}, notify)))
   end
 end
 
