@@ -79,28 +79,61 @@ end
 local now = now_ms(ARGV[6])
 local now_text = tostring(now)
 
--- A job's definition (decode_definition in common.lua), 'absent' (no replica declares the job
--- any more), or 'damaged' (there, but not a definition the scripts can read): a damaged one
--- must not make a write fail half-way, after the run left the due set.
-local definition = once_per_call(function(job)
-  local raw = redis.call('HGET', defs, job)
+-- A job's definition (decode_definition in common.lua) from its entry in defs, 'absent' (no
+-- replica declares the job any more), or 'damaged' (there, but not a definition the scripts can
+-- read): a damaged one must not make a write fail half-way, after the run left the due set.
+local function definition_of(raw)
   if not raw then
     return 'absent'
   end
   return decode_definition(raw) or 'damaged'
+end
+local definition, definitions = once_per_call(function(job)
+  return definition_of(redis.call('HGET', defs, job))
 end)
 
 -- Each job's planned fires, read once per call and written back at its end, less the fires
 -- this call took out of the due set.
+local function plan_from(list)
+  return {fires = planned_fires(list), taken = {}}
+end
 local plan_of, plans = once_per_call(function(job)
-  return {fires = planned_fires(redis.call('HGET', planned, job)), taken = {}}
+  return plan_from(redis.call('HGET', planned, job))
 end)
 
 -- Each job's latest fire promoted: read once per call, written back at its end when it moved.
-local latest_of, latest = once_per_call(function(job)
-  local known = tonumber(redis.call('HGET', latest_fire, job)) or 0
+local function latest_from(value)
+  local known = tonumber(value) or 0
   return {known = known, fire = known}
+end
+local latest_of, latest = once_per_call(function(job)
+  return latest_from(redis.call('HGET', latest_fire, job))
 end)
+
+-- Reads the definition, planned fires and latest fire of the jobs of the cron fires among
+-- `run_ids` (ids and scores) with one HMGET of each hash per slice of jobs, where each job's
+-- first fire would read them with three HGETs: a call takes most jobs' fires one at a time.
+local function read_jobs(run_ids)
+  local jobs, seen = {}, {}
+  for i = 1, #run_ids, 2 do
+    local job = string.match(run_ids[i], '^(.+)@%d+$')
+    if job and not seen[job] then
+      seen[job] = true
+      jobs[#jobs + 1] = job
+    end
+  end
+  for first = 1, #jobs, SLICE do
+    local slice = {unpack(jobs, first, math.min(first + SLICE - 1, #jobs))}
+    local raws = redis.call('HMGET', defs, unpack(slice))
+    local lists = redis.call('HMGET', planned, unpack(slice))
+    local fires = redis.call('HMGET', latest_fire, unpack(slice))
+    for index, job in ipairs(slice) do
+      definitions[job] = definition_of(raws[index] or nil)
+      plans[job] = plan_from(lists[index] or nil)
+      latest[job] = latest_from(fires[index])
+    end
+  end
+end
 
 -- Whether a later fire of the same job is also missed: run-once keeps only the latest.
 local function later_fire_also_missed(job, fire_ms)
@@ -225,6 +258,7 @@ if #taken < limit then
   end
   in_slices('ZREM', due_runs, taken_runs)
 end
+read_jobs(run_ids)
 for i = 1, #run_ids, 2 do
   local run_id, due_ms = run_ids[i], tonumber(run_ids[i + 1])
   local run_key = key_run(prefix, run_id)
@@ -357,24 +391,34 @@ end
 for list, ids in pairs(ready_lists) do
   in_slices('RPUSH', list, ids)
 end
+-- Written back in one HDEL and one HSET of each hash for every job, not a command per job.
+local emptied, still_planned, latest_fires = {}, {}, {}
 for job, plan in pairs(plans) do
-  local left = {}
-  for _, fire in ipairs(plan.fires) do
-    if not plan.taken[fire] then
-      left[#left + 1] = fire
+  -- A job read ahead (read_jobs) none of whose fires this call took is left as it was.
+  if next(plan.taken) then
+    local left = {}
+    for _, fire in ipairs(plan.fires) do
+      if not plan.taken[fire] then
+        left[#left + 1] = fire
+      end
     end
-  end
-  if #left == 0 then
-    redis.call('HDEL', planned, job)
-  elseif #left < #plan.fires then
-    redis.call('HSET', planned, job, table.concat(left, ','))
+    if #left == 0 then
+      emptied[#emptied + 1] = job
+    elseif #left < #plan.fires then
+      still_planned[#still_planned + 1] = job
+      still_planned[#still_planned + 1] = table.concat(left, ',')
+    end
   end
 end
 for job, seen in pairs(latest) do
   if seen.fire > seen.known then
-    redis.call('HSET', latest_fire, job, seen.fire)
+    latest_fires[#latest_fires + 1] = job
+    latest_fires[#latest_fires + 1] = seen.fire
   end
 end
+in_slices('HDEL', planned, emptied)
+in_slices('HSET', planned, still_planned)
+in_slices('HSET', latest_fire, latest_fires)
 -- One member per queue, so idle workers wake without the marker growing.
 for marker in pairs(woken) do
   redis.call('ZADD', marker, 0, 'ready')

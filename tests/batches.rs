@@ -2,7 +2,7 @@
 //! at once, acks of several runs in one call, re-driving and purging dead runs. Each case runs
 //! in a namespace of its own on one Redis, so the cases share a server but no state.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -271,27 +271,6 @@ async fn one_ack_call_records_each_run_it_may_and_refuses_the_others() {
     );
 }
 
-/// How many times Redis ran each command since its statistics were last reset, scripts'
-/// commands included, by lower-case name, from `INFO commandstats`.
-fn command_calls(server: &RedisServer) -> HashMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.connection())
-        .expect("INFO");
-    info.lines()
-        .filter_map(|line| {
-            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = stats
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect()
-}
-
 /// The plain path of a run due when claimed, claimed and acked with others in one call each,
 /// costs Redis six commands per run: the claim reads the run's hash once and writes it once, the
 /// ack reads it once, writes it once, gives it its retention and records its event. Nothing is
@@ -302,10 +281,7 @@ async fn a_run_claimed_and_acked_in_batches_costs_six_commands() {
     let server = RedisServer::start();
     let store = namespace(&server, "per-run", 1_000).await;
     ready_runs(&store, RUNS).await;
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut server.connection())
-        .expect("CONFIG RESETSTAT");
+    server.reset_command_calls();
     let (runs, drained) = claim_for(&store, RUNS, 100).await;
     assert_eq!((runs.len(), drained), (RUNS, true));
     let acks: Vec<Ack> = runs
@@ -323,7 +299,7 @@ async fn a_run_claimed_and_acked_in_batches_costs_six_commands() {
         .await
         .expect("ack");
     assert!(recorded.iter().all(|&recorded| recorded), "{recorded:?}");
-    let calls = command_calls(&server);
+    let calls = server.command_calls();
     let count = |command: &str| calls.get(command).copied().unwrap_or(0);
     let claimed = RUNS as u64;
     // Each call also writes `rewind` once.

@@ -9,6 +9,61 @@ use redis::Commands;
 use crate::util::keys;
 use crate::util::store::{THRESHOLD, events, plan, run_hash, setup};
 
+/// A promotion of one fire of each of many jobs reads their definitions, planned fires and
+/// latest fires with one command per hash, writes each fire's run with one `HSET` (its fields,
+/// misfire bound and `ready` state together), and writes the jobs' entries back with one command
+/// per hash: no command per job on top of one read and one write per fire.
+#[tokio::test]
+async fn a_promotion_costs_a_read_and_a_write_per_fire_and_a_few_per_call() {
+    const JOBS: usize = 20;
+    let toml: String = (0..JOBS)
+        .map(|job| format!("[jobs.tick{job}]\nschedule = \"* * * * *\"\ncommand = \"true\"\n"))
+        .collect();
+    let (server, store, token) = setup(&toml).await;
+    for job in 0..JOBS {
+        plan(&store, &token, &format!("tick{job}"), &[60_000]).await;
+    }
+    server.reset_command_calls();
+    let promoted = store
+        .clone()
+        .with_frozen_clock(60_000)
+        .promote_due(100, THRESHOLD, Duration::ZERO)
+        .await
+        .expect("promote");
+    let fires = JOBS as u64;
+    assert_eq!(promoted.ready, fires);
+    let calls = server.command_calls();
+    let count = |command: &str| calls.get(command).copied().unwrap_or(0);
+    assert_eq!(
+        [
+            ("hget", count("hget")),
+            ("hmget", count("hmget")),
+            ("hset", count("hset")),
+            ("hdel", count("hdel")),
+        ],
+        [
+            ("hget", 0),
+            ("hmget", fires + 3),
+            ("hset", fires + 1),
+            ("hdel", 1),
+        ],
+        "{calls:?}"
+    );
+    let run = run_hash(&server, "tick0@60000");
+    assert_eq!(
+        (
+            run.get("state").map(String::as_str),
+            run.get("misfire").map(String::as_str)
+        ),
+        (Some("ready"), Some("run-once"))
+    );
+    let planned: Option<String> = server
+        .connection()
+        .hget(keys().planned(), "tick0")
+        .expect("HGET");
+    assert_eq!(planned, None, "the promoted fire left the index");
+}
+
 #[tokio::test]
 async fn promote_moves_only_due_runs_and_creates_their_run_hashes() {
     let (server, store, token) = setup(

@@ -288,6 +288,32 @@ impl RedisServer {
         seconds * 1_000 + micros / 1_000
     }
 
+    /// Starts counting the commands Redis runs afresh (`CONFIG RESETSTAT`), for
+    /// [`RedisServer::command_calls`].
+    pub fn reset_command_calls(&self) {
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut self.connection())
+            .expect("CONFIG RESETSTAT");
+    }
+
+    /// How many times Redis ran each command since its statistics were last reset, the
+    /// commands scripts run included, by lower-case name (`INFO commandstats`): what a script
+    /// costs Redis, which a test can hold it to.
+    pub fn command_calls(&self) -> std::collections::HashMap<String, u64> {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.connection())
+            .expect("INFO commandstats");
+        info.lines()
+            .filter_map(|line| {
+                let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = stats.strip_prefix("calls=")?.split(',').next()?;
+                Some((name.to_owned(), calls.parse().ok()?))
+            })
+            .collect()
+    }
+
     /// A plain synchronous connection, for seeding and inspecting state.
     pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.url())
