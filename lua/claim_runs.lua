@@ -383,11 +383,21 @@ for _, run in ipairs(started) do
     add_notice(prefix, run[12], run[1], 'late', now, notices[1], notices[2], replica_of(run[2]))
   end
 end
--- Runs may be left behind the ones claimed: wake other replicas' idle workers for them.
+-- Runs may be left behind the ones claimed: wake other replicas' idle workers for them. The
+-- lists before first_list were found empty, and a run pushed onto one since (handed a freed
+-- slot, a workflow's next step) woke its queue as it was pushed: only the others are looked at,
+-- none when every list ran dry.
+local position = {}
+for index, list in ipairs(ready_lists) do
+  position[list] = index
+end
+local function left_in(list)
+  return position[list] >= first_list and redis.call('LLEN', list) > 0
+end
 for _, queue in ipairs(queues) do
   for _, priority in ipairs({'high', 'normal', 'low'}) do
-    if redis.call('LLEN', ready_list(prefix, 'cron', queue, priority)) > 0
-        or redis.call('LLEN', ready_list(prefix, 'adhoc', queue, priority)) > 0 then
+    if left_in(ready_list(prefix, 'cron', queue, priority))
+        or left_in(ready_list(prefix, 'adhoc', queue, priority)) then
       redis.call('ZADD', key_wake(prefix, queue), 0, 'ready')
       break
     end

@@ -162,8 +162,22 @@ async fn one_claim_serves_several_workers_one_run_each() {
     for case in cases {
         let store = namespace(&server, case.name, 1_000).await;
         let enqueued = ready_runs(&store, case.ready).await;
+        // The enqueue's wake-up, taken, as a woken worker takes it, before it claims.
+        let () = server
+            .connection()
+            .del(store.keys().wake("default"))
+            .expect("DEL");
         let (runs, drained) = claim_for(&store, case.workers, case.pop_limit).await;
         let name = case.name;
+        let woken: bool = server
+            .connection()
+            .exists(store.keys().wake("default"))
+            .expect("EXISTS");
+        assert_eq!(
+            woken,
+            case.claimed > 0 && case.ready > case.claimed,
+            "{name}: a claim that leaves runs ready wakes the queue's other workers"
+        );
         assert_eq!(runs.len(), case.claimed, "{name}: runs claimed");
         assert_eq!(drained, case.drained, "{name}: drained");
         let holders: HashSet<&str> = runs.iter().map(|run| run.worker.as_str()).collect();
@@ -302,7 +316,8 @@ async fn a_run_claimed_and_acked_in_batches_costs_six_commands() {
     let calls = server.command_calls();
     let count = |command: &str| calls.get(command).copied().unwrap_or(0);
     let claimed = RUNS as u64;
-    // Each call also writes `rewind` once.
+    // Each call also writes `rewind` once; the claim, which emptied its lists, looks at the
+    // three after the one it emptied once (to answer whether runs are left) and wakes no one.
     assert_eq!(
         [
             ("hmget", count("hmget")),
@@ -310,6 +325,7 @@ async fn a_run_claimed_and_acked_in_batches_costs_six_commands() {
             ("hdel", count("hdel")),
             ("pexpire", count("pexpire")),
             ("xadd", count("xadd")),
+            ("llen", count("llen")),
         ],
         [
             ("hmget", 2 * claimed),
@@ -317,6 +333,7 @@ async fn a_run_claimed_and_acked_in_batches_costs_six_commands() {
             ("hdel", 0),
             ("pexpire", claimed),
             ("xadd", claimed),
+            ("llen", 3),
         ],
         "{calls:?}"
     );
