@@ -18,7 +18,7 @@ use crate::util::archive::{
 };
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::Scenario;
-use crate::util::{cli, keys, one_document, wait_until};
+use crate::util::{cli, command_calls, keys, one_document, wait_until};
 
 #[test]
 fn every_outcome_is_archived_once_succeeded_retried_dead_and_skipped() {
@@ -241,14 +241,10 @@ fn no_run_leaves_redis_before_the_archive_has_it_whatever_the_retention() {
 
 /// The `XADD` calls Redis counted since its start, scripts' included.
 fn xadd_calls(scenario: &Scenario) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut scenario.server.connection())
-        .expect("INFO commandstats");
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_xadd:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().expect("a count"))
+    command_calls(&mut scenario.server.connection())
+        .get("xadd")
+        .copied()
+        .unwrap_or_default()
 }
 
 #[test]

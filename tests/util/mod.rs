@@ -189,28 +189,7 @@ pub fn sample(metrics: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-pub use redis_server::free_port;
-
-/// How many times Redis has run each command (`scan`, `hgetall`...) since its statistics were
-/// last reset (`CONFIG RESETSTAT`), those scripts run included: `INFO commandstats`.
-pub fn command_calls(redis: &mut redis::Connection) -> std::collections::BTreeMap<String, u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(redis)
-        .expect("INFO commandstats");
-    info.lines()
-        .filter_map(|line| {
-            let (command, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = stats
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((command.to_owned(), calls))
-        })
-        .collect()
-}
+pub use redis_server::{command_calls, free_port};
 
 /// A `sendmail` at `dir/bin/sendmail` that appends its arguments, its input and an `--END--`
 /// line to `dir/mail.log`, as a mail transfer agent would queue the mail.

@@ -300,18 +300,8 @@ impl RedisServer {
     /// How many times Redis ran each command since its statistics were last reset, the
     /// commands scripts run included, by lower-case name (`INFO commandstats`): what a script
     /// costs Redis, which a test can hold it to.
-    pub fn command_calls(&self) -> std::collections::HashMap<String, u64> {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut self.connection())
-            .expect("INFO commandstats");
-        info.lines()
-            .filter_map(|line| {
-                let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-                let calls = stats.strip_prefix("calls=")?.split(',').next()?;
-                Some((name.to_owned(), calls.parse().ok()?))
-            })
-            .collect()
+    pub fn command_calls(&self) -> std::collections::BTreeMap<String, u64> {
+        command_calls(&mut self.connection())
     }
 
     /// A plain synchronous connection, for seeding and inspecting state.
@@ -407,4 +397,25 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())
         .expect("a free loopback port")
+}
+
+/// How many times Redis has run each command (`scan`, `hgetall`...) since its statistics were
+/// last reset (`CONFIG RESETSTAT`), those scripts run included: `INFO commandstats`.
+pub fn command_calls(redis: &mut redis::Connection) -> std::collections::BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(redis)
+        .expect("INFO commandstats");
+    info.lines()
+        .filter_map(|line| {
+            let (command, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((command.to_owned(), calls))
+        })
+        .collect()
 }
