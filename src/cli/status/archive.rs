@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::replica_state;
+use super::replicas::replica_state;
 use crate::cli::times::{ago, duration};
 use crate::client::{Client, ClientError};
 use crate::store::{ArchiveBacklog, ArchiveFailure, ArchiveRole, Overview, ReplicaInfo};

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
-use super::Summary;
+use super::published::Summary;
 use crate::cli::times::format_fire;
 use crate::schedule::Schedule;
 use crate::store::{Overview, published_hash};

@@ -1,7 +1,7 @@
 //! The published jobs whose declarations drift between replicas, found without making their
 //! documents: what the console's overview warns of over every job.
 
-use super::{Declarers, Published};
+use super::published::{Declarers, Published};
 use crate::store::Overview;
 
 /// A published job that some replicas declare with another definition than the leader

@@ -7,7 +7,8 @@ use std::io::Write;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::{Declarers, Published, RecentEvents, no_jobs, published, undeclared};
+use super::published::{Declarers, Published, published};
+use super::{RecentEvents, no_jobs, undeclared};
 use crate::cli::output::ListFormat;
 use crate::cli::table::{terminal_width, write_table_within};
 use crate::cli::times::ago;

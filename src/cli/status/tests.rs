@@ -1,5 +1,7 @@
 //! Unit tests of what `status` and `jobs` make of an overview.
 
+use super::definitions::Parsed;
+use super::published::{Declarers, Published};
 use super::*;
 use crate::store::{Event, ReplicaInfo, RunCounts, published_hash};
 

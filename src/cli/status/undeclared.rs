@@ -1,7 +1,8 @@
 //! Published jobs that no live replica declares: their declarers crashed, stopped or lost the
 //! labels of the job's `where`, and the leader plans them only for the undeclared grace.
 
-use super::{Published, replica_state};
+use super::published::Published;
+use super::replicas::replica_state;
 use crate::store::Overview;
 
 /// Whether a replica alive now declares `job` (any definition of it). While Redis `refused`
