@@ -66,6 +66,7 @@ mod store;
 mod topologies;
 mod web_actors;
 mod web_api;
+mod web_bodies;
 mod web_jobs;
 mod web_jobs_browser;
 mod web_jobs_paging;

@@ -507,9 +507,30 @@ fn a_retry_records_who_asked_in_the_events_stream() {
         .expect("the run died");
     };
     dead(&web);
+    // `/dead` takes the page's `job` filter.
+    let of_job = |job: &str| {
+        web.send(
+            web.client()
+                .get(web.url(&format!("/api/v1/dead?job={job}")))
+                .bearer_auth("deploy-token"),
+        )
+        .json()["runs"]
+            .clone()
+    };
+    assert_eq!(of_job("doomed")[0]["id"], doomed.as_str());
+    assert_eq!(of_job("greet"), serde_json::json!([]));
     assert_eq!(post(&format!("/api/v1/dead/{doomed}/retry")).status, 200);
     dead(&web);
-    assert_eq!(post("/api/v1/dead/retry").status, 200);
+    // A retry of many names what it retries: no body retries nothing.
+    assert_eq!(post("/api/v1/dead/retry").status, 400);
+    let all = web.send(
+        web.client()
+            .post(web.url("/api/v1/dead/retry"))
+            .bearer_auth("deploy-token")
+            .header("content-type", "application/json")
+            .body(r#"{"all": true}"#),
+    );
+    assert_eq!(all.status, 200, "{}", all.body);
     let actors: Vec<String> = crate::util::scenario::event_entries(&scenario)
         .iter()
         .filter(|entry| entry.get::<String>("reason").as_deref() == Some("redrive"))

@@ -187,7 +187,7 @@ fn an_address_too_long_is_a_414_in_the_apis_shape_or_the_layout_and_repeats_none
         &format!("/api/v1/jobs?limit=5&after={long}"),
         414,
         "uri-too-long",
-        &["its longest parameter, \"after\", is 60000 bytes"],
+        &["its longest parameter, \"after\", is 60006 bytes with its name"],
     );
     // A job's name in the path is bounded the same way.
     refused(

@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use super::WebState;
 use super::error::{ApiError, WebError};
+use super::query::{SHOWN, shown};
 
 /// What a caller may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -88,8 +89,8 @@ impl Auth {
     /// Reads an auth file (TOML; its format is in docs/web.md).
     ///
     /// # Errors
-    /// The file cannot be read, is not TOML of that shape, holds a hash that is not one, or
-    /// names a caller twice.
+    /// The file cannot be read, is not TOML of that shape, holds a hash that is not one,
+    /// names a caller twice, or gives two tokens the same hash.
     pub fn load(path: &Path) -> Result<Self, WebError> {
         let text = std::fs::read_to_string(path).map_err(|source| WebError::ReadAuthFile {
             path: path.to_owned(),
@@ -115,6 +116,14 @@ impl Auth {
                 })?;
             if !names.insert(entry.name.clone()) {
                 return Err(problem(format!("\"{}\" is named twice", entry.name)));
+            }
+            // The same token under two names would be whichever came first, whatever role
+            // the second was meant to have.
+            if let Some((first, _, _)) = auth.tokens.iter().find(|(_, known, _)| *known == digest) {
+                return Err(problem(format!(
+                    "token \"{}\" has the sha256 of token \"{first}\": give each token once",
+                    entry.name
+                )));
             }
             auth.tokens.push((entry.name, digest, entry.role));
         }
@@ -166,8 +175,16 @@ impl Auth {
                 "this server needs a bearer token or a user's password (Authorization header)",
             ));
         };
-        if let Some(token) = value.strip_prefix("Bearer ") {
-            let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+        // The scheme's name is case-insensitive (RFC 7235), its credentials after a space.
+        let (scheme, credentials) = value.trim().split_once(' ').unwrap_or((value.trim(), ""));
+        let credentials = credentials.trim();
+        if scheme.eq_ignore_ascii_case("bearer") {
+            if credentials.is_empty() {
+                return Err(unauthenticated(
+                    "the bearer token is empty: send Authorization: Bearer TOKEN",
+                ));
+            }
+            let digest: [u8; 32] = Sha256::digest(credentials.as_bytes()).into();
             // Every entry is compared, each in constant time, so that the time taken tells
             // nothing of which bytes matched.
             let found = self.tokens.iter().fold(None, |found, (name, hash, role)| {
@@ -182,9 +199,9 @@ impl Auth {
                 })
                 .ok_or_else(|| unauthenticated("the bearer token is not one this server knows"));
         }
-        if let Some(encoded) = value.strip_prefix("Basic ") {
+        if scheme.eq_ignore_ascii_case("basic") {
             let decoded = base64::engine::general_purpose::STANDARD
-                .decode(encoded.trim())
+                .decode(credentials)
                 .ok()
                 .and_then(|bytes| String::from_utf8(bytes).ok());
             let Some((user, password)) = decoded.as_deref().and_then(|text| text.split_once(':'))
@@ -345,7 +362,8 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
         && !matches!(site, "same-origin" | "none")
     {
         return Err(forged(format!(
-            "refused: the request came from another site (Sec-Fetch-Site: {site})"
+            "refused: the request came from another site (Sec-Fetch-Site: {})",
+            shown(site, SHOWN)
         )));
     }
     if let Some(origin) = text(header::ORIGIN.as_str()) {
@@ -353,7 +371,9 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
         let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
         if origin_host != host {
             return Err(forged(format!(
-                "refused: the request came from {origin}, not from this server ({host})"
+                "refused: the request came from {}, not from this server ({})",
+                shown(origin, SHOWN),
+                shown(host, SHOWN)
             )));
         }
     }
@@ -394,25 +414,35 @@ pub(crate) async fn local_host_only(
         "untrusted-host",
         format!(
             "refused: with no auth file this console answers only requests addressed to \
-             localhost, a loopback address or the address it listens on, not to \"{host}\", so \
+             localhost, a loopback address or the address it listens on, not to \"{}\", so \
              that a page of another site cannot drive it; to serve it under another name (behind \
-             a proxy), give it an auth file (--auth-file)"
+             a proxy), give it an auth file (--auth-file)",
+            shown(&host, SHOWN)
         ),
     )
     .into_response()
 }
 
 /// Whether `host` (a `Host` header: a name or address, then maybe `:port`) names this machine:
-/// `localhost`, a loopback address, or `listen`.
+/// `localhost`, a loopback address, or `listen`, and a port of digits only.
 fn is_local_host(host: &str, listen: Option<IpAddr>) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(bracketed) => bracketed.split_once(']').map_or("", |(address, _)| address),
-        None => host.split_once(':').map_or(host, |(name, _)| name),
+    // The name, then what follows it: nothing, or `:` and the port.
+    let (name, port) = match host.strip_prefix('[') {
+        Some(bracketed) => bracketed.split_once(']').unwrap_or(("", "")),
+        None => host
+            .find(':')
+            .map_or((host, ""), |colon| (&host[..colon], &host[colon..])),
     };
-    name.eq_ignore_ascii_case("localhost")
+    // `127.0.0.1:7812@evil` is no port: what follows the name is digits or nothing.
+    let port_fine = port.is_empty()
+        || port.strip_prefix(':').is_some_and(|digits| {
+            (1..=5).contains(&digits.len()) && digits.bytes().all(|byte| byte.is_ascii_digit())
+        });
+    let local = name.eq_ignore_ascii_case("localhost")
         || name
             .parse::<IpAddr>()
-            .is_ok_and(|address| address.is_loopback() || Some(address) == listen)
+            .is_ok_and(|address| address.is_loopback() || Some(address) == listen);
+    port_fine && local
 }
 
 /// A refusal: the error, answered with its status (a 401's challenge is added by
@@ -484,6 +514,10 @@ mod tests {
             "192.0.2.8:8080",
             "[::2]:8080",
             "",
+            "127.0.0.1:7812@evil",
+            "localhost:80:80",
+            "[::1]x",
+            "localhost:",
         ] {
             assert!(!is_local_host(host, listen), "{host}");
         }

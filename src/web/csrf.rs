@@ -4,9 +4,10 @@
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{HeaderMap, StatusCode, header};
-use serde::de::DeserializeOwned;
 
 use super::auth::{Operator, Refused};
+use super::body::bytes_of;
+use super::query::{Query, Takes, parse_form};
 use super::{ApiError, WebState};
 
 /// The cookie's name.
@@ -39,8 +40,9 @@ pub(crate) fn cookie(token: &str, root: &str) -> String {
 }
 
 /// A form an operator posted from one of this server's pages: the [`Operator`] checks (role,
-/// read-only, same origin), then the hidden field must repeat the cookie's token. What a
-/// page's action handler takes.
+/// read-only, same origin), then the hidden field must repeat the cookie's token, and each
+/// other field is checked as a query's parameters are (one the form does not take is a 400
+/// `bad-body`). What a page's action handler takes.
 pub(crate) struct CheckedForm<T> {
     /// Who posted it.
     pub(crate) operator: Operator,
@@ -55,7 +57,13 @@ struct Token {
     token: String,
 }
 
-impl<T: DeserializeOwned + Send> FromRequest<WebState> for CheckedForm<T> {
+/// What the token's field takes: the cookie's token, 32 hexadecimal digits.
+const TOKEN: Takes = Takes::Text {
+    what: "this browser's form token",
+    longest: 32,
+};
+
+impl<T: Query + Send> FromRequest<WebState> for CheckedForm<T> {
     type Rejection = Refused;
 
     async fn from_request(request: Request, state: &WebState) -> Result<Self, Refused> {
@@ -63,11 +71,7 @@ impl<T: DeserializeOwned + Send> FromRequest<WebState> for CheckedForm<T> {
         let operator = Operator::from_request_parts(&mut parts, state).await?;
         let cookie = token_of(&parts.headers);
         let request = Request::from_parts(parts, body);
-        let bytes = axum::body::Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                Refused(ApiError::bad_request("bad-body", rejection.body_text()))
-            })?;
+        let bytes = bytes_of(request, state).await.map_err(Refused)?;
         let forged = || {
             Refused(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -80,12 +84,7 @@ impl<T: DeserializeOwned + Send> FromRequest<WebState> for CheckedForm<T> {
         if cookie.as_deref() != Some(token.as_str()) {
             return Err(forged());
         }
-        let form = serde_urlencoded::from_bytes(&bytes).map_err(|error| {
-            Refused(ApiError::bad_request(
-                "bad-body",
-                format!("the form is not what this action takes: {error}"),
-            ))
-        })?;
+        let form = parse_form(&bytes, &[(FIELD, TOKEN)]).map_err(Refused)?;
         Ok(CheckedForm { operator, form })
     }
 }

@@ -15,14 +15,17 @@
 //! - without an auth file, only a request addressed to this machine is answered
 //!   (`auth::local_host_only`), so that no other site's name can reach it in a browser;
 //! - every answer carries the headers of [`secure_headers`];
-//! - a route's query is read through `query::Params`, which checks every parameter against
-//!   what the route says it takes, and no address longer than `query::LONGEST_URI` reaches a
-//!   route;
+//! - a route's query is read through `query::Params` (`query::NoQuery` on a route that takes
+//!   none), which checks every parameter against what the route says it takes, and no address
+//!   longer than `query::LONGEST_URI` reaches a route;
+//! - an action's JSON body is read through `body::Body`, which checks every field against what
+//!   the route says it takes, and a form's fields are checked as a query's are;
 //! - an error is an [`ApiError`], answered with its status and a stable code.
 
 mod api;
 mod assets;
 mod auth;
+mod body;
 pub mod chart;
 mod csrf;
 mod error;

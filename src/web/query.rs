@@ -64,7 +64,7 @@ pub(crate) const CURSOR: Takes = Takes::Text {
 };
 
 /// How many bytes of a value or name sent a refusal repeats.
-const SHOWN: usize = 40;
+pub(crate) const SHOWN: usize = 40;
 
 /// How many bytes of a path a refusal repeats: any of a route's, with a run's id in it.
 pub(crate) const SHOWN_PATH: usize = 4 * LONGEST_NAME;
@@ -85,6 +85,14 @@ pub(crate) enum Takes {
     Limit,
     /// `true` or `false`.
     Flag,
+    /// A whole number, as a count.
+    Whole,
+    /// JSON text of at most `longest` bytes (a run's payload): the white space of a text box,
+    /// lines and tabs, is no control character refused.
+    Json {
+        /// Its longest, bytes.
+        longest: usize,
+    },
 }
 
 impl Takes {
@@ -103,13 +111,21 @@ impl Takes {
             Takes::OneOf(words) => format!("one of {}", words.join(", ")),
             Takes::Limit => format!("a whole number from 1 to {MAX_LIMIT}"),
             Takes::Flag => "true or false".to_owned(),
+            Takes::Whole => "a whole number".to_owned(),
+            Takes::Json { longest } => format!("JSON text of at most {longest} bytes"),
         }
+    }
+
+    /// Whether `character` is one no value it takes holds.
+    fn refuses(self, character: char) -> bool {
+        character.is_control()
+            && !(matches!(self, Takes::Json { .. }) && matches!(character, '\t' | '\n' | '\r'))
     }
 
     /// Whether `value` (UTF-8, no control character, not empty) is one it takes.
     fn takes(self, value: &str) -> bool {
         match self {
-            Takes::Text { longest, .. } => value.len() <= longest,
+            Takes::Text { longest, .. } | Takes::Json { longest } => value.len() <= longest,
             Takes::OneOf(words) => words.contains(&value),
             Takes::Limit => {
                 value.bytes().all(|byte| byte.is_ascii_digit())
@@ -118,6 +134,9 @@ impl Takes {
                         .is_ok_and(|limit| (1..=MAX_LIMIT).contains(&limit))
             }
             Takes::Flag => matches!(value, "true" | "false"),
+            Takes::Whole => {
+                value.bytes().all(|byte| byte.is_ascii_digit()) && value.parse::<u64>().is_ok()
+            }
         }
     }
 }
@@ -142,22 +161,75 @@ impl<T: Query, S: Send + Sync> FromRequestParts<S> for Params<T> {
     }
 }
 
+/// A route that takes no query: any parameter is refused, as on the routes that take some.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct NoQuery {}
+
+impl Query for NoQuery {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[];
+}
+
+/// What a form, or a query, is read from, for the refusal's code and words.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    /// An address's query: a 400 `bad-query`.
+    Query,
+    /// A form's body: a 400 `bad-body`.
+    Form,
+}
+
 /// `query` (as an address carries it, without `?`) read as `T` once each parameter is checked.
 ///
 /// # Errors
 /// A 400 `bad-query` naming the first parameter `T` does not take as given.
 pub(crate) fn parse<T: Query>(query: &str) -> Result<T, ApiError> {
-    let refused = |message: String| ApiError::bad_request("bad-query", message);
+    read(query, &[], Source::Query)
+}
+
+/// A form's body (`application/x-www-form-urlencoded`) read as `T` once each field is checked
+/// as a query's parameters are, `also` (the form's token) taken besides `T`'s.
+///
+/// # Errors
+/// A 400 `bad-body` naming the first field `T` does not take as given.
+pub(crate) fn parse_form<T: Query>(
+    form: &[u8],
+    also: &[(&'static str, Takes)],
+) -> Result<T, ApiError> {
+    let text = std::str::from_utf8(form).map_err(|_| {
+        ApiError::bad_request("bad-body", "the form is not URL-encoded text".to_owned())
+    })?;
+    read(text, also, Source::Form)
+}
+
+/// `text` (a query or a form) read as `T`, each pair checked against `T`'s parameters and
+/// `also`'s.
+fn read<T: Query>(
+    text: &str,
+    also: &[(&'static str, Takes)],
+    source: Source,
+) -> Result<T, ApiError> {
+    let (code, what, holder) = match source {
+        Source::Query => ("bad-query", "parameter", "this address"),
+        Source::Form => ("bad-body", "field", "this form"),
+    };
+    let refused = |message: String| ApiError::bad_request(code, message);
     let mut given: Vec<(&'static str, String)> = Vec::new();
-    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+    for pair in text.split('&').filter(|pair| !pair.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         let name = decoded(name).unwrap_or_default();
-        let Some(&(name, takes)) = T::PARAMETERS.iter().find(|(known, _)| *known == name) else {
+        let Some(&(name, takes)) = T::PARAMETERS
+            .iter()
+            .chain(also)
+            .find(|(known, _)| *known == name)
+        else {
             let known: Vec<&str> = T::PARAMETERS.iter().map(|(known, _)| *known).collect();
+            let takes = match known.as_slice() {
+                [] => format!("{holder} takes none"),
+                known => format!("{holder} takes {}", known.join(", ")),
+            };
             return Err(refused(format!(
-                "unknown parameter \"{}\": this address takes {}",
-                shown(&name, SHOWN),
-                known.join(", ")
+                "unknown {what} \"{}\": {takes}",
+                shown(&name, SHOWN)
             )));
         };
         if given.iter().any(|(seen, _)| *seen == name) {
@@ -170,7 +242,7 @@ pub(crate) fn parse<T: Query>(query: &str) -> Result<T, ApiError> {
                 must()
             )));
         };
-        if let Some(control) = value.chars().find(|character| character.is_control()) {
+        if let Some(control) = value.chars().find(|character| takes.refuses(*character)) {
             return Err(refused(format!(
                 "{}; it holds the control character U+{:04X}",
                 must(),
@@ -182,20 +254,28 @@ pub(crate) fn parse<T: Query>(query: &str) -> Result<T, ApiError> {
         }
         if !takes.takes(&value) {
             let why = match takes {
-                Takes::Text { .. } => format!("; this one is {} bytes", value.len()),
+                Takes::Text { .. } | Takes::Json { .. } => {
+                    format!("; this one is {} bytes", value.len())
+                }
                 _ => format!(", not \"{}\"", shown(&value, SHOWN)),
             };
             return Err(refused(format!("{}{why}", must())));
         }
         given.push((name, value));
     }
-    // Every value is now one its field reads: only a route whose fields and parameters
-    // disagree fails here, which the API's test against its OpenAPI document, and the pages'
-    // tests of their filters, would find.
+    // Every value is now one its field reads: only a field left out that the route needs
+    // fails here (or a route whose fields and parameters disagree, which the API's test
+    // against its OpenAPI document, and the pages' tests of their filters, would find).
     serde_urlencoded::to_string(&given)
         .ok()
         .and_then(|checked| serde_urlencoded::from_str(&checked).ok())
-        .ok_or_else(|| refused("the query is not one this address takes".to_owned()))
+        .ok_or_else(|| {
+            let known: Vec<&str> = T::PARAMETERS.iter().map(|(known, _)| *known).collect();
+            refused(format!(
+                "{holder} needs each of its {what}s given: {}",
+                known.join(", ")
+            ))
+        })
 }
 
 /// `text` of a query with its `+` and percent-escapes decoded; `None` when they are not UTF-8.
@@ -242,7 +322,7 @@ pub(crate) fn shown(text: &str, longest: usize) -> String {
 }
 
 /// Refuses an address longer than [`LONGEST_URI`] with a 414 `uri-too-long` naming its longest
-/// query parameter (a page draws it in the layout), before any route reads it: no route then
+/// query parameter (its name and value together) (a page draws it in the layout), before any route reads it: no route then
 /// reads, or repeats, more than that.
 pub(crate) async fn within_bounds(request: Request, next: Next) -> Response {
     let uri = request.uri();
@@ -254,14 +334,14 @@ pub(crate) async fn within_bounds(request: Request, next: Next) -> Response {
         .query()
         .unwrap_or_default()
         .split('&')
-        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
-        .max_by_key(|(_, value)| value.len())
-        .filter(|(_, value)| !value.is_empty())
-        .map(|(name, value)| {
+        .max_by_key(|pair| pair.len())
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let name = pair.split_once('=').map_or(pair, |(name, _)| name);
             format!(
-                "; its longest parameter, \"{}\", is {} bytes",
+                "; its longest parameter, \"{}\", is {} bytes with its name",
                 shown(&decoded(name).unwrap_or_default(), SHOWN),
-                value.len()
+                pair.len()
             )
         })
         .unwrap_or_default();

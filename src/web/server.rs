@@ -1,15 +1,18 @@
 //! Serving the router on a listener until shutdown, and the base path it is served under.
 
 use axum::Router;
-use axum::response::Redirect;
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use super::error::WebError;
+use super::error::{ApiError, WebError};
+use super::query::{SHOWN_PATH, shown};
 use crate::shutdown::Shutdown;
 
 /// Serves `app` on `listener` under `base_path` (`""` for the root) until `shutdown` is
-/// cancelled; a request outside the base path gets a 404, but for `/` and the base path with a
-/// trailing slash, which are sent to the console's root.
+/// cancelled; a request outside the base path gets the API's 404 `no-route` naming the base
+/// path, but for `/` and the base path with a trailing slash, which are sent to the console's
+/// root.
 ///
 /// # Errors
 /// The base path is not one a URL can start with ([`WebError::BasePath`]), or the listener
@@ -30,6 +33,7 @@ pub async fn serve(
         let last = base_path.rsplit('/').next().unwrap_or_default();
         let to_root = format!("../{last}");
         let root = base_path.to_owned();
+        let outside = base_path.to_owned();
         Router::new()
             .route(
                 &format!("{base_path}/"),
@@ -37,11 +41,27 @@ pub async fn serve(
             )
             .route("/", get(move || async move { Redirect::to(&root) }))
             .nest(base_path, app)
+            .fallback(move |uri: Uri| async move { outside_base_path(&outside, &uri) })
+            .layer(axum::middleware::map_response(super::secure_headers))
     };
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .map_err(ServeError::Listen)
+}
+
+/// The answer to a path outside the base path: the API's 404 `no-route`, which names where
+/// the console is, where it was an empty 404.
+fn outside_base_path(base_path: &str, uri: &Uri) -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no-route",
+        format!(
+            "no route {}: the console and its API are under {base_path}",
+            shown(uri.path(), SHOWN_PATH)
+        ),
+    )
+    .into_response()
 }
 
 /// Why serving stopped.

@@ -8,7 +8,7 @@ use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Body, Segment};
+use super::Segment;
 use crate::cli::dead::retried_document;
 use crate::cli::enqueue::{
     fired_document, live_declarers, submitted_document, within_delay, within_horizon,
@@ -18,6 +18,8 @@ use crate::cli::pause::pause_document;
 use crate::client::{Client, DeadRetried, RunRequest};
 use crate::schedule::Priority;
 use crate::store::TriggerTargets;
+use crate::web::body::{Body, Field, Fields, NoFields};
+use crate::web::query::{LONGEST_ID, LONGEST_NAME};
 use crate::web::{ApiError, Operator, WebState};
 
 /// `pause --json`.
@@ -25,6 +27,7 @@ pub(super) async fn pause(
     Operator(caller): Operator,
     State(state): State<WebState>,
     Segment(job): Segment,
+    Body(NoFields {}): Body<NoFields>,
 ) -> Result<Json<Value>, ApiError> {
     let changed = state.client().acting_as(caller.name).pause(&job).await?;
     Ok(Json(pause_document(&job, true, changed)))
@@ -35,6 +38,7 @@ pub(super) async fn resume(
     Operator(caller): Operator,
     State(state): State<WebState>,
     Segment(job): Segment,
+    Body(NoFields {}): Body<NoFields>,
 ) -> Result<Json<Value>, ApiError> {
     let changed = state.client().acting_as(caller.name).resume(&job).await?;
     Ok(Json(pause_document(&job, false, changed)))
@@ -48,6 +52,19 @@ pub(super) struct TriggerBody {
     payload: Option<Value>,
     priority: Option<Priority>,
 }
+
+impl Fields for TriggerBody {
+    const FIELDS: &'static [Field] = &[PAYLOAD, PRIORITY];
+}
+
+/// A run's payload: any JSON value.
+const PAYLOAD: Field = Field::new("payload", "any JSON value");
+
+/// A run's priority.
+const PRIORITY: Field = Field::new("priority", "one of high, normal, low");
+
+/// A span or instant in milliseconds.
+const MILLISECONDS: &str = "a whole number of milliseconds";
 
 /// `trigger --json`: a fire now, one run per target for a job on every replica, else one run.
 pub(super) async fn trigger(
@@ -110,6 +127,19 @@ pub(super) struct EnqueueBody {
     unique_key: Option<String>,
     /// How long the uniqueness holds.
     unique_for_ms: Option<u64>,
+}
+
+impl Fields for EnqueueBody {
+    const FIELDS: &'static [Field] = &[
+        PAYLOAD,
+        PRIORITY,
+        Field::new("delay_ms", MILLISECONDS),
+        Field::new("at_ms", "milliseconds since the epoch, a whole number"),
+        Field::new("past_ok", "true or false"),
+        Field::new("unique", "true or false"),
+        Field::text("unique_key", "a string of at most 256 bytes", LONGEST_ID),
+        Field::new("unique_for_ms", MILLISECONDS),
+    ];
 }
 
 /// `enqueue --json`: one run, later or now, optionally unique.
@@ -219,6 +249,7 @@ pub(super) async fn retry_dead(
     Operator(caller): Operator,
     State(state): State<WebState>,
     Segment(id): Segment,
+    Body(NoFields {}): Body<NoFields>,
 ) -> Result<Json<Value>, ApiError> {
     state
         .client()
@@ -231,20 +262,39 @@ pub(super) async fn retry_dead(
     })))
 }
 
-/// Which dead runs a retry of many re-drives.
+/// Which dead runs a retry of many re-drives: one job's, or every one when told so, as the
+/// console's confirm step and `dead retry --all` ask for it.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RetryFilter {
-    /// Only this job's; every job's when absent.
+    /// Only this job's.
     job: Option<String>,
+    /// Every dead run, of every job.
+    #[serde(default)]
+    all: bool,
 }
 
-/// `dead retry --all [--job JOB] --json`.
+impl Fields for RetryFilter {
+    const FIELDS: &'static [Field] = &[
+        Field::text("job", "a job's name of at most 128 bytes", LONGEST_NAME),
+        Field::new("all", "true or false"),
+    ];
+}
+
+/// `dead retry --all [--job JOB] --json`: a body that names no job and does not say `all` is
+/// refused, so that no empty body retries every dead run.
 pub(super) async fn retry_dead_runs(
     Operator(caller): Operator,
     State(state): State<WebState>,
     Body(body): Body<RetryFilter>,
 ) -> Result<Json<Value>, ApiError> {
+    if body.job.is_none() && !body.all {
+        return Err(ApiError::bad_request(
+            "bad-body",
+            "name the dead runs to retry: {\"job\": JOB} for one job's, {\"all\": true} for \
+             every one",
+        ));
+    }
     let outcome = state
         .client()
         .acting_as(caller.name)
@@ -259,6 +309,10 @@ pub(super) async fn retry_dead_runs(
 pub(super) struct PurgeFilter {
     /// Only those that died longer ago than this; every one when absent.
     older_than_ms: Option<u64>,
+}
+
+impl Fields for PurgeFilter {
+    const FIELDS: &'static [Field] = &[Field::new("older_than_ms", MILLISECONDS)];
 }
 
 /// `dead purge --json`.

@@ -13,12 +13,10 @@ pub(super) use reads::{
 pub(super) use workflows::{WorkflowsParams, list_workflows, retry_workflow};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequestParts, Path};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
-use serde::de::DeserializeOwned;
 
 use super::query::{LONGEST_ID, SHOWN_PATH, shown};
 use super::{ApiError, WebState};
@@ -46,32 +44,10 @@ pub(super) fn routes() -> Router<WebState> {
         .route("/workflows/{id}/retry", post(workflows::retry))
 }
 
-/// A route's JSON body, optional: none (or only white space) is `T::default()`, and one that
-/// is not what the route takes is a 400 in the API's error shape, naming what is wrong.
-pub(super) struct Body<T>(pub T);
-
-impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for Body<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| ApiError::bad_request("bad-body", rejection.body_text()))?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Body(T::default()));
-        }
-        serde_json::from_slice(&bytes).map(Body).map_err(|error| {
-            ApiError::bad_request(
-                "bad-body",
-                format!("the body is not the JSON this route takes: {error}"),
-            )
-        })
-    }
-}
-
 /// A route's one path parameter: a job's name, a run's or a workflow instance's id. One that
-/// is not UTF-8, or longer than any id, names nothing redcron makes, and is the API's 404
-/// `no-route` (a page draws it in the layout) where axum's own refusal is a plain-text 400.
+/// is not UTF-8, holds a control character or is longer than any id names nothing redcron
+/// makes, and is the API's 404 `no-route` (a page draws it in the layout) in the house's
+/// words, where axum's own refusal is a plain-text 400 in the HTTP library's.
 pub(super) struct Segment(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for Segment {
@@ -88,7 +64,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Segment {
         };
         let Path(segment) = Path::<String>::from_request_parts(parts, state)
             .await
-            .map_err(|rejection| no_route(rejection.body_text()))?;
+            .map_err(|_| no_route("its percent-escapes are not UTF-8 text".to_owned()))?;
+        if let Some(control) = segment.chars().find(|character| character.is_control()) {
+            return Err(no_route(format!(
+                "it holds the control character U+{:04X}",
+                u32::from(control)
+            )));
+        }
         if segment.len() > LONGEST_ID {
             return Err(no_route(format!(
                 "{} bytes, where the longest id is {LONGEST_ID}",

@@ -23,7 +23,8 @@ use crate::cli::times::parse_instant;
 use crate::client::{RunsCursor, RunsQuery};
 use crate::store::{Overview, RunState};
 use crate::web::query::{
-    CURSOR, INSTANT, JOB, Params, QUEUE, Query, REPLICA, RUN_ID, SHOWN_PATH, Takes, shown,
+    CURSOR, INSTANT, JOB, MAX_LIMIT, NoQuery, Params, QUEUE, Query, REPLICA, RUN_ID, SHOWN_PATH,
+    Takes, shown,
 };
 use crate::web::{ApiError, Caller, WebState};
 
@@ -34,6 +35,7 @@ const DEFAULT_LIMIT: usize = 100;
 pub(super) async fn status(
     _: Caller,
     State(state): State<WebState>,
+    Params(NoQuery {}): Params<NoQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let read = StatusRead::read_knowing(state.client(), state.definitions())
         .await
@@ -154,6 +156,7 @@ pub(super) async fn job(
     _: Caller,
     State(state): State<WebState>,
     Segment(name): Segment,
+    Params(NoQuery {}): Params<NoQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let overview = state.client().job_overview(&name).await?;
     let events = RecentEvents::new(state.client().job_events(&name).await?);
@@ -327,6 +330,7 @@ pub(super) async fn run(
     _: Caller,
     State(state): State<WebState>,
     Segment(id): Segment,
+    Params(NoQuery {}): Params<NoQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let fields = state.client().run(&id).await?;
     if fields.is_empty() {
@@ -446,15 +450,17 @@ pub(super) async fn history(
     Ok(Json(json!({ "runs": runs })))
 }
 
-/// How many `/dead` lists.
+/// Which dead runs `/dead` lists, and how many: the newest, of one job's when asked (among
+/// the newest [`MAX_LIMIT`], as the Dead letters page's filter is).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct DeadParams {
+    job: Option<String>,
     limit: Option<usize>,
 }
 
 impl Query for DeadParams {
-    const PARAMETERS: &'static [(&'static str, Takes)] = &[("limit", Takes::Limit)];
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[("job", JOB), ("limit", Takes::Limit)];
 }
 
 /// `dead list --json`.
@@ -463,11 +469,24 @@ pub(super) async fn dead(
     State(state): State<WebState>,
     Params(params): Params<DeadParams>,
 ) -> Result<Json<Value>, ApiError> {
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
+    let read = if params.job.is_some() {
+        MAX_LIMIT
+    } else {
+        limit
+    };
     let runs: Vec<Value> = state
         .client()
-        .dead_runs(params.limit.unwrap_or(DEFAULT_LIMIT))
+        .dead_runs(read)
         .await?
         .into_iter()
+        .filter(|run| {
+            params
+                .job
+                .as_ref()
+                .is_none_or(|job| run.fields.get("job") == Some(job))
+        })
+        .take(limit)
         .map(|run| dead_document(&run.run_id, run.died_ms, run.fields))
         .collect();
     Ok(Json(json!({ "runs": runs })))
@@ -478,6 +497,7 @@ pub(super) async fn dead_run(
     _: Caller,
     State(state): State<WebState>,
     Segment(id): Segment,
+    Params(NoQuery {}): Params<NoQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let fields = state.client().dead_run(&id).await?;
     Ok(Json(Value::Object(run_document(&id, fields))))

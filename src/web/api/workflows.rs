@@ -10,7 +10,8 @@ use super::Segment;
 use crate::cli::workflow::{paused_jobs_of, retry_document, workflow_document};
 use crate::client::ClientError;
 use crate::store::{WorkflowListing, WorkflowState};
-use crate::web::query::{MAX_LIMIT, Params, Query, Takes, WORKFLOW};
+use crate::web::body::{Body, NoFields};
+use crate::web::query::{MAX_LIMIT, NoQuery, Params, Query, Takes, WORKFLOW};
 use crate::web::{ApiError, Caller, Operator, WebState};
 
 /// How many instances a listing holds unless told.
@@ -92,6 +93,7 @@ pub(super) async fn workflow(
     _: Caller,
     State(state): State<WebState>,
     Segment(id): Segment,
+    Params(NoQuery {}): Params<NoQuery>,
 ) -> Result<Json<Value>, ApiError> {
     match state.client().workflow(&id).await? {
         Some(instance) => Ok(Json(workflow_document(&instance))),
@@ -104,6 +106,7 @@ pub(super) async fn retry(
     Operator(caller): Operator,
     State(state): State<WebState>,
     Segment(id): Segment,
+    Body(NoFields {}): Body<NoFields>,
 ) -> Result<Json<Value>, ApiError> {
     let (steps, paused) = retry_workflow(&state, &caller, &id).await?;
     Ok(Json(retry_document(&id, &steps, &paused)))

@@ -18,7 +18,7 @@ use crate::cli::times::{relative, rfc3339};
 use crate::client::DeadRun;
 use crate::web::api::Segment;
 use crate::web::csrf::{self, CheckedForm};
-use crate::web::query::{JOB, Params, Query, Takes};
+use crate::web::query::{JOB, NoQuery, Params, Query, SHOWN as SHOWN_BYTES, Takes, shown};
 use crate::web::{ApiError, WebState};
 
 /// How many of the newest dead runs the page lists and a retry of many counts: a retry of many
@@ -157,7 +157,7 @@ pub(super) async fn retry(
     State(state): State<WebState>,
     Segment(id): Segment,
     Params(filter): Params<DeadFilter>,
-    form: CheckedForm<super::overview::NoFields>,
+    form: CheckedForm<NoQuery>,
 ) -> Response {
     let who = form.operator.0.name;
     match state.client().acting_as(who.clone()).retry_dead(&id).await {
@@ -230,6 +230,10 @@ pub(super) struct RetryMany {
     count: usize,
 }
 
+impl Query for RetryMany {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[("job", JOB), ("count", Takes::Whole)];
+}
+
 /// `POST /dead/retry`: re-drives every dead run of the filter, as `redcron dead retry --all`
 /// does, only when as many match as the confirm step showed; otherwise nothing is retried and
 /// the confirm step is shown again with the new count (409), so that no one retries more (or
@@ -277,6 +281,19 @@ pub(super) struct Purge {
     older_than: String,
 }
 
+/// What the purge form's age is, in words.
+const AGE: &str = "an age such as 30m or 7d";
+
+impl Query for Purge {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[(
+        "older_than",
+        Takes::Text {
+            what: AGE,
+            longest: 64,
+        },
+    )];
+}
+
 /// `POST /dead/purge`: deletes for good the dead runs older than the age, as `redcron dead
 /// purge --older-than` does.
 pub(super) async fn purge(
@@ -290,10 +307,13 @@ pub(super) async fn purge(
     } = form;
     let age: Duration = match humantime::parse_duration(older_than.trim()) {
         Ok(age) => age,
-        Err(error) => {
+        Err(_) => {
             let error = ApiError::bad_request(
                 "bad-age",
-                format!("older than \"{older_than}\": {error} (write 30m, 7d)"),
+                format!(
+                    "older_than must be {AGE}, not \"{}\"",
+                    shown(&older_than, SHOWN_BYTES)
+                ),
             );
             return failed(&context, "Dead letters", &error, html! {});
         }

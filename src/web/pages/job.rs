@@ -20,6 +20,7 @@ use crate::schedule::Schedule;
 use crate::store::{Event, Overview};
 use crate::web::api::Segment;
 use crate::web::chart::durations_chart;
+use crate::web::query::{NoQuery, Params};
 use crate::web::strip::outcome_strip;
 use crate::web::{ApiError, WebState};
 
@@ -44,6 +45,7 @@ pub(super) async fn page(
     context: PageContext,
     State(state): State<WebState>,
     Segment(name): Segment,
+    Params(NoQuery {}): Params<NoQuery>,
 ) -> Response {
     let read = async {
         let client = state.client();

@@ -22,6 +22,7 @@ use crate::cli::status::{
 use crate::cli::times::relative;
 use crate::schedule::Schedule;
 use crate::web::api::{JOB_STATES, Segment, jobs_matching, trigger_job};
+use crate::web::body::LONGEST_BODY;
 use crate::web::chart::{RunDuration, durations_chart};
 use crate::web::csrf::{self, CheckedForm};
 use crate::web::query::{self, JOB, Params, Query, Takes};
@@ -433,6 +434,16 @@ pub(super) struct PauseForm {
     back: String,
 }
 
+impl Query for PauseForm {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[(
+        "back",
+        Takes::Text {
+            what: "a link back to a page of the console",
+            longest: query::LONGEST_URI,
+        },
+    )];
+}
+
 /// Where an action on `job` goes back to: the jobs page's slice it was taken on, or the job's
 /// page. The query is read back into a filter and written again, so that a forged `back` leads
 /// nowhere but to a jobs page.
@@ -496,6 +507,15 @@ async fn set_paused(
 pub(super) struct TriggerForm {
     #[serde(default)]
     payload: String,
+}
+
+impl Query for TriggerForm {
+    const PARAMETERS: &'static [(&'static str, Takes)] = &[(
+        "payload",
+        Takes::Json {
+            longest: LONGEST_BODY,
+        },
+    )];
 }
 
 /// `POST /jobs/{job}/trigger`: a fire of the job now, as `redcron trigger` makes it; back to

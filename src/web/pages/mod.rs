@@ -50,6 +50,10 @@ pub(super) fn routes() -> Router<WebState> {
         .route("/workflows/{id}/retry", post(workflows::retry))
 }
 
+/// The longest `X-Forwarded-Prefix` believed, bytes: a sane path a proxy mounts the console
+/// under; a longer one is ignored.
+pub(crate) const LONGEST_PREFIX: usize = 256;
+
 /// What every page knows of its request: who asks, where the console is, and the form token.
 pub(crate) struct PageContext {
     /// The caller, for what the page offers them.
@@ -98,14 +102,19 @@ impl PageContext {
     /// read yet.
     fn new(headers: &HeaderMap, state: &WebState, caller: Caller) -> Self {
         // A proxy's prefix is believed only when told to (--trust-proxy): otherwise any client
-        // could make the console's links point elsewhere.
+        // could make the console's links point elsewhere. One longer than a path a proxy
+        // mounts would lengthen every link of the page by itself: it is ignored.
         let forwarded = state
             .trusts_proxy()
             .then(|| headers.get("x-forwarded-prefix"))
             .flatten()
             .and_then(|value| value.to_str().ok())
             .map(|prefix| prefix.trim_end_matches('/'))
-            .filter(|prefix| !prefix.is_empty() && check_base_path(prefix).is_ok())
+            .filter(|prefix| {
+                !prefix.is_empty()
+                    && prefix.len() <= LONGEST_PREFIX
+                    && check_base_path(prefix).is_ok()
+            })
             .unwrap_or_default();
         let prefix = format!("{forwarded}{}", state.base_path());
         let (csrf_token, new_token) = match csrf::token_of(headers) {

@@ -15,13 +15,18 @@ use crate::cli::times::{ago, duration};
 use crate::store::Event;
 use crate::web::api::{Status, read_status};
 use crate::web::csrf::{self, CheckedForm};
+use crate::web::query::{NoQuery, Params};
 use crate::web::{ApiError, WebState};
 
 /// How far back the outcome counts reach.
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
 /// `GET /`: the overview.
-pub(super) async fn page(context: PageContext, State(state): State<WebState>) -> Response {
+pub(super) async fn page(
+    context: PageContext,
+    State(state): State<WebState>,
+    Params(NoQuery {}): Params<NoQuery>,
+) -> Response {
     let read = async {
         let status = read_status(&state).await?;
         let now_ms = state.client().store().now_ms().await?;
@@ -339,11 +344,11 @@ fn list(value: &Value) -> String {
 pub(super) async fn release(
     context: PageContext,
     State(state): State<WebState>,
-    form: CheckedForm<NoFields>,
+    form: CheckedForm<NoQuery>,
 ) -> Response {
     let CheckedForm {
         operator,
-        form: NoFields {},
+        form: NoQuery {},
     } = form;
     match state.client().release().await {
         Ok(_) => {
@@ -357,7 +362,3 @@ pub(super) async fn release(
         Err(error) => ApiError::from(error).into_response(),
     }
 }
-
-/// A form with no field but its token.
-#[derive(serde::Deserialize)]
-pub(super) struct NoFields {}

@@ -17,6 +17,7 @@ use crate::cli::runs::{output_so_far, readable, shown_run_document};
 use crate::cli::times::{relative, rfc3339};
 use crate::store::Event;
 use crate::web::api::{Segment, archived_run};
+use crate::web::query::{NoQuery, Params};
 use crate::web::{ApiError, WebState};
 
 /// The record's fields the page names at its top, in order, with their labels.
@@ -50,6 +51,7 @@ pub(super) async fn page(
     context: PageContext,
     State(state): State<WebState>,
     Segment(id): Segment,
+    Params(NoQuery {}): Params<NoQuery>,
 ) -> Response {
     let client = state.client();
     let read = async {

@@ -7,14 +7,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
-use super::overview::NoFields;
 use super::{PageContext, layout};
 use crate::cli::times::{local_time, relative};
 use crate::client::ClientError;
 use crate::store::{StepInstance, WorkflowInstance, WorkflowState};
 use crate::web::api::{Segment, WorkflowsParams, list_workflows, retry_workflow};
 use crate::web::csrf::{self, CheckedForm};
-use crate::web::query::Params;
+use crate::web::query::{NoQuery, Params};
 use crate::web::{ApiError, WebState, graph};
 
 /// Where the guide says how to declare a workflow.
@@ -103,6 +102,7 @@ pub(super) async fn instance(
     context: PageContext,
     State(state): State<WebState>,
     Segment(id): Segment,
+    Params(NoQuery {}): Params<NoQuery>,
 ) -> Result<Response, ApiError> {
     let client = state.client();
     let Some(instance) = client.workflow(&id).await? else {
@@ -201,11 +201,11 @@ pub(super) async fn retry(
     context: PageContext,
     State(state): State<WebState>,
     Segment(id): Segment,
-    form: CheckedForm<NoFields>,
+    form: CheckedForm<NoQuery>,
 ) -> Result<Response, ApiError> {
     let CheckedForm {
         operator,
-        form: NoFields {},
+        form: NoQuery {},
     } = form;
     retry_workflow(&state, &operator.0, &id).await?;
     let back = context.link(&format!("/workflows/{}", path_part(&id)));
