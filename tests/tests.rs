@@ -20,6 +20,7 @@ mod config;
 mod crontab_hosts;
 mod crontab_move;
 mod damaged;
+mod damaged_names;
 mod declarations;
 mod defaults;
 mod doc_examples;

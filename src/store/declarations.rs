@@ -14,6 +14,8 @@ use redis::AsyncCommands;
 use sha2::{Digest, Sha256};
 
 use super::During;
+use super::damage::Entry;
+use super::damaged_names::{NameIndex, readable_hash, readable_names};
 use super::definition_hashes::hashes_of;
 use super::reply::reply_error;
 use super::{Store, StoreError, millis, scripts};
@@ -226,14 +228,16 @@ impl Store {
         live_for: Duration,
     ) -> Result<DeclarationsSignal, StoreError> {
         let since = now_ms.saturating_sub(i64::try_from(millis(live_for)).unwrap_or(i64::MAX));
-        let (version, mut live, mut damaged): (Option<String>, Vec<String>, Vec<String>) =
-            redis::pipe()
-                .get(self.keys.declarations_version())
-                .zrangebyscore(self.keys.replicas(), since, "+inf")
-                .smembers(self.keys.damaged_definitions())
-                .query_async(&mut self.connection.clone())
-                .await
-                .during(&self.metrics, "declarations_signal")?;
+        let (version, live, damaged): (Option<String>, Vec<Entry>, Vec<Entry>) = redis::pipe()
+            .get(self.keys.declarations_version())
+            .zrangebyscore(self.keys.replicas(), since, "+inf")
+            .smembers(self.keys.damaged_definitions())
+            .query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, "declarations_signal")?;
+        // A name that is not UTF-8 is no replica or job: the reapers remove it.
+        let mut live = readable_names(NameIndex::Replicas, live, &mut Vec::new());
+        let mut damaged = readable_names(NameIndex::DamagedDefinitions, damaged, &mut Vec::new());
         live.sort();
         damaged.sort();
         Ok(DeclarationsSignal {
@@ -328,12 +332,13 @@ impl Store {
         recent: Duration,
     ) -> Result<bool, StoreError> {
         let since = now_ms.saturating_sub(i64::try_from(millis(recent)).unwrap_or(i64::MAX));
-        let replicas: Vec<String> = self
+        let replicas: Vec<Entry> = self
             .connection
             .clone()
             .zrangebyscore(self.keys.replicas(), since, "+inf")
             .await
             .during(&self.metrics, "forget_declared_definitions")?;
+        let replicas = readable_names(NameIndex::Replicas, replicas, &mut Vec::new());
         let declared = self.replica_declarations(&replicas).await?;
         let referenced: HashSet<&str> = declared
             .iter()
@@ -471,22 +476,27 @@ impl Store {
     /// Redis errors.
     pub async fn published_hashes(&self) -> Result<HashMap<String, String>, StoreError> {
         const OPERATION: &str = "published_hashes";
-        let read: Result<HashMap<String, String>, redis::RedisError> = self
+        // A name that is not UTF-8 is left out: the leader removes it (`damaged_names`).
+        let readable = |index, pairs| readable_hash(index, pairs, &mut Vec::new());
+        let read: Result<Vec<(Entry, Entry)>, redis::RedisError> = self
             .connection
             .clone()
             .hgetall(self.keys.def_hashes())
             .await;
         match read {
             Err(error) if self.definition_hashes_refused(&error).await? => {
-                let defs: HashMap<String, String> = self
+                let defs: Vec<(Entry, Entry)> = self
                     .connection
                     .clone()
                     .hgetall(self.keys.defs())
                     .await
                     .during(&self.metrics, OPERATION)?;
-                Ok(hashes_of(&defs))
+                Ok(hashes_of(&readable(NameIndex::Definitions, defs)))
             }
-            read => read.during(&self.metrics, OPERATION),
+            read => Ok(readable(
+                NameIndex::DefinitionHashes,
+                read.during(&self.metrics, OPERATION)?,
+            )),
         }
     }
 
@@ -497,23 +507,29 @@ impl Store {
     /// Redis errors.
     pub async fn published_names(&self) -> Result<(Vec<String>, Vec<String>), StoreError> {
         const OPERATION: &str = "published_names";
-        let read: Result<(Vec<String>, Vec<String>), redis::RedisError> = redis::pipe()
+        // A name that is not UTF-8 is left out: the leader removes it (`damaged_names`).
+        let readable = |index, names| readable_names(index, names, &mut Vec::new());
+        let read: Result<(Vec<Entry>, Vec<Entry>), redis::RedisError> = redis::pipe()
             .hkeys(self.keys.defs())
             .hkeys(self.keys.def_hashes())
             .query_async(&mut self.connection.clone())
             .await;
-        match read {
+        let (defs, hashes) = match read {
             Err(error) if self.definition_hashes_refused(&error).await? => {
-                let defs: Vec<String> = self
+                let defs: Vec<Entry> = self
                     .connection
                     .clone()
                     .hkeys(self.keys.defs())
                     .await
                     .during(&self.metrics, OPERATION)?;
-                Ok((defs, Vec::new()))
+                (defs, Vec::new())
             }
-            read => read.during(&self.metrics, OPERATION),
-        }
+            read => read.during(&self.metrics, OPERATION)?,
+        };
+        Ok((
+            readable(NameIndex::Definitions, defs),
+            readable(NameIndex::DefinitionHashes, hashes),
+        ))
     }
 
     /// The published definitions of `jobs`, by position. While `def-hashes` is of another type

@@ -8,6 +8,8 @@ use redis::AsyncCommands;
 use sha2::{Digest, Sha256};
 use tracing::warn;
 
+use super::damage::Entry;
+use super::damaged_names::{NameIndex, readable_hash};
 use super::declarations::FIELD_BATCH;
 use super::reply::wrong_type;
 use super::{During, Store, StoreError};
@@ -56,12 +58,14 @@ impl Store {
     /// Redis errors.
     pub(super) async fn replace_definition_hashes(&self) -> Result<(), StoreError> {
         const OPERATION: &str = "replace_definition_hashes";
-        let defs: HashMap<String, String> = self
+        let defs: Vec<(Entry, Entry)> = self
             .connection
             .clone()
             .hgetall(self.keys.defs())
             .await
             .during(&self.metrics, OPERATION)?;
+        // A name that is not UTF-8 is no job: the reapers remove it.
+        let defs = readable_hash(NameIndex::Definitions, defs, &mut Vec::new());
         let key = self.keys.def_hashes();
         let hashes: Vec<(String, String)> = hashes_of(&defs).into_iter().collect();
         let mut pipe = redis::pipe();

@@ -8,6 +8,7 @@ use redis::{AsyncCommands, FromRedisValue, Value};
 
 use super::During;
 use super::damage::readable_record;
+use super::damaged_names::{DamagedName, NameIndex, readable, readable_names};
 use super::reply::Reply;
 use super::{Entry, Store, StoreError, millis, published_declarations, scripts};
 use crate::schedule::Priority;
@@ -79,6 +80,10 @@ pub struct Overview {
     /// that `definition_hashes` were taken from the definitions themselves (the SHA-256 of
     /// each one's JSON) until the leader's next check of the published definitions replaces it.
     pub definition_hashes_damaged: bool,
+    /// The names that are not UTF-8 in the indexes the overview reads (written by something
+    /// else, or damaged), left out of the fields above: the reapers remove them at the end of
+    /// their next round over the keys.
+    pub damaged_names: Vec<DamagedName>,
     /// Active runs: id (escaped when it is no run id, see [`Entry`]), job (empty when its
     /// record has none), lease deadline ms.
     pub running: Vec<(String, String, i64)>,
@@ -309,13 +314,13 @@ impl Store {
         type Snapshot = (
             Option<String>,
             i64,
-            Vec<String>,
-            Vec<(String, i64)>,
+            Vec<Entry>,
+            Vec<(Entry, i64)>,
             Value,
             Value,
             Vec<(Entry, i64)>,
-            Vec<(String, i64)>,
-            Vec<(String, i64)>,
+            Vec<(Entry, i64)>,
+            Vec<(Entry, i64)>,
             i64,
         );
         let snapshot = |hashes: redis::Cmd| {
@@ -362,8 +367,17 @@ impl Store {
             stopped,
             held_ms,
         ) = taken;
+        // A name that is not UTF-8 names nothing: left out, and shown as damaged.
+        let mut damaged = Vec::new();
+        let paused = readable_names(NameIndex::Paused, paused, &mut damaged);
+        let replicas = readable(NameIndex::Replicas, replicas, &mut damaged);
+        let undeclared = readable(NameIndex::UndeclaredJobs, undeclared, &mut damaged);
+        let stopped = readable(NameIndex::StoppedReplicas, stopped, &mut damaged);
         let def_hashes = (!hashes_damaged).then_some(def_hashes);
-        let (defs, def_hashes, named) = self.definitions_read(read, defs, def_hashes).await?;
+        let (defs, def_hashes, named) = self
+            .definitions_read(read, defs, def_hashes, &mut damaged)
+            .await?;
+        damaged.sort_by(|a, b| (a.index, a.name.as_bytes()).cmp(&(b.index, b.name.as_bytes())));
         let mut queues = named.clone();
         queues.extend(self.ready_queues().await?);
         let mut counts = self.run_counts(&queues).await?;
@@ -467,6 +481,7 @@ impl Store {
             definitions: defs,
             definition_hashes: def_hashes,
             definition_hashes_damaged: hashes_damaged,
+            damaged_names: damaged,
             running: running_runs,
             undeclared: undeclared_runs,
         })

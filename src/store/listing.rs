@@ -7,6 +7,7 @@ use redis::Value;
 
 use super::During;
 use super::damage::readable_record;
+use super::damaged_names::{NameIndex, readable_hash, readable_names};
 use super::inspect::stream_event;
 use super::keys::{private_route, replica_slot_group};
 use super::reply::Reply;
@@ -218,12 +219,9 @@ impl Store {
     /// The lists runs wait in, in the order claims take them (see
     /// [`Store::waiting_runs_after`]).
     async fn ready_lists(&self) -> Result<Vec<String>, StoreError> {
-        let (defs, undeclared, live, stopped): (
-            HashMap<String, String>,
-            Vec<String>,
-            Vec<String>,
-            Vec<String>,
-        ) = redis::pipe()
+        // Names as bytes: one that is not UTF-8 is left out below.
+        type Read = (Vec<(Entry, Entry)>, Vec<Entry>, Vec<Entry>, Vec<Entry>);
+        let (defs, undeclared, live, stopped): Read = redis::pipe()
             .hgetall(self.keys.defs())
             .zrange(self.keys.undeclared_jobs(), 0, -1)
             .zrange(self.keys.replicas(), 0, -1)
@@ -231,7 +229,14 @@ impl Store {
             .query_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "ready_lists")?;
-        let replicas: BTreeSet<String> = live.into_iter().chain(stopped).collect();
+        // A name that is not UTF-8 names no job or replica: the reapers remove it.
+        let damaged = &mut Vec::new();
+        let defs = readable_hash(NameIndex::Definitions, defs, damaged);
+        let undeclared = readable_names(NameIndex::UndeclaredJobs, undeclared, damaged);
+        let replicas: BTreeSet<String> = readable_names(NameIndex::Replicas, live, damaged)
+            .into_iter()
+            .chain(readable_names(NameIndex::StoppedReplicas, stopped, damaged))
+            .collect();
         let mut queues = super::inspect::queues_of(&defs);
         queues.extend(replicas.iter().map(|replica| private_route(replica)));
         queues.push("default".to_owned());

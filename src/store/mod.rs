@@ -18,6 +18,7 @@
 //! - `triggering`: triggers of every-replica jobs, a fire now on each target;
 //! - `dead`: the dead letters;
 //! - `damage`: entries that are no run id, job slots no run holds, damaged records;
+//! - `damaged_names`: names that are not UTF-8 in the indexes of job and replica names;
 //! - `notices`: the notices owed, taken and settled by the notifiers;
 //! - `workflows`: workflow instances started and read;
 //! - `replicas`: heartbeats;
@@ -35,6 +36,7 @@ mod clock;
 mod connection;
 mod contract;
 mod damage;
+mod damaged_names;
 mod dead;
 mod declarations;
 mod definition_hashes;
@@ -82,6 +84,7 @@ use connection::Connection;
 pub use connection::{NOT_REPLICATED, ReplicatedWrites};
 pub use contract::{FailReason, RunState, SkipReason, StepStatus, WorkflowState};
 pub use damage::{DamagedKeys, Entry, RecordPage};
+pub use damaged_names::{DamagedName, NameIndex};
 pub use dead::Redrive;
 use declarations::published_declarations;
 pub use declarations::{DeclarationsSignal, PublishedDefinition, canonical_json};
@@ -172,6 +175,15 @@ impl StoreError {
     fn redis(metrics: &Metrics, operation: &'static str, source: redis::RedisError) -> Self {
         if source.code() == Some(HELD) {
             return StoreError::Held { operation };
+        }
+        // Redis answered, with data that is not what the call reads (a name that is not
+        // UTF-8): damaged data, which no retry cures, not Redis out of reach.
+        if std::error::Error::source(&source).is_some_and(|cause| cause.is::<redis::ParsingError>())
+        {
+            return StoreError::Reply {
+                operation,
+                detail: source.to_string(),
+            };
         }
         metrics.redis_errors_total.inc();
         if let Some(error) = failure_of_the_data(&source) {

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use redis::{AsyncCommands, Value};
 
 use super::During;
+use super::damage::Entry;
+use super::damaged_names::{NameIndex, readable_hash};
 use super::reply::{FencedAnswer, ScriptCall, decode, reply_error};
 use super::{LeaderToken, SkipReason, Store, StoreError, scripts};
 
@@ -120,12 +122,14 @@ impl Store {
     /// # Errors
     /// Redis errors; a cursor that is not a number is an error (foreign data).
     pub async fn cursors(&self) -> Result<HashMap<String, i64>, StoreError> {
-        let raw: HashMap<String, String> = self
+        let raw: Vec<(Entry, Entry)> = self
             .connection
             .clone()
             .hgetall(self.keys.cursor())
             .await
             .during(&self.metrics, "cursors")?;
+        // A job name that is not UTF-8 names no job: the reapers remove it.
+        let raw = readable_hash(NameIndex::Cursors, raw, &mut Vec::new());
         raw.into_iter()
             .map(|(job, cursor)| match cursor.parse() {
                 Ok(cursor) => Ok((job, cursor)),

@@ -3,6 +3,8 @@
 
 use redis::AsyncCommands;
 
+use super::damage::Entry;
+use super::damaged_names::{NameIndex, readable_names};
 use super::reply::wrong_type;
 use super::{During, RecordPage, Store, StoreError, scripts};
 
@@ -18,17 +20,19 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn ready_queues(&self) -> Result<Vec<String>, StoreError> {
-        let read: Result<(Vec<String>, bool), redis::RedisError> = redis::pipe()
+        let read: Result<(Vec<Entry>, bool), redis::RedisError> = redis::pipe()
             .smembers(self.keys.ready_queues())
             .exists(self.keys.ready_queues_walked())
             .query_async(&mut self.connection.clone())
             .await;
-        let (mut queues, walked) = match read {
+        let (queues, walked) = match read {
             // An index of another type (damaged, or written by hand) is read as one no walk has
             // found whole: the keys are walked until a reaper replaces it.
             Err(error) if wrong_type(&error) => (Vec::new(), false),
             read => read.during(&self.metrics, "ready_queues")?,
         };
+        // A name that is not UTF-8 is no queue: the reapers remove it.
+        let mut queues = readable_names(NameIndex::ReadyQueues, queues, &mut Vec::new());
         if !walked {
             queues.extend(self.scan_ready_queues().await?);
         }
@@ -112,7 +116,7 @@ impl Store {
         whole: bool,
     ) -> Result<Option<Vec<String>>, StoreError> {
         const OPERATION: &str = "forget_empty_queues";
-        let forgotten: Result<Vec<String>, redis::RedisError> = scripts::FORGET_EMPTY_QUEUES
+        let forgotten: Result<Vec<Entry>, redis::RedisError> = scripts::FORGET_EMPTY_QUEUES
             .key(self.keys.ready_queues())
             .key(self.keys.ready_queues_walked())
             .key(self.keys.hold())
@@ -133,7 +137,14 @@ impl Store {
                     .during(&self.metrics, OPERATION)?;
                 Ok(None)
             }
-            forgotten => forgotten.during(&self.metrics, OPERATION).map(Some),
+            // A queue forgotten is named as listings name it, escaped when it is not UTF-8.
+            forgotten => Ok(Some(
+                forgotten
+                    .during(&self.metrics, OPERATION)?
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+            )),
         }
     }
 }

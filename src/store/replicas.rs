@@ -5,6 +5,8 @@ use std::time::Duration;
 use redis::AsyncCommands;
 
 use super::During;
+use super::damage::Entry;
+use super::damaged_names::{NameIndex, readable_names};
 use super::{Store, StoreError, millis};
 
 /// The replica of a worker id, `<replica id>/<slot>`: who ran an attempt, as its events and
@@ -153,14 +155,19 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn known_replicas(&self) -> Result<Vec<String>, StoreError> {
-        let (beating, stopped): (Vec<String>, Vec<String>) = redis::pipe()
+        let (beating, stopped): (Vec<Entry>, Vec<Entry>) = redis::pipe()
             .zrange(self.keys.replicas(), 0, -1)
             .zrange(self.keys.stopped_replicas(), 0, -1)
             .query_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "known_replicas")?;
+        // A name that is not UTF-8 is no replica: the reapers remove it.
+        let damaged = &mut Vec::new();
         let known: std::collections::BTreeSet<String> =
-            beating.into_iter().chain(stopped).collect();
+            readable_names(NameIndex::Replicas, beating, damaged)
+                .into_iter()
+                .chain(readable_names(NameIndex::StoppedReplicas, stopped, damaged))
+                .collect();
         Ok(known.into_iter().collect())
     }
 
@@ -171,12 +178,13 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn failing_scripts(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let replicas: Vec<String> = self
+        let replicas: Vec<Entry> = self
             .connection
             .clone()
             .zrange(self.keys.replicas(), 0, -1)
             .await
             .during(&self.metrics, "failing_scripts")?;
+        let replicas = readable_names(NameIndex::Replicas, replicas, &mut Vec::new());
         let mut pipe = redis::pipe();
         for replica in &replicas {
             pipe.hget(self.keys.replica(replica), "failing_script");

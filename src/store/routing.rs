@@ -7,6 +7,8 @@ use std::time::Duration;
 use redis::AsyncCommands;
 
 use super::During;
+use super::damage::Entry;
+use super::damaged_names::{NameIndex, readable_names};
 use super::{Store, StoreError, millis, scripts};
 use crate::schedule::Priority;
 
@@ -22,10 +24,12 @@ impl Store {
     ) -> Result<HashMap<String, u64>, StoreError> {
         let since = self.now_ms().await? - i64::try_from(millis(within)).unwrap_or(i64::MAX);
         let mut connection = self.connection.clone();
-        let live: Vec<String> = connection
+        let live: Vec<Entry> = connection
             .zrangebyscore(self.keys.replicas(), since, "+inf")
             .await
             .during(&self.metrics, "queue_servers")?;
+        // A name that is not UTF-8 is no replica: the reapers remove it.
+        let live = readable_names(NameIndex::Replicas, live, &mut Vec::new());
         let mut served = HashMap::new();
         // An empty pipeline is an empty command, which Redis refuses.
         if live.is_empty() {

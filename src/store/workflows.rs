@@ -197,7 +197,9 @@ impl Store {
         offset: usize,
         page: usize,
     ) -> Result<(u64, usize), StoreError> {
-        let ids: Vec<String> = self
+        // As bytes: an id that is not UTF-8 (damaged) has no instance, and the script drops it
+        // from the index as it drops every id whose instance is not running.
+        let ids: Vec<Vec<u8>> = self
             .connection
             .clone()
             .zrange(

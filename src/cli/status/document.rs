@@ -107,6 +107,7 @@ impl StatusRead {
             "notices_owed": self.owed_notices,
             "damaged_keys": { "count": self.damaged.count, "keys": self.damaged.keys },
             "definition_hashes_damaged": self.overview.definition_hashes_damaged,
+            "damaged_names": self.overview.damaged_names.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "ready": ready,
             "undeclared": undeclared,
             "archive": archive::json(self.archive.as_ref(), &self.overview, refused),

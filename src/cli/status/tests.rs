@@ -40,6 +40,7 @@ pub(super) fn overview_of(replicas: Vec<ReplicaInfo>) -> Overview {
         definitions: HashMap::new(),
         definition_hashes: HashMap::new(),
         definition_hashes_damaged: false,
+        damaged_names: Vec::new(),
         running: Vec::new(),
         undeclared: Vec::new(),
     }

@@ -6,7 +6,7 @@ use std::io::Write;
 use super::published::published;
 use super::read::StatusRead;
 use super::replicas::{labels, replica_state, served_by};
-use super::warnings::{damaged_records, set_aside};
+use super::warnings::{damaged_names, damaged_records, set_aside};
 use super::{archive, definitions, no_jobs, paused_jobs, refused, running_by_job, undeclared};
 use crate::cli::times::{ago, duration};
 use crate::cli::write_table;
@@ -77,6 +77,9 @@ pub(super) fn write(
     }
     if overview.definition_hashes_damaged {
         writeln!(out, "{}", definitions::HASHES_DAMAGED)?;
+    }
+    if !overview.damaged_names.is_empty() {
+        writeln!(out, "{}", damaged_names(&overview.damaged_names))?;
     }
     for aside in &overview.undeclared {
         writeln!(out, "{}", set_aside(overview, aside))?;

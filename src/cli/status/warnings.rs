@@ -3,7 +3,7 @@
 
 use super::replicas::declared_by;
 use crate::cli::times::{elapsed, local_time};
-use crate::store::{DamagedKeys, Overview, UndeclaredRuns};
+use crate::store::{DamagedKeys, DamagedName, Overview, UndeclaredRuns};
 
 /// One line of `status` for runs put aside: `3 runs of nightly waiting since 14:02:11 (2 min)
 /// for a replica that declares it`. These runs are in no other count, so without this line
@@ -24,6 +24,18 @@ pub(super) fn set_aside(overview: &Overview, aside: &UndeclaredRuns) -> String {
         line.push_str(&format!(" (declared by {})", declarers.join(", ")));
     }
     line
+}
+
+/// The line that names the names that are not UTF-8 in the indexes of names, each after its
+/// index, escaped.
+pub(super) fn damaged_names(damaged: &[DamagedName]) -> String {
+    let names: Vec<String> = damaged.iter().map(ToString::to_string).collect();
+    format!(
+        "DAMAGED NAMES: {}: not UTF-8 (written by something else, or damaged), they name no \
+         job, replica or queue and are left out; the reapers remove them at the end of their \
+         round over the keys",
+        names.join(", ")
+    )
 }
 
 /// The line that says how many records the reapers found damaged, naming the first few.

@@ -35,7 +35,8 @@ impl Reaper {
     /// to the index of queues with ready runs, gives the damaged records an expiry and puts back
     /// the runs found in none of the lists their state says they are in (what a script that
     /// failed halfway, a restore or a hand edit leaves). A round over every key takes (keys /
-    /// page) ticks, each costing the same; at its end the index forgets its empty queues.
+    /// page) ticks, each costing the same; at its end the index forgets its empty queues, and
+    /// the names that are not UTF-8 in the indexes of job and replica names are removed.
     /// Returns how many runs were put back.
     pub(super) async fn walk_records(&mut self) -> Result<u64, StoreError> {
         if self.records_from == 0 {
@@ -89,6 +90,17 @@ impl Reaper {
         }
         indexed?;
         if page.next == 0 {
+            // Once a round, not once a tick: the indexes of names are read whole.
+            let names = self.store.damaged_names().await?;
+            if !names.is_empty() {
+                self.store.remove_damaged_names(&names).await?;
+                let names: Vec<String> = names.iter().map(ToString::to_string).collect();
+                warn!(
+                    names = names.join(", "),
+                    "names that are not UTF-8 (written by something else, or damaged) name no \
+                     job or replica: removed"
+                );
+            }
             match self.store.forget_empty_queues(self.queues_indexed).await? {
                 Some(forgotten) if !forgotten.is_empty() => debug!(
                     queues = forgotten.join(","),

@@ -8,6 +8,7 @@ use redis::Value;
 
 use super::Overview;
 use crate::store::During;
+use crate::store::damaged_names::{DamagedName, NameIndex, readable_hash, readable_names};
 use crate::store::definition_hashes::{hashes_of, published_hash};
 use crate::store::reply::{Reply, decode};
 use crate::store::{Store, StoreError};
@@ -71,19 +72,29 @@ impl Store {
     /// What the overview's first read of `defs` and `def-hashes` answered (`definitions`,
     /// `hashes`), made into the definitions `read` asks for: job -> JSON, job -> hash and the
     /// queues they name, reading those a reader does not hold. `hashes` is `None` while
-    /// `def-hashes` is of another type: each hash is then taken from its definition.
+    /// `def-hashes` is of another type: each hash is then taken from its definition. A name
+    /// that is not UTF-8 is left out and added to `damaged`.
     pub(super) async fn definitions_read(
         &self,
         read: DefinitionsRead<'_>,
         definitions: Value,
         hashes: Option<Value>,
+        damaged: &mut Vec<DamagedName>,
     ) -> Result<Definitions, StoreError> {
         Ok(match read {
             DefinitionsRead::All => {
-                let defs = decode("overview", definitions)?;
+                let defs = readable_hash(
+                    NameIndex::Definitions,
+                    decode("overview", definitions)?,
+                    damaged,
+                );
                 let named = queues_of(&defs);
                 let hashes = match hashes {
-                    Some(hashes) => decode("overview", hashes)?,
+                    Some(hashes) => readable_hash(
+                        NameIndex::DefinitionHashes,
+                        decode("overview", hashes)?,
+                        damaged,
+                    ),
                     None => hashes_of(&defs),
                 };
                 (defs, hashes, named)
@@ -105,12 +116,21 @@ impl Store {
                 (defs, hashes, named)
             }
             DefinitionsRead::Known(known) => {
-                let damaged = hashes.is_none();
+                let hashes_damaged = hashes.is_none();
                 let hashes = match hashes {
-                    Some(value) => decode("overview", value)?,
+                    Some(value) => readable_hash(
+                        NameIndex::DefinitionHashes,
+                        decode("overview", value)?,
+                        damaged,
+                    ),
                     None => HashMap::new(),
                 };
-                self.definitions_knowing(decode("overview", definitions)?, hashes, known, damaged)
+                let names = readable_names(
+                    NameIndex::Definitions,
+                    decode("overview", definitions)?,
+                    damaged,
+                );
+                self.definitions_knowing(names, hashes, known, hashes_damaged)
                     .await?
             }
         })

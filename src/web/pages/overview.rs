@@ -153,6 +153,9 @@ fn warnings(context: &PageContext, status: &Value, drifting: &[Drift]) -> Markup
     if status["definition_hashes_damaged"] == true {
         said.push(html! { "The published definitions' hashes are damaged: each is taken from its definition until the leader replaces them; see " code { "redcron status" } "." });
     }
+    for name in status["damaged_names"].as_array().into_iter().flatten() {
+        said.push(html! { "A name that is not UTF-8 (damaged) is left out, and the reapers remove it: " code { (text(name)) } });
+    }
     for failing in status["failing_scripts"].as_array().into_iter().flatten() {
         said.push(html! { "Replica " strong { (text(&failing["replica"])) } ": " (text(&failing["error"])) });
     }
