@@ -214,8 +214,8 @@ fn a_namespace_the_acl_user_may_not_use_is_refused_in_one_clear_line() {
     let error = log.lines().last().unwrap_or_default();
     assert!(
         error.starts_with(
-            "redcron: check_access: Redis refuses this user namespace \"other\" \
-             (NOPERM"
+            "redcron: checking what Redis lets this user do: Redis refuses this user \
+             namespace \"other\" (NOPERM"
         ) && error.contains("~{other}:*")
             && error.contains("&{other}:*"),
         "{log}"

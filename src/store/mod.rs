@@ -19,6 +19,7 @@
 //! - `dead`: the dead letters;
 //! - `damage`: entries that are no run id, job slots no run holds, damaged records;
 //! - `damaged_names`: names that are not UTF-8 in the indexes of job and replica names;
+//! - `wording`: what each store operation does, in the words its errors say;
 //! - `notices`: the notices owed, taken and settled by the notifiers;
 //! - `workflows`: workflow instances started and read;
 //! - `replicas`: heartbeats;
@@ -61,6 +62,7 @@ mod scripts;
 mod targets;
 mod topology;
 mod triggering;
+mod wording;
 mod workflows;
 
 use std::sync::Arc;
@@ -115,7 +117,7 @@ pub use workflows::{
 #[derive(Debug, Error)]
 pub enum StoreError {
     /// Redis could not be reached or refused the command; retry with backoff.
-    #[error("{operation}: {source}")]
+    #[error("{}: {}", wording::described(operation), redis_said(source))]
     Redis {
         /// The store operation (script or command) that failed.
         operation: &'static str,
@@ -123,7 +125,10 @@ pub enum StoreError {
         source: redis::RedisError,
     },
     /// A script or command answered in a shape redcron does not write: foreign or corrupt data.
-    #[error("unexpected reply from {operation}: {detail}")]
+    #[error(
+        "{}: Redis answered what redcron does not write: {detail}",
+        wording::described(operation)
+    )]
     Reply {
         /// The script or command.
         operation: &'static str,
@@ -135,7 +140,10 @@ pub enum StoreError {
     Namespace(#[from] keys::InvalidNamespace),
     /// The namespace is held (`redcron hold`): scripts refuse until it is released. Retry
     /// later; nothing was written.
-    #[error("{operation}: the namespace is held (redcron hold) until it is released")]
+    #[error(
+        "{}: the namespace is held (redcron hold) until it is released",
+        wording::described(operation)
+    )]
     Held {
         /// The store operation refused.
         operation: &'static str,
@@ -143,9 +151,10 @@ pub enum StoreError {
     /// Redis refused this user a key, a channel or a command of the namespace (`NOPERM`): its
     /// ACL does not allow what redcron needs, and no retry helps until an operator changes it.
     #[error(
-        "{operation}: Redis refuses this user namespace \"{namespace}\" (NOPERM{}): give it \
+        "{}: Redis refuses this user namespace \"{namespace}\" (NOPERM{}): give it \
          the ACL line of SECURITY.md, which allows the keys ~{{{namespace}}}:*, the channels \
          &{{{namespace}}}:* and the commands redcron sends",
+        wording::described(operation),
         refusal_to_user(.source).flatten().map(|detail| format!(": {detail}")).unwrap_or_default()
     )]
     Forbidden {
@@ -205,6 +214,19 @@ impl StoreError {
             return error;
         }
         StoreError::Redis { operation, source }
+    }
+}
+
+/// What Redis or the connection said, in words where redis-rs has none: a call that timed out
+/// says how long it waited.
+fn redis_said(source: &redis::RedisError) -> String {
+    if source.is_timeout() {
+        format!(
+            "Redis did not answer within {}",
+            humantime::format_duration(RESPONSE_TIMEOUT)
+        )
+    } else {
+        source.to_string()
     }
 }
 

@@ -142,14 +142,15 @@ mod tests {
         let error = reply.next::<u64>().expect_err("nothing left");
         assert_eq!(
             error.to_string(),
-            "unexpected reply from claim_runs: reply too short"
+            "claiming runs: Redis answered what redcron does not write: reply too short"
         );
 
         let reply = Reply::new("promote_due", vec![Value::Int(1)]);
         let error = reply.finish().expect_err("a value left");
         assert_eq!(
             error.to_string(),
-            "unexpected reply from promote_due: 1 values left unread"
+            "promoting the runs due: Redis answered what redcron does not write: 1 values left \
+             unread"
         );
     }
 

@@ -26,7 +26,7 @@ async fn a_failed_redis_call_names_the_store_operation() {
         matches!(&error, StoreError::Redis { operation, .. } if *operation == "claim_runs"),
         "{error:?}"
     );
-    assert!(error.to_string().starts_with("claim_runs: "), "{error}");
+    assert!(error.to_string().starts_with("claiming runs: "), "{error}");
 }
 
 /// `--replicated-writes N` on a Redis with fewer replicas than N would refuse every write: the
