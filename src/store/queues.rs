@@ -85,16 +85,7 @@ impl Store {
             .await;
         match added {
             Err(error) if wrong_type(&error) => {
-                let () = redis::pipe()
-                    .del(self.keys.ready_queues())
-                    .ignore()
-                    .del(self.keys.ready_queues_walked())
-                    .ignore()
-                    .sadd(self.keys.ready_queues(), &page.queues)
-                    .ignore()
-                    .query_async(&mut self.connection.clone())
-                    .await
-                    .during(&self.metrics, OPERATION)?;
+                self.replace_index(&page.queues, OPERATION).await?;
                 Ok(false)
             }
             added => added.during(&self.metrics, OPERATION).map(|()| true),
@@ -127,14 +118,7 @@ impl Store {
             .await;
         match forgotten {
             Err(error) if wrong_type(&error) => {
-                let () = redis::pipe()
-                    .del(self.keys.ready_queues())
-                    .ignore()
-                    .del(self.keys.ready_queues_walked())
-                    .ignore()
-                    .query_async(&mut self.connection.clone())
-                    .await
-                    .during(&self.metrics, OPERATION)?;
+                self.replace_index(&[], OPERATION).await?;
                 Ok(None)
             }
             // A queue forgotten is named as listings name it, escaped when it is not UTF-8.
@@ -146,5 +130,26 @@ impl Store {
                     .collect(),
             )),
         }
+    }
+
+    /// Replaces an index of queues of another type (damaged, or written by hand), and its mark
+    /// that a walk found it whole, with one holding `queues` alone, which readers do not trust
+    /// until the next round of the walk finds it whole.
+    async fn replace_index(
+        &self,
+        queues: &[String],
+        operation: &'static str,
+    ) -> Result<(), StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.del(self.keys.ready_queues())
+            .ignore()
+            .del(self.keys.ready_queues_walked())
+            .ignore();
+        if !queues.is_empty() {
+            pipe.sadd(self.keys.ready_queues(), queues).ignore();
+        }
+        pipe.query_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, operation)
     }
 }
