@@ -7,7 +7,7 @@
 //! - fall back: a fixed-time job runs only in the first pass of the repeated interval; a wildcard
 //!   job runs in both passes, in the order the instants occur.
 //!
-//! The search walks wall-clock matches from `croner` in order and maps each to its instants.
+//! The search walks the expression's wall-clock matches in order and maps each to its instants.
 //! Walking the wall clock visits instants in order everywhere except in a repeated interval,
 //! whose second pass lies behind the walk when the search starts inside the first pass; that one
 //! case is searched on its own ([`Fold`]).

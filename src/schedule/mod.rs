@@ -75,8 +75,8 @@ pub struct Schedule {
 
 #[derive(Debug, Clone)]
 enum Kind {
-    /// Boxed: the matcher is large, and schedules are moved around inside jobs.
-    Cron(Box<CronExpr>),
+    /// A crontab expression or macro: its bit sets, kept inline (about 40 bytes).
+    Cron(CronExpr),
     /// `@every`: fires at every multiple of this many milliseconds since the Unix epoch, so
     /// every replica computes the same instants whatever its start time.
     Every(u64),
@@ -91,7 +91,7 @@ impl Schedule {
         let trimmed = text.trim();
         let kind = match every_argument(trimmed) {
             Some(duration) => Kind::Every(parse_every(duration)?),
-            None => Kind::Cron(Box::new(CronExpr::parse(trimmed)?)),
+            None => Kind::Cron(CronExpr::parse(trimmed)?),
         };
         Ok(Self {
             text: trimmed.to_owned(),

@@ -1,18 +1,16 @@
 //! Cron expressions with the system crontab's grammar: fields, names, steps, macros and the day rule.
 //!
-//! The grammar is checked here, field by field, because `croner` accepts more than crontab does
-//! (Quartz's `L`, `W`, `#`, `?`, a year field) and names no field in its errors. What passes is
-//! handed to `croner` in a canonical numeric form, with its day-of-month/day-of-week mode chosen by
-//! crontab's rule, and `croner` finds the next matching wall-clock time. Turning wall-clock times
-//! into instants across DST changes is the job of `schedule/dst.rs`.
+//! The grammar is checked here, field by field, with errors that name the field. What passes
+//! becomes one bit set per field, as crontab keeps them ([`matcher`]), which finds the next
+//! matching wall-clock time under crontab's day rule. Turning wall-clock times into instants
+//! across DST changes is the job of `schedule/dst.rs`.
 
 use chrono::NaiveDateTime;
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, Weak};
-
-use croner::Cron;
-use croner::parser::{CronParser, Seconds, Year};
 use thiserror::Error;
+
+mod matcher;
+
+use matcher::Matcher;
 
 /// Why a schedule expression was refused. Each message names the field and says what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -164,8 +162,6 @@ pub(super) struct ParsedField {
     pub(super) bits: u64,
     /// Whether the field text begins with `*`: crontab's test for the day rule and DST class.
     pub(super) star: bool,
-    /// The field with names replaced by numbers, in a form `croner` reads the same way.
-    canonical: String,
 }
 
 fn parse_field(spec: &FieldSpec, text: &str) -> Result<ParsedField, CronError> {
@@ -175,7 +171,6 @@ fn parse_field(spec: &FieldSpec, text: &str) -> Result<ParsedField, CronError> {
         reason,
     };
     let mut bits = 0u64;
-    let mut canonical = Vec::new();
     for element in text.split(',') {
         if element.is_empty() {
             return Err(fail("empty element in the list".to_owned()));
@@ -213,20 +208,6 @@ fn parse_field(spec: &FieldSpec, text: &str) -> Result<ParsedField, CronError> {
                 None => break,
             }
         }
-        let range_text = if range == "*" {
-            "*".to_owned()
-        } else if range.contains('-') {
-            format!("{low}-{high}")
-        } else {
-            low.to_string()
-        };
-        canonical.push(match step {
-            // A step past the range's end selects its first value only; `croner` refuses such
-            // steps, so it is given that value.
-            Some(step) if step > high - low => low.to_string(),
-            Some(step) => format!("{range_text}/{step}"),
-            None => range_text,
-        });
     }
     if spec.name == DAY_OF_WEEK.name && bits & (1 << 7) != 0 {
         bits = (bits | 1) & !(1 << 7);
@@ -234,7 +215,6 @@ fn parse_field(spec: &FieldSpec, text: &str) -> Result<ParsedField, CronError> {
     Ok(ParsedField {
         bits,
         star: text.starts_with('*'),
-        canonical: canonical.join(","),
     })
 }
 
@@ -254,9 +234,8 @@ fn expand_macro(word: &str) -> Result<&'static str, CronError> {
 /// A parsed cron expression (5 fields, 6 with seconds, or a macro), ready to find fires.
 #[derive(Debug, Clone)]
 pub struct CronExpr {
-    /// The matcher over the canonical fields, in the day mode crontab's rule asks for. Shared:
-    /// see [`intern`].
-    cron: Arc<Cron>,
+    /// What each field matches, and crontab's day rule.
+    matcher: Matcher,
     /// Debian cron's DST class: true when the minute or hour field begins with `*`. Wildcard jobs
     /// skip times a spring-forward removes and run twice in an hour a fall-back repeats;
     /// fixed-time jobs run once either way.
@@ -284,35 +263,10 @@ impl CronExpr {
     /// A [`CronError`] naming the field and what was expected, for anything crontab rejects, for
     /// `@reboot`, and for day and month combinations that never occur.
     pub fn parse(text: &str) -> Result<Self, CronError> {
-        let text = text.trim();
-        let Fields {
-            second,
-            minute,
-            hour,
-            day_of_month,
-            month,
-            day_of_week,
-            days_must_match_both,
-        } = fields(text)?;
-        let canonical = [&second, &minute, &hour, &day_of_month, &month, &day_of_week]
-            .map(|field| field.canonical.as_str())
-            .join(" ");
-        let cron = intern(canonical, days_must_match_both, |canonical| {
-            CronParser::builder()
-                .seconds(Seconds::Required)
-                .year(Year::Disallowed)
-                .dom_and_dow(days_must_match_both)
-                .build()
-                .parse(canonical)
-                .map_err(|error| CronError::Field {
-                    field: "expression",
-                    text: text.to_owned(),
-                    reason: error.to_string(),
-                })
-        })?;
+        let fields = fields(text.trim())?;
         Ok(Self {
-            cron,
-            wildcard: minute.star || hour.star,
+            matcher: Matcher::new(&fields),
+            wildcard: fields.minute.star || fields.hour.star,
         })
     }
 
@@ -322,7 +276,8 @@ impl CronExpr {
     }
 
     /// The first matching wall-clock time after `wall` (or at it, when `inclusive`), ignoring
-    /// time zones. `None` when nothing matches within the search window of several years.
+    /// time zones. `None` when nothing matches within the search window of 400 years, a whole
+    /// cycle of the calendar.
     ///
     /// ```
     /// use chrono::NaiveDate;
@@ -336,7 +291,7 @@ impl CronExpr {
     /// # Ok::<(), redcron::schedule::CronError>(())
     /// ```
     pub fn next_wall_time(&self, wall: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
-        self.cron.find_next_occurrence(&wall, inclusive).ok()
+        self.matcher.next_wall_time(wall, inclusive)
     }
 }
 
@@ -399,37 +354,6 @@ pub(super) fn fields(text: &str) -> Result<Fields, CronError> {
         day_of_week,
         days_must_match_both,
     })
-}
-
-/// Matchers by canonical expression and day mode, while any job holds them.
-type Interned = HashMap<(String, bool), Weak<Cron>>;
-
-/// One matcher per distinct expression, shared by every job (and every copy of a job) that uses
-/// it: `croner` keeps a bitfield for every year it can reach, about 5 KB per matcher, which
-/// made 10,000 jobs cost well over 100 MB.
-fn intern(
-    canonical: String,
-    days_must_match_both: bool,
-    parse: impl FnOnce(&str) -> Result<Cron, CronError>,
-) -> Result<Arc<Cron>, CronError> {
-    static INTERNED: LazyLock<Mutex<Interned>> = LazyLock::new(Mutex::default);
-    let key = (canonical, days_must_match_both);
-    if let Some(cron) = INTERNED
-        .lock()
-        .ok()
-        .and_then(|interned| interned.get(&key)?.upgrade())
-    {
-        return Ok(cron);
-    }
-    let cron = Arc::new(parse(&key.0)?);
-    if let Ok(mut interned) = INTERNED.lock() {
-        // Forget the matchers no job holds any more, now and then.
-        if interned.len() >= 1_024 && interned.len().is_power_of_two() {
-            interned.retain(|_, cron| cron.strong_count() > 0);
-        }
-        interned.insert(key, Arc::downgrade(&cron));
-    }
-    Ok(cron)
 }
 
 /// Refuses a day-of-month list that no listed month contains, such as `30 2` (February 30th).
