@@ -5,7 +5,7 @@ use chrono::{Datelike, Months, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, T
 
 /// How far ahead the search looks, in years. Day and weekday patterns repeat every 400 years of
 /// the Gregorian calendar, so an expression that matches nothing within them never matches;
-/// the longest real wait, February 29th on one weekday, is 40 years.
+/// the longest real waits (February 29th on one weekday) are a few decades.
 const SEARCH_YEARS: u32 = 400;
 
 /// What a cron expression matches, one bit per value of each field: 32 bytes, copied with the
