@@ -5,6 +5,7 @@ mod util;
 
 mod archive;
 mod archive_operations;
+mod archive_ownership;
 mod archive_read;
 mod archive_s3;
 mod batches;

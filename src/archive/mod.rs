@@ -126,6 +126,11 @@ impl ArchiveUrl {
                     "a file URL here is a plain path, without query or escapes",
                 ));
             }
+            // `file:///dir/` is `file:///dir`: the same archive, shown and compared as one.
+            let path = match path.trim_end_matches('/') {
+                "" => "/",
+                trimmed => trimmed,
+            };
             return Ok(Self::File(PathBuf::from(path)));
         }
         if let Some(rest) = url.strip_prefix("s3://") {

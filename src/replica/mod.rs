@@ -55,7 +55,11 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 ///     Ok(()) => {}
 ///     // A restart would meet the same refusal: give each replica its own id, or start it
 ///     // with the namespace's --archive.
-///     Err(error @ (ReplicaError::ReplicaIdInUse(_) | ReplicaError::ArchiveRequired { .. })) => {
+///     Err(
+///         error @ (ReplicaError::ReplicaIdInUse(_)
+///         | ReplicaError::ArchiveRequired { .. }
+///         | ReplicaError::ArchiveElsewhere { .. }),
+///     ) => {
 ///         eprintln!("{error}");
 ///         std::process::exit(2);
 ///     }
@@ -94,6 +98,24 @@ pub enum ReplicaError {
     ArchiveRequired {
         /// Where the namespace archives.
         url: String,
+        /// The key that says so.
+        key: String,
+    },
+    /// The namespace archives to another archive than the one this replica was told (URLs
+    /// compared as [`crate::archive::ArchiveUrl`] reads them, so a trailing slash is no
+    /// difference): it would write parts where the other replicas, `status` and `runs show` do
+    /// not look. It did not start.
+    #[error(
+        "namespace archives to {marked}, not {url}: start this replica with --archive {marked}; \
+         to move the archive, stop every replica, stop archiving as docs/operations.md says \
+         (\"When the archive is down\", which deletes the key {key}), then start them all with \
+         --archive {url}"
+    )]
+    ArchiveElsewhere {
+        /// Where this replica was told to archive.
+        url: String,
+        /// Where the namespace archives, as the key says.
+        marked: String,
         /// The key that says so.
         key: String,
     },

@@ -5,6 +5,7 @@ use tracing::warn;
 
 use super::supervisor::{Component, Supervisor};
 use super::{Replica, ReplicaError};
+use crate::archive::ArchiveUrl;
 use crate::engine::elector::{Elector, ElectorConfig};
 use crate::engine::exporter::{Exporter, ExporterConfig};
 use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError, wait_for_replica_id};
@@ -175,26 +176,39 @@ impl Replica {
     }
 }
 
-/// Says in Redis that the namespace archives when this replica does, and refuses to start one
-/// that does not in a namespace that does. Redis out of reach at start lets it start: the
-/// archive's records are then written by what the other replicas were told.
+/// Says in Redis that the namespace archives when this replica does, unless it says so already;
+/// refuses to start one that does not in a namespace that does, and one that archives elsewhere
+/// than the namespace does. Redis out of reach at start lets it start: the archive's records
+/// are then written by what the other replicas were told.
 async fn check_archive(
     store: &Store,
     exporter: Option<&ExporterConfig>,
 ) -> Result<(), ReplicaError> {
+    let key = store.keys().archive_marker();
     let checked = match exporter {
-        Some(exporter) => store
-            .mark_archive(&exporter.archive.url().to_string())
-            .await
-            .map(|()| None),
-        None => store.archive_marked().await,
+        Some(exporter) => {
+            let own = exporter.archive.url();
+            store.mark_archive(&own.to_string()).await.map(|marked| {
+                // Marked by a replica of this archive already, as it or another writes it.
+                marked
+                    .filter(|marked| ArchiveUrl::parse(marked).ok().as_ref() != Some(own))
+                    .map(|marked| ReplicaError::ArchiveElsewhere {
+                        url: own.to_string(),
+                        marked,
+                        key: key.clone(),
+                    })
+            })
+        }
+        None => store.archive_marked().await.map(|marked| {
+            marked.map(|url| ReplicaError::ArchiveRequired {
+                url,
+                key: key.clone(),
+            })
+        }),
     };
     match checked {
         Ok(None) => Ok(()),
-        Ok(Some(url)) => Err(ReplicaError::ArchiveRequired {
-            url,
-            key: store.keys().archive_marker(),
-        }),
+        Ok(Some(refusal)) => Err(refusal),
         Err(error) => {
             warn!(%error, "cannot check whether the namespace archives");
             Ok(())

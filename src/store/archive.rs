@@ -393,20 +393,25 @@ impl Store {
         Ok(failures)
     }
 
-    /// Says in Redis that the namespace archives, to `url`: a replica started without
-    /// `--archive` then refuses to start ([`Store::archive_marked`]), since the outcomes it
-    /// recorded would have no record.
+    /// Says in Redis that the namespace archives, to `url`, unless it says so already: a
+    /// replica started without `--archive` then refuses to start ([`Store::archive_marked`]),
+    /// since the outcomes it recorded would have no record. Returns where the namespace
+    /// archived before, left as it was; `None` when this call marked it.
     ///
     /// # Errors
     /// Redis errors.
-    pub async fn mark_archive(&self, url: &str) -> Result<(), StoreError> {
-        let () = redis::cmd("SET")
+    pub async fn mark_archive(&self, url: &str) -> Result<Option<String>, StoreError> {
+        // One command, so that two replicas starting at once with different archives cannot
+        // both find the key missing and write over each other.
+        let before: Option<Vec<u8>> = redis::cmd("SET")
             .arg(self.keys.archive_marker())
             .arg(url)
+            .arg("NX")
+            .arg("GET")
             .query_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "mark_archive")?;
-        Ok(())
+        Ok(before.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
     }
 
     /// Where the namespace archives, as a replica started with `--archive` wrote it; `None`

@@ -1,0 +1,66 @@
+//! Who an archive belongs to, with real replicas: a namespace archives to one archive, and a
+//! replica told another is refused at start rather than taking the namespace over.
+
+use std::time::Duration;
+
+use redis::Commands;
+
+use crate::util::archive::stop;
+use crate::util::scenario::Scenario;
+use crate::util::{cli, keys, one_document, wait_until};
+
+/// Where the namespace says it archives.
+fn marker(scenario: &Scenario) -> Option<String> {
+    scenario
+        .server
+        .connection()
+        .get(keys().archive_marker())
+        .expect("GET")
+}
+
+/// A replica told another archive than the namespace's refuses to start, naming both and how
+/// to move an archive, and leaves the namespace's mark as it was; one told the same archive
+/// with a trailing slash starts and exports.
+#[test]
+fn a_replica_told_another_archive_refuses_to_start_and_a_trailing_slash_is_the_same() {
+    let scenario = Scenario::new();
+    let first = format!("file://{}", scenario.dir.path().join("first").display());
+    let second = format!("file://{}", scenario.dir.path().join("second").display());
+    scenario.write_jobs(&scenario.every_second_job());
+    let r1 = scenario.replica("r1", &["--archive", &first, "--archive-part-age", "1s"]);
+    assert!(
+        wait_until(Duration::from_secs(30), || marker(&scenario).is_some()),
+        "r1 never marked the namespace\n{}",
+        r1.log()
+    );
+    let mut r2 = scenario.replica("r2", &["--archive", &second]);
+    let exit = r2.wait_exit(Duration::from_secs(30));
+    assert!(
+        exit.is_some_and(|status| !status.success()),
+        "r2 started: {exit:?}\n{}",
+        r2.log()
+    );
+    let said = r2.log();
+    assert!(
+        said.contains(&format!("namespace archives to {first}, not {second}"))
+            && said.contains("docs/operations.md"),
+        "{said}"
+    );
+    assert_eq!(marker(&scenario).as_deref(), Some(first.as_str()));
+    // The same archive written another way is the namespace's: r3 exports beside r1.
+    let r3 = scenario.replica("r3", &["--archive", &format!("{first}/")]);
+    let exporting = || {
+        let status = cli(&scenario.server, scenario.dir.path(), &["status", "--json"]);
+        let status = one_document(&status.stdout);
+        status["archive"]["exporting"]
+            .as_array()
+            .is_some_and(|ids| ids.iter().any(|id| id == "r3"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), exporting),
+        "r3 never exported\n{}",
+        r3.log()
+    );
+    let logs = stop(vec![r1, r3]);
+    assert_eq!(marker(&scenario).as_deref(), Some(first.as_str()), "{logs}");
+}
