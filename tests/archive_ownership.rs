@@ -1,5 +1,6 @@
 //! Who an archive belongs to, with real replicas: a namespace archives to one archive, and a
-//! replica told another is refused at start rather than taking the namespace over.
+//! replica told another is refused at start rather than taking the namespace over, and the
+//! namespace's mark deleted while replicas export is written back.
 
 use std::time::Duration;
 
@@ -63,4 +64,48 @@ fn a_replica_told_another_archive_refuses_to_start_and_a_trailing_slash_is_the_s
     );
     let logs = stop(vec![r1, r3]);
     assert_eq!(marker(&scenario).as_deref(), Some(first.as_str()), "{logs}");
+}
+
+/// The namespace's archive marker deleted while replicas export is written back by them, so
+/// that `status` goes on naming the archive and a replica started without `--archive` is
+/// still refused.
+#[test]
+fn a_deleted_archive_marker_is_written_back_by_the_exporting_replicas() {
+    let scenario = Scenario::new();
+    let url = format!("file://{}", scenario.dir.path().join("archive").display());
+    scenario.write_jobs(&scenario.every_second_job());
+    let r1 = scenario.replica("r1", &["--archive", &url, "--archive-part-age", "1s"]);
+    assert!(
+        wait_until(Duration::from_secs(30), || marker(&scenario).is_some()),
+        "r1 never marked the namespace\n{}",
+        r1.log()
+    );
+    let deleted: u64 = scenario
+        .server
+        .connection()
+        .del(keys().archive_marker())
+        .expect("DEL");
+    assert_eq!(deleted, 1);
+    assert!(
+        wait_until(Duration::from_secs(30), || marker(&scenario).as_deref()
+            == Some(url.as_str())),
+        "r1 never wrote the marker back\n{}",
+        r1.log()
+    );
+    let status =
+        one_document(&cli(&scenario.server, scenario.dir.path(), &["status", "--json"]).stdout);
+    assert_eq!(status["archive"]["url"], url.as_str(), "{status:#}");
+    let mut r2 = scenario.replica("r2", &[]);
+    let exit = r2.wait_exit(Duration::from_secs(30));
+    assert!(
+        exit.is_some_and(|status| !status.success()),
+        "r2 started without --archive: {exit:?}\n{}",
+        r2.log()
+    );
+    assert!(
+        r2.log().contains(&format!("namespace archives to {url}")),
+        "{}",
+        r2.log()
+    );
+    stop(vec![r1]);
 }

@@ -54,6 +54,12 @@ impl ExporterConfig {
 /// with none of its records waiting, which a minute late changes nothing for.
 const MANIFEST_LOOK: Duration = Duration::from_secs(60);
 
+/// How often an exporter writes the namespace's archive marker (`{ns}:archive-to`) back when
+/// it is missing (deleted by hand, or lost with a Redis restored from before it was written):
+/// without it `status` would not say the namespace archives, and a replica started without
+/// `--archive` would be let in. One `SET NX` a look, per exporter.
+const MARKER_LOOK: Duration = Duration::from_secs(5);
+
 /// Why an export tick failed; the records stay in Redis and a later tick (or another replica)
 /// writes them.
 #[derive(Debug, Error)]
@@ -243,6 +249,20 @@ impl Exporter {
         Ok(())
     }
 
+    /// Writes the namespace's archive marker back if it is missing. One naming another archive
+    /// is left as it is: the replicas started with that one own the namespace, and this one
+    /// would have been refused at its start.
+    async fn keep_marker(&self) -> Result<(), StoreError> {
+        let url = self.config.archive.url().to_string();
+        if self.store.mark_archive(&url).await?.is_none() {
+            tracing::warn!(
+                archive = %url,
+                "the namespace's archive marker was missing: written again"
+            );
+        }
+        Ok(())
+    }
+
     /// Exports until `shutdown`, then writes the parts there are for at most
     /// [`ExporterConfig::stop_drain`], so that the last replica to stop leaves none behind.
     pub async fn run(mut self, shutdown: Shutdown) {
@@ -250,6 +270,8 @@ impl Exporter {
         // A manifest that failed waits its own backoff: writing one reads every part of its day.
         let mut manifest_backoff = Backoff::default();
         let mut manifest_due = tokio::time::Instant::now();
+        // The replica's start wrote the marker.
+        let mut marker_due = tokio::time::Instant::now() + MARKER_LOOK;
         loop {
             let ticked = self.tick(false).await;
             if ticked.is_ok() {
@@ -283,6 +305,12 @@ impl Exporter {
                 }
                 if let Err(error) = self.measure().await {
                     log_store_failure(&error, "cannot read the archive's backlog");
+                }
+                if tokio::time::Instant::now() >= marker_due {
+                    marker_due = tokio::time::Instant::now() + MARKER_LOOK;
+                    if let Err(error) = self.keep_marker().await {
+                        log_store_failure(&error, "cannot check the namespace's archive marker");
+                    }
                 }
                 tokio::select! {
                     () = shutdown.cancelled() => break,
