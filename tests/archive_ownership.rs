@@ -1,6 +1,7 @@
 //! Who an archive belongs to, with real replicas: a namespace archives to one archive, and a
 //! replica told another is refused at start rather than taking the namespace over, and the
-//! namespace's mark deleted while replicas export is written back.
+//! namespace's mark deleted while replicas export is written back, and a URL holding
+//! credentials is refused without being repeated.
 
 use std::time::Duration;
 
@@ -108,4 +109,37 @@ fn a_deleted_archive_marker_is_written_back_by_the_exporting_replicas() {
         r2.log()
     );
     stop(vec![r1]);
+}
+
+/// An `--archive` URL with credentials in it is refused, by `run` and by `history`, with a
+/// message that sends to the AWS_* variables and never repeats the secret, and nothing of it
+/// reaches Redis.
+#[test]
+fn an_archive_url_with_credentials_is_refused_without_repeating_them() {
+    let scenario = Scenario::new();
+    scenario.write_jobs(&scenario.every_second_job());
+    for url in ["s3://KEY:SECRET@bucket/prefix", "file://user:SECRET@/dir"] {
+        let mut replica = scenario.replica("r1", &["--archive", url]);
+        let exit = replica.wait_exit(Duration::from_secs(30));
+        let said = replica.log();
+        assert!(
+            exit.is_some_and(|status| !status.success()),
+            "{url} accepted: {exit:?}\n{said}"
+        );
+        assert!(said.contains("AWS_SECRET_ACCESS_KEY"), "{said}");
+        assert!(!said.contains("SECRET@"), "{said}");
+        let history = cli(
+            &scenario.server,
+            scenario.dir.path(),
+            &["history", "--archive", url],
+        );
+        assert_ne!(history.code, Some(0), "{}", history.stdout);
+        assert!(
+            history.stderr.contains("AWS_SECRET_ACCESS_KEY"),
+            "{}",
+            history.stderr
+        );
+        assert!(!history.stderr.contains("SECRET@"), "{}", history.stderr);
+    }
+    assert_eq!(marker(&scenario), None);
 }

@@ -33,6 +33,17 @@ pub enum ArchiveError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// The `--archive` value holds credentials (`user:secret@`): refused, and never repeated,
+    /// since the URL is logged, shown by `status` and kept in Redis.
+    #[error(
+        "archive URL: a {scheme} URL with credentials in it is refused, since the URL is logged, shown \
+         by status and kept in Redis: give them in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \
+         (and AWS_SESSION_TOKEN) instead"
+    )]
+    Credentials {
+        /// The URL's scheme (`s3://`, `file://`).
+        scheme: &'static str,
+    },
     /// An object of a part's name holds other bytes than the part: written by something else,
     /// or by an exporter that was given other records under the same range (damage). Not
     /// acknowledged, so that no record is taken for archived that the archive lacks.
@@ -65,7 +76,7 @@ impl ArchiveError {
     /// paths and its system's errors (those are in the log of whoever met it).
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::BadUrl { .. } => "not an archive URL",
+            Self::BadUrl { .. } | Self::Credentials { .. } => "not an archive URL",
             Self::Differs { .. } => "another object holds its name",
             Self::Store {
                 archive, source, ..
@@ -117,6 +128,18 @@ impl ArchiveUrl {
             url: url.to_owned(),
             reason,
         };
+        for scheme in ["file://", "s3://"] {
+            // `scheme://user:secret@...`: whatever comes before the first slash is the
+            // authority, where a bucket's name, or nothing for a file, belongs.
+            if let Some(rest) = url.strip_prefix(scheme)
+                && rest
+                    .split('/')
+                    .next()
+                    .is_some_and(|authority| authority.contains('@'))
+            {
+                return Err(ArchiveError::Credentials { scheme });
+            }
+        }
         if let Some(path) = url.strip_prefix("file://") {
             if !path.starts_with('/') {
                 return Err(bad("a file URL names an absolute directory, file:///path"));
@@ -383,6 +406,15 @@ mod tests {
         ] {
             assert!(ArchiveUrl::parse(refused).is_err(), "{refused}");
         }
+        for secret in ["s3://KEY:SECRET@bucket/prefix", "file://user:SECRET@/dir"] {
+            let refused = ArchiveUrl::parse(secret).expect_err(secret).to_string();
+            assert!(refused.contains("AWS_SECRET_ACCESS_KEY"), "{refused}");
+            assert!(!refused.contains("SECRET@"), "{refused}");
+        }
+        assert_eq!(
+            ArchiveUrl::parse("file:///var/lib/archive/").expect("file"),
+            ArchiveUrl::parse("file:///var/lib/archive").expect("file")
+        );
     }
 
     #[tokio::test]

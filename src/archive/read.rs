@@ -88,9 +88,8 @@ impl ReadError {
     pub fn failure(&self) -> ReadFailure {
         match self {
             Self::Open(ArchiveError::Differs { .. }) | Self::Damaged { .. } => ReadFailure::Damaged,
-            Self::Open(ArchiveError::BadUrl { .. }) | Self::Missing { .. } => {
-                ReadFailure::Unreadable
-            }
+            Self::Open(ArchiveError::BadUrl { .. } | ArchiveError::Credentials { .. })
+            | Self::Missing { .. } => ReadFailure::Unreadable,
             Self::Open(ArchiveError::Store { .. }) | Self::Marker(_) => ReadFailure::Unreachable,
             Self::Store {
                 archive, source, ..

@@ -40,7 +40,7 @@ pub(super) struct HistoryArgs {
     until: Option<String>,
     /// Read the archive too (the namespace's `run --archive` URL): outcomes Redis no longer
     /// holds are listed with the others, each once.
-    #[arg(long, value_name = "URL", value_parser = super::run::archive_url)]
+    #[arg(long, value_name = "URL", value_parser = super::run::ArchiveUrlParser)]
     archive: Option<ArchiveUrl>,
     #[command(flatten)]
     format: ListFormat,

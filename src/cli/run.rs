@@ -97,7 +97,7 @@ pub(super) struct RunArgs {
     /// Redis: file:///DIR (with several namespaces, DIR/<namespace>), or s3://BUCKET/PREFIX
     /// configured by the usual AWS_* environment variables. Every replica of a namespace that
     /// archives must be given it.
-    #[arg(long, value_name = "URL", value_parser = archive_url)]
+    #[arg(long, value_name = "URL", value_parser = ArchiveUrlParser)]
     archive: Option<ArchiveUrl>,
     /// With --archive: a part of the archive is written once its first outcome is this old
     /// (or it holds 1,000, or its hour is over), so a quiet namespace's outcomes reach the
@@ -106,9 +106,30 @@ pub(super) struct RunArgs {
     archive_part_age: Duration,
 }
 
-/// Reads `--archive`.
-pub(super) fn archive_url(text: &str) -> Result<ArchiveUrl, String> {
-    ArchiveUrl::parse(text).map_err(|error| error.to_string())
+/// Reads `--archive`, refusing in its own words only: clap's would repeat the value, and a
+/// value refused for holding a secret must not be printed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ArchiveUrlParser;
+
+impl clap::builder::TypedValueParser for ArchiveUrlParser {
+    type Value = ArchiveUrl;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<ArchiveUrl, clap::Error> {
+        let refused = |kind, message: String| clap::Error::raw(kind, message + "\n").with_cmd(cmd);
+        let text = value.to_str().ok_or_else(|| {
+            refused(
+                clap::error::ErrorKind::InvalidUtf8,
+                "--archive: the URL is not UTF-8".to_owned(),
+            )
+        })?;
+        ArchiveUrl::parse(text)
+            .map_err(|error| refused(clap::error::ErrorKind::ValueValidation, error.to_string()))
+    }
 }
 
 /// One namespace a process serves: its schedule directory and what it declares.

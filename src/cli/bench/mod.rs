@@ -84,7 +84,7 @@ pub(super) struct BenchArgs {
     /// The replica archives every outcome there, as `run --archive` does (file:///DIR, or
     /// s3://BUCKET/PREFIX with the AWS_* environment variables), and the benchmark says how
     /// fast the processed runs' records reached it.
-    #[arg(long, value_name = "URL", value_parser = super::run::archive_url)]
+    #[arg(long, value_name = "URL", value_parser = super::run::ArchiveUrlParser)]
     archive: Option<ArchiveUrl>,
     /// Also list, for enqueueing and for processing, the commands Redis ran most per run (one
     /// Redis server only).

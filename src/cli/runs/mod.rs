@@ -89,7 +89,7 @@ pub(super) struct RunShowArgs {
     follow: bool,
     /// Where to look for a run Redis no longer holds (the namespace's `run --archive` URL);
     /// without it, the archive the namespace's replicas write to, if any.
-    #[arg(long, value_name = "URL", value_parser = super::run::archive_url, conflicts_with = "follow")]
+    #[arg(long, value_name = "URL", value_parser = super::run::ArchiveUrlParser, conflicts_with = "follow")]
     archive: Option<ArchiveUrl>,
 }
 
