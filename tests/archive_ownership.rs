@@ -1,6 +1,7 @@
 //! Who an archive belongs to, with real replicas: a namespace archives to one archive, and a
 //! replica told another is refused at start rather than taking the namespace over, and the
-//! namespace's mark deleted while replicas export is written back, and a URL holding
+//! namespace's mark deleted while replicas export is written back, an archive belongs to one
+//! namespace, and a URL holding
 //! credentials is refused without being repeated.
 
 use std::time::Duration;
@@ -142,4 +143,70 @@ fn an_archive_url_with_credentials_is_refused_without_repeating_them() {
         assert!(!history.stderr.contains("SECRET@"), "{}", history.stderr);
     }
     assert_eq!(marker(&scenario), None);
+}
+
+/// An archive belongs to the namespace whose replica first exported to it: a replica of
+/// another namespace given the same archive refuses to start, and `history --archive` and
+/// `runs show --archive` of another namespace refuse it, naming its namespace and a prefix
+/// per namespace.
+#[test]
+fn an_archive_belongs_to_one_namespace() {
+    let scenario = Scenario::new();
+    let archive = scenario.dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    scenario.write_jobs(&scenario.every_second_job());
+    let first = scenario.replica(
+        "o1",
+        &[
+            "--namespace",
+            "other",
+            "--archive",
+            &url,
+            "--archive-part-age",
+            "1s",
+        ],
+    );
+    let claimed = archive.join("runs/v1/namespace.json");
+    assert!(
+        wait_until(Duration::from_secs(30), || claimed.exists()),
+        "o1 never claimed the archive\n{}",
+        first.log()
+    );
+    let owner: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&claimed).expect("read")).expect("JSON");
+    assert_eq!(owner["namespace"], "other");
+    // The harness's namespace, `test`.
+    let mut r1 = scenario.replica("r1", &["--archive", &url]);
+    let exit = r1.wait_exit(Duration::from_secs(30));
+    let said = r1.log();
+    assert!(
+        exit.is_some_and(|status| !status.success()),
+        "a replica of another namespace started: {exit:?}\n{said}"
+    );
+    assert!(
+        said.contains("belongs to namespace \"other\", not \"test\"")
+            && said.contains("file:///DIR/test"),
+        "{said}"
+    );
+    // Refused before it said anything in its namespace.
+    assert_eq!(marker(&scenario), None);
+    for args in [
+        &["history", "--archive", &url][..],
+        &[
+            "runs",
+            "show",
+            "--archive",
+            &url,
+            "01HZZZZZZZZZZZZZZZZZZZZZZZ",
+        ][..],
+    ] {
+        let read = cli(&scenario.server, scenario.dir.path(), args);
+        assert_ne!(read.code, Some(0), "{args:?}: {}", read.stdout);
+        assert!(
+            read.stderr.contains("belongs to namespace \"other\""),
+            "{args:?}: {}",
+            read.stderr
+        );
+    }
+    stop(vec![first]);
 }

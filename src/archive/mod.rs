@@ -57,6 +57,21 @@ pub enum ArchiveError {
         /// The part's name.
         name: String,
     },
+    /// The archive belongs to another namespace (its [`NAMESPACE_OBJECT`] says so): records of
+    /// two namespaces in one archive would mix, and its manifests count both.
+    #[error(
+        "archive {archive} belongs to namespace {owner:?}, not {namespace:?}: give each \
+         namespace an archive of its own, a prefix per namespace (s3://BUCKET/{namespace}, \
+         file:///DIR/{namespace})"
+    )]
+    OtherNamespace {
+        /// The archive, as [`ArchiveUrl`] shows it.
+        archive: String,
+        /// The namespace that would have used it.
+        namespace: String,
+        /// The namespace it belongs to.
+        owner: String,
+    },
     /// The store refused to open or to take a part.
     #[error("archive {archive}: {operation} {name}: {source}")]
     Store {
@@ -78,6 +93,7 @@ impl ArchiveError {
         match self {
             Self::BadUrl { .. } | Self::Credentials { .. } => "not an archive URL",
             Self::Differs { .. } => "another object holds its name",
+            Self::OtherNamespace { .. } => "the archive of another namespace",
             Self::Store {
                 archive, source, ..
             } if store_answered(archive, source) => "refused by the store",
@@ -178,6 +194,20 @@ impl std::fmt::Display for ArchiveUrl {
             Self::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
         }
     }
+}
+
+/// The object naming the namespace an archive belongs to, `{"namespace":"<ns>"}`, written
+/// create-only by the first exporter to start on it and read by every other, and by whoever
+/// reads the archive for a namespace.
+pub const NAMESPACE_OBJECT: &str = "runs/v1/namespace.json";
+
+/// What a namespace's [`NAMESPACE_OBJECT`] holds, byte for byte, so that exporters of one
+/// namespace find what they would write.
+fn namespace_bytes(namespace: &str) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(&serde_json::json!({ "namespace": namespace }))
+        .expect("a string serializes to JSON");
+    bytes.push(b'\n');
+    bytes
 }
 
 /// What became of a part written create-only.
@@ -299,6 +329,51 @@ impl Archive {
                 }
             }
             Err(source) => Err(failed("write", source)),
+        }
+    }
+
+    /// Says in the archive that it belongs to `namespace`, unless it says so already.
+    ///
+    /// # Errors
+    /// [`ArchiveError::OtherNamespace`] when it belongs to another; [`ArchiveError::Store`]
+    /// when the store refuses.
+    pub async fn claim(&self, namespace: &str) -> Result<(), ArchiveError> {
+        match self
+            .put_new(NAMESPACE_OBJECT, namespace_bytes(namespace))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(ArchiveError::Differs { .. }) => self.check_owner(namespace).await,
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Refuses an archive that belongs to another namespace than `namespace`; one that names
+    /// none (from before archives were claimed, or not written to yet) is anyone's.
+    ///
+    /// # Errors
+    /// [`ArchiveError::OtherNamespace`] when it belongs to another; [`ArchiveError::Store`]
+    /// when the store refuses the read.
+    pub async fn check_owner(&self, namespace: &str) -> Result<(), ArchiveError> {
+        let Some(found) = self
+            .found(&Path::from(NAMESPACE_OBJECT), NAMESPACE_OBJECT)
+            .await?
+        else {
+            return Ok(());
+        };
+        let owner = serde_json::from_slice::<serde_json::Value>(&found)
+            .ok()
+            .and_then(|document| document["namespace"].as_str().map(str::to_owned))
+            // Not what an exporter writes: no namespace may take it for its own.
+            .unwrap_or_else(|| String::from("(unreadable)"));
+        if owner == namespace {
+            Ok(())
+        } else {
+            Err(ArchiveError::OtherNamespace {
+                archive: self.url.to_string(),
+                namespace: namespace.to_owned(),
+                owner,
+            })
         }
     }
 

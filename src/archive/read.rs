@@ -88,6 +88,7 @@ impl ReadError {
     pub fn failure(&self) -> ReadFailure {
         match self {
             Self::Open(ArchiveError::Differs { .. }) | Self::Damaged { .. } => ReadFailure::Damaged,
+            Self::Open(ArchiveError::OtherNamespace { .. }) => ReadFailure::Unreadable,
             Self::Open(ArchiveError::BadUrl { .. } | ArchiveError::Credentials { .. })
             | Self::Missing { .. } => ReadFailure::Unreadable,
             Self::Open(ArchiveError::Store { .. }) | Self::Marker(_) => ReadFailure::Unreachable,
@@ -182,6 +183,16 @@ impl Reader {
     /// Where it is.
     pub fn url(&self) -> &ArchiveUrl {
         self.archive.url()
+    }
+
+    /// Refuses an archive that belongs to another namespace than `namespace`, whose records
+    /// would be read as this one's.
+    ///
+    /// # Errors
+    /// [`ReadError::Open`] of [`ArchiveError::OtherNamespace`] when it belongs to another,
+    /// or of [`ArchiveError::Store`] when the store refuses the read.
+    pub async fn check_owner(&self, namespace: &str) -> Result<(), ReadError> {
+        Ok(self.archive.check_owner(namespace).await?)
     }
 
     /// Object `name`'s URL, `<archive URL>/<name>`: what a person is shown of where a record is.

@@ -77,6 +77,9 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
     let mut unread = Vec::new();
     let table: Option<Vec<Value>> = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
+        if let Some(reader) = &reader {
+            reader.check_owner(&args.redis.namespace).await?;
+        }
         let (since_ms, until_ms) = window(&client, args).await?;
         // A window may leave out the newest outcomes: Redis's are read as far as `history`
         // reads, then kept within it.

@@ -324,7 +324,7 @@ async fn run(args: &RunArgs, labels: &[Label], served: Vec<Served>) -> Result<()
                 // a dead replica would run again.
                 claim_after: args.run_lease,
                 part_age: args.archive_part_age,
-                ..ExporterConfig::new(archive, &config.replica_id)
+                ..ExporterConfig::new(archive, &namespace, &config.replica_id)
             });
         }
         info!(

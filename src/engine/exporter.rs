@@ -18,6 +18,9 @@ use crate::store::{ArchivePart, ArchiveTake, Store, StoreError};
 pub struct ExporterConfig {
     /// Where the parts go.
     pub archive: Archive,
+    /// The namespace it exports: the archive is claimed for it at the replica's start, and a
+    /// replica of another namespace refused there.
+    pub namespace: String,
     /// The consumer it reads as: its replica's id.
     pub replica_id: String,
     /// Most records in a part.
@@ -35,10 +38,12 @@ pub struct ExporterConfig {
 }
 
 impl ExporterConfig {
-    /// The defaults for an exporter of `replica_id` writing to `archive`.
-    pub fn new(archive: Archive, replica_id: &str) -> Self {
+    /// The defaults for an exporter of `replica_id` writing `namespace`'s outcomes to
+    /// `archive`.
+    pub fn new(archive: Archive, namespace: &str, replica_id: &str) -> Self {
         Self {
             archive,
+            namespace: namespace.to_owned(),
             replica_id: replica_id.to_owned(),
             part_records: 1_000,
             part_age: Duration::from_secs(60),

@@ -58,7 +58,8 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 ///     Err(
 ///         error @ (ReplicaError::ReplicaIdInUse(_)
 ///         | ReplicaError::ArchiveRequired { .. }
-///         | ReplicaError::ArchiveElsewhere { .. }),
+///         | ReplicaError::ArchiveElsewhere { .. }
+///         | ReplicaError::ArchiveOfAnotherNamespace(_)),
 ///     ) => {
 ///         eprintln!("{error}");
 ///         std::process::exit(2);
@@ -119,6 +120,10 @@ pub enum ReplicaError {
         /// The key that says so.
         key: String,
     },
+    /// The archive belongs to another namespace: the records of both would mix. It did not
+    /// start.
+    #[error(transparent)]
+    ArchiveOfAnotherNamespace(crate::archive::ArchiveError),
 }
 
 /// One replica of the scheduler.

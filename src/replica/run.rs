@@ -5,7 +5,7 @@ use tracing::warn;
 
 use super::supervisor::{Component, Supervisor};
 use super::{Replica, ReplicaError};
-use crate::archive::ArchiveUrl;
+use crate::archive::{ArchiveError, ArchiveUrl};
 use crate::engine::elector::{Elector, ElectorConfig};
 use crate::engine::exporter::{Exporter, ExporterConfig};
 use crate::engine::heartbeat::{Heartbeat, HeartbeatConfig, HeartbeatError, wait_for_replica_id};
@@ -177,38 +177,60 @@ impl Replica {
 }
 
 /// Says in Redis that the namespace archives when this replica does, unless it says so already;
-/// refuses to start one that does not in a namespace that does, and one that archives elsewhere
-/// than the namespace does. Redis out of reach at start lets it start: the archive's records
-/// are then written by what the other replicas were told.
+/// refuses to start one that does not in a namespace that does, one that archives elsewhere
+/// than the namespace does, and one whose archive belongs to another namespace (claiming it for
+/// its own when it belongs to none). Redis or the archive out of reach at start lets it start:
+/// the outcomes wait in Redis, and are written by what the other replicas were told.
 async fn check_archive(
     store: &Store,
     exporter: Option<&ExporterConfig>,
 ) -> Result<(), ReplicaError> {
-    let key = store.keys().archive_marker();
-    let checked = match exporter {
-        Some(exporter) => {
-            let own = exporter.archive.url();
-            store.mark_archive(&own.to_string()).await.map(|marked| {
-                // Marked by a replica of this archive already, as it or another writes it.
-                marked
-                    .filter(|marked| ArchiveUrl::parse(marked).ok().as_ref() != Some(own))
-                    .map(|marked| ReplicaError::ArchiveElsewhere {
-                        url: own.to_string(),
-                        marked,
-                        key: key.clone(),
-                    })
+    let Some(exporter) = exporter else {
+        return match store.archive_marked().await {
+            Ok(None) => Ok(()),
+            Ok(Some(url)) => Err(ReplicaError::ArchiveRequired {
+                url,
+                key: store.keys().archive_marker(),
+            }),
+            Err(error) => {
+                warn!(%error, "cannot check whether the namespace archives");
+                Ok(())
+            }
+        };
+    };
+    // Refused before the archive is claimed, so that a replica told a wrong URL leaves nothing
+    // behind, in Redis or in that archive.
+    elsewhere(store, exporter, store.archive_marked().await)?;
+    match exporter.archive.claim(&exporter.namespace).await {
+        Ok(()) => {}
+        Err(error @ ArchiveError::OtherNamespace { .. }) => {
+            return Err(ReplicaError::ArchiveOfAnotherNamespace(error));
+        }
+        Err(error) => warn!(%error, "cannot check which namespace the archive belongs to"),
+    }
+    // Written only where missing: a replica of another archive may have marked the namespace
+    // since it was read.
+    let own = exporter.archive.url().to_string();
+    elsewhere(store, exporter, store.mark_archive(&own).await)
+}
+
+/// Refuses a replica whose archive is not the one `marked` (where the namespace archives, as
+/// read from Redis) names, compared as [`ArchiveUrl`] reads them.
+fn elsewhere(
+    store: &Store,
+    exporter: &ExporterConfig,
+    marked: Result<Option<String>, crate::store::StoreError>,
+) -> Result<(), ReplicaError> {
+    let own = exporter.archive.url();
+    match marked {
+        Ok(Some(marked)) if ArchiveUrl::parse(&marked).ok().as_ref() != Some(own) => {
+            Err(ReplicaError::ArchiveElsewhere {
+                url: own.to_string(),
+                marked,
+                key: store.keys().archive_marker(),
             })
         }
-        None => store.archive_marked().await.map(|marked| {
-            marked.map(|url| ReplicaError::ArchiveRequired {
-                url,
-                key: key.clone(),
-            })
-        }),
-    };
-    match checked {
-        Ok(None) => Ok(()),
-        Ok(Some(refusal)) => Err(refusal),
+        Ok(_) => Ok(()),
         Err(error) => {
             warn!(%error, "cannot check whether the namespace archives");
             Ok(())

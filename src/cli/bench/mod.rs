@@ -343,7 +343,7 @@ fn bench_config(
         config.exporter = Some(ExporterConfig {
             part_age: ARCHIVE_PAUSE,
             max_sleep: ARCHIVE_PAUSE,
-            ..ExporterConfig::new(Archive::open(url)?, &config.replica_id)
+            ..ExporterConfig::new(Archive::open(url)?, NAMESPACE, &config.replica_id)
         });
     }
     Ok(config)

@@ -29,11 +29,12 @@ pub(super) fn show(
         let client = Client::from_store(redis.connect().await?);
         let fields = client.run(id).await.map_err(CliError::from)?;
         if fields.is_empty() {
-            if let Some(reader) = Reader::of_namespace(client.store(), archive).await?
-                && let Some(run) = reader.run(id, say_damage).await?
-            {
-                let part = reader.object_url(&run.part);
-                return Ok(Shown::Archived(run, part));
+            if let Some(reader) = Reader::of_namespace(client.store(), archive).await? {
+                reader.check_owner(&redis.namespace).await?;
+                if let Some(run) = reader.run(id, say_damage).await? {
+                    let part = reader.object_url(&run.part);
+                    return Ok(Shown::Archived(run, part));
+                }
             }
             return Err(no_record(&client, id).await);
         }
