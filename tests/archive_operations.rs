@@ -1,7 +1,8 @@
 //! The archive's operations, with real replicas: each closed day gets a manifest that matches
 //! its parts on disk, a replica running without `--archive` when the namespace starts archiving
 //! records for it from its next heartbeat, an archive that refuses parts is said from the first
-//! refusal to the next part written, and the archive stopped as docs/operations.md says leaves
+//! refusal to the next part written, a foreign object named like a part is listed as damaged,
+//! and the archive stopped as docs/operations.md says leaves
 //! no run record without an expiry.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -436,4 +437,62 @@ fn an_archive_refusing_parts_is_said_from_the_first_refusal_until_a_part_is_writ
     let overview = console.get("/");
     assert!(overview.body.contains("Not failing"), "{}", overview.body);
     stop(replicas);
+}
+
+/// A foreign object named like a part keeps no day from its manifest: the manifest lists it
+/// with its size, its sha256 and why it cannot be read back in place of its records, and the
+/// exporter that wrote the manifest warns once.
+#[test]
+fn a_foreign_object_named_like_a_part_is_listed_as_damaged_in_its_days_manifest() {
+    let scenario = Scenario::new();
+    let archive = scenario.dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    scenario.write_jobs(&scenario.every_second_job());
+    const DAY_MS: i64 = 86_400_000;
+    let yesterday_ms = (scenario.redis_now_ms() / DAY_MS - 1) * DAY_MS;
+    let date = chrono::DateTime::from_timestamp_millis(yesterday_ms)
+        .expect("a date")
+        .format("%Y-%m-%d")
+        .to_string();
+    let id = format!("{}-0", yesterday_ms + 5 * 3_600_000);
+    let _: String = redis::cmd("XADD")
+        .arg(keys().archive())
+        .arg(&id)
+        .arg(&[
+            ("event", id.as_str()),
+            ("run", "seeded@5"),
+            ("state", "succeeded"),
+            ("job", "seeded"),
+        ])
+        .query(&mut scenario.server.connection())
+        .expect("XADD");
+    let foreign_ms = yesterday_ms + 4 * 3_600_000;
+    let foreign =
+        format!("runs/v1/date={date}/hour=04/part-{foreign_ms}-0-{foreign_ms}-0.ndjson.gz");
+    std::fs::create_dir_all(archive.join(&foreign).parent().expect("a folder")).expect("mkdir");
+    std::fs::write(archive.join(&foreign), b"not a part").expect("write");
+    let archiving = ["--archive", &url, "--archive-part-age", "1s"];
+    let replicas = scenario.replicas_with_a_leader(&["r1", "r2"], &archiving);
+    let manifest_file = archive.join(format!("runs/v1/date={date}/manifest.json"));
+    assert!(
+        wait_until(Duration::from_secs(60), || manifest_file.exists()),
+        "no manifest of {date}\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(&manifest_file).expect("read")).expect("JSON");
+    let parts = manifest["parts"].as_array().expect("parts");
+    assert_eq!(parts.len(), 2, "{manifest:#}");
+    assert_eq!(parts[0]["name"], foreign.as_str(), "{manifest:#}");
+    assert!(parts[0]["damaged"].as_str().is_some(), "{manifest:#}");
+    assert!(parts[0].get("records").is_none(), "{manifest:#}");
+    assert_eq!(parts[0]["bytes"], 10, "{manifest:#}");
+    assert_eq!(parts[1]["records"], 1, "{manifest:#}");
+    assert_eq!(manifest["records"], 1, "{manifest:#}");
+    let logs = stop(replicas);
+    assert_eq!(
+        logs.matches("lists parts that cannot be read back").count(),
+        1,
+        "{logs}"
+    );
 }

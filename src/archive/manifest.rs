@@ -28,16 +28,6 @@ pub enum ManifestError {
     /// The store refused a listing, a read or the write.
     #[error(transparent)]
     Archive(#[from] ArchiveError),
-    /// A part of the day is no gzip of JSON lines: it is not listed on a guess.
-    #[error("archive {archive}: part {name} cannot be read back: {reason}")]
-    Unreadable {
-        /// The archive, as [`super::ArchiveUrl`] shows it.
-        archive: String,
-        /// The part's name.
-        name: String,
-        /// What was wrong.
-        reason: String,
-    },
     /// Every version up to [`MOST_VERSIONS`] holds another listing.
     #[error("archive {archive}: {date} has {MOST_VERSIONS} manifests, each listing other parts")]
     TooManyVersions {
@@ -70,8 +60,14 @@ pub struct ManifestPart {
     pub first: String,
     /// The outbox id of its last record.
     pub last: String,
-    /// How many records it holds (lines, once gunzipped).
-    pub records: u64,
+    /// How many records it holds (lines, once gunzipped); absent for a damaged part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<u64>,
+    /// Why the part could not be read back (not a gzip: damaged, or put there by something
+    /// else), in place of its records: listed with its size and sha256 all the same, so that a
+    /// foreign object does not keep its day from a manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<String>,
     /// Its size, bytes as stored.
     pub bytes: u64,
     /// The sha256 of its bytes as stored, hex.
@@ -108,6 +104,8 @@ pub enum ManifestWritten {
         name: String,
         /// How many parts it lists.
         parts: usize,
+        /// The names of the parts it lists as damaged.
+        damaged: Vec<String>,
         /// Whether this call wrote it.
         written: Written,
     },
@@ -118,7 +116,7 @@ impl Archive {
     /// no part of that day.
     ///
     /// # Errors
-    /// The store refusing the listing or a read; a part that is no gzip.
+    /// The store refusing the listing or a read.
     pub async fn manifest_of(&self, date: NaiveDate) -> Result<Option<Manifest>, ManifestError> {
         let archive = self.url.to_string();
         let day = day_folder(date);
@@ -149,18 +147,17 @@ impl Archive {
                 .await
                 .map_err(|source| failed("read", &name, source))?;
             let mut text = Vec::new();
-            flate2::read::GzDecoder::new(&bytes[..])
-                .read_to_end(&mut text)
-                .map_err(|error| ManifestError::Unreadable {
-                    archive: archive.clone(),
-                    name: name.clone(),
-                    reason: error.to_string(),
-                })?;
+            let read = flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut text);
             let id = |(ms, seq): (u64, u64)| format!("{ms}-{seq}");
             parts.push((
                 first,
                 ManifestPart {
-                    records: text.iter().filter(|&&byte| byte == b'\n').count() as u64,
+                    records: read
+                        .as_ref()
+                        .ok()
+                        .map(|_| text.iter().filter(|&&byte| byte == b'\n').count() as u64),
+                    // The decoder's words name no path: the same in every writer's bytes.
+                    damaged: read.err().map(|error| format!("not a gzip: {error}")),
                     bytes: bytes.len() as u64,
                     sha256: hex::encode(Sha256::digest(&bytes)),
                     name,
@@ -177,7 +174,7 @@ impl Archive {
         Ok(Some(Manifest {
             v: SCHEMA_VERSION,
             date: date.format("%Y-%m-%d").to_string(),
-            records: parts.iter().map(|part| part.records).sum(),
+            records: parts.iter().filter_map(|part| part.records).sum(),
             parts,
         }))
     }
@@ -188,7 +185,7 @@ impl Archive {
     /// the next version.
     ///
     /// # Errors
-    /// The store refusing the listing, a read or the write; a part that is no gzip;
+    /// The store refusing the listing, a read or the write;
     /// [`ManifestError::TooManyVersions`].
     pub async fn write_manifest(&self, date: NaiveDate) -> Result<ManifestWritten, ManifestError> {
         for version in 1..=MOST_VERSIONS {
@@ -206,6 +203,12 @@ impl Archive {
                     return Ok(ManifestWritten::Listed {
                         name,
                         parts: manifest.parts.len(),
+                        damaged: manifest
+                            .parts
+                            .into_iter()
+                            .filter(|part| part.damaged.is_some())
+                            .map(|part| part.name)
+                            .collect(),
                         written,
                     });
                 }
@@ -275,6 +278,7 @@ mod tests {
             name,
             parts: 2,
             written: Written::Now,
+            ..
         } = second
         else {
             panic!("{second:?}");
@@ -285,10 +289,45 @@ mod tests {
                 .expect("json");
         assert_eq!(read.records, 3);
         assert_eq!(read.parts[0].name, early);
-        assert_eq!(read.parts[0].records, 2);
+        assert_eq!(read.parts[0].records, Some(2));
         assert_eq!(read.parts[1].last, "1772964000000-0");
         let bytes = std::fs::read(directory.path().join(late)).expect("part");
         assert_eq!(read.parts[1].sha256, hex::encode(Sha256::digest(&bytes)));
         assert_eq!(read.parts[1].bytes, bytes.len() as u64);
+    }
+
+    #[tokio::test]
+    async fn a_damaged_part_is_listed_with_its_reason_and_keeps_no_day_from_its_manifest() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let archive = Archive::open(&ArchiveUrl::File(directory.path().to_owned())).expect("open");
+        let date = day(20_520).expect("a day");
+        let foreign =
+            "runs/v1/date=2026-03-08/hour=07/part-1772953200000-0-1772953200000-1.ndjson.gz";
+        archive
+            .put_new(foreign, b"not a part".to_vec())
+            .await
+            .expect("foreign object");
+        let written = archive.write_manifest(date).await.expect("manifest");
+        let ManifestWritten::Listed { name, damaged, .. } = written else {
+            panic!("{written:?}");
+        };
+        assert_eq!(damaged, vec![foreign.to_owned()]);
+        let read: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(directory.path().join(&name)).expect("read"))
+                .expect("json");
+        let part = &read["parts"][0];
+        assert_eq!(read["records"], 0);
+        assert!(part.get("records").is_none(), "{read:#}");
+        assert!(
+            part["damaged"]
+                .as_str()
+                .is_some_and(|reason| reason.starts_with("not a gzip")),
+            "{read:#}"
+        );
+        assert_eq!(part["bytes"], 10);
+        assert_eq!(
+            part["sha256"],
+            hex::encode(Sha256::digest(b"not a part")).as_str()
+        );
     }
 }

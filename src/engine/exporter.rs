@@ -232,8 +232,23 @@ impl Exporter {
             // A day no date is: no part was ever named by it.
             None => ManifestWritten::Empty,
         };
-        if let ManifestWritten::Listed { name, parts, .. } = &written {
+        if let ManifestWritten::Listed {
+            name,
+            parts,
+            damaged,
+            written,
+        } = &written
+        {
             tracing::debug!(manifest = %name, parts, "day's manifest written");
+            // Once: by the exporter that wrote the manifest, not those that find it written.
+            if *written == Written::Now && !damaged.is_empty() {
+                tracing::warn!(
+                    manifest = %name,
+                    damaged = damaged.join(","),
+                    "a day's manifest lists parts that cannot be read back (damaged, or put \
+                     there by something else): see their `damaged` reason in the manifest"
+                );
+            }
         }
         self.store.forget_archive_day(days).await?;
         Ok(Some(written))
