@@ -2,7 +2,8 @@
 -- given and did not acknowledge within `idle` (it died, or the archive refused it): the same
 -- records as recorded when it was first given, so that it is written again under the same name
 -- with the same bytes. Else, once a part is due to close, the next records no exporter was given
--- (at most `max`, all of one hour of their ids), recorded in `archive-parts` before the call
+-- (at most `max`, and past the first no more than `max_bytes` of fields and values, all of one
+-- hour of their ids), recorded in `archive-parts` before the call
 -- returns, so before any of them is written. Makes the consumer group on first use.
 --
 -- KEYS[1] archive        stream  the outbox: one record per outcome (record_outcome in common.lua)
@@ -16,6 +17,8 @@
 -- ARGV[5] idle, ms: a part given that long ago and not acknowledged is given again
 -- ARGV[6] '1' to close a part whatever its age (a stopping replica writes what there is)
 -- ARGV[7] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[8] most bytes of a part's records (their fields' names and values): a part holds at
+--         least one record, however large
 --
 -- Returns {'PART', first id, last id, records} with records a list of {id, {field, value, ...}},
 -- {'WAIT', ms until the next part closes}, or {'NONE'} when no record waits.
@@ -24,8 +27,9 @@ check_types('take_archive_part', KEYS, {'stream', 'hash'})
 local archive, parts = KEYS[1], KEYS[2]
 local group, consumer = ARGV[1], ARGV[2]
 local max, age, idle = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if not max or max < 1 or not age or not idle then
-  return redis.error_reply('ERR take_archive_part: max, age and idle must be numbers, max at least 1')
+local max_bytes = tonumber(ARGV[8])
+if not max or max < 1 or not age or not idle or not max_bytes then
+  return redis.error_reply('ERR take_archive_part: max, age, idle and max_bytes must be numbers, max at least 1')
 end
 local force = ARGV[6] == '1'
 local now = now_ms(ARGV[7])
@@ -101,6 +105,20 @@ if not force and now < closes_ms and waiting and waiting < max then
   return {'WAIT', closes_ms - now}
 end
 local records = one_hour(redis.call('XRANGE', archive, '(' .. delivered, '+', 'COUNT', max))
+-- Bounded in bytes too, so that a few large payloads make no part (nor an exporter's memory)
+-- larger than the bound.
+local bytes = 0
+for i, record in ipairs(records) do
+  for _, value in ipairs(record[2]) do
+    bytes = bytes + #value
+  end
+  if i > 1 and bytes > max_bytes then
+    for j = #records, i, -1 do
+      records[j] = nil
+    end
+    break
+  end
+end
 -- Nothing ran since the range was read: the group hands out exactly those records.
 records = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', #records, 'STREAMS', archive,
   '>')[1][2]

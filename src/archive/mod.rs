@@ -421,8 +421,8 @@ impl Archive {
 /// How long one request to an S3 store may take, unless `AWS_TIMEOUT` says otherwise (where
 /// `object_store` would allow 30 s): a store that stopped answering fails the exporter's tick
 /// within it (the part is written again next tick), where no limit would hold the exporter, and
-/// a stopping replica, for good. A part is at most 1,000 gzipped records, a few MB at the
-/// largest payloads. Connecting is bounded by `object_store`'s own 5 s.
+/// a stopping replica, for good. A part is at most 1,000 records and 16 MiB of them before
+/// gzip. Connecting is bounded by `object_store`'s own 5 s.
 pub const S3_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The S3 store of `bucket`, configured from the environment, its requests bounded and its

@@ -25,6 +25,9 @@ pub struct ExporterConfig {
     pub replica_id: String,
     /// Most records in a part.
     pub part_records: usize,
+    /// Most bytes of records (their fields' names and values) in a part, past its first
+    /// record: a few large payloads make no part, nor the exporter's memory, larger than this.
+    pub part_bytes: usize,
     /// A part closes once its first record is this old, so that a quiet namespace's outcomes
     /// reach the archive within about this long (a part also closes at the end of its hour).
     pub part_age: Duration,
@@ -46,6 +49,7 @@ impl ExporterConfig {
             namespace: namespace.to_owned(),
             replica_id: replica_id.to_owned(),
             part_records: 1_000,
+            part_bytes: PART_BYTES,
             part_age: Duration::from_secs(60),
             claim_after: Duration::from_secs(60),
             max_sleep: Duration::from_secs(1),
@@ -53,6 +57,9 @@ impl ExporterConfig {
         }
     }
 }
+
+/// Most bytes of records in a part, by default: 16 MiB.
+pub const PART_BYTES: usize = 16 << 20;
 
 /// How often an exporter that archives no part looks for a day to write the manifest of: a
 /// day closes when its last part is archived, which is looked for at once, or when it ends
@@ -154,6 +161,7 @@ impl Exporter {
                     self.config.part_age,
                     self.config.claim_after,
                     close,
+                    self.config.part_bytes,
                 )
                 .await?
             {

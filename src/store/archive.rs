@@ -149,7 +149,8 @@ impl Store {
     /// The next part to write (see `take_archive_part.lua`): first a part an exporter was given
     /// `idle` ago or longer and did not acknowledge, whole; else, when one closes (`max`
     /// records, its first one `age` old, its hour over, or `close` for a stopping replica), the
-    /// next records no exporter was given.
+    /// next records no exporter was given, past the first no more than `max_bytes` of fields
+    /// and values.
     ///
     /// # Errors
     /// Redis errors, or a reply the script does not give.
@@ -160,6 +161,7 @@ impl Store {
         age: Duration,
         idle: Duration,
         close: bool,
+        max_bytes: usize,
     ) -> Result<ArchiveTake, StoreError> {
         const OPERATION: &str = "take_archive_part";
         let values: Vec<Value> = scripts::TAKE_ARCHIVE_PART
@@ -172,6 +174,7 @@ impl Store {
             .arg(millis(idle))
             .arg(if close { "1" } else { "0" })
             .arg(self.now_arg())
+            .arg(max_bytes)
             .invoke_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, OPERATION)?;

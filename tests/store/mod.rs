@@ -2,6 +2,7 @@
 //! state and this call, expect that state. Time-based decisions use a frozen clock
 //! (`Store::with_frozen_clock`).
 
+mod archiving;
 mod claiming;
 mod clock;
 mod connection;
