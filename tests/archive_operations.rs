@@ -2,8 +2,7 @@
 //! its parts on disk, a replica running without `--archive` when the namespace starts archiving
 //! records for it from its next heartbeat, an archive that refuses parts is said from the first
 //! refusal to the next part written, a foreign object named like a part is listed as damaged,
-//! and the archive stopped as docs/operations.md says leaves
-//! no run record without an expiry.
+//! and the archive stopped as docs/operations.md says leaves no run record without an expiry.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

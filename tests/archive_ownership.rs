@@ -1,8 +1,8 @@
-//! Who an archive belongs to, with real replicas: a namespace archives to one archive, and a
-//! replica told another is refused at start rather than taking the namespace over, and the
-//! namespace's mark deleted while replicas export is written back, an archive belongs to one
-//! namespace, and a URL holding
-//! credentials is refused without being repeated.
+//! Who an archive belongs to and what `run --archive` refuses, with real replicas: a namespace
+//! archives to one archive and a replica told another is refused at start, the namespace's
+//! mark deleted while replicas export is written back, an archive belongs to one namespace, a
+//! URL holding credentials is refused without being repeated, and `--archive-part-age` is
+//! refused without `--archive` or under a second.
 
 use std::time::Duration;
 
@@ -209,4 +209,31 @@ fn an_archive_belongs_to_one_namespace() {
         );
     }
     stop(vec![first]);
+}
+
+/// `--archive-part-age` without `--archive`, or shorter than a second, is refused with a
+/// message saying why, where the first was ignored and the second taken.
+#[test]
+fn an_archive_part_age_without_archive_or_of_zero_is_refused() {
+    let scenario = Scenario::new();
+    let url = format!("file://{}", scenario.dir.path().join("archive").display());
+    let alone = cli(
+        &scenario.server,
+        scenario.dir.path(),
+        &["run", "--archive-part-age", "5s"],
+    );
+    assert_eq!(alone.code, Some(2), "{}", alone.stderr);
+    assert!(alone.stderr.contains("--archive <URL>"), "{}", alone.stderr);
+    let zero = cli(
+        &scenario.server,
+        scenario.dir.path(),
+        &["run", "--archive", &url, "--archive-part-age", "0s"],
+    );
+    assert_eq!(zero.code, Some(2), "{}", zero.stderr);
+    assert!(
+        zero.stderr.contains("shorter than a second"),
+        "{}",
+        zero.stderr
+    );
+    assert_eq!(marker(&scenario), None);
 }

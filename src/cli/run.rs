@@ -102,7 +102,7 @@ pub(super) struct RunArgs {
     /// With --archive: a part of the archive is written once its first outcome is this old
     /// (or it holds 1,000, or its hour is over), so a quiet namespace's outcomes reach the
     /// archive within about this long.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = part_age, requires = "archive")]
     archive_part_age: Duration,
 }
 
@@ -199,6 +199,18 @@ fn lease(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?} is shorter than the shortest lease, 1s"));
     }
     Ok(lease)
+}
+
+/// Reads `--archive-part-age`: a part written as soon as its first outcome is recorded would
+/// hold one outcome, so no age shorter than a second is taken.
+fn part_age(text: &str) -> Result<Duration, String> {
+    let age = humantime::parse_duration(text).map_err(|error| format!("{text:?}: {error}"))?;
+    if age < Duration::from_secs(1) {
+        return Err(format!(
+            "{text:?} is shorter than a second: a part would hold one outcome"
+        ));
+    }
+    Ok(age)
 }
 
 /// Reads a queue of `--queues`, named as queues are in schedule files.
