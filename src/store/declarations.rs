@@ -16,7 +16,6 @@ use sha2::{Digest, Sha256};
 use super::During;
 use super::damage::Entry;
 use super::damaged_names::{NameIndex, readable_hash, readable_names};
-use super::definition_hashes::hashes_of;
 use super::reply::reply_error;
 use super::{Store, StoreError, millis, scripts};
 use crate::schedule::Job;
@@ -485,13 +484,7 @@ impl Store {
             .await;
         match read {
             Err(error) if self.definition_hashes_refused(&error).await? => {
-                let defs: Vec<(Entry, Entry)> = self
-                    .connection
-                    .clone()
-                    .hgetall(self.keys.defs())
-                    .await
-                    .during(&self.metrics, OPERATION)?;
-                Ok(hashes_of(&readable(NameIndex::Definitions, defs)))
+                self.hashes_of_definitions(OPERATION).await
             }
             read => Ok(readable(
                 NameIndex::DefinitionHashes,

@@ -49,6 +49,29 @@ impl Store {
         Ok(!matches!(found.as_str(), "hash" | "none"))
     }
 
+    /// The content hash of every definition `defs` holds, by job: what `def-hashes` would hold,
+    /// for readers and the leader when that key is of another type.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub(super) async fn hashes_of_definitions(
+        &self,
+        operation: &'static str,
+    ) -> Result<HashMap<String, String>, StoreError> {
+        let defs: Vec<(Entry, Entry)> = self
+            .connection
+            .clone()
+            .hgetall(self.keys.defs())
+            .await
+            .during(&self.metrics, operation)?;
+        // A name that is not UTF-8 is no job: the reapers remove it.
+        Ok(hashes_of(&readable_hash(
+            NameIndex::Definitions,
+            defs,
+            &mut Vec::new(),
+        )))
+    }
+
     /// Replaces a `def-hashes` of another type with the content hash of every definition `defs`
     /// holds, in one transaction: what the leader's write of definitions does when Redis
     /// refused their hashes (the definitions themselves were written, a transaction running
@@ -58,16 +81,12 @@ impl Store {
     /// Redis errors.
     pub(super) async fn replace_definition_hashes(&self) -> Result<(), StoreError> {
         const OPERATION: &str = "replace_definition_hashes";
-        let defs: Vec<(Entry, Entry)> = self
-            .connection
-            .clone()
-            .hgetall(self.keys.defs())
-            .await
-            .during(&self.metrics, OPERATION)?;
-        // A name that is not UTF-8 is no job: the reapers remove it.
-        let defs = readable_hash(NameIndex::Definitions, defs, &mut Vec::new());
         let key = self.keys.def_hashes();
-        let hashes: Vec<(String, String)> = hashes_of(&defs).into_iter().collect();
+        let hashes: Vec<(String, String)> = self
+            .hashes_of_definitions(OPERATION)
+            .await?
+            .into_iter()
+            .collect();
         let mut pipe = redis::pipe();
         pipe.atomic().del(&key).ignore();
         for batch in hashes.chunks(FIELD_BATCH) {
