@@ -50,6 +50,20 @@ fn parts_on_disk(archive: &std::path::Path, date: &str) -> BTreeMap<String, (u64
     parts
 }
 
+/// A day, in milliseconds.
+const DAY_MS: i64 = 86_400_000;
+
+/// The start of yesterday (UTC) on Redis's clock, in milliseconds, and its date as the
+/// archive's folders name it: a day that is closed, since a day cannot be waited for.
+fn yesterday(scenario: &Scenario) -> (i64, String) {
+    let yesterday_ms = (scenario.redis_now_ms() / DAY_MS - 1) * DAY_MS;
+    let date = chrono::DateTime::from_timestamp_millis(yesterday_ms)
+        .expect("a date")
+        .format("%Y-%m-%d")
+        .to_string();
+    (yesterday_ms, date)
+}
+
 #[test]
 fn a_closed_day_gets_a_manifest_that_matches_its_parts_on_disk() {
     let scenario = Scenario::new();
@@ -58,12 +72,7 @@ fn a_closed_day_gets_a_manifest_that_matches_its_parts_on_disk() {
     scenario.write_jobs(&scenario.every_second_job());
     // Yesterday's outcomes, as a replica of yesterday left them in the outbox (the ids Redis
     // gave them then): three at 05:00, two at 06:00. A day cannot be waited for.
-    const DAY_MS: i64 = 86_400_000;
-    let yesterday_ms = (scenario.redis_now_ms() / DAY_MS - 1) * DAY_MS;
-    let date = chrono::DateTime::from_timestamp_millis(yesterday_ms)
-        .expect("a date")
-        .format("%Y-%m-%d")
-        .to_string();
+    let (yesterday_ms, date) = yesterday(&scenario);
     let mut connection = scenario.server.connection();
     for (hour, n) in [(5, 0), (5, 1), (5, 2), (6, 0), (6, 1)] {
         let id = format!("{}-{n}", yesterday_ms + hour * 3_600_000);
@@ -447,12 +456,7 @@ fn a_foreign_object_named_like_a_part_is_listed_as_damaged_in_its_days_manifest(
     let archive = scenario.dir.path().join("archive");
     let url = format!("file://{}", archive.display());
     scenario.write_jobs(&scenario.every_second_job());
-    const DAY_MS: i64 = 86_400_000;
-    let yesterday_ms = (scenario.redis_now_ms() / DAY_MS - 1) * DAY_MS;
-    let date = chrono::DateTime::from_timestamp_millis(yesterday_ms)
-        .expect("a date")
-        .format("%Y-%m-%d")
-        .to_string();
+    let (yesterday_ms, date) = yesterday(&scenario);
     let id = format!("{}-0", yesterday_ms + 5 * 3_600_000);
     let _: String = redis::cmd("XADD")
         .arg(keys().archive())
