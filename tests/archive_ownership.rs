@@ -10,6 +10,7 @@ use redis::Commands;
 
 use crate::util::archive::stop;
 use crate::util::scenario::Scenario;
+use crate::util::web::WebProcess;
 use crate::util::{cli, keys, one_document, wait_until};
 
 /// Where the namespace says it archives.
@@ -148,7 +149,7 @@ fn an_archive_url_with_credentials_is_refused_without_repeating_them() {
 /// An archive belongs to the namespace whose replica first exported to it: a replica of
 /// another namespace given the same archive refuses to start, and `history --archive` and
 /// `runs show --archive` of another namespace refuse it, naming its namespace and a prefix
-/// per namespace.
+/// per namespace, and so does the console when the namespace's mark names it.
 #[test]
 fn an_archive_belongs_to_one_namespace() {
     let scenario = Scenario::new();
@@ -208,6 +209,35 @@ fn an_archive_belongs_to_one_namespace() {
             read.stderr
         );
     }
+    // The namespace's mark naming the other's archive (edited by hand, or brought back by a
+    // restore): the console refuses to show the other namespace's runs as this one's.
+    let _: () = scenario
+        .server
+        .connection()
+        .set(keys().archive_marker(), &url)
+        .expect("SET");
+    let console = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
+    let run = "tick@1700000000000";
+    let api = console.get(&format!("/api/v1/runs/{run}"));
+    assert_eq!(api.status, 503, "{}", api.body);
+    assert_eq!(
+        api.json()["error"]["code"],
+        "archive-unavailable",
+        "{}",
+        api.body
+    );
+    assert!(
+        api.body.contains("the archive of another namespace"),
+        "{}",
+        api.body
+    );
+    let page = console.get(&format!("/runs/{run}"));
+    assert_eq!(page.status, 503, "{}", page.body);
+    assert!(
+        page.body.contains("the archive of another namespace"),
+        "{}",
+        page.body
+    );
     stop(vec![first]);
 }
 

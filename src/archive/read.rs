@@ -71,6 +71,9 @@ pub enum ReadFailure {
     Damaged,
     /// The store did not answer as a store does: out of reach, timed out, or failing itself.
     Unreachable,
+    /// The archive belongs to another namespace (its `runs/v1/namespace.json`), whose runs
+    /// are not this one's.
+    OtherNamespace,
 }
 
 impl std::fmt::Display for ReadFailure {
@@ -79,6 +82,7 @@ impl std::fmt::Display for ReadFailure {
             Self::Unreadable => "unreadable",
             Self::Damaged => "damaged",
             Self::Unreachable => "store unreachable",
+            Self::OtherNamespace => "the archive of another namespace",
         })
     }
 }
@@ -88,7 +92,7 @@ impl ReadError {
     pub fn failure(&self) -> ReadFailure {
         match self {
             Self::Open(ArchiveError::Differs { .. }) | Self::Damaged { .. } => ReadFailure::Damaged,
-            Self::Open(ArchiveError::OtherNamespace { .. }) => ReadFailure::Unreadable,
+            Self::Open(ArchiveError::OtherNamespace { .. }) => ReadFailure::OtherNamespace,
             Self::Open(ArchiveError::BadUrl { .. } | ArchiveError::Credentials { .. })
             | Self::Missing { .. } => ReadFailure::Unreadable,
             Self::Open(ArchiveError::Store { .. }) | Self::Marker(_) => ReadFailure::Unreachable,

@@ -354,8 +354,9 @@ pub(super) async fn run(
 /// no record of it. A damaged part met on the way is logged, and the others read.
 ///
 /// # Errors
-/// `archive-unavailable` (503) when the archive cannot be opened or read, or when the run is in
-/// none of its readable parts and some part where it may be is damaged; Redis's errors.
+/// `archive-unavailable` (503) when the archive cannot be opened or read, belongs to another
+/// namespace, or when the run is in none of its readable parts and some part where it may be
+/// is damaged; Redis's errors.
 pub(crate) async fn archived_run(
     state: &WebState,
     id: &str,
@@ -379,6 +380,12 @@ pub(crate) async fn archived_run(
     else {
         return Ok(None);
     };
+    // `{ns}:archive-to` edited by hand, or brought back by a restore, may name the archive of
+    // another namespace, whose runs would be shown as this one's.
+    reader
+        .check_owner(state.namespace())
+        .await
+        .map_err(unavailable)?;
     let mut damage = Vec::new();
     let found = reader
         .run(id, |error: ReadError| {
