@@ -1,6 +1,7 @@
 //! The archive (`run --archive file:///DIR`): every outcome Redis records is written once into
 //! the archive, by real replicas, through a `kill -9` between a part's write and its
-//! acknowledgement, a leader change and a Redis restart mid-export (the scenarios the S3
+//! acknowledgement, a leader change, a Redis restart and a Redis restored from an older copy
+//! mid-export (the scenarios the S3
 //! archive runs too, in tests/util/archive.rs), and no run's record leaves Redis before the
 //! archive has it. Compared with what Redis recorded (the events stream) and with a ledger the
 //! jobs write outside Redis.
@@ -14,7 +15,7 @@ use serde_json::Value;
 use crate::util::archive::{
     FileArchive, Leaves, archived, assert_archived_once,
     killed_exporter_between_write_and_acknowledgement, leader_change_mid_export, outbox,
-    recorded_outcomes, redis_restart_mid_export, stop,
+    recorded_outcomes, redis_restart_mid_export, redis_restored_mid_export, stop,
 };
 use crate::util::replica::ReplicaProcess;
 use crate::util::scenario::Scenario;
@@ -309,4 +310,9 @@ fn a_leader_stopped_mid_export_loses_and_repeats_no_outcome() {
 #[test]
 fn a_redis_restart_mid_export_loses_and_repeats_no_outcome() {
     redis_restart_mid_export(&FileArchive::new());
+}
+
+#[test]
+fn a_redis_restored_from_an_older_copy_mid_export_repeats_no_outcome() {
+    redis_restored_mid_export(&FileArchive::new());
 }

@@ -547,7 +547,7 @@ fn a_damaged_part_is_named_and_the_others_are_read() {
 fn readme_jq_query() -> String {
     include_str!("../README.md")
         .lines()
-        .skip_while(|line| *line != "# jq, over the files")
+        .skip_while(|line| !line.starts_with("# jq, over the files"))
         .skip(1)
         .take_while(|line| !line.starts_with("```"))
         .collect::<Vec<_>>()
@@ -582,6 +582,31 @@ fn the_readmes_jq_query_finds_every_run_of_backup_db_that_failed_for_good_last_q
                 + &line("other@1", "other", "dead", february)),
         ),
     );
+    // A damaged part, cut short in the middle of a line, read before another part of the
+    // quarter: what it holds whole is read, and the next part's first line is not lost.
+    let many: String = (0..200)
+        .map(|run| line(&format!("filler@{run}"), "filler", "succeeded", february))
+        .collect();
+    let whole = gzipped(&many);
+    write_part(
+        &archive,
+        &format!("runs/v1/date=2026-02-10/hour=03/part-{february}-4-{february}-9.ndjson.gz"),
+        &whole[..whole.len() / 2],
+    );
+    write_part(
+        &archive,
+        &format!(
+            "runs/v1/date=2026-02-10/hour=04/part-{}-0-{}-0.ndjson.gz",
+            february + 3_600_000,
+            february + 3_600_000
+        ),
+        &gzipped(&line(
+            "backup-db@5",
+            "backup-db",
+            "dead",
+            february + 3_600_000,
+        )),
+    );
     write_part(
         &archive,
         &format!("runs/v1/date=2026-04-01/hour=03/part-{april}-0-{april}-0.ndjson.gz"),
@@ -605,5 +630,5 @@ fn the_readmes_jq_query_finds_every_run_of_backup_db_that_failed_for_good_last_q
             record["id"].as_str().expect("id").to_owned()
         })
         .collect();
-    assert_eq!(found, ["backup-db@1"]);
+    assert_eq!(found, ["backup-db@1", "backup-db@5"]);
 }

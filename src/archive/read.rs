@@ -2,6 +2,7 @@
 //! read whole and alone (so that memory holds one part however long the range), and the
 //! outcomes that `history --archive` finds there, newest first; and one run found by its id.
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 
 use chrono::{DateTime, Days, NaiveDate, Utc};
@@ -129,6 +130,11 @@ pub struct Listed {
     pub name: String,
     /// Its first record's outbox id, as (ms, sequence).
     pub first: (u64, u64),
+    /// Whether its range overlaps another part's of the day: both may hold the same outcomes,
+    /// which happens only once Redis went back in time (restored from an older copy, failed
+    /// over to a replica that lagged) and gave again records an exporter had archived, cut
+    /// into other parts.
+    pub overlaps: bool,
 }
 
 /// What one part holds: the records read, oldest first, and what could not be read.
@@ -258,16 +264,36 @@ impl Reader {
             .try_collect()
             .await
             .map_err(|source| self.failed("list", prefix.as_ref(), source))?;
-        let mut parts: Vec<Listed> = objects
+        let mut ranges: Vec<(Listed, (u64, u64))> = objects
             .into_iter()
             .filter_map(|object| {
                 let name = object.location.to_string();
-                let (first, _) = range_of(object.location.filename()?)?;
-                Some(Listed { name, first })
+                let (first, last) = range_of(object.location.filename()?)?;
+                let listed = Listed {
+                    name,
+                    first,
+                    overlaps: false,
+                };
+                Some((listed, last))
             })
             .collect();
-        parts.sort_by_key(|part| part.first);
-        Ok(parts)
+        ranges.sort_by_key(|(part, last)| (part.first, *last));
+        // In order of their first ids, a part overlaps one before it when it starts at or below
+        // the furthest end so far, and then that one overlaps it.
+        let mut furthest: Option<(usize, (u64, u64))> = None;
+        for index in 0..ranges.len() {
+            let (first, last) = (ranges[index].0.first, ranges[index].1);
+            if let Some((before, end)) = furthest
+                && first <= end
+            {
+                ranges[index].0.overlaps = true;
+                ranges[before].0.overlaps = true;
+            }
+            if furthest.is_none_or(|(_, end)| last > end) {
+                furthest = Some((index, last));
+            }
+        }
+        Ok(ranges.into_iter().map(|(part, _)| part).collect())
     }
 
     /// Every record of `part`. A line that is no record is reported and skipped; a part that
@@ -306,6 +332,8 @@ impl Reader {
             days: None,
             parts: Vec::new(),
             records: Vec::new(),
+            overlapping: false,
+            given: HashSet::new(),
             damage: Vec::new(),
         }
     }
@@ -324,6 +352,11 @@ pub struct NewestFirst<'a> {
     parts: Vec<Listed>,
     /// The records of the part being read, oldest first.
     records: Vec<Document>,
+    /// Whether the part being read overlaps another ([`Listed::overlaps`]).
+    overlapping: bool,
+    /// The events of the day's overlapping parts given so far: an outcome two of them hold is
+    /// given once. Empty while no part overlaps, as it is unless Redis went back in time.
+    given: HashSet<String>,
     /// The damage met in the part being read, last met first.
     damage: Vec<ReadError>,
 }
@@ -343,9 +376,16 @@ impl NewestFirst<'_> {
                 {
                     continue;
                 }
+                if self.overlapping
+                    && let Some(event) = &record.event
+                    && !self.given.insert(event.clone())
+                {
+                    continue;
+                }
                 return Some(Ok(record));
             }
             if let Some(part) = self.parts.pop() {
+                self.overlapping = part.overlaps;
                 let mut read = match self.reader.read(&part).await {
                     Ok(read) => read,
                     Err(error) => return Some(Err(error)),
@@ -384,6 +424,8 @@ impl NewestFirst<'_> {
                 }
             };
             let day = days.pop()?;
+            // Parts overlap within an hour (a part holds one), so within a day.
+            self.given.clear();
             match self.reader.parts(day).await {
                 Ok(parts) => self.parts = parts,
                 Err(error) => return Some(Err(error)),
@@ -597,6 +639,67 @@ mod tests {
                 .await
                 .expect("read")
                 .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_outcome_two_overlapping_parts_hold_is_read_once() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let url = ArchiveUrl::File(directory.path().join("archive"));
+        let archive = Archive::open(&url).expect("open");
+        let record = |id: &str| ArchiveRecord {
+            id: id.to_owned(),
+            fields: [
+                ("event", id.to_owned()),
+                ("run", format!("backup@{id}")),
+                ("state", "succeeded".to_owned()),
+            ]
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value.into_bytes()))
+            .collect(),
+        };
+        let part = |ids: &[&str]| ArchivePart {
+            first: ids[0].to_owned(),
+            last: ids[ids.len() - 1].to_owned(),
+            records: ids.iter().map(|id| record(id)).collect(),
+        };
+        // The second cut again from a Redis gone back in time, with a record more; the third
+        // after both.
+        for ids in [
+            &["1772953200000-0", "1772953200001-0"][..],
+            &["1772953200000-0", "1772953200001-0", "1772953200002-0"][..],
+            &["1772953200003-0"][..],
+        ] {
+            let part = part(ids);
+            archive
+                .put_new(&name(&part), encode(&part))
+                .await
+                .expect("write");
+        }
+        let reader = Reader::open(&url).expect("read");
+        let day = NaiveDate::from_ymd_opt(2026, 3, 8).expect("a day");
+        let overlaps: Vec<bool> = reader
+            .parts(day)
+            .await
+            .expect("list")
+            .iter()
+            .map(|part| part.overlaps)
+            .collect();
+        assert_eq!(overlaps, [true, true, false]);
+        let mut newest = reader.newest_first(None, None);
+        let mut read = Vec::new();
+        while let Some(record) = newest.next().await {
+            read.push(record.expect("a record").event.unwrap_or_default());
+        }
+        read.sort();
+        assert_eq!(
+            read,
+            [
+                "1772953200000-0",
+                "1772953200001-0",
+                "1772953200002-0",
+                "1772953200003-0"
+            ]
         );
     }
 }

@@ -4,7 +4,7 @@
 //! once and every run of the ledger, the replicas that wrote them stopped as a service manager
 //! stops them, and the scenarios run the same against either store.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -513,4 +513,120 @@ pub fn redis_restart_mid_export(store: &impl ArchiveStore) {
     let ran = scenario.ledger().len();
     assert!(ran >= 10, "{ran} runs in the ledger\n{logs}");
     assert_ledger_archived(&scenario, &records);
+}
+
+/// Two replicas export to `store`; Redis is restored from a copy taken while records waited
+/// that no exporter had been given, so the parts that archived them after the copy are cut
+/// again from the restored outbox, most often with other records around them: every outcome
+/// the restored Redis recorded is archived, and `history --archive` reading the archive alone
+/// shows each outcome once, though two parts may hold it. The outcomes recorded between the
+/// copy and the restore are lost with Redis's data, archived before it.
+pub fn redis_restored_mid_export(store: &FileArchive) {
+    let mut scenario = Scenario::new();
+    // Outcomes every few milliseconds, so that a part cut again from the restored outbox holds
+    // other records than the part that archived its first.
+    let jobs: String = (0..6)
+        .map(|job| {
+            format!(
+                "[jobs.tick{job}]\nschedule = \"* * * * * *\"\noverlap = \"allow\"\n\
+                 command = \"sleep 0.0{job}; {}\"\n\n",
+                scenario.record("")
+            )
+        })
+        .collect();
+    scenario.write_jobs(&jobs);
+    let replicas: Vec<ReplicaProcess> = ["r1", "r2"]
+        .into_iter()
+        .map(|id| archiving_replica(&scenario, store, id, &[], &[]))
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(60), || store.archived().len() >= 3),
+        "nothing archived\n{}\n{}",
+        ReplicaProcess::logs(&replicas),
+        store.log()
+    );
+    // Records the group has not given to an exporter: `lag` of `XINFO GROUPS`.
+    let waiting_ungiven = |connection: &mut redis::Connection| -> i64 {
+        let groups: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(keys().archive())
+            .query(connection)
+            .expect("XINFO GROUPS");
+        groups
+            .first()
+            .and_then(|group| match group.get("lag") {
+                Some(redis::Value::Int(lag)) => Some(*lag),
+                _ => None,
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || scenario
+            .server
+            .snapshot(waiting_ungiven)
+            > 0),
+        "no copy of Redis with records waiting\n{}",
+        ReplicaProcess::logs(&replicas)
+    );
+    // The records the copy holds unarchived are archived from the Redis that goes on.
+    let copied_ms = scenario.redis_now_ms();
+    assert_archived_after(store, copied_ms, "the copy", &replicas);
+    scenario.server.restore_snapshot(Duration::from_secs(1));
+    assert_archived_after(store, scenario.redis_now_ms(), "the restore", &replicas);
+    let logs = stop(replicas);
+    assert_eq!(outbox(&scenario), (0, 0), "left in the outbox\n{logs}");
+    let records = store.archived();
+    let outcome = |document: &Value| {
+        (
+            document["id"].as_str().unwrap_or_default().to_owned(),
+            document["at_ms"].as_i64().unwrap_or_default(),
+            document["outcome"].as_str().unwrap_or_default().to_owned(),
+            document["attempt"].as_i64().unwrap_or_default(),
+        )
+    };
+    let archived: BTreeMap<String, _> = records
+        .iter()
+        .map(|(_, record)| {
+            let event = record["event"]
+                .as_str()
+                .expect("every record names its event");
+            (event.to_owned(), outcome(record))
+        })
+        .collect();
+    let missing: Vec<_> = recorded_outcomes(&scenario)
+        .into_iter()
+        .filter(|(id, _)| !archived.contains_key(id))
+        .collect();
+    assert!(missing.is_empty(), "not archived: {missing:?}\n{logs}");
+    // Read from the archive alone: Redis's outcomes would hide a repeated one.
+    let _: () = scenario
+        .server
+        .connection()
+        .del(keys().events())
+        .expect("DEL");
+    let url = store.url();
+    let read = super::cli(
+        &scenario.server,
+        scenario.dir.path(),
+        &["history", "--archive", &url, "-n", "100000", "--json"],
+    );
+    assert_eq!(read.code, Some(0), "{}", read.stderr);
+    let mut shown: BTreeMap<_, usize> = BTreeMap::new();
+    for run in super::one_document(&read.stdout)["runs"]
+        .as_array()
+        .expect("runs")
+    {
+        *shown.entry(outcome(run)).or_default() += 1;
+    }
+    let twice: Vec<_> = shown.iter().filter(|(_, count)| **count > 1).collect();
+    assert!(twice.is_empty(), "shown more than once: {twice:?}");
+    let distinct: BTreeSet<_> = archived.into_values().collect();
+    assert_eq!(
+        shown.len(),
+        distinct.len(),
+        "{} outcomes in {} records of the archive, {} shown",
+        distinct.len(),
+        records.len(),
+        shown.len()
+    );
 }

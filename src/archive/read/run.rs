@@ -58,7 +58,14 @@ impl Reader {
                     records: Vec::new(),
                     part: String::new(),
                 });
-                run.records.extend(records);
+                // Overlapping parts (`Listed::overlaps`) may hold an outcome twice.
+                for record in records {
+                    let again = record.event.is_some()
+                        && run.records.iter().any(|kept| kept.event == record.event);
+                    if !again {
+                        run.records.push(record);
+                    }
+                }
                 run.part = part.name;
             }
             // A run ended is read to the end of that day: a re-drive after its death is an
@@ -89,8 +96,23 @@ impl ArchivedRun {
             .is_some_and(|state| state != RunState::Retrying)
     }
 
+    /// Its last outcome: the latest record, but a fire skipped after the run succeeded, which
+    /// only a Redis gone back in time records (restored from an older copy, it finds the fire
+    /// it no longer knows ran, and skips it as missed), does not hide that it succeeded.
     fn last(&self) -> Option<&Document> {
-        self.records.iter().max_by_key(|record| event_place(record))
+        let latest = self
+            .records
+            .iter()
+            .max_by_key(|record| event_place(record))?;
+        if latest.outcome.as_deref() != Some(RunState::Skipped.as_str()) {
+            return Some(latest);
+        }
+        let succeeded = self
+            .records
+            .iter()
+            .filter(|record| record.outcome.as_deref() == Some(RunState::Succeeded.as_str()))
+            .max_by_key(|record| event_place(record));
+        Some(succeeded.unwrap_or(latest))
     }
 
     /// The fields a run's record in Redis would hold at its last outcome, as `runs show` and the
@@ -182,4 +204,48 @@ pub fn born_ms(id: &str) -> Option<i64> {
     }
     let (seconds, nanos) = uuid.get_timestamp()?.to_unix();
     i64::try_from(seconds * 1000 + u64::from(nanos / 1_000_000)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(outcome: &str, event: &str, reason: Option<&str>) -> Document {
+        serde_json::from_value(serde_json::json!({
+            "v": 1, "id": "backup@1796693502000", "job": "backup", "outcome": outcome,
+            "event": event, "reason": reason, "at_ms": 1_796_693_502_000_i64,
+        }))
+        .expect("a record")
+    }
+
+    #[test]
+    fn a_fire_skipped_after_its_run_succeeded_does_not_hide_the_success() {
+        let run = ArchivedRun {
+            records: vec![
+                record("succeeded", "1796693502100-0", None),
+                // Recorded by a Redis restored from a copy older than the success.
+                record("skipped", "1796693626895-0", Some("missed")),
+            ],
+            part: String::new(),
+        };
+        assert!(run.ended());
+        assert_eq!(run.fields()["state"], "succeeded");
+        // Both outcomes stay in its timeline.
+        assert_eq!(run.events().len(), 2);
+        // A fire only skipped is shown skipped.
+        let skipped = ArchivedRun {
+            records: vec![record("skipped", "1796693626895-0", Some("missed"))],
+            part: String::new(),
+        };
+        assert_eq!(skipped.fields()["state"], "skipped");
+        // A retry that ended dead is shown dead.
+        let dead = ArchivedRun {
+            records: vec![
+                record("retrying", "1796693502100-0", None),
+                record("dead", "1796693503100-0", None),
+            ],
+            part: String::new(),
+        };
+        assert_eq!(dead.fields()["state"], "dead");
+    }
 }
