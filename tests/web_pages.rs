@@ -30,6 +30,13 @@ fn links(html: &str) -> Vec<String> {
 #[test]
 fn the_overview_shows_the_leader_its_replicas_and_queues_in_the_layout() {
     let scenario = Scenario::new();
+    // A Redis set as the docs ask, so that nothing is to be warned of.
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut scenario.server.connection())
+        .expect("CONFIG SET");
     scenario.write_jobs(JOBS);
     let _replicas = scenario.replicas_with_a_leader(&["r1"], &[]);
     let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
@@ -80,9 +87,18 @@ fn the_overview_shows_the_leader_its_replicas_and_queues_in_the_layout() {
     assert_eq!(web.get("/assets/style-000000000000.css").status, 404);
 }
 
+/// A namespace no replica ran in, on a Redis without AOF and with an eviction policy: the
+/// overview says how to start, that the namespace may be the wrong one, and that Redis loses
+/// data, as `status` does.
 #[test]
 fn an_empty_namespace_says_how_to_start() {
     let scenario = Scenario::new();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .query(&mut scenario.server.connection())
+        .expect("CONFIG SET");
     let web = WebProcess::start(&scenario.server.url(), scenario.dir.path(), &[]);
     let page = web.get("/");
     assert_eq!(page.status, 200, "{}", page.body);
@@ -91,6 +107,9 @@ fn an_empty_namespace_says_how_to_start() {
         "No replica has beaten: start one",
         "No run waits in a queue.",
         "No run ended in the last 24 hours",
+        "No replica has run in namespace <strong>test</strong>",
+        "Redis is set to lose data: appendonly is off",
+        "Redis is set to lose data: maxmemory-policy is allkeys-lru",
     ] {
         assert!(
             page.body.contains(expected),
@@ -98,6 +117,29 @@ fn an_empty_namespace_says_how_to_start() {
             page.body
         );
     }
+    assert!(
+        !page.body.contains("None: every replica beats"),
+        "{}",
+        page.body
+    );
+    let status = crate::util::cli(&scenario.server, scenario.dir.path(), &["status"]);
+    assert!(
+        status
+            .stdout
+            .contains("REDIS LOSES DATA: appendonly is off")
+            && status
+                .stdout
+                .contains("REDIS LOSES DATA: maxmemory-policy is allkeys-lru"),
+        "{}",
+        status.stdout
+    );
+    let json = crate::util::cli(&scenario.server, scenario.dir.path(), &["status", "--json"]);
+    let document = crate::util::one_document(&json.stdout);
+    assert_eq!(
+        document["redis_settings"].as_array().map(Vec::len),
+        Some(2),
+        "{document}"
+    );
 }
 
 #[test]

@@ -100,6 +100,7 @@ impl StatusRead {
             "leader": leader,
             "held_ms": self.overview.held_for.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
             "writes_refused": refused::json(self.writes_refused.as_ref()),
+            "redis_settings": self.redis_settings,
             "replicas": replicas,
             "due": self.overview.counts.due,
             "active": self.overview.counts.active,

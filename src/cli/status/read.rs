@@ -1,5 +1,6 @@
 //! What `status` reads, all of it, in one pass: the namespace's overview, the newest events,
-//! the notices owed, whether Redis refuses writes, the damaged records and the archive, and the
+//! the notices owed, whether Redis refuses writes or is set to lose data, the damaged records
+//! and the archive, and the
 //! scripts the replicas report failing, named even when the rest could not be read.
 
 use std::sync::Arc;
@@ -26,6 +27,8 @@ pub(crate) struct StatusRead {
     pub(crate) failing: Vec<(String, String)>,
     /// The archive, when the namespace archives.
     pub(crate) archive: Option<archive::ArchiveStatus>,
+    /// What is wrong with Redis's settings for redcron: AOF off, an eviction policy.
+    pub(crate) redis_settings: Vec<String>,
     /// The definitions parsed before, which the read took its own from, when it was given them.
     pub(super) definitions: Option<Arc<Definitions>>,
 }
@@ -96,6 +99,7 @@ impl StatusRead {
                 client.writes_refused().await?,
                 client.damaged_keys().await?,
                 archive::read(client).await?,
+                client.store().durability_warnings().await?,
             ))
         }
         .await;
@@ -107,8 +111,17 @@ impl StatusRead {
             client.failing_scripts().await.unwrap_or_default()
         };
         match read {
-            Ok((overview, events, owed_notices, writes_refused, damaged, archive)) => Ok(Self {
+            Ok((
+                overview,
+                events,
+                owed_notices,
+                writes_refused,
+                damaged,
                 archive,
+                redis_settings,
+            )) => Ok(Self {
+                archive,
+                redis_settings,
                 overview,
                 events: RecentEvents::new(events),
                 owed_notices,

@@ -27,6 +27,7 @@ pub(super) fn write(
         writes_refused,
         damaged,
         archive,
+        redis_settings,
         ..
     } = read;
     let owed_notices = *owed_notices;
@@ -51,6 +52,9 @@ pub(super) fn write(
     }
     if let Some(refused) = writes_refused {
         writeln!(out, "{}", refused::paragraph(refused))?;
+    }
+    for setting in redis_settings {
+        writeln!(out, "REDIS LOSES DATA: {setting}")?;
     }
     if let Some(left) = overview.held_for {
         writeln!(

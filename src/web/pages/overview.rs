@@ -84,6 +84,15 @@ fn warnings(context: &PageContext, status: &Value, drifting: &[Drift]) -> Markup
     if let Some(message) = status["writes_refused"]["message"].as_str() {
         said.push(html! { "Redis refuses writes: " (message) " Nothing is planned or recorded until it takes them again." });
     }
+    for setting in status["redis_settings"].as_array().into_iter().flatten() {
+        said.push(html! { "Redis is set to lose data: " (text(setting)) });
+    }
+    if status["replicas"].as_array().is_some_and(Vec::is_empty) {
+        said.push(html! {
+            "No replica has run in namespace " strong { (context.namespace) }
+            ": is it the namespace the replicas run with (" code { "--namespace" } ")?"
+        });
+    }
     if let Some(held_ms) = status["held_ms"].as_i64() {
         said.push(html! {
             "The namespace is held for " (duration(held_ms)) " more: nothing is planned, claimed or recorded. "
