@@ -7,18 +7,23 @@
 --
 -- KEYS[1] dead  zset    run id -> ms it died
 -- KEYS[2] hold  string  set while the namespace is held (redcron hold): nothing is written
+-- KEYS[3] events  stream  where the retry is recorded (action `retry-workflow`, naming the
+--         first step's new run and how many steps run again), with who asked
 -- ARGV[1] key prefix "{ns}:" for wf:<id>, workflows-running, run:<id>, ready:..., wake:<queue>,
 --         ready-queues
 -- ARGV[2] instance id
 -- ARGV[3] now override, ms, or '' for Redis's clock (tests only)
+-- ARGV[4] events stream MAXLEN (approximate)
+-- ARGV[5] who asked (a console's token or user, `cli`), or '' when not told
 --
 -- Returns {'OK', step...} with the steps made pending again (none when nothing failed or was
 -- skipped), {'MISSING'} when there is no such instance, or {'UNDECLARED', step, job} when no
 -- live replica declares the job of a step to run again (its definition is not published): it
 -- would fail again at once, so nothing is changed.
 -- Cost: O(steps).
-check_types('retry_workflow', KEYS, {'zset', 'hold'})
-local dead = KEYS[1]
+check_types('retry_workflow', KEYS, {'zset', 'hold', 'stream'})
+local dead, events = KEYS[1], KEYS[3]
+local maxlen, actor = tonumber(ARGV[4]), ARGV[5] or ''
 local prefix, workflow_id = ARGV[1], ARGV[2]
 local now = now_ms(ARGV[3])
 local wf_key = key_workflow(prefix, workflow_id)
@@ -42,6 +47,7 @@ for _, step in ipairs(names_in(step_list)) do
   end
 end
 local retried = {}
+local first_run
 for _, step in ipairs(to_retry) do
   -- The run before keeps its record (and its history) for the retention, out of the dead
   -- letters: the step runs again under a new id.
@@ -51,13 +57,15 @@ for _, step in ipairs(to_retry) do
     redis.call('PEXPIRE', key_run(prefix, previous), retention)
   end
   local tries = redis.call('HINCRBY', wf_key, 'tries:' .. step, 1) + 1
-  redis.call('HSET', wf_key, 'status:' .. step, 'pending', 'at:' .. step, now,
-    'run:' .. step, step_run_id(workflow_id, step) .. '/' .. tries)
+  local run_id = step_run_id(workflow_id, step) .. '/' .. tries
+  first_run = first_run or run_id
+  redis.call('HSET', wf_key, 'status:' .. step, 'pending', 'at:' .. step, now, 'run:' .. step, run_id)
   redis.call('HDEL', wf_key, 'error:' .. step, 'output:' .. step)
   retried[#retried + 1] = step
 end
 if #retried > 0 then
   reopen_workflow(prefix, workflow_id)
   advance_workflow(prefix, workflow_id, now)
+  record_action(events, maxlen, nil, 'retry-workflow', actor, first_run, #retried)
 end
 return {'OK', unpack(retried)}

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::util::scenario::{Scenario, event_entries};
+use crate::util::scenario::{Scenario, actions};
 use crate::util::web::WebProcess;
 use crate::util::{cli, one_document, redcron_in, wait_until};
 
@@ -14,25 +14,6 @@ use crate::util::{cli, one_document, redcron_in, wait_until};
 const JOBS: &str = "[jobs.greet]\ncommand = \"cat\"\n\n\
                     [jobs.everywhere]\nschedule = \"@yearly\"\ncommand = \"cat\"\non = \"every\"\n\n\
                     [jobs.later]\ncommand = \"cat\"\n";
-
-/// The actions the events stream holds of `job` (all jobs' when `None`), oldest first: action,
-/// actor, first run, how many runs.
-fn actions(scenario: &Scenario, job: Option<&str>) -> Vec<(String, String, String, u64)> {
-    event_entries(scenario)
-        .iter()
-        .filter(|entry| entry.get::<String>("action").is_some())
-        .filter(|entry| job.is_none() || entry.get::<String>("job").as_deref() == job)
-        .map(|entry| {
-            let field = |name: &str| entry.get::<String>(name).unwrap_or_default();
-            (
-                field("action"),
-                field("actor"),
-                field("run"),
-                field("runs").parse().unwrap_or(0),
-            )
-        })
-        .collect()
-}
 
 #[test]
 fn triggers_and_enqueues_record_who_asked_on_the_run_the_job_page_and_runs_show() {

@@ -292,6 +292,18 @@ fn a_hold_is_released_by_an_operators_form_and_never_by_a_forged_one() {
         "{}",
         status.stdout
     );
+    // The hold and its release, each with who asked: the command line, the console's form.
+    let recorded: Vec<(String, String)> = crate::util::scenario::actions(&scenario, None)
+        .into_iter()
+        .map(|(action, actor, _, _)| (action, actor))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            ("hold".to_owned(), "cli".to_owned()),
+            ("release".to_owned(), "anonymous".to_owned())
+        ]
+    );
 }
 
 #[test]

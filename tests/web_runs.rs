@@ -394,6 +394,14 @@ fn dead_runs_are_retried_one_and_all_through_forms_and_purged() {
     let purged = post_form(&web, &token, "/dead/purge", "older_than=0s");
     assert_eq!(purged.status, 303, "{}", purged.body);
     assert!(web.get("/dead").body.contains("No dead run"));
+    let purges: Vec<_> = crate::util::scenario::actions(&scenario, None)
+        .into_iter()
+        .filter(|(action, ..)| action == "purge")
+        .collect();
+    assert!(
+        matches!(&purges[..], [(_, actor, run, 1..)] if actor == "anonymous" && !run.is_empty()),
+        "{purges:?}"
+    );
 }
 
 #[test]

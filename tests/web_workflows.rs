@@ -171,6 +171,15 @@ fn an_instance_is_drawn_as_a_graph_and_a_failed_one_runs_again_through_its_form(
         "",
     );
     assert_eq!(retried.status, 303, "{}", retried.body);
+    let retries: Vec<_> = crate::util::scenario::actions(&scenario, None)
+        .into_iter()
+        .filter(|(action, ..)| action == "retry-workflow")
+        .collect();
+    assert!(
+        matches!(&retries[..], [(_, actor, run, 1)]
+            if actor == "anonymous" && run.starts_with(&format!("{id}/flaky"))),
+        "{retries:?}"
+    );
     assert_eq!(
         retried.headers["location"],
         format!("/workflows/{escaped_id}"),

@@ -354,7 +354,8 @@ local function archive_group(archive, group)
   return nil
 end
 
--- Appends an action taken on a job (a pause, resume, trigger or enqueue) to the events stream:
+-- Appends an operator's action (a job's pause, resume, trigger or enqueue, a purge of dead
+-- runs, a workflow instance run again) to the events stream:
 -- no `state`, so that readers of outcomes pass over it. `job` is nil for an enqueue of several
 -- jobs' runs, `actor` '' when not told who; an action that made runs names the first (`run`)
 -- and how many (`runs`), one entry for the whole call whatever their number.

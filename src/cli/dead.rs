@@ -131,7 +131,7 @@ pub(super) fn execute(command: &DeadCommand, out: &mut impl Write) -> Result<(),
             redis,
         } => {
             let purged = block_on(async {
-                let client = Client::from_store(redis.connect().await?);
+                let client = Client::from_store(redis.connect().await?).acting_as(super::ACTOR);
                 client.purge_dead(*older_than).await.map_err(CliError::from)
             })?;
             if *json {

@@ -43,7 +43,7 @@ fn hold_duration(text: &str) -> Result<Duration, String> {
 
 pub(super) fn hold(args: &HoldArgs, out: &mut impl Write) -> Result<(), CliError> {
     let was_held = block_on(async {
-        let client = Client::from_store(args.redis.connect().await?);
+        let client = Client::from_store(args.redis.connect().await?).acting_as(super::ACTOR);
         client.hold(args.duration).await.map_err(CliError::from)
     })?;
     if args.json {
@@ -70,7 +70,7 @@ pub(super) fn hold(args: &HoldArgs, out: &mut impl Write) -> Result<(), CliError
 
 pub(super) fn release(args: &ReleaseArgs, out: &mut impl Write) -> Result<(), CliError> {
     let was_held = block_on(async {
-        let client = Client::from_store(args.redis.connect().await?);
+        let client = Client::from_store(args.redis.connect().await?).acting_as(super::ACTOR);
         client.release().await.map_err(CliError::from)
     })?;
     if args.json {

@@ -139,7 +139,7 @@ async fn no_instance(client: &Client, id: &str) -> CliError {
 
 fn retry(args: &RetryArgs, out: &mut impl Write) -> Result<(), CliError> {
     let (steps, paused) = block_on(async {
-        let client = Client::from_store(args.redis.connect().await?);
+        let client = Client::from_store(args.redis.connect().await?).acting_as(super::ACTOR);
         let steps = client
             .retry_workflow(&args.id)
             .await

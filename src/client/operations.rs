@@ -176,7 +176,10 @@ impl Client {
     /// # Errors
     /// Redis errors.
     pub async fn hold(&self, duration: Duration) -> Result<bool, ClientError> {
-        Ok(self.store.set_hold(Some(duration)).await?)
+        Ok(self
+            .store
+            .set_hold_by(Some(duration), self.actor.as_deref())
+            .await?)
     }
 
     /// Ends a hold; whether there was one.
@@ -184,7 +187,7 @@ impl Client {
     /// # Errors
     /// Redis errors.
     pub async fn release(&self) -> Result<bool, ClientError> {
-        Ok(self.store.set_hold(None).await?)
+        Ok(self.store.set_hold_by(None, self.actor.as_deref()).await?)
     }
 
     /// Deletes the dead runs that died more than `older_than` ago (on this machine's clock),
@@ -204,6 +207,9 @@ impl Client {
             chrono::Utc::now().timestamp_millis()
                 - i64::try_from(age.as_millis()).unwrap_or(i64::MAX / 2)
         });
-        Ok(self.store.purge_dead(cutoff).await?)
+        Ok(self
+            .store
+            .purge_dead_by(cutoff, self.actor.as_deref())
+            .await?)
     }
 }

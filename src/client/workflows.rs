@@ -99,7 +99,11 @@ impl Client {
     /// replica declares the job of a step to run again (nothing is changed: the step would
     /// fail again at once); or Redis errors.
     pub async fn retry_workflow(&self, id: &str) -> Result<Vec<String>, ClientError> {
-        match self.store.retry_workflow(id).await? {
+        match self
+            .store
+            .retry_workflow_by(id, self.actor.as_deref())
+            .await?
+        {
             WorkflowRetry::Retried(steps) => Ok(steps),
             WorkflowRetry::Missing => Err(ClientError::NoWorkflowInstance(id.to_owned())),
             WorkflowRetry::UndeclaredJob { step, job } => Err(ClientError::RetryUndeclared {

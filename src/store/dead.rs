@@ -131,6 +131,19 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn purge_dead(&self, cutoff_ms: Option<i64>) -> Result<u64, StoreError> {
+        self.purge_dead_by(cutoff_ms, None).await
+    }
+
+    /// As [`Store::purge_dead`], recording the purge (action `purge`, a call per thousand runs)
+    /// in the events stream with `actor`, who asked, when given.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn purge_dead_by(
+        &self,
+        cutoff_ms: Option<i64>,
+        actor: Option<&str>,
+    ) -> Result<u64, StoreError> {
         const BATCH: u64 = 1_000;
         let cutoff = cutoff_ms.map_or_else(|| "+inf".to_owned(), |cutoff| cutoff.to_string());
         let mut purged = 0;
@@ -138,9 +151,12 @@ impl Store {
             let deleted: u64 = scripts::PURGE_DEAD
                 .key(self.keys.dead())
                 .key(self.keys.hold())
+                .key(self.keys.events())
                 .arg(self.keys.prefix())
                 .arg(&cutoff)
                 .arg(BATCH)
+                .arg(self.settings.events_maxlen)
+                .arg(actor.unwrap_or_default())
                 .invoke_async(&mut self.connection.clone())
                 .await
                 .during(&self.metrics, "purge_dead")?;

@@ -217,10 +217,41 @@ impl Store {
     /// # Errors
     /// Redis errors.
     pub async fn set_hold(&self, duration: Option<Duration>) -> Result<bool, StoreError> {
+        self.set_hold_by(duration, None).await
+    }
+
+    /// As [`Store::set_hold`], recording the hold or the release (action `hold` or `release`)
+    /// in the events stream, in the same transaction, with `actor`, who asked, when given.
+    ///
+    /// # Errors
+    /// Redis errors.
+    pub async fn set_hold_by(
+        &self,
+        duration: Option<Duration>,
+        actor: Option<&str>,
+    ) -> Result<bool, StoreError> {
         let hold = self.keys.hold();
         let reaping_paused = self.keys.reaping_paused();
         let mut pipe = redis::pipe();
         pipe.atomic().exists(&hold);
+        let action = if duration.is_some() {
+            "hold"
+        } else {
+            "release"
+        };
+        let mut entry = vec![("action", action)];
+        if let Some(actor) = actor {
+            entry.push(("actor", actor));
+        }
+        pipe.xadd_maxlen(
+            self.keys.events(),
+            redis::streams::StreamMaxlen::Approx(
+                usize::try_from(self.settings.events_maxlen).unwrap_or(usize::MAX),
+            ),
+            "*",
+            &entry,
+        )
+        .ignore();
         match duration {
             Some(duration) => pipe
                 .pset_ex(&hold, "held", millis(duration))

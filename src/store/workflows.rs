@@ -166,12 +166,28 @@ impl Store {
     /// # Errors
     /// Redis errors; [`StoreError::Held`] while the namespace is held.
     pub async fn retry_workflow(&self, workflow_id: &str) -> Result<WorkflowRetry, StoreError> {
+        self.retry_workflow_by(workflow_id, None).await
+    }
+
+    /// As [`Store::retry_workflow`], recording the retry (action `retry-workflow`, naming the
+    /// first step's new run) in the events stream with `actor`, who asked, when given.
+    ///
+    /// # Errors
+    /// As [`Store::retry_workflow`].
+    pub async fn retry_workflow_by(
+        &self,
+        workflow_id: &str,
+        actor: Option<&str>,
+    ) -> Result<WorkflowRetry, StoreError> {
         let mut reply: Vec<String> = scripts::RETRY_WORKFLOW
             .key(self.keys.dead())
             .key(self.keys.hold())
+            .key(self.keys.events())
             .arg(self.keys.prefix())
             .arg(workflow_id)
             .arg(self.now_arg())
+            .arg(self.settings.events_maxlen)
+            .arg(actor.unwrap_or_default())
             .invoke_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "retry_workflow")?;

@@ -275,6 +275,26 @@ pub fn intervals(scenario: &Scenario) -> Vec<(String, i64, Option<i64>)> {
 }
 
 /// Every entry of the events stream, oldest first.
+/// The actions the events stream holds of `job` (all jobs' when `None`), oldest first: action,
+/// actor, first run, how many runs.
+pub fn actions(scenario: &Scenario, job: Option<&str>) -> Vec<(String, String, String, u64)> {
+    event_entries(scenario)
+        .iter()
+        .filter(|entry| entry.get::<String>("action").is_some())
+        .filter(|entry| job.is_none() || entry.get::<String>("job").as_deref() == job)
+        .map(|entry| {
+            let field = |name: &str| entry.get::<String>(name).unwrap_or_default();
+            (
+                field("action"),
+                field("actor"),
+                field("run"),
+                field("runs").parse().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// Every entry of the events stream, oldest first.
 pub fn event_entries(scenario: &Scenario) -> Vec<redis::streams::StreamId> {
     let reply: redis::streams::StreamRangeReply = scenario
         .server

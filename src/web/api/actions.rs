@@ -317,12 +317,13 @@ impl Fields for PurgeFilter {
 
 /// `dead purge --json`.
 pub(super) async fn purge_dead(
-    _: Operator,
+    Operator(caller): Operator,
     State(state): State<WebState>,
     Body(body): Body<PurgeFilter>,
 ) -> Result<Json<Value>, ApiError> {
     let purged = state
         .client()
+        .acting_as(caller.name)
         .purge_dead(body.older_than_ms.map(Duration::from_millis))
         .await?;
     Ok(Json(json!({ "purged": purged })))

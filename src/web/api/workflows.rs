@@ -122,14 +122,14 @@ pub(crate) async fn retry_workflow(
     caller: &Caller,
     id: &str,
 ) -> Result<(Vec<String>, Vec<String>), ApiError> {
-    let client = state.client();
+    let client = state.client().acting_as(caller.name.clone());
     let steps = client.retry_workflow(id).await?;
     tracing::info!(
         "{} retried workflow instance {id} from steps {}",
         caller.name,
         steps.join(", ")
     );
-    let paused = paused_jobs_of(client, id, &steps).await?;
+    let paused = paused_jobs_of(&client, id, &steps).await?;
     Ok((steps, paused))
 }
 

@@ -318,7 +318,12 @@ pub(super) async fn purge(
             return failed(&context, "Dead letters", &error, html! {});
         }
     };
-    match state.client().purge_dead(Some(age)).await {
+    match state
+        .client()
+        .acting_as(operator.0.name.clone())
+        .purge_dead(Some(age))
+        .await
+    {
         Ok(purged) => {
             tracing::info!(
                 "{} purged {purged} dead runs older than {older_than}",

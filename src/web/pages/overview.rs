@@ -362,7 +362,12 @@ pub(super) async fn release(
         operator,
         form: NoQuery {},
     } = form;
-    match state.client().release().await {
+    match state
+        .client()
+        .acting_as(operator.0.name.clone())
+        .release()
+        .await
+    {
         Ok(_) => {
             tracing::info!(
                 "{} released the hold of namespace {}",
