@@ -28,7 +28,8 @@ pub enum ArchiveError {
         "archive URL {url:?}: {reason} (expected file:///absolute/directory or s3://bucket/prefix)"
     )]
     BadUrl {
-        /// The value as given.
+        /// The value as given, without what may be a secret: what comes before an `@`, and
+        /// a query or fragment (see [`shown_url`]).
         url: String,
         /// What is wrong with it.
         reason: &'static str,
@@ -41,8 +42,8 @@ pub enum ArchiveError {
          (and AWS_SESSION_TOKEN) instead"
     )]
     Credentials {
-        /// The URL's scheme (`s3://`, `file://`).
-        scheme: &'static str,
+        /// The URL's scheme as written (`s3://`, `file://`, or another, refused anyway).
+        scheme: String,
     },
     /// An object of a part's name holds other bytes than the part: written by something else,
     /// or by an exporter that was given other records under the same range (damage). Not
@@ -139,23 +140,39 @@ impl ArchiveUrl {
     /// # Errors
     /// [`ArchiveError::BadUrl`] for anything but `file:///absolute/dir` and
     /// `s3://bucket[/prefix]`.
-    pub fn parse(url: &str) -> Result<Self, ArchiveError> {
+    pub fn parse(written: &str) -> Result<Self, ArchiveError> {
         let bad = |reason| ArchiveError::BadUrl {
-            url: url.to_owned(),
+            url: shown_url(written),
             reason,
         };
-        for scheme in ["file://", "s3://"] {
-            // `scheme://user:secret@...`: whatever comes before the first slash is the
-            // authority, where a bucket's name, or nothing for a file, belongs.
-            if let Some(rest) = url.strip_prefix(scheme)
-                && rest
-                    .split('/')
-                    .next()
-                    .is_some_and(|authority| authority.contains('@'))
-            {
-                return Err(ArchiveError::Credentials { scheme });
-            }
+        // `scheme://user:secret@...`: whatever comes before the first slash is the authority,
+        // where a bucket's name, or nothing for a file, belongs. Looked for in any URL, so
+        // that a scheme mistyped does not repeat the secret.
+        if let Some((scheme, rest)) = written.split_once("://")
+            && rest
+                .split('/')
+                .next()
+                .is_some_and(|authority| authority.contains('@'))
+        {
+            let scheme: String = scheme
+                .trim()
+                .chars()
+                .filter(char::is_ascii_alphanumeric)
+                .take(10)
+                .collect();
+            return Err(ArchiveError::Credentials {
+                scheme: format!("{}://", scheme.to_ascii_lowercase()),
+            });
         }
+        // A scheme is read in any case, as URLs' are: `S3://bucket` is `s3://bucket`.
+        let lowered;
+        let url = match written.split_once("://") {
+            Some((scheme, rest)) if scheme.chars().any(|c| c.is_ascii_uppercase()) => {
+                lowered = format!("{}://{rest}", scheme.to_ascii_lowercase());
+                lowered.as_str()
+            }
+            _ => written,
+        };
         if let Some(path) = url.strip_prefix("file://") {
             if !path.starts_with('/') {
                 return Err(bad("a file URL names an absolute directory, file:///path"));
@@ -177,12 +194,33 @@ impl ArchiveUrl {
             if bucket.is_empty() {
                 return Err(bad("an s3 URL names its bucket"));
             }
+            // What follows a `?` would become part of every object's key, and be logged,
+            // shown and kept like the rest: settings go in the AWS_* environment.
+            if rest.contains(['?', '#']) {
+                return Err(bad(
+                    "an s3 URL here is a bucket and a prefix, without query or fragment: \
+                     settings go in the AWS_* environment variables",
+                ));
+            }
             return Ok(Self::S3 {
                 bucket: bucket.to_owned(),
                 prefix: prefix.trim_matches('/').to_owned(),
             });
         }
         Err(bad("unknown scheme"))
+    }
+}
+
+/// `url` as an error may repeat it: without what comes before its last `@` (a user and a
+/// secret, however the URL was mistyped) nor its query or fragment.
+fn shown_url(url: &str) -> String {
+    let (before_query, query) = match url.find(['?', '#']) {
+        Some(at) => (&url[..at], "?…"),
+        None => (url, ""),
+    };
+    match before_query.rsplit_once('@') {
+        Some((_, after)) => format!("…@{after}{query}"),
+        None => format!("{before_query}{query}"),
     }
 }
 
@@ -481,11 +519,30 @@ mod tests {
         ] {
             assert!(ArchiveUrl::parse(refused).is_err(), "{refused}");
         }
-        for secret in ["s3://KEY:SECRET@bucket/prefix", "file://user:SECRET@/dir"] {
+        for secret in [
+            "s3://KEY:Hunter2x@bucket/prefix",
+            "file://user:Hunter2x@/dir",
+            "S3://KEY:Hunter2x@bucket/prefix",
+            "https://KEY:Hunter2x@host/bucket",
+            " s3://KEY:Hunter2x@bucket/prefix",
+        ] {
             let refused = ArchiveUrl::parse(secret).expect_err(secret).to_string();
             assert!(refused.contains("AWS_SECRET_ACCESS_KEY"), "{refused}");
-            assert!(!refused.contains("SECRET@"), "{refused}");
+            assert!(!refused.contains("Hunter2x"), "{refused}");
         }
+        // Mistyped, or a secret where a setting would go: refused without repeating it.
+        for secret in [
+            "s3:/KEY:Hunter2x@bucket",
+            "s3://bucket/prefix?secret=Hunter2x",
+            "s3://bucket#Hunter2x",
+        ] {
+            let refused = ArchiveUrl::parse(secret).expect_err(secret).to_string();
+            assert!(!refused.contains("Hunter2x"), "{secret}: {refused}");
+        }
+        assert_eq!(
+            ArchiveUrl::parse("S3://bucket/p").expect("s3"),
+            ArchiveUrl::parse("s3://bucket/p").expect("s3")
+        );
         assert_eq!(
             ArchiveUrl::parse("file:///var/lib/archive/").expect("file"),
             ArchiveUrl::parse("file:///var/lib/archive").expect("file")
