@@ -71,7 +71,8 @@ fn a_replica_told_another_archive_refuses_to_start_and_a_trailing_slash_is_the_s
 
 /// The namespace's archive marker deleted while replicas export is written back by them, so
 /// that `status` goes on naming the archive and a replica started without `--archive` is
-/// still refused.
+/// still refused; and so is the archive's claim for the namespace, lost by its store, so that
+/// another namespace cannot take the archive meanwhile.
 #[test]
 fn a_deleted_archive_marker_is_written_back_by_the_exporting_replicas() {
     let scenario = Scenario::new();
@@ -109,6 +110,22 @@ fn a_deleted_archive_marker_is_written_back_by_the_exporting_replicas() {
         r2.log().contains(&format!("namespace archives to {url}")),
         "{}",
         r2.log()
+    );
+    let claim = scenario
+        .dir
+        .path()
+        .join("archive")
+        .join("runs/v1/namespace.json");
+    std::fs::remove_file(&claim).expect("the claim, written at r1's start");
+    assert!(
+        wait_until(Duration::from_secs(30), || claim.exists()),
+        "r1 never wrote the archive's claim back\n{}",
+        r1.log()
+    );
+    assert!(
+        r1.log().contains("was missing: written again"),
+        "{}",
+        r1.log()
     );
     stop(vec![r1]);
 }

@@ -386,6 +386,20 @@ impl Archive {
         }
     }
 
+    /// Writes the archive's claim for `namespace` back when it is gone (a store that lost it,
+    /// an object deleted), so that another namespace cannot claim the archive meanwhile:
+    /// whether it was written again. One look (`HEAD`) while it is there.
+    ///
+    /// # Errors
+    /// As [`Archive::claim`]: another namespace claimed it first; the store refused.
+    pub async fn keep_claim(&self, namespace: &str) -> Result<bool, ArchiveError> {
+        match self.store.head(&Path::from(NAMESPACE_OBJECT)).await {
+            Ok(_) => Ok(false),
+            Err(object_store::Error::NotFound { .. }) => self.claim(namespace).await.map(|()| true),
+            Err(source) => Err(self.failed("read", NAMESPACE_OBJECT, source)),
+        }
+    }
+
     /// Refuses an archive that belongs to another namespace than `namespace`; one that names
     /// none (from before archives were claimed, or not written to yet) is anyone's.
     ///

@@ -291,6 +291,23 @@ impl Exporter {
         Ok(())
     }
 
+    /// Writes the archive's claim for the namespace back if the store lost it (an S3 bucket
+    /// emptied, the object deleted), as the replica's start wrote it; says so if another
+    /// namespace claimed the archive meanwhile, whose readers would refuse this one's parts.
+    async fn keep_claim(&self) {
+        let archive = self.config.archive.url();
+        match self.config.archive.keep_claim(&self.config.namespace).await {
+            Ok(false) => {}
+            Ok(true) => tracing::warn!(
+                %archive,
+                "the archive's claim for this namespace (runs/v1/namespace.json) was missing: \
+                 written again"
+            ),
+            Err(error @ ArchiveError::OtherNamespace { .. }) => tracing::error!(%error),
+            Err(error) => tracing::warn!(%error, "cannot check the archive's claim"),
+        }
+    }
+
     /// Exports until `shutdown`, then writes the parts there are for at most
     /// [`ExporterConfig::stop_drain`], so that the last replica to stop leaves none behind.
     pub async fn run(mut self, shutdown: Shutdown) {
@@ -339,6 +356,7 @@ impl Exporter {
                     if let Err(error) = self.keep_marker().await {
                         log_store_failure(&error, "cannot check the namespace's archive marker");
                     }
+                    self.keep_claim().await;
                 }
                 tokio::select! {
                     () = shutdown.cancelled() => break,
