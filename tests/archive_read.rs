@@ -632,3 +632,55 @@ fn the_readmes_jq_query_finds_every_run_of_backup_db_that_failed_for_good_last_q
         .collect();
     assert_eq!(found, ["backup-db@1", "backup-db@5"]);
 }
+
+/// A replica gone long ago, which the namespace no longer knows, is found in the archive by
+/// `history --replica`, where it was refused as unknown before the archive was read.
+#[test]
+fn history_finds_a_replica_gone_long_ago_in_the_archive() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let archive = dir.path().join("archive");
+    let url = format!("file://{}", archive.display());
+    // 2026-03-08T07:00:01Z.
+    let at = 1_772_953_201_000_i64;
+    let line = |id: &str, replica: &str| {
+        format!(
+            "{}\n",
+            json!({ "v": 1, "id": id, "job": "backup", "outcome": "succeeded", "at_ms": at,
+                    "event": format!("{at}-0"), "attempt": 1, "replica": replica })
+        )
+    };
+    write_part(
+        &archive,
+        &format!("runs/v1/date=2026-03-08/hour=07/part-{at}-0-{at}-1.ndjson.gz"),
+        &gzipped(&(line("backup@1", "old-host") + &line("backup@2", "other-host"))),
+    );
+    let listed = cli(
+        &server,
+        dir.path(),
+        &[
+            "history",
+            "--archive",
+            &url,
+            "--replica",
+            "old-host",
+            "--json",
+        ],
+    );
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    let ids: Vec<String> = one_document(&listed.stdout)["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|run| run["id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(ids, ["backup@1"]);
+    // Without the archive, a replica the namespace does not know is a mistake to say.
+    let refused = cli(&server, dir.path(), &["history", "--replica", "old-host"]);
+    assert_eq!(refused.code, Some(2), "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains("unknown replica"),
+        "{}",
+        refused.stderr
+    );
+}

@@ -98,8 +98,10 @@ pub(super) fn history(args: &HistoryArgs, out: &mut impl Write) -> Result<(), Cl
             .await;
         let entries = match (read, &reader) {
             (Ok(entries), _) => entries,
-            // A job that left Redis long ago may be in the archive: unknown only if not there.
-            (Err(ClientError::UnknownJob(_)), Some(_)) => Vec::new(),
+            // A job, or a replica, that left Redis long ago may be in the archive.
+            (Err(ClientError::UnknownJob(_) | ClientError::UnknownReplica { .. }), Some(_)) => {
+                Vec::new()
+            }
             (Err(error), _) => return Err(error.into()),
         };
         let within = |at_ms: i64| {
