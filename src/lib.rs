@@ -52,9 +52,10 @@
 //! # }
 //! ```
 
-// The examples in the docs are compiled as crates of their own, with rustc's default recursion
-// limit, which the client's examples outgrew ("queries overflow the depth limit" while rustc
-// lays out their futures); the library itself builds within it.
+// The console's handlers await the store's calls, whose futures nest the connection's, deeper
+// than rustc's default recursion limit lets it prove them `Send` for the router; so do the
+// examples in the docs, compiled as crates of their own.
+#![recursion_limit = "256"]
 #![doc(test(attr(recursion_limit = "256")))]
 pub mod archive;
 #[cfg(feature = "cli")]

@@ -510,3 +510,22 @@ fn in_a_browser_the_output_grows_live_and_a_dead_run_is_retried_by_a_click() {
         "the click re-drove the dead run"
     );
 }
+
+/// A run whose replica was killed mid-run: its page says, while the run's lease holds it, that
+/// the replica is lost and what becomes of the run, where it showed a run going on.
+#[test]
+fn a_run_whose_replica_was_killed_says_the_replica_is_lost() {
+    let (_scenario, mut replica, web) = console(&[]);
+    let run = trigger(&web, "slow", None);
+    let path = format!("/runs/{run}");
+    let running = wait_for_page(&web, &path, |page| page.contains("state-active"));
+    assert!(!running.contains("lost-replica"), "{running}");
+    replica.kill9();
+    let lost = wait_for_page(&web, &path, |page| page.contains("id=\"lost-replica\""));
+    assert!(
+        lost.contains("Replica <strong>r1</strong> that runs this attempt")
+            && lost.contains("the run is started again without using a retry"),
+        "{lost}"
+    );
+    assert!(lost.contains("state-active"), "{lost}");
+}

@@ -55,6 +55,9 @@ pub struct ReplicaInstance {
     pub pid: String,
     /// Its last heartbeat, ms on Redis's clock.
     pub beat_ms: i64,
+    /// How often it beats, ms, as it reports (`heartbeat_period_ms`); `None` from a replica
+    /// that does not say.
+    pub period_ms: Option<i64>,
     /// Redis's clock when this was read, ms.
     pub now_ms: i64,
 }
@@ -130,7 +133,10 @@ impl Store {
     ) -> Result<Option<ReplicaInstance>, StoreError> {
         let now_ms = self.now_ms().await?;
         let (fields, beat_ms): (Vec<Option<String>>, Option<i64>) = redis::pipe()
-            .hmget(self.keys.replica(replica_id), &["instance", "host", "pid"])
+            .hmget(
+                self.keys.replica(replica_id),
+                &["instance", "host", "pid", "heartbeat_period_ms"],
+            )
             .zscore(self.keys.replicas(), replica_id)
             .query_async(&mut self.connection.clone())
             .await
@@ -143,6 +149,10 @@ impl Store {
             instance,
             host: fields.next().flatten().unwrap_or_default(),
             pid: fields.next().flatten().unwrap_or_default(),
+            period_ms: fields
+                .next()
+                .flatten()
+                .and_then(|period| period.parse().ok()),
             beat_ms,
             now_ms,
         }))

@@ -28,6 +28,7 @@ pub(crate) use jobs::{
 pub(crate) use read::{StatusRead, StatusUnread};
 pub(crate) use recent::RecentEvents;
 pub(super) use replicas::replica_state;
+pub(crate) use replicas::silent_too_long;
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;

@@ -68,9 +68,14 @@ pub(in crate::cli) fn replica_state(
 fn is_stale(overview: &Overview, heartbeat_ms: i64, info: &HashMap<String, String>) -> bool {
     let period = info
         .get("heartbeat_period_ms")
-        .and_then(|period| period.parse::<i64>().ok())
-        .unwrap_or(2_000);
-    overview.now_ms - heartbeat_ms > STALE_PERIODS * period
+        .and_then(|period| period.parse::<i64>().ok());
+    silent_too_long(overview.now_ms, heartbeat_ms, period)
+}
+
+/// Whether a replica that beats every `period_ms` (2 s when it does not say) and last beat
+/// at `heartbeat_ms` is stale at `now_ms`: lost, unless it stopped cleanly.
+pub(crate) fn silent_too_long(now_ms: i64, heartbeat_ms: i64, period_ms: Option<i64>) -> bool {
+    now_ms - heartbeat_ms > STALE_PERIODS * period_ms.unwrap_or(2_000)
 }
 
 /// The replicas, by id, that declare `job` (in whatever definition) and have not gone away.

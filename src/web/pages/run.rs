@@ -14,8 +14,11 @@ use super::overview::text;
 use super::runs::failed;
 use super::{PageContext, layout};
 use crate::cli::runs::{output_so_far, readable, shown_run_document};
-use crate::cli::times::{relative, rfc3339};
+use crate::cli::status::silent_too_long;
+use crate::cli::times::{duration, relative, rfc3339};
+use crate::client::Client;
 use crate::store::Event;
+use crate::store::replica_of_worker;
 use crate::web::api::{Segment, archived_run};
 use crate::web::query::{NoQuery, Params};
 use crate::web::{ApiError, WebState};
@@ -62,13 +65,11 @@ pub(super) async fn page(
         let so_far = output_so_far(client, &id, &fields).await?;
         let events = client.recent_events().await?;
         let now_ms = client.store().now_ms().await?;
-        Ok::<_, ApiError>(Some((
-            shown_run_document(&id, fields, so_far.as_ref()),
-            events,
-            now_ms,
-        )))
+        let run = shown_run_document(&id, fields, so_far.as_ref());
+        let lost = lost_replica(client, &run).await?;
+        Ok::<_, ApiError>(Some((run, events, now_ms, lost)))
     };
-    let (run, events, now_ms) = match read.await {
+    let (run, events, now_ms, lost) = match read.await {
         Ok(Some(read)) => read,
         // A planned cron fire has no record until it comes due, yet the Runs page lists it.
         Ok(None) => {
@@ -78,7 +79,8 @@ pub(super) async fn page(
                     Ok(Some((run, part))) => {
                         let events = run.events();
                         let document = shown_run_document(&id, run.fields(), None);
-                        drawn(&context, &id, &document, &events, now_ms, Some(&part))
+                        let archived = Some(part.as_str());
+                        drawn(&context, &id, &document, &events, now_ms, archived, None)
                     }
                     Ok(None) => gone(&context, &id),
                     Err(error) => failed(&context, "Run", &error, html! {}),
@@ -88,7 +90,42 @@ pub(super) async fn page(
         }
         Err(error) => return failed(&context, "Run", &error, html! {}),
     };
-    drawn(&context, &id, &run, &events, now_ms, None)
+    drawn(&context, &id, &run, &events, now_ms, None, lost.as_ref())
+}
+
+/// The replica running an active run, when it has stopped beating: killed, frozen or cut off
+/// from Redis, it holds the run's lease until it expires, and the page says so rather than
+/// show a run that looks as if it were going on.
+struct LostReplica {
+    /// Its id.
+    id: String,
+    /// How long since it last beat, ms; `None` when its record expired.
+    silent_ms: Option<i64>,
+}
+
+/// The replica that holds active `run`, if it has stopped beating (see [`LostReplica`]).
+async fn lost_replica(
+    client: &Client,
+    run: &Map<String, Value>,
+) -> Result<Option<LostReplica>, ApiError> {
+    let Some(replica) = run["worker"]
+        .as_str()
+        .filter(|_| run["state"] == "active")
+        .and_then(replica_of_worker)
+    else {
+        return Ok(None);
+    };
+    let lost = match client.store().replica_instance(replica).await? {
+        None => Some(None),
+        Some(seen) if silent_too_long(seen.now_ms, seen.beat_ms, seen.period_ms) => {
+            Some(Some(seen.now_ms - seen.beat_ms))
+        }
+        Some(_) => None,
+    };
+    Ok(lost.map(|silent_ms| LostReplica {
+        id: replica.to_owned(),
+        silent_ms,
+    }))
 }
 
 /// The page of run `id` whose document is `run`: what it is, its timeline from `events`, its
@@ -101,6 +138,7 @@ fn drawn(
     events: &[Event],
     now_ms: i64,
     archived_in: Option<&str>,
+    lost: Option<&LostReplica>,
 ) -> Response {
     let title = format!("Run {id}");
     let running = run["state"] == "active";
@@ -110,6 +148,18 @@ fn drawn(
             p #archived {
                 "From the archive: Redis no longer holds this run. Its last outcome is in "
                 code { (part) } "."
+            }
+        }
+        @if let Some(lost) = lost {
+            p #lost-replica.warning {
+                "Replica " strong { (lost.id) } " that runs this attempt "
+                @match lost.silent_ms {
+                    Some(silent_ms) => { "has not beaten for " (duration(silent_ms)) }
+                    None => "beats no more",
+                }
+                ": it is lost (killed, frozen or cut off from Redis). When the run's lease ends, "
+                "the run is started again without using a retry (or, delivered at most once, "
+                "recorded dead as lost)."
             }
         }
         section #facts aria-labelledby="facts-h" {
