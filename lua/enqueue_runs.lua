@@ -37,6 +37,9 @@
 -- and a run of the job's own would hold none of those slots, so it could run beside a
 -- replica's fire despite `overlap = "forbid"`.
 --
+-- Whether a run exists is asked of the whole call at once (one EXISTS), and of each run only
+-- when one does.
+--
 -- Returns 3 values per run, in order: 'OK', due ms, 1 if the job is paused else 0; or
 -- 'UNKNOWN', 0, 0 for a job no replica has declared; or 'EVERY', 0, 0 for a job that runs on
 -- every replica; or 'DUPLICATE', the run id holding the fingerprint, 0.
@@ -84,7 +87,23 @@ local declared = once_per_call(function(job)
   }
 end)
 
+-- Whether any run of the call exists already (a retried call), asked of all of them in one
+-- EXISTS: run ids are unique, so this is nearly always none, and then no run pays a read of
+-- its own. When one does, each run's `due_ms` says which.
+local run_keys = {}
+for i = 6, #ARGV, 7 do
+  run_keys[#run_keys + 1] = key_run(prefix, ARGV[i])
+end
+local any_exists = false
+for first = 1, #run_keys, SLICE do
+  if redis.call('EXISTS', unpack(run_keys, first, math.min(first + SLICE - 1, #run_keys))) > 0 then
+    any_exists = true
+    break
+  end
+end
+
 local reply = {}
+local made_here = {}      -- run id -> due ms (text), of the runs this call made
 local ready = {}          -- ready list key -> run ids
 local woken = {}          -- wake marker key -> true
 local later = {}          -- due ms, run id, ...
@@ -101,7 +120,9 @@ for i = 6, #ARGV, 7 do
   -- The owner matches what claim_runs checks, so the run's own claim passes its reservation.
   local owner = run_id .. '/' .. now_text
   local fingerprint_key = fingerprint ~= '' and key_fingerprint(prefix, fingerprint)
-  local existing_due = redis.call('HGET', key_run(prefix, run_id), 'due_ms')
+  -- A run made earlier in this call counts as existing too, as its HGET would have found it.
+  local existing_due = made_here[run_id]
+    or (any_exists and redis.call('HGET', key_run(prefix, run_id), 'due_ms'))
   if not def then
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'UNKNOWN', 0, 0
   elseif def.every then
@@ -150,6 +171,7 @@ for i = 6, #ARGV, 7 do
       earliest = math.min(earliest or due_ms, due_ms)
     end
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = 'OK', due_ms, def.paused
+    made_here[run_id] = due_text
     first_run, made = first_run or run_id, made + 1
     -- The job's name while every run made is of it; false once two jobs' are.
     made_job = (made_job == nil or made_job == job) and job or false

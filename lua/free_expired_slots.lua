@@ -12,7 +12,7 @@
 --
 -- Returns how many entries left the waiting lists: runs handed a slot, and entries of runs no
 -- longer waiting, dropped.
--- Cost: O(J) for J published jobs, plus O(limit) per job whose slots are full while runs wait,
+-- Cost: O(J) for J published jobs (one LLEN each), plus O(limit) per job whose slots are full while runs wait,
 -- plus the runs handed a slot.
 check_types('free_expired_slots', KEYS, {'hash', 'hold'})
 local defs = KEYS[1]
@@ -20,17 +20,24 @@ local prefix = ARGV[1]
 local now = now_ms(ARGV[2])
 
 local jobs = redis.call('HKEYS', defs)
--- Every job's slots and waiting runs are checked before the first write.
-for _, job in ipairs(jobs) do
-  check_job_keys('free_expired_slots', prefix, job)
+-- Every job's waiting runs are counted, and the slots of the jobs that have some checked,
+-- before the first write. The count is the check of the waiting list (a read that refuses a key
+-- of another type), and only a job with waiting runs has its slots written: one command per job
+-- at most ticks, where a TYPE of each key and the count were three.
+local waiting_runs = {}
+for index, job in ipairs(jobs) do
+  waiting_runs[index] = checked_read('free_expired_slots', key_waiting(prefix, job), 'list',
+    'LLEN')
+  if waiting_runs[index] > 0 then
+    check_type('free_expired_slots', key_running(prefix, job), 'zset')
+  end
 end
 local handed = 0
-for _, job in ipairs(jobs) do
-  local waiting = key_waiting(prefix, job)
-  local before = redis.call('LLEN', waiting)
+for index, job in ipairs(jobs) do
+  local before = waiting_runs[index]
   if before > 0 then
     fill_job_slots(prefix, job, now)
-    handed = handed + before - redis.call('LLEN', waiting)
+    handed = handed + before - redis.call('LLEN', key_waiting(prefix, job))
   end
 end
 return handed

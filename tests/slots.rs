@@ -273,3 +273,29 @@ async fn a_waiting_run_whose_routing_was_damaged_meanwhile_is_dead_as_corrupt() 
     assert_eq!(unread, 0, "pushed to a list no claim reads");
     assert!(waiting(&server, "tick").is_empty());
 }
+
+/// The reapers' look at every published job's slots, at each tick, costs one command per job
+/// with no run waiting for a slot (the count of its waiting runs, which checks that list's type
+/// too), where a type check of each of its two keys and the count were three: it is paid per
+/// tick over every job, whatever the jobs run.
+#[tokio::test]
+async fn freeing_expired_slots_costs_one_command_per_job_with_no_run_waiting() {
+    const JOBS: u64 = 30;
+    let toml: String = (0..JOBS)
+        .map(|job| format!("[jobs.lim{job}]\ncommand = \"true\"\noverlap = \"forbid\"\n"))
+        .collect();
+    let (server, store, _token) = setup(&toml).await;
+    server.reset_command_calls();
+    assert_eq!(store.free_expired_slots().await.expect("free"), 0);
+    let calls = server.command_calls();
+    let count = |command: &str| calls.get(command).copied().unwrap_or(0);
+    assert_eq!(
+        [
+            ("llen", count("llen")),
+            ("type", count("type")),
+            ("hkeys", count("hkeys")),
+        ],
+        [("llen", JOBS), ("type", 2), ("hkeys", 1)],
+        "{calls:?}"
+    );
+}

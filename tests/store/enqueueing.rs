@@ -111,3 +111,76 @@ async fn an_enqueue_repeated_after_its_reply_was_lost_creates_nothing_more() {
         Claim::Empty { skipped: 0 }
     );
 }
+
+/// Whether the runs of a call exist already is asked once for the whole call (one EXISTS), not
+/// with a read per run: a call of new runs reads only its job's definition, and writes each run
+/// once. A run id given twice in one call still makes one run, answered twice.
+#[tokio::test]
+async fn an_enqueue_asks_once_per_call_whether_its_runs_exist() {
+    const RUNS: u64 = 50;
+    let (server, store, _token) = setup("[jobs.work]\ncommand = \"true\"\n").await;
+    let request = Enqueue {
+        job: "work".to_owned(),
+        due_ms: None,
+        payload: None,
+        priority: None,
+        unique: None,
+    };
+    let requests = vec![request.clone(); RUNS as usize];
+    server.reset_command_calls();
+    let answers = store.enqueue_many(&requests).await.expect("enqueue");
+    assert!(
+        answers
+            .iter()
+            .all(|answer| matches!(answer, Enqueued::Scheduled { .. }))
+    );
+    let calls = server.command_calls();
+    let count = |command: &str| calls.get(command).copied().unwrap_or(0);
+    assert_eq!(
+        [
+            ("exists", count("exists")),
+            ("hget", count("hget")),
+            ("hset", count("hset")),
+            ("rpush", count("rpush")),
+        ],
+        [("exists", 1), ("hget", 1), ("hset", RUNS), ("rpush", 1),],
+        "{calls:?}"
+    );
+
+    // One run id twice in one call, as the script is called.
+    let script = redis::Script::new(concat!(
+        include_str!("../../lua/include/common.lua"),
+        "\n",
+        include_str!("../../lua/enqueue_runs.lua")
+    ));
+    let run_id = redcron::store::new_run_id();
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key(keys().due())
+        .key(keys().defs())
+        .key(keys().paused())
+        .key(keys().wake_promoter())
+        .key(keys().hold())
+        .key(keys().events())
+        .arg(keys().prefix())
+        .arg("")
+        .arg("")
+        .arg("enqueue")
+        .arg(100_000)
+        .arg(request.script_arguments(&run_id).as_slice())
+        .arg(request.script_arguments(&run_id).as_slice());
+    let reply: Vec<redis::Value> = invocation
+        .invoke(&mut server.connection())
+        .expect("the call");
+    let ok = redis::Value::BulkString(b"OK".to_vec());
+    assert_eq!((reply.len(), &reply[0], &reply[3]), (6, &ok, &ok));
+    let ready: Vec<String> = server
+        .connection()
+        .lrange(keys().ready("default", Priority::Normal), 0, -1)
+        .expect("LRANGE");
+    assert_eq!(
+        ready.iter().filter(|ready| **ready == run_id).count(),
+        1,
+        "one run made"
+    );
+}
