@@ -170,7 +170,7 @@ for _, job in ipairs(redis.call('ZRANGE', undeclared_jobs, 0, -1)) do
   end
 end
 
-local declares = once_per_call(function(job)
+local declares, declares_known = once_per_call(function(job)
   return redis.call('HEXISTS', declared, job) == 1
 end)
 
@@ -221,18 +221,51 @@ local function lock(key, holder, ttl)
 end
 
 -- Takes (or keeps, when it was handed this run) a slot of `job` for the run until `deadline`.
+-- A free slot is found first, with the count alone: a run handed a slot fills one, so only a
+-- job whose slots are full asks whether this run holds one.
 local function take_slot(running, job, run_id, slots, deadline)
   fill_job_slots(prefix, job, now)
-  if redis.call('ZSCORE', running, run_id) or not job_slots_full(prefix, job, running, slots) then
+  if not job_slots_full(prefix, job, running, slots) or redis.call('ZSCORE', running, run_id) then
     redis.call('ZADD', running, deadline, run_id)
     return true
   end
   return false
 end
 
-local paused_job = once_per_call(function(job)
+local paused_job, paused_known = once_per_call(function(job)
   return redis.call('SISMEMBER', paused, job) == 1
 end)
+
+-- Reads the hashes of the runs one pop took, then whether their jobs not asked about yet in
+-- this call are declared and paused, all of them with one HMGET and one SMISMEMBER, where a
+-- call of many jobs' fires (a second of cron fires) asked once per job. Nothing the pops'
+-- runs are judged by is written meanwhile: each run writes only its own hash, and the runs
+-- handed a slot are waiting ones, never one just popped.
+local RUN_FIELDS = {'job', 'fingerprint', 'overlap', 'created_ms', 'attempt', 'max_attempts',
+  'fire_ms', 'payload', 'due_ms', 'kind', 'max_concurrency', 'started_ms', 'redriven_ms',
+  'notify', 'notify_on', 'late_after_ms', 'missed_after_ms', 'misfire', 'next_due_ms',
+  'starting'}
+local function read_popped(run_ids)
+  local records, asked, jobs = {}, {}, {}
+  for index, run_id in ipairs(run_ids) do
+    records[index] = redis.call('HMGET', key_run(prefix, run_id), unpack(RUN_FIELDS))
+    local job = records[index][1]
+    if job and declares_known[job] == nil and not asked[job] then
+      asked[job] = true
+      jobs[#jobs + 1] = job
+    end
+  end
+  for first = 1, #jobs, SLICE do
+    local slice = {unpack(jobs, first, math.min(first + SLICE - 1, #jobs))}
+    local hashes = redis.call('HMGET', declared, unpack(slice))
+    local pauses = redis.call('SMISMEMBER', paused, unpack(slice))
+    for index, job in ipairs(slice) do
+      declares_known[job] = hashes[index] ~= false
+      paused_known[job] = pauses[index] == 1
+    end
+  end
+  return records
+end
 
 -- Attempt numbers as text, formatted once per call (see now_ms in common.lua).
 local attempt_text = once_per_call(tostring)
@@ -247,14 +280,12 @@ while #started < #workers and pops < limit do
     break
   end
   pops = pops + #run_ids
-  for _, run_id in ipairs(run_ids) do
+  local records = read_popped(run_ids)
+  for index, run_id in ipairs(run_ids) do
     local run_key = key_run(prefix, run_id)
     local job, fingerprint, overlap, created, attempt, max_attempts, fire_ms, payload, due_ms, kind,
       max_concurrency, started_ms, redriven_ms, notify, notify_on, late_after, missed_after,
-      misfire, next_due, starting = unpack(redis.call('HMGET', run_key, 'job', 'fingerprint',
-        'overlap', 'created_ms', 'attempt', 'max_attempts', 'fire_ms', 'payload', 'due_ms', 'kind',
-        'max_concurrency', 'started_ms', 'redriven_ms', 'notify', 'notify_on', 'late_after_ms',
-        'missed_after_ms', 'misfire', 'next_due_ms', 'starting'))
+      misfire, next_due, starting = unpack(records[index], 1, #RUN_FIELDS)
     attempt, max_attempts = tonumber(attempt), tonumber(max_attempts)
     local due = tonumber(due_ms) or now
     local wait = math.max(due - now, 0)

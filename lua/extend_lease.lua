@@ -15,12 +15,11 @@
 -- ARGV[2] worker id that claimed it
 -- ARGV[3] lease, ms from now
 -- ARGV[4] now override, ms, or '' for Redis's clock (tests only)
--- ARGV[5] 1 when the worker starts the run (claimed ahead) with this extension: its start is
---         recorded as now; 0 otherwise
+--
+-- A run claimed ahead is started by start_claimed_runs.lua, many in one call.
 --
 -- Returns 1 when extended, 0 when the run is no longer this worker's (its lease expired and it
--- was reaped), or, for a start, when its lease has expired: the worker should stop it, or not
--- start it.
+-- was reaped): the worker should stop it.
 -- Cost: O(log N).
 check_types('extend_lease', KEYS, {'zset', 'hash', 'zset'})
 local active, run_key, running = KEYS[1], KEYS[2], KEYS[3]
@@ -32,16 +31,7 @@ local deadline = tonumber(redis.call('ZSCORE', active, run_id))
 if holder ~= worker or not deadline then
   return 0
 end
--- A run claimed ahead starts only within its short lease: past it, its job's slot may have gone
--- to a later fire (claims drop expired slots), and the reaper hands it back to be judged as late.
-if ARGV[5] == '1' and deadline < now then
-  return 0
-end
 redis.call('ZADD', active, 'XX', now + lease, run_id)
-if ARGV[5] == '1' then
-  redis.call('HSET', run_key, 'started_ms', now)
-  redis.call('HDEL', run_key, 'starting')
-end
 -- XX: a job without a limit keeps no slots, and a slot is never created here.
 redis.call('ZADD', running, 'XX', now + lease, run_id)
 return 1

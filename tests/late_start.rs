@@ -185,9 +185,12 @@ async fn a_fire_that_takes_its_slot_past_the_threshold_is_judged_again_by_its_po
         first.push(claim_run(&at_9900, &["default"]).await);
     }
     let at_10000 = store.clone().with_frozen_clock(10_000);
-    for run in &first {
-        assert!(at_10000.start_claimed_run(run, LEASE).await.expect("start"));
-    }
+    let runs: Vec<_> = first.iter().collect();
+    let started = at_10000
+        .start_claimed_runs(&runs, LEASE)
+        .await
+        .expect("start");
+    assert_eq!(started, vec![true; first.len()]);
     // Claimed ahead while the first runs hold the slots: the slot is taken at the due time.
     let at_10150 = store.clone().with_frozen_clock(10_150);
     at_10150

@@ -460,33 +460,6 @@ impl Store {
         worker: &str,
         lease: Duration,
     ) -> Result<bool, StoreError> {
-        self.lease_run(run_id, job, worker, lease, false).await
-    }
-
-    /// Starts a run claimed ahead of its due time whose job slot needed no decision: extends
-    /// its short lease to `lease` and records its start as now, so that until then it does not
-    /// count as running for a fire of its job (an outage at its due time delays the start).
-    /// `false` means the run is no longer `worker`'s.
-    ///
-    /// # Errors
-    /// Redis errors.
-    pub async fn start_claimed_run(
-        &self,
-        run: &ClaimedRun,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
-        self.lease_run(&run.id, &run.job, &run.worker, lease, true)
-            .await
-    }
-
-    async fn lease_run(
-        &self,
-        run_id: &str,
-        job: &str,
-        worker: &str,
-        lease: Duration,
-        starting: bool,
-    ) -> Result<bool, StoreError> {
         let extended: i64 = scripts::EXTEND_LEASE
             .key(self.keys.active())
             .key(self.keys.run(run_id))
@@ -495,11 +468,53 @@ impl Store {
             .arg(worker)
             .arg(millis(lease))
             .arg(self.now_arg())
-            .arg(u8::from(starting))
             .invoke_async(&mut self.connection.clone())
             .await
             .during(&self.metrics, "extend_lease")?;
         Ok(extended == 1)
+    }
+
+    /// Starts runs claimed ahead of their due time whose job slot needed no decision, in one
+    /// call: extends each one's short lease to `lease` and records its start as now, so that
+    /// until then it does not count as running for a fire of its job (an outage at its due time
+    /// delays the start). One answer per run, in order: `false` means the run is no longer its
+    /// worker's, or its short lease expired, and must not start. Works while the namespace is
+    /// held.
+    ///
+    /// # Errors
+    /// Redis errors; [`StoreError::Reply`] for an answer of another length than `runs`.
+    pub async fn start_claimed_runs(
+        &self,
+        runs: &[&ClaimedRun],
+        lease: Duration,
+    ) -> Result<Vec<bool>, StoreError> {
+        const OPERATION: &str = "start_claimed_runs";
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut invocation = scripts::START_CLAIMED_RUNS.key(self.keys.active());
+        invocation.arg(millis(lease)).arg(self.now_arg());
+        for run in runs {
+            invocation
+                .key(self.keys.run(&run.id))
+                .key(
+                    self.keys
+                        .running(&super::keys::slot_group(&run.job, &run.id)),
+                )
+                .arg(&run.id)
+                .arg(&run.worker);
+        }
+        let started: Vec<i64> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .during(&self.metrics, OPERATION)?;
+        if started.len() != runs.len() {
+            return Err(reply_error(
+                OPERATION,
+                format!("{} answers for {} runs", started.len(), runs.len()),
+            ));
+        }
+        Ok(started.into_iter().map(|started| started == 1).collect())
     }
 
     /// Takes a slot of the job of a run claimed ahead while every slot was taken, once its due

@@ -45,6 +45,7 @@ script!(UNPLAN_JOB, "unplan_job.lua");
 script!(PROMOTE_DUE, "promote_due.lua");
 script!(CLAIM_RUNS, "claim_runs.lua");
 script!(EXTEND_LEASE, "extend_lease.lua");
+script!(START_CLAIMED_RUNS, "start_claimed_runs.lua");
 script!(TAKE_JOB_SLOT, "take_job_slot.lua");
 script!(ACK_RUNS, "ack_runs.lua");
 script!(FAIL_RUN, "fail_run.lua");

@@ -95,6 +95,7 @@ pub(super) fn described(operation: &'static str) -> &'static str {
         "settle_notice" => "settling a notice",
         "settle_workflows" => "settling the workflows",
         "skip_stranded_runs" => "skipping the runs of replicas gone",
+        "start_claimed_runs" => "starting runs claimed ahead",
         "start_workflow" => "starting a workflow",
         "take_archive_part" => "taking runs for the archive",
         "take_job_slot" => "taking a slot of a job",

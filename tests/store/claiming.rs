@@ -9,7 +9,8 @@ use redcron::store::{
 use redis::Commands;
 
 use crate::util::store::{
-    FORBID_TICK, LEASE, THRESHOLD, claim, claim_run, events, failure, plan, run_hash, setup,
+    FORBID_TICK, LEASE, THRESHOLD, claim, claim_for, claim_run, events, failure, plan, run_hash,
+    setup,
 };
 use crate::util::{NAMESPACE, keys};
 
@@ -48,11 +49,12 @@ async fn a_run_claimed_ahead_but_not_started_yet_makes_no_overlap() {
 
     // The first run starts late: its record says when.
     let at_10700 = store.clone().with_frozen_clock(10_700);
-    assert!(
+    assert_eq!(
         at_10700
-            .start_claimed_run(&first, LEASE)
+            .start_claimed_runs(&[&first], LEASE)
             .await
-            .expect("start")
+            .expect("start"),
+        [true]
     );
     assert_eq!(run_hash(&server, "tick@10000")["started_ms"], "10700");
 }
@@ -143,13 +145,16 @@ async fn a_fire_claimed_ahead_that_could_not_start_is_judged_late_by_its_misfire
 
     // Redis answers again 70 s later: past the short lease, no run may start.
     let at_80000 = store.clone().with_frozen_clock(80_000);
-    for run in &claimed {
-        assert!(
-            !at_80000.start_claimed_run(run, LEASE).await.expect("start"),
-            "{} started on an expired lease",
-            run.id
-        );
-    }
+    // Started in one call, as a replica's workers start them: none on an expired lease.
+    let runs: Vec<_> = claimed.iter().collect();
+    assert_eq!(
+        at_80000
+            .start_claimed_runs(&runs, LEASE)
+            .await
+            .expect("start"),
+        vec![false; claimed.len()],
+        "started on an expired lease"
+    );
     let mut expired = at_80000.expired_leases(10).await.expect("expired");
     expired.sort();
     assert_eq!(expired, ["alone@10000", "every@10000", "tick@10000"]);
@@ -384,11 +389,12 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_a_slot_of_their_job
     assert_eq!(hash.get("starting").map(String::as_str), Some("1"));
     // Its worker starts it at its due time: the full lease, and the start it really had.
     let at_10000 = store.clone().with_frozen_clock(10_000);
-    assert!(
+    assert_eq!(
         at_10000
-            .start_claimed_run(&first, LEASE)
+            .start_claimed_runs(&[&first], LEASE)
             .await
-            .expect("start")
+            .expect("start"),
+        [true]
     );
     let hash = run_hash(&server, "tick@10000");
     assert_eq!(hash.get("started_ms").map(String::as_str), Some("10000"));
@@ -490,6 +496,111 @@ async fn runs_claimed_ahead_start_at_their_due_time_and_take_a_slot_of_their_job
     let hash = run_hash(&server, "tick@10500");
     assert_eq!(hash.get("started_ms").map(String::as_str), Some("10500"));
     assert_eq!(hash.get("starting"), None);
+}
+
+/// The fires of one second, claimed ahead together (the claim asking about their jobs once),
+/// start together: one call for all of them,
+/// which reads each run's hash once and writes it once, drops its `starting` mark and moves its
+/// slot's deadline, and pays the clock, the type check and the leases once for the call, where a
+/// call of its own per run paid them each time (about ten commands a run).
+#[tokio::test]
+async fn runs_claimed_ahead_start_in_one_call_at_four_commands_each() {
+    const JOBS: usize = 20;
+    let toml: String = (0..JOBS)
+        .map(|job| format!("[jobs.tick{job}]\ncommand = \"true\"\noverlap = \"forbid\"\n"))
+        .collect();
+    let (server, store, token) = setup(&toml).await;
+    for job in 0..JOBS {
+        plan(&store, &token, &format!("tick{job}"), &[10_000]).await;
+    }
+    let at_9900 = store.clone().with_frozen_clock(9_900);
+    at_9900
+        .promote_due(100, THRESHOLD, Duration::from_millis(200))
+        .await
+        .expect("promote");
+    server.reset_command_calls();
+    let claimed: Vec<ClaimedRun> = claim_for(&at_9900, JOBS)
+        .await
+        .runs
+        .into_iter()
+        .map(|run| run.expect("a sound run"))
+        .collect();
+    assert_eq!(claimed.len(), JOBS);
+    assert!(
+        claimed
+            .iter()
+            .all(|run| !run.start_in.is_zero() && run.pending_slot.is_none())
+    );
+    // The claim asks whether the jobs of the runs it popped are declared and paused once for
+    // all of them, not once per job.
+    let calls = server.command_calls();
+    let count = |command: &str| calls.get(command).copied().unwrap_or(0);
+    assert_eq!(
+        [
+            ("hexists", count("hexists")),
+            ("sismember", count("sismember")),
+            ("smismember", count("smismember")),
+            ("hmget", count("hmget")),
+        ],
+        [
+            ("hexists", 0),
+            ("sismember", 0),
+            ("smismember", 1),
+            ("hmget", JOBS as u64 + 1),
+        ],
+        "{calls:?}"
+    );
+
+    server.reset_command_calls();
+    let at_10000 = store.clone().with_frozen_clock(10_000);
+    let runs: Vec<&ClaimedRun> = claimed.iter().collect();
+    let started = at_10000
+        .start_claimed_runs(&runs, LEASE)
+        .await
+        .expect("start");
+    assert_eq!(started, vec![true; JOBS]);
+    let mut calls = server.command_calls();
+    // The harness's own, and the script's load (the first call of a script is answered
+    // NOSCRIPT and sent again).
+    for harness in ["config|resetstat", "script|load", "evalsha"] {
+        calls.remove(harness);
+    }
+    let runs = JOBS as u64;
+    // The slots are `overlap = "forbid"`'s, one per job: a ZADD each, and one for every lease.
+    // The clock is frozen here; a replica's call reads TIME once.
+    assert_eq!(
+        calls,
+        [
+            ("type", 1),
+            ("zmscore", 1),
+            ("hmget", runs),
+            ("hset", runs),
+            ("hdel", runs),
+            ("zadd", runs + 1),
+        ]
+        .into_iter()
+        .map(|(command, calls)| (command.to_owned(), calls))
+        .collect(),
+        "{calls:?}"
+    );
+    let mut redis = server.connection();
+    for run in &claimed {
+        let hash = run_hash(&server, &run.id);
+        assert_eq!(
+            (
+                hash.get("started_ms").map(String::as_str),
+                hash.get("starting")
+            ),
+            (Some("10000"), None),
+            "{}",
+            run.id
+        );
+        let lease: Option<i64> = redis.zscore(keys().active(), &run.id).expect("ZSCORE");
+        let slot: Option<i64> = redis
+            .zscore(keys().running(&run.job), &run.id)
+            .expect("ZSCORE");
+        assert_eq!((lease, slot), (Some(40_000), Some(40_000)), "{}", run.id);
+    }
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, debug, info, warn};
 
 use super::acker::PendingAck;
+use super::starter::Starter;
 use crate::engine::retry::retry_store;
 use crate::engine::{Shutdown, record_skips, skip_reason_at_start};
 use crate::handler::{LiveOutput, Outcome, RunContext, RunError};
@@ -45,6 +46,8 @@ pub(super) struct Execution {
     pub(super) lease: Duration,
     pub(super) interrupt: Shutdown,
     pub(super) acks: mpsc::Sender<PendingAck>,
+    /// Where a run claimed ahead is started, in one call with the others due meanwhile.
+    pub(super) starter: Starter,
     /// When the run may start: later than the claim for a run claimed ahead of its due time.
     pub(super) start_at: tokio::time::Instant,
     /// How long the handler has to return once told to stop ([`crate::handler::Handler::stop_grace`]).
@@ -339,18 +342,15 @@ impl Execution {
         }
     }
 
-    /// Extends the short lease of a run claimed ahead to the full one before it starts; `false`
+    /// Extends the short lease of a run claimed ahead to the full one before it starts, through
+    /// the starter (one call with the other runs whose due time came meanwhile); `false`
     /// when the run must not start: the lease is no longer this worker's, or Redis did not
     /// answer within the recording window. Starting on the short lease alone would let a Redis
     /// outage of a second at the due time (a failover, a stall) expire it while the command
     /// runs, and the reaper hand the run to another replica: the run would run twice. Not
     /// starting makes it late instead: the reaper hands it on once the lease expires.
     async fn take_full_lease(&self, run: &ClaimedRun) -> bool {
-        match retry_store(&self.store.metrics().health, || {
-            self.store.start_claimed_run(run, self.lease)
-        })
-        .await
-        {
+        match self.starter.start(run).await {
             Some(true) => true,
             Some(false) => {
                 warn!(run = run.id, "lease lost before the run started");

@@ -7,7 +7,7 @@
 //! declared job but never inject a command.
 //!
 //! This file is the claim loop; `execution` runs one claimed run, `acker` records successes in
-//! batches, `owned` compares the runs this replica owns with what Redis says it owns, and
+//! batches, `starter` starts runs claimed ahead in batches, `owned` compares the runs this replica owns with what Redis says it owns, and
 //! `workflow_starter` is the handler of a workflow's own job.
 
 use std::collections::HashMap;
@@ -25,6 +25,7 @@ mod execution;
 mod live;
 mod owned;
 mod sizing;
+mod starter;
 mod workflow_starter;
 
 pub use acker::RECORD_WINDOW;
@@ -34,6 +35,7 @@ pub use owned::Reconciled;
 use owned::{OwnedRuns, reconcile};
 use sizing::Sizing;
 pub use sizing::{Concurrency, GROW_AFTER, SHRINK_AFTER, WorkerLoad};
+use starter::Starter;
 use workflow_starter::WorkflowStarter;
 
 use super::{Backoff, Shutdown, log_store_failure, record_skips, skip_reason_at_start};
@@ -133,6 +135,8 @@ pub struct Workers {
     acks: mpsc::Sender<PendingAck>,
     /// The task that records them; it ends once every sender is gone.
     acker: JoinHandle<()>,
+    /// Where executions start the runs claimed ahead, in batches.
+    starter: Starter,
     /// Whether the last claim filled every free slot, so more runs may be waiting.
     backlog: watch::Sender<bool>,
     /// Executions in progress; each returns its slot.
@@ -153,7 +157,7 @@ pub struct Workers {
 
 impl Workers {
     /// Workers for this replica's queues. Must be called within a Tokio runtime: it starts the
-    /// task that records successes.
+    /// tasks that record successes and start runs claimed ahead.
     pub fn new(
         store: Store,
         config: WorkerConfig,
@@ -178,6 +182,7 @@ impl Workers {
         let acker = tokio::spawn(
             record_successes(store.clone(), pending, has_backlog, owned.clone()).in_current_span(),
         );
+        let starter = Starter::spawn(store.clone(), config.lease, slots);
         Self {
             store,
             config,
@@ -188,6 +193,7 @@ impl Workers {
             declared,
             acks,
             acker,
+            starter,
             backlog,
             running: JoinSet::new(),
             interrupt: Shutdown::new(),
@@ -427,6 +433,7 @@ impl Workers {
             lease: self.config.lease,
             interrupt: self.interrupt.clone(),
             acks: self.acks.clone(),
+            starter: self.starter.clone(),
             start_at,
             stop_grace: handler.stop_grace(),
         };
