@@ -6,8 +6,6 @@
 //! back to an older copy, an object put by hand) writes the next version from a fresh listing,
 //! so that the newest version lists every part the older ones list.
 
-use std::io::Read;
-
 use chrono::NaiveDate;
 use futures_util::TryStreamExt;
 use object_store::path::Path;
@@ -16,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::part::{SCHEMA_VERSION, day_folder, range_of};
+use super::read::{ReadError, parse};
 use super::{Archive, ArchiveError, Written};
 
 /// How many versions of a day's manifest a writer tries before it gives up: each one after the
@@ -72,6 +71,25 @@ pub struct ManifestPart {
     pub bytes: u64,
     /// The sha256 of its bytes as stored, hex.
     pub sha256: String,
+}
+
+/// What a manifest says of a part's `damage`, in words that name no path (the same in every
+/// writer's bytes): the first damage, and how many more; `None` for a part read whole.
+fn damage_of(damage: &[ReadError]) -> Option<String> {
+    let first = damage.first()?;
+    let said = match first {
+        ReadError::Damaged {
+            line: Some(line),
+            reason,
+            ..
+        } => format!("line {line}: {reason}"),
+        ReadError::Damaged { reason, .. } => reason.clone(),
+        other => other.failure().to_string(),
+    };
+    Some(match damage.len() {
+        1 => said,
+        more => format!("{said} (and {} more)", more - 1),
+    })
 }
 
 /// The name of `date`'s manifest, version `version` (1 for the first):
@@ -146,18 +164,16 @@ impl Archive {
                 .bytes()
                 .await
                 .map_err(|source| failed("read", &name, source))?;
-            let mut text = Vec::new();
-            let read = flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut text);
+            // Read as readers read it, so that the manifest counts what they find: a part whose
+            // lines are not all records is damaged, whatever its compression.
+            let read = parse(&archive, &name, &bytes);
+            let damaged = damage_of(&read.damage);
             let id = |(ms, seq): (u64, u64)| format!("{ms}-{seq}");
             parts.push((
                 first,
                 ManifestPart {
-                    records: read
-                        .as_ref()
-                        .ok()
-                        .map(|_| text.iter().filter(|&&byte| byte == b'\n').count() as u64),
-                    // The decoder's words name no path: the same in every writer's bytes.
-                    damaged: read.err().map(|error| format!("not a gzip: {error}")),
+                    records: damaged.is_none().then_some(read.records.len() as u64),
+                    damaged,
                     bytes: bytes.len() as u64,
                     sha256: hex::encode(Sha256::digest(&bytes)),
                     name,
@@ -254,7 +270,11 @@ mod tests {
         let late = "runs/v1/date=2026-03-08/hour=10/part-1772964000000-0-1772964000000-0.ndjson.gz";
         let early =
             "runs/v1/date=2026-03-08/hour=07/part-1772953200000-0-1772953200000-1.ndjson.gz";
-        archive.put_new(early, gz(b"{}\n{}\n")).await.expect("part");
+        let record = b"{\"v\":1,\"id\":\"backup@1772953200000\"}\n";
+        archive
+            .put_new(early, gz(&[&record[..], &record[..]].concat()))
+            .await
+            .expect("part");
         let first = archive.write_manifest(date).await.expect("manifest");
         assert!(matches!(
             first,
@@ -272,7 +292,7 @@ mod tests {
                 ..
             }
         ));
-        archive.put_new(late, gz(b"{}\n")).await.expect("part");
+        archive.put_new(late, gz(record)).await.expect("part");
         let second = archive.write_manifest(date).await.expect("second version");
         let ManifestWritten::Listed {
             name,
@@ -321,10 +341,32 @@ mod tests {
         assert!(
             part["damaged"]
                 .as_str()
-                .is_some_and(|reason| reason.starts_with("not a gzip")),
+                .is_some_and(|reason| reason.starts_with("not gzipped JSON lines")),
             "{read:#}"
         );
         assert_eq!(part["bytes"], 10);
+        // A gzip whose lines are no records is damaged too, as readers find it, rather than
+        // counted as records.
+        let mut junk = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut junk, b"{\"x\":1}\n{not json\n").expect("gzip");
+        let junk = junk.finish().expect("gzip");
+        let lines =
+            "runs/v1/date=2026-03-08/hour=08/part-1772956800000-0-1772956800000-1.ndjson.gz";
+        archive.put_new(lines, junk).await.expect("junk part");
+        let manifest = archive
+            .manifest_of(date)
+            .await
+            .expect("read")
+            .expect("parts");
+        let junk = &manifest.parts[1];
+        assert_eq!((junk.name.as_str(), junk.records), (lines, None));
+        assert!(
+            junk.damaged.as_deref().is_some_and(
+                |reason| reason.starts_with("line 1: ") && reason.ends_with("(and 1 more)")
+            ),
+            "{junk:?}"
+        );
+        assert_eq!(manifest.records, 0);
         assert_eq!(
             part["sha256"],
             hex::encode(Sha256::digest(b"not a part")).as_str()

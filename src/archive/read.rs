@@ -447,7 +447,7 @@ pub fn event_place(record: &Document) -> (i64, u64) {
 
 /// The records of part `name` of `archive` from its gzipped `bytes`; a line that is no record,
 /// and the damage that ends the read of a part that is not gzip, are told in its `damage`.
-fn parse(archive: &str, name: &str, bytes: &[u8]) -> PartRead {
+pub(crate) fn parse(archive: &str, name: &str, bytes: &[u8]) -> PartRead {
     let damaged = |line: Option<usize>, reason: String| ReadError::Damaged {
         archive: archive.to_owned(),
         name: name.to_owned(),
