@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 
+use redcron::schedule::Priority;
 use redcron::store::Keys;
 use redis::Commands;
 
@@ -269,4 +270,53 @@ fn bench_with_an_s3_archive_prints_its_export_rate_once_every_processed_run_is_a
         .map(|record| record["id"].as_str().unwrap_or_default().to_owned())
         .collect();
     assert_each_run_once(&ids, 300);
+}
+
+#[test]
+fn bench_measures_beside_the_runs_left_waiting_and_keeps_its_namespace_when_told() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = redcron_in(
+        dir.path(),
+        &[
+            "bench",
+            "--redis",
+            &server.url(),
+            "--namespace",
+            "costs",
+            "--jobs",
+            "300",
+            "--waiting",
+            "1500",
+            "--waiting-delayed",
+            "1200",
+            "--keep",
+        ],
+        "",
+    )
+    .success();
+    let (figures, _) = figures(&out);
+    let names: Vec<&str> = figures.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, expected_names(false), "{out}");
+
+    // The waiting runs were there through the measured part and are still: the ready ones in
+    // the queue the replica does not serve, the delayed ones due in an hour, none of them run.
+    let keys = Keys::new("costs");
+    let mut redis = server.connection();
+    let ready: usize = redis
+        .llen(keys.ready("waiting", Priority::Normal))
+        .expect("LLEN");
+    assert_eq!(ready, 1500, "{out}");
+    let delayed: usize = redis.zcard(keys.due_runs()).expect("ZCARD");
+    assert_eq!(delayed, 1200, "{out}");
+    // With --keep the processed runs stay for their retention, in the namespace given.
+    let runs: Vec<String> = redis.keys(keys.run("*")).expect("KEYS");
+    assert!(runs.len() >= 300 + 1500 + 1200, "{} run keys", runs.len());
+    let bench_keys: Vec<String> = redis
+        .keys(format!("{}*", Keys::new("bench").prefix()))
+        .expect("KEYS");
+    assert!(
+        bench_keys.is_empty(),
+        "only --namespace is used: {bench_keys:?}"
+    );
 }

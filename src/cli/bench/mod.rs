@@ -1,8 +1,10 @@
 //! `redcron bench`: how many runs per second this engine moves through a Redis, and how late a
-//! burst of delayed runs starts. It uses a namespace of its own (`bench`), deleted before and
-//! after, and an in-process no-op handler (library mode), through the full state machine. On
-//! one Redis server it also says what Redis did per run ([`redis_work`]), and with `--archive`
-//! how fast the outcomes reached the archive.
+//! burst of delayed runs starts. It uses a namespace of its own (`bench` unless told another),
+//! deleted before and after, and an in-process no-op handler (library mode), through the full
+//! state machine. On one Redis server it also says what Redis did per run ([`redis_work`]), and
+//! with `--archive` how fast the outcomes reached the archive. With `--waiting` and
+//! `--waiting-delayed` it measures with that many runs already waiting, to show whether the
+//! cost of a run grows with the work in Redis.
 
 mod redis_work;
 
@@ -25,8 +27,16 @@ use crate::replica::{Replica, ReplicaConfig};
 use crate::schedule::parse_file;
 use crate::store::{Enqueue, ReplicatedWrites, Store, StoreSettings};
 
-/// The namespace the benchmark owns.
-const NAMESPACE: &str = "bench";
+/// The job, and its queue, of the runs `--waiting` leaves ready: the replica serves only
+/// `default`, so they wait through the whole benchmark as the runs of a queue no replica
+/// serves do.
+const WAITING: &str = "waiting";
+
+/// How far ahead the runs of `--waiting-delayed` are due: past any benchmark's end.
+const WAITING_DELAY: Duration = Duration::from_secs(3600);
+
+/// How many waiting runs are made per bulk enqueue, so that a million are never all in memory.
+const FILL_BATCH: usize = 100_000;
 
 /// How far ahead the delayed burst is due.
 const DELAY: Duration = Duration::from_secs(3);
@@ -64,6 +74,16 @@ pub(super) struct BenchArgs {
         help_heading = "Connection"
     )]
     redis: String,
+    /// The namespace the benchmark owns: deleted before and after (unless `--keep`). Several
+    /// benchmarks at once against one Redis or Cluster each need one of their own.
+    #[arg(
+        long,
+        value_name = "NS",
+        default_value = "bench",
+        value_parser = one_namespace,
+        help_heading = "Connection"
+    )]
+    namespace: String,
     /// How many runs to enqueue and process.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     jobs: usize,
@@ -90,6 +110,18 @@ pub(super) struct BenchArgs {
     /// Redis server only).
     #[arg(long)]
     commands: bool,
+    /// Before the measured part, leave this many ready runs waiting in a queue the replica does
+    /// not serve (bulk enqueued, pipelined): they are in Redis throughout, never claimed.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    waiting: usize,
+    /// Before the measured part, leave this many runs of the measured job waiting, due in an
+    /// hour (bulk enqueued, pipelined): they are in Redis throughout, never promoted.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    waiting_delayed: usize,
+    /// Leave the namespace as the benchmark ends: its finished runs kept for the retention (a
+    /// week), and the waiting ones, for measuring what reads them.
+    #[arg(long)]
+    keep: bool,
 }
 
 /// How many parts a run's `--output` is printed in, spread over its `--run-time`.
@@ -182,17 +214,21 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
         }),
         ..StoreSettings::default()
     };
-    let store = Store::connect(&args.redis, NAMESPACE, settings)
+    let store = Store::connect(&args.redis, &args.namespace, settings)
         .await
         .map_err(|source| CliError::unreachable(&args.redis, source, true))?;
     store.clear_namespace().await?;
     let mut counters = Counters::connect(store.topology()).await?;
     let jobs = parse_file(
         Path::new("bench.toml"),
-        "[jobs.noop]\ncommand = \"true\"\noverlap = \"allow\"\n",
+        &format!(
+            "[jobs.noop]\ncommand = \"true\"\noverlap = \"allow\"\n\
+             [jobs.{WAITING}]\ncommand = \"true\"\noverlap = \"allow\"\nqueue = \"{WAITING}\"\n"
+        ),
     )
     .map_err(|problems| CliError::Argument(format!("benchmark job: {problems:?}")))?;
     store.publish_definitions(&jobs).await?;
+    fill(&store, args.waiting, args.waiting_delayed).await?;
 
     let requests: Vec<Enqueue> = (0..args.jobs)
         .map(|_| Enqueue {
@@ -246,7 +282,11 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
                 })
             }
         })
-        .config(bench_config(args.concurrency, args.archive.as_ref())?)
+        .config(bench_config(
+            &args.namespace,
+            args.concurrency,
+            args.archive.as_ref(),
+        )?)
         .build();
     let shutdown = Shutdown::new();
     let archived = store.metrics().archive_records_total.get();
@@ -292,7 +332,9 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
     if let Ok(Err(died)) = running.await {
         return Err(died.into());
     }
-    store.clear_namespace().await?;
+    if !args.keep {
+        store.clear_namespace().await?;
+    }
     let work = |from: &Option<_>, to: &Option<_>| match (from, to) {
         (Some(from), Some(to)) => Some(Work::between(from, to, args.jobs)),
         _ => None,
@@ -307,12 +349,48 @@ async fn measure(args: &BenchArgs) -> Result<Figures, CliError> {
     })
 }
 
+/// Leaves `ready` runs of the job [`WAITING`] ready in its queue, which the replica does not
+/// serve, and `delayed` runs of the measured job due in an hour: the work already in Redis
+/// that the measured part runs beside. Bulk enqueued, a batch at a time.
+///
+/// # Errors
+/// Redis errors.
+async fn fill(store: &Store, ready: usize, delayed: usize) -> Result<(), CliError> {
+    let due_ms = store.now_ms().await? + i64::try_from(WAITING_DELAY.as_millis()).unwrap_or(0);
+    for (job, count, due_ms) in [(WAITING, ready, None), ("noop", delayed, Some(due_ms))] {
+        let mut left = count;
+        while left > 0 {
+            let batch = left.min(FILL_BATCH);
+            let requests: Vec<Enqueue> = (0..batch)
+                .map(|_| Enqueue {
+                    job: job.to_owned(),
+                    due_ms,
+                    payload: None,
+                    priority: None,
+                    unique: None,
+                })
+                .collect();
+            store.enqueue_many(&requests).await?;
+            left -= batch;
+        }
+    }
+    Ok(())
+}
+
 /// Redis's counters now, on one server.
 async fn read(counters: &mut Option<Counters>) -> Result<Option<redis_work::Snapshot>, CliError> {
     match counters {
         Some(counters) => counters.read().await.map(Some),
         None => Ok(None),
     }
+}
+
+/// Reads `--namespace`: one namespace, checked as the store checks it, so that a bad one is
+/// refused with the usage.
+fn one_namespace(text: &str) -> Result<String, String> {
+    crate::store::validate_namespace(text)
+        .map(|()| text.to_owned())
+        .map_err(|error| error.to_string())
 }
 
 /// Reads `--concurrency`: one number of workers, as `run --workers` reads it, for a benchmark
@@ -330,6 +408,7 @@ fn worker_count(text: &str) -> Result<usize, String> {
 /// A replica tuned for throughput: the benchmark's runs are ad-hoc, so the planner is idle.
 /// With `archive`, it exports as `run --archive` does, but without its long pauses.
 fn bench_config(
+    namespace: &str,
     concurrency: usize,
     archive: Option<&ArchiveUrl>,
 ) -> Result<ReplicaConfig, CliError> {
@@ -343,7 +422,7 @@ fn bench_config(
         config.exporter = Some(ExporterConfig {
             part_age: ARCHIVE_PAUSE,
             max_sleep: ARCHIVE_PAUSE,
-            ..ExporterConfig::new(Archive::open(url)?, NAMESPACE, &config.replica_id)
+            ..ExporterConfig::new(Archive::open(url)?, namespace, &config.replica_id)
         });
     }
     Ok(config)
