@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use redcron::store::{FailReason, Failure, Store};
+use redcron::store::{Enqueue, FailReason, Failure, Store};
 
 use crate::util::redis_server::RedisServer;
 use crate::util::store::enqueue;
@@ -482,4 +482,43 @@ async fn history_shows_a_skip_without_the_start_of_an_earlier_attempt() {
         ),
         "{skip}"
     );
+}
+
+#[tokio::test]
+async fn runs_list_with_a_filter_says_when_it_stopped_before_the_runs_it_asks_for() {
+    // More ready runs of another job ahead of the due one asked for than a filtered list
+    // reads: the list stops there rather than read every run, and says so.
+    let (server, dir, store) = published().await;
+    let requests: Vec<Enqueue> = (0..12_000)
+        .map(|_| Enqueue {
+            job: "other".to_owned(),
+            due_ms: None,
+            payload: None,
+            priority: None,
+            unique: None,
+        })
+        .collect();
+    store.enqueue_many(&requests).await.expect("enqueue");
+    let later = store.now_ms().await.expect("TIME") + 3_600_000;
+    let wanted = enqueue(&store, "nightly", Some(later)).await;
+
+    let cut_short = cli(&server, dir.path(), &["runs", "list", "--job", "nightly"]);
+    assert_eq!(cut_short.code, Some(0), "{}", cut_short.stderr);
+    assert!(!cut_short.stdout.contains(&wanted), "{}", cut_short.stdout);
+    assert!(
+        cut_short
+            .stderr
+            .contains("stopped after reading 10000 runs")
+            && cut_short.stderr.contains("--state"),
+        "{}",
+        cut_short.stderr
+    );
+    // One state at a time, the due run is found, and nothing is said to be left out.
+    let due = cli(
+        &server,
+        dir.path(),
+        &["runs", "list", "--job", "nightly", "--state", "due"],
+    );
+    assert!(due.stdout.contains(&wanted), "{}", due.stdout);
+    assert_eq!(due.stderr, "", "{}", due.stderr);
 }

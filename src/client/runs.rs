@@ -18,7 +18,7 @@ pub const RUNS_SCANNED: usize = 10_000;
 /// trips, few enough that a page that fills up early reads little more than it shows.
 const FILTERED_CHUNK: usize = 256;
 
-/// Which runs [`Client::runs`] lists: those holding a lease, those ready, those due, or any of
+/// Which runs [`Client::runs_page`] lists: those holding a lease, those ready, those due, or any of
 /// them, and from where.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunsQuery {
@@ -56,7 +56,7 @@ pub struct RunsQuery {
     pub run_id: Option<String>,
 }
 
-/// A run listed by [`Client::runs`].
+/// A run listed by [`Client::runs_page`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedRun {
     /// Its id.
@@ -85,21 +85,11 @@ pub struct RunsPage {
 
 impl Client {
     /// Runs holding a lease (by id), then runs ready or waiting (in the order they are
-    /// claimed), then runs due (soonest first), as `query` says: the first page of
-    /// [`Client::runs_page`]; with Redis's clock, ms, when they were read.
-    ///
-    /// # Errors
-    /// As [`Client::runs_page`].
-    pub async fn runs(&self, query: &RunsQuery) -> Result<(Vec<ListedRun>, i64), ClientError> {
-        let page = self.runs_page(query).await?;
-        Ok((page.runs, page.now_ms))
-    }
-
-    /// One page of the runs `query` asks for, from [`RunsQuery::after`], and where the next
-    /// starts. Each state's runs are read from where the page before ended by what orders them
-    /// (see [`RunsCursor`]), so a page reads about `count` entries of each state it shows,
-    /// however many there are; with a job or replica to filter by, it reads at most
-    /// [`RUNS_SCANNED`] entries, and says so.
+    /// claimed), then runs due (soonest first), as `query` says: one page of them, from
+    /// [`RunsQuery::after`], and where the next starts. Each state's runs are read from where
+    /// the page before ended by what orders them (see [`RunsCursor`]), so a page reads about
+    /// `count` entries of each state it shows, however many there are; with a job or replica
+    /// to filter by, it reads at most [`RUNS_SCANNED`] entries, and says so.
     ///
     /// A run that moves on between pages (claimed, started, ended, retried) is listed again
     /// only if it comes to a state the listing has not passed yet: a page never lists a run it

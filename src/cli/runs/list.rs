@@ -10,7 +10,7 @@ use super::record::run_document;
 use super::{ListArgs, ListedState};
 use crate::cli::times::{relative, rfc3339};
 use crate::cli::{CliError, block_on, write_table};
-use crate::client::{Client, RunsQuery};
+use crate::client::{Client, RUNS_SCANNED, RunsQuery};
 
 /// Lists the runs `args` asks for, as `runs list` does.
 pub(super) fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError> {
@@ -24,10 +24,19 @@ pub(super) fn list(args: &ListArgs, out: &mut impl Write) -> Result<(), CliError
         count: args.count,
         ..RunsQuery::default()
     };
-    let (listed, now_ms) = block_on(async {
+    let page = block_on(async {
         let client = Client::from_store(args.redis.connect().await?);
-        client.runs(&query).await.map_err(CliError::from)
+        client.runs_page(&query).await.map_err(CliError::from)
     })?;
+    // A filter reads a bounded number of entries, so that a sparse one never reads every run:
+    // a page it cut short says so, or "no run" would be taken for the answer.
+    if page.scan_limited {
+        eprintln!(
+            "redcron: the list stopped after reading {RUNS_SCANNED} runs without filling the \
+             page: more that match may follow (--state looks through one state at a time)"
+        );
+    }
+    let (listed, now_ms) = (page.runs, page.now_ms);
     // A run that is not active has no worker: the one its record names ran an earlier attempt,
     // or claimed it and handed it back.
     let runs: Vec<(String, HashMap<String, String>)> = listed
