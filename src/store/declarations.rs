@@ -58,6 +58,12 @@ impl Store {
     /// alive by [`Store::heartbeat`]. Returns the declarations' digest, which
     /// [`Store::declarations_intact`] checks.
     ///
+    /// Written a batch of [`FIELD_BATCH`] jobs a round trip, so that what the replica holds at
+    /// once does not grow with the number of jobs: the definitions first, the job names aside
+    /// (`replica-jobs-aside:<id>:<n>`), which one transaction then puts in place of the
+    /// published ones. Readers see the declarations published before or these, never a part of
+    /// them.
+    ///
     /// # Errors
     /// Redis errors.
     pub async fn publish_replica_jobs(
@@ -66,44 +72,109 @@ impl Store {
         jobs: &[Arc<Job>],
         ttl: Duration,
     ) -> Result<String, StoreError> {
+        const OPERATION: &str = "publish_replica_jobs";
         let key = self.keys.replica_jobs(replica_id);
         let declared = self.keys.declared_definitions();
-        // Each hash once: hashing a definition serializes it.
-        let hashes: Vec<String> = jobs.iter().map(|job| job.content_hash()).collect();
+        let ttl_ms = i64::try_from(millis(ttl)).unwrap_or(i64::MAX);
+        // Each digest once (hashing a definition serializes it), as bytes: 100,000 hashes as
+        // strings would be as many small allocations left behind in the heap.
+        let digests: Vec<[u8; 32]> = jobs.iter().map(|job| job.content_digest()).collect();
         let digest = declarations_digest(
             jobs.iter()
-                .zip(&hashes)
-                .map(|(job, hash)| (job.name.as_str(), hash.as_str())),
+                .zip(&digests)
+                .map(|(job, digest)| (job.name.as_str(), hex_array(digest))),
         );
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .del(&key)
-            .ignore()
-            .hset(&key, PUBLISHED_MARKER, &digest)
-            .ignore();
-        // A few commands of many fields rather than two per job: 100,000 small commands held
-        // at once would leave the replica's heap fragmented long after they are sent.
-        for (batch, batch_hashes) in jobs.chunks(FIELD_BATCH).zip(hashes.chunks(FIELD_BATCH)) {
+        // A name of its own: the heartbeat's and a worker's publications may cross.
+        let aside = self
+            .keys
+            .replica_jobs_aside(replica_id, rand::random::<u64>());
+        for (batch, batch_digests) in jobs.chunks(FIELD_BATCH).zip(digests.chunks(FIELD_BATCH)) {
+            let hashes: Vec<String> = batch_digests.iter().map(hex::encode).collect();
             let mut names = Vec::with_capacity(batch.len());
             let mut bodies = Vec::with_capacity(batch.len());
-            for (job, hash) in batch.iter().zip(batch_hashes) {
+            for (job, hash) in batch.iter().zip(&hashes) {
                 bodies.push((hash.as_str(), canonical_json(job)?));
                 names.push((job.name.as_str(), hash.as_str()));
             }
-            pipe.hset_multiple(&declared, &bodies)
+            let () = redis::pipe()
+                .hset_multiple(&declared, &bodies)
                 .ignore()
-                .hset_multiple(&key, &names)
-                .ignore();
+                .hset_multiple(&aside, &names)
+                .ignore()
+                .pexpire(&aside, ttl_ms)
+                .ignore()
+                .query_async(&mut self.connection.clone())
+                .await
+                .during(&self.metrics, OPERATION)?;
         }
-        pipe.pexpire(&key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
+        // The marker makes the key when there are no jobs; RENAME replaces the published
+        // declarations whole, their expiry with them.
+        let () = redis::pipe()
+            .atomic()
+            .hset(&aside, PUBLISHED_MARKER, &digest)
+            .ignore()
+            .rename(&aside, &key)
+            .ignore()
+            .pexpire(&key, ttl_ms)
             .ignore()
             .incr(self.keys.declarations_version(), 1)
-            .ignore();
-        let () = pipe
+            .ignore()
             .query_async(&mut self.connection.clone())
             .await
-            .during(&self.metrics, "publish_replica_jobs")?;
+            .during(&self.metrics, OPERATION)?;
+        self.restore_forgotten_definitions(jobs, &digests).await?;
         Ok(digest)
+    }
+
+    /// Writes again the definitions of `jobs` (with their `digests`) that `declared-defs` lacks:
+    /// until its declarations were in place, nothing referenced the definitions a publication
+    /// wrote, and the leader may have removed some as unreferenced
+    /// ([`Store::forget_declared_definitions`]). Now referenced, they stay; the version is
+    /// bumped when any is written, so that a leader that missed them reads them.
+    async fn restore_forgotten_definitions(
+        &self,
+        jobs: &[Arc<Job>],
+        digests: &[[u8; 32]],
+    ) -> Result<(), StoreError> {
+        const OPERATION: &str = "publish_replica_jobs";
+        let declared = self.keys.declared_definitions();
+        let mut restored = false;
+        for (batch, batch_digests) in jobs.chunks(FIELD_BATCH).zip(digests.chunks(FIELD_BATCH)) {
+            let hashes: Vec<String> = batch_digests.iter().map(hex::encode).collect();
+            let mut pipe = redis::pipe();
+            for hash in &hashes {
+                pipe.hexists(&declared, hash);
+            }
+            let present: Vec<bool> = pipe
+                .query_async(&mut self.connection.clone())
+                .await
+                .during(&self.metrics, OPERATION)?;
+            let mut bodies = Vec::new();
+            for ((job, hash), present) in batch.iter().zip(&hashes).zip(present) {
+                if !present {
+                    bodies.push((hash.as_str(), canonical_json(job)?));
+                }
+            }
+            if bodies.is_empty() {
+                continue;
+            }
+            restored = true;
+            let () = self
+                .connection
+                .clone()
+                .hset_multiple(&declared, &bodies)
+                .await
+                .during(&self.metrics, OPERATION)?;
+        }
+        if restored {
+            let () = self
+                .connection
+                .clone()
+                .incr(self.keys.declarations_version(), 1)
+                .await
+                .during(&self.metrics, OPERATION)?;
+        }
+        Ok(())
     }
 
     /// Whether the declarations `replica_id` published are still what it declares, checked for
@@ -317,15 +388,17 @@ impl Store {
             .during(&self.metrics, "declared_definitions")
     }
 
-    /// Removes the declared definitions that neither `own` (content digests) nor the
-    /// declarations of a replica that beat within `recent` of `now_ms` reference, unless declarations changed since
-    /// `version` was read: `false` then, and the rest is left for another time.
+    /// Removes the declared definitions that neither `own` (the content digests of what
+    /// `own_replica` declares) nor the declarations of another replica that beat within
+    /// `recent` of `now_ms` reference, unless declarations changed since `version` was read:
+    /// `false` then, and the rest is left for another time.
     ///
     /// # Errors
     /// Redis errors.
     pub async fn forget_declared_definitions(
         &self,
         version: &str,
+        own_replica: &str,
         own: &HashSet<[u8; 32]>,
         now_ms: i64,
         recent: Duration,
@@ -337,7 +410,9 @@ impl Store {
             .zrangebyscore(self.keys.replicas(), since, "+inf")
             .await
             .during(&self.metrics, "forget_declared_definitions")?;
-        let replicas = readable_names(NameIndex::Replicas, replicas, &mut Vec::new());
+        let mut replicas = readable_names(NameIndex::Replicas, replicas, &mut Vec::new());
+        // Its own are `own`: read back, they would be a copy of every job's hash.
+        replicas.retain(|replica| replica != own_replica);
         let declared = self.replica_declarations(&replicas).await?;
         let referenced: HashSet<&str> = declared
             .iter()
@@ -432,40 +507,56 @@ impl Store {
     ) -> Result<(), StoreError> {
         let (defs, hashes) = (self.keys.defs(), self.keys.def_hashes());
         let damaged = self.keys.damaged_definitions();
-        let mut pipe = redis::pipe();
-        pipe.atomic();
         let jobs: Vec<(&Job, &str)> = jobs.into_iter().collect();
-        for batch in jobs.chunks(FIELD_BATCH) {
-            let mut names = Vec::with_capacity(batch.len());
-            let mut bodies = Vec::with_capacity(batch.len());
-            let mut batch_hashes = Vec::with_capacity(batch.len());
-            for (job, hash) in batch {
-                names.push(job.name.as_str());
-                bodies.push((job.name.as_str(), canonical_json(job)?));
-                batch_hashes.push((job.name.as_str(), *hash));
+        let mut batches: Vec<&[(&Job, &str)]> = jobs.chunks(FIELD_BATCH).collect();
+        if batches.is_empty() {
+            // The stale entries and the promoters' wake-up go with the last batch, even of none.
+            batches.push(&[]);
+        }
+        let count = batches.len();
+        let mut refused = false;
+        // A transaction per batch, a round trip each: a job's definition and hash are written
+        // together, and what is held at once does not grow with the number of jobs.
+        for (index, batch) in batches.into_iter().enumerate() {
+            let last = index + 1 == count;
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            if !batch.is_empty() {
+                let mut names = Vec::with_capacity(batch.len());
+                let mut bodies = Vec::with_capacity(batch.len());
+                let mut batch_hashes = Vec::with_capacity(batch.len());
+                for (job, hash) in batch {
+                    names.push(job.name.as_str());
+                    bodies.push((job.name.as_str(), canonical_json(job)?));
+                    batch_hashes.push((job.name.as_str(), *hash));
+                }
+                pipe.hset_multiple(&defs, &bodies)
+                    .ignore()
+                    .hset_multiple(&hashes, &batch_hashes)
+                    .ignore()
+                    .srem(&damaged, &names)
+                    .ignore();
             }
-            pipe.hset_multiple(&defs, &bodies)
-                .ignore()
-                .hset_multiple(&hashes, &batch_hashes)
-                .ignore()
-                .srem(&damaged, &names)
-                .ignore();
-        }
-        if !stale.is_empty() {
-            pipe.hdel(&defs, stale).ignore();
-            pipe.hdel(&hashes, stale).ignore();
-            pipe.srem(&damaged, stale).ignore();
-        }
-        pipe.publish(self.keys.wake_promoter(), "0").ignore();
-        let written: Result<(), redis::RedisError> =
-            pipe.query_async(&mut self.connection.clone()).await;
-        match written {
-            // The definitions were written: their hashes are taken from them.
-            Err(error) if self.definition_hashes_refused(&error).await? => {
-                self.replace_definition_hashes().await
+            if last {
+                if !stale.is_empty() {
+                    pipe.hdel(&defs, stale).ignore();
+                    pipe.hdel(&hashes, stale).ignore();
+                    pipe.srem(&damaged, stale).ignore();
+                }
+                pipe.publish(self.keys.wake_promoter(), "0").ignore();
             }
-            written => written.during(&self.metrics, "write_definitions"),
+            let written: Result<(), redis::RedisError> =
+                pipe.query_async(&mut self.connection.clone()).await;
+            match written {
+                // The definitions were written: their hashes are taken from them once all are.
+                Err(error) if self.definition_hashes_refused(&error).await? => refused = true,
+                written => written.during(&self.metrics, "write_definitions")?,
+            }
         }
+        if refused {
+            self.replace_definition_hashes().await?;
+        }
+        Ok(())
     }
 
     /// The content hash of every published definition, by job: taken from the definitions
@@ -578,17 +669,24 @@ pub fn canonical_json(job: &Job) -> Result<String, StoreError> {
         .map_err(|error| reply_error("publish_definitions", format!("{}: {error}", job.name)))
 }
 
+/// `digest` in hex, held inline.
+fn hex_array(digest: &[u8; 32]) -> [u8; 64] {
+    let mut hex = [0; 64];
+    hex::encode_to_slice(digest, &mut hex).expect("64 bytes hold 32 in hex");
+    hex
+}
+
 /// A digest of declarations (job name and content hash of each), whatever their order.
-pub(super) fn declarations_digest<'a>(
-    declared: impl Iterator<Item = (&'a str, &'a str)>,
+pub(super) fn declarations_digest<'a, H: AsRef<[u8]> + Ord>(
+    declared: impl Iterator<Item = (&'a str, H)>,
 ) -> String {
-    let mut declared: Vec<(&str, &str)> = declared.collect();
+    let mut declared: Vec<(&str, H)> = declared.collect();
     declared.sort_unstable();
     let mut hasher = Sha256::new();
     for (name, hash) in &declared {
         hasher.update(name.as_bytes());
         hasher.update([0]);
-        hasher.update(hash.as_bytes());
+        hasher.update(hash.as_ref());
         hasher.update([b'\n']);
     }
     hex::encode(hasher.finalize())

@@ -336,6 +336,15 @@ impl Keys {
         self.key(&format!("replica-jobs:{replica_id}"))
     }
 
+    /// Hash: declarations of one replica being written, a batch at a time, before they replace
+    /// its `replica-jobs:<id>` in one step (`RENAME`); `publication` tells apart two that
+    /// cross. Expires with the replica's declarations when a publication is cut short.
+    pub fn replica_jobs_aside(&self, replica_id: &str, publication: u64) -> String {
+        self.key(&format!(
+            "replica-jobs-aside:{replica_id}:{publication:016x}"
+        ))
+    }
+
     /// Zset replica id -> ms it last declared the every-replica job `job`: the targets of the
     /// job's fires are those that declared it within the misfire threshold.
     pub fn targets(&self, job: &str) -> String {

@@ -646,7 +646,13 @@ impl Declarations {
     ) -> Result<(), StoreError> {
         let own: HashSet<Digest> = self.own_digests.iter().copied().collect();
         store
-            .forget_declared_definitions(version, &own, now_ms, self.config.live_for * 2)
+            .forget_declared_definitions(
+                version,
+                &self.config.replica_id,
+                &own,
+                now_ms,
+                self.config.live_for * 2,
+            )
             .await?;
         Ok(())
     }
