@@ -442,6 +442,51 @@ async fn definitions_no_replica_declares_are_forgotten_and_a_stopping_replica_wi
     assert!(!exists && live.is_none());
 }
 
+/// Declarations of more jobs than one round trip writes go out in batches, put in place whole:
+/// every job and definition is there, read back intact, and nothing is left aside; the leader
+/// publishes them all in batches too.
+#[tokio::test]
+async fn declarations_larger_than_a_batch_are_published_whole_and_nothing_is_left_aside() {
+    const JOBS: usize = 2_500;
+    let (server, store, mut planner, _clock) = leader(EVERY_2S, Duration::from_secs(300)).await;
+    let toml: String = (0..JOBS)
+        .map(|index| {
+            format!(
+                "[jobs.j{index}]\nschedule = \"{} * * * *\"\ncommand = \"true\"\n",
+                index % 60
+            )
+        })
+        .collect();
+    declare(&store, "b", &toml).await;
+    let declared: Vec<Arc<Job>> = jobs(&toml).into_iter().map(Arc::new).collect();
+    let mut redis = server.connection();
+    let published = store
+        .replica_declarations(&["b".to_owned()])
+        .await
+        .expect("read b's declarations")
+        .remove(0)
+        .expect("b's declarations, whole: their digest matches");
+    assert_eq!(published.len(), JOBS);
+    assert_eq!(published["j1234"], declared[1234].content_hash());
+    let definitions: usize = redis.hlen(keys().declared_definitions()).expect("HLEN");
+    assert_eq!(definitions, JOBS, "one definition per job");
+    let aside: Vec<String> = redis.keys("*replica-jobs-aside*").expect("KEYS");
+    assert!(aside.is_empty(), "left aside: {aside:?}");
+
+    planner.tick().await.expect("tick");
+    let planned: usize = redis.hlen(keys().defs()).expect("HLEN");
+    let hashes: usize = redis.hlen(keys().def_hashes()).expect("HLEN");
+    assert_eq!(
+        (planned, hashes),
+        (JOBS + 1, JOBS + 1),
+        "b's jobs and a's x"
+    );
+    assert_eq!(
+        published_hash(&server, "j2499"),
+        Some(declared[2499].content_hash())
+    );
+}
+
 #[test]
 fn a_replica_heals_a_corrupt_published_definition_within_a_tick_and_loses_no_fire() {
     let scenario = Scenario::new();
