@@ -338,3 +338,47 @@ fn an_unknown_user_is_refused_as_a_wrong_password_is() {
         "an unknown user answered in {unknown_took:?}, a wrong password in {wrong_took:?}"
     );
 }
+
+/// A refused page (401, 403) names neither the namespace nor the leader, and one refused to a
+/// caller not signed in is drawn without reading Redis, which anyone could otherwise make the
+/// server do as often as they liked.
+#[test]
+fn a_refused_page_neither_reads_redis_nor_names_the_namespace() {
+    let scenario = Scenario::new();
+    let web = with_users(&scenario, &[]);
+    let as_vera = |request: reqwest::RequestBuilder| {
+        web.send(request.basic_auth("vera", Some("vera's password")))
+    };
+    // Signed in, the header names them: what the refusals below must not.
+    let read = as_vera(web.client().get(web.url("/jobs")));
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert!(
+        read.body.contains("namespace <strong>test</strong>"),
+        "{}",
+        read.body
+    );
+    assert!(read.body.contains(" · leader "), "{}", read.body);
+
+    scenario.server.reset_command_calls();
+    let mut refused = Vec::new();
+    for _ in 0..10 {
+        refused.push(web.get("/jobs"));
+    }
+    let calls = scenario.server.command_calls();
+    let read_by_the_server: u64 = calls
+        .iter()
+        .filter(|(command, _)| !command.starts_with("info") && !command.starts_with("config"))
+        .map(|(_, calls)| calls)
+        .sum();
+    assert_eq!(read_by_the_server, 0, "{calls:?}");
+    // A viewer refused an action is told so on a page that names neither either.
+    refused.push(as_vera(web.client().post(web.url("/jobs/greet/pause"))));
+    for page in &refused {
+        assert!(matches!(page.status, 401 | 403), "{}", page.body);
+        assert!(page.is_page(), "{}", page.body);
+        assert!(!page.body.contains("namespace"), "{}", page.body);
+        assert!(!page.body.contains("leader"), "{}", page.body);
+        assert!(!page.body.contains("redcron test"), "{}", page.body);
+    }
+    assert_eq!(refused[10].status, 403, "{}", refused[10].body);
+}

@@ -1,4 +1,5 @@
 //! The one layout every page is drawn in: header (namespace, leader), navigation, main, footer.
+//! A refused page's header names neither the namespace nor the leader.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
@@ -67,20 +68,25 @@ pub(crate) fn page(
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · redcron " (context.namespace) }
+                title {
+                    (title) " · redcron"
+                    @if let Some(namespace) = &context.namespace { " " (namespace) }
+                }
                 link rel="stylesheet" href=(context.link(&format!("/assets/{}", assets::name("style"))));
                 script src=(context.link(&format!("/assets/{}", assets::name("console")))) defer {}
             }
             body {
                 header {
                     a.brand href=(context.link("/")) { "redcron" }
-                    span.where {
-                        "namespace " strong { (context.namespace) }
-                        " · leader "
-                        @match &context.leader {
-                            Leader::Replica(replica) => strong { (replica) },
-                            Leader::None => "none",
-                            Leader::Unread => "unknown",
+                    @if let Some(namespace) = &context.namespace {
+                        span.where {
+                            "namespace " strong { (namespace) }
+                            " · leader "
+                            @match &context.leader {
+                                Leader::Replica(replica) => strong { (replica) },
+                                Leader::None => "none",
+                                Leader::Unread => "unknown",
+                            }
                         }
                     }
                     nav aria-label="Main" {

@@ -61,8 +61,10 @@ pub(crate) struct PageContext {
     /// Where the console's root is, as the browser sees it (`""` or `/redcron`): the start of
     /// every link and form action.
     pub(crate) prefix: String,
-    /// The namespace served.
-    pub(crate) namespace: String,
+    /// The namespace served, as the header and title name it; `None` on a page refused
+    /// before the caller is known to be let in (401, 403), which names neither it nor the
+    /// leader.
+    pub(crate) namespace: Option<String>,
     /// Whether the page offers actions: an operator's, on a server that is not read-only.
     pub(crate) may_act: bool,
     /// The token the page's forms repeat.
@@ -125,7 +127,7 @@ impl PageContext {
             may_act: caller.role == Role::Operator && !state.read_only(),
             caller,
             prefix,
-            namespace: state.namespace().to_owned(),
+            namespace: Some(state.namespace().to_owned()),
             csrf_token,
             new_token,
             leader: Leader::Unread,

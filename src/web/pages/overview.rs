@@ -89,7 +89,7 @@ fn warnings(context: &PageContext, status: &Value, drifting: &[Drift]) -> Markup
     }
     if status["replicas"].as_array().is_some_and(Vec::is_empty) {
         said.push(html! {
-            "No replica has run in namespace " strong { (context.namespace) }
+            "No replica has run in namespace " strong { (context.namespace.as_deref().unwrap_or_default()) }
             ": is it the namespace the replicas run with (" code { "--namespace" } ")?"
         });
     }

@@ -38,10 +38,17 @@ pub(crate) async fn html_errors(
         .await
         .unwrap_or_else(|_| Caller::nobody());
     let mut context = PageContext::new(&headers, &state, caller);
-    // Read only for a page drawn here: a page its handler drew read the leader itself. Not
-    // read again when a read found Redis out of reach, which would make the page wait for a
-    // second response timeout: the header says the leader is unknown.
-    if error.status != StatusCode::SERVICE_UNAVAILABLE {
+    // A refusal (401, 403) is drawn before anything says the caller may read the namespace:
+    // it neither reads Redis (which anyone could make it do) nor names the namespace or the
+    // leader. Otherwise the leader is read only for a page drawn here (a page its handler drew
+    // read it itself), and not when a read found Redis out of reach, which would make the
+    // page wait for a second response timeout: the header says the leader is unknown.
+    if matches!(
+        error.status,
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+    ) {
+        context.namespace = None;
+    } else if error.status != StatusCode::SERVICE_UNAVAILABLE {
         context.leader = Leader::read(&state).await.unwrap_or(Leader::Unread);
     }
     drawn(&context, &error, &path)
