@@ -157,6 +157,7 @@ fn a_jobs_page_shows_its_definition_fires_history_and_last_output() {
     let html = &page.body;
     assert_eq!(page.status, 200);
     for expected in [
+        "<title>Job greet · redcron test</title>",
         "Job <code>greet</code>",
         "None: the job runs only when triggered.",
         "<th scope=\"row\"><a href=\"/runs/",

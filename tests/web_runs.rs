@@ -333,6 +333,20 @@ fn dead_runs_are_retried_one_and_all_through_forms_and_purged() {
     let page = both_dead(&web);
     assert!(page.contains("<h1>Dead letters</h1>"), "{page}");
     assert!(page.contains("<td>doomed</td>"), "{page}");
+    // A dead run's page links its job and its dead letters, and offers the same retry.
+    let run_page = web.get(&format!("/runs/{second}"));
+    assert_eq!(run_page.status, 200, "{}", run_page.body);
+    for expected in [
+        "<a href=\"/jobs/doomed\">doomed</a>".to_owned(),
+        "<a href=\"/dead?job=doomed\">dead letters of doomed</a>".to_owned(),
+        format!("action=\"/dead/{second}/retry\""),
+    ] {
+        assert!(
+            run_page.body.contains(&expected),
+            "{expected}: {}",
+            run_page.body
+        );
+    }
     let answer = web.get("/dead?job=doomed");
     let token = token(&answer);
 

@@ -79,7 +79,12 @@ pub(super) async fn page(
             p { "No replica declares a job of that name: it may have been removed from the schedule files." }
             p { a href=(context.link("/jobs")) { "Back to the jobs" } }
         };
-        return layout::page(&context, StatusCode::NOT_FOUND, "Job", main);
+        return layout::page(
+            &context,
+            StatusCode::NOT_FOUND,
+            &format!("No job {name}"),
+            main,
+        );
     };
     let now_ms = read.overview.now_ms;
     let paused = read.overview.paused.contains(&name);
@@ -117,7 +122,7 @@ pub(super) async fn page(
             pre { (definition(&read.overview, &name)) }
         }
     };
-    layout::page(&context, StatusCode::OK, "Job", main)
+    layout::page(&context, StatusCode::OK, &format!("Job {name}"), main)
 }
 
 /// The next fires, each as people read it; or why there are none.

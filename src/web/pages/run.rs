@@ -21,7 +21,7 @@ use crate::store::Event;
 use crate::store::replica_of_worker;
 use crate::web::api::{Segment, archived_run};
 use crate::web::query::{NoQuery, Params};
-use crate::web::{ApiError, WebState};
+use crate::web::{ApiError, WebState, csrf};
 
 /// The record's fields the page names at its top, in order, with their labels.
 const FACTS: [(&str, &str); 10] = [
@@ -169,7 +169,13 @@ fn drawn(
                     @let value = text(&run[field]);
                     @if !value.is_empty() {
                         dt { (label) }
-                        dd class=[(field == "state").then(|| format!("state-{value}"))] { (value) }
+                        dd class=[(field == "state").then(|| format!("state-{value}"))] {
+                            @if field == "job" {
+                                a href=(context.link(&format!("/jobs/{}", segment(&value)))) { (value) }
+                            } @else {
+                                (value)
+                            }
+                        }
                     }
                 }
             }
@@ -181,6 +187,9 @@ fn drawn(
             }
             @if let Some(error) = run["error"].as_str().filter(|error| !error.is_empty()) {
                 p { "Error: " (error) }
+            }
+            @if run["state"] == "dead" && archived_in.is_none() {
+                (dead_letter(context, id, &text(&run["job"])))
             }
         }
         section #timeline aria-labelledby="timeline-h" {
@@ -207,6 +216,23 @@ fn drawn(
         }
     };
     layout::page(context, StatusCode::OK, &title, main)
+}
+
+/// Where a dead run waits: a link to its job's dead letters and, for an operator, the retry
+/// the Dead letters page offers, so that the run's page is no dead end.
+fn dead_letter(context: &PageContext, id: &str, job: &str) -> Markup {
+    let letters = context.link(&format!("/dead?job={}", segment(job)));
+    html! {
+        p #dead-letter {
+            "It is in the " a href=(letters) { "dead letters of " (job) } "."
+        }
+        @if context.may_act {
+            form.inline method="post" action=(context.link(&format!("/dead/{}/retry", segment(id)))) {
+                input type="hidden" name=(csrf::FIELD) value=(context.csrf_token);
+                button type="submit" aria-label=(format!("Retry {id}")) { "Retry" }
+            }
+        }
+    }
 }
 
 /// A running run's output so far, in the element the console's script refreshes from the
