@@ -98,6 +98,14 @@ fn a_body_refused_names_the_field_in_plain_words_and_repeats_a_few_dozen_bytes_a
             1024,
         );
     }
+    // Both would retry one job's where the body also asked for every one: one or the other.
+    refused(
+        &web.post("/api/v1/dead/retry", Some(r#"{"all": true, "job": "x"}"#)),
+        400,
+        "bad-body",
+        &["give one of job and all"],
+        1024,
+    );
     assert_eq!(
         web.post("/api/v1/dead/retry", Some(r#"{"all": true}"#))
             .status,

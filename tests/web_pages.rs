@@ -173,6 +173,14 @@ fn every_link_starts_with_the_base_path_and_a_trusted_proxys_prefix() {
         "{all:?}"
     );
     assert_eq!(web.get("/no-such-page").status, 404);
+    // The icon a browser asks for with its first page is served, not a 404.
+    let icon = web.get("/favicon.ico");
+    assert_eq!(icon.status, 200, "{}", icon.body);
+    assert_eq!(
+        icon.headers["content-type"].to_str().ok(),
+        Some("image/svg+xml")
+    );
+    assert!(icon.body.starts_with("<svg "), "{}", icon.body);
 
     // A proxy's prefix is ignored unless the server is told to trust it.
     let forwarded = |web: &WebProcess| {

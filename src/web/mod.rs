@@ -178,6 +178,7 @@ pub fn router(state: WebState) -> Router {
     Router::new()
         .merge(pages::routes())
         .route("/assets/{name}", axum::routing::get(assets::serve))
+        .route("/favicon.ico", axum::routing::get(assets::favicon))
         .nest("/api/v1", api::routes())
         .method_not_allowed_fallback(api::no_method)
         .fallback(pages::not_found)

@@ -282,7 +282,8 @@ impl Fields for RetryFilter {
 }
 
 /// `dead retry --all [--job JOB] --json`: a body that names no job and does not say `all` is
-/// refused, so that no empty body retries every dead run.
+/// refused, so that no empty body retries every dead run, and so is one that says both, which
+/// would retry one job's where it asked for every one.
 pub(super) async fn retry_dead_runs(
     Operator(caller): Operator,
     State(state): State<WebState>,
@@ -293,6 +294,13 @@ pub(super) async fn retry_dead_runs(
             "bad-body",
             "name the dead runs to retry: {\"job\": JOB} for one job's, {\"all\": true} for \
              every one",
+        ));
+    }
+    if body.job.is_some() && body.all {
+        return Err(ApiError::bad_request(
+            "bad-body",
+            "give one of job and all: {\"job\": JOB} for one job's dead runs, {\"all\": true} \
+             for every one",
         ));
     }
     let outcome = state
