@@ -77,9 +77,12 @@ pub fn fires_chart(subject: &str, buckets: &[FireBucket]) -> Markup {
         sum(|bucket| bucket.failed),
         sum(|bucket| bucket.skipped),
     );
+    // A bar counts the fires of its span, which grows with the time shown (13 minutes for a
+    // day of minutes): the chart says so, never a rate it does not draw.
+    let per = bar_span(buckets, &merged).map_or_else(|| "bar".to_owned(), span_words);
     let summary = format!(
-        "{subject}: fires by outcome from {} to {}: {succeeded} succeeded, {failed} failed, \
-         {skipped} skipped",
+        "{subject}: fires by outcome from {} to {}, per {per}: {succeeded} succeeded, \
+         {failed} failed, {skipped} skipped",
         when(first.start),
         when(last.start),
     );
@@ -99,6 +102,8 @@ pub fn fires_chart(subject: &str, buckets: &[FireBucket]) -> Markup {
         svg class="chart fires" viewBox=(view_box()) role="img" aria-label=(summary) {
             title { (summary) }
             (axes(&highest.to_string(), &when(first.start), &when(last.start)))
+            text class="label" fill="currentColor" font-size="10" x=(units(LEFT + 4.0))
+                y=(units(TOP + 8.0)) { "fires per " (per) }
             @for (index, bucket) in merged.iter().enumerate() {
                 @let x = LEFT + index as f64 * slot + (slot - bar_width) / 2.0;
                 g {
@@ -241,6 +246,28 @@ fn merge_buckets(buckets: &[FireBucket]) -> Vec<FireBucket> {
             skipped: chunk.iter().map(|bucket| bucket.skipped).sum(),
         })
         .collect()
+}
+
+/// How long one bar of `merged` (made of `buckets`) lasts: from one bar's start to the next,
+/// or for a single bar its buckets' length times their number; `None` for a single bucket.
+fn bar_span(buckets: &[FireBucket], merged: &[FireBucket]) -> Option<chrono::TimeDelta> {
+    match (merged, buckets) {
+        ([first, second, ..], _) => Some(second.start - first.start),
+        (_, [first, second, ..]) => {
+            Some((second.start - first.start) * i32::try_from(buckets.len()).ok()?)
+        }
+        _ => None,
+    }
+}
+
+/// A bar's span in words: "13 min", "2 h", "30 s".
+fn span_words(span: chrono::TimeDelta) -> String {
+    let seconds = span.num_seconds();
+    match seconds {
+        3600.. if seconds % 3600 == 0 => format!("{} h", seconds / 3600),
+        60.. if seconds % 60 == 0 => format!("{} min", seconds / 60),
+        _ => format!("{seconds} s"),
+    }
 }
 
 /// The nearest-rank `p`th percentile of `sorted`, which is not empty.
@@ -392,7 +419,7 @@ pub(super) mod tests {
         assert_eq!(elements.iter().filter(|name| *name == "rect").count(), 3);
         assert!(svg.contains(
             "aria-label=\"every job: fires by outcome from 2027-01-15 08:00 UTC to 2027-01-15 \
-             08:01 UTC: 3 succeeded, 1 failed, 2 skipped\""
+             08:01 UTC, per 1 min: 3 succeeded, 1 failed, 2 skipped\""
         ));
         assert!(svg.contains("class=\"outcome-failed\""));
         assert!(svg.contains("<title>2027-01-15 08:01 UTC: 0 succeeded, 0 failed, 2 skipped"));
@@ -436,6 +463,9 @@ pub(super) mod tests {
         let svg = fires_chart("every job", &buckets).into_string();
         let rects = elements(&svg).iter().filter(|name| *name == "rect").count();
         assert_eq!(rects, 3 * MAX_BARS);
+        // 10,000 minutes in 120 bars: 84 minutes each, said in the summary and on the axis.
+        assert!(svg.contains(", per 84 min: "), "{svg}");
+        assert!(svg.contains(">fires per 84 min</text>"), "{svg}");
         assert!(
             svg.contains("10000 succeeded, 10000 failed, 10000 skipped"),
             "the summary counts every bucket"

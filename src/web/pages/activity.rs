@@ -1,4 +1,5 @@
-//! The overview's charts, from the events stream: fires per minute over the last day by outcome,
+//! The overview's charts, from the events stream: fires over the last day by outcome (counted by
+//! minute, drawn in bars of a few minutes),
 //! and how late fires started (fire lag) over the last hour.
 
 use chrono::DateTime;
@@ -22,7 +23,7 @@ pub(super) fn charts(events: &[Event], now_ms: i64) -> Markup {
     let lags = fire_lags(events, now_ms);
     html! {
         div #charts {
-            h3 { "Fires per minute, by outcome" }
+            h3 { "Fires over the last day, by outcome" }
             (fires_chart("every job", &fire_buckets(events, now_ms)))
             h3 { "Fire lag over the last hour" }
             @match percentiles(lags) {
