@@ -543,3 +543,55 @@ fn a_run_whose_replica_was_killed_says_the_replica_is_lost() {
     );
     assert!(lost.contains("state-active"), "{lost}");
 }
+
+/// A filter the indexes do not serve, matching one run behind thousands of others: the Runs
+/// page reads on past pages that keep none, and never says "No run matches" while a next page
+/// may hold one.
+#[test]
+fn a_filtered_runs_page_reads_on_past_runs_it_does_not_keep() {
+    let (scenario, _replica, web) = console(&[]);
+    let soon = chrono::Utc::now() + chrono::Duration::hours(1);
+    let later = soon + chrono::Duration::hours(2);
+    let mut lines: String = (0..3_000)
+        .map(|_| {
+            format!(
+                "{{\"job\": \"greet\", \"at\": \"{}\"}}\n",
+                soon.to_rfc3339()
+            )
+        })
+        .collect();
+    lines.push_str(&format!(
+        "{{\"job\": \"parked\", \"at\": \"{}\"}}\n",
+        later.to_rfc3339()
+    ));
+    let file = scenario.dir.path().join("runs.jsonl");
+    std::fs::write(&file, lines).expect("write the runs");
+    let file = file.display().to_string();
+    let enqueued = crate::util::cli(
+        &scenario.server,
+        scenario.dir.path(),
+        &["enqueue", "--from", &file],
+    );
+    assert_eq!(enqueued.code, Some(0), "{}", enqueued.stderr);
+    let mut path = "/runs?state=due&queue=nowhere".to_owned();
+    let mut found = false;
+    for _ in 0..100 {
+        let page = web.get(&path);
+        assert_eq!(page.status, 200, "{}", page.body);
+        let next = next_link(&page.body);
+        assert!(
+            !(page.body.contains("No run matches.") && next.is_some()),
+            "an empty page says nothing matches while a next page reads on:\n{}",
+            page.body
+        );
+        if page.body.contains("/runs/") && linked_runs(&page.body).len() == 1 {
+            found = true;
+            break;
+        }
+        match next {
+            Some(next) => path = next,
+            None => break,
+        }
+    }
+    assert!(found, "the parked run was never listed");
+}

@@ -116,7 +116,7 @@ pub(super) async fn page(
     let main = html! {
         h1 { "Runs" }
         (filters(&context, &filter))
-        (table(&context, &filter, &rows, now_ms))
+        (table(&context, &filter, &rows, next.is_some(), now_ms))
         @if let Some(cursor) = next {
             p { a rel="next" href=(filter.link(&context, &cursor)) { "Next page" } }
         }
@@ -140,13 +140,27 @@ async fn listing(
         since: given(&filter.since),
         until: given(&filter.until),
     };
-    let mut document = read_runs(state, &params).await?;
-    let runs = match document["runs"].take() {
-        Value::Array(runs) => runs,
-        _ => Vec::new(),
-    };
-    Ok((runs, document["next_cursor"].as_str().map(str::to_owned)))
+    let mut params = params;
+    // A filter the indexes do not serve (a queue, a replica) reads a bounded slice of runs a
+    // page and may keep none of it: pages are read on, a few, so that a page shown empty
+    // while others would match is rare, and says so when it happens.
+    for _ in 0..EMPTY_PAGES_READ_ON {
+        let mut document = read_runs(state, &params).await?;
+        let runs = match document["runs"].take() {
+            Value::Array(runs) => runs,
+            _ => Vec::new(),
+        };
+        let next = document["next_cursor"].as_str().map(str::to_owned);
+        match next {
+            Some(cursor) if runs.is_empty() => params.cursor = Some(cursor),
+            next => return Ok((runs, next)),
+        }
+    }
+    Ok((Vec::new(), params.cursor))
 }
+
+/// How many pages the runs page reads at most before it shows one with no run kept.
+const EMPTY_PAGES_READ_ON: usize = 10;
 
 /// The filter form (a GET, so that a filtered page is a link) and the search box.
 fn filters(context: &PageContext, filter: &RunsFilter) -> Markup {
@@ -188,11 +202,23 @@ fn filters(context: &PageContext, filter: &RunsFilter) -> Markup {
 }
 
 /// The runs' table, each row linking its run; none, said so.
-fn table(context: &PageContext, filter: &RunsFilter, rows: &[Value], now_ms: i64) -> Markup {
+fn table(
+    context: &PageContext,
+    filter: &RunsFilter,
+    rows: &[Value],
+    more: bool,
+    now_ms: i64,
+) -> Markup {
     if rows.is_empty() {
         return html! {
             p.empty {
-                @if filter.cursor.is_empty() { "No run matches." } @else { "No more runs." }
+                @if more {
+                    "No run matches among the runs read so far; the next page reads on."
+                } @else if filter.cursor.is_empty() {
+                    "No run matches."
+                } @else {
+                    "No more runs."
+                }
             }
         };
     }
