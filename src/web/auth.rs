@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordHasher, SaltString};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use super::WebState;
 use super::error::{ApiError, WebError};
 use super::query::{SHOWN, shown};
+use super::verify::Verifier;
 
 /// What a caller may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -73,6 +74,8 @@ pub struct Auth {
     tokens: Vec<(String, [u8; 32], Role)>,
     /// Each user's name, Argon2 hash (checked for form on load) and role.
     users: Vec<(String, String, Role)>,
+    /// Where users' passwords are verified: started once the file names a user.
+    verifier: Option<Arc<Verifier>>,
 }
 
 /// Never shows the hashes, which a log line or a panic could otherwise carry.
@@ -141,6 +144,9 @@ impl Auth {
             auth.users
                 .push((entry.name, entry.password_hash, entry.role));
         }
+        if !auth.users.is_empty() {
+            auth.verifier = Some(Verifier::start());
+        }
         Ok(auth)
     }
 
@@ -150,8 +156,9 @@ impl Auth {
     }
 
     /// Who sent `headers`: a token's or a user's name and role, `anonymous` (an operator)
-    /// when no authentication is configured. A user's password is verified on a blocking
-    /// thread: Argon2 is slow on purpose, and would hold up the runtime's other requests.
+    /// when no authentication is configured. A user's password is verified on the
+    /// [`Verifier`]'s threads: Argon2 is slow and large on purpose, and would hold up the
+    /// runtime's other requests, or its memory.
     async fn caller(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
         if !self.is_configured() {
             return Ok(Caller {
@@ -211,19 +218,11 @@ impl Auth {
                 ));
             };
             let known = self.users.iter().find(|(name, _, _)| name == user);
-            let hash = known
-                .map_or(UNKNOWN_USER_HASH, |(_, hash, _)| hash.as_str())
-                .to_owned();
-            let password = password.to_owned();
-            let verified = tokio::task::spawn_blocking(move || {
-                PasswordHash::new(&hash).is_ok_and(|hash| {
-                    argon2::Argon2::default()
-                        .verify_password(password.as_bytes(), &hash)
-                        .is_ok()
-                })
-            })
-            .await
-            .unwrap_or(false);
+            let hash = known.map_or(UNKNOWN_USER_HASH, |(_, hash, _)| hash.as_str());
+            let verified = match &self.verifier {
+                Some(verifier) => verifier.verify(user, hash, password).await,
+                None => false,
+            };
             if verified && let Some((name, _, role)) = known {
                 return Ok(Caller {
                     name: name.clone(),
@@ -485,13 +484,23 @@ pub(crate) async fn challenge(State(state): State<WebState>, mut response: Respo
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_password_hash_verifies_its_password_only() {
+    #[tokio::test]
+    async fn a_password_hash_verifies_its_password_only_a_few_at_a_time() {
         let hash = hash_password("s3cret").expect("hash");
-        let parsed = PasswordHash::new(&hash).expect("a PHC string");
-        let argon = argon2::Argon2::default();
-        assert!(argon.verify_password(b"s3cret", &parsed).is_ok());
-        assert!(argon.verify_password(b"secret", &parsed).is_err());
+        let verifier = Verifier::start();
+        assert!(verifier.verify("alice", &hash, "s3cret").await);
+        assert!(!verifier.verify("alice", &hash, "secret").await);
+        assert!(!verifier.verify("bob", UNKNOWN_USER_HASH, "s3cret").await);
+        // Many at once are checked in turn, each answered.
+        let checks = (0..8).map(|n| {
+            let (verifier, hash) = (Arc::clone(&verifier), hash.clone());
+            tokio::spawn(async move { verifier.verify("eve", &hash, &format!("guess{n}")).await })
+        });
+        for check in checks {
+            assert!(!check.await.expect("answered"));
+        }
+        // Remembered once verified: the same password again needs no check.
+        assert!(verifier.verify("alice", &hash, "s3cret").await);
     }
 
     #[test]

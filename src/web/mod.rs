@@ -34,6 +34,7 @@ mod pages;
 mod query;
 mod server;
 pub mod strip;
+mod verify;
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -200,6 +200,17 @@ impl WebProcess {
         )
     }
 
+    /// The server's peak resident memory so far (`VmHWM`), KiB.
+    pub fn peak_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server's /proc status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in /proc status")
+    }
+
     /// Sends `request` (built on [`Self::client`]) and reads the whole answer.
     pub fn send(&self, request: reqwest::RequestBuilder) -> Answer {
         self.runtime.block_on(async {
