@@ -224,6 +224,22 @@ fn the_workflows_json_is_the_command_lines() {
         web.get(&format!("/api/v1/workflows/{id}")).json(),
         shown["workflows"][0]
     );
+    // A step's run id holds a `/`: its run is found as written, escaped or not.
+    let step_run = shown["workflows"][0]["steps"]
+        .as_array()
+        .and_then(|steps| steps.iter().find_map(|step| step["run"].as_str()))
+        .expect("a step with a run")
+        .to_owned();
+    assert!(step_run.contains('/'), "{step_run}");
+    for path in [
+        format!("/api/v1/runs/{step_run}"),
+        format!("/api/v1/runs/{}", step_run.replace('/', "%2F")),
+    ] {
+        let run = web.get(&path);
+        assert_eq!(run.status, 200, "{path}: {}", run.body);
+        assert_eq!(run.json()["id"], step_run.as_str(), "{path}");
+    }
+    assert_eq!(web.get(&format!("/runs/{step_run}")).status, 200);
     let unknown = web.get("/api/v1/workflows?workflow=nothing");
     assert_eq!(
         (unknown.status, unknown.code()),

@@ -32,7 +32,7 @@ pub(super) fn routes() -> Router<WebState> {
         .route("/jobs/{job}/trigger", post(actions::trigger))
         .route("/jobs/{job}/enqueue", post(actions::enqueue))
         .route("/runs", get(reads::runs))
-        .route("/runs/{id}", get(reads::run))
+        .route("/runs/{*id}", get(reads::run))
         .route("/history", get(reads::history))
         .route("/dead", get(reads::dead))
         .route("/dead/retry", post(actions::retry_dead_runs))

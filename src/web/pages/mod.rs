@@ -40,7 +40,7 @@ pub(super) fn routes() -> Router<WebState> {
         .route("/jobs/{job}/resume", post(jobs::resume))
         .route("/jobs/{job}/trigger", post(jobs::trigger))
         .route("/runs", get(runs::page))
-        .route("/runs/{id}", get(run::page))
+        .route("/runs/{*id}", get(run::page))
         .route("/dead", get(dead::page))
         .route("/dead/retry", get(dead::confirm).post(dead::retry_many))
         .route("/dead/purge", post(dead::purge))
