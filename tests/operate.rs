@@ -252,8 +252,8 @@ async fn bad_requests_are_refused_with_a_clear_message_and_exit_code_2() {
     // The whole line, so that a stray space or a broken sentence shows.
     assert_eq!(
         unreachable,
-        "redcron: cannot reach Redis at redis://127.0.0.1:1/: connecting to Redis: Connection refused (os \
-         error 111); check the URL and that Redis is up\n"
+        "redcron: cannot reach Redis at redis://127.0.0.1:1/: connecting to Redis: Redis refused the \
+         connection; check the URL and that Redis is up\n"
     );
     let with_password = redcron_in(
         dir.path(),

@@ -217,14 +217,18 @@ impl StoreError {
     }
 }
 
-/// What Redis or the connection said, in words where redis-rs has none: a call that timed out
-/// says how long it waited.
+/// What Redis or the connection said, in words where redis-rs has only the system's: a call
+/// that timed out says how long it waited, and a connection refused says so rather than
+/// "Connection refused (os error 111)". A connection dropped keeps redis-rs's words, which
+/// say why when the connection layer knows (writes the replicas did not take).
 fn redis_said(source: &redis::RedisError) -> String {
     if source.is_timeout() {
         format!(
             "Redis did not answer within {}",
             humantime::format_duration(RESPONSE_TIMEOUT)
         )
+    } else if source.is_connection_refusal() {
+        "Redis refused the connection".to_owned()
     } else {
         source.to_string()
     }
