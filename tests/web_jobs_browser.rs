@@ -415,3 +415,30 @@ fn without_javascript_an_operator_goes_through_the_whole_console() {
     });
     assert!(redriven, "the retry re-drove {doomed}");
 }
+
+/// A page that refreshes itself says so when its refreshes fail (the server gone), rather
+/// than go on showing what it showed as if it were live.
+#[test]
+fn in_a_browser_a_page_whose_refreshes_fail_says_it_is_not_up_to_date() {
+    let (_scenario, _replica, web) = console();
+    let base = web.url("");
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let browser = runtime.block_on(Browser::start());
+    runtime.block_on(async {
+        browser.open(&format!("{base}/")).await;
+        assert_page(&browser, "Overview").await;
+    });
+    assert!(
+        runtime.block_on(browser.find_all("#stale")).is_empty(),
+        "stale while the server answers"
+    );
+    drop(web);
+    runtime.block_on(async {
+        browser.wait_for("#stale").await;
+        let said = browser.text("#stale").await;
+        assert!(
+            said.starts_with("Not up to date since ") && said.contains("cannot be reached"),
+            "{said}"
+        );
+    });
+}

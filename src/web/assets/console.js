@@ -2,6 +2,34 @@
 // again every 2 s and swapped in place, so that the page follows what happens without a
 // reload; nothing is fetched from anywhere but this server.
 "use strict";
+// A page whose refreshes fail says so above its content, from when, until one succeeds: what
+// it shows is no longer what happens, and a page that looks live should not hide it.
+const staleness = (function () {
+  let since = null;
+  return {
+    failed(why) {
+      since = since || new Date();
+      let note = document.getElementById("stale");
+      if (!note) {
+        note = document.createElement("p");
+        note.id = "stale";
+        note.className = "stale";
+        note.setAttribute("role", "status");
+        const main = document.querySelector("main");
+        (main || document.body).prepend(note);
+      }
+      note.textContent = "Not up to date since " + since.toLocaleTimeString() + ": " + why +
+        "; trying again.";
+    },
+    answered() {
+      since = null;
+      const note = document.getElementById("stale");
+      if (note) {
+        note.remove();
+      }
+    },
+  };
+})();
 (function () {
   const sections = document.querySelectorAll("[data-refresh][id]");
   if (sections.length === 0) {
@@ -21,8 +49,10 @@
         credentials: "same-origin",
       });
       if (!response.ok) {
+        staleness.failed("the server answered " + response.status);
         return;
       }
+      staleness.answered();
       const page = new DOMParser().parseFromString(await response.text(), "text/html");
       for (const section of document.querySelectorAll("[data-refresh][id]")) {
         const fresh = page.getElementById(section.id);
@@ -33,6 +63,7 @@
       }
     } catch (error) {
       // The server is restarting or unreachable: the next tick tries again.
+      staleness.failed("the server cannot be reached");
     } finally {
       waiting = false;
     }
@@ -60,8 +91,10 @@
         credentials: "same-origin",
       });
       if (!response.ok) {
+        staleness.failed("the server answered " + response.status);
         return;
       }
+      staleness.answered();
       const run = await response.json();
       if (run.state !== "active") {
         window.clearInterval(timer);
@@ -73,6 +106,7 @@
       }
     } catch (error) {
       // The server is restarting or unreachable: the next tick tries again.
+      staleness.failed("the server cannot be reached");
     } finally {
       waiting = false;
     }
