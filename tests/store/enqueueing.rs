@@ -8,6 +8,7 @@ use redcron::store::{Claim, Enqueue, Enqueued};
 use redis::Commands;
 
 use crate::util::keys;
+use crate::util::redis_server::RedisServer;
 use crate::util::store::{claim, claim_run, run_hash, setup};
 
 #[tokio::test]
@@ -77,28 +78,7 @@ async fn an_enqueue_repeated_after_its_reply_was_lost_creates_nothing_more() {
     assert!(store.ack_run(&run, Some(0), "").await.expect("ack"));
 
     // The same call again, word for word: the script's KEYS and ARGV as the store sent them.
-    let script = redis::Script::new(concat!(
-        include_str!("../../lua/include/common.lua"),
-        "\n",
-        include_str!("../../lua/enqueue_runs.lua")
-    ));
-    let mut invocation = script.prepare_invoke();
-    invocation
-        .key(keys().due())
-        .key(keys().defs())
-        .key(keys().paused())
-        .key(keys().wake_promoter())
-        .key(keys().hold())
-        .key(keys().events())
-        .arg(keys().prefix())
-        .arg("")
-        .arg("")
-        .arg("enqueue")
-        .arg(100_000)
-        .arg(request.script_arguments(run_id).as_slice());
-    let reply: Vec<redis::Value> = invocation
-        .invoke(&mut server.connection())
-        .expect("the repeated call");
+    let reply = call_enqueue_script(&server, &request, &[run_id]);
     assert_eq!(reply.len(), 3);
     assert_eq!(
         reply[0],
@@ -148,12 +128,33 @@ async fn an_enqueue_asks_once_per_call_whether_its_runs_exist() {
     );
 
     // One run id twice in one call, as the script is called.
+    let run_id = redcron::store::new_run_id();
+    let reply = call_enqueue_script(&server, &request, &[&run_id, &run_id]);
+    let ok = redis::Value::BulkString(b"OK".to_vec());
+    assert_eq!((reply.len(), &reply[0], &reply[3]), (6, &ok, &ok));
+    let ready: Vec<String> = server
+        .connection()
+        .lrange(keys().ready("default", Priority::Normal), 0, -1)
+        .expect("LRANGE");
+    assert_eq!(
+        ready.iter().filter(|ready| **ready == run_id).count(),
+        1,
+        "one run made"
+    );
+}
+
+/// `enqueue_runs.lua` called as the store calls it, its KEYS and ARGV word for word, with one
+/// run of `request` for each of `run_ids` (the same id twice, a call repeated): its reply.
+fn call_enqueue_script(
+    server: &RedisServer,
+    request: &Enqueue,
+    run_ids: &[&str],
+) -> Vec<redis::Value> {
     let script = redis::Script::new(concat!(
         include_str!("../../lua/include/common.lua"),
         "\n",
         include_str!("../../lua/enqueue_runs.lua")
     ));
-    let run_id = redcron::store::new_run_id();
     let mut invocation = script.prepare_invoke();
     invocation
         .key(keys().due())
@@ -166,21 +167,11 @@ async fn an_enqueue_asks_once_per_call_whether_its_runs_exist() {
         .arg("")
         .arg("")
         .arg("enqueue")
-        .arg(100_000)
-        .arg(request.script_arguments(&run_id).as_slice())
-        .arg(request.script_arguments(&run_id).as_slice());
-    let reply: Vec<redis::Value> = invocation
+        .arg(100_000);
+    for run_id in run_ids {
+        invocation.arg(request.script_arguments(run_id).as_slice());
+    }
+    invocation
         .invoke(&mut server.connection())
-        .expect("the call");
-    let ok = redis::Value::BulkString(b"OK".to_vec());
-    assert_eq!((reply.len(), &reply[0], &reply[3]), (6, &ok, &ok));
-    let ready: Vec<String> = server
-        .connection()
-        .lrange(keys().ready("default", Priority::Normal), 0, -1)
-        .expect("LRANGE");
-    assert_eq!(
-        ready.iter().filter(|ready| **ready == run_id).count(),
-        1,
-        "one run made"
-    );
+        .expect("the script's call")
 }
